@@ -1,0 +1,223 @@
+"""Public / private / test splits, deterministic per seed and identical across methods.
+
+Conventions (both papers):
+
+* **public** = ``public_per_class`` samples of every class drawn from the training set
+  (or from another dataset/domain with the same label set, ``public_from``);
+* **private** = the remaining training samples, optionally made long-tailed with an
+  exponential profile (DP-prototypes paper, Sec. 5): class ``c`` (in a seed-shuffled order)
+  keeps ``n_max * IR^(-c/(C-1))`` samples, IR = ``imbalance_ratio``;
+* **test** = the dataset's test set, untouched;
+* **minority classes** = the smallest 25 % of classes by private count (at least one).
+
+The split only selects indices; the same ``(features, spec)`` always gives the same split,
+whatever method is trained on it afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+from ..features.featureset import FeatureSet
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """How to split a :class:`FeatureSet` into public / private / test.
+
+    Args:
+        public_per_class: public samples per class (k-shot), ``>= 1``. Default 5.
+        imbalance_ratio: IR ``>= 1`` of the exponential long tail applied to the private
+            part; 1 means no imbalance.
+        seed: seed of every random choice of the split.
+        public_from: name of the dataset spec (e.g. ``"image_folder:PACS/photo"``) whose
+            training features provide the public samples (domain shift); ``None`` means the
+            public samples come from the same training set.
+    """
+
+    public_per_class: int = 5
+    imbalance_ratio: float = 1.0
+    seed: int = 0
+    public_from: str | None = None
+
+    def __post_init__(self) -> None:
+        if int(self.public_per_class) != self.public_per_class or self.public_per_class < 1:
+            raise ConfigError(
+                "public_per_class", f"must be an integer >= 1, got {self.public_per_class!r}"
+            )
+        if not np.isfinite(self.imbalance_ratio) or self.imbalance_ratio < 1:
+            raise ConfigError(
+                "imbalance_ratio", f"must be a number >= 1 (1 = balanced), got {self.imbalance_ratio!r}"
+            )
+        if int(self.seed) != self.seed or self.seed < 0:
+            raise ConfigError("seed", f"must be an integer >= 0, got {self.seed!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Split:
+    """The matrices one training run sees.
+
+    Attributes:
+        X_public, y_public: public (non-private) labelled samples.
+        X_private, y_private: private samples; every privacy guarantee is about these.
+        X_test, y_test: held-out evaluation samples (never used for training).
+        class_names: the ``C`` class names.
+        minority_classes: sorted class ids of the smallest 25 % of classes by private count.
+        private_counts: ``(C,)`` private samples per class.
+        text_embeddings: optional ``(C, D)`` CLIP text embeddings (zero-shot / text init).
+        spec: the :class:`SplitSpec` that produced it.
+        meta: provenance copied from the feature set.
+    """
+
+    X_public: np.ndarray
+    y_public: np.ndarray
+    X_private: np.ndarray
+    y_private: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    class_names: list[str]
+    minority_classes: np.ndarray
+    private_counts: np.ndarray
+    text_embeddings: np.ndarray | None = None
+    spec: SplitSpec = field(default_factory=SplitSpec)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def dim(self) -> int:
+        return int(self.X_private.shape[1])
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per class, for charts: public, private, test and the minority flag."""
+        C = self.n_classes
+        return {
+            "class_names": list(self.class_names),
+            "public": np.bincount(self.y_public, minlength=C).tolist(),
+            "private": self.private_counts.tolist(),
+            "test": np.bincount(self.y_test, minlength=C).tolist(),
+            "minority": [int(c in set(self.minority_classes.tolist())) for c in range(C)],
+        }
+
+
+def minority_classes(private_counts: np.ndarray, fraction: float = 0.25) -> np.ndarray:
+    """Class ids of the smallest ``fraction`` of classes by private count (ties by id).
+
+    At least one class is returned. With a balanced split the choice is the lowest ids among
+    equals, which keeps the metric defined (and equal to a subset accuracy).
+    """
+    C = len(private_counts)
+    k = max(1, int(np.floor(fraction * C)))
+    order = np.lexsort((np.arange(C), private_counts))  # by count, then id
+    return np.sort(order[:k])
+
+
+def _take_public(y: np.ndarray, k: int, C: int, rng: np.random.Generator, where: str) -> np.ndarray:
+    idx = []
+    for c in range(C):
+        members = np.flatnonzero(y == c)
+        if members.size == 0:
+            raise DataError(f"{where}: class {c} has no samples; every class needs at least {k}")
+        if members.size < k:
+            raise DataError(
+                f"{where}: class {c} has {members.size} samples, fewer than "
+                f"public_per_class={k}"
+            )
+        idx.append(rng.choice(members, size=k, replace=False))
+    return np.sort(np.concatenate(idx))
+
+
+def make_split(
+    features: FeatureSet,
+    spec: SplitSpec = SplitSpec(),
+    *,
+    public_features: FeatureSet | None = None,
+) -> Split:
+    """Split ``features`` into public / private / test as described in the module docstring.
+
+    Args:
+        features: the target task's features (private + test come from here).
+        spec: split parameters.
+        public_features: features of ``spec.public_from`` (required iff it is set); must have
+            the same class names in the same order.
+
+    Returns:
+        The :class:`Split`. Features are copied as float32.
+
+    Raises:
+        DataError: a class has no (or too few) samples, or the public domain's label set
+            differs.
+        ConfigError: ``public_from`` set without ``public_features`` or vice versa.
+    """
+    C = features.n_classes
+    k = spec.public_per_class
+    rng = np.random.default_rng([spec.seed, 0x5EED])
+    y = np.asarray(features.y_train)
+
+    if spec.public_from is not None:
+        if public_features is None:
+            raise ConfigError("public_from", f"features for {spec.public_from!r} were not provided")
+        if list(public_features.class_names) != list(features.class_names):
+            raise DataError(
+                f"public_from: {spec.public_from!r} has classes {public_features.class_names}, "
+                f"but the private dataset has {features.class_names}; they must be equal"
+            )
+        pub_idx = _take_public(np.asarray(public_features.y_train), k, C, rng, "public_from")
+        X_pub = public_features.X_train[pub_idx]
+        y_pub = public_features.y_train[pub_idx]
+        remaining = np.arange(len(y))
+    else:
+        if public_features is not None:
+            raise ConfigError("public_from", "public_features given but spec.public_from is None")
+        pub_idx = _take_public(y, k, C, rng, "y_train")
+        X_pub, y_pub = features.X_train[pub_idx], y[pub_idx]
+        mask = np.ones(len(y), dtype=bool)
+        mask[pub_idx] = False
+        remaining = np.flatnonzero(mask)
+
+    # Long tail of the private part: class at rank r keeps n_max * IR^(-r/(C-1)).
+    y_rem = y[remaining]
+    counts = np.bincount(y_rem, minlength=C)
+    if np.any(counts == 0):
+        empty = int(np.flatnonzero(counts == 0)[0])
+        raise DataError(
+            f"y_train: class {empty} ({features.class_names[empty]!r}) has no private samples "
+            f"left after taking {k} public samples per class"
+        )
+    if spec.imbalance_ratio > 1:
+        n_max = int(counts.max())
+        ranks = rng.permutation(C)  # class ranks[c]-th in the tail
+        keep_n = np.floor(n_max * spec.imbalance_ratio ** (-ranks / max(C - 1, 1))).astype(int)
+        keep_n = np.clip(keep_n, 1, counts)
+        kept = []
+        for c in range(C):
+            members = remaining[y_rem == c]
+            kept.append(rng.choice(members, size=keep_n[c], replace=False))
+        priv_idx = np.sort(np.concatenate(kept))
+    else:
+        priv_idx = remaining
+    y_priv = y[priv_idx]
+    private_counts = np.bincount(y_priv, minlength=C)
+    return Split(
+        X_public=np.ascontiguousarray(X_pub, dtype=np.float32),
+        y_public=np.asarray(y_pub, dtype=np.int64),
+        X_private=np.ascontiguousarray(features.X_train[priv_idx], dtype=np.float32),
+        y_private=np.asarray(y_priv, dtype=np.int64),
+        X_test=np.ascontiguousarray(features.X_test, dtype=np.float32),
+        y_test=np.asarray(features.y_test, dtype=np.int64),
+        class_names=list(features.class_names),
+        minority_classes=minority_classes(private_counts),
+        private_counts=private_counts,
+        text_embeddings=features.text_embeddings,
+        spec=spec,
+        meta=dict(features.meta),
+    )

@@ -1,0 +1,101 @@
+"""Encoder interface: images -> feature matrices.
+
+Only modules under ``mixdp_core.encoders`` import open_clip / torchvision models / timm.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+from ..errors import DataError
+from ..registry import Registry
+
+
+def select_device(preferred: str | None = None) -> str:
+    """Pick the compute device: explicit choice, else cuda -> mps -> cpu."""
+    import torch
+
+    if preferred:
+        return preferred
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+class Encoder(ABC):
+    """Maps images to ``(N, D)`` float32 feature vectors.
+
+    Class attributes:
+        name: registry key.
+        has_text: whether :meth:`encode_text` is available (CLIP).
+        offline: whether the weights ship with an installed package (work offline).
+        description: one line for the UI.
+
+    Args:
+        pretrained: weights tag (encoder-specific; ``None`` = random init, used in tests).
+        device: ``None`` for auto (cuda -> mps -> cpu).
+        batch_size: images per forward pass.
+    """
+
+    name: ClassVar[str] = ""
+    has_text: ClassVar[bool] = False
+    offline: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+
+    def __init__(self, pretrained: str | None = "default", device: str | None = None, batch_size: int = 64):
+        self.pretrained = pretrained
+        self.device = device
+        self.batch_size = int(batch_size)
+
+    @property
+    def weights_tag(self) -> str:
+        return str(self.pretrained)
+
+    def cache_key(self) -> dict[str, Any]:
+        """What identifies the features this encoder produces (for the feature cache)."""
+        return {"encoder": self.name, "weights": self.weights_tag, "preprocess": self.preprocess_tag()}
+
+    def preprocess_tag(self) -> str:
+        return ""
+
+    @abstractmethod
+    def encode_images(
+        self,
+        source: Any,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        skip_corrupt: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Encode every image of ``source`` (an :class:`~mixdp_core.data.base.ImageSource`).
+
+        Args:
+            progress: called as ``progress(done, total)`` after each batch.
+            skip_corrupt: skip undecodable files with a warning instead of raising.
+
+        Returns:
+            ``(features (N_kept, D) float32, kept_indices (N_kept,))``.
+
+        Raises:
+            CorruptImageError: an image cannot be decoded and ``skip_corrupt`` is False.
+        """
+
+    def encode_arrays(self, X: np.ndarray) -> np.ndarray:
+        """Encode an in-memory pixel array (only encoders that support it)."""
+        raise NotImplementedError
+
+    def encode_text(self, class_names: Sequence[str], templates: Sequence[str] | None = None) -> np.ndarray:
+        """Zero-shot class embeddings ``(C, D)`` (CLIP encoders only)."""
+        raise DataError(
+            f"encoder {self.name!r} has no text tower; zero-shot and text initialization need a "
+            f"CLIP encoder (clip_vit_b32 or clip_rn50)"
+        )
+
+
+ENCODERS: Registry[type[Encoder]] = Registry("encoder")

@@ -1,0 +1,39 @@
+"""Exception types shared across MixDP Explorer.
+
+Every user-facing error names the offending field and, where there is one, the allowed
+range, so the CLI and the app can show it as a one-line message.
+"""
+
+from __future__ import annotations
+
+
+class MixDPError(Exception):
+    """Base class of all errors raised deliberately by ``mixdp_core``."""
+
+
+class ConfigError(MixDPError, ValueError):
+    """A configuration field is out of its allowed range.
+
+    Args:
+        field: name of the offending field, as the user typed it (e.g. ``"epsilon"``).
+        message: what is allowed, e.g. ``"must be > 0, got -1"``.
+    """
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class DataError(MixDPError, ValueError):
+    """Input data is malformed (NaN features, empty class, corrupt image, bad archive...)."""
+
+
+class WeightsUnavailableError(MixDPError, RuntimeError):
+    """Pretrained weights cannot be obtained (e.g. offline); the message says how to fix it."""
+
+
+class UnknownNameError(MixDPError, KeyError):
+    """A registry lookup failed; the message lists the registered keys."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""

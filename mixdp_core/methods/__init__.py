@@ -1,0 +1,8 @@
+"""Training methods, registered in :data:`METHODS`.
+
+Importing this package registers every built-in method.
+"""
+
+from .base import METHODS, Method, OnStep, PrivacyConfig, StepRecord, make_method
+
+__all__ = ["METHODS", "Method", "OnStep", "PrivacyConfig", "StepRecord", "make_method"]

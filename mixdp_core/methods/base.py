@@ -1,0 +1,142 @@
+"""Shared machinery of all training methods: the registry, configs and step records.
+
+Every method is sklearn-like::
+
+    model = METHODS.get("adamix")(AdaMixConfig(target_epsilon=3.0))
+    model.fit(split, on_step=callback)   # returns self
+    model.predict(split.X_test)          # (N,) labels
+    model.privacy_                       # PrivacyReport computed for the run as executed
+
+``on_step`` receives a :class:`StepRecord` after each step (or epoch, for network
+fine-tuning) and may return ``True`` to request a stop; the method then stops before the
+next noisy release, so the reported privacy is that of the steps actually executed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Optional
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..registry import Registry
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One progress record streamed by ``fit(on_step=...)``.
+
+    Attributes:
+        step: 1-based index of the step just executed (epoch for network fine-tuning).
+        total_steps: planned number of steps (calibrated T).
+        train_loss: mean cross-entropy on the training data seen by the step (public +
+            private, non-private diagnostic: it is *not* released by the DP mechanism and is
+            only shown to the data owner), or ``None``.
+        test_error: error on the test set in ``[0, 1]`` (computed every few steps), or ``None``.
+        clip_norm: clip threshold used at this step (τ_t), or ``None`` for non-private steps.
+        epsilon_spent: ε at the run's δ after this step, from the accounting module.
+        extra: method-specific scalars (e.g. ``{"lr": ...}``).
+    """
+
+    step: int
+    total_steps: int
+    train_loss: Optional[float] = None
+    test_error: Optional[float] = None
+    clip_norm: Optional[float] = None
+    epsilon_spent: Optional[float] = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+#: Callback type: return ``True`` to request a stop.
+OnStep = Callable[[StepRecord], Optional[bool]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivacyConfig:
+    """Privacy budget shared by every private method (keyword-only).
+
+    Args:
+        target_epsilon: ε > 0 of the (ε, δ)-DP guarantee the run must satisfy.
+        target_delta: δ in (0, 1). Default 1e-5.
+    """
+
+    target_epsilon: float = 3.0
+    target_delta: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.target_epsilon) and self.target_epsilon > 0):
+            raise ConfigError("epsilon", f"must be > 0, got {self.target_epsilon!r}")
+        if not (0 < self.target_delta < 1):
+            raise ConfigError("delta", f"must lie in the open interval (0, 1), got {self.target_delta!r}")
+
+
+class Method(ABC):
+    """Base class of every registered method.
+
+    Subclasses set the class attributes and implement :meth:`fit` and
+    :meth:`decision_function`. Fitted attributes end in ``_``.
+
+    Class attributes:
+        config_cls: the frozen dataclass holding the hyper-parameters.
+        family: ``"adamix"``, ``"prototypes"`` or ``"finetune"``.
+        description: one line for the UI.
+        paper: reference (paper + section/algorithm).
+        private: ``False`` for non-private reference methods (paragon, only-public).
+        needs_text: ``True`` if it needs CLIP text embeddings.
+    """
+
+    config_cls: ClassVar[type] = PrivacyConfig
+    family: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    private: ClassVar[bool] = True
+    needs_text: ClassVar[bool] = False
+
+    def __init__(self, config: Any = None, **params: Any):
+        if config is None:
+            config = self.config_cls(**params)
+        elif params:
+            config = dataclasses.replace(config, **params)
+        if not isinstance(config, self.config_cls):
+            raise ConfigError("config", f"expected {self.config_cls.__name__}, got {type(config).__name__}")
+        self.config = config
+
+    @abstractmethod
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "Method":
+        """Train on ``split`` (a :class:`~mixdp_core.data.splits.Split`); returns self."""
+
+    @abstractmethod
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Class scores ``(N, C)`` for raw (unnormalized) features ``X``."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Predicted labels ``(N,)``."""
+        return np.asarray(self.decision_function(X)).argmax(axis=1)
+
+
+METHODS: Registry[type[Method]] = Registry("method")
+
+
+def make_method(name: str, **params: Any) -> Method:
+    """Instantiate the method registered as ``name`` with config fields ``params``.
+
+    Raises:
+        UnknownNameError: ``name`` is not registered (the message lists the methods).
+        ConfigError: a parameter is out of range.
+        TypeError: a parameter name does not exist for that method.
+    """
+    cls = METHODS.get(name)
+    fields = {f.name for f in dataclasses.fields(cls.config_cls)}
+    unknown = set(params) - fields
+    if unknown:
+        raise ConfigError(
+            sorted(unknown)[0],
+            f"not a parameter of method {name!r}; allowed: {', '.join(sorted(fields))}",
+        )
+    return cls(cls.config_cls(**params))

@@ -7,6 +7,18 @@ Every method is sklearn-like::
     model.predict(split.X_test)          # (N,) labels
     model.privacy_                       # PrivacyReport computed for the run as executed
 
+Fitted attributes every method sets (``None`` where they do not apply):
+
+* ``privacy_``: :class:`mixdp_core.accounting.PrivacyReport` computed by the accounting
+  module for the run *as executed* (steps actually run, noise actually used); ``None`` for
+  non-private reference methods (``paragon``, ``only_public``), which the UI shows as ε = ∞.
+* ``steps_``: number of steps (epochs for fine-tuning) executed.
+* ``history_``: list of the :class:`StepRecord` emitted.
+* ``noise_multiplier_``: σ used (``None`` if not a Gaussian-noise method).
+* ``pdp_sq_ratio_sum_``: ``(N_private,)`` array of Σ_t r_{i,t}² (per-instance DP, AdaMix
+  App. C) for NoisyGD-type methods, else ``None``; evaluation turns it into ε_i with
+  :func:`mixdp_core.accounting.pdp_epsilon`.
+
 ``on_step`` receives a :class:`StepRecord` after each step (or epoch, for network
 fine-tuning) and may return ``True`` to request a stop; the method then stops before the
 next noisy release, so the reported privacy is that of the steps actually executed.

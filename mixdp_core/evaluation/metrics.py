@@ -1,0 +1,83 @@
+"""Utility metrics of a trained classifier: error, balanced / per-class / minority accuracy.
+
+Conventions: labels are ints in ``[0, C)``; errors and accuracies are fractions in
+``[0, 1]`` (never percentages). A class with no test sample has per-class accuracy ``nan``
+and is left out of the balanced accuracy (as in :func:`sklearn.metrics.balanced_accuracy_score`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DataError
+
+
+def _check(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    y_true = np.asarray(y_true).astype(np.int64, copy=False).ravel()
+    y_pred = np.asarray(y_pred).astype(np.int64, copy=False).ravel()
+    if y_true.shape != y_pred.shape:
+        raise DataError(f"y_pred: expected {y_true.shape[0]} predictions, got {y_pred.shape[0]}")
+    if y_true.size == 0:
+        raise DataError("y_true: no samples to evaluate")
+    return y_true, y_pred
+
+
+def test_error(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Fraction of misclassified samples, in ``[0, 1]``."""
+    y_true, y_pred = _check(y_true, y_pred)
+    return float(np.mean(y_true != y_pred))
+
+
+test_error.__test__ = False  # not a pytest test despite its name
+
+
+def per_class_accuracy(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> np.ndarray:
+    """Recall of every class: ``(C,)`` array, ``nan`` for classes absent from ``y_true``."""
+    y_true, y_pred = _check(y_true, y_pred)
+    total = np.bincount(y_true, minlength=n_classes).astype(float)
+    correct = np.bincount(y_true[y_true == y_pred], minlength=n_classes).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acc = np.where(total > 0, correct / np.maximum(total, 1), np.nan)
+    return acc[:n_classes]
+
+
+def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None = None) -> float:
+    """Mean per-class recall over the classes present in ``y_true``."""
+    y_true, y_pred = _check(y_true, y_pred)
+    C = int(max(y_true.max(), y_pred.max()) + 1) if n_classes is None else int(n_classes)
+    return float(np.nanmean(per_class_accuracy(y_true, y_pred, C)))
+
+
+def minority_accuracy(y_true: np.ndarray, y_pred: np.ndarray, minority_classes: np.ndarray) -> float:
+    """Accuracy on the test samples whose label is a minority class.
+
+    Minority classes are the smallest 25 % of classes by *private* count
+    (:attr:`mixdp_core.data.splits.Split.minority_classes`); the accuracy is sample-weighted
+    over their test samples. ``nan`` if none of them has a test sample.
+    """
+    y_true, y_pred = _check(y_true, y_pred)
+    mask = np.isin(y_true, np.asarray(minority_classes, dtype=np.int64))
+    if not mask.any():
+        return float("nan")
+    return float(np.mean(y_true[mask] == y_pred[mask]))
+
+
+def performance_boost(err_dp: float, *, err_public: float, err_paragon: float) -> float:
+    """Performance Boost of a mixed-privacy method (AdaMix paper, Sec. 4).
+
+    ``PB = (err_public - err_paragon) / (err_DP - err_paragon)``, exactly as defined in the
+    paper, where ``err_paragon`` is the error of the non-private model trained on public +
+    private data, ``err_public`` that of the model trained on the public data only, and
+    ``err_DP`` that of the mixed-privacy model (all on the same split). PB = 1 when the DP
+    model is no better than Only-Public, grows as ``err_DP`` approaches the paragon, and is
+    ``inf`` when it reaches it. It is negative when ``err_DP`` is below the paragon's error and
+    ``nan`` when the paragon error equals both the others (nothing to learn).
+
+    Args:
+        err_dp, err_public, err_paragon: test errors in ``[0, 1]``.
+    """
+    num = float(err_public) - float(err_paragon)
+    den = float(err_dp) - float(err_paragon)
+    if den == 0.0:
+        return float("nan") if num == 0.0 else float(np.copysign(np.inf, num))
+    return num / den

@@ -1,0 +1,127 @@
+"""Evaluate a fitted method on its split: utility, privacy report, MIA and pDP in one call."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .metrics import balanced_accuracy, minority_accuracy, per_class_accuracy, test_error
+from .mia import cross_entropy_losses, loss_threshold_attack
+from .pdp import pdp_summary, per_instance_epsilon
+
+
+def _finite_or_none(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def json_safe(obj: Any) -> Any:
+    """Recursively convert numpy scalars/arrays to Python and non-finite floats to ``None``."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return json_safe(obj.tolist())
+    if isinstance(obj, np.generic):
+        return json_safe(obj.item())
+    if isinstance(obj, float):
+        return _finite_or_none(obj)
+    return obj
+
+
+@dataclass
+class Evaluation:
+    """Result of :func:`evaluate`.
+
+    Attributes:
+        metrics: JSON-safe scalars (errors and accuracies as fractions in ``[0, 1]``; ε as
+            ``None`` for non-private methods, meaning ε = ∞).
+        arrays: per-sample arrays for the ``.npz`` artifact: ``y_pred``, ``per_class_accuracy``,
+            ``pdp_epsilon`` (if any), ``mia_member_scores``, ``mia_nonmember_scores``,
+            ``mia_fpr``, ``mia_tpr``, ``mia_thresholds``, ``mia_member_index``,
+            ``mia_nonmember_index``.
+    """
+
+    metrics: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 0) -> Evaluation:
+    """Evaluate a fitted method on ``split``.
+
+    Args:
+        model: fitted :class:`~mixdp_core.methods.base.Method`.
+        split: the :class:`~mixdp_core.data.splits.Split` it was trained on.
+        delta: δ for the pDP losses; default the model's reported δ, else its target δ.
+        seed: seed of the MIA balancing subsample.
+
+    Returns:
+        :class:`Evaluation` with metrics ``test_error, balanced_accuracy,
+        minority_accuracy, per_class_accuracy, mia_auc, mia_advantage, pdp_epsilon_*,
+        privacy (dict or None), epsilon, delta, mu, rho, steps, noise_multiplier``.
+    """
+    C = split.n_classes
+    scores_test = np.asarray(model.decision_function(split.X_test))
+    y_pred = scores_test.argmax(axis=1)
+    pca = per_class_accuracy(split.y_test, y_pred, C)
+
+    scores_priv = np.asarray(model.decision_function(split.X_private))
+    mia = loss_threshold_attack(
+        cross_entropy_losses(scores_priv, split.y_private),
+        cross_entropy_losses(scores_test, split.y_test),
+        seed=seed,
+    )
+
+    privacy = getattr(model, "privacy_", None)
+    pdict = privacy.to_dict() if privacy is not None else None
+    if delta is None:
+        delta = (
+            pdict.get("delta")
+            if pdict is not None and pdict.get("delta") is not None
+            else getattr(model.config, "target_delta", None)
+        )
+    eps_i = per_instance_epsilon(model, delta=delta) if delta is not None else None
+
+    metrics: dict[str, Any] = {
+        "test_error": test_error(split.y_test, y_pred),
+        "balanced_accuracy": balanced_accuracy(split.y_test, y_pred, C),
+        "minority_accuracy": minority_accuracy(split.y_test, y_pred, split.minority_classes),
+        "per_class_accuracy": pca.tolist(),
+        "minority_classes": np.asarray(split.minority_classes).tolist(),
+        "mia_auc": mia.auc,
+        "mia_advantage": mia.advantage,
+        "mia_n_per_side": int(mia.member_index.size),
+        "privacy": pdict,
+        "epsilon": pdict.get("epsilon") if pdict else None,
+        "delta": pdict.get("delta") if pdict else delta,
+        "mu": pdict.get("mu") if pdict else None,
+        "rho": pdict.get("rho") if pdict else None,
+        "private": privacy is not None,
+        "steps": getattr(model, "steps_", None),
+        "noise_multiplier": getattr(model, "noise_multiplier_", None),
+        "n_public": int(len(split.y_public)),
+        "n_private": int(len(split.y_private)),
+        "n_test": int(len(split.y_test)),
+        "n_classes": int(C),
+        "dim": int(split.dim),
+    }
+    metrics.update(pdp_summary(eps_i))
+    arrays: dict[str, np.ndarray] = {
+        "y_pred": y_pred.astype(np.int64),
+        "per_class_accuracy": pca,
+        "mia_member_scores": mia.member_scores,
+        "mia_nonmember_scores": mia.nonmember_scores,
+        "mia_fpr": mia.fpr,
+        "mia_tpr": mia.tpr,
+        "mia_thresholds": mia.thresholds,
+        "mia_member_index": mia.member_index,
+        "mia_nonmember_index": mia.nonmember_index,
+    }
+    if eps_i is not None:
+        arrays["pdp_epsilon"] = np.asarray(eps_i, dtype=np.float64)
+    return Evaluation(metrics=json_safe(metrics), arrays=arrays)

@@ -1,0 +1,36 @@
+"""Experiment runs: the SQLite run store, the runner and the ``mixdp train`` CLI."""
+
+from .paths import default_home, user_data_dir
+from .store import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    RUNNING,
+    STATUSES,
+    RunNotFoundError,
+    RunRecord,
+    RunStore,
+)
+
+__all__ = [
+    "CANCELLED",
+    "COMPLETED",
+    "FAILED",
+    "RUNNING",
+    "STATUSES",
+    "RunConfig",
+    "RunNotFoundError",
+    "RunRecord",
+    "RunStore",
+    "default_home",
+    "execute",
+    "user_data_dir",
+]
+
+
+def __getattr__(name):  # lazy: the runner imports methods/data, the store does not
+    if name in ("RunConfig", "execute"):
+        from . import runner
+
+        return getattr(runner, name)
+    raise AttributeError(name)

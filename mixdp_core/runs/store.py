@@ -1,0 +1,592 @@
+"""Embedded run store: one SQLite database (WAL mode) plus ``.npz`` artifacts beside it.
+
+Layout under the store root (default :func:`mixdp_core.runs.paths.default_home`)::
+
+    runs.sqlite            # tables runs, steps, meta (WAL journal: readers never block the writer)
+    artifacts/<run_id>.npz # per-sample arrays (pDP ε_i, MIA scores, ROC...), written atomically
+
+Life cycle of a run row: ``running`` → ``completed`` | ``failed`` | ``cancelled``. A row
+stays ``running`` only while its process lives: every row records the writer's host, pid and
+process start token plus a heartbeat; when a store is opened, ``running`` rows whose process
+is gone (same host) or whose heartbeat is older than ``stale_after`` seconds (other hosts)
+are marked ``failed``; their step history is kept. Several processes may write at once:
+every write is a short ``BEGIN IMMEDIATE`` transaction with a 30 s busy timeout.
+
+Cancellation: :meth:`RunStore.request_cancel` sets a flag that the runner polls from its
+``on_step`` callback; the run then stops and is marked ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import socket
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+
+from ..errors import ConfigError, MixDPError
+from .paths import default_home
+
+RUNNING = "running"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+STATUSES = (RUNNING, COMPLETED, FAILED, CANCELLED)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    config_hash TEXT NOT NULL,
+    split_hash TEXT,
+    method TEXT,
+    dataset TEXT,
+    encoder TEXT,
+    seed INTEGER,
+    target_epsilon REAL,
+    label TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    finished_at REAL,
+    heartbeat_at REAL,
+    host TEXT,
+    pid INTEGER,
+    pid_token TEXT,
+    versions_json TEXT,
+    metrics_json TEXT,
+    error TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_hash ON runs(config_hash, status);
+CREATE INDEX IF NOT EXISTS runs_split ON runs(split_hash, status);
+CREATE TABLE IF NOT EXISTS steps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    step INTEGER,
+    record_json TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS steps_run ON steps(run_id, id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+class RunNotFoundError(MixDPError, KeyError):
+    """No run with that id exists in the store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _process_token(pid: int) -> str | None:
+    """Start time of process ``pid`` (Linux ``/proc``), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    rest = data.rsplit(")", 1)[-1].split()
+    # rest[0] is the state (field 3); starttime is field 22 -> rest[19]
+    return rest[19] if len(rest) > 19 else None
+
+
+def _process_alive(pid: int, token: str | None) -> bool:
+    """Whether process ``pid`` (with start token ``token``, if known) is still running."""
+    if pid is None or pid <= 0:
+        return False
+    if sys.platform.startswith("win"):  # os.kill(pid, 0) would terminate it on Windows
+        return True  # fall back to the heartbeat
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().decode(errors="replace").rsplit(")", 1)[-1].split()[0]
+        if state in ("Z", "X"):  # zombie: dead, not yet reaped
+            return False
+    except OSError:
+        pass
+    now_token = _process_token(pid)
+    if token is not None and now_token is not None and token != now_token:
+        return False  # pid reused by another process
+    return True
+
+
+@dataclass
+class RunRecord:
+    """One row of the ``runs`` table, decoded.
+
+    Timestamps are Unix seconds (UTC). ``metrics`` is ``{}`` until the run finishes.
+    """
+
+    run_id: str
+    status: str
+    config: dict[str, Any]
+    config_hash: str
+    split_hash: str | None
+    method: str | None
+    dataset: str | None
+    encoder: str | None
+    seed: int | None
+    target_epsilon: float | None
+    label: str | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+    heartbeat_at: float | None
+    host: str | None
+    pid: int | None
+    versions: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    cancel_requested: bool = False
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from creation to finish (or to the last heartbeat while running)."""
+        end = self.finished_at or self.heartbeat_at
+        return None if end is None else end - self.created_at
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_RUN_COLS = (
+    "run_id, status, config_json, config_hash, split_hash, method, dataset, encoder, seed, "
+    "target_epsilon, label, created_at, updated_at, finished_at, heartbeat_at, host, pid, "
+    "versions_json, metrics_json, error, cancel_requested"
+)
+
+
+def _row_to_record(row: tuple) -> RunRecord:
+    (run_id, status, cfg, chash, shash, method, dataset, encoder, seed, teps, label, created,
+     updated, finished, hb, host, pid, versions, metrics, error, cancel) = row
+    return RunRecord(
+        run_id=run_id, status=status, config=json.loads(cfg), config_hash=chash,
+        split_hash=shash, method=method, dataset=dataset, encoder=encoder, seed=seed,
+        target_epsilon=teps, label=label, created_at=created, updated_at=updated,
+        finished_at=finished, heartbeat_at=hb, host=host, pid=pid,
+        versions=json.loads(versions) if versions else {},
+        metrics=json.loads(metrics) if metrics else {}, error=error,
+        cancel_requested=bool(cancel),
+    )
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, allow_nan=False, default=_json_default)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def new_run_id() -> str:
+    """Time-sortable unique id, e.g. ``20240501-134501-3f9a2c1b``."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+class RunStore:
+    """The run database and its artifacts folder.
+
+    Args:
+        root: store folder; default ``$MIXDP_HOME`` or the user data folder.
+        stale_after: seconds without heartbeat after which a ``running`` row of *another
+            host* counts as dead (same-host rows are checked by pid). Default 300.
+        recover: mark interrupted runs ``failed`` on opening (see module docstring).
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None, *, stale_after: float = 300.0,
+                 recover: bool = True):
+        self.root = Path(root).expanduser() if root is not None else default_home()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.artifacts_dir = self.root / "artifacts"
+        self.artifacts_dir.mkdir(exist_ok=True)
+        self.db_path = self.root / "runs.sqlite"
+        self.stale_after = float(stale_after)
+        self.host = socket.gethostname()
+        with self._connect() as con:
+            con.execute("PRAGMA journal_mode=WAL")
+            with self._write(con):
+                for stmt in _SCHEMA.strip().split(";"):
+                    if stmt.strip():
+                        con.execute(stmt)
+                con.execute(
+                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+        if recover:
+            self.recover_interrupted()
+
+    # ------------------------------------------------------------------ plumbing
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        con = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
+        try:
+            con.execute("PRAGMA busy_timeout=30000")
+            con.execute("PRAGMA synchronous=NORMAL")
+            yield con
+        finally:
+            con.close()
+
+    @contextmanager
+    def _write(self, con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """One short write transaction; retried by SQLite's busy handler up to 30 s."""
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        else:
+            con.execute("COMMIT")
+
+    def _exec_write(self, sql: str, params: tuple = ()) -> int:
+        with self._connect() as con, self._write(con):
+            return con.execute(sql, params).rowcount
+
+    # ------------------------------------------------------------------ runs
+    def create_run(
+        self,
+        config: Mapping[str, Any],
+        *,
+        config_hash: str,
+        split_hash: str | None = None,
+        versions: Mapping[str, Any] | None = None,
+        label: str | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Insert a new ``running`` row for the current process; returns its id."""
+        run_id = run_id or new_run_id()
+        now = time.time()
+        pid = os.getpid()
+        self._exec_write(
+            "INSERT INTO runs(run_id, status, config_json, config_hash, split_hash, method, "
+            "dataset, encoder, seed, target_epsilon, label, created_at, updated_at, heartbeat_at, "
+            "host, pid, pid_token, versions_json, cancel_requested) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+            (
+                run_id, RUNNING, _dumps(dict(config)), config_hash, split_hash,
+                config.get("method"), config.get("dataset"), config.get("encoder"),
+                config.get("seed"), config.get("target_epsilon"), label, now, now, now,
+                self.host, pid, _process_token(pid), _dumps(dict(versions or {})),
+            ),
+        )
+        return run_id
+
+    def heartbeat(self, run_id: str) -> None:
+        """Record that the run's process is alive."""
+        now = time.time()
+        self._exec_write("UPDATE runs SET heartbeat_at=? WHERE run_id=?", (now, run_id))
+
+    def append_steps(self, run_id: str, records: Iterable[Mapping[str, Any]]) -> int:
+        """Append step records (``StepRecord.to_dict()``) in order; also a heartbeat.
+
+        Returns:
+            The number of records written.
+        """
+        rows = [(run_id, r.get("step"), _dumps(dict(r))) for r in records]
+        now = time.time()
+        with self._connect() as con, self._write(con):
+            if rows:
+                con.executemany("INSERT INTO steps(run_id, step, record_json) VALUES (?,?,?)", rows)
+            con.execute("UPDATE runs SET heartbeat_at=?, updated_at=? WHERE run_id=?", (now, now, run_id))
+        return len(rows)
+
+    def add_step(self, run_id: str, record: Mapping[str, Any]) -> None:
+        """Append one step record."""
+        self.append_steps(run_id, [record])
+
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's step records, in the order written."""
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT record_json FROM steps WHERE run_id=? ORDER BY id", (run_id,)
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def finish(self, run_id: str, status: str, *, metrics: Mapping[str, Any] | None = None,
+               error: str | None = None) -> None:
+        """Set the final status (``completed``/``failed``/``cancelled``), metrics and error."""
+        if status not in (COMPLETED, FAILED, CANCELLED):
+            raise ConfigError("status", f"must be one of completed, failed, cancelled; got {status!r}")
+        now = time.time()
+        n = self._exec_write(
+            "UPDATE runs SET status=?, metrics_json=?, error=?, finished_at=?, updated_at=?, "
+            "heartbeat_at=? WHERE run_id=?",
+            (status, _dumps(dict(metrics)) if metrics is not None else None, error, now, now, now, run_id),
+        )
+        if n == 0:
+            raise RunNotFoundError(f"no run {run_id!r} in {self.db_path}")
+
+    def request_cancel(self, run_id: str) -> bool:
+        """Ask a running run to stop (the app's Cancel button).
+
+        Returns:
+            ``True`` if a ``running`` run was flagged, ``False`` if it had already finished.
+        """
+        self.get_run(run_id)  # raises if unknown
+        return self._exec_write(
+            "UPDATE runs SET cancel_requested=1, updated_at=? WHERE run_id=? AND status=?",
+            (time.time(), run_id, RUNNING),
+        ) > 0
+
+    def is_cancel_requested(self, run_id: str) -> bool:
+        """Whether :meth:`request_cancel` was called for the run."""
+        with self._connect() as con:
+            row = con.execute("SELECT cancel_requested FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        return bool(row and row[0])
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run's record.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        with self._connect() as con:
+            row = con.execute(f"SELECT {_RUN_COLS} FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFoundError(f"no run {run_id!r} in {self.db_path}")
+        return _row_to_record(row)
+
+    def list_runs(
+        self,
+        *,
+        status: str | Iterable[str] | None = None,
+        method: str | Iterable[str] | None = None,
+        dataset: str | None = None,
+        encoder: str | None = None,
+        seed: int | None = None,
+        config_hash: str | None = None,
+        split_hash: str | None = None,
+        label: str | None = None,
+        since: float | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> list[RunRecord]:
+        """Runs matching every given filter (strings or iterables of allowed values)."""
+        where, params = [], []
+
+        def add(col: str, val: Any) -> None:
+            if val is None:
+                return
+            if isinstance(val, (str, int, float)):
+                where.append(f"{col}=?")
+                params.append(val)
+            else:
+                vals = list(val)
+                where.append(f"{col} IN ({','.join('?' * len(vals))})" if vals else "0")
+                params.extend(vals)
+
+        if status is not None:
+            for s in [status] if isinstance(status, str) else list(status):
+                if s not in STATUSES:
+                    raise ConfigError("status", f"must be one of {', '.join(STATUSES)}; got {s!r}")
+        add("status", status)
+        add("method", method)
+        add("dataset", dataset)
+        add("encoder", encoder)
+        add("seed", seed)
+        add("config_hash", config_hash)
+        add("split_hash", split_hash)
+        add("label", label)
+        if since is not None:
+            where.append("created_at>=?")
+            params.append(float(since))
+        sql = f"SELECT {_RUN_COLS} FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at " + ("DESC" if newest_first else "ASC") + ", run_id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._connect() as con:
+            rows = con.execute(sql, params).fetchall()
+        return [_row_to_record(r) for r in rows]
+
+    def find_completed(self, config_hash: str) -> RunRecord | None:
+        """The newest ``completed`` run with this config hash, or ``None`` (to reuse it)."""
+        runs = self.list_runs(status=COMPLETED, config_hash=config_hash, limit=1)
+        return runs[0] if runs else None
+
+    def delete_run(self, run_id: str, *, force: bool = False) -> None:
+        """Delete a run, its steps and its artifacts.
+
+        Args:
+            force: also delete a run that is still ``running`` in a live process.
+
+        Raises:
+            RunNotFoundError: no such run.
+            ConfigError: the run is live and ``force`` is false.
+        """
+        rec = self.get_run(run_id)
+        if rec.status == RUNNING and not force and self._is_live(run_id):
+            raise ConfigError("run_id", f"run {run_id} is still running; cancel it first or use force=True")
+        with self._connect() as con, self._write(con):
+            con.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
+            con.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
+        try:
+            self.artifact_path(run_id).unlink()
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------------ liveness
+    def _is_live(self, run_id: str) -> bool:
+        with self._connect() as con:
+            row = con.execute(
+                "SELECT host, pid, pid_token, heartbeat_at FROM runs WHERE run_id=?", (run_id,)
+            ).fetchone()
+        if row is None:
+            return False
+        host, pid, token, hb = row
+        if host == self.host:
+            return _process_alive(pid, token)
+        return hb is not None and time.time() - hb < self.stale_after
+
+    def recover_interrupted(self) -> list[str]:
+        """Mark ``running`` rows whose process is gone as ``failed`` (history kept).
+
+        Returns:
+            Ids of the runs marked failed.
+        """
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT run_id, host, pid, pid_token, heartbeat_at FROM runs WHERE status=?", (RUNNING,)
+            ).fetchall()
+        dead = []
+        now = time.time()
+        for run_id, host, pid, token, hb in rows:
+            if host == self.host:
+                alive = _process_alive(pid, token)
+                why = f"process {pid} on {host} ended without finishing the run"
+            else:
+                alive = hb is not None and now - hb < self.stale_after
+                why = f"no heartbeat from {host} for more than {self.stale_after:.0f} s"
+            if not alive:
+                n = self._exec_write(
+                    "UPDATE runs SET status=?, error=?, finished_at=?, updated_at=? "
+                    "WHERE run_id=? AND status=?",
+                    (FAILED, f"interrupted: {why} (marked failed when the store was opened)",
+                     now, now, run_id, RUNNING),
+                )
+                if n:
+                    dead.append(run_id)
+        return dead
+
+    # ------------------------------------------------------------------ artifacts
+    def artifact_path(self, run_id: str) -> Path:
+        """Path of the run's ``.npz`` artifact (may not exist)."""
+        return self.artifacts_dir / f"{run_id}.npz"
+
+    def save_artifacts(self, run_id: str, arrays: Mapping[str, np.ndarray]) -> Path:
+        """Write ``arrays`` to ``artifacts/<run_id>.npz`` atomically (temp file + rename)."""
+        path = self.artifact_path(run_id)
+        fd, tmp = tempfile.mkstemp(prefix=f".{run_id}.", suffix=".npz.tmp", dir=self.artifacts_dir)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez_compressed(f, **{k: np.asarray(v) for k, v in arrays.items()})
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        return path
+
+    def load_artifacts(self, run_id: str) -> dict[str, np.ndarray]:
+        """The run's arrays (``{}`` if it stored none)."""
+        path = self.artifact_path(run_id)
+        if not path.exists():
+            return {}
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    # ------------------------------------------------------------------ export
+    def export(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        run_ids: Iterable[str] | None = None,
+        fmt: str = "json",
+        include_steps: bool = True,
+        **filters: Any,
+    ) -> str:
+        """Export runs as JSON (records with config, metrics and steps) or CSV (one flat row each).
+
+        Args:
+            path: file to write; ``None`` returns the text only.
+            run_ids: the runs to export; default every run matching ``filters``
+                (keyword filters of :meth:`list_runs`).
+            fmt: ``"json"`` or ``"csv"``.
+            include_steps: JSON only: add each run's step records.
+
+        Returns:
+            The exported text.
+        """
+        if fmt not in ("json", "csv"):
+            raise ConfigError("fmt", f"must be 'json' or 'csv', got {fmt!r}")
+        recs = [self.get_run(r) for r in run_ids] if run_ids is not None else self.list_runs(
+            newest_first=False, **filters)
+        if fmt == "json":
+            out = []
+            for r in recs:
+                d = r.to_dict()
+                if include_steps:
+                    d["steps"] = self.steps(r.run_id)
+                out.append(d)
+            text = json.dumps(out, indent=2, sort_keys=True, default=_json_default)
+        else:
+            rows = []
+            for r in recs:
+                row: dict[str, Any] = {
+                    "run_id": r.run_id, "status": r.status, "method": r.method,
+                    "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
+                    "target_epsilon": r.target_epsilon, "config_hash": r.config_hash,
+                    "created_at": r.created_at, "finished_at": r.finished_at, "error": r.error,
+                }
+                for k, v in r.metrics.items():
+                    if v is None or isinstance(v, (int, float, str, bool)):
+                        row[f"metric.{k}"] = v
+                for k, v in r.config.items():
+                    if isinstance(v, (int, float, str, bool)) or v is None:
+                        row.setdefault(f"config.{k}", v)
+                rows.append(row)
+            cols: list[str] = []
+            for row in rows:
+                cols.extend(c for c in row if c not in cols)
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+            text = buf.getvalue()
+        if path is not None:
+            p = Path(path)
+            tmp = p.with_name(f".{p.name}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, p)
+        return text

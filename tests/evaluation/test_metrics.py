@@ -1,0 +1,119 @@
+import numpy as np
+import pytest
+from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+from sklearn.metrics import roc_curve as sk_roc_curve
+
+from mixdp_core.errors import DataError
+from mixdp_core.evaluation import (
+    auc_score,
+    balanced_accuracy,
+    cross_entropy_losses,
+    loss_threshold_attack,
+    minority_accuracy,
+    per_class_accuracy,
+    performance_boost,
+    roc_curve,
+    test_error,
+)
+from mixdp_core.evaluation.mia import balanced_indices
+from mixdp_core.evaluation.pdp import pdp_summary
+
+
+def test_error_and_accuracies_hand_computed():
+    y = np.array([0, 0, 0, 1, 1, 2])
+    p = np.array([0, 1, 0, 1, 1, 0])
+    assert test_error(y, p) == pytest.approx(2 / 6)
+    pca = per_class_accuracy(y, p, 4)
+    assert pca[:3] == pytest.approx([2 / 3, 1.0, 0.0])
+    assert np.isnan(pca[3])  # class 3 absent from the test labels
+    assert balanced_accuracy(y, p, 4) == pytest.approx((2 / 3 + 1 + 0) / 3)
+    assert balanced_accuracy(y, p, 4) == pytest.approx(balanced_accuracy_score(y, p))
+    # minority = classes {1, 2}: 3 test samples, 2 correct
+    assert minority_accuracy(y, p, np.array([1, 2])) == pytest.approx(2 / 3)
+    assert np.isnan(minority_accuracy(y, p, np.array([3])))
+
+
+def test_balanced_accuracy_matches_sklearn_random():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 7, 300)
+    p = np.where(rng.random(300) < 0.6, y, rng.integers(0, 7, 300))
+    assert balanced_accuracy(y, p, 7) == pytest.approx(balanced_accuracy_score(y, p))
+    assert test_error(y, p) == pytest.approx(1 - np.mean(y == p))
+
+
+def test_shape_mismatch_raises():
+    with pytest.raises(DataError, match="y_pred"):
+        test_error(np.array([0, 1]), np.array([0]))
+
+
+def test_performance_boost_definition():
+    # PB = (err_public - err_paragon) / (err_DP - err_paragon)
+    assert performance_boost(0.3, err_public=0.5, err_paragon=0.1) == pytest.approx(0.4 / 0.2)
+    assert performance_boost(0.5, err_public=0.5, err_paragon=0.1) == pytest.approx(1.0)
+    assert performance_boost(0.1, err_public=0.5, err_paragon=0.1) == np.inf
+
+
+def test_cross_entropy_losses():
+    s = np.array([[0.0, 0.0], [2.0, 0.0]])
+    ce = cross_entropy_losses(s, np.array([0, 1]))
+    assert ce == pytest.approx([np.log(2), -np.log(np.exp(0) / (np.exp(2) + 1))])
+
+
+def test_auc_and_roc_match_sklearn_with_ties():
+    rng = np.random.default_rng(1)
+    m = np.round(rng.normal(0.5, 1, 200), 1)  # rounding creates ties
+    n = np.round(rng.normal(0.0, 1, 200), 1)
+    y = np.r_[np.ones(200), np.zeros(200)]
+    s = np.r_[m, n]
+    assert auc_score(m, n) == pytest.approx(roc_auc_score(y, s))
+    fpr, tpr, thr = roc_curve(m, n)
+    sfpr, stpr, _ = sk_roc_curve(y, s, drop_intermediate=False)
+    assert fpr == pytest.approx(sfpr)
+    assert tpr == pytest.approx(stpr)
+    assert np.trapezoid(tpr, fpr) == pytest.approx(roc_auc_score(y, s))
+
+
+def test_auc_hand_computed():
+    # members {3, 1}, non-members {2, 0}: pairs won 3>2, 3>0, 1>0; lost 1<2 -> 3/4
+    assert auc_score(np.array([3.0, 1.0]), np.array([2.0, 0.0])) == pytest.approx(0.75)
+    assert auc_score(np.array([1.0]), np.array([1.0])) == pytest.approx(0.5)
+
+
+def test_loss_threshold_attack_balanced_and_advantage():
+    rng = np.random.default_rng(2)
+    member_losses = rng.exponential(0.5, 500)  # members: lower loss
+    nonmember_losses = rng.exponential(1.0, 120)
+    res = loss_threshold_attack(member_losses, nonmember_losses, seed=3)
+    assert res.member_index.size == res.nonmember_index.size == 120
+    assert len(np.unique(res.member_index)) == 120
+    y = np.r_[np.ones(120), np.zeros(120)]
+    s = np.r_[-member_losses[res.member_index], -nonmember_losses]
+    assert res.auc == pytest.approx(roc_auc_score(y, s))
+    assert 0.5 < res.auc <= 1.0
+    assert res.advantage == pytest.approx(np.max(np.abs(res.tpr - res.fpr)))
+    # seeded: the same seed gives the same subsample, another seed another one
+    again = loss_threshold_attack(member_losses, nonmember_losses, seed=3)
+    assert np.array_equal(again.member_index, res.member_index)
+    other = loss_threshold_attack(member_losses, nonmember_losses, seed=4)
+    assert not np.array_equal(other.member_index, res.member_index)
+
+
+def test_advantage_hand_computed():
+    # perfectly separated -> TPR=1 at FPR=0 -> advantage 1, AUC 1
+    res = loss_threshold_attack(np.array([0.1, 0.2]), np.array([1.0, 2.0]))
+    assert res.auc == 1.0 and res.advantage == 1.0
+    # identical distributions -> AUC 0.5, advantage 0
+    res = loss_threshold_attack(np.array([1.0, 1.0]), np.array([1.0, 1.0]))
+    assert res.auc == 0.5 and res.advantage == 0.0
+
+
+def test_balanced_indices_smaller_side_untouched():
+    mi, ni = balanced_indices(5, 9, seed=0)
+    assert np.array_equal(mi, np.arange(5)) and ni.size == 5 and np.all(np.diff(ni) > 0)
+
+
+def test_pdp_summary():
+    s = pdp_summary(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
+    assert s["pdp_epsilon_min"] == 1.0 and s["pdp_epsilon_max"] == 5.0
+    assert s["pdp_epsilon_median"] == 3.0 and s["pdp_epsilon_mean"] == 3.0
+    assert pdp_summary(None)["pdp_epsilon_max"] is None

@@ -80,7 +80,8 @@ class RunConfig:
         public_from: dataset spec of the public data under domain shift, or ``None``.
         method_params: other fields of the method's config (e.g. ``{"noise_multiplier": 20}``).
         dataset_root: where the dataset lives / is downloaded (``None`` = loader default).
-        dataset_kwargs: extra keyword arguments of the dataset loader (e.g. a subset size).
+        dataset_kwargs: extra keyword arguments of the dataset loader (e.g. ``max_per_class``).
+        encoder_kwargs: extra encoder constructor arguments (e.g. ``{"image_size": 128}``).
     """
 
     dataset: str
@@ -95,6 +96,7 @@ class RunConfig:
     method_params: dict[str, Any] = field(default_factory=dict)
     dataset_root: str | None = None
     dataset_kwargs: dict[str, Any] = field(default_factory=dict)
+    encoder_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("dataset", "encoder", "method"):
@@ -103,7 +105,7 @@ class RunConfig:
                 raise ConfigError(name, f"must be a non-empty string, got {v!r}")
         _registry_check("method", "method", self.method)
         _registry_check("encoder", "encoder", self.encoder)
-        _registry_check("dataset", "dataset", self.dataset.split(":", 1)[0])
+        _registry_check("dataset", "dataset", self.dataset.partition(":")[0])
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ConfigError("seed", f"must be an integer >= 0, got {self.seed!r}")
         try:
@@ -129,7 +131,7 @@ class RunConfig:
             raise ConfigError("imbalance_ratio", f"must be a number >= 1 (1 = balanced), got {self.imbalance_ratio!r}")
         if self.public_from is not None and (not isinstance(self.public_from, str) or not self.public_from):
             raise ConfigError("public_from", f"must be a dataset spec or None, got {self.public_from!r}")
-        for name in ("method_params", "dataset_kwargs"):
+        for name in ("method_params", "dataset_kwargs", "encoder_kwargs"):
             v = getattr(self, name)
             if not isinstance(v, Mapping):
                 raise ConfigError(name, f"must be a dict, got {type(v).__name__}")
@@ -204,6 +206,7 @@ class RunConfig:
                 "encoder": self.encoder,
                 "dataset_root": self.dataset_root,
                 "dataset_kwargs": self.dataset_kwargs,
+                "encoder_kwargs": self.encoder_kwargs,
                 "seed": self.seed,
                 "public_per_class": self.public_per_class,
                 "imbalance_ratio": self.imbalance_ratio,
@@ -288,11 +291,13 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
     from ..features.cache import get_features
 
     kw = dict(config.dataset_kwargs)
+    ekw = dict(config.encoder_kwargs) or None
     feats = get_features(config.dataset, config.encoder, root=config.dataset_root, cache_dir=cache_dir,
-                         progress=progress, **kw)
+                         progress=progress, encoder_kwargs=ekw, **kw)
     pub = None
     if config.public_from is not None:
-        pub = get_features(config.public_from, config.encoder, root=None, cache_dir=cache_dir, progress=progress)
+        pub = get_features(config.public_from, config.encoder, root=None, cache_dir=cache_dir,
+                           progress=progress, encoder_kwargs=ekw)
     return feats, pub
 
 
@@ -319,7 +324,7 @@ def execute(
     features: Any = None,
     public_features: Any = None,
     cache_dir: Any = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
     reuse: bool = False,
     label: str | None = None,
     flush_every_s: float = 0.5,
@@ -335,7 +340,7 @@ def execute(
             feature cache; the caller vouches it matches ``config.dataset``/``encoder``).
         public_features: features of ``config.public_from`` when ``features`` is given.
         cache_dir: feature-cache folder (default of :func:`get_features`).
-        progress: ``progress(done, total)`` for feature extraction.
+        progress: ``progress(split_name, done, total)`` during feature extraction.
         reuse: return the id of a completed run with the same :meth:`RunConfig.config_hash`
             instead of running again.
         label: free-text tag stored with the run (e.g. the experiment name).

@@ -1,0 +1,300 @@
+"""Shared machinery of the neural encoders: decoding, preprocessing, batching, inference.
+
+Pipeline of :meth:`TorchImageEncoder.encode_images` (all in the main process, no DataLoader
+workers, so a corrupt file raises :class:`~mixdp_core.data.base.CorruptImageError` naming it):
+
+1. ``source[i]`` decodes image ``i`` (PIL, RGB or L);
+2. :meth:`TorchImageEncoder.preprocess_image`: convert to RGB, centre-crop the largest square,
+   resize to ``image_size`` x ``image_size`` pixels with the encoder's interpolation
+   (PIL; per image, so a feature never depends on which other images share its batch);
+3. a batch of ``uint8`` ``(B, S, S, 3)`` arrays becomes a float tensor
+   ``(x / 255 - mean) / std`` in channels-last memory layout;
+4. the model runs under :func:`torch.inference_mode`, in fp16 on CUDA, fp32 elsewhere, and
+   returns ``(B, D)`` float32 features.
+
+Random-weight models (``pretrained=None``) are initialized under a fixed seed (0) in a forked
+RNG, so they are reproducible and do not disturb the caller's random state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from abc import abstractmethod
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from .base import Encoder, select_device
+
+#: ImageNet RGB statistics on the [0, 1] scale (torchvision / timm convention).
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+#: Seed used to initialize random-weight models (``pretrained=None``).
+RANDOM_INIT_SEED = 0
+
+
+def _pil_resample(name: str):
+    from PIL import Image
+
+    return {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}[name]
+
+
+class TorchImageEncoder(Encoder):
+    """Base class of the PyTorch encoders.
+
+    Subclasses set the class attributes ``default_weights``, ``feature_dim``,
+    ``default_image_size``, ``mean``, ``std``, ``interpolation`` and implement
+    :meth:`_build_model` (returning a module mapping a normalized ``(B, 3, S, S)`` batch to
+    ``(B, D)`` features) and :meth:`_weights_known`.
+
+    Args:
+        pretrained: weights tag; ``"default"`` = ``default_weights``; ``None`` = random
+            initialization (seeded, for tests); a path to an existing file loads that file.
+        device: ``None`` = auto (cuda -> mps -> cpu).
+        batch_size: images per forward pass (>= 1).
+        image_size: side in pixels of the square network input (>= 16). Small images
+            (CIFAR 32 px, digits 8 px) are upscaled to it; larger means slower (cost grows about
+            quadratically) and usually more accurate features.
+        num_threads: torch intra-op threads while encoding (``None`` = leave torch's setting).
+        channels_last: run convolutions in channels-last memory layout (faster on CPU for
+            convnets).
+    """
+
+    default_weights: ClassVar[str] = ""
+    feature_dim: ClassVar[int] = 0
+    default_image_size: ClassVar[int] = 224
+    mean: ClassVar[tuple[float, float, float]] = IMAGENET_MEAN
+    std: ClassVar[tuple[float, float, float]] = IMAGENET_STD
+    interpolation: ClassVar[str] = "bilinear"
+
+    def __init__(
+        self,
+        pretrained: str | None = "default",
+        device: str | None = None,
+        batch_size: int = 64,
+        *,
+        image_size: int | None = None,
+        num_threads: int | None = None,
+        channels_last: bool = True,
+    ):
+        if pretrained == "default":
+            pretrained = self.default_weights
+        super().__init__(pretrained=pretrained, device=device, batch_size=batch_size)
+        if self.batch_size < 1:
+            raise ConfigError("batch_size", f"must be >= 1, got {batch_size}")
+        self.image_size = int(image_size if image_size is not None else self.default_image_size)
+        if self.image_size < 16:
+            raise ConfigError("image_size", f"must be >= 16 pixels, got {image_size}")
+        if num_threads is not None and int(num_threads) < 1:
+            raise ConfigError("num_threads", f"must be >= 1 or None, got {num_threads}")
+        self.num_threads = None if num_threads is None else int(num_threads)
+        self.channels_last = bool(channels_last)
+        if (
+            pretrained is not None
+            and not os.path.isfile(str(pretrained))
+            and not self._weights_known(str(pretrained))
+        ):
+            raise ConfigError(
+                "pretrained", f"unknown weights {pretrained!r} for encoder {self.name!r}; "
+                f"{self._weights_help()}"
+            )
+        self._model = None
+        self._device_str: str | None = None
+
+    # ------------------------------------------------------------------ subclass hooks
+    @abstractmethod
+    def _build_model(self):
+        """Return the ``torch.nn.Module`` (weights loaded, eval mode, on CPU)."""
+
+    def _weights_known(self, tag: str) -> bool:
+        """Whether ``tag`` names weights this encoder can load."""
+        return tag == self.default_weights
+
+    def _weights_help(self) -> str:
+        return f"use {self.default_weights!r}, None (random init) or a path to a weights file"
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def weights_tag(self) -> str:
+        if self.pretrained is None:
+            return f"random(seed={RANDOM_INIT_SEED})"
+        p = str(self.pretrained)
+        if os.path.isfile(p):
+            st = os.stat(p)
+            return f"file:{os.path.abspath(p)}:{st.st_size}:{int(st.st_mtime)}"
+        return p
+
+    def preprocess_tag(self) -> str:
+        mean = ",".join(f"{m:.4f}" for m in self.mean)
+        std = ",".join(f"{s:.4f}" for s in self.std)
+        return f"centercrop-{self.interpolation}-{self.image_size}px-mean[{mean}]-std[{std}]"
+
+    def cache_key(self) -> dict[str, Any]:
+        key = super().cache_key()
+        key["image_size"] = self.image_size
+        return key
+
+    # ------------------------------------------------------------------ model
+    @property
+    def model(self):
+        """The loaded module (built on first use, moved to the device, fp16 on CUDA)."""
+        if self._model is None:
+            import torch
+
+            if self.pretrained is None:
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(RANDOM_INIT_SEED)
+                    model = self._build_model()
+            else:
+                model = self._build_model()
+            model.eval()
+            dev = select_device(self.device)
+            model = model.to(dev)
+            if dev == "cuda":
+                model = model.half()
+            if self.channels_last:
+                model = model.to(memory_format=torch.channels_last)
+            self._device_str = dev
+            self._model = model
+        return self._model
+
+    @property
+    def dtype(self):
+        import torch
+
+        _ = self.model
+        return torch.float16 if self._device_str == "cuda" else torch.float32
+
+    # ------------------------------------------------------------------ preprocessing
+    def preprocess_image(self, img) -> np.ndarray:
+        """PIL image -> ``(S, S, 3)`` uint8 array: RGB, centre square crop, resize to ``S``."""
+        if img.mode != "RGB":
+            img = img.convert("RGB")
+        w, h = img.size
+        if w != h:
+            side = min(w, h)
+            left, top = (w - side) // 2, (h - side) // 2
+            img = img.crop((left, top, left + side, top + side))
+        if img.size != (self.image_size, self.image_size):
+            img = img.resize((self.image_size, self.image_size), _pil_resample(self.interpolation))
+        return np.asarray(img, dtype=np.uint8)
+
+    def to_tensor(self, batch_u8: np.ndarray):
+        """``(B, S, S, 3)`` uint8 -> normalized ``(B, 3, S, S)`` tensor on the device.
+
+        The NHWC -> NCHW permute yields channels-last memory layout without a copy.
+        """
+        import torch
+
+        x = torch.from_numpy(np.ascontiguousarray(batch_u8)).to(self._device_str or select_device(self.device))
+        x = x.permute(0, 3, 1, 2).float().div_(255.0)
+        mean = torch.tensor(self.mean, device=x.device).view(1, 3, 1, 1)
+        std = torch.tensor(self.std, device=x.device).view(1, 3, 1, 1)
+        x = (x - mean) / std
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        else:
+            x = x.contiguous()
+        return x
+
+    # ------------------------------------------------------------------ inference
+    @contextlib.contextmanager
+    def _threads(self):
+        import torch
+
+        if self.num_threads is None:
+            yield
+            return
+        old = torch.get_num_threads()
+        torch.set_num_threads(self.num_threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(old)
+
+    def forward_tensor(self, x) -> np.ndarray:
+        """Bare forward pass on a preprocessed batch (``to_tensor`` output) -> ``(B, D)`` float32."""
+        import torch
+
+        model = self.model
+        with self._threads(), torch.inference_mode():
+            out = model(x.to(device=self._device_str, dtype=self.dtype))
+            out = self._postprocess(out)
+        return out.float().cpu().numpy().astype(np.float32, copy=False)
+
+    def _postprocess(self, out):
+        """Hook applied to the raw ``(B, D)`` model output (e.g. L2 normalization for CLIP)."""
+        return out
+
+    def encode_pil(self, images: Sequence[Any]) -> np.ndarray:
+        """Encode a list of PIL images -> ``(N, D)`` float32 (batched)."""
+        feats = []
+        for start in range(0, len(images), self.batch_size):
+            chunk = [self.preprocess_image(im) for im in images[start : start + self.batch_size]]
+            feats.append(self.forward_tensor(self.to_tensor(np.stack(chunk))))
+        if not feats:
+            return np.zeros((0, self.feature_dim), dtype=np.float32)
+        return np.concatenate(feats, axis=0)
+
+    def encode_images(
+        self,
+        source: Any,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        skip_corrupt: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Encode every image of ``source``; see :meth:`Encoder.encode_images`.
+
+        Decoding happens in the calling process, one batch at a time (peak memory is one
+        batch of decoded images). A file that cannot be decoded raises
+        :class:`~mixdp_core.data.base.CorruptImageError` naming it, or with
+        ``skip_corrupt=True`` is skipped with a :class:`UserWarning` and left out of
+        ``kept_indices``.
+        """
+        from ..data.base import CorruptImageError
+
+        n = len(source)
+        feats: list[np.ndarray] = []
+        kept: list[int] = []
+        _ = self.model  # load weights before the first decode (fail fast when unavailable)
+        for start in range(0, n, self.batch_size):
+            stop = min(start + self.batch_size, n)
+            arrays, idx = [], []
+            for i in range(start, stop):
+                try:
+                    img, _label = source[i]
+                except CorruptImageError as e:
+                    if not skip_corrupt:
+                        raise
+                    warnings.warn(f"skipping corrupt image {e.path} (index {i}): {e}", UserWarning, stacklevel=2)
+                    continue
+                arrays.append(self.preprocess_image(img))
+                idx.append(i)
+            if arrays:
+                feats.append(self.forward_tensor(self.to_tensor(np.stack(arrays))))
+                kept.extend(idx)
+            if progress is not None:
+                progress(stop, n)
+        if feats:
+            X = np.concatenate(feats, axis=0)
+        else:
+            X = np.zeros((0, self.feature_dim), dtype=np.float32)
+        return X, np.asarray(kept, dtype=np.int64)
+
+    def encode_arrays(self, X: np.ndarray, value_range: tuple[float, float] = (0.0, 255.0)) -> np.ndarray:
+        """Encode an in-memory ``(N, H, W)`` or ``(N, H, W, 3)`` pixel array.
+
+        Args:
+            X: pixel values in ``value_range``.
+            value_range: ``(min, max)`` mapped to 8-bit ``(0, 255)`` before preprocessing,
+                e.g. ``(0, 16)`` for scikit-learn digits.
+        """
+        from ..data.base import ArrayImageSource
+
+        src = ArrayImageSource(np.asarray(X), np.zeros(len(X), dtype=np.int64), value_range=value_range)
+        feats, _ = self.encode_images(src)
+        return feats

@@ -1,0 +1,42 @@
+# Two commands for a fresh machine (see README):
+#   make app   -> creates .venv if missing, installs, starts the app on the offline default
+#   make test  -> creates .venv if missing, installs, runs the whole test suite
+# Both are idempotent: the install step re-runs only when requirements.txt or
+# pyproject.toml changed (stamp file), so a second run does not reinstall.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.mixdp-installed
+PORT ?= 8501
+
+.PHONY: app test install browser bench clean-venv
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): requirements.txt pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+app: install
+	$(VENV)/bin/streamlit run app.py --server.port $(PORT)
+
+# Headless Chromium for the end-to-end test (Debian packages; needs root, as on CI).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null); \
+	  else echo "chromium missing and not root: the end-to-end test will be skipped"; fi; }
+
+test: install browser
+	OMP_NUM_THREADS=1 $(PY) -m pytest
+
+bench: install
+	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean-venv:
+	rm -rf $(VENV)

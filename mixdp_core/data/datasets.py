@@ -1,0 +1,315 @@
+"""Dataset loaders, registered in :data:`DATASETS`.
+
+A dataset *spec* is a string: a registry key (``"digits"``, ``"cifar10"``, ...), or
+``"image_folder:<root>"`` / ``"features:<file.npz>"`` with the path after the colon.
+:func:`load_dataset` turns it into a :class:`~mixdp_core.data.base.LoadedDataset`.
+
+Train/test partitions are fixed per dataset (the official split where one exists, else a
+stratified split with ``split_seed``), so the test set never changes with the public/private
+split seed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ConfigError, DataError
+from ..features.featureset import FeatureSet
+from ..registry import Registry
+from .base import ArrayImageSource, FileImageSource, LoadedDataset
+
+#: name -> loader(root, **kwargs) -> LoadedDataset
+DATASETS: Registry[Callable[..., LoadedDataset]] = Registry("dataset")
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
+
+
+def default_data_dir() -> Path:
+    """Where torchvision datasets are looked for / downloaded: ``$MIXDP_DATA`` or ~/.cache."""
+    return Path(os.environ.get("MIXDP_DATA", Path.home() / ".cache" / "mixdp" / "datasets")).expanduser()
+
+
+def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if not 0 < test_fraction < 1:
+        raise ConfigError("test_fraction", f"must lie in (0, 1), got {test_fraction!r}")
+    rng = np.random.default_rng([seed, 0x7E57])
+    tr, te = [], []
+    for c in np.unique(labels):
+        m = rng.permutation(np.flatnonzero(labels == c))
+        n_te = max(1, int(round(test_fraction * m.size))) if m.size > 1 else 0
+        te.append(m[:n_te])
+        tr.append(m[n_te:])
+    return np.sort(np.concatenate(tr)), np.sort(np.concatenate(te))
+
+
+# --------------------------------------------------------------------------- digits
+@DATASETS.register("digits")
+def load_digits_dataset(root: str | None = None, *, test_fraction: float = 0.3, split_seed: int = 0, **_: Any) -> LoadedDataset:
+    """scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes): offline default.
+
+    Pixel values are integers 0..16. Train/test: stratified, ``test_fraction`` (default 0.3 ->
+    1,257 train / 540 test, ~126 train images per class).
+    """
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    y = d.target.astype(np.int64)
+    tr, te = _stratified_split(y, test_fraction, split_seed)
+    imgs = d.images.astype(np.float32)
+    return LoadedDataset(
+        name="digits",
+        class_names=[str(i) for i in range(10)],
+        train=ArrayImageSource(imgs[tr], y[tr], (0.0, 16.0)),
+        test=ArrayImageSource(imgs[te], y[te], (0.0, 16.0)),
+        raw_arrays=(imgs[tr], imgs[te]),
+        cache_key={"dataset": "digits", "test_fraction": test_fraction, "split_seed": split_seed},
+    )
+
+
+# ----------------------------------------------------------------------- image folder
+def _list_class_tree(root: Path, max_per_class: int | None) -> tuple[list[Path], np.ndarray, list[str]]:
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise DataError(f"root: {str(root)!r} has no class sub-folders (expected root/<class>/<image>)")
+    paths: list[Path] = []
+    labels: list[int] = []
+    for ci, c in enumerate(classes):
+        files = sorted(
+            f for f in (root / c).rglob("*") if f.is_file() and not f.name.startswith(".")
+        )
+        if max_per_class is not None:
+            files = files[:max_per_class]
+        if not files:
+            raise DataError(f"root: class folder {str(root / c)!r} contains no files")
+        paths.extend(files)
+        labels.extend([ci] * len(files))
+    return paths, np.asarray(labels, dtype=np.int64), classes
+
+
+@DATASETS.register("image_folder")
+def load_image_folder(
+    root: str | None = None,
+    *,
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+    max_per_class: int | None = None,
+    max_test_per_class: int | None = None,
+    **_: Any,
+) -> LoadedDataset:
+    """Any ``root/<class>/*`` image tree (CUB, Stanford Dogs, MIT-67, a PACS domain, photos).
+
+    If ``root/train`` and ``root/test`` exist they are the split (classes from ``train``;
+    ``test`` must have the same class folders); otherwise a stratified split with
+    ``test_fraction`` and ``split_seed``. Every file under a class folder is an image
+    candidate; one that cannot be decoded raises
+    :class:`~mixdp_core.data.base.CorruptImageError` naming it at encoding time (or is
+    skipped with a warning if the encoder is asked to ``skip_corrupt``).
+
+    Args:
+        max_per_class: keep only the first n files (sorted by name) per class of the train
+            tree (for documented subsets); ``max_test_per_class`` likewise for ``test``.
+    """
+    if not root:
+        raise ConfigError("root", "image_folder needs --root <folder with one sub-folder per class>")
+    r = Path(root).expanduser()
+    if not r.is_dir():
+        raise DataError(f"root: {str(r)!r} is not a folder")
+    key = {"dataset": "image_folder", "root": str(r.resolve()), "max_per_class": max_per_class}
+    if (r / "train").is_dir() and (r / "test").is_dir():
+        p_tr, y_tr, classes = _list_class_tree(r / "train", max_per_class)
+        p_te, y_te, classes_te = _list_class_tree(r / "test", max_test_per_class)
+        if classes_te != classes:
+            raise DataError(f"root: test classes {classes_te} differ from train classes {classes}")
+        key["max_test_per_class"] = max_test_per_class
+    else:
+        paths, y, classes = _list_class_tree(r, max_per_class)
+        tr, te = _stratified_split(y, test_fraction, split_seed)
+        p_tr, y_tr = [paths[i] for i in tr], y[tr]
+        p_te, y_te = [paths[i] for i in te], y[te]
+        key.update(test_fraction=test_fraction, split_seed=split_seed)
+    # The content identity: file list + sizes + mtimes (cheap, catches edits).
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in list(p_tr) + list(p_te):
+        st = p.stat()
+        h.update(f"{p}:{st.st_size}:{int(st.st_mtime)}\n".encode())
+    key["files"] = h.hexdigest()[:16]
+    return LoadedDataset(
+        name=f"image_folder:{r}",
+        class_names=classes,
+        train=FileImageSource(p_tr, y_tr),
+        test=FileImageSource(p_te, y_te),
+        cache_key=key,
+    )
+
+
+# -------------------------------------------------------------------- feature files
+def load_feature_file(path: str | Path) -> FeatureSet:
+    """Load bring-your-own features from ``.npz``.
+
+    Required arrays: ``X_train, y_train, X_test, y_test``; optional ``class_names`` (else
+    ``"0".."C-1"``) and ``text_embeddings``. float16 features are accepted (kept as float32
+    in memory). Validated on load: shapes, finite values, labels in range; errors name the
+    array.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise DataError(f"features: file {str(p)!r} does not exist")
+    try:
+        z = np.load(p, allow_pickle=False)
+    except Exception as e:  # zip/pickle/format errors from numpy
+        raise DataError(f"features: {str(p)!r} is not a readable .npz file ({e})") from None
+    with z:
+        missing = [k for k in ("X_train", "y_train", "X_test", "y_test") if k not in z.files]
+        if missing:
+            raise DataError(f"features: {str(p)!r} lacks array(s) {', '.join(missing)} (has {', '.join(z.files)})")
+        arrs = {k: z[k] for k in z.files}
+    for k in ("X_train", "X_test"):
+        if not np.issubdtype(arrs[k].dtype, np.floating):
+            raise DataError(f"{k}: must be a float array, got dtype {arrs[k].dtype}")
+    y_max = int(max(arrs["y_train"].max(initial=0), arrs["y_test"].max(initial=0)))
+    names = [str(c) for c in arrs["class_names"]] if "class_names" in arrs else [str(i) for i in range(y_max + 1)]
+    return FeatureSet(
+        X_train=arrs["X_train"].astype(np.float32),
+        y_train=arrs["y_train"],
+        X_test=arrs["X_test"].astype(np.float32),
+        y_test=arrs["y_test"],
+        class_names=names,
+        text_embeddings=arrs.get("text_embeddings"),
+        meta={"dataset": f"features:{p}", "encoder": "precomputed", "source_file": str(p.resolve())},
+    )
+
+
+@DATASETS.register("features")
+def load_features_dataset(root: str | None = None, **_: Any) -> LoadedDataset:
+    """``features:<file.npz>``: pre-computed features (no encoder is run)."""
+    if not root:
+        raise ConfigError("features", "give the file as features:<path.npz>")
+    fs = load_feature_file(root)
+    p = Path(root).expanduser().resolve()
+    st = p.stat()
+    return LoadedDataset(
+        name=f"features:{p}",
+        class_names=fs.class_names,
+        features=fs,
+        cache_key={"dataset": "features", "path": str(p), "size": st.st_size, "mtime": int(st.st_mtime)},
+    )
+
+
+# ------------------------------------------------------------------ torchvision sets
+class _TorchvisionSource:
+    """Adapts a torchvision dataset (PIL image, label) to the ImageSource protocol."""
+
+    def __init__(self, ds: Any, labels: np.ndarray):
+        self.ds = ds
+        self.labels = np.asarray(labels, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int):
+        img, y = self.ds[i]
+        return img.convert("RGB"), int(y)
+
+
+def _labels_of(ds: Any) -> np.ndarray:
+    for attr in ("targets", "labels", "_labels", "y"):
+        v = getattr(ds, attr, None)
+        if v is not None:
+            return np.asarray(v, dtype=np.int64)
+    return np.asarray([ds[i][1] for i in range(len(ds))], dtype=np.int64)
+
+
+def _names_of(ds: Any, n: int) -> list[str]:
+    for attr in ("classes", "categories"):
+        v = getattr(ds, attr, None)
+        if v:
+            return [str(c) for c in v]
+    return [str(i) for i in range(n)]
+
+
+def _make_tv_loader(name: str, cls_name: str, train_kw: dict | None, test_kw: dict | None, url_hint: str):
+    def loader(root: str | None = None, *, download: bool = False, test_fraction: float = 0.2, split_seed: int = 0, **_: Any) -> LoadedDataset:
+        import torchvision.datasets as tvd
+
+        base = Path(root).expanduser() if root else default_data_dir() / name
+        cls = getattr(tvd, cls_name)
+        try:
+            if train_kw is not None:
+                tr_ds = cls(str(base), download=download, **train_kw)
+                te_ds = cls(str(base), download=download, **test_kw)
+                y_tr, y_te = _labels_of(tr_ds), _labels_of(te_ds)
+                tr_src, te_src = _TorchvisionSource(tr_ds, y_tr), _TorchvisionSource(te_ds, y_te)
+                names = _names_of(tr_ds, int(y_tr.max()) + 1)
+            else:  # no official split: stratified split of the whole set
+                ds = cls(str(base), download=download)
+                y = _labels_of(ds)
+                tr, te = _stratified_split(y, test_fraction, split_seed)
+                import torch.utils.data as tud
+
+                tr_src = _TorchvisionSource(tud.Subset(ds, tr.tolist()), y[tr])
+                te_src = _TorchvisionSource(tud.Subset(ds, te.tolist()), y[te])
+                names = _names_of(ds, int(y.max()) + 1)
+        except (RuntimeError, FileNotFoundError, OSError) as e:
+            if download:
+                raise DataError(f"{name}: download into {str(base)!r} failed ({e}); check your network or place the files there by hand") from None
+            raise DataError(
+                f"{name}: dataset files not found under {str(base)!r}. Pass download=True "
+                f"(CLI: --download) to fetch them from {url_hint} when online, or place the "
+                f"extracted files there (torchvision.datasets.{cls_name} layout), or set MIXDP_DATA."
+            ) from None
+        return LoadedDataset(
+            name=name,
+            class_names=names,
+            train=tr_src,
+            test=te_src,
+            cache_key={"dataset": name, "root": str(base.resolve()), "test_fraction": test_fraction if train_kw is None else None},
+        )
+
+    loader.__doc__ = f"torchvision ``{cls_name}`` ({url_hint}); needs the files or ``download=True``."
+    return loader
+
+
+for _name, _cls, _tr, _te, _url in [
+    ("cifar10", "CIFAR10", {"train": True}, {"train": False}, "https://www.cs.toronto.edu/~kriz/"),
+    ("cifar100", "CIFAR100", {"train": True}, {"train": False}, "https://www.cs.toronto.edu/~kriz/"),
+    ("stl10", "STL10", {"split": "train"}, {"split": "test"}, "https://cs.stanford.edu/~acoates/stl10/"),
+    ("food101", "Food101", {"split": "train"}, {"split": "test"}, "https://data.vision.ee.ethz.ch/cvl/datasets_extra/food-101/"),
+    ("flowers102", "Flowers102", {"split": "train"}, {"split": "test"}, "https://www.robots.ox.ac.uk/~vgg/data/flowers/102/"),
+    ("oxford_pets", "OxfordIIITPet", {"split": "trainval"}, {"split": "test"}, "https://www.robots.ox.ac.uk/~vgg/data/pets/"),
+    ("dtd", "DTD", {"split": "train"}, {"split": "test"}, "https://www.robots.ox.ac.uk/~vgg/data/dtd/"),
+    ("eurosat", "EuroSAT", None, None, "https://github.com/phelber/EuroSAT"),
+    ("caltech101", "Caltech101", None, None, "https://data.caltech.edu/records/mzrjq-6wc02"),
+]:
+    DATASETS.add(_name, _make_tv_loader(_name, _cls, _tr, _te, _url))
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """Split ``"image_folder:/x"`` into ``("image_folder", "/x")``; plain keys give ``(key, None)``."""
+    if ":" in spec:
+        key, _, arg = spec.partition(":")
+        return key, (arg or None)
+    return spec, None
+
+
+def load_dataset(spec: str, *, root: str | None = None, **kwargs: Any) -> LoadedDataset:
+    """Load the dataset named by ``spec`` (see module docstring).
+
+    Args:
+        spec: registry key, or ``key:<path>``.
+        root: folder (or file) of the dataset; the path in the spec wins if both are given.
+        **kwargs: loader options (``download``, ``test_fraction``, ``split_seed``,
+            ``max_per_class``, ...).
+
+    Raises:
+        UnknownNameError: unknown key (the message lists the datasets).
+        DataError / ConfigError: missing files, bad folder, bad feature file.
+    """
+    key, arg = parse_spec(spec)
+    loader = DATASETS.get(key)
+    return loader(arg or root, **kwargs)

@@ -1,0 +1,200 @@
+"""On-disk feature cache: extract once, load in milliseconds.
+
+Layout: ``<cache_dir>/<key>/features.npz`` + ``<key>/meta.json``, where ``key`` is a hash of
+everything that determines the numbers: the dataset's content key (name, root, split seed,
+file list), the encoder's key (name, weights tag, preprocessing, image size), the storage
+dtype, the package version and a format version.
+
+Writes are atomic: each file is written to a temporary name in the same folder and renamed
+(``os.replace``); ``meta.json`` is written last and is the validity marker, so an
+interrupted extraction never leaves a half file that is later read as valid.
+
+Features are stored *unnormalized*; methods decide whether to L2-normalize at use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import __version__
+from ..errors import ConfigError
+from .featureset import FeatureSet
+
+FORMAT_VERSION = 1
+
+
+def default_cache_dir() -> Path:
+    """``$MIXDP_CACHE``, else ``$XDG_CACHE_HOME/mixdp/features``, else ``~/.cache/mixdp/features``."""
+    env = os.environ.get("MIXDP_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
+    return Path(base) / "mixdp" / "features"
+
+
+def cache_key(dataset_key: dict[str, Any], encoder_key: dict[str, Any], dtype: str) -> str:
+    """Stable hash of the inputs that determine the cached arrays."""
+    blob = json.dumps(
+        {"dataset": dataset_key, "encoder": encoder_key, "dtype": dtype, "version": __version__, "format": FORMAT_VERSION},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _atomic_write_bytes(path: Path, write: Callable[[Any], None], suffix: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def save_features(directory: Path, fs: FeatureSet, *, dtype: str = "float16") -> None:
+    """Atomically store ``fs`` in ``directory`` (npz first, then meta.json as the marker)."""
+    if dtype not in ("float16", "float32"):
+        raise ConfigError("dtype", f"must be 'float16' or 'float32', got {dtype!r}")
+    directory.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {
+        "X_train": fs.X_train.astype(dtype),
+        "y_train": fs.y_train.astype(np.int64),
+        "X_test": fs.X_test.astype(dtype),
+        "y_test": fs.y_test.astype(np.int64),
+        "class_names": np.asarray(fs.class_names, dtype=str),
+    }
+    if fs.text_embeddings is not None:
+        arrays["text_embeddings"] = fs.text_embeddings.astype(np.float32)
+    meta_path = directory / "meta.json"
+    if meta_path.exists():  # invalidate first: a crash below must not leave old meta + new npz
+        meta_path.unlink()
+    _atomic_write_bytes(directory / "features.npz", lambda f: np.savez(f, **arrays), ".npz")
+    meta = dict(fs.meta, dtype=dtype, n_train=int(fs.X_train.shape[0]), n_test=int(fs.X_test.shape[0]),
+                dim=fs.dim, created=time.strftime("%Y-%m-%dT%H:%M:%S"), mixdp_version=__version__)
+    _atomic_write_bytes(meta_path, lambda f: f.write(json.dumps(meta, indent=2, default=str).encode()), ".json")
+
+
+def load_cached(directory: Path) -> FeatureSet | None:
+    """Load a cache entry, or ``None`` if it is absent or incomplete (no meta.json)."""
+    meta_path = directory / "meta.json"
+    npz_path = directory / "features.npz"
+    if not (meta_path.is_file() and npz_path.is_file()):
+        return None
+    meta = json.loads(meta_path.read_text())
+    with np.load(npz_path, allow_pickle=False) as z:
+        te = z["text_embeddings"] if "text_embeddings" in z.files else None
+        return FeatureSet(
+            X_train=z["X_train"].astype(np.float32),
+            y_train=z["y_train"],
+            X_test=z["X_test"].astype(np.float32),
+            y_test=z["y_test"],
+            class_names=[str(c) for c in z["class_names"]],
+            text_embeddings=te,
+            meta=meta,
+        )
+
+
+def get_features(
+    dataset: str,
+    encoder: str = "efficientnet_lite0",
+    *,
+    root: str | None = None,
+    cache_dir: str | Path | None = None,
+    pretrained: str | None = "default",
+    dtype: str = "float16",
+    batch_size: int = 64,
+    device: str | None = None,
+    skip_corrupt: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
+    refresh: bool = False,
+    encoder_kwargs: dict[str, Any] | None = None,
+    **dataset_kwargs: Any,
+) -> FeatureSet:
+    """Features of ``dataset`` under ``encoder``: from the cache, else extracted and cached.
+
+    Args:
+        dataset: dataset spec (``"digits"``, ``"image_folder:<root>"``, ``"features:<npz>"``...).
+        encoder: registry key in :data:`~mixdp_core.encoders.ENCODERS` (ignored for
+            ``features:`` datasets).
+        root: dataset root folder if not in the spec.
+        cache_dir: defaults to :func:`default_cache_dir`.
+        pretrained: encoder weights tag (``None`` = random weights, for tests).
+        dtype: storage dtype, ``"float16"`` (half the disk) or ``"float32"``.
+        skip_corrupt: skip undecodable images with a warning instead of failing.
+        progress: ``progress(split_name, done, total)`` during extraction.
+        refresh: re-extract even if cached.
+        encoder_kwargs: extra encoder constructor arguments (e.g. ``image_size``).
+        **dataset_kwargs: passed to the dataset loader.
+
+    Returns:
+        The :class:`FeatureSet` (float32 in memory), with ``meta`` describing provenance and
+        ``meta["cache_hit"]``.
+    """
+    from ..data.datasets import load_dataset
+    from ..encoders import ENCODERS
+
+    ds = load_dataset(dataset, root=root, **dataset_kwargs)
+    if ds.features is not None:
+        fs = ds.features
+        fs.meta["cache_hit"] = True
+        return fs
+    enc_cls = ENCODERS.get(encoder)
+    enc = enc_cls(pretrained=pretrained, device=device, batch_size=batch_size, **(encoder_kwargs or {}))
+    key = cache_key(ds.cache_key, enc.cache_key(), dtype)
+    directory = Path(cache_dir) if cache_dir else default_cache_dir()
+    entry = directory / key
+    if not refresh:
+        fs = load_cached(entry)
+        if fs is not None:
+            fs.meta["cache_hit"] = True
+            return fs
+
+    t0 = time.perf_counter()
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for split_name, src, raw in (("train", ds.train, ds.raw_arrays[0] if ds.raw_arrays else None),
+                                 ("test", ds.test, ds.raw_arrays[1] if ds.raw_arrays else None)):
+        cb = (lambda done, total, s=split_name: progress(s, done, total)) if progress else None
+        X = None
+        if raw is not None:
+            try:
+                X = enc.encode_arrays(raw)
+                if cb:
+                    cb(len(raw), len(raw))
+            except NotImplementedError:
+                X = None
+        if X is not None:
+            out[split_name] = (np.asarray(X, dtype=np.float32), np.asarray(src.labels))
+            continue
+        X, kept = enc.encode_images(src, progress=cb, skip_corrupt=skip_corrupt)
+        if len(kept) < len(src):
+            warnings.warn(f"{split_name}: skipped {len(src) - len(kept)} undecodable image(s)")
+        out[split_name] = (np.asarray(X, dtype=np.float32), np.asarray(src.labels)[kept])
+    text = enc.encode_text(ds.class_names) if enc.has_text else None
+    meta = {
+        "dataset": ds.name,
+        "dataset_key": ds.cache_key,
+        **{f"encoder_{k}" if k != "encoder" else k: v for k, v in enc.cache_key().items()},
+        "cache_key": key,
+        "extract_seconds": round(time.perf_counter() - t0, 3),
+    }
+    fs = FeatureSet(out["train"][0], out["train"][1], out["test"][0], out["test"][1],
+                    list(ds.class_names), text_embeddings=text, meta=meta)
+    save_features(entry, fs, dtype=dtype)
+    fs.meta["cache_hit"] = False
+    return fs

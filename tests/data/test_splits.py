@@ -1,0 +1,105 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mixdp_core.data.splits import SplitSpec, make_split, minority_classes
+from mixdp_core.errors import ConfigError, DataError
+from mixdp_core.features.featureset import FeatureSet
+
+
+def _fs(counts, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.concatenate([np.full(n, c) for c, n in enumerate(counts)])
+    X = rng.normal(size=(len(y), d)).astype(np.float32)
+    return FeatureSet(X, y, X[:4], y[:4] % len(counts), [f"c{i}" for i in range(len(counts))])
+
+
+def test_public_k_per_class_and_disjoint(digits_features):
+    s = make_split(digits_features, SplitSpec(public_per_class=5, seed=3))
+    assert np.bincount(s.y_public, minlength=10).tolist() == [5] * 10
+    assert len(s.y_public) + len(s.y_private) == len(digits_features.y_train)
+    assert s.X_test.shape == digits_features.X_test.shape
+
+
+def test_public_and_private_rows_are_disjoint():
+    fs = _fs([40, 40, 40])  # continuous random rows: all distinct
+    s = make_split(fs, SplitSpec(public_per_class=5, seed=0))
+    pub = {r.tobytes() for r in s.X_public}
+    priv = {r.tobytes() for r in s.X_private}
+    assert not pub & priv
+    assert len(pub | priv) == 120
+
+
+def test_deterministic_per_seed_and_different_across_seeds(digits_features):
+    a = make_split(digits_features, SplitSpec(seed=1))
+    b = make_split(digits_features, SplitSpec(seed=1))
+    c = make_split(digits_features, SplitSpec(seed=2))
+    assert np.array_equal(a.X_public, b.X_public) and np.array_equal(a.y_private, b.y_private)
+    assert not np.array_equal(a.X_public, c.X_public)
+
+
+def test_exponential_long_tail_profile():
+    fs = _fs([200] * 5)
+    s = make_split(fs, SplitSpec(public_per_class=5, imbalance_ratio=100, seed=0))
+    counts = np.sort(s.private_counts)[::-1]
+    n_max = 195
+    expected = np.sort(np.floor(n_max * 100.0 ** (-np.arange(5) / 4)).astype(int))[::-1]
+    assert counts.tolist() == expected.tolist()  # 195, 61, 19, 6, 1
+    assert counts[0] / counts[-1] == pytest.approx(195)  # floor of 1.95 -> 1 sample
+    # minority = smallest 25 % of 5 classes -> 1 class, the one with the fewest private samples
+    assert s.private_counts[s.minority_classes].tolist() == [counts[-1]]
+
+
+def test_class_order_of_tail_is_shuffled_by_seed():
+    fs = _fs([100] * 8)
+    orders = {tuple(np.argsort(make_split(fs, SplitSpec(imbalance_ratio=10, seed=s)).private_counts)) for s in range(5)}
+    assert len(orders) > 1
+
+
+def test_minority_classes_smallest_quarter():
+    assert minority_classes(np.array([50, 3, 40, 2, 9, 100, 7, 8])).tolist() == [1, 3]
+    assert minority_classes(np.array([5, 5, 5])).tolist() == [0]
+
+
+def test_empty_class_is_a_clear_error():
+    with pytest.raises(DataError, match="class 2"):
+        make_split(_fs([10, 10, 5]), SplitSpec(public_per_class=5))
+    with pytest.raises(DataError, match="fewer than public_per_class"):
+        make_split(_fs([10, 10, 3]), SplitSpec(public_per_class=5))
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"public_per_class": 0}, "public_per_class"),
+    ({"imbalance_ratio": 0.5}, "imbalance_ratio"),
+    ({"imbalance_ratio": float("nan")}, "imbalance_ratio"),
+    ({"seed": -1}, "seed"),
+])
+def test_spec_validation_names_field(kw, field):
+    with pytest.raises(ConfigError, match=field):
+        SplitSpec(**kw)
+
+
+def test_domain_shift_public_from_other_features():
+    priv = _fs([30, 30, 30], seed=0)
+    pub = _fs([8, 8, 8], seed=1)
+    s = make_split(priv, SplitSpec(public_per_class=4, public_from="other"), public_features=pub)
+    assert len(s.y_private) == 90  # all of the private domain stays private
+    assert all(any(np.array_equal(r, q) for q in pub.X_train) for r in s.X_public)
+    bad = FeatureSet(pub.X_train, pub.y_train, pub.X_test, pub.y_test, ["x", "y", "z"])
+    with pytest.raises(DataError, match="public_from"):
+        make_split(priv, SplitSpec(public_from="other"), public_features=bad)
+    with pytest.raises(ConfigError, match="public_from"):
+        make_split(priv, SplitSpec(public_from="other"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.integers(6, 60), min_size=2, max_size=12), ir=st.sampled_from([1, 10, 50, 100]),
+       k=st.integers(1, 5), seed=st.integers(0, 1000))
+def test_split_properties(counts, ir, k, seed):
+    s = make_split(_fs(counts), SplitSpec(public_per_class=k, imbalance_ratio=ir, seed=seed))
+    assert np.all(np.bincount(s.y_public, minlength=len(counts)) == k)
+    assert np.all(s.private_counts >= 1)
+    assert np.all(s.private_counts <= np.array(counts) - k)
+    if ir == 1:
+        assert s.private_counts.tolist() == [c - k for c in counts]
+    assert len(s.minority_classes) == max(1, len(counts) // 4)

@@ -1,0 +1,564 @@
+"""Sparse DP fine-tuning of a network (Luo, Wu, Adeli, Fei-Fei: "Scalable Differential
+Privacy with Sparse Network Finetuning", CVPR 2021), registered in ``METHODS``.
+
+Pipeline (Sec. 4.4, steps 1-4):
+
+1. pre-train a GroupNorm network f^pub on the public/source data, non-privately (SGD with
+   momentum, cosine LR, Sec. 5.8);
+2. build the transfer model f^prv = {θ_conv, θ_norm, θ_cls^prv} with a fresh classifier for
+   the private label set, and select τ (``params``: ``cls`` / ``cls_norm`` / ``all`` with the
+   top-``conv_fraction`` conv weights by magnitude *of the public model* / ``full``);
+3. fine-tune τ on the private data with DP-SGD (Opacus: Poisson sampling, per-sample
+   clipping at ``clip_norm``, Gaussian noise σ·``clip_norm``, virtual batches), σ calibrated
+   by :func:`mixdp_core.accounting.calibrate_dpsgd_noise` so that ``epochs`` epochs meet
+   (``target_epsilon``, ``target_delta``).
+
+Privacy: neighbouring datasets differ by adding/removing one *private* example; the
+public/source data and the mask (a function of the public model only) cost nothing. Each
+logical step is a Poisson-subsampled Gaussian mechanism with L2 sensitivity ``clip_norm``
+and noise multiplier σ; ``privacy_`` is
+``privacy_report(PoissonSubsampledGaussian(σ, q, steps_executed), delta=target_delta)``
+for the steps actually executed (a stop request ends the run between epochs).
+
+Data: :meth:`SparseFinetune.fit` trains on a :class:`~mixdp_core.data.splits.Split` whose
+feature matrices are flattened images (``pixels`` encoder: digits give 64 = 8×8 values,
+reshaped to ``(N, 1, 8, 8)``; ``image_shape`` overrides the inference), with the split's
+public samples as the pre-training set. :meth:`SparseFinetune.fit_images` takes image
+tensors directly, with a public/source set whose label set may differ from the private
+one (e.g. CIFAR-10 classes 0-4 → classes 5-9).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Optional
+
+import numpy as np
+
+from ...errors import ConfigError, DataError
+from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from torch import nn
+
+# torch, opacus and the model code are imported lazily (inside methods) so that importing
+# ``mixdp_core.methods`` to list the registry stays cheap.
+
+ACCOUNTANTS = ("rdp", "prv")
+#: The allowed values of ``params`` (same as ``selection.PARAM_MODES``, kept torch-free).
+PARAM_MODES = ("cls", "cls_norm", "all", "full")
+
+
+def _check_int(name: str, value: Any, lo: int, hi: Optional[int] = None) -> None:
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= lo
+    if ok and hi is not None:
+        ok = value <= hi
+    if not ok:
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ConfigError(name, f"must be an integer {rng}, got {value!r}")
+
+
+def _check_pos(name: str, value: Any, *, allow_zero: bool = False) -> None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = float("nan")
+    if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
+        raise ConfigError(name, f"must be a finite number {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparseFinetuneConfig(PrivacyConfig):
+    """Hyper-parameters of sparse DP fine-tuning (defaults follow Sec. 5.8 where sensible
+    for CPU-sized data).
+
+    Args:
+        target_epsilon: ε of the (ε, δ)-DP guarantee on the private data.
+        target_delta: δ (paper: 1e-5).
+        params: transfer parameters τ: ``"cls"`` (classifier only), ``"cls_norm"``
+            (+ GroupNorm affine), ``"all"`` (+ top-``conv_fraction`` conv weights by
+            magnitude), ``"full"`` (whole network).
+        conv_fraction: p in (0, 1], fraction of convolution weights fine-tuned in ``"all"``
+            mode (paper: 0.01 = 1 %).
+        arch: ``"auto"`` (``small_cnn`` below 32 px, ``resnet18_32`` below 64 px, else
+            ``resnet18_224``) or a key of ``ARCHITECTURES``.
+        width: channels of the first stage; 0 = architecture default (32 for ``small_cnn``,
+            64 for ResNet-18).
+        gn_groups: GroupNorm groups (reduced to gcd with the channel count).
+        image_shape: ``(C, H, W)`` of the flattened feature rows in :meth:`fit`; ``None``
+            infers ``(1, s, s)`` from D = s² or ``(3, s, s)`` from D = 3s² (C-major order).
+        pretrain_epochs: public pre-training epochs (paper: 200); 0 keeps random init.
+        pretrain_lr, pretrain_momentum, pretrain_weight_decay, pretrain_batch_size: SGD
+            of pre-training (paper: 0.1, 0.9, 1e-4, 128).
+        epochs: DP-SGD epochs over the private data (paper: 200).
+        batch_size: expected logical batch size; sampling rate q = min(1, batch_size / N)
+            (paper: 5000 of 50 000).
+        max_physical_batch_size: physical batch of Opacus' BatchMemoryManager (memory only).
+        clip_norm: per-sample L2 clip threshold C (paper: 1).
+        lr_cls: learning rate of the classifier (paper: 0.8).
+        lr_body: learning rate of normalization and convolution parameters (paper: 0.01).
+        momentum: SGD momentum of fine-tuning (paper: 0.9, no weight decay).
+        warmup_epochs: linear LR warm-up length before cosine decay (paper: 1).
+        accountant: ``"rdp"`` or ``"prv"`` (used for calibration *and* for the report).
+        seed: seed of initialisation, shuffling, Poisson sampling and noise.
+        device: ``"auto"`` (cuda -> mps -> cpu) or a torch device string.
+    """
+
+    params: str = "all"
+    conv_fraction: float = 0.01
+    arch: str = "auto"
+    width: int = 0
+    gn_groups: int = 8
+    image_shape: Optional[tuple[int, int, int]] = None
+    pretrain_epochs: int = 30
+    pretrain_lr: float = 0.1
+    pretrain_momentum: float = 0.9
+    pretrain_weight_decay: float = 1e-4
+    pretrain_batch_size: int = 128
+    epochs: int = 20
+    batch_size: int = 256
+    max_physical_batch_size: int = 128
+    clip_norm: float = 1.0
+    lr_cls: float = 0.8
+    lr_body: float = 0.01
+    momentum: float = 0.9
+    warmup_epochs: float = 1.0
+    accountant: str = "rdp"
+    seed: int = 0
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.params not in PARAM_MODES:
+            raise ConfigError("params", f"must be one of {', '.join(PARAM_MODES)}, got {self.params!r}")
+        _check_pos("conv_fraction", self.conv_fraction)
+        if self.conv_fraction > 1:
+            raise ConfigError("conv_fraction", f"must lie in (0, 1], got {self.conv_fraction!r}")
+        if self.arch != "auto":
+            from .models import ARCHITECTURES
+
+            if self.arch not in ARCHITECTURES:
+                raise ConfigError(
+                    "arch", f"must be 'auto' or one of {', '.join(ARCHITECTURES)}, got {self.arch!r}"
+                )
+        _check_int("width", self.width, 0)
+        _check_int("gn_groups", self.gn_groups, 1)
+        if self.image_shape is not None:
+            shp = tuple(self.image_shape)
+            if len(shp) != 3 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in shp):
+                raise ConfigError("image_shape", f"must be None or (C, H, W) positive integers, got {self.image_shape!r}")
+        _check_int("pretrain_epochs", self.pretrain_epochs, 0)
+        _check_pos("pretrain_lr", self.pretrain_lr)
+        _check_pos("pretrain_momentum", self.pretrain_momentum, allow_zero=True)
+        if self.pretrain_momentum >= 1:
+            raise ConfigError("pretrain_momentum", f"must lie in [0, 1), got {self.pretrain_momentum!r}")
+        _check_pos("pretrain_weight_decay", self.pretrain_weight_decay, allow_zero=True)
+        _check_int("pretrain_batch_size", self.pretrain_batch_size, 1)
+        _check_int("epochs", self.epochs, 1)
+        _check_int("batch_size", self.batch_size, 1)
+        _check_int("max_physical_batch_size", self.max_physical_batch_size, 1)
+        _check_pos("clip_norm", self.clip_norm)
+        _check_pos("lr_cls", self.lr_cls)
+        _check_pos("lr_body", self.lr_body)
+        _check_pos("momentum", self.momentum, allow_zero=True)
+        if self.momentum >= 1:
+            raise ConfigError("momentum", f"must lie in [0, 1), got {self.momentum!r}")
+        _check_pos("warmup_epochs", self.warmup_epochs, allow_zero=True)
+        if self.accountant not in ACCOUNTANTS:
+            raise ConfigError("accountant", f"must be one of {', '.join(ACCOUNTANTS)}, got {self.accountant!r}")
+        _check_int("seed", self.seed, 0)
+        if not isinstance(self.device, str) or not self.device:
+            raise ConfigError("device", f"must be 'auto' or a torch device string, got {self.device!r}")
+
+
+@dataclass
+class PretrainedNetwork:
+    """A public pre-trained network f^pub and the input standardisation it was trained with.
+
+    Attributes:
+        model: the network (classifier over the public label set).
+        mean, std: ``(C_in,)`` per-channel statistics of the public images (public data,
+            so free to use); inputs are standardised as ``(x - mean) / std``.
+        image_shape: ``(C, H, W)``.
+        seconds: wall time of pre-training.
+        losses: mean training loss per pre-training epoch.
+    """
+
+    model: "nn.Module"
+    mean: "torch.Tensor"
+    std: "torch.Tensor"
+    image_shape: tuple[int, int, int]
+    seconds: float = 0.0
+    losses: Optional[list[float]] = None
+
+
+def _as_images(X: Any, image_shape: Optional[tuple[int, int, int]], name: str) -> "torch.Tensor":
+    """``(N, D)`` flattened rows, ``(N, H, W)`` or ``(N, C, H, W)`` -> float32 NCHW tensor."""
+    import torch
+
+    t = torch.as_tensor(np.asarray(X), dtype=torch.float32)
+    if t.ndim == 4:
+        if image_shape is not None and tuple(t.shape[1:]) != tuple(image_shape):
+            raise DataError(f"{name}: images have shape {tuple(t.shape[1:])}, expected {tuple(image_shape)}")
+        return t.contiguous()
+    if t.ndim == 3:
+        return t.unsqueeze(1).contiguous()
+    if t.ndim != 2:
+        raise DataError(f"{name}: expected (N, D) flattened images or (N, C, H, W), got shape {tuple(t.shape)}")
+    D = t.shape[1]
+    if image_shape is None:
+        s = math.isqrt(D)
+        s3 = math.isqrt(D // 3) if D % 3 == 0 else 0
+        if s * s == D:
+            image_shape = (1, s, s)
+        elif s3 and 3 * s3 * s3 == D:
+            image_shape = (3, s3, s3)
+        else:
+            raise ConfigError(
+                "image_shape",
+                f"must be given: {name} has {D} features, which is neither s² nor 3·s² "
+                "(sparse fine-tuning needs pixel features, e.g. the 'pixels' encoder)",
+            )
+    if int(np.prod(image_shape)) != D:
+        raise ConfigError("image_shape", f"{tuple(image_shape)} does not match {D} features of {name}")
+    return t.reshape(len(t), *image_shape).contiguous()
+
+
+def _as_labels(y: Any, n: int, name: str) -> "torch.Tensor":
+    import torch
+
+    t = torch.as_tensor(np.asarray(y), dtype=torch.int64)
+    if t.ndim != 1 or len(t) != n:
+        raise DataError(f"{name}: expected {n} labels, got shape {tuple(t.shape)}")
+    if n and int(t.min()) < 0:
+        raise DataError(f"{name}: labels must be >= 0")
+    return t
+
+
+class SparseFinetune(Method):
+    """DP fine-tuning of a sparse subset τ of a public pre-trained GroupNorm network.
+
+    Fitted attributes (besides the ones of :class:`~mixdp_core.methods.base.Method`):
+        model_: the private network f^prv.
+        public_model_: the public network f^pub before fine-tuning (for inspection).
+        masks_: conv weight name -> bool mask chosen on the public model (``"all"`` mode).
+        n_trainable_, n_params_: entries in τ and in the whole network.
+        sample_rate_: Poisson rate q; dp_steps_: logical DP-SGD steps executed;
+        planned_dp_steps_: steps the noise was calibrated for.
+        epoch_seconds_: wall time of each DP epoch; pretrain_seconds_: of pre-training.
+        mean_, std_, image_shape_: input standardisation and shape.
+    """
+
+    config_cls: ClassVar[type] = SparseFinetuneConfig
+    family: ClassVar[str] = "finetune"
+    description: ClassVar[str] = (
+        "DP-SGD fine-tuning of classifier + GroupNorm + top-p% conv weights of a public pre-trained network"
+    )
+    paper: ClassVar[str] = "Luo et al., Scalable DP with Sparse Network Finetuning, CVPR 2021, Sec. 4.4"
+    private: ClassVar[bool] = True
+    #: Small config for fast tests (contract test, smoke runs).
+    test_config: ClassVar[dict[str, Any]] = dict(
+        pretrain_epochs=2, epochs=2, batch_size=64, width=8, gn_groups=4, device="cpu"
+    )
+
+    # ------------------------------------------------------------------ helpers
+    def _device(self) -> str:
+        if self.config.device != "auto":
+            return self.config.device
+        from ...encoders.base import select_device
+
+        return select_device(None)
+
+    def _build(self, in_channels: int, num_classes: int, image_size: int) -> "nn.Module":
+        from .models import build_model
+
+        cfg = self.config
+        arch = cfg.arch
+        if arch == "auto":
+            arch = "small_cnn" if image_size < 32 else ("resnet18_32" if image_size < 64 else "resnet18_224")
+        width = cfg.width or (32 if arch == "small_cnn" else 64)
+        return build_model(arch, in_channels, num_classes, width=width, gn_groups=cfg.gn_groups, image_size=image_size)
+
+    def pretrain(self, public_images: Any, public_labels: Any) -> PretrainedNetwork:
+        """Step 1: non-private pre-training on public/source images (no privacy cost).
+
+        Args:
+            public_images: ``(N, C, H, W)`` (or ``(N, H, W)``) pixel array.
+            public_labels: ``(N,)`` ints; the public label set may differ from the private.
+
+        Returns:
+            A :class:`PretrainedNetwork` reusable by several :meth:`fit_images` calls
+            (e.g. the four ``params`` modes at three ε share one pre-training).
+        """
+        import torch
+
+        from .training import pretrain
+
+        cfg = self.config
+        X = _as_images(public_images, cfg.image_shape, "public_images")
+        y = _as_labels(public_labels, len(X), "public_labels")
+        if len(X) == 0:
+            raise DataError("public_images: pre-training needs at least one public image")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            gen = torch.Generator().manual_seed(cfg.seed)
+            mean = X.mean(dim=(0, 2, 3))
+            std = X.std(dim=(0, 2, 3)).clamp_min(1e-6)
+            Xs = (X - mean[None, :, None, None]) / std[None, :, None, None]
+            model = self._build(X.shape[1], int(y.max()) + 1, X.shape[2]).to(self._device())
+            t0 = time.perf_counter()
+            losses = pretrain(
+                model,
+                Xs,
+                y,
+                epochs=cfg.pretrain_epochs,
+                lr=cfg.pretrain_lr,
+                momentum=cfg.pretrain_momentum,
+                weight_decay=cfg.pretrain_weight_decay,
+                batch_size=cfg.pretrain_batch_size,
+                generator=gen,
+            )
+        return PretrainedNetwork(
+            model=model.cpu(),
+            mean=mean,
+            std=std,
+            image_shape=tuple(int(v) for v in X.shape[1:]),
+            seconds=time.perf_counter() - t0,
+            losses=losses,
+        )
+
+    def _standardise(self, X: "torch.Tensor") -> "torch.Tensor":
+        return (X - self.mean_[None, :, None, None]) / self.std_[None, :, None, None]
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "SparseFinetune":
+        """Pre-train on ``split.X_public`` (flattened images), DP-fine-tune on
+        ``split.X_private``; ``split.X_test`` gives the per-epoch test error."""
+        shape = self.config.image_shape
+        Xp = _as_images(split.X_public, shape, "X_public")
+        shape = tuple(Xp.shape[1:])
+        return self.fit_images(
+            Xp,
+            split.y_public,
+            _as_images(split.X_private, shape, "X_private"),
+            split.y_private,
+            _as_images(split.X_test, shape, "X_test"),
+            split.y_test,
+            on_step=on_step,
+            n_classes=split.n_classes,
+        )
+
+    def fit_images(
+        self,
+        public_images: Any,
+        public_labels: Any,
+        private_images: Any,
+        private_labels: Any,
+        test_images: Any = None,
+        test_labels: Any = None,
+        *,
+        on_step: OnStep | None = None,
+        pretrained: PretrainedNetwork | None = None,
+        n_classes: int | None = None,
+    ) -> "SparseFinetune":
+        """Run steps 1-4 on image tensors.
+
+        Args:
+            public_images, public_labels: public/source set for pre-training (ignored when
+                ``pretrained`` is given); its label set may differ from the private one.
+            private_images, private_labels: the private target set ``(N, C, H, W)`` /
+                ``(N,)``; every privacy guarantee is about these.
+            test_images, test_labels: optional held-out set for the per-epoch test error.
+            on_step: receives a :class:`StepRecord` per epoch; return ``True`` to stop.
+            pretrained: a :class:`PretrainedNetwork` from :meth:`pretrain` to reuse (it is
+                deep-copied, never modified).
+            n_classes: private classes (default ``max(private_labels) + 1``).
+
+        Returns:
+            self.
+        """
+        import torch
+
+        from .models import replace_classifier
+        from .selection import select_parameters
+        from .training import EpochStats, dp_sgd_finetune, error_rate
+
+        cfg = self.config
+        if pretrained is None:
+            pretrained = self.pretrain(public_images, public_labels)
+        Xpriv = _as_images(private_images, pretrained.image_shape, "private_images")
+        ypriv = _as_labels(private_labels, len(Xpriv), "private_labels")
+        N = len(Xpriv)
+        if N == 0:
+            raise DataError("private_images: no private samples")
+        C = int(n_classes) if n_classes is not None else int(ypriv.max()) + 1
+        if int(ypriv.max()) >= C:
+            raise DataError(f"private_labels: labels must lie in [0, {C - 1}]")
+        Xtest = ytest = None
+        if test_images is not None:
+            Xtest = _as_images(test_images, pretrained.image_shape, "test_images")
+            ytest = _as_labels(test_labels, len(Xtest), "test_labels")
+
+        from ... import accounting as acc
+
+        self.mean_, self.std_ = pretrained.mean.clone(), pretrained.std.clone()
+        self.image_shape_ = pretrained.image_shape
+        self.pretrain_seconds_ = pretrained.seconds
+        self.classes_ = np.arange(C)
+        q = min(1.0, cfg.batch_size / N)
+        steps_per_epoch = int(1 / q)
+        planned = steps_per_epoch * cfg.epochs
+        sigma = float(
+            acc.calibrate_dpsgd_noise(
+                sample_rate=q,
+                steps=planned,
+                target_epsilon=cfg.target_epsilon,
+                target_delta=cfg.target_delta,
+                accountant=cfg.accountant,
+            )
+        )
+        eps_curve = np.asarray(
+            acc.dpsgd_privacy_curve(
+                noise_multiplier=sigma,
+                sample_rate=q,
+                steps=planned,
+                delta=cfg.target_delta,
+                accountant=cfg.accountant,
+            ),
+            dtype=float,
+        )
+        device = self._device()
+        Xs = self._standardise(Xpriv)
+        Xts = self._standardise(Xtest) if Xtest is not None else None
+
+        history: list[StepRecord] = []
+        epoch_seconds: list[float] = []
+        executed_total = [0]
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed + 1)
+            gen = torch.Generator().manual_seed(cfg.seed + 1)
+            self.public_model_ = copy.deepcopy(pretrained.model)
+            model = copy.deepcopy(pretrained.model).to(device)
+            replace_classifier(model, C)
+            selection = select_parameters(model, cfg.params, conv_fraction=cfg.conv_fraction)
+            self.masks_ = {n: m.detach().cpu().clone() for n, m in selection.masks.items()}
+            self.n_trainable_ = selection.n_trainable
+            self.n_params_ = selection.n_total
+
+            def on_epoch(st: EpochStats) -> bool:
+                executed_total[0] += st.steps
+                epoch_seconds.append(st.seconds)
+                test_err = error_rate(model, Xts, ytest) if Xts is not None else None
+                eps = float(eps_curve[executed_total[0] - 1]) if executed_total[0] > 0 else 0.0
+                rec = StepRecord(
+                    step=st.epoch,
+                    total_steps=cfg.epochs,
+                    train_loss=st.train_loss,
+                    test_error=test_err,
+                    clip_norm=cfg.clip_norm,
+                    epsilon_spent=eps,
+                    extra={
+                        "lr": float(st.lr_cls),
+                        "seconds": float(st.seconds),
+                        "dp_steps": float(executed_total[0]),
+                    },
+                )
+                history.append(rec)
+                return bool(on_step(rec)) if on_step is not None else False
+
+            executed = dp_sgd_finetune(
+                model,
+                selection,
+                Xs,
+                ypriv,
+                noise_multiplier=sigma,
+                clip_norm=cfg.clip_norm,
+                sample_rate=q,
+                epochs=cfg.epochs,
+                lr_cls=cfg.lr_cls,
+                lr_body=cfg.lr_body,
+                momentum=cfg.momentum,
+                warmup_epochs=cfg.warmup_epochs,
+                max_physical_batch_size=cfg.max_physical_batch_size,
+                generator=gen,
+                on_epoch=on_epoch,
+            )
+        for p in model.parameters():
+            p.requires_grad_(False)
+        model.eval()
+        self.model_ = model
+        self.noise_multiplier_ = sigma
+        self.sample_rate_ = q
+        self.dp_steps_ = int(executed)
+        self.planned_dp_steps_ = planned
+        self.steps_ = len(history)
+        self.history_ = history
+        self.epoch_seconds_ = epoch_seconds
+        self.pdp_sq_ratio_sum_ = None
+        self.privacy_ = acc.privacy_report(
+            acc.PoissonSubsampledGaussian(sigma, q, int(executed)), delta=cfg.target_delta
+        )
+        return self
+
+    # ------------------------------------------------------------------ inference
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Logits ``(N, C)`` for flattened image rows ``(N, D)`` or images ``(N, C, H, W)``."""
+        if not hasattr(self, "model_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() first")
+        from .training import predict_logits
+
+        imgs = _as_images(X, self.image_shape_, "X")
+        return predict_logits(self.model_, self._standardise(imgs)).numpy()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparseFinetuneClsConfig(SparseFinetuneConfig):
+    """:class:`SparseFinetuneConfig` with ``params="cls"`` (classifier only)."""
+
+    params: str = "cls"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparseFinetuneClsNormConfig(SparseFinetuneConfig):
+    """:class:`SparseFinetuneConfig` with ``params="cls_norm"`` (classifier + GroupNorm)."""
+
+    params: str = "cls_norm"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullNetworkConfig(SparseFinetuneConfig):
+    """:class:`SparseFinetuneConfig` with ``params="full"`` (whole-network DP-SGD)."""
+
+    params: str = "full"
+
+
+METHODS.add("sparse_finetune", SparseFinetune)
+
+
+@METHODS.register("sparse_finetune_cls")
+class SparseFinetuneCls(SparseFinetune):
+    """Ablation: DP-SGD on the fresh classifier only (vanilla transfer, Table 3 "Cls only")."""
+
+    config_cls: ClassVar[type] = SparseFinetuneClsConfig
+    description: ClassVar[str] = "DP-SGD on the classifier of a public pre-trained GroupNorm network"
+
+
+@METHODS.register("sparse_finetune_cls_norm")
+class SparseFinetuneClsNorm(SparseFinetune):
+    """Ablation: classifier + GroupNorm parameters (Procedure 1, normalization transfer)."""
+
+    config_cls: ClassVar[type] = SparseFinetuneClsNormConfig
+    description: ClassVar[str] = "DP-SGD on classifier + GroupNorm of a public pre-trained network"
+
+
+@METHODS.register("dpsgd_full_network")
+class DPSGDFullNetwork(SparseFinetune):
+    """Baseline: whole-network DP-SGD fine-tuning from the public pre-trained weights."""
+
+    config_cls: ClassVar[type] = FullNetworkConfig
+    description: ClassVar[str] = "DP-SGD on every parameter of a public pre-trained GroupNorm network"

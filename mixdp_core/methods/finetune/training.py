@@ -1,0 +1,261 @@
+"""Training loops: non-private pre-training and masked DP-SGD fine-tuning (Opacus).
+
+DP-SGD (Abadi et al. 2016) as used by Luo et al. (Sec. 3, 5.8): every logical step draws a
+Poisson sample of the private set (each example independently with probability ``q``,
+Opacus ``DPDataLoader``), computes per-sample gradients (Opacus ``GradSampleModule``),
+clips each to L2 norm ``C`` (``clip_norm``), sums them, adds N(0, σ²C²·I) and divides by the
+expected batch size ``q·N``. Large logical batches are split into physical batches by
+Opacus' ``BatchMemoryManager`` (virtual batches); this changes memory, not the mechanism.
+
+Partial freezing (Sec. 4.4, "for those parameters not in τ ... we simply do not update
+those model parameters, thereby not increasing the norm of the effective gradient update"):
+Opacus can only freeze whole tensors, so for a conv weight with mask m the loop multiplies
+every per-sample gradient by m *before* clipping (frozen entries do not enlarge the clipped
+norm) and multiplies the noised gradient by m *before* the SGD update (frozen entries get
+neither noise nor update, and stay bit-identical since their momentum buffers stay 0).
+
+Sensitivity / neighbouring relation: add/remove one private example. With the per-sample
+clipping above, adding or removing one example changes the summed gradient by at most
+``C`` in L2 norm, so each step is the Poisson-subsampled Gaussian mechanism with noise
+multiplier σ and sampling rate q, accounted in ``mixdp_core.accounting`` as
+``PoissonSubsampledGaussian(σ, q, steps)``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from .selection import Selection
+
+
+def cosine_warmup_lambda(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
+    """LR factor: linear warm-up over ``warmup_steps`` then cosine decay to 0 (Sec. 5.8)."""
+    total_steps = max(int(total_steps), 1)
+    warmup_steps = max(int(warmup_steps), 0)
+
+    def f(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = (step - warmup_steps) / max(total_steps - warmup_steps, 1)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return f
+
+
+@torch.no_grad()
+def predict_logits(model: nn.Module, images: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+    """Logits ``(N, C)`` of ``model`` in eval mode, in batches (no gradients)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    outs = [model(images[i : i + batch_size].to(device)).cpu() for i in range(0, len(images), batch_size)]
+    model.train(was_training)
+    if not outs:
+        return torch.zeros((0, model.classifier.out_features))
+    return torch.cat(outs)
+
+
+def error_rate(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
+    """Top-1 error in ``[0, 1]``."""
+    pred = predict_logits(model, images).argmax(1)
+    return float((pred != labels.cpu()).float().mean())
+
+
+def pretrain(
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    epochs: int,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    weight_decay: float = 1e-4,
+    batch_size: int = 128,
+    generator: Optional[torch.Generator] = None,
+) -> list[float]:
+    """Non-private pre-training on public/source data (Sec. 5.8): SGD with momentum,
+    weight decay and cosine LR decay over all epochs; no privacy cost (public data).
+
+    Args:
+        model: network to train in place.
+        images: ``(N, C, H, W)`` float tensor (already standardised).
+        labels: ``(N,)`` int64 tensor.
+        epochs: passes over the data (200 in the paper).
+        lr, momentum, weight_decay, batch_size: SGD hyper-parameters.
+        generator: shuffling RNG.
+
+    Returns:
+        Mean training loss per epoch.
+    """
+    device = next(model.parameters()).device
+    model.train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    loader = DataLoader(
+        TensorDataset(images, labels), batch_size=min(batch_size, len(images)), shuffle=True, generator=generator
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_warmup_lambda(epochs * len(loader), 0))
+    loss_fn = nn.CrossEntropyLoss()
+    losses = []
+    for _ in range(epochs):
+        tot, n = 0.0, 0
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
+            sched.step()
+            tot += float(loss.detach()) * len(xb)
+            n += len(xb)
+        losses.append(tot / max(n, 1))
+    return losses
+
+
+@dataclass
+class EpochStats:
+    """What one DP-SGD epoch did (non-private diagnostics except ``steps``)."""
+
+    epoch: int
+    steps: int  # logical DP-SGD steps executed in this epoch
+    train_loss: float
+    seconds: float
+    lr_cls: float
+    extra: dict = field(default_factory=dict)
+
+
+def dp_sgd_finetune(
+    model: nn.Module,
+    selection: Selection,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    noise_multiplier: float,
+    clip_norm: float,
+    sample_rate: float,
+    epochs: int,
+    lr_cls: float,
+    lr_body: float,
+    momentum: float = 0.9,
+    warmup_epochs: float = 1.0,
+    max_physical_batch_size: int = 128,
+    generator: Optional[torch.Generator] = None,
+    on_epoch: Optional[Callable[[EpochStats], bool]] = None,
+) -> int:
+    """Fine-tune the transfer parameters τ of ``model`` with masked DP-SGD (see module doc).
+
+    Args:
+        model: transfer model; ``selection`` must have been made on it (requires_grad set).
+        selection: τ and the entry masks.
+        images, labels: the private set ``(N, C, H, W)`` / ``(N,)``.
+        noise_multiplier: σ (noise std = σ·C on the summed clipped gradient).
+        clip_norm: C, per-sample L2 clip threshold.
+        sample_rate: Poisson sampling rate q; each epoch runs ``int(1/q)`` logical steps.
+        epochs: number of epochs.
+        lr_cls: learning rate of the classifier (0.8 in the paper).
+        lr_body: learning rate of normalization and convolution parameters (0.01).
+        momentum: SGD momentum (no weight decay: it would move frozen entries).
+        warmup_epochs: linear LR warm-up length, then cosine decay (Sec. 5.8).
+        max_physical_batch_size: physical batch of ``BatchMemoryManager``.
+        generator: RNG for both Poisson sampling and the Gaussian noise.
+        on_epoch: called after every epoch; returning ``True`` stops before the next step.
+
+    Returns:
+        The number of logical DP-SGD steps executed (what the accountant must charge).
+    """
+    from opacus import GradSampleModule
+    from opacus.data_loader import DPDataLoader
+    from opacus.optimizers import DPOptimizer
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    N = len(images)
+    device = next(model.parameters()).device
+    gsm = GradSampleModule(model, loss_reduction="mean")
+    gsm.train()
+    named = dict(model.named_parameters())
+    trainable = [(n, p) for n, p in named.items() if p.requires_grad]
+    cls_names = {f"classifier.{n}" for n, _ in model.classifier.named_parameters()}
+    groups = [
+        {"params": [p for n, p in trainable if n in cls_names], "lr": lr_cls},
+        {"params": [p for n, p in trainable if n not in cls_names], "lr": lr_body},
+    ]
+    groups = [g for g in groups if g["params"]]
+    base = torch.optim.SGD(groups, lr=lr_cls, momentum=momentum, weight_decay=0.0)
+    expected_batch = max(sample_rate * N, 1e-12)
+    optimizer = DPOptimizer(
+        base,
+        noise_multiplier=noise_multiplier,
+        max_grad_norm=clip_norm,
+        expected_batch_size=expected_batch,
+        loss_reduction="mean",
+        generator=generator,
+    )
+    masks = [(named[n], m.to(device=device, dtype=named[n].dtype)) for n, m in selection.masks.items()]
+
+    def mask_noised_grad(opt: DPOptimizer) -> None:
+        # After clip + noise + scaling, before the SGD update: no noise on frozen entries.
+        for p, m in masks:
+            p.grad.mul_(m)
+
+    optimizer.attach_step_hook(mask_noised_grad)
+
+    loader = DPDataLoader(TensorDataset(images, labels), sample_rate=sample_rate, generator=generator)
+    steps_per_epoch = len(loader)
+    total = steps_per_epoch * epochs
+    warmup = int(round(warmup_epochs * steps_per_epoch))
+    sched = torch.optim.lr_scheduler.LambdaLR(base, cosine_warmup_lambda(total, warmup))
+    loss_fn = nn.CrossEntropyLoss()
+    executed = 0
+    for epoch in range(1, epochs + 1):
+        t0 = time.perf_counter()
+        tot, n, steps = 0.0, 0, 0
+        lr_now = base.param_groups[0]["lr"]
+        with BatchMemoryManager(
+            data_loader=loader, max_physical_batch_size=max_physical_batch_size, optimizer=optimizer
+        ) as mem_loader:
+            for xb, yb in mem_loader:
+                optimizer.zero_grad(set_to_none=True)
+                if len(xb) == 0:
+                    # Empty Poisson sample: the step still releases pure noise.
+                    for _, p in trainable:
+                        p.grad_sample = torch.zeros((0, *p.shape), device=device, dtype=p.dtype)
+                else:
+                    xb, yb = xb.to(device), yb.to(device)
+                    loss = loss_fn(gsm(xb), yb)
+                    loss.backward()
+                    tot += float(loss.detach()) * len(xb)
+                    n += len(xb)
+                    # Mask per-sample gradients *before* clipping (frozen entries do not
+                    # count in the clipped norm).
+                    for p, m in masks:
+                        p.grad_sample.mul_(m)
+                optimizer.step()
+                if not optimizer._is_last_step_skipped:
+                    steps += 1
+                    sched.step()
+        executed += steps
+        stats = EpochStats(
+            epoch=epoch,
+            steps=steps,
+            train_loss=tot / max(n, 1),
+            seconds=time.perf_counter() - t0,
+            lr_cls=lr_now,
+        )
+        if on_epoch is not None and on_epoch(stats):
+            break
+    optimizer.zero_grad(set_to_none=True)
+    gsm.remove_hooks()
+    for p in model.parameters():
+        for attr in ("grad_sample", "summed_grad"):
+            if hasattr(p, attr):
+                delattr(p, attr)
+    return executed

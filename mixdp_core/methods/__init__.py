@@ -4,5 +4,6 @@ Importing this package registers every built-in method.
 """
 
 from .base import METHODS, Method, OnStep, PrivacyConfig, StepRecord, make_method
+from . import finetune as _finetune  # noqa: F401  (registers sparse DP fine-tuning)
 
 __all__ = ["METHODS", "Method", "OnStep", "PrivacyConfig", "StepRecord", "make_method"]

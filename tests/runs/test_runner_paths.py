@@ -1,0 +1,116 @@
+"""Runner life-cycle paths with a controllable fake method (no DP involved)."""
+
+import multiprocessing as mp
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from mixdp_core.errors import ConfigError
+from mixdp_core.runs import CANCELLED, COMPLETED, FAILED, RUNNING, RunStore
+from mixdp_core.runs.runner import RunConfig, execute
+
+
+def _cfg(name, **params):
+    return RunConfig(dataset="digits", encoder="pixels", method=name, method_params=params)
+
+
+def test_runconfig_validation(fake_method):
+    with pytest.raises(ConfigError, match="^method: unknown method 'nope'; choose one of: .*_fake"):
+        RunConfig(dataset="digits", encoder="pixels", method="nope")
+    with pytest.raises(ConfigError, match="^epsilon:"):
+        RunConfig(dataset="digits", encoder="pixels", method=fake_method, target_epsilon=0)
+    with pytest.raises(ConfigError, match="^delta:"):
+        RunConfig(dataset="digits", encoder="pixels", method=fake_method, target_delta=1.0)
+    with pytest.raises(ConfigError, match="^seed:"):
+        RunConfig(dataset="digits", encoder="pixels", method=fake_method, seed=-1)
+    with pytest.raises(ConfigError, match="^public_per_class:"):
+        RunConfig(dataset="digits", encoder="pixels", method=fake_method, public_per_class=0)
+    with pytest.raises(ConfigError, match="^imbalance_ratio:"):
+        RunConfig(dataset="digits", encoder="pixels", method=fake_method, imbalance_ratio=0.5)
+    with pytest.raises(ConfigError, match="^bogus: not a parameter"):
+        _cfg(fake_method, bogus=1)
+    with pytest.raises(ConfigError, match="^target_epsilon: set it as RunConfig"):
+        _cfg(fake_method, target_epsilon=1)
+    with pytest.raises(ConfigError, match="^encoder: unknown encoder"):
+        RunConfig(dataset="digits", encoder="no_such_encoder", method=fake_method)
+    with pytest.raises(ConfigError, match="^dataset: unknown dataset"):
+        RunConfig(dataset="no_such_dataset", encoder="pixels", method=fake_method)
+    a, b = _cfg(fake_method, steps=3), _cfg(fake_method, steps=3)
+    assert a.config_hash() == b.config_hash()
+    assert a.config_hash() != _cfg(fake_method, steps=4).config_hash()
+    assert a.split_hash() == _cfg(fake_method, steps=4).split_hash()
+    assert RunConfig.from_dict(a.to_dict()) == a
+
+
+def test_completed_run_and_reuse(tmp_path, fake_method, digits_features):
+    st = RunStore(tmp_path)
+    seen = []
+    cfg = _cfg(fake_method, steps=7)
+    rid = execute(cfg, store=st, features=digits_features, on_record=seen.append)
+    rec = st.get_run(rid)
+    assert rec.status == COMPLETED and rec.error is None
+    assert [s["step"] for s in st.steps(rid)] == list(range(1, 8)) == [r.step for r in seen]
+    m = rec.metrics
+    assert 0 <= m["test_error"] <= 1 and 0 <= m["mia_auc"] <= 1 and m["epsilon"] is None
+    assert m["steps"] == 7 and m["n_private"] == 1200 - 50
+    art = st.load_artifacts(rid)
+    assert art["y_pred"].shape == (len(digits_features.y_test),) and "mia_fpr" in art
+    assert execute(cfg, store=st, features=digits_features, reuse=True) == rid
+    assert execute(cfg, store=st, features=digits_features, reuse=False) != rid
+
+
+def test_exception_marks_failed_keeps_history(tmp_path, fake_method, digits_features):
+    st = RunStore(tmp_path)
+    with pytest.raises(RuntimeError, match="boom at step 4"):
+        execute(_cfg(fake_method, steps=9, fail_at=4), store=st, features=digits_features, flush_every_s=0)
+    (rec,) = st.list_runs()
+    assert rec.status == FAILED and "RuntimeError: boom at step 4" in rec.error
+    assert [s["step"] for s in st.steps(rec.run_id)] == [1, 2, 3]
+    with pytest.raises(KeyboardInterrupt):
+        execute(_cfg(fake_method, steps=9, interrupt_at=2), store=st, features=digits_features)
+    rec = st.list_runs()[0]
+    assert rec.status == FAILED and rec.error == "KeyboardInterrupt"
+    assert [s["step"] for s in st.steps(rec.run_id)] == [1]
+
+
+def test_cancel_flag_from_store(tmp_path, fake_method, digits_features):
+    st = RunStore(tmp_path)
+
+    def press_cancel(rec):  # what the app's Cancel button does, from another handle
+        if rec.step == 3:
+            other = RunStore(tmp_path)
+            (run,) = other.list_runs(status=RUNNING)
+            assert other.request_cancel(run.run_id)
+
+    rid = execute(_cfg(fake_method, steps=50), store=st, features=digits_features, on_record=press_cancel,
+                  flush_every_s=0)
+    rec = st.get_run(rid)
+    assert rec.status == CANCELLED
+    assert [s["step"] for s in st.steps(rid)] == [1, 2, 3]
+    assert rec.metrics["steps"] == 3
+
+
+def _child(root, feats):  # forked: inherits the registry patched by the fake_method fixture
+    execute(_cfg("_fake", steps=10_000, sleep_s=0.01), store=RunStore(root), features=feats, flush_every_s=0)
+
+
+def test_killed_runner_process_marked_failed(tmp_path, fake_method, digits_features):
+    ctx = mp.get_context("fork")
+    p = ctx.Process(target=_child, args=(str(tmp_path), digits_features))
+    p.start()
+    st = RunStore(tmp_path)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        runs = st.list_runs()
+        if runs and len(st.steps(runs[0].run_id)) >= 5:
+            break
+        time.sleep(0.05)
+    assert RunStore(tmp_path).get_run(runs[0].run_id).status == RUNNING  # live: untouched
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(30)
+    rec = RunStore(tmp_path).get_run(runs[0].run_id)
+    assert rec.status == FAILED and "interrupted" in rec.error
+    assert len(RunStore(tmp_path).steps(rec.run_id)) >= 5

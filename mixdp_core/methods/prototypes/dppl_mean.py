@@ -1,0 +1,259 @@
+"""DPPL-Mean: per-class private means with CoinPress (paper Sec. 4.1, App. A.4, App. C.2).
+
+For every class ``c`` the prototype is a CoinPress estimate (Biswas et al., 2020) of the mean
+of the (optionally average-pooled) private features of that class; a test point gets the
+label of the nearest prototype in cosine distance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...errors import ConfigError, DataError
+from ..base import METHODS, StepRecord
+from ._common import PrototypeFamilyMethod, SeededPrivacyConfig, check_choice, check_float, check_int
+from .utilities import avg_pool, cosine_scores, largest_param
+
+#: ρ_i / ρ of the three CoinPress steps used in the paper (Sec. 4.1).
+PAPER_BUDGET_SPLIT = (5 / 64, 7 / 64, 52 / 64)
+
+
+def gaussian_tailbound(d: int, beta: float) -> float:
+    """γ with ``Pr[||N(0, I_d)||_2 <= γ] >= 1 − β`` (Laurent–Massart; CoinPress code).
+
+    ``γ = sqrt(d + 2 sqrt(d log(1/β)) + 2 log(1/β))``.
+    """
+    lb = math.log(1.0 / beta)
+    return math.sqrt(d + 2.0 * math.sqrt(d * lb) + 2.0 * lb)
+
+
+def _gaussian_noise(rng: np.random.Generator, sd: float, size: int) -> np.ndarray:
+    """The only source of noise of CoinPress (isolated so tests can patch it)."""
+    return rng.normal(0.0, sd, size=size)
+
+
+def _noisy_count(n: int, *, neighbouring: str, count_rho: float, rng: np.random.Generator) -> float:
+    if neighbouring == "add_remove":
+        if count_rho <= 0:
+            raise ConfigError("count_fraction", "must be > 0 for neighbouring='add_remove'")
+        return max(n + float(_gaussian_noise(rng, 1.0 / math.sqrt(2.0 * count_rho), 1)[0]), 1.0)
+    if neighbouring == "replace":
+        return float(n)
+    raise ConfigError("neighbouring", f"must be 'replace' or 'add_remove', got {neighbouring!r}")
+
+
+def coinpress_step(
+    X: np.ndarray,
+    c: np.ndarray,
+    r: float,
+    *,
+    rho_i: float,
+    gamma: float,
+    n_eff: float,
+    neighbouring: str,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float, dict[str, float]]:
+    """One CoinPress step (``rho_i``-zCDP); see :func:`coinpress_mean` for the sensitivities."""
+    n, d = X.shape
+    R = r + gamma
+    diff = X - c
+    norms = np.linalg.norm(diff, axis=1)
+    diff *= np.minimum(1.0, R / np.maximum(norms, 1e-300))[:, None]
+    if neighbouring == "replace":
+        sd = (2.0 * R / n) / math.sqrt(2.0 * rho_i)
+        c_new = c + diff.mean(axis=0) + _gaussian_noise(rng, sd, d)
+    else:
+        sd_sum = R / math.sqrt(2.0 * rho_i)
+        c_new = c + (diff.sum(axis=0) + _gaussian_noise(rng, sd_sum, d)) / n_eff
+        sd = sd_sum / n_eff
+    r_new = math.sqrt(1.0 / n_eff + sd**2) * gamma
+    return c_new, r_new, {"clip_radius": R, "noise_sd": sd, "radius": r_new}
+
+
+def coinpress_mean(
+    X: np.ndarray,
+    *,
+    rhos: tuple[float, ...],
+    rng: np.random.Generator,
+    beta: float = 0.01,
+    c0: np.ndarray | None = None,
+    r0: float | None = None,
+    neighbouring: str = "replace",
+    count_rho: float = 0.0,
+) -> tuple[np.ndarray, list[dict[str, float]]]:
+    """CoinPress private mean of the rows of ``X`` (Biswas et al. 2020, Alg. 1; paper App. A.4).
+
+    Step ``i`` (``ρ_i``-zCDP): project every point onto the ball ``B(c_{i-1}, R_i)``,
+    ``R_i = r_{i-1} + γ`` (γ: :func:`gaussian_tailbound`), release the noisy mean, and shrink
+    the radius to ``r_i = sqrt(1/n + s_i^2) · γ`` (``s_i``: noise sd per coordinate). Start:
+    ``c_0 = 0``, ``r_0 = sqrt(d)``.
+
+    Neighbouring relations and sensitivities (per class; classes are disjoint, so the
+    per-class guarantee holds for the whole data set by parallel composition):
+
+    * ``"replace"`` (the paper's and CoinPress's setting): data sets with the same class
+      sizes differing in one sample's features; sensitivity of the clipped mean
+      ``2 R_i / n``; noise ``N(0, s_i^2 I)``, ``s_i = (2 R_i / n) / sqrt(2 ρ_i)`` (noise
+      multiplier ``1/sqrt(2 ρ_i)``). Class sizes ``n`` are treated as public.
+    * ``"add_remove"``: add/remove one sample. First a noisy count
+      ``ñ = n + N(0, 1/(2 count_rho))`` (sensitivity 1); each step releases the clipped,
+      centred *sum* ``Σ (proj(x_j) − c)`` (sensitivity ``R_i``) plus ``N(0, R_i^2/(2ρ_i) I)``
+      and sets ``c_i = c_{i-1} + sum / max(ñ, 1)``.
+
+    Either way the run is ``(count_rho + Σ ρ_i)``-zCDP (Gaussian mechanisms, Prop. 1).
+
+    Args:
+        X: ``(n, d)`` private points of one class.
+        rhos: per-step zCDP budgets ``ρ_i``.
+        rng: noise generator.
+        beta: tail probability of the clip radius (0.01 in the paper).
+        c0, r0: initial centre and radius (default ``0`` and ``sqrt(d)``).
+        neighbouring: ``"replace"`` or ``"add_remove"`` (see above).
+        count_rho: budget of the noisy count (``"add_remove"`` only, > 0).
+
+    Returns:
+        ``(c_t, history)``: the last released centre and, per step, a dict with
+        ``clip_radius``, ``noise_sd`` (sd of the noise in the mean estimate) and ``radius``.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    if n == 0:
+        raise DataError("coinpress_mean: a class has no private samples")
+    c = np.zeros(d) if c0 is None else np.asarray(c0, dtype=np.float64).copy()
+    r = math.sqrt(d) if r0 is None else float(r0)
+    gamma = gaussian_tailbound(d, beta)
+    n_eff = _noisy_count(n, neighbouring=neighbouring, count_rho=count_rho, rng=rng)
+    history: list[dict[str, float]] = []
+    for rho_i in rhos:
+        c, r, info = coinpress_step(X, c, r, rho_i=rho_i, gamma=gamma, n_eff=n_eff,
+                                    neighbouring=neighbouring, rng=rng)
+        history.append(info)
+    return c, history
+
+
+@dataclass(frozen=True, kw_only=True)
+class DPPLMeanConfig(SeededPrivacyConfig):
+    """Hyper-parameters of DPPL-Mean.
+
+    Args:
+        target_epsilon, target_delta: the (ε, δ) the run must satisfy; the total zCDP budget
+            ρ is the largest whose (ε, δ) at ``target_delta`` (accounting module, composition
+            of the Gaussian releases) is ``<= target_epsilon``.
+        seed: seed of the noise.
+        budget_split: ``ρ_i / ρ`` per CoinPress step, positive, summing to 1; its length is
+            the number of steps t (paper: 3 steps, (5/64, 7/64, 52/64)).
+        k_pool: average-pooling kernel (>= 1) applied to features before estimation and at
+            prediction (reduces d to ceil(d / k_pool)).
+        beta: tail probability of the Gaussian tail bound γ, in (0, 1). Default 0.01.
+        neighbouring: ``"replace"`` (paper; class sizes public) or ``"add_remove"``
+            (noisy class counts, see :func:`coinpress_mean`).
+        count_fraction: fraction of ρ spent on the noisy counts when
+            ``neighbouring="add_remove"``, in (0, 1). Default 0.05.
+    """
+
+    budget_split: tuple[float, ...] = PAPER_BUDGET_SPLIT
+    k_pool: int = 1
+    beta: float = 0.01
+    neighbouring: str = "replace"
+    count_fraction: float = 0.05
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        bs = tuple(self.budget_split) if isinstance(self.budget_split, (tuple, list)) else None
+        if not bs or any(not np.isfinite(f) or f <= 0 for f in bs) or abs(sum(bs) - 1.0) > 1e-9:
+            raise ConfigError(
+                "budget_split", f"must be a non-empty tuple of positive fractions summing to 1, got {self.budget_split!r}"
+            )
+        check_int("k_pool", self.k_pool, 1)
+        check_float("beta", self.beta, 0.0, 1.0, lo_open=True, hi_open=True)
+        check_choice("neighbouring", self.neighbouring, ("replace", "add_remove"))
+        check_float("count_fraction", self.count_fraction, 0.0, 1.0, lo_open=True, hi_open=True)
+
+
+@METHODS.register("dppl_mean")
+class DPPLMean(PrototypeFamilyMethod):
+    """DPPL-Mean (Wahdany et al., Sec. 4.1): CoinPress class means, nearest cosine prototype.
+
+    Privacy: ρ-zCDP per class (Gaussian mechanisms, see :func:`coinpress_mean` for the
+    sensitivity under each neighbouring relation), ρ-zCDP overall by parallel composition
+    over the disjoint classes; reported as (ε, δ) by the accounting module for the steps
+    actually executed.
+
+    Fitted attributes: ``prototypes_`` ``(C, d')``, ``rho_`` (total zCDP budget spent),
+    ``step_rhos_``, ``coinpress_history_`` (per class), ``privacy_``, ``steps_``,
+    ``history_``, ``noise_multiplier_`` (per-step noise multipliers, tuple).
+    """
+
+    config_cls = DPPLMeanConfig
+    description = "DP prototypes: per-class CoinPress means (ρ-zCDP), nearest cosine prototype"
+    paper = "Wahdany et al., Beyond the Mean: DP Prototypes, Sec. 4.1 / App. A.4 (CoinPress, Biswas et al. 2020)"
+
+    def _event(self, rho: float, steps: int | None = None):
+        """Accounting event of the run: the Gaussian releases with their noise multipliers."""
+        from ... import accounting as acc
+
+        return acc.Composition([acc.GaussianMechanism(noise_multiplier=s) for s in self._sigmas(rho, steps)])
+
+    def _rhos(self, rho: float) -> tuple[float, list[float]]:
+        cfg = self.config
+        fr = np.asarray(cfg.budget_split, dtype=np.float64)
+        if cfg.neighbouring == "add_remove":
+            return cfg.count_fraction * rho, list((1 - cfg.count_fraction) * rho * fr)
+        return 0.0, list(rho * fr)
+
+    def _sigmas(self, rho: float, steps: int | None = None) -> list[float]:
+        count_rho, step_rhos = self._rhos(rho)
+        rhos = ([count_rho] if count_rho > 0 else []) + step_rhos[: len(step_rhos) if steps is None else steps]
+        return [1.0 / math.sqrt(2.0 * r) for r in rhos]
+
+    def fit(self, split: Any, *, on_step=None) -> "DPPLMean":
+        from ... import accounting as acc
+
+        cfg = self.config
+        self._reset()
+        delta = cfg.target_delta
+        rho = largest_param(
+            lambda r: acc.epsilon(self._event(r), delta=delta),
+            target_epsilon=cfg.target_epsilon, lo=1e-10, hi=1e6,
+        )
+        count_rho, step_rhos = self._rhos(rho)
+        X = avg_pool(np.asarray(split.X_private, dtype=np.float64), cfg.k_pool)
+        y = np.asarray(split.y_private)
+        C, d = split.n_classes, X.shape[1]
+        groups = [X[y == c] for c in range(C)]
+        for c, g in enumerate(groups):
+            if len(g) == 0:
+                raise DataError(f"y_private: class {c} has no private samples")
+        rng = np.random.default_rng([cfg.seed, 0xD99])
+        gamma = gaussian_tailbound(d, cfg.beta)
+        n_eff = [_noisy_count(len(g), neighbouring=cfg.neighbouring, count_rho=count_rho, rng=rng) for g in groups]
+        centres = np.zeros((C, d))
+        radii = [math.sqrt(d)] * C
+        self.coinpress_history_ = [[] for _ in range(C)]
+        for i, rho_i in enumerate(step_rhos, start=1):
+            for c in range(C):
+                centres[c], radii[c], info = coinpress_step(
+                    groups[c], centres[c], radii[c], rho_i=rho_i, gamma=gamma, n_eff=n_eff[c],
+                    neighbouring=cfg.neighbouring, rng=rng,
+                )
+                self.coinpress_history_[c].append(info)
+            self.steps_ = i
+            eps_i = acc.epsilon(self._event(rho, i), delta=delta)
+            rec = StepRecord(step=i, total_steps=len(step_rhos), epsilon_spent=float(eps_i),
+                             extra={"rho_spent": float(count_rho + sum(step_rhos[:i]))})
+            if self._emit(on_step, rec):
+                break
+        self.rho_ = float(count_rho + sum(step_rhos[: self.steps_]))
+        self.step_rhos_ = tuple(step_rhos[: self.steps_])
+        self.noise_multiplier_ = tuple(self._sigmas(rho, self.steps_))
+        self.prototypes_ = centres.astype(np.float32)
+        self.privacy_ = acc.privacy_report(self._event(rho, self.steps_), delta=delta)
+        return self
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        self._check_fitted()
+        return cosine_scores(avg_pool(np.asarray(X, dtype=np.float32), self.config.k_pool), self.prototypes_)

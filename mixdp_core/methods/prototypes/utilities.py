@@ -1,0 +1,367 @@
+"""Shared numerics of the DP-prototype family (DPPL, Wahdany et al., "Beyond the Mean").
+
+Contents:
+
+* feature helpers (:func:`l2_normalize`, :func:`avg_pool`);
+* the public-utility computation of DPPL-Public (Eq. 14 / Alg. 1), blocked over the public
+  pool so that memory stays bounded for pools of 10^6+ candidates
+  (:func:`public_utilities`, reference :func:`dense_public_utilities`);
+* the exponential mechanism (:func:`em_log_probs`, :func:`sample_em`) and the joint
+  exponential mechanism for unordered top-K (App. C.3, :func:`topk_rank_log_probs`,
+  :func:`sample_topk`, :func:`topk_set_log_prob`);
+* the public-pool loader (:func:`load_public_pool`) and budget calibration by bisection on
+  the accounting module's ε (:func:`largest_param`).
+
+Conventions: features are rows; utilities are float64 ``(C, N_pool)``; ``epsilon`` is the
+privacy parameter of the *guarantee* (ε-DP), never a sampling temperature.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+from ...errors import ConfigError, DataError
+
+# --------------------------------------------------------------------------------------------
+# Feature helpers
+# --------------------------------------------------------------------------------------------
+
+
+def l2_normalize(X: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    """Rows of ``X`` scaled to unit L2 norm (zero rows stay zero); keeps float32 as float32."""
+    X = np.asarray(X)
+    dtype = X.dtype if np.issubdtype(X.dtype, np.floating) else np.float32
+    X = X.astype(dtype, copy=False)
+    n = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.maximum(n, eps)
+
+
+def avg_pool(X: np.ndarray, k_pool: int) -> np.ndarray:
+    """1-D average pooling over features with kernel = stride = ``k_pool`` (DPPL-Mean k_pool).
+
+    Reduces dimension ``d`` to ``ceil(d / k_pool)``; the last window averages the remaining
+    ``d mod k_pool`` coordinates. ``k_pool = 1`` returns ``X`` unchanged.
+    """
+    if k_pool == 1:
+        return X
+    n, d = X.shape
+    m = -(-d // k_pool)
+    pad = m * k_pool - d
+    Xp = np.concatenate([X, np.zeros((n, pad), X.dtype)], axis=1) if pad else X
+    sums = Xp.reshape(n, m, k_pool).sum(axis=2)
+    counts = np.full(m, k_pool, dtype=X.dtype)
+    if pad:
+        counts[-1] = k_pool - pad
+    return (sums / counts).astype(X.dtype, copy=False)
+
+
+def cosine_scores(X: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+    """Class scores = cosine similarity, averaged over the K prototypes of each class (Eq. 7).
+
+    Args:
+        X: ``(N, d)`` features.
+        prototypes: ``(C, d)`` (one per class) or ``(C, K, d)``.
+
+    Returns:
+        ``(N, C)``; argmax = nearest prototype in cosine distance (mean distance for K > 1).
+    """
+    Xn = l2_normalize(np.asarray(X, dtype=np.float32))
+    P = np.asarray(prototypes, dtype=np.float32)
+    if P.ndim == 2:
+        P = P[:, None, :]
+    C, K, d = P.shape
+    Pn = l2_normalize(P.reshape(C * K, d))
+    return (Xn @ Pn.T).reshape(len(Xn), C, K).mean(axis=2)
+
+
+# --------------------------------------------------------------------------------------------
+# Public utilities (DPPL-Public, Eq. 14)
+# --------------------------------------------------------------------------------------------
+
+
+def _check_utility_args(d_min: float, d_max: float) -> None:
+    if not (0.0 <= d_min < d_max <= 2.0):
+        raise ConfigError("d_min/d_max", f"must satisfy 0 <= d_min < d_max <= 2, got {d_min}, {d_max}")
+
+
+def dense_public_utilities(
+    X_private: np.ndarray,
+    y_private: np.ndarray,
+    pool: np.ndarray,
+    *,
+    n_classes: int,
+    d_min: float = 0.0,
+    d_max: float = 2.0,
+) -> np.ndarray:
+    """Reference (un-blocked, float64) utilities of Eq. 14; memory O(N_private * N_pool).
+
+    ``u_c(j) = Σ_{i: y_i = c} clip(1 + cos(e_i, ê_j), d_min, d_max) − d_min``.
+    Only for tests and small pools; use :func:`public_utilities` otherwise.
+    """
+    _check_utility_args(d_min, d_max)
+    E = l2_normalize(np.asarray(X_private, dtype=np.float64))
+    P = l2_normalize(np.asarray(pool, dtype=np.float64))
+    S = np.clip(1.0 + E @ P.T, d_min, d_max) - d_min
+    U = np.zeros((n_classes, P.shape[0]))
+    np.add.at(U, np.asarray(y_private), S)
+    return U
+
+
+def default_block_size(n_private: int, budget_bytes: int = 64 * 2**20) -> int:
+    """Pool rows per block so the ``(N_private, block)`` float32 similarity tile fits ``budget_bytes``."""
+    return int(max(256, min(65536, budget_bytes // (4 * max(n_private, 1)))))
+
+
+def public_utilities(
+    X_private: np.ndarray,
+    y_private: np.ndarray,
+    pool: Any,
+    *,
+    n_classes: int,
+    d_min: float = 0.0,
+    d_max: float = 2.0,
+    block_size: int | None = None,
+    dtype: Any = np.float32,
+) -> np.ndarray:
+    """Utilities of every pool candidate for every class (Eq. 14, Alg. 1), blocked.
+
+    ``u_c(j) = Σ_{i: y_i = c} clip(1 + cos(e_i, ê_j), d_min, d_max) − d_min``, each summand in
+    ``[0, d_max − d_min]`` (sensitivity Δu = d_max − d_min, positively monotone under
+    add/remove of one private sample; Lemma 5). Subtracting ``d_min`` shifts every candidate
+    of a class by the same constant ``n_c·d_min`` relative to Alg. 1, so the exponential
+    mechanism's distribution is unchanged.
+
+    Memory is bounded: the pool is read ``block_size`` rows at a time (it may be a
+    ``np.memmap`` or any object with ``.shape`` and row slicing), and the only large
+    temporary is one ``(N_private, block_size)`` tile. Two paths:
+
+    * **no clipping** (``d_min == 0`` and ``d_max == 2``: 1 + cos is already in [0, 2]):
+      ``u_c(j) = n_c + s_c · ê_j`` with ``s_c`` the sum of the normalized private features
+      of class ``c`` — a ``(C, d) x (d, block)`` product;
+    * **clipping**: the full ``(N_private, block)`` cosine tile is clipped, then summed per
+      class (private rows sorted by class, ``np.add.reduceat``).
+
+    Args:
+        X_private: ``(n, d)`` private features (raw; normalized here).
+        y_private: ``(n,)`` labels in ``[0, n_classes)``.
+        pool: ``(N, d)`` public candidates.
+        n_classes: C.
+        d_min, d_max: clip range of ``1 + cos`` (``0 <= d_min < d_max <= 2``).
+        block_size: pool rows per block (default: :func:`default_block_size`).
+        dtype: compute dtype of the tiles (float32 default; class sums accumulate in float64).
+
+    Returns:
+        ``(C, N)`` float64 utilities.
+    """
+    _check_utility_args(d_min, d_max)
+    y = np.asarray(y_private)
+    E = l2_normalize(np.asarray(X_private, dtype=dtype))
+    N = int(pool.shape[0])
+    if pool.shape[1] != E.shape[1]:
+        raise DataError(f"public_pool: has {pool.shape[1]} features, private data has {E.shape[1]}")
+    counts = np.bincount(y, minlength=n_classes).astype(np.float64)
+    U = np.empty((n_classes, N), dtype=np.float64)
+    clipping = d_min > 0.0 or d_max < 2.0
+    if not clipping:
+        S = np.zeros((n_classes, E.shape[1]), dtype=np.float64)
+        np.add.at(S, y, E.astype(np.float64))
+        S = S.astype(dtype)
+        bs = block_size or 65536
+    else:
+        order = np.argsort(y, kind="stable")
+        E = np.ascontiguousarray(E[order])
+        ys = y[order]
+        present = np.flatnonzero(counts > 0)
+        starts = np.searchsorted(ys, present)
+        bs = block_size or default_block_size(len(E))
+        tile = np.empty((len(E), bs), dtype=dtype)
+    for a in range(0, N, bs):
+        b = min(N, a + bs)
+        P = l2_normalize(np.asarray(pool[a:b], dtype=dtype))
+        if not clipping:
+            U[:, a:b] = S @ P.T
+            U[:, a:b] += counts[:, None]
+        else:
+            T = tile[:, : b - a]
+            np.matmul(E, P.T, out=T)
+            T += 1.0 - d_min
+            np.clip(T, 0.0, d_max - d_min, out=T)
+            U[:, a:b] = 0.0
+            U[present, a:b] = np.add.reduceat(T, starts, axis=0, dtype=np.float64)
+    return U
+
+
+# --------------------------------------------------------------------------------------------
+# Exponential mechanism
+# --------------------------------------------------------------------------------------------
+
+
+def em_log_probs(u: np.ndarray, *, epsilon: float, sensitivity: float, monotone: bool) -> np.ndarray:
+    """Log-probabilities of the exponential mechanism (McSherry & Talwar; paper Eq. 4).
+
+    ``P[j] ∝ exp(ε u_j / Δ)`` for a utility that is monotone in the private data (ε-DP,
+    Lemma 2), ``P[j] ∝ exp(ε u_j / (2Δ))`` otherwise (ε-DP, Lemma 1 with ε/2).
+
+    Args:
+        u: ``(N,)`` utilities.
+        epsilon: the ε of the ε-DP guarantee.
+        sensitivity: Δu (add/remove one private sample).
+        monotone: whether ``u`` is monotone in the private data.
+    """
+    scale = epsilon / (sensitivity if monotone else 2.0 * sensitivity)
+    z = scale * np.asarray(u, dtype=np.float64)
+    return z - logsumexp(z)
+
+
+def sample_em(
+    u: np.ndarray, *, epsilon: float, sensitivity: float, monotone: bool, rng: np.random.Generator
+) -> int:
+    """One draw of the exponential mechanism (inverse CDF on :func:`em_log_probs`)."""
+    p = np.exp(em_log_probs(u, epsilon=epsilon, sensitivity=sensitivity, monotone=monotone))
+    cdf = np.cumsum(p)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(p) - 1))
+
+
+def topk_rank_log_probs(u_sorted_desc: np.ndarray, k: int, *, epsilon: float, sensitivity: float) -> np.ndarray:
+    """Log-probabilities over the rank ``y`` of the worst member of the released K-set.
+
+    Joint exponential mechanism for *unordered* top-K (App. C.3, after Gillenwater et al.
+    2022). The set utility ``U(S) = min_{s∈S} u_s − u_(K)`` (Eq. 5) has sensitivity
+    ``ΔU = Δu`` (Lemma 4) but is not monotone, so sets are drawn with
+    ``P[S] ∝ exp(ε U(S) / (2Δu))`` (ε-DP). Exactly ``binom(y−1, K−1)`` K-sets have their
+    worst member at rank ``y`` (1-based, ``y >= K``); hence
+    ``P[y] ∝ binom(y−1, K−1) · exp(ε (u_(y) − u_(K)) / (2Δu))``.
+
+    Note: the paper's Eq. 6 writes ``binom(y, K)`` (the number of K-sets inside the top y,
+    not those whose worst member is y); ``binom(y−1, K−1)`` is the count that makes the
+    two-stage sampler equal to the set-level exponential mechanism, which is what the
+    privacy proof needs (checked by brute force in the tests).
+
+    Returns:
+        ``(N − K + 1,)`` log-probabilities for ranks ``y = K..N``.
+    """
+    u = np.asarray(u_sorted_desc, dtype=np.float64)
+    N = len(u)
+    y = np.arange(k, N + 1)
+    log_count = gammaln(y) - gammaln(k) - gammaln(y - k + 1)  # log binom(y-1, k-1)
+    z = log_count + epsilon * (u[k - 1 :] - u[k - 1]) / (2.0 * sensitivity)
+    return z - logsumexp(z)
+
+
+def sample_topk(
+    u: np.ndarray, k: int, *, epsilon: float, sensitivity: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Draw an unordered K-set of candidate indices with the joint EM (App. C.3).
+
+    1. sample the worst rank ``y`` with :func:`topk_rank_log_probs`;
+    2. keep the candidate at rank ``y``;
+    3. draw the other ``K−1`` uniformly without replacement from ranks ``1..y−1``.
+
+    Ties in ``u`` are broken by index (stable sort); the set distribution is unaffected.
+    """
+    u = np.asarray(u, dtype=np.float64)
+    if not (1 <= k <= len(u)):
+        raise ConfigError("k", f"must lie in [1, {len(u)}] (pool size), got {k}")
+    order = np.argsort(-u, kind="stable")
+    lp = topk_rank_log_probs(u[order], k, epsilon=epsilon, sensitivity=sensitivity)
+    p = np.exp(lp)
+    cdf = np.cumsum(p)
+    j = int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(p) - 1))
+    y = j + k  # 1-based rank of the worst member
+    others = rng.choice(y - 1, size=k - 1, replace=False) if k > 1 else np.empty(0, dtype=int)
+    return np.sort(order[np.concatenate([others, [y - 1]]).astype(int)])
+
+
+def topk_set_log_prob(u: np.ndarray, S: Sequence[int], k: int, *, epsilon: float, sensitivity: float) -> float:
+    """Brute-force-free log P[S] of the joint top-K mechanism (for tests and diagnostics)."""
+    u = np.asarray(u, dtype=np.float64)
+    order = np.argsort(-u, kind="stable")
+    rank = np.empty(len(u), dtype=int)
+    rank[order] = np.arange(1, len(u) + 1)
+    y = int(max(rank[list(S)]))
+    lp = topk_rank_log_probs(u[order], k, epsilon=epsilon, sensitivity=sensitivity)
+    return float(lp[y - k] - (gammaln(y) - gammaln(k) - gammaln(y - k + 1)))
+
+
+# --------------------------------------------------------------------------------------------
+# Public pool, calibration
+# --------------------------------------------------------------------------------------------
+
+
+def validate_pool_spec(value: Any) -> None:
+    """Config check of ``public_pool``: ``"split"`` or a path to an ``.npz`` file."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigError("public_pool", f'must be "split" or a path to an .npz file, got {value!r}')
+    if str(value) != "split" and not str(value).endswith(".npz"):
+        raise ConfigError("public_pool", f'must be "split" or a path ending in .npz, got {value!r}')
+
+
+def load_public_pool(spec: Any, split: Any, override: np.ndarray | None = None) -> np.ndarray:
+    """The candidate pool of DPPL-Public.
+
+    Args:
+        spec: ``"split"`` (the labelled public split ``split.X_public``, labels discarded) or a
+            path to an ``.npz`` holding an ``(N, d)`` array ``X`` (e.g. features of an
+            unlabelled public dataset from another domain).
+        split: the :class:`~mixdp_core.data.splits.Split`.
+        override: an in-memory ``(N, d)`` pool (the ``public_pool=`` fit kwarg), used as is.
+
+    Raises:
+        ConfigError: missing file / array; DataError: wrong shape or non-finite values.
+    """
+    if override is not None:
+        X = override
+        where = "public_pool (array)"
+    elif str(spec) == "split":
+        X = split.X_public
+        where = "split.X_public"
+    else:
+        if not os.path.exists(spec):
+            raise ConfigError("public_pool", f"file {spec!r} does not exist")
+        with np.load(spec) as f:
+            if "X" not in f:
+                raise ConfigError("public_pool", f"{spec!r} has no array 'X' (found {list(f.keys())})")
+            X = f["X"]
+        where = str(spec)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise DataError(f"{where}: public pool must be a non-empty 2-D array, got shape {X.shape}")
+    if X.shape[1] != split.dim:
+        raise DataError(f"{where}: has {X.shape[1]} features, the private data has {split.dim}")
+    if not isinstance(X, np.memmap) and not np.all(np.isfinite(X)):
+        raise DataError(f"{where}: contains NaN or infinite values")
+    return X
+
+
+def largest_param(
+    make_epsilon: Callable[[float], float],
+    *,
+    target_epsilon: float,
+    lo: float,
+    hi: float,
+    iters: int = 60,
+) -> float:
+    """Largest ``x`` in ``[lo, hi]`` with ``make_epsilon(x) <= target_epsilon`` (bisection in log x).
+
+    ``make_epsilon`` must be non-decreasing in ``x`` (e.g. ρ -> ε of a zCDP mechanism at δ,
+    or ε_EM -> (ε, δ) of the exponential mechanism).
+
+    Raises:
+        BudgetError-like ConfigError: even ``lo`` exceeds the target.
+    """
+    if make_epsilon(lo) > target_epsilon:
+        raise ConfigError("epsilon", f"target_epsilon={target_epsilon} is too small to calibrate (ε({lo}) exceeds it)")
+    if make_epsilon(hi) <= target_epsilon:
+        return hi
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(iters):
+        m = 0.5 * (a + b)
+        if make_epsilon(math.exp(m)) <= target_epsilon:
+            a = m
+        else:
+            b = m
+    return math.exp(a)

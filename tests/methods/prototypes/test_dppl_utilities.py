@@ -1,0 +1,168 @@
+"""Numerics of the DP-prototypes family: blocked utilities, EM and joint top-K EM sampling."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from mixdp_core.errors import ConfigError, DataError
+from mixdp_core.methods.prototypes.utilities import (
+    avg_pool,
+    cosine_scores,
+    dense_public_utilities,
+    em_log_probs,
+    largest_param,
+    public_utilities,
+    sample_em,
+    sample_topk,
+    topk_set_log_prob,
+)
+
+
+def _chi2_pvalue(counts: np.ndarray, probs: np.ndarray) -> float:
+    expected = probs * counts.sum()
+    keep = expected > 0
+    assert counts[~keep].sum() == 0, "a zero-probability outcome was sampled"
+    return float(stats.chisquare(counts[keep], expected[keep]).pvalue)
+
+
+@pytest.fixture
+def tiny():
+    rng = np.random.default_rng(1)
+    Xp = rng.normal(size=(60, 7)).astype(np.float32)
+    yp = rng.integers(0, 3, size=60)
+    pool = rng.normal(size=(257, 7)).astype(np.float32)
+    return Xp, yp, pool
+
+
+@pytest.mark.parametrize("d_min,d_max", [(0.0, 2.0), (0.5, 1.5), (1.0, 2.0), (0.0, 1.2)])
+@pytest.mark.parametrize("block", [1, 16, 100, 10_000])
+def test_blocked_utilities_equal_dense(tiny, d_min, d_max, block):
+    Xp, yp, pool = tiny
+    dense = dense_public_utilities(Xp, yp, pool, n_classes=4, d_min=d_min, d_max=d_max)
+    blocked = public_utilities(Xp, yp, pool, n_classes=4, d_min=d_min, d_max=d_max, block_size=block)
+    assert blocked.shape == (4, 257)
+    np.testing.assert_allclose(blocked, dense, rtol=1e-5, atol=1e-4)
+    assert np.all(blocked[3] == 0)  # empty class: zero utility everywhere
+    assert np.all(blocked >= -1e-5) and np.all(blocked <= np.bincount(yp, minlength=4)[:, None] * (d_max - d_min) + 1e-4)
+
+
+def test_blocked_utilities_from_memmap(tiny, tmp_path):
+    Xp, yp, pool = tiny
+    path = tmp_path / "pool.npy"
+    np.save(path, pool)
+    mm = np.load(path, mmap_mode="r")
+    np.testing.assert_allclose(
+        public_utilities(Xp, yp, mm, n_classes=3, d_min=0.3, d_max=1.9, block_size=50),
+        dense_public_utilities(Xp, yp, pool, n_classes=3, d_min=0.3, d_max=1.9), rtol=1e-5, atol=1e-4)
+
+
+def test_utilities_reject_bad_clip_range_and_shape(tiny):
+    Xp, yp, pool = tiny
+    with pytest.raises(ConfigError, match="d_min"):
+        public_utilities(Xp, yp, pool, n_classes=3, d_min=1.5, d_max=1.0)
+    with pytest.raises(DataError, match="features"):
+        public_utilities(Xp, yp, pool[:, :3], n_classes=3)
+
+
+@pytest.mark.parametrize("monotone", [True, False])
+def test_em_log_probs_match_formula(monotone):
+    u = np.array([0.0, 1.0, 2.5, 2.5, 4.0])
+    eps, sens = 0.8, 2.0
+    denom = sens if monotone else 2 * sens
+    w = np.exp(eps * u / denom)
+    np.testing.assert_allclose(np.exp(em_log_probs(u, epsilon=eps, sensitivity=sens, monotone=monotone)), w / w.sum())
+    # shift invariance (u − d_min·n_c in Eq. 14 does not change the mechanism)
+    np.testing.assert_allclose(em_log_probs(u + 7.0, epsilon=eps, sensitivity=sens, monotone=monotone),
+                               em_log_probs(u, epsilon=eps, sensitivity=sens, monotone=monotone))
+
+
+@pytest.mark.parametrize("monotone", [True, False])
+def test_em_sampling_frequencies(monotone):
+    u = np.array([0.0, 0.5, 1.0, 3.0, 3.0, 6.0])
+    eps, sens = 1.0, 2.0
+    denom = sens if monotone else 2 * sens
+    p = np.exp(eps * u / denom)
+    p /= p.sum()
+    rng = np.random.default_rng(123)
+    n = 20_000
+    counts = np.bincount([sample_em(u, epsilon=eps, sensitivity=sens, monotone=monotone, rng=rng) for _ in range(n)],
+                         minlength=len(u))
+    assert _chi2_pvalue(counts, p) > 1e-3
+    # the /Δ vs /(2Δ) distinction is detectable with this many draws
+    other = np.exp(eps * u / (2 * denom if monotone else denom / 2))
+    other /= other.sum()
+    assert _chi2_pvalue(counts, other) < 1e-6
+
+
+def _brute_force_topk(u, k, eps, sens):
+    order = np.sort(u)[::-1]
+    uk = order[k - 1]
+    sets = list(itertools.combinations(range(len(u)), k))
+    logw = np.array([eps * (min(u[list(S)]) - uk) / (2 * sens) for S in sets])
+    p = np.exp(logw - logw.max())
+    return sets, p / p.sum()
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_topk_set_probabilities_match_joint_em(k):
+    u = np.array([5.0, 1.0, 3.0, 3.0, 0.0, 4.5, 2.0])
+    eps, sens = 2.0, 1.5
+    sets, p = _brute_force_topk(u, k, eps, sens)
+    lp = np.array([topk_set_log_prob(u, S, k, epsilon=eps, sensitivity=sens) for S in sets])
+    np.testing.assert_allclose(np.exp(lp), p, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(np.exp(lp).sum(), 1.0)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_topk_sampling_frequencies(k):
+    u = np.array([5.0, 1.0, 3.0, 3.0, 0.0, 4.5])
+    eps, sens = 3.0, 1.0
+    sets, p = _brute_force_topk(u, k, eps, sens)
+    index = {S: i for i, S in enumerate(sets)}
+    rng = np.random.default_rng(7)
+    counts = np.zeros(len(sets))
+    for _ in range(20_000):
+        S = sample_topk(u, k, epsilon=eps, sensitivity=sens, rng=rng)
+        assert len(set(S.tolist())) == k
+        counts[index[tuple(S.tolist())]] += 1
+    assert _chi2_pvalue(counts, p) > 1e-3
+    # the paper's Eq. 6 weight binom(y, K) (instead of binom(y-1, K-1)) is a different set
+    # distribution, and these draws reject it
+    order = np.argsort(-u, kind="stable")
+    rank = np.empty(len(u), dtype=int)
+    rank[order] = np.arange(1, len(u) + 1)
+    uk = u[order][k - 1]
+    q = np.array([math.comb(max(rank[list(S)]), k) / math.comb(max(rank[list(S)]) - 1, k - 1)
+                  * math.exp(eps * (min(u[list(S)]) - uk) / (2 * sens)) for S in sets])
+    assert _chi2_pvalue(counts, q / q.sum()) < 1e-6
+
+
+def test_topk_rejects_k_larger_than_pool():
+    with pytest.raises(ConfigError, match="k"):
+        sample_topk(np.zeros(3), 4, epsilon=1.0, sensitivity=1.0, rng=np.random.default_rng(0))
+
+
+def test_avg_pool_and_cosine_scores():
+    X = np.arange(14, dtype=np.float32).reshape(2, 7)
+    P = avg_pool(X, 3)
+    np.testing.assert_allclose(P, [[1, 4, 6], [8, 11, 13]])
+    assert avg_pool(X, 1) is X
+    protos = np.eye(3, dtype=np.float32)
+    s = cosine_scores(np.array([[2.0, 0, 0], [0, 0, 5.0]]), protos)
+    np.testing.assert_allclose(s, [[1, 0, 0], [0, 0, 1]], atol=1e-6)
+    # K prototypes per class: the score is the mean cosine (Eq. 7)
+    pk = np.stack([np.stack([np.eye(3)[0], np.eye(3)[1]]), np.stack([np.eye(3)[2], np.eye(3)[2]])])
+    np.testing.assert_allclose(cosine_scores(np.array([[1.0, 0, 0]]), pk), [[0.5, 0.0]], atol=1e-6)
+
+
+def test_largest_param_bisection():
+    x = largest_param(lambda r: r + 2 * math.sqrt(r * math.log(1e5)), target_epsilon=1.0, lo=1e-12, hi=1e6)
+    assert x + 2 * math.sqrt(x * math.log(1e5)) <= 1.0
+    assert (x * 1.001) + 2 * math.sqrt(x * 1.001 * math.log(1e5)) > 1.0
+    with pytest.raises(ConfigError):
+        largest_param(lambda r: 10.0, target_epsilon=1.0, lo=1e-3, hi=1.0)

@@ -1,0 +1,93 @@
+import json
+
+import numpy as np
+import pytest
+
+from mixdp_core.features import cache as cache_mod
+from mixdp_core.features import get_features, load_cached
+
+
+def test_digits_pixels_extract_then_hit(tmp_path):
+    a = get_features("digits", "pixels", cache_dir=tmp_path)
+    assert a.meta["cache_hit"] is False
+    assert a.X_train.shape == (1258, 64) and a.X_test.shape == (539, 64)
+    b = get_features("digits", "pixels", cache_dir=tmp_path)
+    assert b.meta["cache_hit"] is True
+    # float16 storage: equal up to half precision
+    np.testing.assert_allclose(a.X_train, b.X_train, rtol=1e-3, atol=1e-3)
+    assert np.array_equal(a.y_train, b.y_train) and b.class_names == a.class_names
+    entries = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert len(entries) == 1
+    meta = json.loads((entries[0] / "meta.json").read_text())
+    assert meta["encoder"] == "pixels" and meta["dtype"] == "float16" and meta["dataset"] == "digits"
+
+
+def test_float32_storage_is_exact_and_separate_entry(tmp_path):
+    a = get_features("digits", "pixels", cache_dir=tmp_path, dtype="float32")
+    b = get_features("digits", "pixels", cache_dir=tmp_path, dtype="float32")
+    assert np.array_equal(a.X_train, b.X_train)
+    get_features("digits", "pixels", cache_dir=tmp_path, dtype="float16")
+    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2
+
+
+def test_key_depends_on_encoder_settings_and_dataset(png_tree, tmp_path):
+    keys = set()
+    keys.add(get_features(f"image_folder:{png_tree}", "pixels", cache_dir=tmp_path).meta["cache_key"])
+    keys.add(get_features(f"image_folder:{png_tree}", "pixels", cache_dir=tmp_path, test_fraction=0.5).meta["cache_key"])
+    keys.add(get_features("digits", "pixels", cache_dir=tmp_path).meta["cache_key"])
+    assert len(keys) == 3
+
+
+def test_interrupted_write_is_never_read_as_valid(tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real = np.savez
+
+    def exploding_savez(f, **arrays):
+        calls["n"] += 1
+        f.write(b"PK\x03\x04 half written")
+        raise KeyboardInterrupt  # e.g. Ctrl-C in the middle of the write
+
+    monkeypatch.setattr(cache_mod.np, "savez", exploding_savez)
+    with pytest.raises(KeyboardInterrupt):
+        get_features("digits", "pixels", cache_dir=tmp_path)
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert load_cached(entry) is None
+    assert not list(entry.glob(".tmp-*"))  # temp file cleaned up
+    assert not (entry / "features.npz").exists()
+    monkeypatch.setattr(cache_mod.np, "savez", real)
+    fs = get_features("digits", "pixels", cache_dir=tmp_path)
+    assert fs.meta["cache_hit"] is False and calls["n"] == 1
+
+
+def test_missing_meta_means_reextract(tmp_path):
+    get_features("digits", "pixels", cache_dir=tmp_path)
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    (entry / "meta.json").unlink()
+    assert get_features("digits", "pixels", cache_dir=tmp_path).meta["cache_hit"] is False
+
+
+def test_feature_file_dataset_bypasses_encoder(tmp_path):
+    rng = np.random.default_rng(0)
+    p = tmp_path / "mine.npz"
+    np.savez(p, X_train=rng.normal(size=(30, 5)).astype(np.float16), y_train=np.arange(30) % 3,
+             X_test=rng.normal(size=(9, 5)), y_test=np.arange(9) % 3)
+    fs = get_features(f"features:{p}", "efficientnet_lite0", cache_dir=tmp_path)
+    assert fs.dim == 5 and fs.class_names == ["0", "1", "2"]
+
+
+def test_image_folder_corrupt_file_skip_or_fail(png_tree, tmp_path):
+    from mixdp_core.data import CorruptImageError
+
+    (png_tree / "cat" / "zz_bad.jpg").write_bytes(b"\x00\x01not an image")
+    with pytest.raises(CorruptImageError, match="zz_bad.jpg"):
+        get_features(f"image_folder:{png_tree}", "pixels", cache_dir=tmp_path, test_fraction=0.5)
+    with pytest.warns(UserWarning, match="skipped 1"):
+        fs = get_features(f"image_folder:{png_tree}", "pixels", cache_dir=tmp_path, test_fraction=0.5, skip_corrupt=True)
+    assert fs.X_train.shape[0] + fs.X_test.shape[0] == 18
+
+
+def test_efficientnet_real_weights_on_image_folder(png_tree, tmp_path):
+    fs = get_features(f"image_folder:{png_tree}", "efficientnet_lite0", cache_dir=tmp_path,
+                      test_fraction=0.5, encoder_kwargs={"image_size": 64}, batch_size=8)
+    assert fs.dim == 1280 and fs.X_train.shape[0] == 9
+    assert np.all(np.isfinite(fs.X_train)) and fs.X_train.std() > 0

@@ -1,0 +1,60 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mixdp_core.cli import main
+
+
+def test_lists(capsys):
+    assert main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "digits" in out and "image_folder" in out
+    assert main(["encoders"]) == 0
+    out = capsys.readouterr().out
+    assert "efficientnet_lite0" in out and "offline" in out
+    assert main(["methods"]) == 0
+    assert "adamix" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["encode", "--dataset", "mnistt", "--encoder", "pixels"], "--dataset: unknown 'mnistt'; choose one of digits"),
+    (["encode", "--dataset", "digits", "--encoder", "vgg"], "--encoder: unknown 'vgg'; choose one of pixels"),
+    (["encode", "--dataset", "digits", "--batch-size", "0"], "--batch-size: must be >= 1"),
+    (["encode", "--dataset", "digits", "--dtype", "int8"], "invalid choice"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_encode_digits_pixels_json(tmp_path, capsys):
+    assert main(["encode", "--dataset", "digits", "--encoder", "pixels", "--cache-dir", str(tmp_path)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["n_train"] == 1258 and first["dim"] == 64 and first["cache_hit"] is False
+    assert main(["encode", "--dataset", "digits", "--encoder", "pixels", "--cache-dir", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["cache_hit"] is True
+
+
+def test_missing_torchvision_dataset_is_one_line(tmp_path, capsys):
+    rc = main(["encode", "--dataset", "cifar10", "--root", str(tmp_path), "--encoder", "pixels"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "cifar10: dataset files not found" in err and "Traceback" not in err
+
+
+def test_encode_cifar10_image_folder_efficientnet(cifar10_subset, tmp_path):
+    """The documented path: `mixdp encode --dataset image_folder --root <CIFAR-10 subset>`."""
+    cmd = [sys.executable, "-m", "mixdp_core.cli", "encode", "--dataset", "image_folder", "--root", str(cifar10_subset),
+           "--encoder", "efficientnet_lite0", "--image-size", "64", "--max-per-class", "3", "--max-test-per-class", "2",
+           "--cache-dir", str(tmp_path)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["n_train"] == 30 and out["n_test"] == 20 and out["dim"] == 1280 and out["classes"] == 10
+    assert "encode train" in r.stderr  # tqdm progress on stderr

@@ -1,0 +1,92 @@
+"""open_clip / torchvision / timm encoders run for real with random weights (pretrained=None)."""
+
+import numpy as np
+import pytest
+
+from mixdp_core.data.base import ArrayImageSource
+from mixdp_core.encoders import DEFAULT_TEMPLATES, ENCODERS, Encoder, select_device
+from mixdp_core.errors import ConfigError, DataError
+
+DIMS = {"resnet50": 2048, "clip_vit_b32": 512, "clip_rn50": 1024, "dinov2_vits14": 384}
+
+
+def test_registry_lists_all_encoders_with_metadata():
+    assert set(ENCODERS.keys()) == {"pixels", "efficientnet_lite0", *DIMS}
+    for name, cls in ENCODERS.items():
+        assert issubclass(cls, Encoder) and cls.name == name and cls.description
+    assert {n for n, c in ENCODERS.items() if c.has_text} == {"clip_vit_b32", "clip_rn50"}
+    assert {n for n, c in ENCODERS.items() if c.offline} == {"pixels", "efficientnet_lite0"}
+
+
+def test_select_device_auto_and_explicit():
+    assert select_device("cpu") == "cpu"
+    assert select_device(None) in {"cuda", "mps", "cpu"}
+
+
+@pytest.mark.parametrize("name", sorted(DIMS))
+def test_random_weights_forward(name, rng_images):
+    src = ArrayImageSource(rng_images[:2], np.array([0, 1]))
+    enc = ENCODERS.get(name)(pretrained=None, batch_size=1, num_threads=1)
+    F, kept = enc.encode_images(src)
+    assert F.shape == (2, DIMS[name]) and F.dtype == np.float32 and kept.tolist() == [0, 1]
+    assert np.isfinite(F).all() and not np.allclose(F[0], F[1])
+    key = enc.cache_key()
+    assert key["encoder"] == name and key["weights"] == "random(seed=0)" and key["image_size"] == 224
+    if name.startswith("clip_"):  # image features are L2-normalized
+        np.testing.assert_allclose(np.linalg.norm(F, axis=1), 1.0, rtol=1e-4)
+
+
+def test_random_init_is_seeded_and_batch_independent(rng_images):
+    src = ArrayImageSource(rng_images[:2], np.array([0, 1]))
+    a, _ = ENCODERS.get("dinov2_vits14")(pretrained=None, batch_size=2).encode_images(src)
+    b, _ = ENCODERS.get("dinov2_vits14")(pretrained=None, batch_size=1).encode_images(src)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def clip_rn50():
+    return ENCODERS.get("clip_rn50")(pretrained=None, num_threads=1)
+
+
+def test_encode_text_zero_shot_embeddings(clip_rn50):
+    T = clip_rn50.encode_text(["cat", "dog", "airplane"], ["a photo of a {}.", "a drawing of a {}."])
+    assert T.shape == (3, 1024) and T.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(T, axis=1), 1.0, rtol=1e-4)
+    assert not np.allclose(T[0], T[1])
+    T1 = clip_rn50.encode_text(["cat"], ["a photo of a {}."])
+    T2 = clip_rn50.encode_text(["cat"], ["a drawing of a {}."])
+    # template ensemble = renormalized mean of the per-template embeddings
+    mean = T1[0] + T2[0]
+    np.testing.assert_allclose(T[0], mean / np.linalg.norm(mean), atol=1e-4)
+    Td = clip_rn50.encode_text(["cat"])
+    assert Td.shape == (1, 1024) and len(DEFAULT_TEMPLATES) >= 7
+
+
+def test_encode_text_validates_templates(clip_rn50):
+    with pytest.raises(ConfigError, match="templates"):
+        clip_rn50.encode_text(["cat"], ["no placeholder"])
+    with pytest.raises(DataError):
+        clip_rn50.encode_text([], None)
+
+
+def test_non_clip_encoder_has_no_text():
+    with pytest.raises(DataError, match="text"):
+        ENCODERS.get("resnet50")(pretrained=None).encode_text(["cat"])
+
+
+def test_constructor_validation():
+    with pytest.raises(ConfigError, match="pretrained"):
+        ENCODERS.get("resnet50")(pretrained="IMAGENET22K")
+    with pytest.raises(ConfigError, match="pretrained"):
+        ENCODERS.get("clip_vit_b32")(pretrained="not_a_tag")
+    with pytest.raises(ConfigError, match="image_size"):
+        ENCODERS.get("clip_vit_b32")(pretrained=None, image_size=96)
+    with pytest.raises(ConfigError, match="image_size"):
+        ENCODERS.get("dinov2_vits14")(pretrained=None, image_size=100)
+    with pytest.raises(ConfigError, match="batch_size"):
+        ENCODERS.get("efficientnet_lite0")(batch_size=0)
+    with pytest.raises(ConfigError, match="num_threads"):
+        ENCODERS.get("efficientnet_lite0")(num_threads=0)
+    # selectable open_clip tags are accepted without loading anything
+    assert ENCODERS.get("clip_vit_b32")(pretrained="laion2b_s34b_b79k").weights_tag == "laion2b_s34b_b79k"
+    assert ENCODERS.get("clip_rn50")(pretrained="yfcc15m").weights_tag == "yfcc15m"

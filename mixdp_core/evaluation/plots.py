@@ -23,6 +23,7 @@ METHOD_STYLE: dict[str, tuple[str, str]] = {
     "fully_private": ("Fully-Private", "#7f7f7f"),
     "ngd": ("NGD (mixed)", "#ff7f0e"),
     "adamix": ("AdaMix", "#1f77b4"),
+    "adamix_rank": ("AdaMix (rank-C projection)", "#17becf"),
     "zero_shot": ("Zero-shot", "#9467bd"),
     "ppgd": ("PPGD", "#8c564b"),
 }

@@ -1,0 +1,66 @@
+import json
+
+import pytest
+
+from mixdp_core.cli import main
+
+KEYS = {"run_id", "method", "dataset", "encoder", "seed", "epsilon", "delta", "noise_multiplier", "steps",
+        "test_error", "balanced_accuracy", "minority_accuracy", "mia_auc", "pdp_epsilon_min",
+        "pdp_epsilon_median", "pdp_epsilon_max", "wall_seconds"}
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXDP_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MIXDP_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_train_json(env, capsys):
+    rc = main(["train", "--dataset", "digits", "--encoder", "pixels", "--method", "adamix", "--epsilon", "1",
+               "--seed", "0", "--noise-multiplier", "20", "--json", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    d = json.loads(out)  # exactly one JSON object on stdout
+    assert KEYS <= set(d)
+    assert d["method"] == "adamix" and d["noise_multiplier"] == 20.0 and d["delta"] == 1e-5
+    assert 0 < d["epsilon"] <= 1.0 and d["steps"] >= 1
+    for k in ("test_error", "balanced_accuracy", "minority_accuracy", "mia_auc"):
+        assert 0.0 <= d[k] <= 1.0
+    assert d["pdp_epsilon_min"] <= d["pdp_epsilon_median"] <= d["pdp_epsilon_max"] <= d["epsilon"] + 1e-9
+    assert (env / "home" / "runs.sqlite").exists()
+    rc = main(["train", "--method", "adamix", "--epsilon", "1", "--noise-multiplier", "20", "--json",
+               "--no-progress", "--reuse"])
+    d2 = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d2["run_id"] == d["run_id"] and d2["reused"] is True
+
+
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--epsilon", "-1"], "epsilon"),
+        (["--epsilon", "abc"], "epsilon"),
+        (["--delta", "2"], "delta"),
+        (["--seed", "1.5"], "seed"),
+        (["--public-per-class", "0"], "public_per_class"),
+        (["--imbalance-ratio", "0.5"], "imbalance_ratio"),
+        (["--method", "nope"], "method"),
+        (["--encoder", "nope"], "encoder"),
+        (["--dataset", "nope"], "dataset"),
+        (["--noise-multiplier", "-3"], "noise_multiplier"),
+        (["--param", "bogus=1"], "bogus"),
+        (["--param", "noequals"], "param"),
+        (["--bogus-flag"], "unrecognized"),
+    ],
+)
+def test_bad_args_one_line_exit_2(env, capsys, argv, field):
+    try:
+        rc = main(["train", "--no-progress", *argv])
+    except SystemExit as e:  # argparse-level errors
+        rc = e.code
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "error" in lines[0]
+    if field == "method":
+        assert "adamix" in lines[0] and "paragon" in lines[0]  # lists the allowed values

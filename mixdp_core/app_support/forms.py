@@ -1,0 +1,479 @@
+"""Form helpers of the app: widget specs from method configs, validation, safe uploads.
+
+Nothing here trains anything; it turns widget values into a validated
+:class:`~mixdp_core.runs.runner.RunConfig` (or a list of field errors that the page shows
+next to the form), and stores uploads safely inside the cache folder.
+
+Errors are returned as ``{field: message}`` where ``field`` is the user-visible field name
+(``"epsilon"``, ``"delta"``, ``"method"``, ``"upload"``...), matching the ``field`` of
+:class:`~mixdp_core.errors.ConfigError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import io
+import math
+import re
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import ConfigError, DataError, MixDPError, UnknownNameError
+
+#: ε values offered by the log-scale slider (about 0.05-20).
+EPSILON_GRID: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0,
+                                   6.0, 8.0, 10.0, 12.0, 15.0, 20.0)
+#: δ values offered by the δ selector.
+DELTA_CHOICES: tuple[float, ...] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
+#: RunConfig-level fields that the main form sets (never shown in "advanced").
+MAIN_FIELDS = ("target_epsilon", "target_delta", "seed", "noise_multiplier")
+
+#: Upload limits (bytes / files); the server limit is in .streamlit/config.toml.
+MAX_NPZ_BYTES = 200 * 2**20
+MAX_ZIP_BYTES = 200 * 2**20
+MAX_ZIP_UNCOMPRESSED = 1024 * 2**20
+MAX_ZIP_FILES = 50_000
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
+
+
+# --------------------------------------------------------------------------- registries
+def method_classes() -> dict[str, type]:
+    """``{name: class}`` of every registered method (never a hard-coded list)."""
+    from ..methods import METHODS
+
+    return dict(METHODS.items())
+
+
+def encoder_classes() -> dict[str, type]:
+    """``{name: class}`` of every registered encoder."""
+    from ..encoders import ENCODERS
+
+    return dict(ENCODERS.items())
+
+
+def dataset_names() -> list[str]:
+    """Registered dataset keys."""
+    from ..data import DATASETS
+
+    return DATASETS.keys()
+
+
+def families() -> dict[str, list[str]]:
+    """Registered methods grouped by their ``family`` attribute (registry order)."""
+    out: dict[str, list[str]] = {}
+    for name, cls in method_classes().items():
+        out.setdefault(getattr(cls, "family", "") or "other", []).append(name)
+    return out
+
+
+# --------------------------------------------------------------------------- field specs
+@dataclass(frozen=True)
+class FieldSpec:
+    """How to draw one method-config field in the "advanced" expander.
+
+    Attributes:
+        name: config field name.
+        kind: ``"bool"``, ``"int"``, ``"float"``, ``"choice"`` or ``"text"`` (JSON / free text).
+        default: the config default.
+        optional: ``None`` is allowed (drawn with an "auto" checkbox).
+        choices: allowed values for ``"choice"``.
+        leaks_private: the option looks at private data (e.g. optimistic tuning); the UI must
+            say it costs privacy / leaks private information.
+        help: the field's docstring text (one paragraph).
+    """
+
+    name: str
+    kind: str
+    default: Any
+    optional: bool = False
+    choices: tuple[Any, ...] = ()
+    leaks_private: bool = False
+    help: str = ""
+
+
+_LEAK_WORDS = ("leak", "looks at private", "costs privacy", "not private")
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """``{field: text}`` parsed from the Google-style ``Args:`` sections of ``cls`` and bases."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        doc = inspect.cleandoc(klass.__doc__ or "")
+        m = re.search(r"^Args:\s*$(.*?)(?=^\S|\Z)", doc, flags=re.S | re.M)
+        if not m:
+            continue
+        cur: list[str] = []
+        for line in m.group(1).splitlines():
+            hm = re.match(r"^ {4}([A-Za-z_][\w, ]*):\s*(.*)$", line)
+            if hm:
+                cur = [n.strip() for n in hm.group(1).split(",")]
+                for n in cur:
+                    docs[n] = hm.group(2).strip()
+            elif cur and line.strip():
+                for n in cur:
+                    docs[n] += " " + line.strip()
+    return docs
+
+
+def _probe_choices(config_cls: type, name: str) -> tuple[str, ...]:
+    """Allowed string values of a field, read from the ConfigError of an invalid value."""
+    try:
+        config_cls(**{name: "\x00not-a-choice"})
+    except ConfigError as e:
+        if e.field != name:
+            return ()
+        msg = str(e).split(" got ")[0]
+        if "one of" not in msg and "must be '" not in msg:
+            return ()
+        return tuple(dict.fromkeys(re.findall(r"'([^'\x00]+)'", msg)))
+    except Exception:
+        return ()
+    return ()
+
+
+def leaks_private(config_cls: type, name: str) -> bool:
+    """Whether field ``name`` of ``config_cls`` looks at private data (costs privacy).
+
+    True if the dataclass field has ``metadata["leaks_private"]``, or its name says
+    ``optimistic``, or its docstring says it leaks private information.
+    """
+    f = {x.name: x for x in dataclasses.fields(config_cls)}.get(name)
+    if f is not None and f.metadata.get("leaks_private"):
+        return True
+    if "optimistic" in name:
+        return True
+    text = _field_docs(config_cls).get(name, "").lower()
+    return any(w in text for w in _LEAK_WORDS)
+
+
+def method_field_specs(method: str) -> list[FieldSpec]:
+    """Widget specs of the method's config fields other than the main-form ones."""
+    cls = method_classes()[method]
+    ccls = cls.config_cls
+    docs = _field_docs(ccls)
+    specs = []
+    for f in dataclasses.fields(ccls):
+        if f.name in MAIN_FIELDS or not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        else:
+            default = None
+        tname = str(f.type)
+        optional = default is None or "Optional" in tname or "None" in tname
+        if isinstance(default, bool) or tname == "bool":
+            kind = "bool"
+        elif (tname.startswith("Any") or isinstance(default, (tuple, list, dict))
+              or any(w in tname for w in ("tuple", "list", "dict"))):
+            kind = "text"
+        elif isinstance(default, int) or re.search(r"\bint\b", tname) and "float" not in tname:
+            kind = "int"
+        elif isinstance(default, float) or "float" in tname:
+            kind = "float"
+        elif isinstance(default, str) or re.search(r"\bstr\b", tname):
+            kind = "choice"
+        else:
+            kind = "text"
+        choices: tuple[Any, ...] = ()
+        if kind == "choice":
+            choices = _probe_choices(ccls, f.name)
+            if len(choices) < 2:
+                kind, choices = "text", ()
+            elif default not in choices:
+                choices = (default,) + choices
+        specs.append(FieldSpec(name=f.name, kind=kind, default=default, optional=optional and kind != "bool",
+                               choices=choices, leaks_private=leaks_private(ccls, f.name),
+                               help=docs.get(f.name, "")))
+    return specs
+
+
+def parse_text_value(spec: FieldSpec, text: str) -> Any:
+    """Parse a free-text advanced value: JSON if it parses, else the raw string.
+
+    Raises:
+        ConfigError: empty text for a non-optional field.
+    """
+    import json
+
+    t = text.strip()
+    if not t or t.lower() in ("none", "null", "auto"):
+        if spec.optional or spec.default is None:
+            return None
+        raise ConfigError(spec.name, "must not be empty")
+    try:
+        v = json.loads(t)
+    except ValueError:
+        return t
+    if isinstance(spec.default, tuple) and isinstance(v, list):
+        return tuple(v)
+    return v
+
+
+def changed_params(method: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``values`` that differ from the method config's defaults (so that the
+    config hash of a default run does not depend on which widgets were drawn)."""
+    specs = {s.name: s for s in method_field_specs(method)}
+    out = {}
+    for k, v in values.items():
+        s = specs.get(k)
+        if s is None:
+            continue
+        if isinstance(s.default, tuple) and isinstance(v, list):
+            v = tuple(v)
+        if v != s.default:
+            out[k] = v
+    return out
+
+
+# --------------------------------------------------------------------------- validation
+def text_requirement(method: str, params: Mapping[str, Any] | None = None) -> str | None:
+    """Why ``method`` with ``params`` needs CLIP text embeddings, or ``None`` if it does not.
+
+    A method needs them if its class says ``needs_text`` or its ``init`` parameter is
+    ``"text"`` (text initialization, AdaMix Sec. 3.3).
+    """
+    cls = method_classes()[method]
+    if getattr(cls, "needs_text", False):
+        return f"method {method!r} needs CLIP text embeddings"
+    params = dict(params or {})
+    init = params.get("init")
+    if init is None:
+        f = {x.name: x for x in dataclasses.fields(cls.config_cls)}.get("init")
+        init = f.default if f is not None else None
+    if init == "text":
+        return f"init='text' (text initialization) needs CLIP text embeddings"
+    return None
+
+
+def compatibility_error(method: str, encoder: str, params: Mapping[str, Any] | None = None,
+                        dataset: str | None = None) -> dict[str, str]:
+    """Field errors for a method that cannot run with this encoder / dataset.
+
+    ``features:`` datasets carry their own text embeddings (or not), so the text check is
+    skipped for them; the runner reports a missing array at run time.
+    """
+    errors: dict[str, str] = {}
+    need = text_requirement(method, params)
+    if need and not (dataset or "").startswith("features:"):
+        enc = encoder_classes().get(encoder)
+        if enc is not None and not getattr(enc, "has_text", False):
+            texts = [n for n, c in encoder_classes().items() if getattr(c, "has_text", False)]
+            field = "init" if (params or {}).get("init") == "text" and not getattr(
+                method_classes()[method], "needs_text", False) else "method"
+            errors[field] = (f"{need}, but encoder {encoder!r} has no text tower; choose a CLIP "
+                             f"encoder ({', '.join(texts)}) or another {'init' if field == 'init' else 'method'}")
+    return errors
+
+
+def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
+    """Validate form values and build a ``RunConfig``.
+
+    Args:
+        values: ``dataset, encoder, method, seed, target_epsilon, target_delta,
+            public_per_class, imbalance_ratio, public_from, method_params, dataset_root,
+            dataset_kwargs, encoder_kwargs`` (missing keys take RunConfig defaults).
+
+    Returns:
+        ``(config, {})`` on success, else ``(None, {field: message})``.
+    """
+    from ..runs.runner import RunConfig
+
+    v = dict(values)
+    errors: dict[str, str] = {}
+    eps = v.get("target_epsilon", 3.0)
+    try:
+        eps_f = float(eps)
+    except (TypeError, ValueError):
+        eps_f = float("nan")
+    if not (math.isfinite(eps_f) and eps_f > 0):
+        errors["epsilon"] = f"must be a number > 0, got {eps!r}"
+    delta = v.get("target_delta", 1e-5)
+    try:
+        delta_f = float(delta)
+    except (TypeError, ValueError):
+        delta_f = float("nan")
+    if not (0 < delta_f < 1):
+        errors["delta"] = f"must lie in the open interval (0, 1), got {delta!r}"
+    method = v.get("method")
+    if method not in method_classes():
+        errors["method"] = f"unknown method {method!r}; choose one of: {', '.join(method_classes())}"
+    encoder = v.get("encoder")
+    if encoder not in encoder_classes():
+        errors["encoder"] = f"unknown encoder {encoder!r}; choose one of: {', '.join(encoder_classes())}"
+    if "method" not in errors and "encoder" not in errors:
+        errors.update(compatibility_error(method, encoder, v.get("method_params"), v.get("dataset")))
+    if errors:
+        return None, errors
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    try:
+        cfg = RunConfig(**{k: val for k, val in v.items() if k in names})
+    except ConfigError as e:
+        return None, {e.field: str(e).split(": ", 1)[-1]}
+    except UnknownNameError as e:
+        return None, {"config": str(e)}
+    except (MixDPError, TypeError, ValueError) as e:
+        return None, {"config": str(e)}
+    return cfg, {}
+
+
+# --------------------------------------------------------------------------- uploads
+def uploads_dir(cache_dir: str | Path | None = None) -> Path:
+    """Folder (inside the feature cache) that receives uploads; created if missing."""
+    from ..features.cache import default_cache_dir
+
+    d = Path(cache_dir) if cache_dir else default_cache_dir()
+    d = d / "_uploads"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def save_npz_upload(data: bytes, filename: str, *, cache_dir: str | Path | None = None,
+                    max_bytes: int = MAX_NPZ_BYTES) -> str:
+    """Validate an uploaded feature file and store it in the cache.
+
+    Returns:
+        The dataset spec ``"features:<path>"``.
+
+    Raises:
+        ConfigError: field ``upload``: wrong extension, too large, not an ``.npz`` archive,
+            or missing / malformed arrays (message from the feature loader).
+    """
+    from ..data.datasets import load_feature_file
+
+    if not filename.lower().endswith(".npz"):
+        raise ConfigError("upload", f"a feature file must end in .npz, got {filename!r}")
+    if len(data) > max_bytes:
+        raise ConfigError("upload", f"file is {len(data) / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
+    if not data.startswith(b"PK"):
+        raise ConfigError("upload", f"{filename!r} is not an .npz archive (no zip signature)")
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    dest = uploads_dir(cache_dir) / f"{digest}.npz"
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    tmp.write_bytes(data)
+    try:
+        load_feature_file(tmp)
+    except (DataError, ValueError) as e:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError("upload", f"{filename!r} is not a valid feature file: {e}") from None
+    tmp.replace(dest)
+    return f"features:{dest}"
+
+
+def _is_image(data: bytes) -> bool:
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.verify()
+        return True
+    except Exception:
+        return False
+
+
+def extract_zip_upload(data: bytes, filename: str, *, cache_dir: str | Path | None = None,
+                       max_bytes: int = MAX_ZIP_BYTES, max_uncompressed: int = MAX_ZIP_UNCOMPRESSED,
+                       max_files: int = MAX_ZIP_FILES) -> str:
+    """Extract an uploaded zip of class folders (``<class>/<image>``) into the cache.
+
+    Every member path is checked with :func:`mixdp_core.data.resolve_under` against the
+    destination folder (zip-slip guard: ``..``, absolute paths and links are refused), the
+    uncompressed size and file count are limited, and every file must decode as an image.
+    A single top-level folder wrapping the class folders is stripped. Extraction goes to a
+    temporary folder that is renamed into place only when complete.
+
+    Returns:
+        The dataset spec ``"image_folder:<folder>"``.
+
+    Raises:
+        ConfigError: field ``upload``, naming what is wrong.
+    """
+    from ..data.paths import resolve_under
+
+    if not filename.lower().endswith(".zip"):
+        raise ConfigError("upload", f"an image archive must end in .zip, got {filename!r}")
+    if len(data) > max_bytes:
+        raise ConfigError("upload", f"archive is {len(data) / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise ConfigError("upload", f"{filename!r} is not a zip archive") from None
+    with zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        infos = [i for i in infos if not any(p.startswith(".") or p == "__MACOSX"
+                                             for p in PurePosixPath(i.filename).parts)]
+        if not infos:
+            raise ConfigError("upload", f"{filename!r} contains no files")
+        if len(infos) > max_files:
+            raise ConfigError("upload", f"{filename!r} has {len(infos)} files; the limit is {max_files}")
+        total = sum(i.file_size for i in infos)
+        if total > max_uncompressed:
+            raise ConfigError("upload", f"{filename!r} unpacks to {total / 2**20:.0f} MiB; the limit is "
+                                        f"{max_uncompressed / 2**20:.0f} MiB")
+        for i in infos:
+            if stat.S_ISLNK(i.external_attr >> 16):
+                raise ConfigError("upload", f"{i.filename!r} is a symbolic link; links are not allowed")
+        parts = [PurePosixPath(i.filename.replace("\\", "/")).parts for i in infos]
+        # strip one common top-level folder (zip of the folder itself)
+        if all(len(p) >= 3 for p in parts) and len({p[0] for p in parts}) == 1:
+            parts = [p[1:] for p in parts]
+        if any(len(p) != 2 for p in parts):
+            bad = next(infos[k].filename for k, p in enumerate(parts) if len(p) != 2)
+            raise ConfigError("upload", f"expected <class>/<image> entries, found {bad!r}")
+        classes = sorted({p[0] for p in parts})
+        if len(classes) < 2:
+            raise ConfigError("upload", f"need at least 2 class folders, found {len(classes)}")
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        base = uploads_dir(cache_dir)
+        dest = base / f"images-{digest}"
+        if dest.is_dir():
+            return f"image_folder:{dest}"
+        tmp = base / f".images-{digest}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            for info, p in zip(infos, parts):
+                target = resolve_under(tmp, Path(*p), field="upload")
+                if PurePosixPath(info.filename).is_absolute() or ".." in PurePosixPath(info.filename).parts:
+                    raise ConfigError("upload", f"{info.filename!r} points outside the archive folder")
+                blob = zf.read(info)
+                if Path(p[-1]).suffix.lower() not in IMAGE_SUFFIXES or not _is_image(blob):
+                    raise ConfigError("upload", f"{info.filename!r} is not an image")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(blob)
+            tmp.rename(dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return f"image_folder:{dest}"
+
+
+def dataset_spec_from_path(key: str, path: str) -> str:
+    """``"<key>:<path>"`` for a path typed in the app, which must lie under the data root
+    (:func:`mixdp_core.data.data_root`, ``$MIXDP_DATA_ROOT``).
+
+    Raises:
+        ConfigError: field ``path``: empty or outside the data root.
+    """
+    from ..data.paths import data_root, resolve_under
+
+    if not path.strip():
+        raise ConfigError("path", f"dataset {key!r} needs a path under {data_root()}")
+    full = resolve_under(data_root(), path.strip(), field="path")
+    return f"{key}:{full}"
+
+
+def format_epsilon(eps: float | None) -> str:
+    """``"∞"`` for ``None`` / non-finite, else a short number."""
+    if eps is None or not np.isfinite(eps):
+        return "∞"
+    return f"{eps:.3g}"

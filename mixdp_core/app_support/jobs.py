@@ -1,0 +1,321 @@
+"""Background jobs of the Streamlit app: training runs, sweeps and feature extraction.
+
+The app never runs long work in the script thread. A single :class:`JobManager` per run
+store (created once per server process from a ``st.cache_resource`` factory, see
+:mod:`mixdp_core.app_support.resources`) owns a small pool of daemon worker threads; every
+browser session submits jobs to it and polls them (``st.fragment(run_every=...)``).
+
+Training jobs call :func:`mixdp_core.runs.runner.execute`, which writes the run row, its step
+records, metrics and artifacts to the :class:`~mixdp_core.runs.store.RunStore`. The pages
+draw from the store, never from the job object, so a closed tab loses nothing: the run keeps
+going in the server process and its history is in the store when the page is reopened.
+Because the worker threads live in the server process, the store's liveness check (pid of the
+writer) marks runs ``failed`` if the server dies; :meth:`JobManager.__init__` calls
+:meth:`RunStore.recover_interrupted` at app start for runs a previous server left behind.
+
+Each training run of a job is tagged with the store ``label`` ``"<kind>:<job_id>:<index>"``
+so that the page can find the run id while the run is still going.
+
+For tests, ``sync=True`` runs every job in the calling thread (no sleeping on real time):
+``submit_*`` returns after the job has finished.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..runs.store import RUNNING, RunStore
+
+QUEUED = "queued"
+ACTIVE = "running"
+DONE = "done"
+FAILED = "failed"
+CANCELLED = "cancelled"
+JOB_STATES = (QUEUED, ACTIVE, DONE, FAILED, CANCELLED)
+
+
+@dataclass
+class Job:
+    """One unit of background work and its live state (shared between threads).
+
+    Attributes:
+        job_id: short unique id.
+        kind: ``"train"``, ``"compare"``, ``"demo"`` or ``"features"``.
+        configs: the :class:`~mixdp_core.runs.runner.RunConfig` s to execute, in order
+            (empty for feature jobs).
+        reuse: reuse a completed run with the same config hash instead of re-running.
+        feature_request: ``{"dataset", "encoder", "encoder_kwargs", ...}`` for feature jobs.
+        state: one of ``queued, running, done, failed, cancelled``.
+        run_ids: run id of each config once known (``None`` before).
+        reused: per config, whether the run id is an earlier completed run.
+        errors: per config, the error message of a failed run (``None`` otherwise).
+        progress: feature extraction progress ``{"split", "done", "total"}``.
+        current: index of the config being executed (``len(configs)`` when all are done).
+        error: message of the first failure (job level).
+        created_at, started_at, finished_at: Unix seconds.
+    """
+
+    job_id: str
+    kind: str
+    configs: list[Any] = field(default_factory=list)
+    reuse: bool = False
+    feature_request: dict[str, Any] | None = None
+    state: str = QUEUED
+    run_ids: list[str | None] = field(default_factory=list)
+    reused: list[bool] = field(default_factory=list)
+    errors: list[str | None] = field(default_factory=list)
+    progress: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    current: int = 0
+    created_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    finished_at: float | None = None
+    done_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.configs)
+        self.run_ids = self.run_ids or [None] * n
+        self.reused = self.reused or [False] * n
+        self.errors = self.errors or [None] * n
+
+    def label(self, index: int) -> str:
+        """Store label of the ``index``-th run of this job."""
+        return f"{self.kind}:{self.job_id}:{index}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (DONE, FAILED, CANCELLED)
+
+    @property
+    def n_done(self) -> int:
+        """How many configs have been processed (run ended or reused)."""
+        return min(self.current, len(self.configs))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job has finished; returns whether it did within ``timeout``."""
+        return self.done_event.wait(timeout)
+
+
+def feature_key(dataset: str, encoder: str, encoder_kwargs: dict[str, Any] | None = None) -> tuple[str, str, str]:
+    """Hashable identity of a feature extraction (dataset spec, encoder, its kwargs)."""
+    import json
+
+    return (dataset, encoder, json.dumps(dict(encoder_kwargs or {}), sort_keys=True, default=str))
+
+
+class JobManager:
+    """Runs jobs on daemon worker threads and records training runs in a :class:`RunStore`.
+
+    Args:
+        root: run-store folder (default ``$MIXDP_HOME`` / the user data folder).
+        max_workers: concurrent jobs (other jobs wait in a FIFO queue). Default 2.
+        sync: run each job in the submitting thread (tests).
+        cache_dir: feature-cache folder passed to the runner (default of the cache).
+
+    Attributes:
+        store: the :class:`RunStore`.
+        recovered: ids of runs marked ``failed`` by :meth:`RunStore.recover_interrupted`
+            when the manager was created (app start).
+    """
+
+    def __init__(self, root: str | Path | None = None, *, max_workers: int = 2, sync: bool = False,
+                 cache_dir: str | Path | None = None):
+        self.store = RunStore(root, recover=False)
+        self.recovered: list[str] = self.store.recover_interrupted()
+        self.sync = bool(sync)
+        self.cache_dir = cache_dir
+        self._jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+        self._queue: "queue.Queue[Job]" = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        #: feature keys (see :func:`feature_key`) known to be in the feature cache.
+        self.features_ready: set[tuple[str, str, str]] = set()
+        if not self.sync:
+            for i in range(max(1, int(max_workers))):
+                t = threading.Thread(target=self._worker, name=f"mixdp-app-worker-{i}", daemon=True)
+                t.start()
+                self._threads.append(t)
+
+    # ------------------------------------------------------------------ submit
+    def _submit(self, job: Job) -> Job:
+        with self._lock:
+            self._jobs[job.job_id] = job
+        if self.sync:
+            self._run_job(job)
+        else:
+            self._queue.put(job)
+        return job
+
+    @staticmethod
+    def _new_id() -> str:
+        return uuid.uuid4().hex[:10]
+
+    def submit_run(self, config: Any, *, kind: str = "train", reuse: bool = False) -> Job:
+        """Queue one training run of ``config`` (a ``RunConfig``)."""
+        return self._submit(Job(job_id=self._new_id(), kind=kind, configs=[config], reuse=reuse))
+
+    def submit_sweep(self, configs: Sequence[Any], *, kind: str = "compare", reuse: bool = True) -> Job:
+        """Queue several runs executed one after the other; completed identical runs (same
+        config hash) are reused when ``reuse``."""
+        return self._submit(Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse))
+
+    def submit_features(self, dataset: str, encoder: str, *, root: str | None = None,
+                        encoder_kwargs: dict[str, Any] | None = None,
+                        dataset_kwargs: dict[str, Any] | None = None) -> Job:
+        """Queue a feature extraction (fills the feature cache; progress in ``job.progress``)."""
+        req = {"dataset": dataset, "encoder": encoder, "root": root,
+               "encoder_kwargs": dict(encoder_kwargs or {}), "dataset_kwargs": dict(dataset_kwargs or {})}
+        return self._submit(Job(job_id=self._new_id(), kind="features", feature_request=req))
+
+    # ------------------------------------------------------------------ query / control
+    def get(self, job_id: str | None) -> Job | None:
+        """The job with this id (``None`` if unknown, e.g. after a server restart)."""
+        if job_id is None:
+            return None
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def jobs(self) -> list[Job]:
+        """All jobs of this server process, newest first."""
+        with self._lock:
+            return sorted(self._jobs.values(), key=lambda j: j.created_at, reverse=True)
+
+    def run_id(self, job: Job, index: int = 0) -> str | None:
+        """Run id of the job's ``index``-th config, looked up by label while it runs."""
+        rid = job.run_ids[index] if index < len(job.run_ids) else None
+        if rid is None and job.kind != "features":
+            runs = self.store.list_runs(label=job.label(index), limit=1)
+            if runs:
+                rid = runs[0].run_id
+        return rid
+
+    def current_run_id(self, job: Job) -> str | None:
+        """Run id of the config being executed now (or the last one)."""
+        if not job.configs:
+            return None
+        return self.run_id(job, min(job.current, len(job.configs) - 1))
+
+    def cancel(self, job_id: str) -> bool:
+        """Request cancellation: a queued job never starts, a running one stops at its next
+        step (the run is stored as ``cancelled`` with its history). Returns whether the job
+        was still unfinished."""
+        job = self.get(job_id)
+        if job is None or job.finished:
+            return False
+        job.cancel_event.set()
+        rid = self.current_run_id(job)
+        if rid is not None:
+            try:
+                if self.store.get_run(rid).status == RUNNING:
+                    self.store.request_cancel(rid)
+            except Exception:  # run deleted meanwhile: nothing to cancel in the store
+                pass
+        return True
+
+    def cancel_run(self, run_id: str) -> bool:
+        """Cancel a running run by id, whether or not this manager started it."""
+        for job in self.jobs():
+            if not job.finished and run_id in [self.run_id(job, i) for i in range(len(job.configs))]:
+                return self.cancel(job.job_id)
+        return self.store.request_cancel(run_id)
+
+    # ------------------------------------------------------------------ workers
+    def _worker(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                self._run_job(job)
+            finally:
+                self._queue.task_done()
+
+    def _run_job(self, job: Job) -> None:
+        if job.cancel_event.is_set():
+            job.state = CANCELLED
+            job.finished_at = time.time()
+            job.done_event.set()
+            return
+        job.state = ACTIVE
+        job.started_at = time.time()
+        try:
+            if job.kind == "features":
+                self._run_features(job)
+            else:
+                self._run_configs(job)
+        except BaseException as e:  # noqa: BLE001 - a job failure must never kill the worker
+            job.error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            job.state = FAILED
+            job.progress["traceback"] = traceback.format_exc(limit=5)
+        finally:
+            job.finished_at = time.time()
+            job.done_event.set()
+
+    def _run_features(self, job: Job) -> None:
+        from ..features.cache import get_features
+
+        req = dict(job.feature_request or {})
+
+        def progress(split: str, done: int, total: int) -> None:
+            job.progress.update(split=split, done=int(done), total=int(total))
+
+        fs = get_features(req["dataset"], req["encoder"], root=req.get("root"), cache_dir=self.cache_dir,
+                          progress=progress, encoder_kwargs=req.get("encoder_kwargs") or None,
+                          **(req.get("dataset_kwargs") or {}))
+        job.progress.update(n_train=len(fs.y_train), n_test=len(fs.y_test), dim=fs.dim,
+                            cache_hit=bool(fs.meta.get("cache_hit")))
+        self.features_ready.add(feature_key(req["dataset"], req["encoder"], req.get("encoder_kwargs")))
+        job.state = DONE
+
+    def _run_configs(self, job: Job) -> None:
+        from ..runs.runner import execute
+        from ..runs.store import CANCELLED as RUN_CANCELLED
+
+        any_failed = False
+        for i, cfg in enumerate(job.configs):
+            job.current = i
+            if job.cancel_event.is_set():
+                break
+            if job.reuse:
+                done = self.store.find_completed(cfg.config_hash())
+                if done is not None:
+                    job.run_ids[i] = done.run_id
+                    job.reused[i] = True
+                    continue
+
+            def on_record(_rec: Any) -> bool:
+                return job.cancel_event.is_set()
+
+            def progress(split: str, done: int, total: int) -> None:
+                job.progress.update(split=split, done=int(done), total=int(total))
+
+            try:
+                rid = execute(cfg, store=self.store, on_record=on_record, cache_dir=self.cache_dir,
+                              progress=progress, label=job.label(i))
+                job.run_ids[i] = rid
+                self.features_ready.add(feature_key(cfg.dataset, cfg.encoder, cfg.encoder_kwargs))
+                if cfg.public_from:
+                    self.features_ready.add(feature_key(cfg.public_from, cfg.encoder, cfg.encoder_kwargs))
+                if self.store.get_run(rid).status == RUN_CANCELLED:
+                    job.cancel_event.set()
+            except Exception as e:  # the runner marked the run failed (history kept)
+                any_failed = True
+                job.errors[i] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                job.error = job.error or job.errors[i]
+                job.run_ids[i] = self.run_id(job, i)
+        job.current = len(job.configs)
+        if job.cancel_event.is_set():
+            job.state = CANCELLED
+        elif any_failed and all(e is not None for e in job.errors):
+            job.state = FAILED
+        else:
+            job.state = DONE
+
+
+ProgressCallback = Callable[[str, int, int], None]

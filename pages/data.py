@@ -1,0 +1,157 @@
+"""Data & encoder: choose the dataset, encoder and split; extract features; upload your own."""
+
+import streamlit as st
+
+from mixdp_core.app_support import charts, forms
+from mixdp_core.app_support.data import split_summary
+from mixdp_core.app_support.jobs import feature_key
+from mixdp_core.app_support.resources import data_settings, get_manager, poll_seconds, show_field_errors
+from mixdp_core.errors import MixDPError
+
+manager = get_manager()
+settings = data_settings()
+
+st.title("Data & encoder")
+st.markdown("Pick the dataset and the frozen feature extractor. The split takes "
+            "**public samples per class** from the training set (or from another domain); the rest "
+            "is **private**. The test set is never used for training.")
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _summary(dataset, encoder, ppc, ir, public_from, seed):
+    return split_summary(dataset, encoder, public_per_class=ppc, imbalance_ratio=ir,
+                         public_from=public_from, seed=seed)
+
+
+# ------------------------------------------------------------------ dataset source
+source = st.radio("Data source", ["Registered dataset", "Upload features (.npz)",
+                                  "Upload images (.zip of class folders)", "Image folder under the data root"],
+                  horizontal=True, key="data_source")
+path_kinds = ("image_folder", "features")
+registered = [d for d in forms.dataset_names() if d not in path_kinds]
+errors: dict[str, str] = {}
+dataset = settings["dataset"]
+
+if source == "Registered dataset":
+    cur = dataset if dataset in registered else registered[0]
+    dataset = st.selectbox("Dataset", registered, index=registered.index(cur), key="data_dataset",
+                           help="digits ships with scikit-learn (offline). Others need their files "
+                                "under $MIXDP_DATA (or a download from the command line).")
+elif source == "Upload features (.npz)":
+    st.caption("An `.npz` with arrays `X_train, y_train, X_test, y_test` (optional `class_names`, "
+               "`text_embeddings`). It is validated and stored in the feature cache.")
+    up = st.file_uploader("Feature file", type=["npz"], key="data_npz")
+    if up is not None:
+        try:
+            dataset = forms.save_npz_upload(up.getvalue(), up.name)
+            st.success(f"Stored as `{dataset}`")
+        except MixDPError as e:
+            errors[getattr(e, "field", "upload")] = str(e).split(": ", 1)[-1]
+elif source == "Upload images (.zip of class folders)":
+    st.caption("A `.zip` whose entries are `<class>/<image>` (one folder per class). It is checked "
+               "(size, file count, images only, no path escaping the folder) and extracted into the cache.")
+    up = st.file_uploader("Image archive", type=["zip"], key="data_zip")
+    if up is not None:
+        try:
+            dataset = forms.extract_zip_upload(up.getvalue(), up.name)
+            st.success(f"Extracted as `{dataset}`")
+        except MixDPError as e:
+            errors[getattr(e, "field", "upload")] = str(e).split(": ", 1)[-1]
+else:
+    from mixdp_core.data import data_root
+
+    rel = st.text_input(f"Folder (relative to the data root `{data_root()}`)", key="data_folder")
+    if rel:
+        try:
+            dataset = forms.dataset_spec_from_path("image_folder", rel)
+        except MixDPError as e:
+            errors[getattr(e, "field", "path")] = str(e).split(": ", 1)[-1]
+
+# ------------------------------------------------------------------ encoder and split
+encoders = forms.encoder_classes()
+enc_names = list(encoders)
+
+
+def _enc_label(n):
+    c = encoders[n]
+    return f"{n} — {'offline ✓' if c.offline else 'weights must be downloaded'}" + (" · text tower" if c.has_text else "")
+
+
+c1, c2 = st.columns(2)
+with c1:
+    encoder = st.selectbox("Encoder", enc_names, index=enc_names.index(settings["encoder"])
+                           if settings["encoder"] in enc_names else 0, format_func=_enc_label, key="data_encoder")
+    st.caption(encoders[encoder].description)
+    if not encoders[encoder].offline:
+        st.warning(f"`{encoder}` weights are not bundled: extraction works only if they are already in the "
+                   "local cache (or with network access).")
+with c2:
+    ppc = st.number_input("Public samples per class", min_value=1, max_value=500,
+                          value=int(settings["public_per_class"]), step=1, key="data_ppc")
+    ir = st.number_input("Imbalance ratio of the private part (1 = balanced)", min_value=1.0, max_value=1000.0,
+                         value=float(settings["imbalance_ratio"]), step=1.0, key="data_ir",
+                         help="Long tail: class ranked r keeps n_max · IR^(−r/(C−1)) private samples.")
+    domains = ["(same dataset)"] + [d for d in registered if d != dataset]
+    pf = st.selectbox("Public data from (domain shift, optional)", domains,
+                      index=domains.index(settings["public_from"]) if settings["public_from"] in domains else 0,
+                      key="data_public_from")
+    public_from = None if pf == "(same dataset)" else pf
+
+if errors:
+    show_field_errors(errors)
+else:
+    settings.update(dataset=dataset, encoder=encoder, public_per_class=int(ppc), imbalance_ratio=float(ir),
+                    public_from=public_from)
+    st.info(f"Current settings (used by Train and Compare): **{dataset}** · **{encoder}** · {int(ppc)} public/class · "
+            f"IR {float(ir):g}" + (f" · public from {public_from}" if public_from else ""))
+
+# ------------------------------------------------------------------ features
+st.subheader("Features")
+keys = [feature_key(dataset, encoder)] + ([feature_key(public_from, encoder)] if public_from else [])
+ready = all(k in manager.features_ready for k in keys)
+job = manager.get(st.session_state.get("feature_job"))
+if st.button("Extract features" if not ready else "Features ready — re-check", type="primary",
+             disabled=bool(errors), key="data_extract"):
+    for ds in [dataset] + ([public_from] if public_from else []):
+        job = manager.submit_features(ds, encoder)
+    st.session_state["feature_job"] = job.job_id
+
+
+@st.fragment(run_every=poll_seconds() if job is not None and not job.finished else None)
+def feature_progress():
+    j = manager.get(st.session_state.get("feature_job"))
+    if j is None:
+        return
+    p = j.progress
+    if j.state == "failed":
+        st.error(f"Feature extraction failed: {j.error}")
+    elif j.finished:
+        st.success(f"Features ready: {p.get('n_train', '?')} train / {p.get('n_test', '?')} test samples, "
+                   f"dimension {p.get('dim', '?')}" + (" (from cache)" if p.get("cache_hit") else ""))
+    else:
+        done, total = p.get("done", 0), p.get("total", 0)
+        st.progress(done / total if total else 0.0,
+                    text=f"extracting {p.get('split', '')}: {done} / {total} images" if total else "loading…")
+        return
+    if j.finished and st.session_state.get("feature_job_drawn") != j.job_id:
+        st.session_state["feature_job_drawn"] = j.job_id
+        st.rerun()
+
+
+feature_progress()
+
+ready = all(k in manager.features_ready for k in keys)
+if ready and not errors:
+    try:
+        s = _summary(dataset, encoder, int(ppc), float(ir), public_from, int(settings.get("seed", 0)))
+    except MixDPError as e:
+        show_field_errors({getattr(e, "field", "split"): str(e).split(": ", 1)[-1]})
+    else:
+        st.plotly_chart(charts.class_counts_figure(s), key="data_counts", width="stretch")
+        n_min = sum(s["minority"])
+        st.caption(f"{sum(s['public'])} public, {sum(s['private'])} private, {sum(s['test'])} test samples; "
+                   f"feature dimension {s['dim']}; {n_min} minority class(es) (smallest 25 % by private count, "
+                   f"marked ★) — their accuracy is reported separately."
+                   + (" Text embeddings available (zero-shot / text init)." if s["has_text"] else ""))
+elif not errors:
+    st.caption("Extract the features to see the per-class counts of the split.")

@@ -1,0 +1,93 @@
+"""Runs: every stored run; filter, reopen in other pages, delete, export."""
+
+import streamlit as st
+
+from mixdp_core.app_support.resources import (
+    STATUS_BADGE, config_json, fmt_time, get_manager, poll_seconds, render_run, run_label, select_run,
+    selected_run_id,
+)
+from mixdp_core.runs.store import STATUSES
+
+manager = get_manager()
+store = manager.store
+
+st.title("Runs")
+all_runs = store.list_runs()
+c1, c2, c3 = st.columns(3)
+statuses = c1.multiselect("Status", list(STATUSES), default=list(STATUSES), key="runs_status")
+methods = sorted({r.method for r in all_runs if r.method})
+meth = c2.multiselect("Method", methods, default=[], key="runs_method", placeholder="all methods")
+text = c3.text_input("Search (id, dataset, encoder, label)", key="runs_search")
+runs = [r for r in all_runs if r.status in statuses and (not meth or r.method in meth)
+        and (not text or any(text.lower() in str(x).lower() for x in (r.run_id, r.dataset, r.encoder, r.label)))]
+
+
+def _row(r):
+    m = r.metrics
+    return {
+        "run_id": r.run_id, "status": STATUS_BADGE.get(r.status, r.status), "method": r.method,
+        "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
+        "target ε": r.target_epsilon if m.get("private", True) else None,
+        "ε spent": m.get("epsilon"), "test error": m.get("test_error"), "attack AUC": m.get("mia_auc"),
+        "minority acc.": m.get("minority_accuracy"), "created": fmt_time(r.created_at),
+        "duration (s)": round(r.duration_s, 1) if r.duration_s is not None else None,
+        "label": r.label, "error": r.error,
+    }
+
+
+st.caption(f"{len(runs)} of {len(all_runs)} stored runs (store: `{store.root}`)")
+st.dataframe([_row(r) for r in runs], hide_index=True, key="runs_table", width="stretch",
+             column_config={"test error": st.column_config.NumberColumn(format="%.3f"),
+                            "ε spent": st.column_config.NumberColumn(format="%.3f"),
+                            "attack AUC": st.column_config.NumberColumn(format="%.3f"),
+                            "minority acc.": st.column_config.NumberColumn(format="%.3f")})
+
+e1, e2, _ = st.columns([1, 1, 3])
+ids = [r.run_id for r in runs]
+if runs:
+    e1.download_button("Export CSV", store.export(run_ids=ids, fmt="csv"), file_name="mixdp_runs.csv",
+                       mime="text/csv", key="runs_csv")
+    e2.download_button("Export JSON", store.export(run_ids=ids, fmt="json"), file_name="mixdp_runs.json",
+                       mime="application/json", key="runs_json")
+else:
+    st.info("No runs match. Launch one on the *Train* page.")
+    st.stop()
+
+st.subheader("Run details")
+by_id = {r.run_id: r for r in runs}
+sel = selected_run_id()
+rid = st.selectbox("Run", ids, index=ids.index(sel) if sel in ids else 0, key="runs_pick",
+                   format_func=lambda i: run_label(by_id[i]))
+rec = by_id[rid]
+b1, b2, b3, b4 = st.columns(4)
+if b1.button("Open in Train", key="runs_open_train"):
+    select_run(rid)
+    st.session_state.pop("train_job", None)
+    st.switch_page("pages/train.py")
+if b2.button("Open in Privacy audit", key="runs_open_audit", disabled=rec.status not in ("completed", "cancelled")):
+    select_run(rid)
+    st.switch_page("pages/audit.py")
+confirm = b4.checkbox("confirm delete", key="runs_confirm")
+if b3.button("Delete run", key="runs_delete", disabled=not confirm):
+    try:
+        store.delete_run(rid)
+    except Exception as e:  # still running in a live process
+        st.error(f"**run_id**: {e}")
+    else:
+        if selected_run_id() == rid:
+            select_run(None)
+        st.toast(f"Deleted {rid}")
+        st.rerun()
+
+
+@st.fragment(run_every=poll_seconds() if rec.status == "running" else None)
+def details():
+    render_run(manager, rid, key="runs", show_cancel=True)
+
+
+details()
+if rec.label:
+    st.caption(f"label: {rec.label}")
+with st.expander("Configuration and software versions"):
+    st.code(config_json(rec), language="json")
+    st.json(rec.versions, expanded=False)

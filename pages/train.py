@@ -1,0 +1,191 @@
+"""Train: one run of a method at a chosen budget, with live charts and the final metrics."""
+
+import dataclasses
+import json
+
+import streamlit as st
+
+from mixdp_core.app_support import forms
+from mixdp_core.app_support.resources import (
+    data_settings, get_manager, note, poll_seconds, render_run, run_label, select_run, selected_run_id,
+    show_field_errors,
+)
+from mixdp_core.errors import ConfigError
+
+manager = get_manager()
+store = manager.store
+settings = data_settings()
+methods = forms.method_classes()
+encoders = forms.encoder_classes()
+
+st.title("Train")
+
+# ------------------------------------------------------------------ form
+datasets = [d for d in forms.dataset_names() if d not in ("image_folder", "features")]
+if settings["dataset"] not in datasets:
+    datasets = [settings["dataset"]] + datasets
+c1, c2, c3 = st.columns(3)
+dataset = c1.selectbox("Dataset", datasets, index=datasets.index(settings["dataset"]), key="train_dataset",
+                       help="Uploads and split settings: see the Data & encoder page.")
+enc_names = list(encoders)
+encoder = c2.selectbox("Encoder", enc_names, index=enc_names.index(settings["encoder"])
+                       if settings["encoder"] in enc_names else 0, key="train_encoder",
+                       format_func=lambda n: f"{n}" + ("" if encoders[n].offline else " (download)"))
+names = list(methods)
+method = c3.selectbox("Method", names, index=names.index("adamix") if "adamix" in names else 0, key="train_method",
+                      format_func=lambda n: f"{n}" + ("" if methods[n].private else " (non-private)"))
+settings.update(dataset=dataset, encoder=encoder)
+mcls = methods[method]
+st.caption(f"**{method}**: {mcls.description}  \n📄 {mcls.paper}")
+st.caption(f"Split: {settings['public_per_class']} public samples per class · imbalance ratio "
+           f"{settings['imbalance_ratio']:g}" + (f" · public from {settings['public_from']}" if settings["public_from"] else "")
+           + " (change on the Data & encoder page)")
+
+specs = forms.method_field_specs(method)
+config_fields = {f for f in dataclasses.fields(mcls.config_cls)}
+field_names = {f.name for f in config_fields}
+sigma_default = next((f.default for f in config_fields if f.name == "noise_multiplier"), None)
+
+with st.form("train_form"):
+    a, b = st.columns([2, 1])
+    with a:
+        eps = st.select_slider("ε — privacy budget (log scale)", options=forms.EPSILON_GRID, value=3.0,
+                               key="train_eps", format_func=lambda v: f"{v:g}",
+                               disabled=not mcls.private)
+        exact = st.text_input("…or type an exact ε (optional)", key="train_eps_exact",
+                              placeholder="e.g. 2.5", disabled=not mcls.private)
+    with b:
+        delta = st.selectbox("δ", forms.DELTA_CHOICES, index=forms.DELTA_CHOICES.index(1e-5), key="train_delta",
+                             format_func=lambda v: f"{v:.0e}")
+        seed = st.number_input("Seed", min_value=0, max_value=10_000, value=0, step=1, key="train_seed")
+    sigma = None
+    if "noise_multiplier" in field_names:
+        sigma = st.number_input("σ — noise multiplier (the number of steps T is calibrated to meet ε)",
+                                min_value=0.0, value=float(sigma_default), step=1.0, key="train_sigma",
+                                help="Noise std relative to the clip threshold. Larger σ → more, noisier steps.")
+    if not mcls.private:
+        st.info("This is a non-private reference method: ε and δ do not apply (reported as ε = ∞).")
+    adv_values = {}
+    with st.expander("Advanced hyper-parameters"):
+        for sp in specs:
+            label = sp.name
+            help_text = sp.help or None
+            if sp.leaks_private:
+                label = f"⚠️ {sp.name} — costs privacy: looks at private data"
+                help_text = ("Leaks private information: this option selects hyper-parameters using "
+                             "private/test results, so the reported ε no longer bounds the whole "
+                             "procedure as a fresh run would. " + (sp.help or ""))
+            k = f"adv_{method}_{sp.name}"
+            if sp.kind == "bool":
+                adv_values[sp.name] = st.checkbox(label, value=bool(sp.default), key=k, help=help_text)
+            elif sp.kind == "choice":
+                adv_values[sp.name] = st.selectbox(label, sp.choices, index=sp.choices.index(sp.default), key=k,
+                                                   help=help_text)
+            elif sp.kind in ("int", "float") and not sp.optional:
+                if sp.kind == "int":
+                    adv_values[sp.name] = int(st.number_input(label, value=int(sp.default), step=1, key=k,
+                                                              help=help_text))
+                else:
+                    adv_values[sp.name] = float(st.number_input(label, value=float(sp.default), key=k,
+                                                                format="%.6g", help=help_text))
+            else:
+                default = "" if sp.default is None else (
+                    sp.default if isinstance(sp.default, str)
+                    else json.dumps(list(sp.default) if isinstance(sp.default, tuple) else sp.default))
+                txt = st.text_input(label + (" (empty = auto)" if sp.optional else ""), value=default, key=k,
+                                    help=help_text)
+                adv_values[sp.name] = ("__text__", sp, txt)
+    launch = st.form_submit_button("🚀 Launch", type="primary")
+
+if launch:
+    errors = {}
+    params = {}
+    for name, v in adv_values.items():
+        if isinstance(v, tuple) and v and v[0] == "__text__":
+            try:
+                v = forms.parse_text_value(v[1], v[2])
+            except ConfigError as e:
+                errors[e.field] = str(e).split(": ", 1)[-1]
+                continue
+        params[name] = v
+    target_eps = eps
+    if exact.strip():
+        try:
+            target_eps = float(exact)
+        except ValueError:
+            errors["epsilon"] = f"must be a number > 0, got {exact!r}"
+    params = forms.changed_params(method, params)
+    if sigma is not None:
+        if sigma <= 0:
+            errors["noise_multiplier"] = f"must be > 0, got {sigma:g}"
+        elif sigma != sigma_default:
+            params["noise_multiplier"] = float(sigma)
+    if not errors:
+        cfg, errors = forms.build_run_config(dict(
+            dataset=dataset, encoder=encoder, method=method, seed=int(seed),
+            target_epsilon=target_eps if mcls.private else 1.0, target_delta=delta,
+            public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
+            public_from=settings["public_from"], method_params=params))
+    if errors:
+        show_field_errors(errors)
+    else:
+        if params.get("optimistic_tuning"):
+            st.warning("Optimistic tuning is on: this run looks at private data to pick hyper-parameters; "
+                       "its reported ε is the composition of every candidate run.")
+        job = manager.submit_run(cfg, kind="train")
+        st.session_state["train_job"] = job.job_id
+        select_run(None)
+
+# ------------------------------------------------------------------ follow the run
+st.divider()
+job = manager.get(st.session_state.get("train_job"))
+active = job is not None and not job.finished
+if job is None and selected_run_id() is None:
+    running = store.list_runs(status="running", limit=10)
+    if running:
+        st.markdown("**Runs in progress on this server** (e.g. started before you closed the tab):")
+        for r in running:
+            if st.button(f"Follow {run_label(r)}", key=f"follow-{r.run_id}"):
+                select_run(r.run_id)
+                st.rerun()
+    else:
+        st.caption("Launch a run to see its live charts here.")
+else:
+    if job is None:
+        try:
+            active = store.get_run(selected_run_id()).status == "running"
+        except Exception:
+            active = False
+
+
+@st.fragment(run_every=poll_seconds() if active else None)
+def follow():
+    j = manager.get(st.session_state.get("train_job"))
+    rid = manager.current_run_id(j) if j is not None else selected_run_id()
+    if j is not None and rid is None:
+        if j.finished:
+            st.error(f"The run could not start: {j.error}")
+        else:
+            p = j.progress
+            if p.get("total"):
+                st.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): "
+                                                          f"{p['done']} / {p['total']}")
+            else:
+                st.info("Queued / preparing…")
+        return
+    if rid is None:
+        return
+    if j is not None and j.reused[0]:
+        st.info("An identical completed run was found in the store and is shown instead of re-running.")
+    if st.query_params.get("run") != rid:
+        st.query_params["run"] = rid
+    status = render_run(manager, rid, key="train")
+    if status != "running" and (j is None or j.finished) and active and st.session_state.get("train_drawn") != rid:
+        st.session_state["train_drawn"] = rid
+        st.rerun()
+
+
+follow()
+with st.sidebar:
+    note("epsilon", "What does ε mean?")
+    note("delta", "What does δ mean?")

@@ -500,8 +500,14 @@ class SparseFinetune(Method):
         self.history_ = history
         self.epoch_seconds_ = epoch_seconds
         self.pdp_sq_ratio_sum_ = None
+        # Report with the accountant the noise was calibrated with: RDP for q < 1 (the
+        # default choice of ``privacy_report``), exact GDP for q = 1 (calibrate_dpsgd_noise
+        # is exact there), PRV when asked for.
+        report_accountant = cfg.accountant if (cfg.accountant != "rdp" and q < 1.0) else None
         self.privacy_ = acc.privacy_report(
-            acc.PoissonSubsampledGaussian(sigma, q, int(executed)), delta=cfg.target_delta
+            acc.PoissonSubsampledGaussian(sigma, q, int(executed)),
+            delta=cfg.target_delta,
+            accountant=report_accountant,
         )
         return self
 

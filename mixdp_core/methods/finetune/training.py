@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -231,7 +232,11 @@ def dp_sgd_finetune(
                 else:
                     xb, yb = xb.to(device), yb.to(device)
                     loss = loss_fn(gsm(xb), yb)
-                    loss.backward()
+                    with warnings.catch_warnings():
+                        # Opacus' hooks on a first layer whose input needs no gradient:
+                        # expected and harmless here.
+                        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                        loss.backward()
                     tot += float(loss.detach()) * len(xb)
                     n += len(xb)
                     # Mask per-sample gradients *before* clipping (frozen entries do not

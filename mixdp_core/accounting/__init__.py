@@ -1,0 +1,111 @@
+r"""Privacy accounting: every ε the app shows comes from here.
+
+This is the only module of MixDP Explorer that imports autodp, Opacus accountants or
+dp-accounting. Neighbouring relation throughout: add/remove one sample.
+
+Events (frozen dataclasses, validated on construction; see :mod:`.events`)::
+
+    GaussianMechanism(noise_multiplier, sensitivity=1.0)    # μ = Δ/σ
+    ComposedGaussian(noise_multiplier, steps)                # full-batch NoisyGD, μ = √T/σ
+    PoissonSubsampledGaussian(noise_multiplier, sample_rate, steps)   # DP-SGD
+    ExponentialMechanism(epsilon, monotone=False, count=1)   # ε-DP, ε²/8-zCDP per run
+    ZCDP(rho), PureDP(epsilon)
+    Composition(events)
+
+Queries: :func:`epsilon`, :func:`delta`, :func:`gdp_mu`, :func:`zcdp_rho`,
+:func:`pure_epsilon`, :func:`privacy_report` → :class:`PrivacyReport`.
+
+Calibration (:mod:`.calibration`): :func:`calibrate_steps`, :func:`calibrate_noise` (exact
+closed form, sub-millisecond), :func:`calibrate_dpsgd_noise` (RDP / PRV / PLD). None of them
+ever overshoots the target; an impossible budget raises :class:`BudgetError`.
+
+Formulas (:mod:`.gaussian`, :mod:`.conversions`):
+
+* μ-GDP ↔ (ε, δ): δ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Balle & Wang 2018, Thm. 8;
+  Dong, Roth & Su 2019, Cor. 2.13) — :func:`gaussian_delta`, :func:`gaussian_epsilon`.
+* ρ-zCDP → (ε, δ): tight (Canonne, Kamath & Steinke 2020, Cor. 13) and simple
+  ρ + 2√(ρ log 1/δ) (Bun & Steinke 2016, Prop. 1.3) — :func:`zcdp_to_epsilon`.
+* pure ε → ρ: ε²/2 for any ε-DP mechanism (Bun & Steinke 2016, Prop. 1.4; the DP-prototypes
+  paper's comparison convention) or ε²/8 for the exponential mechanism (bounded range;
+  Cesar & Rogers 2021) — :func:`pure_to_zcdp`. ``zcdp_rho`` uses ε²/2 for :class:`PureDP`
+  and ε²/8 for :class:`ExponentialMechanism`.
+* Per-instance DP (Wang 2019; AdaMix Prop. 14): μ_i = √(Σ_t r_{i,t}²)/σ — :func:`pdp_epsilon`.
+* Curves: :func:`privacy_curve`, :func:`dpsgd_privacy_curve`.
+"""
+
+from .accountant import (
+    ACCOUNTANTS,
+    PrivacyReport,
+    delta,
+    epsilon,
+    epsilon_and_accountant,
+    gdp_mu,
+    privacy_report,
+    pure_epsilon,
+    zcdp_rho,
+)
+from .calibration import MAX_STEPS, calibrate_dpsgd_noise, calibrate_noise, calibrate_steps
+from .conversions import (
+    RDP_ORDERS,
+    pure_dp_delta,
+    pure_dp_epsilon,
+    pure_to_zcdp,
+    rdp_to_delta,
+    rdp_to_epsilon,
+    zcdp_to_delta,
+    zcdp_to_epsilon,
+)
+from .curves import dpsgd_privacy_curve, privacy_curve
+from .errors import AccountingError, BudgetError
+from .events import (
+    ZCDP,
+    ComposedGaussian,
+    Composition,
+    ExponentialMechanism,
+    GaussianMechanism,
+    PoissonSubsampledGaussian,
+    PureDP,
+)
+from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gdp_mu_for_budget
+from .pdp import pdp_epsilon, pdp_ratio_sq
+
+__all__ = [
+    "ACCOUNTANTS",
+    "AccountingError",
+    "BudgetError",
+    "ComposedGaussian",
+    "Composition",
+    "ExponentialMechanism",
+    "GaussianMechanism",
+    "MAX_STEPS",
+    "PoissonSubsampledGaussian",
+    "PrivacyReport",
+    "PureDP",
+    "RDP_ORDERS",
+    "ZCDP",
+    "calibrate_dpsgd_noise",
+    "calibrate_noise",
+    "calibrate_steps",
+    "delta",
+    "dpsgd_privacy_curve",
+    "epsilon",
+    "epsilon_and_accountant",
+    "gaussian_delta",
+    "gaussian_epsilon",
+    "gaussian_log_delta",
+    "gdp_mu",
+    "gdp_mu_for_budget",
+    "pdp_epsilon",
+    "pdp_ratio_sq",
+    "privacy_curve",
+    "privacy_report",
+    "pure_dp_delta",
+    "pure_dp_epsilon",
+    "pure_epsilon",
+    "pure_to_zcdp",
+    "rdp_to_delta",
+    "rdp_to_epsilon",
+    "zcdp_rho",
+    "zcdp_to_delta",
+    "zcdp_to_epsilon",
+]

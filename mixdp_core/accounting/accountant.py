@@ -1,0 +1,231 @@
+"""ε(δ), δ(ε) and privacy reports for accounting events.
+
+Which accountant is used (``accountant=None``, the default):
+
+==========================================  ===============================================
+event                                       accountant
+==========================================  ===============================================
+Gaussian, ComposedGaussian, DP-SGD q = 1,   ``"gdp"``: exact μ-GDP closed form
+and compositions of these                   (:mod:`.gaussian`; Balle & Wang 2018)
+ZCDP, PureDP, ExponentialMechanism, and     best (smallest ε) of ``"zcdp"`` (tight CKS
+compositions mixing them with Gaussians     conversion), ``"rdp"`` and, for pure-only
+                                            events, ``"pure"`` (randomized-response profile)
+DP-SGD with q < 1, or any composition       ``"rdp"`` (Opacus' subsampled-Gaussian RDP +
+containing it                               CKS conversion)
+==========================================  ===============================================
+
+Every accountant returns an *upper bound* on the true ε (the exact ones return it up to
+~1e-12 relative, rounded up). ``accountant`` may force one of ``"gdp"``, ``"zcdp"``,
+``"rdp"``, ``"pure"``, ``"prv"`` (Opacus PRV, ε only) or ``"pld"`` (dp-accounting PLD) for
+side-by-side comparison; an accountant that cannot handle the event raises
+:class:`~mixdp_core.errors.ConfigError` naming ``accountant``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import _validate as V
+from . import backends
+from .conversions import (
+    RDP_ORDERS,
+    pure_dp_delta,
+    pure_dp_epsilon,
+    rdp_to_delta,
+    rdp_to_epsilon,
+    zcdp_to_delta,
+    zcdp_to_epsilon,
+)
+from .events import _blocks, _mu, _pure, _rdp, _rho, check_event
+from .gaussian import gaussian_delta, gaussian_epsilon
+from ..errors import ConfigError
+
+#: Accountant names accepted by ``accountant=``.
+ACCOUNTANTS: tuple[str, ...] = ("gdp", "zcdp", "rdp", "pure", "prv", "pld")
+
+_ORDERS = np.asarray(RDP_ORDERS, dtype=np.float64)
+
+
+def gdp_mu(event: Any) -> Optional[float]:
+    """μ of μ-GDP: sensitivity/σ for one Gaussian, √T/σ for T full-batch steps, the root of
+    the sum of squares for a composition of these; ``None`` for anything else (DP-SGD with
+    q < 1 is not μ-GDP for a useful μ; pure/zCDP events are not GDP)."""
+    check_event(event)
+    return _mu(event)
+
+
+def zcdp_rho(event: Any) -> Optional[float]:
+    """ρ of ρ-zCDP, or ``None`` (DP-SGD with q < 1).
+
+    Gaussian family: ρ = μ²/2 (= T/(2σ²) for full-batch NoisyGD). ZCDP: ρ. PureDP: ε²/2
+    (Bun & Steinke 2016, Prop. 1.4 — the DP-prototypes paper's convention). Exponential
+    mechanism: count·ε²/8 (bounded range; Cesar & Rogers 2021). Compositions: the sum.
+    See :func:`~.conversions.pure_to_zcdp` for the two pure-DP conventions.
+    """
+    check_event(event)
+    return _rho(event)
+
+
+def pure_epsilon(event: Any) -> Optional[float]:
+    """ε of a pure (δ = 0) guarantee: PureDP, ExponentialMechanism (count·ε), or sums of
+    these; ``None`` otherwise."""
+    check_event(event)
+    return _pure(event)
+
+
+def _check_accountant(accountant: Optional[str]) -> None:
+    if accountant is not None and accountant not in ACCOUNTANTS:
+        raise ConfigError("accountant", f"must be one of {', '.join(ACCOUNTANTS)} (or None), got {accountant!r}")
+
+
+def _unsupported(accountant: str, event: Any, why: str) -> ConfigError:
+    return ConfigError("accountant", f"{accountant!r} cannot account {event.describe()}: {why}")
+
+
+def _candidates(event: Any, accountant: Optional[str]) -> list[str]:
+    """Accountants to evaluate (the smallest ε among them is reported)."""
+    _check_accountant(accountant)
+    mu, rho, pure, blocks = _mu(event), _rho(event), _pure(event), _blocks(event)
+    if accountant is None:
+        if mu is not None:
+            return ["gdp"]
+        if rho is not None:
+            return ["zcdp", "rdp"] + (["pure"] if pure is not None else [])
+        return ["rdp"]
+    if accountant == "gdp" and mu is None:
+        raise _unsupported("gdp", event, "exact μ-GDP needs Gaussian mechanisms with full batches")
+    if accountant == "zcdp" and rho is None:
+        raise _unsupported("zcdp", event, "Poisson-subsampled Gaussian is not ρ-zCDP; use 'rdp', 'prv' or 'pld'")
+    if accountant == "pure" and pure is None:
+        raise _unsupported("pure", event, "only PureDP and ExponentialMechanism have a pure ε")
+    if accountant in ("prv", "pld") and blocks is None:
+        raise _unsupported(accountant, event, "only Gaussian and subsampled-Gaussian steps are supported")
+    return [accountant]
+
+
+def _eps_by(name: str, event: Any, delta: float) -> float:
+    if name == "gdp":
+        return float(gaussian_epsilon(_mu(event), delta=delta))
+    if name == "zcdp":
+        return zcdp_to_epsilon(_rho(event), delta=delta)
+    if name == "rdp":
+        return rdp_to_epsilon(_ORDERS, _rdp(event, _ORDERS), delta=delta)
+    if name == "pure":
+        return pure_dp_epsilon(_pure(event), delta=delta)
+    if name == "prv":
+        return backends.prv_epsilon(_blocks(event), delta=delta)
+    if name == "pld":
+        return backends.pld_epsilon(_blocks(event), delta=delta)
+    raise AssertionError(name)  # pragma: no cover
+
+
+def _delta_by(name: str, event: Any, epsilon: float) -> float:
+    if name == "gdp":
+        return float(gaussian_delta(_mu(event), epsilon))
+    if name == "zcdp":
+        return zcdp_to_delta(_rho(event), epsilon=epsilon)
+    if name == "rdp":
+        return rdp_to_delta(_ORDERS, _rdp(event, _ORDERS), epsilon=epsilon)
+    if name == "pure":
+        return pure_dp_delta(_pure(event), epsilon=epsilon)
+    if name == "pld":
+        return backends.pld_delta(_blocks(event), epsilon=epsilon)
+    if name == "prv":
+        raise ConfigError("accountant", "'prv' gives ε at a given δ only; use 'rdp' or 'pld' for δ(ε)")
+    raise AssertionError(name)  # pragma: no cover
+
+
+def _best(fn: Callable[[str], float], names: list[str]) -> tuple[float, str]:
+    vals = [(fn(n), n) for n in names]
+    return min(vals, key=lambda v: v[0])
+
+
+def epsilon_and_accountant(event: Any, *, delta: float, accountant: Optional[str] = None) -> tuple[float, str]:
+    """Like :func:`epsilon` but also returns the name of the accountant that produced ε."""
+    check_event(event)
+    d = V.open_unit("delta", delta)
+    return _best(lambda n: _eps_by(n, event, d), _candidates(event, accountant))
+
+
+def epsilon(event: Any, *, delta: float, accountant: Optional[str] = None) -> float:
+    """Smallest ε (upper bound on the true one) such that ``event`` is (ε, δ)-DP.
+
+    Args:
+        event: an accounting event (:class:`~.events.ComposedGaussian`, ...).
+        delta: δ in (0, 1).
+        accountant: ``None`` (best exact/valid method, see the module docstring) or one of
+            :data:`ACCOUNTANTS`.
+
+    Returns:
+        ε ≥ 0.
+
+    Raises:
+        ConfigError: ``delta`` out of range, or an accountant that cannot handle the event.
+        AccountingError: a numerical accountant (PRV/PLD) failed.
+
+    Example:
+        >>> round(epsilon(ComposedGaussian(noise_multiplier=10.0, steps=100), delta=1e-5), 4)
+        4.3772
+    """
+    return epsilon_and_accountant(event, delta=delta, accountant=accountant)[0]
+
+
+def delta(event: Any, *, epsilon: float, accountant: Optional[str] = None) -> float:
+    """Smallest δ (upper bound) such that ``event`` is (ε, δ)-DP.
+
+    Args:
+        event: an accounting event.
+        epsilon: ε ≥ 0.
+        accountant: as for :func:`epsilon`, except that ``"prv"`` is not available.
+
+    Returns:
+        δ in [0, 1].
+    """
+    check_event(event)
+    e = V.nonnegative("epsilon", epsilon)
+    return _best(lambda n: _delta_by(n, event, e), _candidates(event, accountant))[0]
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """The privacy guarantee of a run, in every notion that applies.
+
+    Attributes:
+        epsilon: ε at ``delta`` (upper bound; exact for the Gaussian family).
+        delta: δ the ε refers to.
+        mu: μ of μ-GDP (Gaussian family only), else ``None``.
+        rho: ρ of ρ-zCDP (``None`` for DP-SGD with q < 1); pure DP uses ε²/2 and the
+            exponential mechanism ε²/8 (see :func:`zcdp_rho`).
+        pure_epsilon: ε of a pure-DP guarantee (PureDP / exponential mechanism), else ``None``.
+        mechanism: human-readable description of the event.
+        accountant: which accountant produced ``epsilon`` (one of :data:`ACCOUNTANTS`).
+    """
+
+    epsilon: float
+    delta: float
+    mu: Optional[float]
+    rho: Optional[float]
+    pure_epsilon: Optional[float]
+    mechanism: str
+    accountant: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def privacy_report(event: Any, *, delta: float, accountant: Optional[str] = None) -> PrivacyReport:
+    """Build the :class:`PrivacyReport` of ``event`` at ``delta`` (see :func:`epsilon`)."""
+    eps, used = epsilon_and_accountant(event, delta=delta, accountant=accountant)
+    return PrivacyReport(
+        epsilon=float(eps),
+        delta=float(delta),
+        mu=_mu(event),
+        rho=_rho(event),
+        pure_epsilon=_pure(event),
+        mechanism=event.describe(),
+        accountant=used,
+    )

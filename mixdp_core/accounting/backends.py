@@ -1,0 +1,162 @@
+"""Thin, lazily imported wrappers around the numerical accountants of Opacus and dp-accounting.
+
+This is the only place in MixDP Explorer that touches ``opacus.accountants`` or
+``dp_accounting`` (autodp is used by the tests and the benchmark to confirm the closed
+forms of :mod:`.gaussian`). Imports happen on first use, so ``import mixdp_core.accounting``
+stays cheap (Opacus pulls in torch).
+
+* RDP of the Poisson-subsampled Gaussian: Opacus ``compute_rdp`` (Mironov, Talwar & Zhang
+  2019, "Rényi DP of the Sampled Gaussian Mechanism"), cached per (q, σ, orders); loaded
+  without importing torch (see :func:`_load_opacus_rdp`).
+* PRV: Opacus ``PRVAccountant`` (Gopi, Lee & Wutschitz 2021, "Numerical composition of
+  differential privacy"); ``get_epsilon`` returns the *upper* end of its error interval.
+* PLD: dp-accounting ``PLDAccountant`` (Koskela et al. 2020; Doroshenko et al. 2022,
+  "Connect the dots") with its default pessimistic discretisation, i.e. an upper bound.
+
+All use the add/remove-one-sample neighbouring relation.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .conversions import RDP_ORDERS
+from .errors import AccountingError
+
+#: ``(noise_multiplier, sample_rate, steps)``: one homogeneous block of a DP-SGD run.
+Block = tuple[float, float, int]
+
+
+def _load_opacus_rdp():
+    """Opacus' ``opacus/accountants/analysis/rdp.py`` (pure numpy/scipy).
+
+    ``import opacus`` imports torch (5–10 s). The RDP analysis file itself needs only numpy
+    and scipy, so it is loaded directly from the installed Opacus package when possible;
+    if that fails (layout changed), the regular import is used.
+    """
+    name = "opacus.accountants.analysis.rdp"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        spec = importlib.util.find_spec("opacus")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("opacus not found")
+        path = Path(list(spec.submodule_search_locations)[0]) / "accountants" / "analysis" / "rdp.py"
+        fspec = importlib.util.spec_from_file_location("mixdp_core.accounting._opacus_rdp", path)
+        if fspec is None or fspec.loader is None:
+            raise ImportError(str(path))
+        mod = importlib.util.module_from_spec(fspec)
+        fspec.loader.exec_module(mod)
+        return mod
+    except Exception:  # pragma: no cover - fall back to the normal (slow) import
+        return importlib.import_module(name)
+
+
+@functools.lru_cache(maxsize=1)
+def _opacus_rdp():
+    return _load_opacus_rdp()
+
+
+@functools.lru_cache(maxsize=8192)
+def _rdp_one_step(sample_rate: float, noise_multiplier: float, orders: tuple[float, ...]) -> tuple[float, ...]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = _opacus_rdp().compute_rdp(
+            q=sample_rate, noise_multiplier=noise_multiplier, steps=1, orders=list(orders)
+        )
+    return tuple(float(v) for v in np.atleast_1d(r))
+
+
+def subsampled_gaussian_rdp(
+    sample_rate: float, noise_multiplier: float, orders: Optional[tuple[float, ...]] = None
+) -> np.ndarray:
+    """RDP ``τ(α)`` of one Poisson-subsampled Gaussian step (Opacus ``compute_rdp``).
+
+    Args:
+        sample_rate: q in (0, 1]; for q = 1 this is the Gaussian's α/(2σ²).
+        noise_multiplier: σ > 0.
+        orders: RDP orders (default :data:`~.conversions.RDP_ORDERS`).
+    """
+    orders = RDP_ORDERS if orders is None else tuple(float(a) for a in orders)
+    if sample_rate == 1.0:
+        return np.asarray(orders) / (2.0 * noise_multiplier**2)
+    return np.asarray(_rdp_one_step(float(sample_rate), float(noise_multiplier), orders))
+
+
+def _key(blocks: Sequence[Block]) -> tuple:
+    return tuple((float(s), float(q), int(t)) for s, q, t in blocks)
+
+
+def prv_epsilon(blocks: Sequence[Block], *, delta: float, eps_error: float = 0.01) -> float:
+    """ε at δ from Opacus' PRV accountant (upper end of its ±``eps_error`` interval)."""
+    return _prv_epsilon(_key(blocks), float(delta), float(eps_error))
+
+
+@functools.lru_cache(maxsize=1024)
+def _prv_epsilon(blocks: tuple, delta: float, eps_error: float) -> float:
+    from opacus.accountants import PRVAccountant
+
+    acc = PRVAccountant()
+    acc.history = [(float(s), float(q), int(t)) for s, q, t in blocks]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return float(acc.get_epsilon(delta=delta, eps_error=eps_error))
+    except (ValueError, RuntimeError, FloatingPointError) as exc:
+        raise AccountingError(
+            f"accountant 'prv' (Opacus) failed for {list(blocks)} at delta={delta}: {exc}; "
+            "use accountant='rdp' or 'pld'"
+        ) from exc
+
+
+def _pld_event(blocks: Sequence[Block]):
+    import dp_accounting
+
+    events = []
+    for s, q, t in blocks:
+        ev = dp_accounting.GaussianDpEvent(float(s))
+        if q < 1.0:
+            ev = dp_accounting.PoissonSampledDpEvent(float(q), ev)
+        events.append(dp_accounting.SelfComposedDpEvent(ev, int(t)))
+    return events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
+
+
+def _pld_accountant(blocks: Sequence[Block]):
+    from dp_accounting.pld import PLDAccountant
+
+    acc = PLDAccountant()
+    acc.compose(_pld_event(blocks))
+    return acc
+
+
+def pld_epsilon(blocks: Sequence[Block], *, delta: float) -> float:
+    """ε at δ from dp-accounting's PLD accountant (pessimistic discretisation)."""
+    return _pld_epsilon(_key(blocks), float(delta))
+
+
+@functools.lru_cache(maxsize=1024)
+def _pld_epsilon(blocks: tuple, delta: float) -> float:
+    try:
+        return float(_pld_accountant(blocks).get_epsilon(delta))
+    except (ValueError, RuntimeError, FloatingPointError, OverflowError) as exc:
+        raise AccountingError(
+            f"accountant 'pld' (dp-accounting) failed for {list(blocks)}: {exc}; use accountant='rdp'"
+        ) from exc
+
+
+def pld_delta(blocks: Sequence[Block], *, epsilon: float) -> float:
+    """δ at ε from dp-accounting's PLD accountant (pessimistic discretisation)."""
+    try:
+        return float(min(1.0, _pld_accountant(blocks).get_delta(epsilon)))
+    except (ValueError, RuntimeError, FloatingPointError, OverflowError) as exc:
+        raise AccountingError(
+            f"accountant 'pld' (dp-accounting) failed for {list(blocks)}: {exc}; use accountant='rdp'"
+        ) from exc

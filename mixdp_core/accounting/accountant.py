@@ -32,11 +32,10 @@ import numpy as np
 from . import _validate as V
 from . import backends
 from .conversions import (
-    RDP_ORDERS,
+    lazy_rdp_delta,
+    lazy_rdp_epsilon,
     pure_dp_delta,
     pure_dp_epsilon,
-    rdp_to_delta,
-    rdp_to_epsilon,
     zcdp_to_delta,
     zcdp_to_epsilon,
 )
@@ -46,8 +45,6 @@ from ..errors import ConfigError
 
 #: Accountant names accepted by ``accountant=``.
 ACCOUNTANTS: tuple[str, ...] = ("gdp", "zcdp", "rdp", "pure", "prv", "pld")
-
-_ORDERS = np.asarray(RDP_ORDERS, dtype=np.float64)
 
 
 def gdp_mu(event: Any) -> Optional[float]:
@@ -113,7 +110,7 @@ def _eps_by(name: str, event: Any, delta: float) -> float:
     if name == "zcdp":
         return zcdp_to_epsilon(_rho(event), delta=delta)
     if name == "rdp":
-        return rdp_to_epsilon(_ORDERS, _rdp(event, _ORDERS), delta=delta)
+        return float(lazy_rdp_epsilon(lambda o: _rdp(event, np.asarray(o)), delta=delta)[0][0])
     if name == "pure":
         return pure_dp_epsilon(_pure(event), delta=delta)
     if name == "prv":
@@ -129,7 +126,7 @@ def _delta_by(name: str, event: Any, epsilon: float) -> float:
     if name == "zcdp":
         return zcdp_to_delta(_rho(event), epsilon=epsilon)
     if name == "rdp":
-        return rdp_to_delta(_ORDERS, _rdp(event, _ORDERS), epsilon=epsilon)
+        return lazy_rdp_delta(lambda o: _rdp(event, np.asarray(o)), epsilon=epsilon)
     if name == "pure":
         return pure_dp_delta(_pure(event), epsilon=epsilon)
     if name == "pld":

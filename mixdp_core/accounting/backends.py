@@ -6,7 +6,7 @@ forms of :mod:`.gaussian`). Imports happen on first use, so ``import mixdp_core.
 stays cheap (Opacus pulls in torch).
 
 * RDP of the Poisson-subsampled Gaussian: Opacus ``compute_rdp`` (Mironov, Talwar & Zhang
-  2019, "Rényi DP of the Sampled Gaussian Mechanism"), cached per (q, σ, orders); loaded
+  2019, "Rényi DP of the Sampled Gaussian Mechanism"), cached per (q, σ, α); loaded
   without importing torch (see :func:`_load_opacus_rdp`).
 * PRV: Opacus ``PRVAccountant`` (Gopi, Lee & Wutschitz 2021, "Numerical composition of
   differential privacy"); ``get_epsilon`` returns the *upper* end of its error interval.
@@ -23,6 +23,7 @@ import importlib
 import importlib.util
 import sys
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -65,20 +66,18 @@ def _opacus_rdp():
     return _load_opacus_rdp()
 
 
-@functools.lru_cache(maxsize=8192)
-def _rdp_one_step(sample_rate: float, noise_multiplier: float, orders: tuple[float, ...]) -> tuple[float, ...]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = _opacus_rdp().compute_rdp(
-            q=sample_rate, noise_multiplier=noise_multiplier, steps=1, orders=list(orders)
-        )
-    return tuple(float(v) for v in np.atleast_1d(r))
+_RDP_CACHE: "OrderedDict[tuple[float, float], dict[float, float]]" = OrderedDict()
+_RDP_CACHE_SIZE = 2048
 
 
 def subsampled_gaussian_rdp(
-    sample_rate: float, noise_multiplier: float, orders: Optional[tuple[float, ...]] = None
+    sample_rate: float, noise_multiplier: float, orders: Optional[Sequence[float]] = None
 ) -> np.ndarray:
     """RDP ``τ(α)`` of one Poisson-subsampled Gaussian step (Opacus ``compute_rdp``).
+
+    Values are cached per (q, σ, α): Opacus' series for fractional α is slow (milliseconds to
+    seconds per order when q or σ is large), so callers ask only for the orders they need
+    (see :func:`~.conversions.lazy_rdp_epsilon`).
 
     Args:
         sample_rate: q in (0, 1]; for q = 1 this is the Gaussian's α/(2σ²).
@@ -87,8 +86,22 @@ def subsampled_gaussian_rdp(
     """
     orders = RDP_ORDERS if orders is None else tuple(float(a) for a in orders)
     if sample_rate == 1.0:
-        return np.asarray(orders) / (2.0 * noise_multiplier**2)
-    return np.asarray(_rdp_one_step(float(sample_rate), float(noise_multiplier), orders))
+        return np.asarray(orders, dtype=np.float64) / (2.0 * noise_multiplier**2)
+    key = (float(sample_rate), float(noise_multiplier))
+    known = _RDP_CACHE.get(key)
+    if known is None:
+        known = _RDP_CACHE[key] = {}
+        if len(_RDP_CACHE) > _RDP_CACHE_SIZE:
+            _RDP_CACHE.popitem(last=False)
+    else:
+        _RDP_CACHE.move_to_end(key)
+    missing = sorted({a for a in orders if a not in known})
+    if missing:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            vals = _opacus_rdp().compute_rdp(q=key[0], noise_multiplier=key[1], steps=1, orders=missing)
+        known.update(zip(missing, (float(v) for v in np.atleast_1d(vals))))
+    return np.asarray([known[a] for a in orders], dtype=np.float64)
 
 
 def _key(blocks: Sequence[Block]) -> tuple:

@@ -32,7 +32,7 @@ import numpy as np
 
 from .accountant import epsilon
 from .backends import subsampled_gaussian_rdp
-from .conversions import RDP_ORDERS, rdp_eps_per_order, rdp_to_epsilon
+from .conversions import RDP_ORDERS, lazy_rdp_epsilon, rdp_to_epsilon
 from .errors import BudgetError
 from .events import ComposedGaussian, PoissonSubsampledGaussian
 from .gaussian import gaussian_epsilon, gdp_mu_for_budget
@@ -130,14 +130,14 @@ def _smallest_sigma(
     falsi in log σ until the bracket is below ``rtol`` (relative). Every returned value was
     evaluated and satisfied ``f(σ) <= target``.
     """
-    hi = start
+    hi = min(start, _SIGMA_MAX)
     f_hi = f(hi)
     while f_hi > target:
-        hi *= factor
-        if hi > _SIGMA_MAX:
+        if hi >= _SIGMA_MAX:
             raise BudgetError(
                 "epsilon", f"target_epsilon={target:g} would need noise_multiplier > {_SIGMA_MAX:g}"
             )
+        hi = min(hi * factor, _SIGMA_MAX)
         f_hi = f(hi)
     lo = hi / factor
     f_lo = f(lo)
@@ -243,35 +243,39 @@ def calibrate_dpsgd_noise(
 
 
 def _calibrate_rdp(q: float, T: int, e: float, d: float, *, start: float) -> float:
-    """Smallest σ whose RDP ε (all :data:`RDP_ORDERS`) is ≤ e.
+    """Smallest σ whose RDP ε (as :func:`epsilon` reports it) is ≤ e.
 
-    Opacus' RDP costs ~0.5 ms per fractional order, so the search runs on a window of the
-    ~13 orders around the optimal one (ε on a subset is ≥ ε on all orders, so the subset's
-    answer is within budget), then re-checks on all orders: if the optimal order at the
-    answer lies inside the window, the answer is also the smallest σ for all orders;
-    otherwise the window moves and the search repeats.
+    Opacus' RDP costs up to milliseconds per fractional order, so the search runs on a
+    window of the ~13 orders around the optimal one (ε on a subset is ≥ ε on all orders, so
+    the subset's answer is within budget), then re-checks with the accountant itself: if the
+    optimal order at the answer lies inside the window, the answer is also the smallest σ for
+    all orders; otherwise the window moves and the search repeats.
     """
     orders = np.asarray(RDP_ORDERS, dtype=np.float64)
     n = len(orders)
 
-    def eps_full(sig: float) -> tuple[float, int]:
-        r = T * subsampled_gaussian_rdp(q, sig)
-        per = rdp_eps_per_order(orders, r, delta=d)
-        i = int(np.argmin(per))
-        return float(max(0.0, per[i])), i
+    def reported(sig: float) -> tuple[float, float]:
+        eps, alpha = lazy_rdp_epsilon(lambda o: T * subsampled_gaussian_rdp(q, sig, o), delta=d)
+        return float(eps[0]), float(alpha[0])
 
     sig = start
-    _, i = eps_full(sig)
+    _, a = reported(sig)
+    best_ok = None
     for _ in range(8):
-        w = tuple(float(a) for a in orders[max(0, i - 6): min(n, i + 7)])
+        i = int(np.searchsorted(orders, a))
+        w = tuple(float(x) for x in orders[max(0, i - 6): min(n, i + 7)])
         wa = np.asarray(w)
 
         def f(s: float, w=w, wa=wa) -> float:
             return rdp_to_epsilon(wa, T * subsampled_gaussian_rdp(q, s, w), delta=d)
 
         sig = _smallest_sigma(f, e, sig, rtol=1e-9)
-        ef, i_new = eps_full(sig)
-        if ef >= e * (1.0 - 1e-8) or w[0] < orders[i_new] < w[-1] or i_new in (0, n - 1):
-            return sig
-        i = i_new
-    return sig
+        eps_r, a_new = reported(sig)
+        if eps_r <= e:
+            best_ok = sig
+            if eps_r >= e * (1.0 - 1e-8) or w[0] < a_new < w[-1] or a_new in (orders[0], orders[-1]):
+                return sig
+        a = a_new
+    if best_ok is not None:
+        return best_ok
+    return _smallest_sigma(lambda s: reported(s)[0], e, sig, rtol=1e-9)  # pragma: no cover

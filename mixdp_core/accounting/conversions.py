@@ -48,6 +48,11 @@ RDP_ORDERS: tuple[float, ...] = tuple(
     )
 )
 
+#: Integer orders of :data:`RDP_ORDERS` (cheap for Opacus' subsampled-Gaussian RDP).
+INT_ORDERS: tuple[float, ...] = tuple(a for a in RDP_ORDERS if float(a).is_integer())
+#: Fractional orders of :data:`RDP_ORDERS` (Opacus evaluates them by a slowly converging series).
+FRAC_ORDERS: tuple[float, ...] = tuple(a for a in RDP_ORDERS if not float(a).is_integer())
+
 # log(α − 1) grid for continuous optimisation over α in zCDP conversions.
 _LOG_AM1_GRID = np.linspace(np.log(1e-6), np.log(1e7), 1200)
 
@@ -212,3 +217,63 @@ def rdp_to_delta(orders: np.ndarray, rdp: np.ndarray, *, epsilon: float) -> floa
         logd = (a - 1.0) * (t - e) - np.log(a - 1.0) + a * np.log1p(-1.0 / a)
     logd = np.where(np.isnan(logd), np.inf, logd)
     return float(min(1.0, math.exp(min(float(logd.min()), 0.0))))
+
+
+def lazy_rdp_epsilon(rdp_fn, *, delta: float, scales=None) -> tuple[np.ndarray, np.ndarray]:
+    """CKS ε from RDP curves ``scale_k · rdp_fn(α)``, minimised over :data:`RDP_ORDERS`.
+
+    Fractional orders are costly for the subsampled Gaussian, so ``rdp_fn`` is first
+    evaluated at :data:`INT_ORDERS` only, and at the fractional orders lying strictly
+    between the integer neighbours of each row's best integer order. Every evaluated order
+    gives a valid bound, so the result is always a valid ε; it equals the minimum over all of
+    :data:`RDP_ORDERS` whenever ε(α) is unimodal along the grid (the tests check it does).
+
+    Args:
+        rdp_fn: maps a tuple of orders to the RDP values at those orders.
+        delta: δ in (0, 1).
+        scales: optional ``(K,)`` multipliers (e.g. step counts t) applied to the curve.
+
+    Returns:
+        ``(eps, alpha)``: arrays of shape ``(K,)`` (``(1,)`` without ``scales``) with ε ≥ 0
+        and the order that achieved it.
+    """
+    sc = np.ones(1) if scales is None else np.atleast_1d(np.asarray(scales, dtype=np.float64))
+    ints = np.asarray(INT_ORDERS, dtype=np.float64)
+    per = rdp_eps_per_order(ints, sc[:, None] * np.asarray(rdp_fn(INT_ORDERS))[None, :], delta=delta)
+    i = np.argmin(per, axis=1)
+    eps = per[np.arange(len(sc)), i]
+    alpha = ints[i]
+    lo = np.where(i > 0, ints[np.maximum(i - 1, 0)], 1.0)
+    hi = np.where(i + 1 < len(ints), ints[np.minimum(i + 1, len(ints) - 1)], np.inf)
+    frac = np.asarray(FRAC_ORDERS, dtype=np.float64)
+    cols = ((frac[None, :] > lo[:, None]) & (frac[None, :] < hi[:, None])).any(axis=0)
+    if cols.any():
+        fw = frac[cols]
+        per_f = rdp_eps_per_order(fw, sc[:, None] * np.asarray(rdp_fn(tuple(fw)))[None, :], delta=delta)
+        j = np.argmin(per_f, axis=1)
+        ef = per_f[np.arange(len(sc)), j]
+        better = ef < eps
+        eps = np.where(better, ef, eps)
+        alpha = np.where(better, fw[j], alpha)
+    return np.maximum(eps, 0.0), alpha
+
+
+def lazy_rdp_delta(rdp_fn, *, epsilon: float) -> float:
+    """CKS δ at ε from an RDP curve, with the same lazy order search as :func:`lazy_rdp_epsilon`."""
+    e = V.nonnegative("epsilon", epsilon)
+    ints = np.asarray(INT_ORDERS, dtype=np.float64)
+
+    def logd(a: np.ndarray, t: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            v = (a - 1.0) * (t - e) - np.log(a - 1.0) + a * np.log1p(-1.0 / a)
+        return np.where(np.isnan(v), np.inf, v)
+
+    li = logd(ints, np.asarray(rdp_fn(INT_ORDERS)))
+    i = int(np.argmin(li))
+    best = float(li[i])
+    lo = ints[i - 1] if i > 0 else 1.0
+    hi = ints[i + 1] if i + 1 < len(ints) else np.inf
+    fw = tuple(a for a in FRAC_ORDERS if lo < a < hi)
+    if fw:
+        best = min(best, float(logd(np.asarray(fw), np.asarray(rdp_fn(fw))).min()))
+    return float(min(1.0, math.exp(min(best, 0.0))))

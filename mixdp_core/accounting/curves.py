@@ -19,7 +19,7 @@ import numpy as np
 from . import _validate as V
 from .accountant import epsilon
 from .backends import subsampled_gaussian_rdp
-from .conversions import RDP_ORDERS, rdp_to_epsilon_many
+from .conversions import lazy_rdp_epsilon
 from .events import PoissonSubsampledGaussian
 from .gaussian import gaussian_epsilon
 from ..errors import ConfigError
@@ -90,9 +90,7 @@ def dpsgd_privacy_curve(
     if knots[-1] != T:
         knots = np.append(knots, T)
     if accountant == "rdp":
-        orders = np.asarray(RDP_ORDERS, dtype=np.float64)
-        one = subsampled_gaussian_rdp(q, s)
-        vals = rdp_to_epsilon_many(orders, knots[:, None] * one[None, :], delta=d)
+        vals, _ = lazy_rdp_epsilon(lambda o: subsampled_gaussian_rdp(q, s, o), delta=d, scales=knots)
     else:
         vals = np.array(
             [epsilon(PoissonSubsampledGaussian(s, q, int(t)), delta=d, accountant=accountant) for t in knots]

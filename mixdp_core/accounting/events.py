@@ -156,6 +156,10 @@ class ExponentialMechanism:
 class ZCDP:
     """A mechanism known only to be ρ-zCDP (Bun & Steinke 2016), e.g. CoinPress means.
 
+    Sensitivity and neighbouring relation are those of the mechanism's own analysis; ρ must
+    be stated for add/remove-one neighbours (a Gaussian with L2 sensitivity Δ and noise std s
+    is Δ²/(2s²)-zCDP). (ε, δ) uses the tight conversion of Canonne, Kamath & Steinke 2020.
+
     Args:
         rho: ρ > 0.
     """
@@ -171,7 +175,11 @@ class ZCDP:
 
 @dataclass(frozen=True)
 class PureDP:
-    """A mechanism known only to be pure ε-DP (e.g. Laplace noise at scale Δ/ε).
+    """A mechanism known only to be pure ε-DP (e.g. Laplace noise at scale Δ₁/ε).
+
+    Sensitivity: the L1 (or utility) sensitivity Δ of the mechanism's own analysis, under
+    add/remove-one neighbours. Its ρ is ε²/2 (Bun & Steinke 2016, Prop. 1.4) and its tight
+    (ε', δ) profile that of randomized response (Kairouz, Oh & Viswanath 2015).
 
     Args:
         epsilon: ε > 0.
@@ -201,7 +209,7 @@ _LEAVES = (GaussianMechanism, ComposedGaussian, PoissonSubsampledGaussian, Expon
 
 @dataclass(frozen=True)
 class Composition:
-    """Sequential (adaptive) composition of events on the same data.
+    """Sequential (adaptive) composition of events on the same data (add/remove-one).
 
     Accounted in closed form when every part is Gaussian-family (μ² add up: Dong, Roth &
     Su 2019, Cor. 3.3), zCDP-additively when every part has a ρ (Bun & Steinke 2016,
@@ -305,7 +313,7 @@ def _rdp(e: object, orders: np.ndarray) -> np.ndarray:
     if isinstance(e, PoissonSubsampledGaussian) and e.sample_rate < 1.0:
         from .backends import subsampled_gaussian_rdp
 
-        return e.steps * subsampled_gaussian_rdp(e.sample_rate, e.noise_multiplier)
+        return e.steps * subsampled_gaussian_rdp(e.sample_rate, e.noise_multiplier, orders)
     mu = _mu(e)
     if mu is not None:
         return orders * (mu * mu / 2.0)

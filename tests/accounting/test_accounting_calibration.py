@@ -1,0 +1,129 @@
+"""Calibration never overshoots, is tight, and fails clearly; cross-checked with dp-accounting."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mixdp_core.accounting as A
+from mixdp_core.errors import ConfigError
+
+PROP = settings(max_examples=60, deadline=None, database=None)
+
+sigmas = st.floats(min_value=0.3, max_value=300.0)
+epsilons = st.floats(min_value=0.05, max_value=20.0)
+deltas = st.floats(min_value=1e-12, max_value=1e-2)
+
+
+@PROP
+@given(sigma=sigmas, eps=epsilons, dlt=deltas)
+def test_calibrate_steps_never_overshoots_and_is_largest(sigma, eps, dlt):
+    try:
+        T = A.calibrate_steps(noise_multiplier=sigma, target_epsilon=eps, target_delta=dlt)
+    except A.BudgetError:
+        # then even one step is over budget
+        assert A.epsilon(A.ComposedGaussian(sigma, 1), delta=dlt) > eps
+        return
+    assert T >= 1
+    assert A.epsilon(A.ComposedGaussian(sigma, T), delta=dlt) <= eps
+    assert A.epsilon(A.ComposedGaussian(sigma, T + 1), delta=dlt) > eps
+
+
+@PROP
+@given(T=st.integers(1, 100_000), eps=epsilons, dlt=deltas)
+def test_calibrate_noise_never_overshoots_and_is_smallest(T, eps, dlt):
+    s = A.calibrate_noise(steps=T, target_epsilon=eps, target_delta=dlt)
+    assert A.epsilon(A.ComposedGaussian(s, T), delta=dlt) <= eps
+    assert A.epsilon(A.ComposedGaussian(s * (1 - 1e-9), T), delta=dlt) > eps * (1 - 1e-7)
+
+
+def test_budget_error_when_no_step_fits():
+    with pytest.raises(A.BudgetError) as info:
+        A.calibrate_steps(noise_multiplier=1.0, target_epsilon=0.01, target_delta=1e-5)
+    err = info.value
+    assert isinstance(err, ConfigError) and err.field == "epsilon"
+    msg = str(err)
+    assert msg.startswith("epsilon: ") and "noise_multiplier" in msg and ">=" in msg
+    # the σ the message suggests does allow one step
+    assert A.calibrate_steps(noise_multiplier=A.calibrate_noise(steps=1, target_epsilon=0.01, target_delta=1e-5),
+                             target_epsilon=0.01, target_delta=1e-5) == 1
+
+
+def test_adamix_typical_values():
+    # AdaMix App. B: T from (ε, δ, σ) with ρ = T/(2σ²) (the paper's T²/(2σ²) is a typo).
+    T = A.calibrate_steps(noise_multiplier=10.0, target_epsilon=1.0, target_delta=1e-5)
+    assert T == 7
+    mu = A.gdp_mu_for_budget(epsilon=1.0, delta=1e-5)
+    assert T == math.floor((mu * 10.0) ** 2)
+    T100 = A.calibrate_steps(noise_multiplier=100.0, target_epsilon=3.0, target_delta=1e-5)
+    assert T100 == math.floor((A.gdp_mu_for_budget(epsilon=3.0, delta=1e-5) * 100.0) ** 2)
+
+
+@pytest.mark.parametrize("sigma, eps, dlt", [(5.0, 1.0, 1e-5), (10.0, 3.0, 1e-5), (20.0, 2.0, 1e-6)])
+def test_dp_accounting_pld_agrees_with_calibrated_T_within_one_step(sigma, eps, dlt):
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    T = A.calibrate_steps(noise_multiplier=sigma, target_epsilon=eps, target_delta=dlt)
+
+    def pld_eps(t: int) -> float:
+        acc = PLDAccountant()
+        acc.compose(dp_accounting.GaussianDpEvent(sigma), t)
+        return acc.get_epsilon(dlt)
+
+    # PLD is a (pessimistic) upper bound: it fits T-1 steps and not T+1.
+    assert pld_eps(T - 1) <= eps if T > 1 else True
+    assert pld_eps(T + 1) > eps
+    assert pld_eps(T) == pytest.approx(A.epsilon(A.ComposedGaussian(sigma, T), delta=dlt), abs=2e-3)
+
+
+@pytest.mark.parametrize("q, T, eps", [(0.01, 500, 1.0), (0.1, 100, 3.0), (0.004, 6000, 2.0)])
+def test_dpsgd_rdp_calibration_never_overshoots(q, T, eps):
+    s = A.calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=eps, target_delta=1e-5)
+    got = A.epsilon(A.PoissonSubsampledGaussian(s, q, T), delta=1e-5)
+    assert eps * (1 - 1e-6) <= got <= eps
+    assert A.epsilon(A.PoissonSubsampledGaussian(s * (1 - 1e-6), q, T), delta=1e-5) > eps
+    # subsampling amplifies: less noise than full-batch NoisyGD with the same T
+    assert s < A.calibrate_noise(steps=T, target_epsilon=eps, target_delta=1e-5)
+
+
+def test_dpsgd_full_batch_is_exact():
+    s = A.calibrate_dpsgd_noise(sample_rate=1.0, steps=50, target_epsilon=2.0, target_delta=1e-5)
+    assert s == A.calibrate_noise(steps=50, target_epsilon=2.0, target_delta=1e-5)
+
+
+def test_dpsgd_prv_calibration_never_overshoots():
+    q, T, eps = 0.02, 200, 2.0
+    s_prv = A.calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=eps, target_delta=1e-5, accountant="prv")
+    got = A.epsilon(A.PoissonSubsampledGaussian(s_prv, q, T), delta=1e-5, accountant="prv")
+    assert got <= eps and got > eps - 0.05
+    s_rdp = A.calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=eps, target_delta=1e-5)
+    assert s_prv <= s_rdp * (1 + 1e-3)  # PRV is tighter than RDP
+
+
+def test_dpsgd_budget_error_and_bad_accountant():
+    with pytest.raises(ConfigError, match="accountant"):
+        A.calibrate_dpsgd_noise(sample_rate=0.1, steps=10, target_epsilon=1.0, target_delta=1e-5, accountant="gdp")
+    with pytest.raises(A.BudgetError):
+        A.calibrate_dpsgd_noise(sample_rate=0.5, steps=10**6, target_epsilon=1e-6, target_delta=1e-5)
+
+
+@pytest.mark.parametrize(
+    "q, sigma, T, dlt",
+    [(0.001, 0.6, 10_000, 1e-5), (0.01, 1.0, 3, 1e-8), (0.05, 4.0, 700, 1e-6), (0.2, 0.8, 40, 1e-4), (0.5, 2.0, 100, 1e-5)],
+)
+def test_lazy_rdp_order_search_equals_all_orders(q, sigma, T, dlt):
+    # epsilon() evaluates fractional orders only next to the best integer order (they are slow
+    # in Opacus); it must equal the minimum over all RDP_ORDERS.
+    import numpy as np
+
+    from mixdp_core.accounting.backends import subsampled_gaussian_rdp
+
+    full = A.rdp_to_epsilon(np.asarray(A.RDP_ORDERS), T * subsampled_gaussian_rdp(q, sigma), delta=dlt)
+    ev = A.PoissonSubsampledGaussian(sigma, q, T)
+    assert A.epsilon(ev, delta=dlt) == pytest.approx(full, rel=1e-12)
+    # δ(ε) through RDP inverts ε(δ) (same conversion, same orders)
+    assert A.delta(ev, epsilon=full) <= dlt * (1 + 1e-9)

@@ -223,7 +223,7 @@ class DPLSConfig(SeededPrivacyConfig):
 
     cov_fraction: float = 0.5
     reg: float = 1.0
-    noise_reg: float = 1.0
+    noise_reg: float = 3.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

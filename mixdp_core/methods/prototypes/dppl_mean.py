@@ -16,7 +16,7 @@ import numpy as np
 from ...errors import ConfigError, DataError
 from ..base import METHODS, StepRecord
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig, check_choice, check_float, check_int
-from .utilities import avg_pool, cosine_scores, largest_param
+from .utilities import avg_pool, cosine_scores, l2_normalize, largest_param
 
 #: ρ_i / ρ of the three CoinPress steps used in the paper (Sec. 4.1).
 PAPER_BUDGET_SPLIT = (5 / 64, 7 / 64, 52 / 64)
@@ -153,6 +153,12 @@ class DPPLMeanConfig(SeededPrivacyConfig):
             (noisy class counts, see :func:`coinpress_mean`).
         count_fraction: fraction of ρ spent on the noisy counts when
             ``neighbouring="add_remove"``, in (0, 1). Default 0.05.
+        feature_norm: per-sample preprocessing (no privacy cost) applied after pooling and
+            at prediction: ``"none"`` (the paper: raw embeddings) or ``"sqrt_d"`` (default, a
+            documented deviation: each row
+            L2-normalized and scaled to norm sqrt(d), which puts every sample inside
+            CoinPress's initial ball of radius sqrt(d) — the paper's assumption on
+            embedding norms — whatever the encoder's feature scale).
     """
 
     budget_split: tuple[float, ...] = PAPER_BUDGET_SPLIT
@@ -160,6 +166,7 @@ class DPPLMeanConfig(SeededPrivacyConfig):
     beta: float = 0.01
     neighbouring: str = "replace"
     count_fraction: float = 0.05
+    feature_norm: str = "sqrt_d"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -172,6 +179,7 @@ class DPPLMeanConfig(SeededPrivacyConfig):
         check_float("beta", self.beta, 0.0, 1.0, lo_open=True, hi_open=True)
         check_choice("neighbouring", self.neighbouring, ("replace", "add_remove"))
         check_float("count_fraction", self.count_fraction, 0.0, 1.0, lo_open=True, hi_open=True)
+        check_choice("feature_norm", self.feature_norm, ("none", "sqrt_d"))
 
 
 @METHODS.register("dppl_mean")
@@ -221,7 +229,7 @@ class DPPLMean(PrototypeFamilyMethod):
             target_epsilon=cfg.target_epsilon, lo=1e-10, hi=1e6,
         )
         count_rho, step_rhos = self._rhos(rho)
-        X = avg_pool(np.asarray(split.X_private, dtype=np.float64), cfg.k_pool)
+        X = self._features(split.X_private, np.float64)
         y = np.asarray(split.y_private)
         C, d = split.n_classes, X.shape[1]
         groups = [X[y == c] for c in range(C)]
@@ -256,4 +264,10 @@ class DPPLMean(PrototypeFamilyMethod):
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         self._check_fitted()
-        return cosine_scores(avg_pool(np.asarray(X, dtype=np.float32), self.config.k_pool), self.prototypes_)
+        return cosine_scores(self._features(X, np.float32), self.prototypes_)
+
+    def _features(self, X: np.ndarray, dtype) -> np.ndarray:
+        Z = avg_pool(np.asarray(X, dtype=dtype), self.config.k_pool)
+        if self.config.feature_norm == "sqrt_d":
+            Z = l2_normalize(Z) * math.sqrt(Z.shape[1])
+        return Z

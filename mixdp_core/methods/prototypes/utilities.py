@@ -127,6 +127,7 @@ def public_utilities(
     d_max: float = 2.0,
     block_size: int | None = None,
     dtype: Any = np.float32,
+    layout: str = "private_major",
 ) -> np.ndarray:
     """Utilities of every pool candidate for every class (Eq. 14, Alg. 1), blocked.
 
@@ -144,7 +145,11 @@ def public_utilities(
       ``u_c(j) = n_c + s_c · ê_j`` with ``s_c`` the sum of the normalized private features
       of class ``c`` — a ``(C, d) x (d, block)`` product;
     * **clipping**: the full ``(N_private, block)`` cosine tile is clipped, then summed per
-      class (private rows sorted by class, ``np.add.reduceat``).
+      class. ``layout="private_major"``: tile ``E @ P.T`` of shape ``(N_private, block)``,
+      class sums by ``np.add.reduceat`` over the class-sorted private rows (float64
+      accumulation); ``layout="pool_major"``: tile ``P @ E.T`` of shape
+      ``(block, N_private)``, class sums as a second product with the ``(N_private, C)``
+      one-hot matrix (float32 accumulation). ``benchmarks/dppl.py`` compares them.
 
     Args:
         X_private: ``(n, d)`` private features (raw; normalized here).
@@ -153,12 +158,15 @@ def public_utilities(
         n_classes: C.
         d_min, d_max: clip range of ``1 + cos`` (``0 <= d_min < d_max <= 2``).
         block_size: pool rows per block (default: :func:`default_block_size`).
-        dtype: compute dtype of the tiles (float32 default; class sums accumulate in float64).
+        dtype: compute dtype of the tiles (float32 default).
+        layout: ``"private_major"`` or ``"pool_major"`` (clipping path only, see above).
 
     Returns:
         ``(C, N)`` float64 utilities.
     """
     _check_utility_args(d_min, d_max)
+    if layout not in ("private_major", "pool_major"):
+        raise ConfigError("layout", f"must be 'private_major' or 'pool_major', got {layout!r}")
     y = np.asarray(y_private)
     E = l2_normalize(np.asarray(X_private, dtype=dtype))
     N = int(pool.shape[0])
@@ -179,20 +187,31 @@ def public_utilities(
         present = np.flatnonzero(counts > 0)
         starts = np.searchsorted(ys, present)
         bs = block_size or default_block_size(len(E))
-        tile = np.empty((len(E), bs), dtype=dtype)
+        if layout == "private_major":
+            tile = np.empty((len(E), bs), dtype=dtype)
+        else:
+            tile = np.empty((bs, len(E)), dtype=dtype)
+            onehot = np.zeros((len(E), n_classes), dtype=dtype)
+            onehot[np.arange(len(E)), ys] = 1.0
     for a in range(0, N, bs):
         b = min(N, a + bs)
         P = l2_normalize(np.asarray(pool[a:b], dtype=dtype))
         if not clipping:
             U[:, a:b] = S @ P.T
             U[:, a:b] += counts[:, None]
-        else:
-            T = tile[:, : b - a]
+        elif layout == "private_major":
+            T = tile[:, : b - a] if b - a < bs else tile
             np.matmul(E, P.T, out=T)
             T += 1.0 - d_min
             np.clip(T, 0.0, d_max - d_min, out=T)
             U[:, a:b] = 0.0
             U[present, a:b] = np.add.reduceat(T, starts, axis=0, dtype=np.float64)
+        else:
+            T = tile[: b - a]
+            np.matmul(P, E.T, out=T)
+            T += 1.0 - d_min
+            np.clip(T, 0.0, d_max - d_min, out=T)
+            U[:, a:b] = (T @ onehot).T
     return U
 
 

@@ -41,10 +41,12 @@ def tiny():
 
 @pytest.mark.parametrize("d_min,d_max", [(0.0, 2.0), (0.5, 1.5), (1.0, 2.0), (0.0, 1.2)])
 @pytest.mark.parametrize("block", [1, 16, 100, 10_000])
-def test_blocked_utilities_equal_dense(tiny, d_min, d_max, block):
+@pytest.mark.parametrize("layout", ["private_major", "pool_major"])
+def test_blocked_utilities_equal_dense(tiny, d_min, d_max, block, layout):
     Xp, yp, pool = tiny
     dense = dense_public_utilities(Xp, yp, pool, n_classes=4, d_min=d_min, d_max=d_max)
-    blocked = public_utilities(Xp, yp, pool, n_classes=4, d_min=d_min, d_max=d_max, block_size=block)
+    blocked = public_utilities(Xp, yp, pool, n_classes=4, d_min=d_min, d_max=d_max, block_size=block,
+                               layout=layout)
     assert blocked.shape == (4, 257)
     np.testing.assert_allclose(blocked, dense, rtol=1e-5, atol=1e-4)
     assert np.all(blocked[3] == 0)  # empty class: zero utility everywhere

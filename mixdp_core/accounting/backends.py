@@ -22,6 +22,7 @@ import functools
 import importlib
 import importlib.util
 import sys
+import threading
 import warnings
 from collections import OrderedDict
 from pathlib import Path
@@ -68,6 +69,7 @@ def _opacus_rdp():
 
 _RDP_CACHE: "OrderedDict[tuple[float, float], dict[float, float]]" = OrderedDict()
 _RDP_CACHE_SIZE = 2048
+_RDP_LOCK = threading.Lock()
 
 
 def subsampled_gaussian_rdp(
@@ -88,19 +90,21 @@ def subsampled_gaussian_rdp(
     if sample_rate == 1.0:
         return np.asarray(orders, dtype=np.float64) / (2.0 * noise_multiplier**2)
     key = (float(sample_rate), float(noise_multiplier))
-    known = _RDP_CACHE.get(key)
-    if known is None:
-        known = _RDP_CACHE[key] = {}
-        if len(_RDP_CACHE) > _RDP_CACHE_SIZE:
-            _RDP_CACHE.popitem(last=False)
-    else:
-        _RDP_CACHE.move_to_end(key)
-    missing = sorted({a for a in orders if a not in known})
+    with _RDP_LOCK:  # the app runs jobs in threads
+        known = _RDP_CACHE.get(key)
+        if known is None:
+            known = _RDP_CACHE[key] = {}
+            if len(_RDP_CACHE) > _RDP_CACHE_SIZE:
+                _RDP_CACHE.popitem(last=False)
+        else:
+            _RDP_CACHE.move_to_end(key)
+        missing = sorted({a for a in orders if a not in known})
     if missing:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             vals = _opacus_rdp().compute_rdp(q=key[0], noise_multiplier=key[1], steps=1, orders=missing)
-        known.update(zip(missing, (float(v) for v in np.atleast_1d(vals))))
+        with _RDP_LOCK:
+            known.update(zip(missing, (float(v) for v in np.atleast_1d(vals))))
     return np.asarray([known[a] for a in orders], dtype=np.float64)
 
 

@@ -154,3 +154,13 @@ def test_events_are_frozen_and_normalised():
     with pytest.raises(Exception):
         ev.steps = 4  # type: ignore[misc]
     assert A.ComposedGaussian(1.0, 3.0).steps == 3
+
+
+def test_docstring_examples():
+    import doctest
+
+    from mixdp_core.accounting import accountant, calibration, gaussian
+
+    for mod in (gaussian, calibration, accountant):
+        res = doctest.testmod(mod, extraglobs={"ComposedGaussian": A.ComposedGaussian})
+        assert res.failed == 0 and res.attempted > 0, mod.__name__

@@ -1,24 +1,72 @@
-"""MixDP Explorer — Streamlit entry point (``streamlit run app.py`` / ``make app``).
+"""MixDP Explorer — Streamlit entry point and Home page (``streamlit run app.py`` / ``make app``).
 
-Pages only read widgets, build configs, start background jobs and draw; all algorithm code
-lives in ``mixdp_core``. The job manager (worker threads + run store) is created once per
-server process here, which also marks runs left ``running`` by a dead server as failed.
+Multipage app: this file is the Home page and ``pages/`` holds the others (their titled
+navigation is drawn by :func:`mixdp_core.app_support.resources.page_setup`). Pages only read
+widgets, build configs, start background jobs and draw; all algorithm code lives in
+``mixdp_core``. The job manager (worker threads + run store) is created once per server
+process on first use, which also marks runs left ``running`` by a dead server as failed.
+
+Home: what mixed DP is, the method families, and a one-click demo run on the offline default.
 """
 
 import streamlit as st
 
-from mixdp_core.app_support.resources import get_manager
+from mixdp_core.app_support import forms
+from mixdp_core.app_support.resources import (
+    DEFAULT_DATASET, default_encoder, note, page_setup, select_run,
+)
 
-st.set_page_config(page_title="MixDP Explorer", page_icon="🔐", layout="wide")
+manager = page_setup("Home")
 
-manager = get_manager()  # st.cache_resource: one per server; calls store.recover_interrupted()
+st.title("MixDP Explorer")
+st.markdown(
+    "Differential privacy (DP) trains a model so that no single person's data changes its "
+    "behaviour by more than a factor governed by **ε**. "
+    "Fully private training of vision models pays for this with noise, and accuracy drops "
+    "sharply at small ε. "
+    "**Mixed DP** adds a few *public* samples (for example 5 per class, collected with "
+    "consent or from a public source) beside the large *private* set. "
+    "The public samples cost no privacy and steer the private learner: its initialization, "
+    "its clipping threshold and the directions in which noise is added. "
+    "This app lets you measure that privacy–utility trade-off: train, compare methods at "
+    "chosen budgets, and audit what a run leaks."
+)
+note("mixed_dp", "Mixed DP in one paragraph")
 
-pages = [
-    st.Page("pages/home.py", title="Home", icon="🏠", default=True),
-    st.Page("pages/data.py", title="Data & encoder", icon="🗂️", url_path="data"),
-    st.Page("pages/train.py", title="Train", icon="🏋️", url_path="train"),
-    st.Page("pages/compare.py", title="Compare", icon="📈", url_path="compare"),
-    st.Page("pages/audit.py", title="Privacy audit", icon="🔍", url_path="audit"),
-    st.Page("pages/runs.py", title="Runs", icon="🗄️", url_path="runs"),
-]
-st.navigation(pages).run()
+st.subheader("Method families")
+family_text = {
+    "adamix": "**AdaMix family** (Golatkar et al., *Mixed Differential Privacy in Computer Vision*, CVPR 2022): "
+              "linear heads on frozen features trained with NoisyGD, using public data for init, adaptive clipping and projection.",
+    "prototypes": "**DP prototypes family** (Wahdany et al., *Beyond the Mean: DP Prototypes*): "
+                  "one private prototype per class from features, or a public sample picked privately.",
+    "finetune": "**Sparse DP fine-tuning** (Luo et al., *Scalable DP with Sparse Network Finetuning*, CVPR 2021): "
+                "DP-SGD on a small subset of a public pre-trained network.",
+}
+fams = forms.families()
+cols = st.columns(max(1, len(fams)))
+for col, (fam, names) in zip(cols, fams.items()):
+    with col:
+        st.markdown(family_text.get(fam, f"**{fam}**"))
+        classes = forms.method_classes()
+        st.caption("Methods: " + ", ".join(
+            f"`{n}`" + ("" if classes[n].private else " (non-private reference)") for n in names))
+
+st.subheader("Try it: demo run")
+enc = default_encoder()
+st.markdown(f"One click trains **AdaMix at ε = 3** on the offline default: "
+            f"`{DEFAULT_DATASET}` (8×8 handwritten digits, ships with scikit-learn) · `{enc}` features "
+            f"(weights ship with an installed package, so nothing is downloaded). "
+            f"The first run extracts features (about a minute on a laptop CPU); later runs reuse the cache.")
+if st.button("Run the demo", type="primary", key="demo", icon=":material/play_arrow:"):
+    job = manager.submit_run(forms.demo_config(), kind="demo", reuse=True)
+    st.session_state["train_job"] = job.job_id
+    select_run(None)
+    st.switch_page("pages/2_train.py")
+
+st.divider()
+st.markdown("**Where to go next** — *Data & encoder*: pick a dataset and see the public/private split · "
+            "*Train*: one run with live charts · *Compare*: methods × ε × seeds · "
+            "*Privacy audit*: per-instance ε and attack ROC · *Runs*: everything stored.")
+if manager.recovered:
+    st.info(f"{len(manager.recovered)} run(s) interrupted by a previous server stop were marked failed "
+            f"(history kept; see Runs).")

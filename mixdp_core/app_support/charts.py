@@ -14,6 +14,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 TEMPLATE = "plotly_white"
+#: ``config`` of st.plotly_chart: no plotly logo, tool bar only on hover.
+PLOTLY_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 PUBLIC_COLOR = "#1f77b4"
 PRIVATE_COLOR = "#ff7f0e"
 MINORITY_COLOR = "#d62728"
@@ -107,7 +109,7 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
     """
     df = steps_frame(steps)
     return {
-        "test_error": _line(df, "test_error", "Test error vs step", "test error", ymax=1.0),
+        "test_error": _line(df, "test_error", "Test error vs step", "test error"),
         "epsilon": _line(df, "epsilon_spent", "ε spent vs step", "ε spent", hline=target_epsilon,
                          hname="target ε"),
         "clip": _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t"),
@@ -204,7 +206,10 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     from ..evaluation.plots import metric_vs_epsilon_figure
 
     fig = metric_vs_epsilon_figure(rows, metric=metric, title=title, ylabel=ylabel, log_x=True)
-    fig.update_layout(height=360, margin=dict(l=40, r=20, t=50, b=40))
+    eps = sorted({float(r["epsilon"]) for r in rows if r.get("epsilon") is not None})
+    if eps:
+        fig.update_xaxes(tickvals=eps, ticktext=[f"{e:g}" for e in eps], minor=dict(showgrid=False))
+    fig.update_layout(height=360, margin=dict(l=40, r=20, t=50, b=40), template=TEMPLATE)
     return fig
 
 
@@ -218,14 +223,15 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
         if r.get("test_error_mean") is None or r.get("mia_auc_mean") is None:
             continue
         by_method.setdefault(r["method"], []).append(r)
-    for m, rs in by_method.items():
+    positions = ("top center", "bottom center", "middle right", "middle left")
+    for k, (m, rs) in enumerate(by_method.items()):
         name, color = _style(m)
         rs = sorted(rs, key=lambda r: math.inf if r["epsilon"] is None else r["epsilon"])
         fig.add_trace(go.Scatter(
             x=[r["test_error_mean"] for r in rs], y=[r["mia_auc_mean"] for r in rs],
             mode="markers+text+lines" if len(rs) > 1 else "markers+text", name=name,
             text=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" for r in rs],
-            textposition="top center", marker=dict(size=9, color=color), line=dict(color=color, width=1)))
+            textposition=positions[k % len(positions)], marker=dict(size=9, color=color), line=dict(color=color, width=1)))
     fig.add_hline(y=0.5, line_dash="dot", line_color="#7f7f7f", annotation_text="random guess")
     return _layout(fig, "Attack AUC vs test error", "test error", "membership-attack AUC", height=360)
 

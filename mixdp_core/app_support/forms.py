@@ -74,6 +74,15 @@ def families() -> dict[str, list[str]]:
     return out
 
 
+def demo_config() -> Any:
+    """The Home page's one-click demo: digits · default (offline) encoder · AdaMix · ε = 3."""
+    from ..encoders import DEFAULT_ENCODER
+    from ..runs.runner import RunConfig
+
+    return RunConfig(dataset="digits", encoder=DEFAULT_ENCODER, method="adamix", target_epsilon=3.0,
+                     target_delta=1e-5, seed=0)
+
+
 # --------------------------------------------------------------------------- field specs
 @dataclass(frozen=True)
 class FieldSpec:

@@ -119,6 +119,8 @@ class JobManager:
         max_workers: concurrent jobs (other jobs wait in a FIFO queue). Default 2.
         sync: run each job in the submitting thread (tests).
         cache_dir: feature-cache folder passed to the runner (default of the cache).
+        on_record: optional ``on_record(job, step_record)`` hook called on every step of every
+            run (e.g. to observe progress in tests); its return value is ignored.
 
     Attributes:
         store: the :class:`RunStore`.
@@ -127,7 +129,8 @@ class JobManager:
     """
 
     def __init__(self, root: str | Path | None = None, *, max_workers: int = 2, sync: bool = False,
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, on_record: Callable[[Job, Any], Any] | None = None):
+        self.on_record = on_record
         self.store = RunStore(root, recover=False)
         self.recovered: list[str] = self.store.recover_interrupted()
         self.sync = bool(sync)
@@ -289,7 +292,9 @@ class JobManager:
                     job.reused[i] = True
                     continue
 
-            def on_record(_rec: Any) -> bool:
+            def on_record(rec: Any) -> bool:
+                if self.on_record is not None:
+                    self.on_record(job, rec)
                 return job.cancel_event.is_set()
 
             def progress(split: str, done: int, total: int) -> None:

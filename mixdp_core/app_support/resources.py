@@ -54,6 +54,42 @@ def poll_seconds() -> float:
         return 1.0
 
 
+# --------------------------------------------------------------------------- navigation
+#: (script path relative to app.py, title, material icon) in the order a first-time user
+#: needs them. Streamlit runs ``app.py`` + ``pages/`` as a multipage app; the built-in page
+#: list (file names) is hidden in .streamlit/config.toml and this titled list drawn instead.
+PAGES: tuple[tuple[str, str, str], ...] = (
+    ("app.py", "Home", ":material/home:"),
+    ("pages/1_data.py", "Data & encoder", ":material/dataset:"),
+    ("pages/2_train.py", "Train", ":material/model_training:"),
+    ("pages/3_compare.py", "Compare", ":material/compare_arrows:"),
+    ("pages/4_audit.py", "Privacy audit", ":material/policy:"),
+    ("pages/5_runs.py", "Runs", ":material/storage:"),
+)
+PAGE_PATH = {title: path for path, title, _ in PAGES}
+
+
+def page_setup(title: str) -> JobManager:
+    """Common start of every page: page config, titled sidebar navigation, job manager.
+
+    Returns:
+        The process-wide :class:`JobManager` (created on first use: app start).
+    """
+    try:
+        st.set_page_config(page_title=f"{title} · MixDP Explorer", page_icon=":material/lock:", layout="wide")
+    except Exception:  # already set in this run
+        pass
+    manager = get_manager()
+    with st.sidebar:
+        st.markdown("### MixDP Explorer")
+        for path, label, icon in PAGES:
+            st.page_link(path, label=label, icon=icon)
+        running = sum(1 for j in manager.jobs() if not j.finished)
+        if running:
+            st.caption(f"{running} background job(s) running")
+    return manager
+
+
 # --------------------------------------------------------------------------- settings
 def data_settings() -> dict[str, Any]:
     """Dataset / encoder / split settings shared by the pages (session state, not widgets,
@@ -137,9 +173,9 @@ def render_run(manager: JobManager, run_id: str, *, key: str, show_cancel: bool 
         st.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
     figs = charts.live_figures(steps, target_epsilon=rec.target_epsilon if rec.metrics.get("private", True) else None)
     c1, c2, c3 = st.columns(3)
-    c1.plotly_chart(figs["test_error"], key=f"{key}-err", width="stretch")
-    c2.plotly_chart(figs["epsilon"], key=f"{key}-eps", width="stretch")
-    c3.plotly_chart(figs["clip"], key=f"{key}-clip", width="stretch")
+    c1.plotly_chart(figs["test_error"], key=f"{key}-err", width="stretch", config=charts.PLOTLY_CONFIG)
+    c2.plotly_chart(figs["epsilon"], key=f"{key}-eps", width="stretch", config=charts.PLOTLY_CONFIG)
+    c3.plotly_chart(figs["clip"], key=f"{key}-clip", width="stretch", config=charts.PLOTLY_CONFIG)
     if rec.status in (COMPLETED, CANCELLED) and rec.metrics.get("test_error") is not None:
         render_final_metrics(rec.metrics, key=key)
     return rec.status

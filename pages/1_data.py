@@ -5,10 +5,10 @@ import streamlit as st
 from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.data import split_summary
 from mixdp_core.app_support.jobs import feature_key
-from mixdp_core.app_support.resources import data_settings, get_manager, poll_seconds, show_field_errors
+from mixdp_core.app_support.resources import data_settings, page_setup, poll_seconds, show_field_errors
 from mixdp_core.errors import MixDPError
 
-manager = get_manager()
+manager = page_setup("Data & encoder")
 settings = data_settings()
 
 st.title("Data & encoder")
@@ -147,7 +147,7 @@ if ready and not errors:
     except MixDPError as e:
         show_field_errors({getattr(e, "field", "split"): str(e).split(": ", 1)[-1]})
     else:
-        st.plotly_chart(charts.class_counts_figure(s), key="data_counts", width="stretch")
+        st.plotly_chart(charts.class_counts_figure(s), key="data_counts", width="stretch", config=charts.PLOTLY_CONFIG)
         n_min = sum(s["minority"])
         st.caption(f"{sum(s['public'])} public, {sum(s['private'])} private, {sum(s['test'])} test samples; "
                    f"feature dimension {s['dim']}; {n_min} minority class(es) (smallest 25 % by private count, "

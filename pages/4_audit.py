@@ -3,9 +3,9 @@
 import streamlit as st
 
 from mixdp_core.app_support import charts
-from mixdp_core.app_support.resources import get_manager, note, run_label, select_run, selected_run_id
+from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id
 
-manager = get_manager()
+manager = page_setup("Privacy audit")
 store = manager.store
 
 st.title("Privacy audit")
@@ -35,8 +35,8 @@ st.subheader("Per-instance privacy")
 eps_i = arrays.get("pdp_epsilon")
 if eps_i is not None and len(eps_i):
     a, b = st.columns(2)
-    a.plotly_chart(charts.pdp_sorted_figure(eps_i, target), key="audit_pdp_sorted", width="stretch")
-    b.plotly_chart(charts.pdp_hist_figure(eps_i, target), key="audit_pdp_hist", width="stretch")
+    a.plotly_chart(charts.pdp_sorted_figure(eps_i, target), key="audit_pdp_sorted", width="stretch", config=charts.PLOTLY_CONFIG)
+    b.plotly_chart(charts.pdp_hist_figure(eps_i, target), key="audit_pdp_hist", width="stretch", config=charts.PLOTLY_CONFIG)
     st.caption(f"{len(eps_i)} private samples: median ε_i {m.get('pdp_epsilon_median', float('nan')):.3g}, "
                f"5–95 % range {m.get('pdp_epsilon_q05', float('nan')):.3g} – {m.get('pdp_epsilon_q95', float('nan')):.3g}, "
                f"max {m.get('pdp_epsilon_max', float('nan')):.3g} (target {rec.target_epsilon:g}).")
@@ -49,7 +49,7 @@ st.subheader("Membership-inference attack")
 c1, c2 = st.columns(2)
 if "mia_fpr" in arrays:
     c1.plotly_chart(charts.roc_figure(arrays["mia_fpr"], arrays["mia_tpr"], m.get("mia_auc")),
-                    key="audit_roc", width="stretch")
+                    key="audit_roc", width="stretch", config=charts.PLOTLY_CONFIG)
 with c2:
     st.metric("attack AUC", f"{m.get('mia_auc', float('nan')):.3f}")
     st.metric("attack advantage (max TPR − FPR)", f"{m.get('mia_advantage', float('nan')):.3f}")
@@ -60,7 +60,7 @@ with c2:
 st.subheader("δ(ε) curve of this run")
 fig = charts.delta_curve_figure(m)
 if fig is not None:
-    st.plotly_chart(fig, key="audit_delta", width="stretch")
+    st.plotly_chart(fig, key="audit_delta", width="stretch", config=charts.PLOTLY_CONFIG)
     st.caption("Every point on the curve is a valid (ε, δ) guarantee of the same run; the reported "
                "pair is one of them.")
 else:

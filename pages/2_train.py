@@ -7,12 +7,12 @@ import streamlit as st
 
 from mixdp_core.app_support import forms
 from mixdp_core.app_support.resources import (
-    data_settings, get_manager, note, poll_seconds, render_run, run_label, select_run, selected_run_id,
+    data_settings, page_setup, note, poll_seconds, render_run, run_label, select_run, selected_run_id,
     show_field_errors,
 )
 from mixdp_core.errors import ConfigError
 
-manager = get_manager()
+manager = page_setup("Train")
 store = manager.store
 settings = data_settings()
 methods = forms.method_classes()
@@ -36,7 +36,7 @@ method = c3.selectbox("Method", names, index=names.index("adamix") if "adamix" i
                       format_func=lambda n: f"{n}" + ("" if methods[n].private else " (non-private)"))
 settings.update(dataset=dataset, encoder=encoder)
 mcls = methods[method]
-st.caption(f"**{method}**: {mcls.description}  \n📄 {mcls.paper}")
+st.caption(f"**{method}**: {mcls.description}  \nPaper: {mcls.paper}")
 st.caption(f"Split: {settings['public_per_class']} public samples per class · imbalance ratio "
            f"{settings['imbalance_ratio']:g}" + (f" · public from {settings['public_from']}" if settings["public_from"] else "")
            + " (change on the Data & encoder page)")
@@ -71,7 +71,7 @@ with st.form("train_form"):
             label = sp.name
             help_text = sp.help or None
             if sp.leaks_private:
-                label = f"⚠️ {sp.name} — costs privacy: looks at private data"
+                label = f":material/warning: {sp.name} — COSTS PRIVACY: looks at private data"
                 help_text = ("Leaks private information: this option selects hyper-parameters using "
                              "private/test results, so the reported ε no longer bounds the whole "
                              "procedure as a fresh run would. " + (sp.help or ""))
@@ -95,7 +95,7 @@ with st.form("train_form"):
                 txt = st.text_input(label + (" (empty = auto)" if sp.optional else ""), value=default, key=k,
                                     help=help_text)
                 adv_values[sp.name] = ("__text__", sp, txt)
-    launch = st.form_submit_button("🚀 Launch", type="primary")
+    launch = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
 
 if launch:
     errors = {}

@@ -3,12 +3,12 @@
 import streamlit as st
 
 from mixdp_core.app_support.resources import (
-    STATUS_BADGE, config_json, fmt_time, get_manager, poll_seconds, render_run, run_label, select_run,
+    STATUS_BADGE, config_json, fmt_time, page_setup, poll_seconds, render_run, run_label, select_run,
     selected_run_id,
 )
 from mixdp_core.runs.store import STATUSES
 
-manager = get_manager()
+manager = page_setup("Runs")
 store = manager.store
 
 st.title("Runs")
@@ -63,10 +63,10 @@ b1, b2, b3, b4 = st.columns(4)
 if b1.button("Open in Train", key="runs_open_train"):
     select_run(rid)
     st.session_state.pop("train_job", None)
-    st.switch_page("pages/train.py")
+    st.switch_page("pages/2_train.py")
 if b2.button("Open in Privacy audit", key="runs_open_audit", disabled=rec.status not in ("completed", "cancelled")):
     select_run(rid)
-    st.switch_page("pages/audit.py")
+    st.switch_page("pages/4_audit.py")
 confirm = b4.checkbox("confirm delete", key="runs_confirm")
 if b3.button("Delete run", key="runs_delete", disabled=not confirm):
     try:

@@ -3,9 +3,9 @@
 import streamlit as st
 
 from mixdp_core.app_support import charts, forms
-from mixdp_core.app_support.resources import data_settings, get_manager, note, poll_seconds, show_field_errors
+from mixdp_core.app_support.resources import data_settings, page_setup, note, poll_seconds, show_field_errors
 
-manager = get_manager()
+manager = page_setup("Compare")
 store = manager.store
 settings = data_settings()
 methods = forms.method_classes()
@@ -30,7 +30,7 @@ with st.form("compare_form"):
                          format_func=lambda v: f"{v:.0e}")
     with_refs = c3.checkbox(f"Reference lines ({', '.join(references)})", value=True, key="cmp_refs",
                             help="Non-private paragon (all data, no privacy) and only-public (private data unused).")
-    launch = st.form_submit_button("🚀 Run comparison", type="primary")
+    launch = st.form_submit_button("Run comparison", type="primary", icon=":material/rocket_launch:")
 
 
 def _configs():
@@ -102,10 +102,10 @@ def results():
         st.markdown("- " + s)
     a, b = st.columns(2)
     a.plotly_chart(charts.metric_vs_epsilon(rows, "test_error", "Test error vs ε", "test error"),
-                   key="cmp_err", width="stretch")
-    b.plotly_chart(charts.auc_vs_error_figure(rows), key="cmp_auc", width="stretch")
+                   key="cmp_err", width="stretch", config=charts.PLOTLY_CONFIG)
+    b.plotly_chart(charts.auc_vs_error_figure(rows), key="cmp_auc", width="stretch", config=charts.PLOTLY_CONFIG)
     a.plotly_chart(charts.metric_vs_epsilon(rows, "minority_accuracy", "Minority-class accuracy vs ε",
-                                            "minority-class accuracy"), key="cmp_min", width="stretch")
+                                            "minority-class accuracy"), key="cmp_min", width="stretch", config=charts.PLOTLY_CONFIG)
     with b:
         st.dataframe([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()
                        if not k.endswith("_std")} for r in rows], hide_index=True, key="cmp_table")

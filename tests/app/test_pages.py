@@ -1,0 +1,324 @@
+"""AppTest of every page with small real runs (digits · pixels); jobs run synchronously."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from .helpers import page_text, small_config
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def _store():
+    from mixdp_core.runs import RunStore
+
+    return RunStore(recover=False)
+
+
+def _launch_button(t):
+    return next(b for b in t.button if "Launch" in b.label)
+
+
+# ------------------------------------------------------------------ Home
+def test_home_lists_every_registered_method_and_families(at):
+    from mixdp_core.methods import METHODS
+
+    text = page_text(at)
+    assert at.title[0].value == "MixDP Explorer"
+    assert "Mixed DP" in text
+    for name in METHODS.keys():
+        assert f"`{name}`" in text, name
+    assert any(b.label == "Run the demo" for b in at.button)
+    assert "digits" in text and "AdaMix at ε = 3" in text
+
+
+def test_demo_button_reuses_a_stored_identical_run_and_opens_train(at):
+    from mixdp_core.app_support.forms import demo_config
+    from mixdp_core.encoders import ENCODERS
+
+    cfg = demo_config()
+    assert (cfg.dataset, cfg.method, cfg.target_epsilon) == ("digits", "adamix", 3.0)
+    assert ENCODERS.get(cfg.encoder).offline  # the demo never needs a download
+    # A completed run with the demo's config hash is reused (no re-training in this test).
+    store = _store()
+    real = store.get_run(__import__("mixdp_core.runs.runner", fromlist=["execute"]).execute(
+        small_config(), store=store))
+    rid = store.create_run(cfg.to_dict(), config_hash=cfg.config_hash(), label="seeded")
+    store.append_steps(rid, store.steps(real.run_id))
+    store.finish(rid, "completed", metrics=real.metrics)
+    at.button(key="demo").click().run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Train"
+    text = page_text(at)
+    assert "identical completed run" in text
+    assert rid in text
+    assert len(store.list_runs()) == 2  # nothing new was trained
+
+
+# ------------------------------------------------------------------ Data & encoder
+def test_data_page_extracts_features_and_draws_class_counts(at):
+    at.switch_page("pages/1_data.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="data_dataset").value == "digits"  # offline default
+    at.selectbox(key="data_encoder").select("pixels").run()
+    at.number_input(key="data_ir").set_value(10.0).run()
+    at.button(key="data_extract").click().run()
+    assert not at.exception, at.exception
+    text = page_text(at)
+    assert "Features ready" in text
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    import json
+
+    spec = json.loads(charts[0].proto.spec)
+    names = [tr["name"] for tr in spec["data"]]
+    assert names == ["public", "private"]
+    private = spec["data"][1]["y"]
+    assert max(private) / min(private) > 5  # the long tail (IR = 10) is visible
+    assert sum("★" in str(x) for x in spec["data"][1]["x"]) >= 2  # minority classes marked
+    assert at.session_state["data_settings"]["encoder"] == "pixels"
+    assert at.session_state["data_settings"]["imbalance_ratio"] == 10.0
+
+
+def test_data_page_refuses_a_path_outside_the_data_root(at, tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(tmp_path / "root"))
+    (tmp_path / "root").mkdir()
+    at.switch_page("pages/1_data.py").run()
+    at.radio(key="data_source").set_value("Image folder under the data root").run()
+    at.text_input(key="data_folder").input("../../etc").run()
+    errs = [e.value for e in at.error]
+    assert any("**path**" in e and "outside the data root" in e for e in errs), errs
+
+
+# ------------------------------------------------------------------ Train
+def test_train_runs_adamix_and_shows_final_metrics(at):
+    at.switch_page("pages/2_train.py").run()
+    assert not at.exception, at.exception
+    at.selectbox(key="train_dataset").select("digits").run()
+    at.selectbox(key="train_encoder").select("pixels").run()
+    assert at.selectbox(key="train_method").value == "adamix"
+    assert at.select_slider(key="train_eps").value == 3.0
+    _launch_button(at).click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    labels = {m.label: m.value for m in at.metric}
+    assert {"test error", "balanced accuracy", "minority-class accuracy", "attack AUC"} <= set(labels)
+    assert float(labels["test error"].rstrip(" %")) < 30
+    assert len(at.get("plotly_chart")) == 3  # error, ε spent, τ_t
+    runs = _store().list_runs()
+    assert len(runs) == 1 and runs[0].status == "completed"
+    r = runs[0]
+    assert r.method == "adamix" and r.encoder == "pixels" and r.target_epsilon == 3.0
+    assert 0 < r.metrics["epsilon"] <= 3.0 + 1e-9
+    assert at.query_params["run"] in (r.run_id, [r.run_id])
+    priv = at.dataframe[0].value
+    assert "μ-GDP: μ" in list(priv["notion"]) and "ρ-zCDP: ρ" in list(priv["notion"])
+
+
+@pytest.mark.parametrize("exact, field", [("0", "epsilon"), ("-1", "epsilon"), ("abc", "epsilon")])
+def test_train_refuses_bad_epsilon_naming_the_field(at, exact, field):
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_encoder").select("pixels").run()
+    at.text_input(key="train_eps_exact").input(exact)
+    _launch_button(at).click().run()
+    errs = [e.value for e in at.error]
+    assert any(e.startswith(f"**{field}**") for e in errs), errs
+    assert _store().list_runs() == []
+
+
+def test_train_refuses_text_init_without_clip(at):
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_encoder").select("pixels").run()
+    at.selectbox(key="adv_adamix_init").select("text")
+    _launch_button(at).click().run()
+    errs = [e.value for e in at.error]
+    assert any(e.startswith("**init**") and "CLIP" in e for e in errs), errs
+    assert _store().list_runs() == []
+
+
+def test_train_refuses_text_method_without_clip(at):
+    from mixdp_core.methods import METHODS
+
+    text_methods = [n for n, c in METHODS.items() if c.needs_text]
+    if not text_methods:
+        pytest.skip("no registered method needs text embeddings")
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_encoder").select("pixels").run()
+    at.selectbox(key="train_method").select(text_methods[0]).run()
+    _launch_button(at).click().run()
+    errs = [e.value for e in at.error]
+    assert any(e.startswith("**method**") and "text tower" in e for e in errs), errs
+
+
+def test_train_labels_options_that_look_at_private_data(at):
+    from mixdp_core.app_support.forms import method_field_specs
+
+    at.switch_page("pages/2_train.py").run()
+    leaky = [s for s in method_field_specs("adamix") if s.leaks_private]
+    assert [s.name for s in leaky] == ["optimistic_tuning"]
+    box = at.checkbox(key="adv_adamix_optimistic_tuning")
+    assert "COSTS PRIVACY" in box.label and "private data" in box.label
+    assert "Leaks private information" in box.help
+    others = [c for c in at.checkbox if c.key and c.key.startswith("adv_") and c.key != box.key]
+    assert all("COSTS PRIVACY" not in c.label for c in others)
+
+
+def test_train_page_reopens_a_stored_run_from_the_url(at):
+    from mixdp_core.runs.runner import execute
+
+    store = _store()
+    rid = execute(small_config(target_epsilon=1.0), store=store)
+    at.query_params["run"] = rid
+    at.switch_page("pages/2_train.py").run()
+    assert not at.exception, at.exception
+    assert rid in page_text(at)
+    assert {m.label for m in at.metric} >= {"test error", "attack AUC"}
+
+
+# ------------------------------------------------------------------ Compare
+def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_encoder").select("pixels").run()  # shared settings
+    at.switch_page("pages/3_compare.py").run()
+    assert not at.exception, at.exception
+    at.multiselect(key="cmp_methods").set_value(["adamix"])
+    at.multiselect(key="cmp_eps").set_value([1.0, 3.0])
+    at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
+    assert not at.exception, at.exception
+    store = _store()
+    runs = store.list_runs()
+    assert sorted((r.method, r.status) for r in runs) == [
+        ("adamix", "completed"), ("adamix", "completed"), ("only_public", "completed"), ("paragon", "completed")]
+    text = page_text(at)
+    assert "At ε = 1, the best method is **AdaMix**" in text
+    assert "At ε = 3, the best method is **AdaMix**" in text
+    assert len(at.get("plotly_chart")) == 3
+    # launching again reuses every run (config hash) instead of training again
+    at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
+    assert len(store.list_runs()) == 4
+    assert "4 runs in this comparison, 4 already stored." in page_text(at)
+
+
+# ------------------------------------------------------------------ Privacy audit
+def test_privacy_audit_draws_pdp_roc_and_delta_curve(at):
+    from mixdp_core.runs.runner import execute
+
+    rid = execute(small_config(), store=_store())
+    at.switch_page("pages/4_audit.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="audit_run").value == rid
+    import json
+
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert titles == ["Per-instance ε, sorted", "Histogram of per-instance ε", "Membership-attack ROC",
+                      "Privacy curve δ(ε) of this run"]
+    assert any(m.label == "attack AUC" for m in at.metric)
+
+
+def test_privacy_audit_without_runs_says_what_to_do(at):
+    at.switch_page("pages/4_audit.py").run()
+    assert not at.exception, at.exception
+    assert "No finished run yet" in page_text(at)
+
+
+# ------------------------------------------------------------------ Runs
+def _failed_and_cancelled(store):
+    from mixdp_core.app_support.jobs import JobManager
+
+    # a cancelled run: cancel after 3 steps through the manager (history kept)
+    def stop_at_3(job, rec):
+        if rec.step == 3:
+            mgr.cancel(job.job_id)
+
+    mgr = JobManager(store.root, sync=True, on_record=stop_at_3)
+    job = mgr.submit_run(small_config(target_epsilon=2.0))
+    cancelled = job.run_ids[0]
+    # a failed run: an unknown dataset file fails while loading features
+    cfg = small_config(dataset="features:/nonexistent/file.npz")
+    job2 = mgr.submit_run(cfg)
+    return cancelled, job2.run_ids[0], job2
+
+
+def test_runs_page_lists_statuses_filters_exports_and_deletes(at):
+    from mixdp_core.runs.runner import execute
+
+    store = _store()
+    ok = execute(small_config(), store=store)
+    cancelled, failed, _ = _failed_and_cancelled(store)
+    at.switch_page("pages/5_runs.py").run()
+    assert not at.exception, at.exception
+    df = at.dataframe[0].value
+    assert set(df["run_id"]) == {ok, cancelled, failed}
+    statuses = dict(zip(df["run_id"], df["status"]))
+    assert "completed" in statuses[ok] and "cancelled" in statuses[cancelled] and "failed" in statuses[failed]
+    assert len(at.get("download_button")) == 2
+    # failed run: error and history shown
+    at.selectbox(key="runs_pick").set_value(failed).run()
+    assert any("Run failed" in e.value and "features" in e.value for e in at.error)
+    # cancelled run: warning + its history (3 records) + metrics of the steps executed
+    at.selectbox(key="runs_pick").set_value(cancelled).run()
+    assert any("cancelled" in w.value for w in at.warning)
+    # filter by status
+    at.multiselect(key="runs_status").set_value(["failed"]).run()
+    assert list(at.dataframe[0].value["run_id"]) == [failed]
+    at.multiselect(key="runs_status").set_value(["running", "completed", "failed", "cancelled"]).run()
+    # delete needs the confirmation tick
+    at.selectbox(key="runs_pick").set_value(failed).run()
+    assert at.button(key="runs_delete").disabled
+    at.checkbox(key="runs_confirm").check().run()
+    at.button(key="runs_delete").click().run()
+    assert failed not in {r.run_id for r in store.list_runs()}
+
+
+def test_runs_page_reopens_a_run_in_train_and_audit(at):
+    from mixdp_core.runs.runner import execute
+
+    rid = execute(small_config(), store=_store())
+    at.switch_page("pages/5_runs.py").run()
+    at.button(key="runs_open_audit").click().run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Privacy audit"
+    assert at.selectbox(key="audit_run").value == rid
+    at.switch_page("pages/5_runs.py").run()
+    at.button(key="runs_open_train").click().run()
+    assert at.title[0].value == "Train"
+    assert rid in page_text(at)
+
+
+def test_cancelled_run_keeps_history_and_reports_privacy_of_steps_run(app_env):
+    from mixdp_core.accounting import ComposedGaussian, epsilon
+
+    store = _store()
+    cancelled, _, _ = _failed_and_cancelled(store)
+    rec = store.get_run(cancelled)
+    steps = store.steps(cancelled)
+    assert rec.status == "cancelled"
+    assert 3 <= len(steps) < steps[0]["total_steps"]
+    # ε reported for the steps actually executed, checked against the accountant directly
+    n = rec.metrics["steps"]
+    assert n == len(steps)
+    expected = epsilon(ComposedGaussian(rec.metrics["noise_multiplier"], n), delta=rec.metrics["delta"])
+    assert rec.metrics["epsilon"] == pytest.approx(expected, rel=1e-6)
+    assert rec.metrics["epsilon"] < 2.0
+
+
+def test_app_start_marks_dead_runs_failed(app_env):
+    """A run left 'running' by a dead server is marked failed when the app starts."""
+    from streamlit.testing.v1 import AppTest
+
+    from .helpers import APP, TIMEOUT
+
+    store = _store()
+    cfg = small_config()
+    rid = store.create_run(cfg.to_dict(), config_hash=cfg.config_hash())
+    store.append_steps(rid, [{"step": 1, "total_steps": 10, "epsilon_spent": 0.1}])
+    with sqlite3.connect(store.db_path) as con:  # pretend its writer process died
+        con.execute("UPDATE runs SET pid=?, pid_token=? WHERE run_id=?", (2**22 + 12345, "x", rid))
+    t = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not t.exception, t.exception
+    rec = store.get_run(rid)
+    assert rec.status == "failed" and "interrupted" in rec.error
+    assert len(store.steps(rid)) == 1  # history kept
+    assert "interrupted by a previous server stop" in page_text(t)

@@ -418,6 +418,10 @@ def extract_zip_upload(data: bytes, filename: str, *, cache_dir: str | Path | No
         raise ConfigError("upload", f"{filename!r} is not a zip archive") from None
     with zf:
         infos = [i for i in zf.infolist() if not i.is_dir()]
+        for i in infos:  # zip-slip: refuse, do not silently skip, entries escaping the folder
+            name = i.filename.replace("\\", "/")
+            if name.startswith("/") or ".." in PurePosixPath(name).parts or re.match(r"^[A-Za-z]:", name):
+                raise ConfigError("upload", f"{i.filename!r} points outside the archive folder")
         infos = [i for i in infos if not any(p.startswith(".") or p == "__MACOSX"
                                              for p in PurePosixPath(i.filename).parts)]
         if not infos:
@@ -451,9 +455,7 @@ def extract_zip_upload(data: bytes, filename: str, *, cache_dir: str | Path | No
         tmp.mkdir()
         try:
             for info, p in zip(infos, parts):
-                target = resolve_under(tmp, Path(*p), field="upload")
-                if PurePosixPath(info.filename).is_absolute() or ".." in PurePosixPath(info.filename).parts:
-                    raise ConfigError("upload", f"{info.filename!r} points outside the archive folder")
+                target = resolve_under(tmp, Path(*p), field="upload")  # defence in depth
                 blob = zf.read(info)
                 if Path(p[-1]).suffix.lower() not in IMAGE_SUFFIXES or not _is_image(blob):
                     raise ConfigError("upload", f"{info.filename!r} is not an image")

@@ -1,0 +1,301 @@
+"""Unit tests of mixdp_core.app_support: forms, uploads, charts, jobs, notes (no Streamlit runtime)."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from mixdp_core.app_support import charts, forms
+from mixdp_core.app_support.jobs import JobManager
+from mixdp_core.app_support.notes import NOTES, word_count
+from mixdp_core.errors import ConfigError
+
+from .helpers import small_config
+
+
+# ------------------------------------------------------------------ notes
+def test_teaching_notes_are_short():
+    assert {"epsilon", "delta", "pdp", "attack_auc"} <= set(NOTES)
+    for key, text in NOTES.items():
+        assert 15 <= word_count(text) < 80, (key, word_count(text))
+
+
+# ------------------------------------------------------------------ field specs
+def test_every_registered_method_has_drawable_field_specs():
+    from mixdp_core.methods import METHODS
+
+    for name, cls in METHODS.items():
+        specs = forms.method_field_specs(name)
+        for s in specs:
+            assert s.kind in ("bool", "int", "float", "choice", "text"), (name, s)
+            assert s.name not in forms.MAIN_FIELDS
+            if s.kind == "choice":
+                assert s.default in s.choices and len(s.choices) >= 2
+                for c in s.choices:  # every offered choice is accepted by the config
+                    cls.config_cls(**{s.name: c})
+        # defaults round-trip: no changed params means the default config
+        defaults = {s.name: s.default for s in specs}
+        assert forms.changed_params(name, defaults) == {}
+
+
+def test_leak_detection_uses_names_docs_and_metadata():
+    from dataclasses import dataclass, field
+
+    @dataclass(frozen=True)
+    class Cfg:
+        """Test config.
+
+        Args:
+            a: plain value.
+            peek: picks the best value on the test set; leaks private information.
+            b: ordinary.
+        """
+
+        a: int = 1
+        peek: bool = False
+        b: float = field(default=0.0, metadata={"leaks_private": True})
+        optimistic_x: bool = False
+
+    assert not forms.leaks_private(Cfg, "a")
+    assert forms.leaks_private(Cfg, "peek")
+    assert forms.leaks_private(Cfg, "b")
+    assert forms.leaks_private(Cfg, "optimistic_x")
+
+
+def test_parse_text_value():
+    spec = forms.FieldSpec(name="budget_split", kind="text", default=(0.1, 0.2, 0.7))
+    assert forms.parse_text_value(spec, "[0.2, 0.3, 0.5]") == (0.2, 0.3, 0.5)
+    assert forms.parse_text_value(forms.FieldSpec("projection", "text", "paper"), "rank") == "rank"
+    assert forms.parse_text_value(forms.FieldSpec("projection", "text", "paper"), "12") == 12
+    assert forms.parse_text_value(forms.FieldSpec("x", "text", None, optional=True), "") is None
+    with pytest.raises(ConfigError) as e:
+        forms.parse_text_value(spec, "  ")
+    assert e.value.field == "budget_split"
+
+
+# ------------------------------------------------------------------ validation
+def test_build_run_config_valid_and_field_errors():
+    cfg, err = forms.build_run_config(dict(dataset="digits", encoder="pixels", method="adamix",
+                                           target_epsilon=2.0, seed=1))
+    assert err == {} and cfg.target_epsilon == 2.0 and cfg.seed == 1
+    assert forms.build_run_config(dict(dataset="digits", encoder="pixels", method="adamix",
+                                       target_epsilon=-1))[1].keys() == {"epsilon"}
+    assert forms.build_run_config(dict(dataset="digits", encoder="pixels", method="adamix",
+                                       target_delta=1.5))[1].keys() == {"delta"}
+    assert forms.build_run_config(dict(dataset="digits", encoder="pixels", method="nope"))[1].keys() == {"method"}
+    assert forms.build_run_config(dict(dataset="digits", encoder="nope", method="adamix"))[1].keys() == {"encoder"}
+    _, err = forms.build_run_config(dict(dataset="digits", encoder="pixels", method="adamix",
+                                         method_params={"clip_percentile": 250}))
+    assert set(err) == {"clip_percentile"}
+    _, err = forms.build_run_config(dict(dataset="digits", encoder="pixels", method="adamix", public_per_class=0))
+    assert set(err) == {"public_per_class"}
+
+
+def test_text_requirements_follow_the_registry_and_init():
+    from mixdp_core.encoders import ENCODERS
+
+    clip = next(n for n, c in ENCODERS.items() if c.has_text)
+    assert forms.compatibility_error("adamix", "pixels", {"init": "text"}).keys() == {"init"}
+    assert forms.compatibility_error("adamix", clip, {"init": "text"}) == {}
+    assert forms.compatibility_error("adamix", "pixels", {}) == {}
+    # features files bring their own text embeddings (checked at run time)
+    assert forms.compatibility_error("adamix", "pixels", {"init": "text"}, dataset="features:/x.npz") == {}
+
+
+# ------------------------------------------------------------------ uploads
+def _png_bytes(value: int) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.full((8, 8, 3), value, np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _zip(entries: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def test_zip_of_class_folders_is_extracted_inside_the_cache(tmp_path):
+    data = _zip({f"tree/{c}/{i}.png": _png_bytes(40 * k + i) for k, c in enumerate(["cat", "dog"]) for i in range(3)})
+    spec = forms.extract_zip_upload(data, "tree.zip", cache_dir=tmp_path)
+    assert spec.startswith("image_folder:")
+    root = tmp_path / "_uploads"
+    folder = __import__("pathlib").Path(spec.split(":", 1)[1])
+    assert root in folder.parents
+    assert sorted(p.name for p in folder.iterdir()) == ["cat", "dog"]
+    assert len(list(folder.rglob("*.png"))) == 6
+    from mixdp_core.data import load_dataset
+
+    ds = load_dataset(spec)
+    assert ds.class_names == ["cat", "dog"]
+
+
+@pytest.mark.parametrize("entries, message", [
+    ({"../evil/a.png": b"x", "cat/b.png": b"y"}, "outside"),
+    ({"/abs/a.png": b"x", "cat/b.png": b"y"}, "outside"),
+    ({"cat/../../b.png": b"x", "dog/b.png": b"y"}, "outside"),
+    ({"cat/a.png": b"not an image", "dog/b.png": b"nope"}, "not an image"),
+    ({"cat/a.png": None}, "at least 2 class folders"),
+    ({"a.png": None, "b.png": None}, "expected <class>/<image>"),
+])
+def test_bad_zip_uploads_are_refused_and_nothing_escapes(tmp_path, entries, message):
+    entries = {k: (_png_bytes(1) if v is None else v) for k, v in entries.items()}
+    with pytest.raises(ConfigError) as e:
+        forms.extract_zip_upload(_zip(entries), "up.zip", cache_dir=tmp_path / "cache")
+    assert e.value.field == "upload"
+    assert message in str(e.value)
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "cache" / "evil").exists()
+    leftovers = [p for p in (tmp_path / "cache" / "_uploads").iterdir()] if (tmp_path / "cache" / "_uploads").exists() else []
+    assert leftovers == []  # a refused archive leaves nothing behind
+
+
+def test_symlink_and_size_limits_in_zip(tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        info = zipfile.ZipInfo("cat/link.png")
+        info.external_attr = (0o120777 << 16)
+        z.writestr(info, "/etc/passwd")
+        z.writestr("dog/a.png", _png_bytes(3))
+    with pytest.raises(ConfigError, match="symbolic link"):
+        forms.extract_zip_upload(buf.getvalue(), "l.zip", cache_dir=tmp_path)
+    data = _zip({"cat/a.png": _png_bytes(1), "dog/b.png": _png_bytes(2)})
+    with pytest.raises(ConfigError, match="limit"):
+        forms.extract_zip_upload(data, "s.zip", cache_dir=tmp_path, max_uncompressed=10)
+    with pytest.raises(ConfigError, match="not a zip"):
+        forms.extract_zip_upload(b"PK-but-not-really", "f.zip", cache_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"\.zip"):
+        forms.extract_zip_upload(data, "f.tar", cache_dir=tmp_path)
+
+
+def test_npz_upload_is_validated(tmp_path, digits_features):
+    fs = digits_features
+    buf = io.BytesIO()
+    np.savez(buf, X_train=fs.X_train, y_train=fs.y_train, X_test=fs.X_test, y_test=fs.y_test,
+             class_names=np.array(fs.class_names))
+    spec = forms.save_npz_upload(buf.getvalue(), "feats.npz", cache_dir=tmp_path)
+    from mixdp_core.features import get_features
+
+    assert get_features(spec).X_train.shape == fs.X_train.shape
+    bad = io.BytesIO()
+    np.savez(bad, X_train=fs.X_train, y_train=fs.y_train)
+    with pytest.raises(ConfigError, match="X_test"):
+        forms.save_npz_upload(bad.getvalue(), "feats.npz", cache_dir=tmp_path)
+    with pytest.raises(ConfigError, match="not an .npz"):
+        forms.save_npz_upload(b"hello", "feats.npz", cache_dir=tmp_path)
+    with pytest.raises(ConfigError, match="end in .npz"):
+        forms.save_npz_upload(buf.getvalue(), "feats.csv", cache_dir=tmp_path)
+    with pytest.raises(ConfigError, match="limit"):
+        forms.save_npz_upload(buf.getvalue(), "feats.npz", cache_dir=tmp_path, max_bytes=100)
+
+
+# ------------------------------------------------------------------ charts
+def _rec(method, eps, err, auc, minority, private=True, seed=0):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(method=method, target_epsilon=eps, metrics={
+        "test_error": err, "mia_auc": auc, "minority_accuracy": minority, "private": private,
+        "epsilon": eps if private else None}, seed=seed)
+
+
+def test_aggregate_and_best_method_sentences():
+    runs = [_rec("adamix", 1.0, 0.2, 0.51, 0.7), _rec("adamix", 1.0, 0.3, 0.53, 0.6, seed=1),
+            _rec("ngd", 1.0, 0.35, 0.5, 0.5), _rec("ngd", 3.0, 0.1, 0.52, 0.8), _rec("adamix", 3.0, 0.15, 0.5, 0.8),
+            _rec("paragon", 1.0, 0.05, 0.6, 0.9, private=False)]
+    rows = charts.aggregate_runs(runs)
+    ad1 = next(r for r in rows if r["method"] == "adamix" and r["epsilon"] == 1.0)
+    assert ad1["n"] == 2 and ad1["test_error_mean"] == pytest.approx(0.25)
+    assert ad1["test_error_std"] == pytest.approx(np.std([0.2, 0.3], ddof=1))
+    assert next(r for r in rows if r["method"] == "paragon")["epsilon"] is None
+    s = charts.best_method_sentences(rows)
+    assert len(s) == 2
+    assert s[0].startswith("At ε = 1, the best method is **AdaMix**")
+    assert s[1].startswith("At ε = 3, the best method is **NGD (mixed)**")
+    fig = charts.metric_vs_epsilon(rows, "test_error", "t", "y")
+    names = [t.name for t in fig.data]
+    assert "Paragon (non-private)" in names and "AdaMix" in names
+    auc = charts.auc_vs_error_figure(rows)
+    ad = next(t for t in auc.data if t.name == "AdaMix")
+    assert list(ad.text) == ["ε=1", "ε=3"]
+
+
+def test_live_figures_from_step_records():
+    steps = [{"step": i, "total_steps": 10, "test_error": 0.5 / i if i % 2 == 0 else None,
+              "clip_norm": 1.0, "epsilon_spent": 0.1 * i, "extra": {"lr": 0.1}} for i in range(1, 6)]
+    figs = charts.live_figures(steps, target_epsilon=3.0)
+    assert list(figs["test_error"].data[0].x) == [2, 4]
+    assert list(figs["epsilon"].data[0].y) == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert figs["epsilon"].layout.shapes[0].y0 == 3.0  # budget line
+    empty = charts.live_figures([], target_epsilon=None)
+    assert len(empty["clip"].data) == 0
+
+
+def test_delta_curve_passes_through_the_runs_epsilon_delta(app_env):
+    from mixdp_core.accounting import gaussian_delta
+    from mixdp_core.runs import RunStore
+    from mixdp_core.runs.runner import execute
+
+    store = RunStore()
+    m = store.get_run(execute(small_config(), store=store)).metrics
+    eps, d, src = charts.delta_curve(m, eps_grid=np.array([m["epsilon"]]))
+    assert "μ-GDP" in src
+    assert d[0] == pytest.approx(float(gaussian_delta(m["mu"], m["epsilon"])))
+    assert d[0] == pytest.approx(m["delta"], rel=1e-3)
+    assert charts.delta_curve({"mu": None, "rho": None, "epsilon": None}) is None
+    table = {r["notion"]: r["value"] for r in charts.privacy_table(m)}
+    assert float(table["(ε, δ)-DP: ε"]) == pytest.approx(m["epsilon"], rel=1e-3)
+    nonpriv = {r["notion"]: r["value"] for r in charts.privacy_table({"private": False, "method": "paragon"})}
+    assert nonpriv["(ε, δ)-DP: ε"] == "∞"
+
+
+def test_class_counts_figure_marks_minorities():
+    s = {"class_names": ["a", "b", "c"], "public": [2, 2, 2], "private": [10, 5, 1], "test": [3, 3, 3],
+         "minority": [0, 0, 1]}
+    fig = charts.class_counts_figure(s)
+    assert [t.name for t in fig.data] == ["public", "private"]
+    assert list(fig.data[1].x) == ["a", "b", "c ★"]
+
+
+# ------------------------------------------------------------------ jobs
+def test_job_manager_threaded_run_completes_and_is_found_by_label(app_env):
+    mgr = JobManager(app_env, max_workers=1)
+    job = mgr.submit_run(small_config(target_epsilon=1.0))
+    assert job.wait(timeout=300), "job did not finish"
+    assert job.state == "done" and job.error is None
+    rid = mgr.run_id(job)
+    rec = mgr.store.get_run(rid)
+    assert rec.status == "completed" and rec.label == job.label(0)
+    assert mgr.store.steps(rid)
+    assert ("digits", "pixels", "{}") in mgr.features_ready
+
+
+def test_job_manager_sweep_reuses_and_cancel_before_start(app_env):
+    mgr = JobManager(app_env, sync=True)
+    cfgs = [small_config(method="only_public"), small_config(method="only_public")]
+    job = mgr.submit_sweep(cfgs)
+    assert job.state == "done" and job.reused == [False, True] and job.run_ids[0] == job.run_ids[1]
+    assert len(mgr.store.list_runs()) == 1
+    # a job cancelled while queued never starts
+    mgr2 = JobManager(app_env, max_workers=1)
+    gate = mgr2.submit_features("digits", "pixels")
+    queued = mgr2.submit_run(small_config(method="paragon"))
+    mgr2.cancel(queued.job_id)
+    assert gate.wait(120) and queued.wait(120)
+    assert queued.state == "cancelled" or mgr2.store.get_run(mgr2.run_id(queued)).status in ("cancelled", "completed")
+
+
+def test_job_manager_records_failures(app_env):
+    mgr = JobManager(app_env, sync=True)
+    job = mgr.submit_run(small_config(dataset="features:/nonexistent.npz"))
+    assert job.state == "failed" and "nonexistent" in job.error
+    rec = mgr.store.get_run(job.run_ids[0])
+    assert rec.status == "failed" and "nonexistent" in rec.error
+    fj = mgr.submit_features("features:/nonexistent.npz", "pixels")
+    assert fj.state == "failed" and fj.error

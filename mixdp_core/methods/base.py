@@ -101,6 +101,8 @@ class Method(ABC):
         paper: reference (paper + section/algorithm).
         private: ``False`` for non-private reference methods (paragon, only-public).
         needs_text: ``True`` if it needs CLIP text embeddings.
+        uses_private_data: ``False`` if the method never reads the private rows (only-public,
+            zero-shot): their privacy loss is 0 even though ``privacy_`` is ``None``.
     """
 
     config_cls: ClassVar[type] = PrivacyConfig
@@ -109,6 +111,7 @@ class Method(ABC):
     paper: ClassVar[str] = ""
     private: ClassVar[bool] = True
     needs_text: ClassVar[bool] = False
+    uses_private_data: ClassVar[bool] = True
 
     def __init__(self, config: Any = None, **params: Any):
         if config is None:

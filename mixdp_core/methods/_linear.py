@@ -1,0 +1,133 @@
+"""Linear softmax head on L2-normalized features: the math shared by every AdaMix-family method.
+
+Conventions (AdaMix paper, Sec. 3, "Notation"):
+
+* features are L2-normalized per row before use (Sec. 3.2, "Model"), so ``||x_i|| = 1``
+  (an all-zero row stays zero);
+* the model is ``logits = x @ W`` with ``W`` of shape ``(D, C)`` and no bias (the paper's
+  ``W = beta [enc(c_1), ..., enc(c_C)]`` text initialization has none either);
+* losses are *sums* over samples, ``L(W) = sum_i l_i(W)`` with ``l_i`` the cross-entropy, so
+  gradients are sums too; ``G = X^T (P - Y)`` where ``P`` are the softmax probabilities and
+  ``Y`` the one-hot labels;
+* the per-sample gradient ``g_i = x_i (p_i - y_i)^T`` is a rank-one ``(D, C)`` matrix, hence
+  ``||g_i||_F = ||x_i|| * ||p_i - y_i||`` (closed form, no per-sample tensors), and its
+  projection on an orthonormal basis ``U`` (``D x k``) is ``(U^T x_i)(p_i - y_i)^T`` with norm
+  ``||U^T x_i|| * ||p_i - y_i||``. Since ``||p_i - y_i|| <= sqrt(2)``, ``||g_i|| <= sqrt(2)``.
+
+Matrix layout: ``X^T @ R`` with ``X`` C-contiguous ``(N, D)`` is computed as ``(R^T @ X)^T``,
+which BLAS runs as a row-major GEMM over ``X`` (``benchmarks/train.py`` measures both).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+
+#: Rows with a norm below this are left as they are (all-zero features stay zero).
+_NORM_EPS = 1e-12
+
+
+def l2_normalize(X: np.ndarray) -> np.ndarray:
+    """Row-wise L2 normalization to float32 (C-contiguous); zero rows stay zero."""
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    n = np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64)).astype(np.float32)
+    n[n < _NORM_EPS] = 1.0
+    return X / n[:, None]
+
+
+def row_norms(X: np.ndarray) -> np.ndarray:
+    """``(N,)`` float64 Euclidean norms of the rows of ``X``."""
+    return np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
+
+
+def softmax_residual(logits: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Residual ``E = softmax(logits) - onehot(y)`` and per-sample cross-entropy.
+
+    Args:
+        logits: ``(N, C)`` scores.
+        y: ``(N,)`` int labels.
+
+    Returns:
+        ``(E, loss)``: ``E`` of shape ``(N, C)`` (same dtype as ``logits``) and ``(N,)``
+        float64 losses ``-log p_{i, y_i}`` (nats).
+    """
+    z = logits - logits.max(axis=1, keepdims=True)
+    ez = np.exp(z)
+    s = ez.sum(axis=1, keepdims=True)
+    P = ez / s
+    idx = np.arange(len(y))
+    loss = np.log(s[:, 0].astype(np.float64)) - z[idx, y].astype(np.float64)
+    P[idx, y] -= 1.0
+    return P, loss
+
+
+def xt_dot(X: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """``X^T @ R`` computed as ``(R^T @ X)^T`` (row-major friendly layout), shape ``(D, C)``."""
+    return (R.T @ X).T
+
+
+def grad_sum(X: np.ndarray, y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Summed cross-entropy gradient of the linear head.
+
+    Returns:
+        ``(G, E, loss)``: ``G = X^T (P - Y)`` of shape ``(D, C)``, the residual ``E`` and the
+        per-sample losses.
+    """
+    E, loss = softmax_residual(X @ W, y)
+    return xt_dot(X, E), E, loss
+
+
+def per_sample_grad_norms(X: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """Closed-form ``||g_i||_F = ||x_i|| * ||p_i - y_i||`` (``(N,)`` float64)."""
+    return row_norms(X) * row_norms(E)
+
+
+def fit_logistic(
+    X: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    *,
+    l2: float,
+    init: np.ndarray | None = None,
+    center: np.ndarray | None = None,
+    max_iter: int = 500,
+    tol: float = 1e-7,
+) -> np.ndarray:
+    """Non-private multinomial logistic regression (L-BFGS) on already-normalized features.
+
+    Minimizes ``mean_i CE(x_i W, y_i) + (l2 / 2) * ||W - center||_F^2`` (mean, not sum, so
+    ``l2`` does not depend on the number of samples).
+
+    Args:
+        X: ``(N, D)`` features (normalized by the caller).
+        y: ``(N,)`` labels in ``[0, n_classes)``.
+        n_classes: C.
+        l2: ridge coefficient ``>= 0`` on the mean loss.
+        init: starting ``W`` (default zeros).
+        center: ridge centre (default zeros).
+        max_iter, tol: L-BFGS stopping rule.
+
+    Returns:
+        ``W`` of shape ``(D, C)``, float32.
+    """
+    N, D = X.shape
+    C = int(n_classes)
+    X64 = np.asarray(X, dtype=np.float64)
+    c = np.zeros((D, C)) if center is None else np.asarray(center, dtype=np.float64)
+    w0 = np.zeros(D * C) if init is None else np.asarray(init, dtype=np.float64).ravel()
+
+    def f(w: np.ndarray) -> tuple[float, np.ndarray]:
+        W = w.reshape(D, C)
+        E, loss = softmax_residual(X64 @ W, y)
+        diff = W - c
+        val = loss.mean() + 0.5 * l2 * float(np.sum(diff * diff))
+        g = X64.T @ E / N + l2 * diff
+        return val, g.ravel()
+
+    res = minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": tol})
+    return res.x.reshape(D, C).astype(np.float32)
+
+
+def error_rate(X: np.ndarray, y: np.ndarray, W: np.ndarray) -> float:
+    """Fraction of rows of normalized ``X`` misclassified by ``W``."""
+    return float(np.mean((X @ W).argmax(axis=1) != y))

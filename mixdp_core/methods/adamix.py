@@ -1,0 +1,634 @@
+"""AdaMix-family methods (Golatkar et al., "Mixed Differential Privacy in Computer Vision").
+
+All train a linear softmax head ``logits = normalize(x) @ W`` (``W`` is ``(D, C)``, no bias)
+with full-batch gradient descent; see :mod:`mixdp_core.methods._linear` for conventions and
+:mod:`mixdp_core.methods.noisygd` for the mechanism, its sensitivity and its accounting.
+
+Registered methods:
+
+* ``paragon`` (non-private, public + private) and ``only_public`` (non-private, public only):
+  L-BFGS on the mean cross-entropy + ``l2/2 ||W||^2``. Nothing is released privately.
+* ``zero_shot``: ``W = beta [enc(c_1), ..., enc(c_C)]`` from CLIP text embeddings (Sec. 3.3);
+  uses no image data at all.
+* ``fully_private``: NoisyGD (Alg. 1) from zero init on private + public rows, all treated as
+  private (Tab. 1 "Fully-Private").
+* ``ngd``: public initialization, NoisyGD with a fixed clip on the private rows plus the exact
+  public gradient, weight decay centred at the public solution ``w_ref`` (Thm. 3; the paper's
+  ablation "NGD").
+* ``adamix``: Alg. 2: public (or text, or zero) init; adaptive clip tau_t = q-th percentile
+  of public per-sample gradient norms; projection of the clipped private gradients on the
+  left-singular basis of the public gradient; noise ``N(0, sigma^2 tau_t^2 I)`` in the
+  projected space. ``clip="fixed"`` / ``projection="none"`` give the ablations.
+* ``ppgd``: the PPGD baseline (PPSGD of Wang & Zhou, AAAI 2020, run with NoisyGD); see
+  :class:`PPGD` for every choice made.
+
+Privacy of every private method: each step releases a Gaussian mechanism of L2 sensitivity
+``tau_t`` (add/remove one private sample) with noise std ``sigma tau_t``; ``T`` steps compose
+to :class:`mixdp_core.accounting.ComposedGaussian` ``(sigma, T)`` with
+``T = accounting.calibrate_steps(noise_multiplier=sigma, target_epsilon, target_delta)``.
+``privacy_`` is computed for the steps actually executed.
+
+Learning-rate schedule (default ``"theorem3"``): eta_t = 2/(lambda (t+1)) and the output is the
+weighted average ``w_bar = 2/(T(T+1)) sum_t t w_t`` (Thm. 3, Lacoste-Julien et al.), with
+lambda from :func:`~mixdp_core.methods.noisygd.theorem3_weight_decay`: it depends on T, sigma,
+the noise dimension, the clip threshold and a distance guess ``R`` taken from public
+information only (never from private data), so no learning rate needs tuning. The paper
+itself tuned the learning rate on *test* error (App. A.6); that is available only as the
+explicit ``optimistic_tuning=True`` option, which leaks information and whose composed privacy
+cost is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional
+
+import numpy as np
+
+from .. import accounting
+from ..errors import ConfigError, DataError
+from ._linear import fit_logistic, l2_normalize
+from .base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
+from .noisygd import (
+    NoisyGDOptions,
+    NoisyGDProblem,
+    projection_dim_for,
+    run_noisygd,
+    theorem3_weight_decay,
+)
+
+#: Learning rates the paper searched for ResNet-50 features (App. A.6), sum-loss scale.
+PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
+#: Multipliers of the Thm.-3 lambda searched by optimistic tuning.
+THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
+
+
+def _check_seed(seed: Any) -> None:
+    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+        raise ConfigError("seed", f"must be an integer >= 0, got {seed!r}")
+
+
+def _check_pos(name: str, v: Any, *, allow_none: bool = False, strict: bool = True) -> None:
+    if v is None and allow_none:
+        return
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    ok = ok and (v > 0 if strict else v >= 0)
+    if not ok:
+        rng = "> 0" if strict else ">= 0"
+        raise ConfigError(name, f"must be a finite number {rng}{' or None' if allow_none else ''}, got {v!r}")
+
+
+def _check_choice(name: str, v: Any, choices: tuple[str, ...]) -> None:
+    if v not in choices:
+        raise ConfigError(name, f"must be one of {', '.join(map(repr, choices))}, got {v!r}")
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+@dataclass(frozen=True, kw_only=True)
+class NonPrivateConfig(PrivacyConfig):
+    """Non-private logistic regression (``paragon``, ``only_public``).
+
+    ``target_epsilon``/``target_delta`` are accepted so sweeps can pass them uniformly, and
+    ignored: these methods release nothing privately.
+
+    Args:
+        seed: unused by the deterministic solver; kept for a uniform interface.
+        l2: ridge coefficient on the *mean* loss; ``None`` = ``1/N`` (scikit-learn's ``C=1``
+            convention), which depends only on the number of training rows.
+        max_iter: L-BFGS iterations.
+    """
+
+    seed: int = 0
+    l2: Optional[float] = None
+    max_iter: int = 500
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_seed(self.seed)
+        _check_pos("l2", self.l2, allow_none=True, strict=False)
+        if isinstance(self.max_iter, bool) or int(self.max_iter) != self.max_iter or self.max_iter < 1:
+            raise ConfigError("max_iter", f"must be an integer >= 1, got {self.max_iter!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZeroShotConfig(PrivacyConfig):
+    """Zero-shot CLIP classifier (Sec. 3.3).
+
+    Args:
+        seed: unused (deterministic); uniform interface.
+        beta: scale of the text embeddings, ``> 0`` (paper: 100, CLIP's logit scale).
+    """
+
+    seed: int = 0
+    beta: float = 100.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_seed(self.seed)
+        _check_pos("beta", self.beta)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyGDConfig(PrivacyConfig):
+    """Hyper-parameters shared by every NoisyGD-type method (privacy fields keyword-only).
+
+    Args:
+        target_epsilon, target_delta: the (epsilon, delta)-DP target (add/remove one sample).
+        noise_multiplier: sigma > 0 (paper: 20); T is calibrated from it.
+        seed: seed of the Gaussian noise (and of the projection completion).
+        schedule: ``"theorem3"`` (default; eta_t = 2/(lambda(t+1)) and weighted averaging) or
+            ``"constant"`` (``learning_rate``, last iterate, as in the paper's experiments).
+        learning_rate: constant step size on the *summed* loss (paper grid 5e-4 ... 5e-3 for
+            ResNet-50 features); used only with ``schedule="constant"``.
+        weight_decay: lambda on the summed loss; ``None`` = ``weight_decay_rule``.
+        weight_decay_rule: ``"theorem3"`` (lambda = (tau/R) sqrt(2 d / rho), the Thm.-3 choice,
+            d = noise dimension, rho = T/(2 sigma^2)) or ``"worst_case"`` (also balances the
+            optimization term of the bound with the Lipschitz constant N tau; stronger decay).
+            See :func:`~mixdp_core.methods.noisygd.theorem3_weight_decay`.
+        ref_distance: R, the guessed distance ``||w* - w_ref||`` used by the Thm.-3 rule;
+            ``None`` = ``||w_ref||_F`` (public information) or ``sqrt(C) ln C`` when
+            ``w_ref = 0``.
+        public_l2: ridge (mean-loss scale) of the public pre-training; ``None`` = ``1/N_pub``.
+        eval_every: test error every this many steps; ``None`` = ``max(1, T // 50)``.
+        optimistic_tuning: **leaks private information; off by default.** Runs the method once
+            per value of the paper's grid (learning rates for ``constant``, lambda multipliers
+            0.25/1/4 for ``theorem3``) and keeps the run with the lowest *test* error, as the
+            paper did (App. A.6). Every candidate run uses the full budget, so the reported
+            ``privacy_`` is the composition of all runs and exceeds ``target_epsilon``; the test
+            error of the selected run is optimistic.
+    """
+
+    noise_multiplier: float = 20.0
+    seed: int = 0
+    schedule: str = "theorem3"
+    learning_rate: float = 1e-3
+    weight_decay: Optional[float] = None
+    weight_decay_rule: str = "theorem3"
+    ref_distance: Optional[float] = None
+    public_l2: Optional[float] = None
+    eval_every: Optional[int] = None
+    optimistic_tuning: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_pos("noise_multiplier", self.noise_multiplier)
+        _check_seed(self.seed)
+        _check_choice("schedule", self.schedule, ("theorem3", "constant"))
+        _check_pos("learning_rate", self.learning_rate)
+        _check_pos("weight_decay", self.weight_decay, allow_none=True, strict=self.schedule == "theorem3")
+        _check_choice("weight_decay_rule", self.weight_decay_rule, ("theorem3", "worst_case"))
+        _check_pos("ref_distance", self.ref_distance, allow_none=True)
+        _check_pos("public_l2", self.public_l2, allow_none=True, strict=False)
+        if self.eval_every is not None and (
+            isinstance(self.eval_every, bool) or int(self.eval_every) != self.eval_every or self.eval_every < 1
+        ):
+            raise ConfigError("eval_every", f"must be an integer >= 1 or None, got {self.eval_every!r}")
+        if not isinstance(self.optimistic_tuning, bool):
+            raise ConfigError("optimistic_tuning", f"must be True or False, got {self.optimistic_tuning!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullyPrivateConfig(NoisyGDConfig):
+    """``fully_private``: NoisyGD from zero on all rows as private.
+
+    Args:
+        clip_norm: fixed clip threshold tau > 0 (per-sample gradient norms are ``<= sqrt(2)``).
+    """
+
+    clip_norm: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_pos("clip_norm", self.clip_norm)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NGDConfig(FullyPrivateConfig):
+    """``ngd``: public init + NoisyGD with fixed clip, decay centred at the public solution."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaMixConfig(NoisyGDConfig):
+    """``adamix`` (Alg. 2) and its ablations.
+
+    Args:
+        init: ``"public"`` (few-shot logistic regression on public rows), ``"text"``
+            (``beta`` times the CLIP text embeddings, Sec. 3.3) or ``"zero"``.
+        beta: text-init scale (paper: 100).
+        clip: ``"adaptive"`` (tau_t = ``clip_percentile``-th percentile of the public
+            per-sample gradient norms) or ``"fixed"`` (``clip_norm``; ablation).
+        clip_percentile: q in (0, 100] (paper: 90).
+        clip_norm: tau for ``clip="fixed"``.
+        projection: ``"paper"`` (k = round(D * 2000/2048)), ``"rank"`` (rank of the public
+            gradient, <= C-1), ``"none"`` (ablation: adaptive clip only) or an int k >= 1.
+    """
+
+    init: str = "public"
+    beta: float = 100.0
+    clip: str = "adaptive"
+    clip_percentile: float = 90.0
+    clip_norm: float = 1.0
+    projection: Any = "paper"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_choice("init", self.init, ("public", "text", "zero"))
+        _check_pos("beta", self.beta)
+        _check_choice("clip", self.clip, ("adaptive", "fixed"))
+        if not (isinstance(self.clip_percentile, (int, float)) and 0 < self.clip_percentile <= 100):
+            raise ConfigError("clip_percentile", f"must lie in (0, 100], got {self.clip_percentile!r}")
+        _check_pos("clip_norm", self.clip_norm)
+        p = self.projection
+        if isinstance(p, str):
+            _check_choice("projection", p, ("paper", "rank", "none"))
+        elif isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+            raise ConfigError("projection", f"must be 'paper', 'rank', 'none' or an integer >= 1, got {p!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPGDConfig(NoisyGDConfig):
+    """``ppgd`` (see :class:`PPGD`).
+
+    Args:
+        reuse_l2: strength of the model-reuse regularizer ``reuse_l2/2 ||W - W_priv||^2`` on
+            the mean public loss; ``None`` = ``1/N_pub``.
+    """
+
+    reuse_l2: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_pos("reuse_l2", self.reuse_l2, allow_none=True, strict=False)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _normalized(split: Any) -> dict[str, np.ndarray]:
+    return {
+        "Xq": l2_normalize(split.X_private),
+        "Xp": l2_normalize(split.X_public) if len(split.X_public) else np.zeros((0, split.dim), np.float32),
+        "Xt": l2_normalize(split.X_test),
+    }
+
+
+def text_init(split: Any, beta: float, method: str) -> np.ndarray:
+    """``W = beta [enc(c_1), ..., enc(c_C)]`` (Sec. 3.3), shape ``(D, C)``.
+
+    Raises:
+        DataError: the split has no text embeddings (encoder without a text tower).
+    """
+    T = getattr(split, "text_embeddings", None)
+    if T is None:
+        raise DataError(
+            f"text_embeddings: method {method!r} needs CLIP text embeddings, but these features "
+            f"come from an encoder without a text tower; use a CLIP encoder (clip_vit_b32 or "
+            f"clip_rn50) or another init"
+        )
+    T = np.asarray(T, dtype=np.float32)
+    if T.shape != (split.n_classes, split.dim):
+        raise DataError(f"text_embeddings: expected shape ({split.n_classes}, {split.dim}), got {T.shape}")
+    return (np.float32(beta) * l2_normalize(T)).T.copy()
+
+
+class _LinearHead(Method):
+    """Shared prediction for linear heads on normalized features."""
+
+    family: ClassVar[str] = "adamix"
+    W_: np.ndarray
+
+    def _reset(self) -> None:
+        self.privacy_ = None
+        self.steps_ = 0
+        self.history_: list[StepRecord] = []
+        self.noise_multiplier_ = None
+        self.pdp_sq_ratio_sum_ = None
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "W_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(split) first")
+        return l2_normalize(X) @ self.W_
+
+
+# ----------------------------------------------------------------------------- non-private
+
+
+@METHODS.register("paragon")
+class Paragon(_LinearHead):
+    """Non-private upper bound: logistic regression on public + private rows.
+
+    Privacy: none (``privacy_ = None``, epsilon = infinity); nothing is released privately.
+    """
+
+    config_cls = NonPrivateConfig
+    description = "Non-private paragon: logistic regression on public + private data (ε = ∞)"
+    paper = "AdaMix (Golatkar et al. 2022), Tab. 1 'Non-Private (paragon)'"
+    private = False
+
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "Paragon":
+        self._reset()
+        d = _normalized(split)
+        X = np.vstack([d["Xp"], d["Xq"]])
+        y = np.concatenate([split.y_public, split.y_private])
+        l2 = self.config.l2 if self.config.l2 is not None else 1.0 / len(y)
+        self.W_ = fit_logistic(X, y, split.n_classes, l2=l2, max_iter=self.config.max_iter)
+        self._finish(split, d["Xt"], on_step)
+        return self
+
+    def _finish(self, split: Any, Xt: np.ndarray, on_step: OnStep | None) -> None:
+        err = float(np.mean((Xt @ self.W_).argmax(1) != split.y_test))
+        rec = StepRecord(step=1, total_steps=1, test_error=err)
+        self.history_ = [rec]
+        self.steps_ = 1
+        if on_step is not None:
+            on_step(rec)
+
+
+@METHODS.register("only_public")
+class OnlyPublic(Paragon):
+    """Few-shot baseline: logistic regression on the public rows only.
+
+    Privacy: the private rows are never read, so their privacy loss is 0 (``privacy_`` stays
+    ``None`` as for every non-private method; ``uses_private_data = False``).
+    """
+
+    description = "Only-public: logistic regression on the public samples only (private data unused)"
+    paper = "AdaMix (Golatkar et al. 2022), Tab. 1 'Only-Public'"
+    uses_private_data = False
+
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "OnlyPublic":
+        self._reset()
+        d = _normalized(split)
+        if len(split.y_public) == 0:
+            raise DataError("X_public: only_public needs at least one public sample")
+        l2 = self.config.l2 if self.config.l2 is not None else 1.0 / len(split.y_public)
+        self.W_ = fit_logistic(d["Xp"], split.y_public, split.n_classes, l2=l2, max_iter=self.config.max_iter)
+        self._finish(split, d["Xt"], on_step)
+        return self
+
+
+@METHODS.register("zero_shot")
+class ZeroShot(Paragon):
+    """CLIP zero-shot classifier ``W = beta [enc(c_1), ..., enc(c_C)]`` (Sec. 3.3).
+
+    Privacy: uses only the class names (public), so no private data is read.
+
+    Raises:
+        DataError (at fit): the encoder has no text tower.
+    """
+
+    config_cls = ZeroShotConfig
+    description = "Zero-shot CLIP: class-name text embeddings as weights (no image training)"
+    paper = "AdaMix (Golatkar et al. 2022), Sec. 3.3; Radford et al. 2021"
+    needs_text = True
+    uses_private_data = False
+
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "ZeroShot":
+        self._reset()
+        self.W_ = text_init(split, self.config.beta, "zero_shot")
+        self._finish(split, l2_normalize(split.X_test), on_step)
+        return self
+
+
+# ----------------------------------------------------------------------------- private
+
+
+class _NoisyGDMethod(_LinearHead):
+    """Common fit logic: calibrate T, build the problem, run (or optimistically tune)."""
+
+    config_cls = NoisyGDConfig
+
+    # subclasses implement
+    def _setup(self, split: Any, d: dict[str, np.ndarray]) -> tuple[NoisyGDProblem, np.ndarray, np.ndarray, NoisyGDOptions, int]:
+        raise NotImplementedError
+
+    def _public_init(self, split: Any, d: dict[str, np.ndarray]) -> np.ndarray:
+        if len(split.y_public) == 0:
+            raise DataError(f"X_public: {type(self).__name__} with a public init needs public samples")
+        cfg = self.config
+        l2 = cfg.public_l2 if cfg.public_l2 is not None else 1.0 / len(split.y_public)
+        return fit_logistic(d["Xp"], split.y_public, split.n_classes, l2=l2)
+
+    def _ref_distance(self, W_ref: np.ndarray, C: int) -> float:
+        if self.config.ref_distance is not None:
+            return float(self.config.ref_distance)
+        n = float(np.linalg.norm(W_ref))
+        return n if n > 0 else math.sqrt(C) * math.log(C)
+
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "_NoisyGDMethod":
+        self._reset()
+        cfg = self.config
+        T = int(
+            accounting.calibrate_steps(
+                noise_multiplier=cfg.noise_multiplier,
+                target_epsilon=cfg.target_epsilon,
+                target_delta=cfg.target_delta,
+            )
+        )
+        d = _normalized(split)
+        problem, W_init, W_ref, opts, n_report = self._setup(split, d)
+        opts.steps = T
+        opts.eval_every = cfg.eval_every if cfg.eval_every is not None else max(1, T // 50)
+        R = self._ref_distance(W_ref, split.n_classes)
+        n_pub_grad = problem.X_public.shape[0] if opts.use_public_gradient else 0
+        lip_pub = math.sqrt(2.0)  # ||g_j|| <= ||x_j|| ||p_j - y_j|| <= sqrt(2) for public rows
+
+        def wd_fn(mult: float):
+            if cfg.weight_decay is not None:
+                return lambda tau, dim: float(cfg.weight_decay) * mult
+            return lambda tau, dim: mult * theorem3_weight_decay(
+                lipschitz=problem.X_private.shape[0] * tau + n_pub_grad * lip_pub,
+                noise_std=cfg.noise_multiplier * tau,
+                dim=dim,
+                steps=T,
+                ref_distance=R,
+                include_optimization=cfg.weight_decay_rule == "worst_case",
+            )
+
+        if not cfg.optimistic_tuning:
+            candidates = [(opts, 1.0)]
+        elif cfg.schedule == "constant":
+            candidates = [(dataclasses.replace(opts, learning_rate=lr), 1.0) for lr in PAPER_LEARNING_RATES]
+        else:
+            candidates = [(opts, m) for m in THEOREM3_LAMBDA_GRID]
+
+        total_steps, best, pdp_total, all_hist = 0, None, None, []
+        stopped = False
+        for j, (o, mult) in enumerate(candidates):
+            def cb(rec: StepRecord, j=j) -> Optional[bool]:
+                if len(candidates) > 1:
+                    rec.extra["candidate"] = float(j)
+                return on_step(rec) if on_step is not None else None
+
+            res = run_noisygd(problem, W_init, W_ref, o, on_step=cb, weight_decay_fn=wd_fn(mult))
+            total_steps += res.steps
+            pdp_total = res.pdp_sq_ratio_sum if pdp_total is None else pdp_total + res.pdp_sq_ratio_sum
+            all_hist.extend(res.history)
+            final_err = next((h.test_error for h in reversed(res.history) if h.test_error is not None), None)
+            if best is None or (final_err is not None and final_err < best[0]):
+                best = (final_err if final_err is not None else float("inf"), res)
+            if res.steps < T:
+                stopped = True
+                break
+        res = best[1]
+        self.W_ = res.W if res.steps > 0 else W_init.copy()
+        self.steps_ = total_steps
+        self.history_ = all_hist if cfg.optimistic_tuning else res.history
+        self.noise_multiplier_ = float(cfg.noise_multiplier)
+        self.pdp_sq_ratio_sum_ = pdp_total[:n_report].copy()
+        self.privacy_ = accounting.privacy_report(
+            accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=total_steps),
+            delta=cfg.target_delta,
+        )
+        self.calibrated_steps_ = T
+        self.stopped_early_ = stopped
+        self.clip_norms_ = np.asarray(res.clip_norms)
+        self.weight_decay_ = float(res.history[0].extra["weight_decay"]) if res.history else None
+        return self
+
+
+@METHODS.register("fully_private")
+class FullyPrivate(_NoisyGDMethod):
+    """Fully-Private baseline: NoisyGD (Alg. 1) from ``W = 0`` on private + public rows.
+
+    Public rows are treated as private (stacked after the private ones). Sensitivity of each
+    released noisy gradient sum: ``clip_norm`` (add/remove one row), noise std
+    ``noise_multiplier * clip_norm``; weight decay centred at 0. ``pdp_sq_ratio_sum_`` covers
+    the ``N_private`` rows of ``split.X_private``.
+    """
+
+    config_cls = FullyPrivateConfig
+    description = "Fully-private NoisyGD from zero init, public data treated as private"
+    paper = "AdaMix (Golatkar et al. 2022), Alg. 1, Tab. 1 'Fully-Private'"
+
+    def _setup(self, split, d):
+        cfg = self.config
+        C = split.n_classes
+        Xq = np.vstack([d["Xq"], d["Xp"]])
+        yq = np.concatenate([split.y_private, split.y_public])
+        empty = np.zeros((0, split.dim), np.float32)
+        prob = NoisyGDProblem(Xq, yq, empty, np.zeros(0, np.int64), d["Xt"], split.y_test, C)
+        W0 = np.zeros((split.dim, C), np.float32)
+        opts = NoisyGDOptions(
+            noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+            clip="fixed", clip_norm=cfg.clip_norm, projection_dim=None, use_public_gradient=False,
+            schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed,
+        )
+        return prob, W0, W0, opts, len(split.y_private)
+
+
+@METHODS.register("ngd")
+class NGD(_NoisyGDMethod):
+    """NGD ablation: public init ``w_ref``, NoisyGD with fixed clip on private rows + exact
+    public gradient, weight decay ``lambda/2 ||w - w_ref||^2`` (Thm. 3).
+
+    Sensitivity of each released sum: ``clip_norm`` (add/remove one private row); noise std
+    ``noise_multiplier * clip_norm``; no projection.
+    """
+
+    config_cls = NGDConfig
+    description = "NGD: public init + NoisyGD with fixed clipping, decay centred at the public solution"
+    paper = "AdaMix (Golatkar et al. 2022), Thm. 3, App. A.1 'NGD'"
+
+    def _setup(self, split, d):
+        cfg = self.config
+        W0 = self._public_init(split, d)
+        prob = NoisyGDProblem(d["Xq"], split.y_private, d["Xp"], split.y_public, d["Xt"], split.y_test, split.n_classes)
+        opts = NoisyGDOptions(
+            noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+            clip="fixed", clip_norm=cfg.clip_norm, projection_dim=None, use_public_gradient=True,
+            schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed,
+        )
+        return prob, W0, W0, opts, len(split.y_private)
+
+
+@METHODS.register("adamix")
+class AdaMix(_NoisyGDMethod):
+    """AdaMix (Alg. 2): adaptive clipping + adaptive subspace projection from public data.
+
+    Released per step: ``U_t^T sum_i clip_{tau_t}(g_i) + N(0, sigma^2 tau_t^2 I_{k x C})``;
+    sensitivity ``tau_t`` (add/remove one private row), tau_t and ``U_t`` computed from
+    public data and ``w_t`` only. The update adds the exact public gradient, the
+    back-projected noisy private sum and weight decay centred at the initialization
+    (``init="zero"`` centres it at 0, as written in Alg. 2).
+    """
+
+    config_cls = AdaMixConfig
+    description = "AdaMix: public init, adaptive clipping and gradient projection from public data"
+    paper = "AdaMix (Golatkar et al. 2022), Alg. 2, Sec. 3.2-3.3"
+
+    def _setup(self, split, d):
+        cfg = self.config
+        C = split.n_classes
+        if cfg.init == "public":
+            W0 = self._public_init(split, d)
+        elif cfg.init == "text":
+            W0 = text_init(split, cfg.beta, "adamix (init='text')")
+        else:
+            W0 = np.zeros((split.dim, C), np.float32)
+        if len(split.y_public) == 0 and (cfg.clip == "adaptive" or cfg.projection != "none"):
+            raise DataError("X_public: adaptive clipping and projection need public samples")
+        prob = NoisyGDProblem(d["Xq"], split.y_private, d["Xp"], split.y_public, d["Xt"], split.y_test, C)
+        opts = NoisyGDOptions(
+            noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+            clip="percentile" if cfg.clip == "adaptive" else "fixed", clip_norm=cfg.clip_norm,
+            clip_percentile=float(cfg.clip_percentile),
+            projection_dim=projection_dim_for(split.dim, cfg.projection, C),
+            use_public_gradient=True, schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed,
+        )
+        return prob, W0, W0, opts, len(split.y_private)
+
+
+@METHODS.register("ppgd")
+class PPGD(_NoisyGDMethod):
+    """PPGD: PPSGD of Wang & Zhou (AAAI 2020) run with NoisyGD, as AdaMix Sec. 4 describes it.
+
+    AdaMix describes it as: public data used to set the clipping adaptively ("the norm of the
+    average gradient of the public samples"), a private model trained first, then a mixed
+    model trained with the private one as regularizer ("model reuse"), and NoisyGD instead of
+    DP-SGD. Choices made here (the paper gives no further detail):
+
+    1. Phase 1 (private, the only DP release): NoisyGD on the *private* rows only, from
+       ``W = 0`` (AdaMix's contribution is the public init, PPGD has none), clip threshold
+       ``tau_t = ||(1/N_pub) sum_j g_j^pub(w_t)||`` (norm of the mean public gradient), no
+       projection, no public gradient in the update, decay centred at 0, same schedule and
+       the full calibrated T. Sensitivity ``tau_t`` per step, noise std ``sigma tau_t``.
+    2. Phase 2 (model reuse, post-processing): L-BFGS on the mean public loss +
+       ``reuse_l2/2 ||W - W_priv||^2`` starting from ``W_priv``; it reads no private data.
+
+    The paper hand-tuned PPGD's hyper-parameters (on test error); here they are fixed
+    defaults, and ``optimistic_tuning`` reproduces the tuning of phase 1 only.
+    """
+
+    config_cls = PPGDConfig
+    description = "PPGD: private NoisyGD with public-gradient clipping, then model reuse on public data"
+    paper = "Wang & Zhou, AAAI 2020 (PPSGD) as adapted in AdaMix Sec. 4"
+
+    def _setup(self, split, d):
+        cfg = self.config
+        if len(split.y_public) == 0:
+            raise DataError("X_public: ppgd needs public samples")
+        C = split.n_classes
+        prob = NoisyGDProblem(d["Xq"], split.y_private, d["Xp"], split.y_public, d["Xt"], split.y_test, C)
+        W0 = np.zeros((split.dim, C), np.float32)
+        opts = NoisyGDOptions(
+            noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+            clip="public_mean", projection_dim=None, use_public_gradient=False,
+            schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed,
+        )
+        return prob, W0, W0, opts, len(split.y_private)
+
+    def _ref_distance(self, W_ref: np.ndarray, C: int) -> float:
+        return float(self.config.ref_distance) if self.config.ref_distance is not None else math.sqrt(C) * math.log(C)
+
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "PPGD":
+        super().fit(split, on_step=on_step)
+        self.W_private_ = self.W_
+        d = _normalized(split)
+        l2 = self.config.reuse_l2 if self.config.reuse_l2 is not None else 1.0 / len(split.y_public)
+        self.W_ = fit_logistic(d["Xp"], split.y_public, split.n_classes, l2=l2, init=self.W_private_, center=self.W_private_)
+        return self

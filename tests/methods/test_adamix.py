@@ -1,0 +1,143 @@
+"""Run-level checks of the AdaMix-family methods on small digits splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mixdp_core import accounting
+from mixdp_core.errors import DataError
+from mixdp_core.methods import make_method
+from mixdp_core.methods._linear import fit_logistic, l2_normalize
+
+from . import _gdp
+
+
+def _err(m, split):
+    return float(np.mean(m.predict(split.X_test) != split.y_test))
+
+
+@pytest.mark.parametrize("name", ["fully_private", "ngd", "adamix", "ppgd"])
+def test_steps_and_epsilon_match_independent_accounting(small_split, name):
+    m = make_method(name, target_epsilon=1.5, target_delta=1e-5, noise_multiplier=5.0).fit(small_split)
+    T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=1.5, target_delta=1e-5)
+    assert m.steps_ == T == _gdp.max_steps(5.0, 1.5, 1e-5)
+    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(5.0, T, 1e-5), rel=1e-6)
+    assert m.privacy_.epsilon <= 1.5
+    assert _gdp.noisygd_epsilon(5.0, T + 1, 1e-5) > 1.5  # T is the largest admissible
+    eps_curve = [h.epsilon_spent for h in m.history_]
+    assert eps_curve == pytest.approx([_gdp.noisygd_epsilon(5.0, t, 1e-5) for t in range(1, T + 1)], rel=1e-6)
+    assert m.noise_multiplier_ == 5.0
+    assert m.pdp_sq_ratio_sum_.shape == (len(small_split.y_private),)
+    eps_i = accounting.pdp_epsilon(m.pdp_sq_ratio_sum_, noise_multiplier=5.0, delta=1e-5)
+    assert np.all(eps_i <= m.privacy_.epsilon + 1e-9)
+
+
+def test_stop_request_reports_executed_steps(small_split):
+    seen = []
+
+    def cb(rec):
+        seen.append(rec.step)
+        return rec.step == 3
+
+    m = make_method("adamix", target_epsilon=2.0).fit(small_split, on_step=cb)
+    assert seen == [1, 2, 3] and m.steps_ == 3 and len(m.history_) == 3
+    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(20.0, 3, 1e-5), rel=1e-6)
+    assert m.history_[-1].epsilon_spent == pytest.approx(m.privacy_.epsilon, rel=1e-9)
+    assert m.calibrated_steps_ > 3 and m.stopped_early_
+
+
+def test_always_clipped_samples_have_pdp_equal_to_run_epsilon(small_split):
+    # tau far below every gradient norm: every sample is clipped at every step, r_{i,t} = 1
+    m = make_method("ngd", target_epsilon=1.0, noise_multiplier=4.0, clip_norm=1e-7).fit(small_split)
+    np.testing.assert_allclose(m.pdp_sq_ratio_sum_, m.steps_, rtol=1e-9)
+    eps_i = accounting.pdp_epsilon(m.pdp_sq_ratio_sum_, noise_multiplier=4.0, delta=1e-5)
+    np.testing.assert_allclose(eps_i, m.privacy_.epsilon, rtol=1e-9)
+
+
+def test_adamix_pdp_below_worst_case(small_split):
+    m = make_method("adamix", target_epsilon=2.0, noise_multiplier=5.0).fit(small_split)
+    eps_i = accounting.pdp_epsilon(m.pdp_sq_ratio_sum_, noise_multiplier=5.0, delta=1e-5)
+    assert np.all(eps_i <= m.privacy_.epsilon + 1e-9)
+    assert np.median(eps_i) < m.privacy_.epsilon  # projection + unclipped samples lose less
+
+
+def test_adaptive_clip_is_public_percentile_of_autograd_norms(small_split):
+    m = make_method("adamix", target_epsilon=0.5, noise_multiplier=10.0, clip_percentile=75).fit(small_split)
+    Xp = l2_normalize(small_split.X_public)
+    W0 = fit_logistic(Xp, small_split.y_public, 10, l2=1.0 / len(small_split.y_public))
+    w = torch.tensor(W0.astype(np.float64), requires_grad=True)
+    norms = []
+    for i in range(len(Xp)):
+        loss = torch.nn.functional.cross_entropy(
+            torch.tensor(Xp[i : i + 1], dtype=torch.float64) @ w, torch.tensor(small_split.y_public[i : i + 1])
+        )
+        (g,) = torch.autograd.grad(loss, w)
+        norms.append(float(g.norm()))
+    assert m.history_[0].clip_norm == pytest.approx(np.percentile(norms, 75), rel=1e-4)
+
+
+def test_paragon_and_baselines_beat_chance(digits_split):
+    par = make_method("paragon").fit(digits_split)
+    pub = make_method("only_public").fit(digits_split)
+    assert _err(par, digits_split) < 0.12
+    assert _err(pub, digits_split) < 0.35
+    assert _err(par, digits_split) < _err(pub, digits_split)
+    assert par.privacy_ is None and not pub.uses_private_data
+
+
+def test_adamix_uses_private_data_at_large_epsilon(digits_split):
+    pub = _err(make_method("only_public").fit(digits_split), digits_split)
+    ada = _err(make_method("adamix", target_epsilon=8.0, seed=0).fit(digits_split), digits_split)
+    fp1 = _err(make_method("fully_private", target_epsilon=1.0, seed=0).fit(digits_split), digits_split)
+    assert ada < pub - 0.03  # private data helps at eps = 8
+    assert ada < fp1
+
+
+def test_zero_shot_and_text_init(digits_split):
+    zs = make_method("zero_shot").fit(digits_split)
+    T = digits_split.text_embeddings
+    np.testing.assert_allclose(zs.W_, 100.0 * (T / np.linalg.norm(T, axis=1, keepdims=True)).T, rtol=1e-5)
+    assert _err(zs, digits_split) < 0.3  # class-mean "text" embeddings classify digits
+    m = make_method("adamix", init="text", target_epsilon=0.3).fit(digits_split, on_step=lambda r: True)
+    assert m.steps_ == 1
+    import dataclasses
+
+    no_text = dataclasses.replace(digits_split, text_embeddings=None)
+    with pytest.raises(DataError, match="text"):
+        make_method("zero_shot").fit(no_text)
+    with pytest.raises(DataError, match="CLIP"):
+        make_method("adamix", init="text").fit(no_text)
+
+
+def test_optimistic_tuning_reports_composed_privacy(small_split):
+    m = make_method("ngd", target_epsilon=0.8, noise_multiplier=5.0, optimistic_tuning=True).fit(small_split)
+    T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=0.8, target_delta=1e-5)
+    assert m.steps_ == 3 * T
+    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(5.0, 3 * T, 1e-5), rel=1e-6)
+    assert m.privacy_.epsilon > 0.8
+
+
+def test_theorem3_output_is_weighted_average_of_iterates(small_split):
+    # With the public gradient only (private part clipped to ~0, noise ~0) the iterates are
+    # deterministic; recompute w_bar = 2/(T(T+1)) sum_t t w_t by hand.
+    from mixdp_core.methods.noisygd import NoisyGDOptions, NoisyGDProblem, run_noisygd
+
+    Xp = l2_normalize(small_split.X_public)
+    yp = small_split.y_public
+    Xq = l2_normalize(small_split.X_private[:20])
+    prob = NoisyGDProblem(Xq, small_split.y_private[:20], Xp, yp, None, None, 10)
+    W0 = np.zeros((Xp.shape[1], 10), np.float32)
+    opts = NoisyGDOptions(noise_multiplier=1e-9, steps=6, target_delta=1e-5, clip="fixed", clip_norm=1e-12,
+                          schedule="theorem3", weight_decay=3.0)
+    res = run_noisygd(prob, W0, W0, opts)
+    W, ws = W0.astype(np.float64), []
+    for t in range(1, 7):
+        ws.append(W.copy())
+        Z = Xp @ W
+        P = np.exp(Z - Z.max(1, keepdims=True)); P /= P.sum(1, keepdims=True)
+        P[np.arange(len(yp)), yp] -= 1
+        W = W - 2.0 / (3.0 * (t + 1)) * (Xp.T @ P + 3.0 * W)
+    w_bar = sum(2 * t * w for t, w in enumerate(ws, 1)) / (6 * 7)
+    np.testing.assert_allclose(res.W, w_bar, rtol=1e-4, atol=1e-5)

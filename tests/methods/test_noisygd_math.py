@@ -1,0 +1,119 @@
+"""The closed forms used by NoisyGD / AdaMix against explicit per-sample gradients (autograd)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mixdp_core.methods._linear import l2_normalize, per_sample_grad_norms, softmax_residual
+from mixdp_core.methods.noisygd import private_release, projection_basis, theorem3_weight_decay
+
+
+def _per_sample_grads(X: np.ndarray, y: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """(N, D, C) per-sample gradients of the cross-entropy via autograd, one sample at a time."""
+    out = []
+    for i in range(len(y)):
+        w = torch.tensor(W, dtype=torch.float64, requires_grad=True)
+        x = torch.tensor(X[i : i + 1], dtype=torch.float64)
+        loss = torch.nn.functional.cross_entropy(x @ w, torch.tensor(y[i : i + 1]), reduction="sum")
+        (g,) = torch.autograd.grad(loss, w)
+        out.append(g.numpy())
+    return np.stack(out)
+
+
+def _problem(N=9, D=6, C=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = l2_normalize(rng.standard_normal((N, D)).astype(np.float32)).astype(np.float64)
+    y = rng.integers(0, C, N)
+    W = rng.standard_normal((D, C))
+    return X, y, W
+
+
+def test_closed_form_grad_norms_equal_autograd():
+    X, y, W = _problem()
+    X = X * np.linspace(0.5, 2.0, len(y))[:, None]  # non-unit rows too
+    E, loss = softmax_residual(X @ W, y)
+    g = _per_sample_grads(X, y, W)
+    np.testing.assert_allclose(per_sample_grad_norms(X, E), np.linalg.norm(g, axis=(1, 2)), rtol=1e-10)
+    ref_loss = [torch.nn.functional.cross_entropy(torch.tensor(X[i:i+1] @ W), torch.tensor(y[i:i+1])).item() for i in range(len(y))]
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-10)
+
+
+def _clipped(g: np.ndarray, tau: float) -> np.ndarray:
+    n = np.linalg.norm(g, axis=(1, 2))
+    return g * np.minimum(1.0, tau / n)[:, None, None]
+
+
+def test_unprojected_release_is_sum_of_clipped_gradients():
+    X, y, W = _problem()
+    tau = 0.3
+    g = _per_sample_grads(X, y, W)
+    released, ratio, _ = private_release(X, y, W, tau, None)
+    gc = _clipped(g, tau)
+    np.testing.assert_allclose(released, gc.sum(0), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(ratio, np.linalg.norm(gc, axis=(1, 2)) / tau, rtol=1e-8)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 5])  # rank(G_pub) = 3 here: sub-basis for k<=3, completion above
+def test_projected_release_matches_explicit_projection(k):
+    X, y, W = _problem(N=11, D=7, C=4, seed=1)
+    Xp, yp, _ = _problem(N=8, D=7, C=4, seed=2)
+    Ep, _ = softmax_residual(Xp @ W, yp)
+    G_pub = Xp.T @ Ep
+    D = X.shape[1]
+    B = np.random.default_rng(3).standard_normal((D, D - k))
+    basis = projection_basis(G_pub, k, B)
+    # explicit orthonormal U (D x k) spanning the same subspace
+    if basis.mode == "sub":
+        U = basis.U.astype(np.float64)
+    else:
+        Q = basis.Q.astype(np.float64)
+        full = np.linalg.svd(Q, full_matrices=True)[0]
+        U = full[:, Q.shape[1]:]
+        # the top singular directions of G_pub are inside span(U)
+        np.testing.assert_allclose(np.linalg.norm(U.T @ basis.U), np.linalg.norm(basis.U), rtol=1e-5)
+    assert U.shape == (D, k)
+    np.testing.assert_allclose(U.T @ U, np.eye(k), atol=1e-5)
+    tau = 0.25
+    gc = _clipped(_per_sample_grads(X, y, W), tau)
+    proj = np.einsum("dk,ndc->nkc", U, gc)
+    released, ratio, _ = private_release(X, y, W, tau, basis)
+    np.testing.assert_allclose(released, U @ proj.sum(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ratio, np.linalg.norm(proj, axis=(1, 2)) / tau, rtol=1e-4, atol=1e-6)
+    assert np.all(ratio <= 1.0)
+
+
+def test_full_basis_without_noise_equals_unprojected_gradient():
+    # C - 1 > D: the public gradient has rank D, so its left-singular basis is all of R^D.
+    X, y, W = _problem(N=10, D=3, C=6, seed=4)
+    Xp, yp, _ = _problem(N=12, D=3, C=6, seed=5)
+    Ep, _ = softmax_residual(Xp @ W, yp)
+    basis = projection_basis(Xp.T @ Ep, "rank", None)
+    assert basis.dim == 3
+    full, r_full, _ = private_release(X, y, W, 0.4, basis)
+    plain, r_plain, _ = private_release(X, y, W, 0.4, None)
+    np.testing.assert_allclose(full, plain, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(r_full, r_plain, rtol=1e-5)
+
+
+def test_rank_basis_is_public_gradient_column_space():
+    X, y, W = _problem(N=10, D=8, C=4, seed=6)
+    Ep, _ = softmax_residual(X @ W, y)
+    G = X.T @ Ep
+    basis = projection_basis(G, "rank", None)
+    assert basis.dim == 3  # rows of P - Y sum to 0, so rank <= C - 1
+    np.testing.assert_allclose(basis.project(G), G, atol=1e-5)
+
+
+def test_theorem3_weight_decay_closed_form():
+    lam = theorem3_weight_decay(lipschitz=30.0, noise_std=2.0, dim=100, steps=16, ref_distance=5.0)
+    # (tau / R) sqrt(2 d / rho) with tau = 1, sigma = 2, rho = T / (2 sigma^2) = 2
+    assert lam == pytest.approx((1.0 / 5.0) * math.sqrt(2 * 100 / 2.0))
+    full = theorem3_weight_decay(lipschitz=30.0, noise_std=2.0, dim=100, steps=16, ref_distance=5.0, include_optimization=True)
+    assert full == pytest.approx(2 * math.sqrt(900 + 400) / (5 * 4))
+    # more steps (larger epsilon) -> weaker decay, more noise -> stronger decay
+    assert theorem3_weight_decay(lipschitz=30.0, noise_std=2.0, dim=100, steps=64, ref_distance=5.0) < lam
+    assert theorem3_weight_decay(lipschitz=30.0, noise_std=4.0, dim=100, steps=16, ref_distance=5.0) > lam

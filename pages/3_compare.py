@@ -107,8 +107,12 @@ def results():
     a.plotly_chart(charts.metric_vs_epsilon(rows, "minority_accuracy", "Minority-class accuracy vs ε",
                                             "minority-class accuracy"), key="cmp_min", width="stretch", config=charts.PLOTLY_CONFIG)
     with b:
-        st.dataframe([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()
-                       if not k.endswith("_std")} for r in rows], hide_index=True, key="cmp_table")
+        st.dataframe([{"method": r["method"], "ε": "∞" if r["epsilon"] is None else f"{r['epsilon']:g}",
+                       "seeds": r["n"], "test error": r["test_error_mean"], "attack AUC": r["mia_auc_mean"],
+                       "minority acc.": r["minority_accuracy_mean"]} for r in rows],
+                     hide_index=True, key="cmp_table",
+                     column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                    for c in ("test error", "attack AUC", "minority acc.")})
         note("attack_auc", "What is attack AUC?")
         note("epsilon", "What does ε mean?")
     if j is not None and j.finished and st.session_state.get("cmp_drawn") != j.job_id:

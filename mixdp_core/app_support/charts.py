@@ -16,6 +16,8 @@ import numpy as np
 TEMPLATE = "plotly_white"
 #: ``config`` of st.plotly_chart: no plotly logo, tool bar only on hover.
 PLOTLY_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
+#: ``config`` of the small live charts (no tool bar over their titles).
+LIVE_CONFIG = {"displaylogo": False, "displayModeBar": False}
 PUBLIC_COLOR = "#1f77b4"
 PRIVATE_COLOR = "#ff7f0e"
 MINORITY_COLOR = "#d62728"

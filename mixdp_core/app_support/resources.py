@@ -173,9 +173,9 @@ def render_run(manager: JobManager, run_id: str, *, key: str, show_cancel: bool 
         st.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
     figs = charts.live_figures(steps, target_epsilon=rec.target_epsilon if rec.metrics.get("private", True) else None)
     c1, c2, c3 = st.columns(3)
-    c1.plotly_chart(figs["test_error"], key=f"{key}-err", width="stretch", config=charts.PLOTLY_CONFIG)
-    c2.plotly_chart(figs["epsilon"], key=f"{key}-eps", width="stretch", config=charts.PLOTLY_CONFIG)
-    c3.plotly_chart(figs["clip"], key=f"{key}-clip", width="stretch", config=charts.PLOTLY_CONFIG)
+    c1.plotly_chart(figs["test_error"], key=f"{key}-err", width="stretch", config=charts.LIVE_CONFIG)
+    c2.plotly_chart(figs["epsilon"], key=f"{key}-eps", width="stretch", config=charts.LIVE_CONFIG)
+    c3.plotly_chart(figs["clip"], key=f"{key}-clip", width="stretch", config=charts.LIVE_CONFIG)
     if rec.status in (COMPLETED, CANCELLED) and rec.metrics.get("test_error") is not None:
         render_final_metrics(rec.metrics, key=key)
     return rec.status

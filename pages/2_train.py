@@ -175,6 +175,10 @@ def follow():
         return
     if rid is None:
         return
+    p = j.progress if j is not None and not j.finished else {}
+    if p.get("total") and p.get("done", 0) < p["total"]:
+        st.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): {p['done']} / {p['total']} "
+                                                 "images (cached for later runs)")
     if j is not None and j.reused[0]:
         st.info("An identical completed run was found in the store and is shown instead of re-running.")
     if st.query_params.get("run") != rid:

@@ -299,3 +299,20 @@ def test_job_manager_records_failures(app_env):
     assert rec.status == "failed" and "nonexistent" in rec.error
     fj = mgr.submit_features("features:/nonexistent.npz", "pixels")
     assert fj.state == "failed" and fj.error
+
+
+# ------------------------------------------------------------------ server config
+def test_streamlit_config_is_locked_down():
+    import tomllib
+
+    from .helpers import ROOT
+
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["address"] == "127.0.0.1"
+    assert cfg["server"]["headless"] is True
+    assert cfg["server"]["enableXsrfProtection"] is True
+    assert 0 < cfg["server"]["maxUploadSize"] <= 1024
+    assert cfg["browser"]["gatherUsageStats"] is False
+    # the app-side per-upload limits never exceed what the server accepts
+    assert forms.MAX_ZIP_BYTES <= cfg["server"]["maxUploadSize"] * 2**20
+    assert forms.MAX_NPZ_BYTES <= cfg["server"]["maxUploadSize"] * 2**20

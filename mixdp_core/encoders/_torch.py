@@ -37,6 +37,21 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 RANDOM_INIT_SEED = 0
 
 
+def default_num_threads() -> int:
+    """Half the CPU cores usable by this process, at least 1.
+
+    Measured with ``benchmarks/extract.py`` on a 2-core machine shared with other jobs:
+    EfficientNet-Lite0 at 128 px ran at 26 images/s with 1 thread vs 5 images/s with 2
+    (oversubscription: both cores were already busy), so one thread per two cores is the
+    safe default; pass ``num_threads`` explicitly on an idle many-core machine.
+    """
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 2
+    return max(1, n // 2)
+
+
 def _pil_resample(name: str):
     from PIL import Image
 
@@ -59,7 +74,9 @@ class TorchImageEncoder(Encoder):
         image_size: side in pixels of the square network input (>= 16). Small images
             (CIFAR 32 px, digits 8 px) are upscaled to it; larger means slower (cost grows about
             quadratically) and usually more accurate features.
-        num_threads: torch intra-op threads while encoding (``None`` = leave torch's setting).
+        num_threads: torch intra-op threads while encoding; ``"auto"`` (default) =
+            :func:`default_num_threads` (half the usable cores, at least 1); ``None`` = leave
+            torch's global setting.
         channels_last: run convolutions in channels-last memory layout (faster on CPU for
             convnets).
     """
@@ -78,7 +95,7 @@ class TorchImageEncoder(Encoder):
         batch_size: int = 64,
         *,
         image_size: int | None = None,
-        num_threads: int | None = None,
+        num_threads: int | str | None = "auto",
         channels_last: bool = True,
     ):
         if pretrained == "default":
@@ -89,9 +106,15 @@ class TorchImageEncoder(Encoder):
         self.image_size = int(image_size if image_size is not None else self.default_image_size)
         if self.image_size < 16:
             raise ConfigError("image_size", f"must be >= 16 pixels, got {image_size}")
-        if num_threads is not None and int(num_threads) < 1:
-            raise ConfigError("num_threads", f"must be >= 1 or None, got {num_threads}")
-        self.num_threads = None if num_threads is None else int(num_threads)
+        if num_threads not in (None, "auto"):
+            try:
+                ok = int(num_threads) >= 1
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ConfigError("num_threads", f"must be an integer >= 1, 'auto' or None, got {num_threads!r}")
+        self.num_threads = default_num_threads() if num_threads == "auto" else (
+            None if num_threads is None else int(num_threads))
         self.channels_last = bool(channels_last)
         if (
             pretrained is not None
@@ -285,15 +308,26 @@ class TorchImageEncoder(Encoder):
             X = np.zeros((0, self.feature_dim), dtype=np.float32)
         return X, np.asarray(kept, dtype=np.int64)
 
-    def encode_arrays(self, X: np.ndarray, value_range: tuple[float, float] = (0.0, 255.0)) -> np.ndarray:
+    def encode_arrays(self, X: np.ndarray, value_range: tuple[float, float] | None = None) -> np.ndarray:
         """Encode an in-memory ``(N, H, W)`` or ``(N, H, W, 3)`` pixel array.
 
         Args:
             X: pixel values in ``value_range``.
             value_range: ``(min, max)`` mapped to 8-bit ``(0, 255)`` before preprocessing,
-                e.g. ``(0, 16)`` for scikit-learn digits.
+                e.g. ``(0, 16)`` for scikit-learn digits. Required: a network needs to know
+                the pixel scale, and guessing it from the data would be a data-dependent step.
+
+        Raises:
+            NotImplementedError: ``value_range`` is None; callers then fall back to
+                :meth:`encode_images` on an ``ArrayImageSource`` (which carries its range).
         """
         from ..data.base import ArrayImageSource
+
+        if value_range is None:
+            raise NotImplementedError(
+                f"{self.name}.encode_arrays needs value_range=(lo, hi); or use encode_images on an "
+                f"ArrayImageSource, which knows its value range"
+            )
 
         src = ArrayImageSource(np.asarray(X), np.zeros(len(X), dtype=np.int64), value_range=value_range)
         feats, _ = self.encode_images(src)

@@ -15,7 +15,16 @@ GUITARS = {402, 546}  # acoustic guitar, electric guitar
 
 @pytest.fixture(scope="module")
 def enc():
-    return ENCODERS.get("efficientnet_lite0")(batch_size=4, num_threads=1)
+    return ENCODERS.get("efficientnet_lite0")(batch_size=4, num_threads=1, image_size=224)
+
+
+def test_default_image_size_and_threads():
+    from mixdp_core.encoders._torch import default_num_threads
+    from mixdp_core.encoders.efficientnet import DEFAULT_IMAGE_SIZE
+
+    e = ENCODERS.get("efficientnet_lite0")()
+    assert e.image_size == DEFAULT_IMAGE_SIZE == e.cache_key()["image_size"]
+    assert e.num_threads == default_num_threads() >= 1
 
 
 def test_is_default_offline_encoder():
@@ -40,7 +49,7 @@ def test_real_photos_are_recognized_by_the_imagenet_head(enc, pacs_photo_files):
 def test_cifar_features_deterministic_distinct_and_batch_independent(enc, cifar_files):
     src = FileImageSource(cifar_files[:3], np.array([0, 0, 1]))
     a, _ = enc.encode_images(src)
-    other = ENCODERS.get("efficientnet_lite0")(batch_size=1)
+    other = ENCODERS.get("efficientnet_lite0")(batch_size=1, image_size=224)
     b, _ = other.encode_images(src)  # new instance, other batch size
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     cos = a @ a.T / np.outer(np.linalg.norm(a, axis=1), np.linalg.norm(a, axis=1))
@@ -67,6 +76,8 @@ def test_encode_arrays_digits_grayscale():
     G, _ = enc.encode_images(ArrayImageSource(X, np.zeros(2, int), value_range=(0, 16)))
     assert F.shape == (2, 1280)
     np.testing.assert_allclose(F, G, rtol=1e-5, atol=1e-5)
+    with pytest.raises(NotImplementedError, match="value_range"):  # the scale is never guessed
+        enc.encode_arrays(X)
 
 
 def test_corrupt_file_raises_naming_it_or_is_skipped(tmp_path, cifar_files):

@@ -87,6 +87,9 @@ def test_constructor_validation():
         ENCODERS.get("efficientnet_lite0")(batch_size=0)
     with pytest.raises(ConfigError, match="num_threads"):
         ENCODERS.get("efficientnet_lite0")(num_threads=0)
+    with pytest.raises(ConfigError, match="num_threads"):
+        ENCODERS.get("efficientnet_lite0")(num_threads="many")
+    assert ENCODERS.get("efficientnet_lite0")(num_threads="2").num_threads == 2
     # selectable open_clip tags are accepted without loading anything
     assert ENCODERS.get("clip_vit_b32")(pretrained="laion2b_s34b_b79k").weights_tag == "laion2b_s34b_b79k"
     assert ENCODERS.get("clip_rn50")(pretrained="yfcc15m").weights_tag == "yfcc15m"

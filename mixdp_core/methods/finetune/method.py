@@ -86,8 +86,8 @@ class SparseFinetuneConfig(PrivacyConfig):
             mode (paper: 0.01 = 1 %).
         arch: ``"auto"`` (``small_cnn`` below 32 px, ``resnet18_32`` below 64 px, else
             ``resnet18_224``) or a key of ``ARCHITECTURES``.
-        width: channels of the first stage; 0 = architecture default (32 for ``small_cnn``,
-            64 for ResNet-18).
+        width: channels of the first stage; 0 = architecture default (16 for ``small_cnn``,
+            i.e. 16/32(/64) channels per stage, 64 for ResNet-18).
         gn_groups: GroupNorm groups (reduced to gcd with the channel count).
         image_shape: ``(C, H, W)`` of the flattened feature rows in :meth:`fit`; ``None``
             infers ``(1, s, s)`` from D = s² or ``(3, s, s)`` from D = 3s² (C-major order).
@@ -280,7 +280,7 @@ class SparseFinetune(Method):
         arch = cfg.arch
         if arch == "auto":
             arch = "small_cnn" if image_size < 32 else ("resnet18_32" if image_size < 64 else "resnet18_224")
-        width = cfg.width or (32 if arch == "small_cnn" else 64)
+        width = cfg.width or (16 if arch == "small_cnn" else 64)
         return build_model(arch, in_channels, num_classes, width=width, gn_groups=cfg.gn_groups, image_size=image_size)
 
     def pretrain(self, public_images: Any, public_labels: Any) -> PretrainedNetwork:

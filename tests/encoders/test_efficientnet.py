@@ -117,3 +117,14 @@ def test_photo_like_synthetic_input_is_deterministic():
     assert a.shape == (1, 1280)
     np.testing.assert_array_equal(a, b)
     assert 0 < (a > 0).mean() < 1  # some, not all, channels fire
+
+
+def test_bn_and_padding_fusion_preserves_features(cifar_files):
+    src = FileImageSource(cifar_files[:2], np.array([0, 0]))
+    fused = ENCODERS.get("efficientnet_lite0")(image_size=96)
+    plain = ENCODERS.get("efficientnet_lite0")(image_size=96, fuse=False)
+    a, _ = fused.encode_images(src)
+    b, _ = plain.encode_images(src)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    n_bn = sum(isinstance(m, torch.nn.BatchNorm2d) for m in fused.model.modules())
+    assert n_bn == 0 and sum(isinstance(m, torch.nn.BatchNorm2d) for m in plain.model.modules()) == 49

@@ -1,0 +1,280 @@
+"""Benchmark: NoisyGD / AdaMix training speed and the Thm.-3 schedule, measured side by side.
+
+Sections (each prints its ratios; ``--only`` picks some):
+
+``layouts``  the two dense products of a full-batch step (``X @ W`` and ``X^T @ R``) for
+             numpy and torch, 1 vs 2 threads, ``X.T @ R`` vs ``(R.T @ X).T``.
+``step``     time of one NoisyGD (no projection) / AdaMix (paper projection, rank projection)
+             step, including the public part, noise, update and pDP bookkeeping, divided by
+             the floor = best ``X @ W`` + best ``X^T @ R`` of the same shape (target <= 1.5x).
+``blocks``   the private release with row blocks of different sizes (forward and backward
+             product per block keeps the block in cache: one pass over X per step).
+``opacus``   one epoch of Opacus DP-SGD on the same bias-free linear head, full (logical)
+             batch, same data, vs one NoisyGD step (= one epoch) (target >= 10x).
+``e2e``      end-to-end ``adamix`` at epsilon = 3 (sigma = 20) on synthetic class-structured
+             features of CIFAR-10 size (50,000 x 1,280, 10 classes, 10,000 test) (target <= 30 s).
+``schedule`` Thm.-3 schedule vs the paper's constant learning rates on scikit-learn digits
+             at epsilon in {1, 8}: mean test error over seeds for every private method.
+
+Workload sizes are the issue's; ``--quick`` shrinks them 10x for a smoke test.
+
+Usage::
+
+    python benchmarks/train.py                  # everything
+    python benchmarks/train.py --only step,e2e  # some sections
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+N, D, C = 50_000, 1_280, 10
+
+
+def _best(f, repeat=5):
+    f()
+    ts = []
+    for _ in range(repeat):
+        a = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - a)
+    return min(ts)
+
+
+def _data(n, d, c, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d), dtype=np.float32)
+    return X, rng.standard_normal((d, c), dtype=np.float32), rng.standard_normal((n, c), dtype=np.float32)
+
+
+def bench_layouts(n, d, c):
+    import threadpoolctl
+    import torch
+
+    X, W, R = _data(n, d, c)
+    Xt, Wt, Rt = torch.from_numpy(X), torch.from_numpy(W), torch.from_numpy(R)
+    rows = []
+    for threads in (1, 2):
+        with threadpoolctl.threadpool_limits(threads):
+            torch.set_num_threads(threads)
+            rows.append(("numpy", threads, "X @ W", _best(lambda: X @ W)))
+            rows.append(("numpy", threads, "X.T @ R", _best(lambda: X.T @ R)))
+            rows.append(("numpy", threads, "(R.T @ X).T", _best(lambda: (R.T @ X).T)))
+            rows.append(("torch", threads, "X @ W", _best(lambda: Xt @ Wt)))
+            rows.append(("torch", threads, "X.T @ R", _best(lambda: Xt.T @ Rt)))
+            rows.append(("torch", threads, "(R.T @ X).T", _best(lambda: (Rt.T @ Xt).T)))
+    best = {op: min(t for _, _, o, t in rows if o in ops) for op, ops in
+            (("fwd", ("X @ W",)), ("bwd", ("X.T @ R", "(R.T @ X).T")))}
+    print(f"\n## layouts ({n} x {d} by x {c})")
+    print("| lib | threads | product | seconds | / best of its kind |")
+    print("|---|---|---|---|---|")
+    for lib, th, op, t in rows:
+        b = best["fwd"] if op == "X @ W" else best["bwd"]
+        print(f"| {lib} | {th} | {op} | {t:.4f} | {t / b:.2f}x |")
+    return best["fwd"] + best["bwd"]
+
+
+def _problem(n, d, c, seed=0, n_pub_per_class=5):
+    from mixdp_core.methods._linear import l2_normalize
+    from mixdp_core.methods.noisygd import NoisyGDProblem
+
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((c, d)).astype(np.float32)
+    y = rng.integers(0, c, n)
+    X = l2_normalize(centers[y] * 0.3 + rng.standard_normal((n, d), dtype=np.float32))
+    yp = np.repeat(np.arange(c), n_pub_per_class)
+    Xp = l2_normalize(centers[yp] * 0.3 + rng.standard_normal((len(yp), d), dtype=np.float32))
+    return NoisyGDProblem(X, y, Xp, yp, None, None, c)
+
+
+def bench_step(n, d, c, floor=None, steps=8):
+    import threadpoolctl
+
+    from mixdp_core.methods._linear import fit_logistic
+    from mixdp_core.methods.noisygd import NoisyGDOptions, projection_dim_for, run_noisygd
+
+    prob = _problem(n, d, c)
+    W0 = fit_logistic(prob.X_public, prob.y_public, c, l2=1.0 / len(prob.y_public))
+    print(f"\n## step time vs floor ({n} x {d}, C = {c}, 1 BLAS thread)")
+    print("| variant | seconds / step | / floor |")
+    print("|---|---|---|")
+    with threadpoolctl.threadpool_limits(1):
+        X, W = prob.X_private, W0
+        R = np.random.default_rng(1).standard_normal((n, c), dtype=np.float32)
+        fl = _best(lambda: X @ W) + _best(lambda: (R.T @ X).T)
+        if floor is not None:
+            fl = min(fl, floor)
+        print(f"| floor (X@W + (R.T@X).T) | {fl:.4f} | 1.00x |")
+        variants = [
+            ("NoisyGD (fixed clip, no projection)", dict(clip="fixed", projection_dim=None)),
+            ("AdaMix, paper projection k=round(D*2000/2048)", dict(clip="percentile", projection_dim=projection_dim_for(d, "paper", c))),
+            ("AdaMix, rank projection", dict(clip="percentile", projection_dim="rank")),
+            ("AdaMix, no projection", dict(clip="percentile", projection_dim=None)),
+        ]
+        out = {}
+        for name, kw in variants:
+            opts = NoisyGDOptions(noise_multiplier=20.0, steps=steps, target_delta=1e-5, weight_decay=1.0, **kw)
+            run_noisygd(prob, W0, W0, NoisyGDOptions(**{**opts.__dict__, "steps": 1}))  # warm-up
+            ts = []
+            for _ in range(2):
+                a = time.perf_counter()
+                run_noisygd(prob, W0, W0, opts)
+                ts.append((time.perf_counter() - a) / steps)
+            t = min(ts)
+            out[name] = t
+            print(f"| {name} | {t:.4f} | {t / fl:.2f}x |")
+    return out
+
+
+def bench_blocks(n, d, c, rounds=3):
+    """private_release with different row-block sizes (one pass over X vs two)."""
+    import threadpoolctl
+
+    from mixdp_core.methods._linear import row_norms
+    from mixdp_core.methods.noisygd import private_release
+
+    prob = _problem(n, d, c)
+    X, y = prob.X_private, prob.y_private
+    W = np.full((d, c), 0.01, np.float32)
+    xn = row_norms(X)
+    R = np.random.default_rng(0).standard_normal((n, c), dtype=np.float32)
+    sizes = (256, 1024, 4096, 16384, n)
+    print(f"\n## row blocks of the private release ({n} x {d}, 1 thread; / floor, {rounds} rounds)")
+    print("| round | floor s | " + " | ".join(f"block {b}" for b in sizes) + " |")
+    print("|---|---|" + "---|" * len(sizes))
+    with threadpoolctl.threadpool_limits(1):
+        for r in range(rounds):
+            fl = _best(lambda: X @ W, 3) + _best(lambda: (R.T @ X).T, 3)
+            cells = [_best(lambda: private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=b), 3) / fl for b in sizes]
+            print(f"| {r} | {fl:.4f} | " + " | ".join(f"{v:.2f}x" for v in cells) + " |")
+
+
+def bench_opacus(n, d, c, noisygd_step, physical=5000):
+    import torch
+    from opacus import PrivacyEngine
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    torch.set_num_threads(1)
+    prob = _problem(n, d, c)
+    ds = torch.utils.data.TensorDataset(torch.from_numpy(prob.X_private), torch.from_numpy(prob.y_private))
+    model = torch.nn.Linear(d, c, bias=False)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(ds, batch_size=n)
+    pe = PrivacyEngine(accountant="rdp")
+    model, opt, loader = pe.make_private(
+        module=model, optimizer=opt, data_loader=loader, noise_multiplier=20.0, max_grad_norm=1.0,
+        poisson_sampling=False,
+    )
+    lossf = torch.nn.CrossEntropyLoss(reduction="sum")
+
+    def epoch():
+        with BatchMemoryManager(data_loader=loader, max_physical_batch_size=physical, optimizer=opt) as mem:
+            for xb, yb in mem:
+                opt.zero_grad()
+                lossf(model(xb), yb).backward()
+                opt.step()
+
+    epoch()
+    t = min(_time(epoch) for _ in range(2))
+    print(f"\n## Opacus DP-SGD vs NoisyGD ({n} x {d}, C = {c}, full logical batch, physical {physical}, 1 thread)")
+    print("| method | seconds / epoch | speed-up of NoisyGD |")
+    print("|---|---|---|")
+    print(f"| Opacus DP-SGD | {t:.3f} | |")
+    print(f"| NoisyGD step | {noisygd_step:.4f} | {t / noisygd_step:.1f}x |")
+
+
+def _time(f):
+    a = time.perf_counter()
+    f()
+    return time.perf_counter() - a
+
+
+def bench_e2e(n, d, c, n_test=10_000, epsilon=3.0):
+    import threadpoolctl
+
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.featureset import FeatureSet
+    from mixdp_core.methods import make_method
+
+    rng = np.random.default_rng(0)
+    centers = rng.standard_normal((c, d)).astype(np.float32)
+    y = rng.integers(0, c, n)
+    yt = rng.integers(0, c, n_test)
+    X = centers[y] * 0.15 + rng.standard_normal((n, d), dtype=np.float32)
+    Xt = centers[yt] * 0.15 + rng.standard_normal((n_test, d), dtype=np.float32)
+    fs = FeatureSet(X, y, Xt, yt, [f"c{i}" for i in range(c)])
+    split = make_split(fs, SplitSpec(public_per_class=5, seed=0))
+    print(f"\n## end-to-end adamix, epsilon = {epsilon}, sigma = 20 ({n} x {d}, C = {c}, test {n_test})")
+    print("| BLAS threads | seconds (fit) | steps | test error | only_public error |")
+    print("|---|---|---|---|---|")
+    pub = make_method("only_public").fit(split)
+    pub_err = float(np.mean(pub.predict(Xt) != yt))
+    for threads in (1, 2):
+        with threadpoolctl.threadpool_limits(threads):
+            a = time.perf_counter()
+            m = make_method("adamix", target_epsilon=epsilon).fit(split)
+            t = time.perf_counter() - a
+        err = float(np.mean(m.predict(Xt) != yt))
+        print(f"| {threads} | {t:.1f} | {m.steps_} | {err:.3f} | {pub_err:.3f} |")
+
+
+def bench_schedule(seeds=3):
+    from sklearn.datasets import load_digits
+
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.featureset import FeatureSet
+    from mixdp_core.methods import make_method
+
+    d = load_digits()
+    perm = np.random.default_rng(0).permutation(len(d.target))
+    X, y = d.data[perm].astype(np.float32), d.target[perm]
+    fs = FeatureSet(X[:1257], y[:1257], X[1257:], y[1257:], [str(i) for i in range(10)])
+    split = make_split(fs, SplitSpec(public_per_class=5, seed=0))
+
+    def err(m):
+        return float(np.mean(m.predict(split.X_test) != split.y_test))
+
+    print("\n## Thm.-3 schedule vs constant learning rates (digits, 5 public/class, sigma = 20)")
+    print(f"paragon {err(make_method('paragon').fit(split)):.3f}, only_public "
+          f"{err(make_method('only_public').fit(split)):.3f}")
+    grid = [("theorem3 (default)", {}), ("theorem3, worst-case lambda", {"weight_decay_rule": "worst_case"})]
+    grid += [(f"constant lr={lr:g}", {"schedule": "constant", "learning_rate": lr}) for lr in (5e-4, 1e-3, 2.5e-3, 5e-3)]
+    print("| epsilon | method | " + " | ".join(g for g, _ in grid) + " |")
+    print("|---|---|" + "---|" * len(grid))
+    for eps in (1.0, 8.0):
+        for name in ("fully_private", "ngd", "adamix", "ppgd"):
+            cells = []
+            for _, kw in grid:
+                es = [err(make_method(name, target_epsilon=eps, seed=s, **kw).fit(split)) for s in range(seeds)]
+                cells.append(f"{np.mean(es):.3f}±{np.std(es):.3f}")
+            print(f"| {eps:g} | {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="layouts,step,blocks,opacus,e2e,schedule")
+    ap.add_argument("--quick", action="store_true", help="10x smaller N for a smoke test")
+    a = ap.parse_args(argv)
+    only = set(a.only.split(","))
+    n = N // 10 if a.quick else N
+    floor = bench_layouts(n, D, C) if "layouts" in only else None
+    step = bench_step(n, D, C, floor) if ("step" in only or "opacus" in only) else None
+    if "blocks" in only:
+        bench_blocks(n, D, C)
+    if "opacus" in only:
+        bench_opacus(n, D, C, step["NoisyGD (fixed clip, no projection)"])
+    if "e2e" in only:
+        bench_e2e(n, D, C, n_test=1000 if a.quick else 10_000)
+    if "schedule" in only:
+        bench_schedule(seeds=2 if a.quick else 3)
+
+
+if __name__ == "__main__":
+    main()

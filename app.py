@@ -56,7 +56,7 @@ enc = default_encoder()
 st.markdown(f"One click trains **AdaMix at ε = 3** on the offline default: "
             f"`{DEFAULT_DATASET}` (8×8 handwritten digits, ships with scikit-learn) · `{enc}` features "
             f"(weights ship with an installed package, so nothing is downloaded). "
-            f"The first run extracts features (about a minute on a laptop CPU); later runs reuse the cache.")
+            f"The first run extracts features (a few minutes on a CPU, with a progress bar); later runs reuse the cache.")
 if st.button("Run the demo", type="primary", key="demo", icon=":material/play_arrow:"):
     job = manager.submit_run(forms.demo_config(), kind="demo", reuse=True)
     st.session_state["train_job"] = job.job_id

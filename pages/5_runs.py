@@ -82,7 +82,9 @@ if b3.button("Delete run", key="runs_delete", disabled=not confirm):
 
 @st.fragment(run_every=poll_seconds() if rec.status == "running" else None)
 def details():
-    render_run(manager, rid, key="runs", show_cancel=True)
+    status = render_run(manager, rid, key="runs", show_cancel=True)
+    if rec.status == "running" and status != "running":
+        st.rerun()  # finished: redraw the page once (table, buttons) and stop polling
 
 
 details()

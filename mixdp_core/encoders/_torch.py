@@ -213,16 +213,17 @@ class TorchImageEncoder(Encoder):
         """
         import torch
 
-        x = torch.from_numpy(np.ascontiguousarray(batch_u8)).to(self._device_str or select_device(self.device))
-        x = x.permute(0, 3, 1, 2).float().div_(255.0)
-        mean = torch.tensor(self.mean, device=x.device).view(1, 3, 1, 1)
-        std = torch.tensor(self.std, device=x.device).view(1, 3, 1, 1)
-        x = (x - mean) / std
+        dev = self._device_str or select_device(self.device)
+        # uint8 travels to the device (4x less than float32), then one fused affine pass:
+        # (x / 255 - mean) / std = x * scale + shift.
+        x = torch.from_numpy(np.ascontiguousarray(batch_u8)).to(dev).permute(0, 3, 1, 2)
+        x = x.to(torch.float32)  # keeps the channels-last strides of the permuted view
+        scale = torch.tensor([1.0 / (255.0 * s) for s in self.std], device=x.device).view(1, 3, 1, 1)
+        shift = torch.tensor([-m / s for m, s in zip(self.mean, self.std)], device=x.device).view(1, 3, 1, 1)
+        x = torch.addcmul(shift, x, scale)  # one pass; faster than mul_/add_ on channels-last
         if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        else:
-            x = x.contiguous()
-        return x
+            return x.contiguous(memory_format=torch.channels_last)
+        return x.contiguous()
 
     # ------------------------------------------------------------------ inference
     @contextlib.contextmanager

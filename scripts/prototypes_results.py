@@ -170,7 +170,8 @@ def plot(summary: dict, out_dir: Path) -> list[Path]:
         axes[0, 0].legend(fontsize=8)
         fig.suptitle(f"DP prototypes vs baselines — {f}")
         fig.tight_layout()
-        p = out_dir / f"prototypes_{f.replace(' / ', '_').replace(' ', '_')}.png"
+        slug = "".join(ch if ch.isalnum() else "_" for ch in f.split(" / ")[0].split(" (")[0] + "_" + f.split(" / ")[-1])
+        p = out_dir / f"prototypes_{slug}.png"
         fig.savefig(p, dpi=110)
         plt.close(fig)
         paths.append(p)

@@ -10,14 +10,17 @@ per-sample ``.npz`` artifact. Any exception (including ``KeyboardInterrupt``) ma
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import platform
+import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -215,12 +218,34 @@ class RunConfig:
         )
 
 
+@functools.lru_cache(maxsize=1)
+def _source_identity() -> dict[str, str]:
+    """Hash of the ``mixdp_core`` sources (exact code identity, even uncommitted) + git commit."""
+    pkg = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sorted(pkg.rglob("*.py")):
+        h.update(str(f.relative_to(pkg)).encode())
+        try:
+            h.update(f.read_bytes())
+        except OSError:
+            pass
+    out = {"mixdp_core_source_sha256": h.hexdigest()[:16]}
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=pkg, capture_output=True,
+                             text=True, timeout=5)
+        if rev.returncode == 0:
+            out["git_commit"] = rev.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
+
+
 def versions() -> dict[str, str]:
-    """Versions of the software a run used."""
+    """Versions of the software a run used (package versions, source hash, git commit)."""
     from .. import __version__
 
     out = {"mixdp_core": __version__, "python": platform.python_version(), "numpy": np.__version__,
-           "platform": platform.platform()}
+           "platform": platform.platform(), **_source_identity()}
     for mod in ("scipy", "sklearn", "torch", "opacus", "autodp"):
         m = sys.modules.get(mod)
         if m is not None and hasattr(m, "__version__"):

@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mixdp_core.evaluation.plots import save_metric_vs_epsilon_png  # noqa: E402
+from mixdp_core.evaluation.plots import save_metric_vs_epsilon_png, save_sorted_pdp_png  # noqa: E402
 from mixdp_core.runs import RunStore  # noqa: E402
 from mixdp_core.runs.runner import RunConfig, execute  # noqa: E402
 
@@ -216,6 +216,9 @@ def render(by, rows, args, png_name):
             f"{c('minority_accuracy', True)} | {c('mia_auc')} | {c('mia_advantage')} | "
             f"{c('pdp_epsilon_min')} | {c('pdp_epsilon_median')} | {c('pdp_epsilon_q95')} | "
             f"{c('pdp_epsilon_max')} | {c('performance_boost')} |")
+    if getattr(args, "pdp_png_name", None):
+        lines += ["", f"Sorted per-instance ε_i at ε = {e3:g} (seed {args.seeds[0]}; cf. AdaMix Fig. 3):", "",
+                  f"![sorted pDP]({args.pdp_png_name})"]
     lines += ["", "Ordering check (paper: paragon < AdaMix < Only-Public < Fully-Private):", ""]
     lines += ordering_statement(by, eps_list, args.seeds)
     lines += ["", f"<!-- END AUTO {args.section} -->"]
@@ -262,8 +265,20 @@ def main(argv=None) -> int:
     by, rows = summarize(results, args)
     png = Path(args.png)
     save_metric_vs_epsilon_png(rows, png, metric="test_error", ylabel="test error",
-                               title=f"{args.section}: test error vs ε (δ={args.delta:g}, σ={args.noise_multiplier:g})")
+                               title=f"{args.section}\ntest error vs ε (δ={args.delta:g}, σ={args.noise_multiplier:g})")
     out = Path(args.out)
+    pdp = {}
+    store = RunStore(args.store)
+    for r in results:
+        if r["seed"] == args.seeds[0] and r["target_epsilon"] == args.detail_epsilon:
+            arr = store.load_artifacts(r["run_id"]).get("pdp_epsilon")
+            if arr is not None:
+                pdp[r["variant"]] = arr
+    if pdp:
+        pdp_png = png.with_name(png.stem + "_pdp.png")
+        save_sorted_pdp_png(pdp, pdp_png, target_epsilon=args.detail_epsilon,
+                            title=f"{args.section}\nper-instance ε_i at ε = {args.detail_epsilon:g} (seed {args.seeds[0]})")
+        args.pdp_png_name = str(pdp_png.relative_to(out.parent) if pdp_png.is_relative_to(out.parent) else pdp_png)
     rel = png.relative_to(out.parent) if png.is_relative_to(out.parent) else png.resolve()
     write_section(out, args.section, render(by, rows, args, str(rel)), args.title)
     if args.json_out:

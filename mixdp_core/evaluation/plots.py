@@ -132,7 +132,7 @@ def save_metric_vs_epsilon_png(
     ax.set_xlabel("ε (δ fixed)")
     ax.set_ylabel(ylabel)
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -161,7 +161,7 @@ def save_sorted_pdp_png(
     ax.set_xlabel("private samples (fraction, sorted by ε_i)")
     ax.set_ylabel("per-instance ε_i")
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -149,8 +149,11 @@ class DPPLMeanConfig(SeededPrivacyConfig):
         k_pool: average-pooling kernel (>= 1) applied to features before estimation and at
             prediction (reduces d to ceil(d / k_pool)).
         beta: tail probability of the Gaussian tail bound γ, in (0, 1). Default 0.01.
-        neighbouring: ``"replace"`` (paper; class sizes public) or ``"add_remove"``
-            (noisy class counts, see :func:`coinpress_mean`).
+        neighbouring: ``"add_remove"`` (default: the relation every other method of this
+            product is accounted under, so the ε slider means the same guarantee for all
+            methods; noisy class counts, see :func:`coinpress_mean`) or ``"replace"`` (the
+            paper's and CoinPress's setting: class sizes public, replace-one neighbours — a
+            different, not directly comparable guarantee).
         count_fraction: fraction of ρ spent on the noisy counts when
             ``neighbouring="add_remove"``, in (0, 1). Default 0.05.
         feature_norm: per-sample preprocessing (no privacy cost) applied after pooling and
@@ -164,7 +167,7 @@ class DPPLMeanConfig(SeededPrivacyConfig):
     budget_split: tuple[float, ...] = PAPER_BUDGET_SPLIT
     k_pool: int = 1
     beta: float = 0.01
-    neighbouring: str = "replace"
+    neighbouring: str = "add_remove"
     count_fraction: float = 0.05
     feature_norm: str = "sqrt_d"
 

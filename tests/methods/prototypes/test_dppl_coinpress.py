@@ -62,8 +62,14 @@ def test_zero_noise_is_detected(monkeypatch):
     assert not noise_variance_consistent(outs, X.mean(axis=0), sd)
 
 
-def test_every_step_of_every_class_is_noised(monkeypatch, digits_split):
-    """DPPL-Mean's fit draws noise with sd = 2 R_i / (n_c sqrt(2 ρ_i)) at every step of every class."""
+@pytest.mark.parametrize("neighbouring", ["replace", "add_remove"])
+def test_every_step_of_every_class_is_noised(monkeypatch, digits_split, neighbouring):
+    """DPPL-Mean draws noise at every step of every class, with the stated sd.
+
+    replace: the clipped mean has sensitivity 2 R_i / n_c -> sd = 2 R_i / (n_c sqrt(2 ρ_i)).
+    add_remove (default): one noisy count per class (sd 1/sqrt(2 ρ_count)), then the clipped
+    centred *sum* has sensitivity R_i -> sd = R_i / sqrt(2 ρ_i).
+    """
     calls = []
     real = dppl_mean._gaussian_noise
 
@@ -73,16 +79,25 @@ def test_every_step_of_every_class_is_noised(monkeypatch, digits_split):
 
     monkeypatch.setattr(dppl_mean, "_gaussian_noise", spy)
     pytest.importorskip("mixdp_core.accounting")
-    m = dppl_mean.DPPLMean(target_epsilon=1.0, seed=0).fit(digits_split)
+    m = dppl_mean.DPPLMean(target_epsilon=1.0, seed=0, neighbouring=neighbouring).fit(digits_split)
     C, d = digits_split.n_classes, digits_split.dim
-    assert len(calls) == 3 * C
     counts = digits_split.private_counts
+    if neighbouring == "add_remove":
+        assert len(calls) == C + 3 * C
+        count_rho = m.rho_ - sum(m.step_rhos_)
+        for c in range(C):
+            assert calls[c] == (pytest.approx(1 / math.sqrt(2 * count_rho)), 1)
+        calls = calls[C:]
+    assert len(calls) == 3 * C
     for i, rho_i in enumerate(m.step_rhos_):
         for c in range(C):
             sd, size = calls[i * C + c]
             R = m.coinpress_history_[c][i]["clip_radius"]
             assert size == d
-            assert sd == pytest.approx(2 * R / (counts[c] * math.sqrt(2 * rho_i)))
+            if neighbouring == "replace":
+                assert sd == pytest.approx(2 * R / (counts[c] * math.sqrt(2 * rho_i)))
+            else:
+                assert sd == pytest.approx(R / math.sqrt(2 * rho_i))
             assert sd > 0
 
 

@@ -55,7 +55,7 @@ def test_invalid_config_raises(name, bad):
 
 @pytest.mark.parametrize("eps", [0.1, 1.0, 8.0])
 def test_dppl_mean_privacy_is_gaussian_composition(eps, digits_split):
-    m = _fit("dppl_mean", digits_split, target_epsilon=eps)
+    m = _fit("dppl_mean", digits_split, target_epsilon=eps, neighbouring="replace")
     # independent: Gaussian releases with noise multipliers σ_i compose to μ = sqrt(Σ 1/σ_i²)
     mu = math.sqrt(sum(1 / s**2 for s in m.noise_multiplier_))
     assert mu == pytest.approx(math.sqrt(2 * m.rho_), rel=1e-9)
@@ -63,6 +63,14 @@ def test_dppl_mean_privacy_is_gaussian_composition(eps, digits_split):
     assert m.privacy_.epsilon == pytest.approx(e, rel=1e-4)
     assert e <= eps * (1 + 1e-6) and e >= eps * 0.99  # budget used, not exceeded
     np.testing.assert_allclose(np.array(m.step_rhos_) / m.rho_, [5 / 64, 7 / 64, 52 / 64])
+
+
+def test_dppl_mean_default_is_add_remove(digits_split):
+    """The product accounts every method under add/remove neighbours (same ε for all)."""
+    m = _fit("dppl_mean", digits_split, target_epsilon=1.0)
+    assert m.config.neighbouring == "add_remove"
+    assert len(m.noise_multiplier_) == 4  # noisy count + 3 CoinPress steps
+    assert m.privacy_.epsilon <= 1.0
 
 
 def test_dppl_mean_add_remove_spends_count_budget(digits_split):
@@ -73,8 +81,8 @@ def test_dppl_mean_add_remove_spends_count_budget(digits_split):
 
 
 def test_dppl_mean_early_stop_reports_executed_steps(digits_split):
-    full = _fit("dppl_mean", digits_split, target_epsilon=1.0)
-    m = make_method("dppl_mean", target_epsilon=1.0).fit(digits_split, on_step=lambda r: r.step == 1)
+    full = _fit("dppl_mean", digits_split, target_epsilon=1.0, neighbouring="replace")
+    m = make_method("dppl_mean", target_epsilon=1.0, neighbouring="replace").fit(digits_split, on_step=lambda r: r.step == 1)
     assert m.steps_ == 1 and len(m.history_) == 1
     assert m.rho_ == pytest.approx(full.rho_ * 5 / 64)
     assert m.privacy_.epsilon == pytest.approx(gdp_epsilon(math.sqrt(2 * m.rho_), 1e-5), rel=1e-4)

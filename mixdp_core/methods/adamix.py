@@ -154,6 +154,9 @@ class NoisyGDConfig(PrivacyConfig):
             ``w_ref = 0``.
         public_l2: ridge (mean-loss scale) of the public pre-training; ``None`` = ``1/N_pub``.
         eval_every: test error every this many steps; ``None`` = ``max(1, T // 50)``.
+        blas_threads: BLAS threads used during ``fit`` (restored afterwards); ``None`` leaves
+            the process setting. Default 1: on the shared 2-core machine one thread was as fast
+            for the N x D by D x C products and 4.8x faster end to end (benchmarks/train.py).
         optimistic_tuning: **leaks private information; off by default.** Runs the method once
             per value of the paper's grid (learning rates for ``constant``, lambda multipliers
             0.25/1/4 for ``theorem3``) and keeps the run with the lowest *test* error, as the
@@ -172,6 +175,7 @@ class NoisyGDConfig(PrivacyConfig):
     public_l2: Optional[float] = None
     eval_every: Optional[int] = None
     optimistic_tuning: bool = False
+    blas_threads: Optional[int] = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -187,6 +191,10 @@ class NoisyGDConfig(PrivacyConfig):
             isinstance(self.eval_every, bool) or int(self.eval_every) != self.eval_every or self.eval_every < 1
         ):
             raise ConfigError("eval_every", f"must be an integer >= 1 or None, got {self.eval_every!r}")
+        if self.blas_threads is not None and (
+            isinstance(self.blas_threads, bool) or int(self.blas_threads) != self.blas_threads or self.blas_threads < 1
+        ):
+            raise ConfigError("blas_threads", f"must be an integer >= 1 or None, got {self.blas_threads!r}")
         if not isinstance(self.optimistic_tuning, bool):
             raise ConfigError("optimistic_tuning", f"must be True or False, got {self.optimistic_tuning!r}")
 
@@ -420,6 +428,14 @@ class _NoisyGDMethod(_LinearHead):
         return n if n > 0 else math.sqrt(C) * math.log(C)
 
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "_NoisyGDMethod":
+        if self.config.blas_threads is None:
+            return self._fit(split, on_step)
+        import threadpoolctl
+
+        with threadpoolctl.threadpool_limits(int(self.config.blas_threads)):
+            return self._fit(split, on_step)
+
+    def _fit(self, split: Any, on_step: OnStep | None) -> "_NoisyGDMethod":
         self._reset()
         cfg = self.config
         T = int(

@@ -90,7 +90,8 @@ class SparseFinetuneConfig(PrivacyConfig):
             i.e. 16/32(/64) channels per stage, 64 for ResNet-18).
         gn_groups: GroupNorm groups (reduced to gcd with the channel count).
         image_shape: ``(C, H, W)`` of the flattened feature rows in :meth:`fit`; ``None``
-            infers ``(1, s, s)`` from D = s² or ``(3, s, s)`` from D = 3s² (C-major order).
+            infers ``(1, s, s)`` from D = s² or ``(3, s, s)`` from D = 3s². Rows are read in the
+            ``pixels`` encoder's flattening order (H, W, C), i.e. channels last.
         pretrain_epochs: public pre-training epochs (paper: 200); 0 keeps random init.
         pretrain_lr, pretrain_momentum, pretrain_weight_decay, pretrain_batch_size: SGD
             of pre-training (paper: 0.1, 0.9, 1e-4, 128).
@@ -225,7 +226,9 @@ def _as_images(X: Any, image_shape: Optional[tuple[int, int, int]], name: str) -
             )
     if int(np.prod(image_shape)) != D:
         raise ConfigError("image_shape", f"{tuple(image_shape)} does not match {D} features of {name}")
-    return t.reshape(len(t), *image_shape).contiguous()
+    c, h, w = image_shape
+    # Rows are flattened in the pixels encoder's (H, W, C) order (PIL arrays, channels last).
+    return t.reshape(len(t), h, w, c).permute(0, 3, 1, 2).contiguous()
 
 
 def _as_labels(y: Any, n: int, name: str) -> "torch.Tensor":
@@ -338,6 +341,12 @@ class SparseFinetune(Method):
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "SparseFinetune":
         """Pre-train on ``split.X_public`` (flattened images), DP-fine-tune on
         ``split.X_private``; ``split.X_test`` gives the per-epoch test error."""
+        encoder = (split.meta or {}).get("encoder")
+        if encoder is not None and encoder != "pixels":
+            raise DataError(
+                f"X_public: sparse fine-tuning trains the network on images, but the split holds "
+                f"{encoder!r} features; encode the dataset with the 'pixels' encoder"
+            )
         shape = self.config.image_shape
         Xp = _as_images(split.X_public, shape, "X_public")
         shape = tuple(Xp.shape[1:])

@@ -306,3 +306,21 @@ def test_full_batch_q1_is_reported_by_the_exact_accountant(digits, pretrained):
     # q = 1 is full-batch NoisyGD: 3 Gaussian releases with σ, i.e. μ = sqrt(3)/σ GDP.
     mu = np.sqrt(3) / m.noise_multiplier_
     assert m.privacy_.epsilon == pytest.approx(acc.gaussian_epsilon(mu, delta=1e-5), rel=1e-6)
+
+
+def test_flattened_rgb_rows_are_read_in_pixels_encoder_order():
+    from mixdp_core.methods.finetune.method import _as_images
+
+    imgs = np.random.default_rng(0).normal(size=(5, 3, 4, 4)).astype(np.float32)
+    rows = imgs.transpose(0, 2, 3, 1).reshape(5, -1)  # PIL (H, W, C) flattening
+    np.testing.assert_array_equal(_as_images(rows, None, "X").numpy(), imgs)
+    np.testing.assert_array_equal(_as_images(rows, (3, 4, 4), "X").numpy(), imgs)
+
+
+def test_split_of_non_pixel_features_is_rejected():
+    from mixdp_core.errors import DataError
+
+    split = _digits_split()
+    split.meta = {"encoder": "clip_vit_b32"}
+    with pytest.raises(DataError, match="pixels"):
+        SparseFinetune(**FAST).fit(split)

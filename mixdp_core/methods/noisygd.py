@@ -193,6 +193,8 @@ class ProjectionBasis:
         B: ``(D, m)`` fixed Gaussian matrix with ``Q R = (I - U_r U_r^T) B`` (``complement``).
         R: ``(m, m)`` triangular factor of that QR decomposition (``complement``).
         dim: k.
+        coef: ``(n_pub, r)`` with ``U_r = Q_p coef`` when built from the public QR (see
+            :func:`projection_basis`), else None.
     """
 
     mode: str
@@ -201,6 +203,7 @@ class ProjectionBasis:
     Q: Optional[np.ndarray] = None
     B: Optional[np.ndarray] = None
     R: Optional[np.ndarray] = None
+    coef: Optional[np.ndarray] = None
 
     def project(self, V: np.ndarray) -> np.ndarray:
         """``U U^T V`` for a ``(D, C)`` matrix ``V``."""
@@ -209,28 +212,51 @@ class ProjectionBasis:
         return V - self.Q @ (self.Q.T @ V)
 
 
-def projection_basis(G_pub: np.ndarray, k: Any, B: Optional[np.ndarray]) -> ProjectionBasis:
+def projection_basis(
+    G_pub: np.ndarray,
+    k: Any,
+    B: Optional[np.ndarray],
+    *,
+    public_qr: Optional[tuple[np.ndarray, np.ndarray]] = None,
+    E_pub: Optional[np.ndarray] = None,
+) -> ProjectionBasis:
     """Left-singular basis of the public gradient, top directions first (Alg. 2).
 
     Args:
-        G_pub: ``(D, C)`` summed public gradient.
+        G_pub: ``(D, C)`` summed public gradient ``X_pub^T E_pub``.
         k: projection dimension, or ``"rank"`` for the numerical rank ``r`` of ``G_pub``.
         B: ``(D, D - k)`` fixed data-independent Gaussian matrix used to complete the basis
             when ``k > r`` (``None`` if ``k`` is ``"rank"``).
+        public_qr: optional thin QR ``(Q_p, R_p)`` of ``X_pub^T`` (``D x n_pub``). With it (and
+            ``E_pub``) the SVD is taken of the small ``R_p E_pub`` (``n_pub x C``):
+            ``G_pub = Q_p (R_p E_pub) = (Q_p U~) S V^T``, and ``coef = U~[:, :r]`` lets callers
+            form ``X U_r = (X Q_p) coef`` from a cached ``X Q_p`` (``N x n_pub``) instead of
+            a ``N x D x r`` product at every step.
+        E_pub: ``(n_pub, C)`` public residual ``P - Y`` (with ``public_qr``).
     """
-    D = G_pub.shape[0]
-    U_full, s, _ = np.linalg.svd(G_pub.astype(np.float64), full_matrices=False)
+    coef = None
+    if public_qr is not None and E_pub is not None:
+        Qp, Rp = public_qr
+        Ut, s, _ = np.linalg.svd(Rp @ E_pub.astype(np.float64), full_matrices=False)
+        U_full = Qp @ Ut
+    else:
+        U_full, s, _ = np.linalg.svd(G_pub.astype(np.float64), full_matrices=False)
+        Ut = None
     r = int(np.sum(s > s[0] * 1e-6)) if s.size and s[0] > 0 else 0
+
+    def _coef(j: int) -> Optional[np.ndarray]:
+        return None if Ut is None else Ut[:, :j].astype(np.float32)
+
     if k == "rank":
         kk = max(r, 1)
-        return ProjectionBasis("sub", U_full[:, :kk].astype(np.float32), kk)
+        return ProjectionBasis("sub", U_full[:, :kk].astype(np.float32), kk, coef=_coef(kk))
     if k <= r:
-        return ProjectionBasis("sub", U_full[:, :k].astype(np.float32), int(k))
+        return ProjectionBasis("sub", U_full[:, :k].astype(np.float32), int(k), coef=_coef(int(k)))
     U_r = U_full[:, :r]
     B64 = B.astype(np.float64)
     Bp = B64 - U_r @ (U_r.T @ B64)
     Q, R = np.linalg.qr(Bp)
-    return ProjectionBasis("complement", U_r.astype(np.float32), int(k), Q=Q.astype(np.float32), B=B, R=R)
+    return ProjectionBasis("complement", U_r.astype(np.float32), int(k), Q=Q.astype(np.float32), B=B, R=R, coef=_coef(r))
 
 
 def private_release(
@@ -243,6 +269,7 @@ def private_release(
     noise: Optional[np.ndarray] = None,
     x_norm: Optional[np.ndarray] = None,
     XB: Optional[np.ndarray] = None,
+    X_Qp: Optional[np.ndarray] = None,
     block_rows: int = 1024,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
@@ -264,6 +291,8 @@ def private_release(
         noise: ``(D, C)`` noise already scaled by ``sigma * tau`` (None = no noise, for tests).
         x_norm: cached ``||x_i||``.
         XB: cached ``X @ basis.B`` (``complement`` mode); computed if missing.
+        X_Qp: cached ``X @ Q_p`` (``N x n_pub``); with ``basis.coef`` it gives ``X U_r``
+            without an extra product with ``X``.
         block_rows: rows of ``X`` processed together (forward and backward per block).
 
     Returns:
@@ -275,7 +304,8 @@ def private_release(
     if x_norm is None:
         x_norm = row_norms(X)
     U_r = basis.U if basis is not None else None
-    fused = np.concatenate([W, U_r], axis=1) if U_r is not None and U_r.shape[1] > 0 else W
+    via_qp = basis is not None and basis.coef is not None and X_Qp is not None and U_r.shape[1] > 0
+    fused = np.concatenate([W, U_r], axis=1) if U_r is not None and U_r.shape[1] > 0 and not via_qp else W
     if basis is not None and basis.mode == "complement":
         if XB is None:
             XB = X @ basis.B
@@ -292,6 +322,8 @@ def private_release(
         Xb = X[sl]
         Z = Xb @ fused
         logits, XU = (Z[:, :C], Z[:, C:]) if fused is not W else (Z, None)
+        if via_qp:
+            XU = X_Qp[sl] @ basis.coef
         E, loss[sl] = softmax_residual(logits, y[sl])
         e_norm = np.sqrt(np.einsum("ij,ij->i", E, E, dtype=np.float64))
         g_norm = x_norm[sl] * e_norm
@@ -361,6 +393,12 @@ def run_noisygd(
             B = np.random.default_rng([opts.seed, 0xB]).standard_normal((D, m)).astype(np.float32)
             XB = Xq @ B  # (N, m), once
 
+    # Public QR: X U_r = (X Q_p) coef at every step from a cached N x n_pub product.
+    public_qr = X_Qp = None
+    if k is not None and has_pub and Xp.shape[0] < D:
+        public_qr = np.linalg.qr(Xp.T.astype(np.float64))
+        X_Qp = Xq @ public_qr[0].astype(np.float32)
+
     W = np.array(W_init, dtype=np.float32, copy=True)
     W_ref = np.asarray(W_ref, dtype=np.float32)
     W_avg = W.copy()
@@ -384,7 +422,7 @@ def run_noisygd(
         tau = clip_threshold(opts.clip, pub_norms, g_mean_norm, clip_norm=opts.clip_norm, percentile=opts.clip_percentile)
 
         # --- projection basis from the public gradient (public data only) ---
-        basis = projection_basis(G_pub, k, B) if k is not None else None
+        basis = projection_basis(G_pub, k, B, public_qr=public_qr, E_pub=Ep) if k is not None else None
         if lam is None:
             k_eff = D if basis is None else basis.dim
             noise_dim = k_eff * C
@@ -392,7 +430,7 @@ def run_noisygd(
 
         # --- Gaussian mechanism: noise sigma * tau in the projected space ---
         z = rng.standard_normal((D, C)).astype(np.float32) * np.float32(sigma * tau)
-        noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, x_norm=xq_norm, XB=XB)
+        noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, x_norm=xq_norm, XB=XB, X_Qp=X_Qp)
         pdp += ratio**2
         executed = t
 

@@ -84,6 +84,14 @@ def test_projected_release_matches_explicit_projection(k):
     np.testing.assert_allclose(released, U @ proj.sum(0), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(ratio, np.linalg.norm(proj, axis=(1, 2)) / tau, rtol=1e-4, atol=1e-6)
     assert np.all(ratio <= 1.0)
+    # same basis built from the public QR, X U_r taken from the cached X Q_p
+    qr = np.linalg.qr(Xp.T)
+    basis2 = projection_basis(G_pub, k, B, public_qr=qr, E_pub=Ep)
+    assert basis2.coef is not None
+    np.testing.assert_allclose(basis2.project(np.eye(D)), basis.project(np.eye(D)), atol=1e-5)
+    released2, ratio2, _ = private_release(X, y, W, tau, basis2, X_Qp=X @ qr[0])
+    np.testing.assert_allclose(released2, released, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ratio2, ratio, rtol=1e-4, atol=1e-6)
 
 
 def test_full_basis_without_noise_equals_unprojected_gradient():

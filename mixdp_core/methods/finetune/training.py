@@ -167,7 +167,8 @@ def dp_sgd_finetune(
         momentum: SGD momentum (no weight decay: it would move frozen entries).
         warmup_epochs: linear LR warm-up length, then cosine decay (Sec. 5.8).
         max_physical_batch_size: physical batch of ``BatchMemoryManager``.
-        generator: RNG for both Poisson sampling and the Gaussian noise.
+        generator: CPU RNG of the Poisson sampling and (on CPU) of the Gaussian noise; on
+            another device the noise RNG lives there, seeded from this one.
         on_epoch: called after every epoch; returning ``True`` stops before the next step.
 
     Returns:
@@ -192,13 +193,19 @@ def dp_sgd_finetune(
     groups = [g for g in groups if g["params"]]
     base = torch.optim.SGD(groups, lr=lr_cls, momentum=momentum, weight_decay=0.0)
     expected_batch = max(sample_rate * N, 1e-12)
+    # Poisson sampling draws on the CPU generator; the noise is drawn where the gradients
+    # live, so off-CPU it needs a generator on that device (seeded from the CPU one).
+    noise_generator = generator
+    if generator is not None and device.type != "cpu":
+        noise_generator = torch.Generator(device=device)
+        noise_generator.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
     optimizer = DPOptimizer(
         base,
         noise_multiplier=noise_multiplier,
         max_grad_norm=clip_norm,
         expected_batch_size=expected_batch,
         loss_reduction="mean",
-        generator=generator,
+        generator=noise_generator,
     )
     masks = [(named[n], m.to(device=device, dtype=named[n].dtype)) for n, m in selection.masks.items()]
 

@@ -480,7 +480,10 @@ class _NoisyGDMethod(_LinearHead):
                     rec.extra["candidate"] = float(j)
                 return on_step(rec) if on_step is not None else None
 
-            res = run_noisygd(problem, W_init, W_ref, o, on_step=cb, weight_decay_fn=wd_fn(mult))
+            res = run_noisygd(
+                problem, W_init, W_ref, o, on_step=cb, weight_decay_fn=wd_fn(mult),
+                step_offset=total_steps, total_steps=T * len(candidates),
+            )
             total_steps += res.steps
             pdp_total = res.pdp_sq_ratio_sum if pdp_total is None else pdp_total + res.pdp_sq_ratio_sum
             all_hist.extend(res.history)

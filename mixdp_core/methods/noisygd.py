@@ -354,6 +354,8 @@ def run_noisygd(
     *,
     on_step: OnStep | None = None,
     weight_decay_fn: Callable[[float, Optional[int]], float] | None = None,
+    step_offset: int = 0,
+    total_steps: Optional[int] = None,
 ) -> NoisyGDResult:
     """Run NoisyGD / AdaMix (Alg. 1 / Alg. 2) for at most ``opts.steps`` steps.
 
@@ -365,6 +367,10 @@ def run_noisygd(
         on_step: callback; returning True stops before the next noisy release.
         weight_decay_fn: if given, called once as ``fn(tau_1, k)`` to get lambda (used for
             the Thm. 3 rule, which needs the first clip threshold and noise dimension).
+        step_offset: noisy steps already spent on the same private data by earlier runs
+            (optimistic tuning); step records then number steps and report epsilon
+            cumulatively, ``epsilon_spent`` being that of ``step_offset + t`` composed steps.
+        total_steps: planned total shown in the records (default ``step_offset + T``).
 
     Returns:
         :class:`NoisyGDResult` with the output weights (weighted average for ``theorem3``,
@@ -402,7 +408,13 @@ def run_noisygd(
     W = np.array(W_init, dtype=np.float32, copy=True)
     W_ref = np.asarray(W_ref, dtype=np.float32)
     W_avg = W.copy()
-    eps_curve = accounting.privacy_curve(noise_multiplier=sigma, steps=T, delta=opts.target_delta) if T > 0 else np.zeros(0)
+    off = int(step_offset)
+    eps_curve = (
+        accounting.privacy_curve(noise_multiplier=sigma, steps=off + T, delta=opts.target_delta)[off:]
+        if T > 0
+        else np.zeros(0)
+    )
+    planned = int(total_steps) if total_steps is not None else off + T
     pdp = np.zeros(N)
     history: list[StepRecord] = []
     clip_norms: list[float] = []
@@ -452,8 +464,8 @@ def run_noisygd(
             test_err = error_rate(problem.X_test, problem.y_test, out)
         train_loss = float((loss_q.sum() + loss_p.sum()) / n_all)
         rec = StepRecord(
-            step=t,
-            total_steps=T,
+            step=off + t,
+            total_steps=planned,
             train_loss=train_loss,
             test_error=test_err,
             clip_norm=tau,

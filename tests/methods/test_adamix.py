@@ -117,6 +117,10 @@ def test_optimistic_tuning_reports_composed_privacy(small_split):
     assert m.steps_ == 3 * T
     assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(5.0, 3 * T, 1e-5), rel=1e-6)
     assert m.privacy_.epsilon > 0.8
+    # step records count and account cumulatively over the candidate runs
+    assert [h.step for h in m.history_] == list(range(1, 3 * T + 1))
+    assert m.history_[-1].epsilon_spent == pytest.approx(m.privacy_.epsilon, rel=1e-9)
+    assert m.history_[T].epsilon_spent == pytest.approx(_gdp.noisygd_epsilon(5.0, T + 1, 1e-5), rel=1e-6)
 
 
 def test_theorem3_output_is_weighted_average_of_iterates(small_split):

@@ -32,8 +32,11 @@ public gradient ``G_pub(w_t)`` (``D x C``, rank ``r <= C``), top directions firs
 of 512 CLIP dims) the basis is completed orthonormally: we drop the ``m = D - k`` directions
 ``Q = orth((I - U_r U_r^T) B)`` with ``B`` a fixed data-independent Gaussian ``D x m``
 matrix, i.e. ``U U^T = I - Q Q^T``. Then ``||U^T x||^2 = ||x||^2 - ||Q^T x||^2`` and
-``X Q = (X B - (X U_r)(U_r^T B)) R^{-1}`` need only ``X B`` (once) and ``X U_r`` (fused with
-the forward pass ``X W``), so no per-sample gradient and no ``N x D x k`` product is formed.
+``X Q = (X B - (X U_r)(U_r^T B)) R^{-1}`` need only ``X B`` (once) and ``X U_r``. Since
+``G_pub = X_pub^T E_pub``, ``U_r = Q_p U~_r`` with ``X_pub^T = Q_p R_p`` (thin QR, once) and
+``U~`` the left singular vectors of the small ``R_p E_pub``; so ``X U_r = (X Q_p) U~_r`` from
+a cached ``N x n_pub`` matrix (when ``n_pub < D``; otherwise ``X U_r`` is fused with the
+forward product ``X W``). No per-sample gradient and no ``N x D x k`` product is formed.
 The noise ``U n_t`` (``n_t ~ N(0, s^2 I_k)``) is drawn as ``U U^T z`` with
 ``z ~ N(0, s^2 I_D)``, which has the same distribution.
 """

@@ -128,6 +128,54 @@ def fit_logistic(
     return res.x.reshape(D, C).astype(np.float32)
 
 
+#: Ridge grid (mean-loss scale) searched by :func:`select_l2_cv`.
+L2_GRID = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)
+
+
+def select_l2_cv(
+    X: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    *,
+    grid: tuple[float, ...] = L2_GRID,
+    folds: int = 5,
+    seed: int = 0,
+    max_iter: int = 200,
+) -> float:
+    """Pick the ridge coefficient by stratified k-fold cross-validation on ``(X, y)``.
+
+    For the *non-private* reference methods only: the rows used must be ones the method may
+    read anyway (public + private for the paragon, public only for only-public), so the choice
+    costs no privacy and never looks at test data. ``k = min(folds, smallest class count)``;
+    with fewer than 2 samples in some class the middle of the grid is returned. Ties go to
+    the larger ``l2`` (simpler model).
+
+    Returns:
+        The ``l2`` of ``grid`` with the lowest mean validation error.
+    """
+    y = np.asarray(y)
+    counts = np.bincount(y, minlength=n_classes)
+    k = int(min(folds, counts[counts > 0].min()))
+    if k < 2:
+        return float(grid[len(grid) // 2])
+    rng = np.random.default_rng([seed, 0xC5])
+    fold_of = np.empty(len(y), dtype=np.int64)
+    for c in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        fold_of[idx] = np.arange(len(idx)) % k
+    path = sorted(grid, reverse=True)
+    wrong = np.zeros(len(path))
+    for f in range(k):
+        tr, va = fold_of != f, fold_of == f
+        W = None
+        for j, l2 in enumerate(path):  # warm start along the ridge path (strong -> weak)
+            W = fit_logistic(X[tr], y[tr], n_classes, l2=l2, init=W, max_iter=max_iter)
+            wrong[j] += error_rate(X[va], y[va], W) * va.sum()
+    errs = [(wrong[j] / len(y), l2) for j, l2 in enumerate(path)]
+    best = min(e for e, _ in errs)
+    return float(next(l2 for e, l2 in errs if e <= best + 1e-12))
+
+
 def error_rate(X: np.ndarray, y: np.ndarray, W: np.ndarray) -> float:
     """Fraction of rows of normalized ``X`` misclassified by ``W``."""
     return float(np.mean((X @ W).argmax(axis=1) != y))

@@ -196,10 +196,13 @@ class RunConfig:
         """Hash identifying identical runs: this config plus the method's resolved config.
 
         Including the resolved method config (defaults filled in) means a change of a method
-        default yields a new hash instead of silently reusing an old run.
+        default yields a new hash instead of silently reusing an old run; including the hash of
+        the ``mixdp_core`` sources means a run produced by other code is never reused as
+        "identical" (it stays in the store and can still be reopened).
         """
         method_cfg = dataclasses.asdict(self.make_method().config)
-        return _hash({"run": self.to_dict(), "method_config": method_cfg})
+        code = _source_identity()["mixdp_core_source_sha256"]
+        return _hash({"run": self.to_dict(), "method_config": method_cfg, "code": code})
 
     def split_hash(self) -> str:
         """Hash of everything that determines the split (shared by all methods on it)."""

@@ -114,3 +114,14 @@ def test_killed_runner_process_marked_failed(tmp_path, fake_method, digits_featu
     rec = RunStore(tmp_path).get_run(runs[0].run_id)
     assert rec.status == FAILED and "interrupted" in rec.error
     assert len(RunStore(tmp_path).steps(rec.run_id)) >= 5
+
+
+def test_config_hash_changes_with_the_code(fake_method, monkeypatch):
+    """A run produced by other mixdp_core sources is never reused as an identical run."""
+    from mixdp_core.runs import runner
+
+    a = _cfg(fake_method, steps=3)
+    h = a.config_hash()
+    monkeypatch.setattr(runner, "_source_identity", lambda: {"mixdp_core_source_sha256": "other-code"})
+    assert a.config_hash() != h
+    assert a.split_hash() == _cfg(fake_method, steps=3).split_hash()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import __version__
+from .._io import atomic_write
 from ..errors import ConfigError
 from .featureset import FeatureSet
 
@@ -51,22 +51,6 @@ def cache_key(dataset_key: dict[str, Any], encoder_key: dict[str, Any], dtype: s
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def _atomic_write_bytes(path: Path, write: Callable[[Any], None], suffix: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=suffix)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def save_features(directory: Path, fs: FeatureSet, *, dtype: str = "float16") -> None:
     """Atomically store ``fs`` in ``directory`` (npz first, then meta.json as the marker)."""
     if dtype not in ("float16", "float32"):
@@ -84,10 +68,10 @@ def save_features(directory: Path, fs: FeatureSet, *, dtype: str = "float16") ->
     meta_path = directory / "meta.json"
     if meta_path.exists():  # invalidate first: a crash below must not leave old meta + new npz
         meta_path.unlink()
-    _atomic_write_bytes(directory / "features.npz", lambda f: np.savez(f, **arrays), ".npz")
+    atomic_write(directory / "features.npz", lambda f: np.savez(f, **arrays), suffix=".npz")
     meta = dict(fs.meta, dtype=dtype, n_train=int(fs.X_train.shape[0]), n_test=int(fs.X_test.shape[0]),
                 dim=fs.dim, created=time.strftime("%Y-%m-%dT%H:%M:%S"), mixdp_version=__version__)
-    _atomic_write_bytes(meta_path, lambda f: f.write(json.dumps(meta, indent=2, default=str).encode()), ".json")
+    atomic_write(meta_path, lambda f: f.write(json.dumps(meta, indent=2, default=str).encode()), suffix=".json")
 
 
 def load_cached(directory: Path) -> FeatureSet | None:

@@ -25,7 +25,6 @@ import os
 import socket
 import sqlite3
 import sys
-import tempfile
 import time
 import uuid
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from .._io import atomic_write
 from ..errors import ConfigError, MixDPError
 from .paths import default_home
 
@@ -503,19 +503,8 @@ class RunStore:
     def save_artifacts(self, run_id: str, arrays: Mapping[str, np.ndarray]) -> Path:
         """Write ``arrays`` to ``artifacts/<run_id>.npz`` atomically (temp file + rename)."""
         path = self.artifact_path(run_id)
-        fd, tmp = tempfile.mkstemp(prefix=f".{run_id}.", suffix=".npz.tmp", dir=self.artifacts_dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez_compressed(f, **{k: np.asarray(v) for k, v in arrays.items()})
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        atomic_write(path, lambda f: np.savez_compressed(f, **{k: np.asarray(v) for k, v in arrays.items()}),
+                     suffix=".npz.tmp")
         return path
 
     def load_artifacts(self, run_id: str) -> dict[str, np.ndarray]:
@@ -585,8 +574,5 @@ class RunStore:
             w.writerows(rows)
             text = buf.getvalue()
         if path is not None:
-            p = Path(path)
-            tmp = p.with_name(f".{p.name}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, p)
+            atomic_write(path, lambda f: f.write(text.encode()))
         return text

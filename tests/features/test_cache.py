@@ -52,7 +52,7 @@ def test_interrupted_write_is_never_read_as_valid(tmp_path, monkeypatch):
         get_features("digits", "pixels", cache_dir=tmp_path)
     (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert load_cached(entry) is None
-    assert not list(entry.glob(".tmp-*"))  # temp file cleaned up
+    assert sorted(p.name for p in entry.iterdir()) == []  # temp file cleaned up, nothing left
     assert not (entry / "features.npz").exists()
     monkeypatch.setattr(cache_mod.np, "savez", real)
     fs = get_features("digits", "pixels", cache_dir=tmp_path)
@@ -91,3 +91,21 @@ def test_efficientnet_real_weights_on_image_folder(png_tree, tmp_path):
                       test_fraction=0.5, encoder_kwargs={"image_size": 64}, batch_size=8)
     assert fs.dim == 1280 and fs.X_train.shape[0] == 9
     assert np.all(np.isfinite(fs.X_train)) and fs.X_train.std() > 0
+
+
+def test_atomic_write_leaves_old_file_or_new_file(tmp_path):
+    from mixdp_core._io import atomic_write
+
+    target = tmp_path / "f.bin"
+    atomic_write(target, lambda f: f.write(b"old"))
+
+    def boom(f):
+        f.write(b"half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, boom)
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+    atomic_write(target, lambda f: f.write(b"new"))
+    assert target.read_bytes() == b"new"

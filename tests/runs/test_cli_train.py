@@ -64,3 +64,25 @@ def test_bad_args_one_line_exit_2(env, capsys, argv, field):
     assert len(lines) == 1 and field in lines[0] and "error" in lines[0]
     if field == "method":
         assert "adamix" in lines[0] and "paragon" in lines[0]  # lists the allowed values
+
+
+def test_train_with_public_data_from_another_domain(env, capsys):
+    """`--public-from`: public samples from domain A, private + test from domain B (same classes)."""
+    from tests.conftest import write_png_tree
+
+    a = write_png_tree(env / "domain_a", per_class=6, seed=1)
+    b = write_png_tree(env / "domain_b", per_class=12, seed=2)
+    rc = main(["train", "--dataset", f"image_folder:{b}", "--public-from", f"image_folder:{a}",
+               "--encoder", "pixels", "--method", "adamix", "--epsilon", "3", "--public-per-class", "2",
+               "--json", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    d = json.loads(out)
+    from mixdp_core.runs import RunStore
+
+    run = RunStore().get_run(d["run_id"])
+    assert run.config["public_from"] == f"image_folder:{a}"
+    # all of domain B's training images stay private (none taken as public): 3 classes x 12 x 0.8
+    n_train_b = 3 * (12 - round(0.2 * 12))
+    assert run.metrics["n_private"] == n_train_b and run.metrics["n_public"] == 3 * 2
+    assert 0 < d["epsilon"] <= 3

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 import streamlit as st
@@ -68,6 +69,9 @@ PAGES: tuple[tuple[str, str, str], ...] = (
 )
 PAGE_PATH = {title: path for path, title, _ in PAGES}
 
+#: The app's logo and page icon (``assets/`` at the repository root).
+LOGO = Path(__file__).resolve().parents[2] / "assets" / "logo.svg"
+
 
 def page_setup(title: str) -> JobManager:
     """Common start of every page: page config, titled sidebar navigation, job manager.
@@ -76,10 +80,13 @@ def page_setup(title: str) -> JobManager:
         The process-wide :class:`JobManager` (created on first use: app start).
     """
     try:
-        st.set_page_config(page_title=f"{title} · MixDP Explorer", page_icon=":material/lock:", layout="wide")
+        icon = str(LOGO) if LOGO.is_file() else ":material/lock:"
+        st.set_page_config(page_title=f"{title} · MixDP Explorer", page_icon=icon, layout="wide")
     except Exception:  # already set in this run
         pass
     manager = get_manager()
+    if LOGO.is_file():
+        st.logo(str(LOGO))
     with st.sidebar:
         st.markdown("### MixDP Explorer")
         for path, label, icon in PAGES:

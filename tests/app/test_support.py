@@ -316,3 +316,14 @@ def test_streamlit_config_is_locked_down():
     # the app-side per-upload limits never exceed what the server accepts
     assert forms.MAX_ZIP_BYTES <= cfg["server"]["maxUploadSize"] * 2**20
     assert forms.MAX_NPZ_BYTES <= cfg["server"]["maxUploadSize"] * 2**20
+
+
+def test_logo_asset_ships_and_is_valid_svg():
+    """assets/logo.svg is the page icon and sidebar logo of every page."""
+    import xml.etree.ElementTree as ET
+
+    from mixdp_core.app_support.resources import LOGO
+
+    assert LOGO.is_file(), LOGO
+    root = ET.parse(LOGO).getroot()
+    assert root.tag.endswith("svg") and root.get("viewBox") == "0 0 64 64"

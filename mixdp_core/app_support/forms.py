@@ -260,7 +260,7 @@ def text_requirement(method: str, params: Mapping[str, Any] | None = None) -> st
         f = {x.name: x for x in dataclasses.fields(cls.config_cls)}.get("init")
         init = f.default if f is not None else None
     if init == "text":
-        return f"init='text' (text initialization) needs CLIP text embeddings"
+        return "init='text' (text initialization) needs CLIP text embeddings"
     return None
 
 

@@ -5,8 +5,6 @@ Only modules under ``mixdp_core.encoders`` import open_clip / torchvision models
 
 from __future__ import annotations
 
-import os
-import warnings
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Sequence
 

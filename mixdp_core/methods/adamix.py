@@ -50,6 +50,7 @@ import numpy as np
 from .. import accounting
 from ..errors import ConfigError, DataError
 from ._linear import fit_logistic, l2_normalize, select_l2_cv
+from ._validate import check_choice, check_positive, check_seed
 from .base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
 from .noisygd import (
     NoisyGDOptions,
@@ -63,26 +64,6 @@ from .noisygd import (
 PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
 #: Multipliers of the Thm.-3 lambda searched by optimistic tuning.
 THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
-
-
-def _check_seed(seed: Any) -> None:
-    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise ConfigError("seed", f"must be an integer >= 0, got {seed!r}")
-
-
-def _check_pos(name: str, v: Any, *, allow_none: bool = False, strict: bool = True) -> None:
-    if v is None and allow_none:
-        return
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    ok = ok and (v > 0 if strict else v >= 0)
-    if not ok:
-        rng = "> 0" if strict else ">= 0"
-        raise ConfigError(name, f"must be a finite number {rng}{' or None' if allow_none else ''}, got {v!r}")
-
-
-def _check_choice(name: str, v: Any, choices: tuple[str, ...]) -> None:
-    if v not in choices:
-        raise ConfigError(name, f"must be one of {', '.join(map(repr, choices))}, got {v!r}")
 
 
 # ----------------------------------------------------------------------------- configs
@@ -112,8 +93,8 @@ class NonPrivateConfig(PrivacyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_seed(self.seed)
-        _check_pos("l2", self.l2, allow_none=True, strict=False)
+        check_seed(self.seed)
+        check_positive("l2", self.l2, allow_zero=True, allow_none=True)
         if isinstance(self.max_iter, bool) or int(self.max_iter) != self.max_iter or self.max_iter < 1:
             raise ConfigError("max_iter", f"must be an integer >= 1, got {self.max_iter!r}")
 
@@ -132,8 +113,8 @@ class ZeroShotConfig(PrivacyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_seed(self.seed)
-        _check_pos("beta", self.beta)
+        check_seed(self.seed)
+        check_positive("beta", self.beta)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,14 +164,14 @@ class NoisyGDConfig(PrivacyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_pos("noise_multiplier", self.noise_multiplier)
-        _check_seed(self.seed)
-        _check_choice("schedule", self.schedule, ("theorem3", "constant"))
-        _check_pos("learning_rate", self.learning_rate)
-        _check_pos("weight_decay", self.weight_decay, allow_none=True, strict=self.schedule == "theorem3")
-        _check_choice("weight_decay_rule", self.weight_decay_rule, ("theorem3", "worst_case"))
-        _check_pos("ref_distance", self.ref_distance, allow_none=True)
-        _check_pos("public_l2", self.public_l2, allow_none=True, strict=False)
+        check_positive("noise_multiplier", self.noise_multiplier)
+        check_seed(self.seed)
+        check_choice("schedule", self.schedule, ("theorem3", "constant"))
+        check_positive("learning_rate", self.learning_rate)
+        check_positive("weight_decay", self.weight_decay, allow_zero=self.schedule != "theorem3", allow_none=True)
+        check_choice("weight_decay_rule", self.weight_decay_rule, ("theorem3", "worst_case"))
+        check_positive("ref_distance", self.ref_distance, allow_none=True)
+        check_positive("public_l2", self.public_l2, allow_zero=True, allow_none=True)
         if self.eval_every is not None and (
             isinstance(self.eval_every, bool) or int(self.eval_every) != self.eval_every or self.eval_every < 1
         ):
@@ -215,7 +196,7 @@ class FullyPrivateConfig(NoisyGDConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_pos("clip_norm", self.clip_norm)
+        check_positive("clip_norm", self.clip_norm)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,15 +229,15 @@ class AdaMixConfig(NoisyGDConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_choice("init", self.init, ("public", "text", "zero"))
-        _check_pos("beta", self.beta)
-        _check_choice("clip", self.clip, ("adaptive", "fixed"))
+        check_choice("init", self.init, ("public", "text", "zero"))
+        check_positive("beta", self.beta)
+        check_choice("clip", self.clip, ("adaptive", "fixed"))
         if not (isinstance(self.clip_percentile, (int, float)) and 0 < self.clip_percentile <= 100):
             raise ConfigError("clip_percentile", f"must lie in (0, 100], got {self.clip_percentile!r}")
-        _check_pos("clip_norm", self.clip_norm)
+        check_positive("clip_norm", self.clip_norm)
         p = self.projection
         if isinstance(p, str):
-            _check_choice("projection", p, ("paper", "rank", "none"))
+            check_choice("projection", p, ("paper", "rank", "none"))
         elif isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
             raise ConfigError("projection", f"must be 'paper', 'rank', 'none' or an integer >= 1, got {p!r}")
 
@@ -274,7 +255,7 @@ class PPGDConfig(NoisyGDConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_pos("reuse_l2", self.reuse_l2, allow_none=True, strict=False)
+        check_positive("reuse_l2", self.reuse_l2, allow_zero=True, allow_none=True)
 
 
 # ----------------------------------------------------------------------------- helpers

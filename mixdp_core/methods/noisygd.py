@@ -237,7 +237,6 @@ def projection_basis(
             a ``N x D x r`` product at every step.
         E_pub: ``(n_pub, C)`` public residual ``P - Y`` (with ``public_qr``).
     """
-    coef = None
     if public_qr is not None and E_pub is not None:
         Qp, Rp = public_qr
         Ut, s, _ = np.linalg.svd(Rp @ E_pub.astype(np.float64), full_matrices=False)

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from mixdp_core.data.base import ArrayImageSource, CorruptImageError, FileImageSource
 from mixdp_core.encoders import DEFAULT_ENCODER, ENCODERS

@@ -5,7 +5,6 @@ import os
 import signal
 import time
 
-import numpy as np
 import pytest
 
 from mixdp_core.errors import ConfigError

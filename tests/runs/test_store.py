@@ -10,7 +10,6 @@ import pytest
 
 from mixdp_core.errors import ConfigError
 from mixdp_core.runs import (
-    CANCELLED,
     COMPLETED,
     FAILED,
     RUNNING,

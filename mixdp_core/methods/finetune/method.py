@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 import numpy as np
 
 from ...errors import ConfigError, DataError
+from .._validate import check_int, check_positive
 from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,24 +52,6 @@ if TYPE_CHECKING:  # pragma: no cover
 ACCOUNTANTS = ("rdp", "prv")
 #: The allowed values of ``params`` (same as ``selection.PARAM_MODES``, kept torch-free).
 PARAM_MODES = ("cls", "cls_norm", "all", "full")
-
-
-def _check_int(name: str, value: Any, lo: int, hi: Optional[int] = None) -> None:
-    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= lo
-    if ok and hi is not None:
-        ok = value <= hi
-    if not ok:
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ConfigError(name, f"must be an integer {rng}, got {value!r}")
-
-
-def _check_pos(name: str, value: Any, *, allow_zero: bool = False) -> None:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = float("nan")
-    if not (math.isfinite(v) and (v >= 0 if allow_zero else v > 0)):
-        raise ConfigError(name, f"must be a finite number {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +119,7 @@ class SparseFinetuneConfig(PrivacyConfig):
         super().__post_init__()
         if self.params not in PARAM_MODES:
             raise ConfigError("params", f"must be one of {', '.join(PARAM_MODES)}, got {self.params!r}")
-        _check_pos("conv_fraction", self.conv_fraction)
+        check_positive("conv_fraction", self.conv_fraction)
         if self.conv_fraction > 1:
             raise ConfigError("conv_fraction", f"must lie in (0, 1], got {self.conv_fraction!r}")
         if self.arch != "auto":
@@ -146,32 +129,32 @@ class SparseFinetuneConfig(PrivacyConfig):
                 raise ConfigError(
                     "arch", f"must be 'auto' or one of {', '.join(ARCHITECTURES)}, got {self.arch!r}"
                 )
-        _check_int("width", self.width, 0)
-        _check_int("gn_groups", self.gn_groups, 1)
+        check_int("width", self.width, 0)
+        check_int("gn_groups", self.gn_groups, 1)
         if self.image_shape is not None:
             shp = tuple(self.image_shape)
             if len(shp) != 3 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in shp):
                 raise ConfigError("image_shape", f"must be None or (C, H, W) positive integers, got {self.image_shape!r}")
-        _check_int("pretrain_epochs", self.pretrain_epochs, 0)
-        _check_pos("pretrain_lr", self.pretrain_lr)
-        _check_pos("pretrain_momentum", self.pretrain_momentum, allow_zero=True)
+        check_int("pretrain_epochs", self.pretrain_epochs, 0)
+        check_positive("pretrain_lr", self.pretrain_lr)
+        check_positive("pretrain_momentum", self.pretrain_momentum, allow_zero=True)
         if self.pretrain_momentum >= 1:
             raise ConfigError("pretrain_momentum", f"must lie in [0, 1), got {self.pretrain_momentum!r}")
-        _check_pos("pretrain_weight_decay", self.pretrain_weight_decay, allow_zero=True)
-        _check_int("pretrain_batch_size", self.pretrain_batch_size, 1)
-        _check_int("epochs", self.epochs, 1)
-        _check_int("batch_size", self.batch_size, 1)
-        _check_int("max_physical_batch_size", self.max_physical_batch_size, 1)
-        _check_pos("clip_norm", self.clip_norm)
-        _check_pos("lr_cls", self.lr_cls)
-        _check_pos("lr_body", self.lr_body)
-        _check_pos("momentum", self.momentum, allow_zero=True)
+        check_positive("pretrain_weight_decay", self.pretrain_weight_decay, allow_zero=True)
+        check_int("pretrain_batch_size", self.pretrain_batch_size, 1)
+        check_int("epochs", self.epochs, 1)
+        check_int("batch_size", self.batch_size, 1)
+        check_int("max_physical_batch_size", self.max_physical_batch_size, 1)
+        check_positive("clip_norm", self.clip_norm)
+        check_positive("lr_cls", self.lr_cls)
+        check_positive("lr_body", self.lr_body)
+        check_positive("momentum", self.momentum, allow_zero=True)
         if self.momentum >= 1:
             raise ConfigError("momentum", f"must lie in [0, 1), got {self.momentum!r}")
-        _check_pos("warmup_epochs", self.warmup_epochs, allow_zero=True)
+        check_positive("warmup_epochs", self.warmup_epochs, allow_zero=True)
         if self.accountant not in ACCOUNTANTS:
             raise ConfigError("accountant", f"must be one of {', '.join(ACCOUNTANTS)}, got {self.accountant!r}")
-        _check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, 0)
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError("device", f"must be 'auto' or a torch device string, got {self.device!r}")
 

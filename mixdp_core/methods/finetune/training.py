@@ -29,7 +29,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset

@@ -294,13 +294,6 @@ class _LinearHead(Method):
     family: ClassVar[str] = "adamix"
     W_: np.ndarray
 
-    def _reset(self) -> None:
-        self.privacy_ = None
-        self.steps_ = 0
-        self.history_: list[StepRecord] = []
-        self.noise_multiplier_ = None
-        self.pdp_sq_ratio_sum_ = None
-
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         if not hasattr(self, "W_"):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(split) first")

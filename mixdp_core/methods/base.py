@@ -122,6 +122,14 @@ class Method(ABC):
             raise ConfigError("config", f"expected {self.config_cls.__name__}, got {type(config).__name__}")
         self.config = config
 
+    def _reset(self) -> None:
+        """Clear the fitted attributes every method sets (see the module docstring)."""
+        self.privacy_ = None
+        self.steps_ = 0
+        self.history_: list[StepRecord] = []
+        self.noise_multiplier_ = None
+        self.pdp_sq_ratio_sum_ = None
+
     @abstractmethod
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "Method":
         """Train on ``split`` (a :class:`~mixdp_core.data.splits.Split`); returns self."""

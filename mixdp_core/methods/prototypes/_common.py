@@ -24,13 +24,6 @@ class PrototypeFamilyMethod(Method):
 
     family = "prototypes"
 
-    def _reset(self) -> None:
-        self.privacy_ = None
-        self.steps_ = 0
-        self.history_: list[StepRecord] = []
-        self.noise_multiplier_ = None
-        self.pdp_sq_ratio_sum_ = None
-
     def _emit(self, on_step, record: StepRecord) -> bool:
         self.history_.append(record)
         return bool(on_step(record)) if on_step is not None else False

@@ -416,16 +416,25 @@ class _NoisyGDMethod(_LinearHead):
         with threadpoolctl.threadpool_limits(int(self.config.blas_threads)):
             return self._fit(split, on_step)
 
-    def _fit(self, split: Any, on_step: OnStep | None) -> "_NoisyGDMethod":
-        self._reset()
+    def _calibrated_steps(self) -> int:
+        """T: the largest number of full-batch steps within (ε, δ) at σ (accounting module)."""
         cfg = self.config
-        T = int(
+        return int(
             accounting.calibrate_steps(
                 noise_multiplier=cfg.noise_multiplier,
                 target_epsilon=cfg.target_epsilon,
                 target_delta=cfg.target_delta,
             )
         )
+
+    def preflight(self) -> None:
+        """Raise :class:`~mixdp_core.accounting.BudgetError` if no step fits the budget."""
+        self._calibrated_steps()
+
+    def _fit(self, split: Any, on_step: OnStep | None) -> "_NoisyGDMethod":
+        self._reset()
+        cfg = self.config
+        T = self._calibrated_steps()
         d = _normalized(split)
         problem, W_init, W_ref, opts, n_report = self._setup(split, d)
         opts.steps = T

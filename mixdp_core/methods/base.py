@@ -122,6 +122,18 @@ class Method(ABC):
             raise ConfigError("config", f"expected {self.config_cls.__name__}, got {type(config).__name__}")
         self.config = config
 
+    def preflight(self) -> None:
+        """Check, before any data is touched, that the privacy budget can be met.
+
+        Lets the CLI and the app refuse a launch up front (naming the field) instead of
+        starting a job that fails. The default does nothing; methods whose calibration can be
+        infeasible (e.g. no full-batch step fits ε at the chosen σ) override it.
+
+        Raises:
+            ConfigError: (e.g. :class:`~mixdp_core.accounting.BudgetError`) the budget is
+                infeasible for this config.
+        """
+
     def _reset(self) -> None:
         """Clear the fitted attributes every method sets (see the module docstring)."""
         self.privacy_ = None

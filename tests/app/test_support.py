@@ -326,3 +326,17 @@ def test_logo_asset_ships_and_is_valid_svg():
     assert LOGO.is_file(), LOGO
     root = ET.parse(LOGO).getroot()
     assert root.tag.endswith("svg") and root.get("viewBox") == "0 0 64 64"
+
+
+def test_form_refuses_budget_too_small_for_sigma():
+    """The Train form names the field instead of launching a job that would fail."""
+    from mixdp_core.accounting import ComposedGaussian, epsilon
+    from mixdp_core.app_support.forms import build_run_config
+
+    base = {"dataset": "digits", "encoder": "pixels", "method": "adamix", "target_delta": 1e-5,
+            "method_params": {"noise_multiplier": 20.0}}
+    one_step = epsilon(ComposedGaussian(20.0, 1), delta=1e-5)  # ≈ 0.16
+    cfg, errors = build_run_config({**base, "target_epsilon": one_step * 0.9})
+    assert cfg is None and "epsilon" in errors and "noise_multiplier" in errors["epsilon"]
+    cfg, errors = build_run_config({**base, "target_epsilon": one_step * 1.01})
+    assert errors == {} and cfg is not None

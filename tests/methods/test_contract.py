@@ -83,3 +83,19 @@ def test_fit_predict_privacy_and_reproducibility(name, contract_split):
     if cls.private and m.noise_multiplier_ is not None:
         m3 = _make(name, seed=1).fit(split)
         assert not np.array_equal(m3.decision_function(split.X_test), m.decision_function(split.X_test))
+
+
+@pytest.mark.parametrize("name", sorted(METHODS.keys()))
+def test_preflight_accepts_default_budget(name):
+    """Every method's default config is feasible (preflight raises only for impossible budgets)."""
+    METHODS.get(name)().preflight()
+
+
+@pytest.mark.parametrize("name", ["fully_private", "ngd", "adamix", "ppgd"])
+def test_noisygd_preflight_matches_accountant(name):
+    from mixdp_core.accounting import BudgetError, ComposedGaussian, epsilon
+
+    one_step = epsilon(ComposedGaussian(20.0, 1), delta=1e-5)
+    with pytest.raises(BudgetError, match="noise_multiplier"):
+        make_method(name, target_epsilon=0.9 * one_step, noise_multiplier=20.0).preflight()
+    make_method(name, target_epsilon=1.01 * one_step, noise_multiplier=20.0).preflight()

@@ -86,3 +86,16 @@ def test_train_with_public_data_from_another_domain(env, capsys):
     n_train_b = 3 * (12 - round(0.2 * 12))
     assert run.metrics["n_private"] == n_train_b and run.metrics["n_public"] == 3 * 2
     assert 0 < d["epsilon"] <= 3
+
+
+def test_infeasible_budget_is_refused_before_any_run(env, capsys):
+    """ε = 0.05 at σ = 20: no full-batch step fits; one line naming the budget, no run stored."""
+    rc = main(["train", "--method", "adamix", "--epsilon", "0.05", "--noise-multiplier", "20", "--json",
+               "--no-progress"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    line = err.strip()
+    assert len(line.splitlines()) == 1 and "epsilon" in line and "noise_multiplier" in line
+    from mixdp_core.runs import RunStore
+
+    assert RunStore().list_runs() == []

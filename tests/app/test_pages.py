@@ -322,3 +322,58 @@ def test_app_start_marks_dead_runs_failed(app_env):
     assert rec.status == "failed" and "interrupted" in rec.error
     assert len(store.steps(rid)) == 1  # history kept
     assert "interrupted by a previous server stop" in page_text(t)
+
+
+def _npz_bytes(**over):
+    import io
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    arrs = dict(X_train=rng.normal(size=(40, 6)).astype(np.float16), y_train=np.arange(40) % 4,
+                X_test=rng.normal(size=(12, 6)).astype(np.float16), y_test=np.arange(12) % 4)
+    arrs.update(over)
+    buf = io.BytesIO()
+    np.savez(buf, **arrs)
+    return buf.getvalue()
+
+
+def test_data_page_upload_features_stores_a_valid_npz(at):
+    at.switch_page("pages/1_data.py").run()
+    at.radio(key="data_source").set_value("Upload features (.npz)").run()
+    at.file_uploader(key="data_npz").upload("mine.npz", _npz_bytes()).run()
+    assert not at.exception, at.exception
+    ok = [s.value for s in at.success]
+    assert any("Stored as `features:" in s for s in ok), ok
+    stored = ok[0].split("`features:", 1)[1].split("`", 1)[0]
+    from mixdp_core.features.cache import default_cache_dir
+
+    assert stored.startswith(str(default_cache_dir()))  # inside the cache, nowhere else
+
+
+def test_data_page_upload_refuses_what_is_not_what_it_claims(at):
+    import numpy as np
+
+    at.switch_page("pages/1_data.py").run()
+    at.radio(key="data_source").set_value("Upload features (.npz)").run()
+    at.file_uploader(key="data_npz").upload("fake.npz", b"just text, not a zip archive").run()
+    errs = [e.value for e in at.error]
+    assert any("**upload**" in e and "not an .npz archive" in e for e in errs), errs
+    bad = _npz_bytes(X_train=np.full((40, 6), np.nan, dtype=np.float32))
+    at.file_uploader(key="data_npz").upload("nan.npz", bad).run()
+    errs = [e.value for e in at.error]
+    assert any("X_train" in e and "NaN" in e for e in errs), errs
+
+
+def test_data_page_upload_zip_refuses_path_escape(at):
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("cat/../../evil.png", b"\x89PNG")
+    at.switch_page("pages/1_data.py").run()
+    at.radio(key="data_source").set_value("Upload images (.zip of class folders)").run()
+    at.file_uploader(key="data_zip").upload("imgs.zip", buf.getvalue(), "application/zip").run()
+    errs = [e.value for e in at.error]
+    assert any("**upload**" in e and "outside the archive folder" in e for e in errs), errs

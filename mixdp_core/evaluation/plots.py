@@ -91,6 +91,22 @@ def _kaleido_available() -> bool:
         return False
 
 
+def _finish_png(fig: Any, ax: Any, path: Path, *, xlabel: str, ylabel: str, title: str) -> Path:
+    """Shared labels, grid, legend and save of the matplotlib report figures; closes ``fig``."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def save_metric_vs_epsilon_png(
     rows: Sequence[Mapping[str, Any]],
     path: str | Path,
@@ -129,16 +145,7 @@ def save_metric_vs_epsilon_png(
             ax.set_xticks(allx)
             ax.set_xticklabels([f"{x:g}" for x in allx])
             ax.minorticks_off()
-    ax.set_xlabel("ε (δ fixed)")
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _finish_png(fig, ax, path, xlabel="ε (δ fixed)", ylabel=ylabel, title=title)
 
 
 def save_sorted_pdp_png(
@@ -158,13 +165,5 @@ def save_sorted_pdp_png(
         e = np.sort(np.asarray(e))
         ax.plot(np.arange(e.size) / max(e.size - 1, 1), e, label=name, color=color)
     ax.axhline(target_epsilon, color="k", linestyle=":", label=f"target ε = {target_epsilon:g}")
-    ax.set_xlabel("private samples (fraction, sorted by ε_i)")
-    ax.set_ylabel("per-instance ε_i")
-    if title:
-        ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _finish_png(fig, ax, path, xlabel="private samples (fraction, sorted by ε_i)",
+                       ylabel="per-instance ε_i", title=title)

@@ -37,24 +37,20 @@ if source == "Registered dataset":
     dataset = st.selectbox("Dataset", registered, index=registered.index(cur), key="data_dataset",
                            help="digits ships with scikit-learn (offline). Others need their files "
                                 "under $MIXDP_DATA (or a download from the command line).")
-elif source == "Upload features (.npz)":
-    st.caption("An `.npz` with arrays `X_train, y_train, X_test, y_test` (optional `class_names`, "
-               "`text_embeddings`). It is validated and stored in the feature cache.")
-    up = st.file_uploader("Feature file", type=["npz"], key="data_npz")
+elif source in ("Upload features (.npz)", "Upload images (.zip of class folders)"):
+    if source == "Upload features (.npz)":
+        st.caption("An `.npz` with arrays `X_train, y_train, X_test, y_test` (optional `class_names`, "
+                   "`text_embeddings`). It is validated and stored in the feature cache.")
+        label, ext, key, store, verb = "Feature file", "npz", "data_npz", forms.save_npz_upload, "Stored"
+    else:
+        st.caption("A `.zip` whose entries are `<class>/<image>` (one folder per class). It is checked "
+                   "(size, file count, images only, no path escaping the folder) and extracted into the cache.")
+        label, ext, key, store, verb = "Image archive", "zip", "data_zip", forms.extract_zip_upload, "Extracted"
+    up = st.file_uploader(label, type=[ext], key=key)
     if up is not None:
         try:
-            dataset = forms.save_npz_upload(up.getvalue(), up.name)
-            st.success(f"Stored as `{dataset}`")
-        except MixDPError as e:
-            errors[getattr(e, "field", "upload")] = str(e).split(": ", 1)[-1]
-elif source == "Upload images (.zip of class folders)":
-    st.caption("A `.zip` whose entries are `<class>/<image>` (one folder per class). It is checked "
-               "(size, file count, images only, no path escaping the folder) and extracted into the cache.")
-    up = st.file_uploader("Image archive", type=["zip"], key="data_zip")
-    if up is not None:
-        try:
-            dataset = forms.extract_zip_upload(up.getvalue(), up.name)
-            st.success(f"Extracted as `{dataset}`")
+            dataset = store(up.getvalue(), up.name)
+            st.success(f"{verb} as `{dataset}`")
         except MixDPError as e:
             errors[getattr(e, "field", "upload")] = str(e).split(": ", 1)[-1]
 else:

@@ -325,8 +325,7 @@ def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
         return None, errors
     names = {f.name for f in dataclasses.fields(RunConfig)}
     try:
-        cfg = RunConfig(**{k: val for k, val in v.items() if k in names})
-        cfg.make_method().preflight()  # e.g. ε too small for σ: refuse before launching
+        cfg = RunConfig(**{k: val for k, val in v.items() if k in names})  # includes the budget preflight
     except ConfigError as e:
         return None, {e.field: str(e).split(": ", 1)[-1]}
     except UnknownNameError as e:

@@ -192,7 +192,6 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         config = build_config(args)
-        config.make_method().preflight()  # e.g. ε too small for σ: no run is created
     except (ConfigError, UnknownNameError, TypeError) as e:
         return _fail(str(e), 2)
     store = RunStore(args.store)

@@ -151,7 +151,9 @@ class RunConfig:
         object.__setattr__(self, "target_epsilon", eps)
         object.__setattr__(self, "target_delta", delta)
         object.__setattr__(self, "imbalance_ratio", ir)
-        self.make_method()  # validates method_params against the method's config
+        # Validates method_params against the method's config, and refuses a budget no run
+        # can meet (e.g. ε too small for σ) before any run is created, for every caller.
+        self.make_method().preflight()
 
     # ---------------------------------------------------------------- derived
     def method_kwargs(self) -> dict[str, Any]:

@@ -124,3 +124,14 @@ def test_config_hash_changes_with_the_code(fake_method, monkeypatch):
     monkeypatch.setattr(runner, "_source_identity", lambda: {"mixdp_core_source_sha256": "other-code"})
     assert a.config_hash() != h
     assert a.split_hash() == _cfg(fake_method, steps=3).split_hash()
+
+
+def test_run_config_refuses_an_infeasible_budget():
+    """ε below one full-batch step at σ = 20: RunConfig itself refuses (every caller is covered)."""
+    from mixdp_core.accounting import BudgetError
+
+    with pytest.raises(BudgetError, match="noise_multiplier"):
+        RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=0.05,
+                  method_params={"noise_multiplier": 20.0})
+    RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=0.2,
+              method_params={"noise_multiplier": 20.0})

@@ -169,7 +169,11 @@ def pure_dp_epsilon(epsilon0: float, *, delta: float) -> float:
     inner = 1.0 - d * (1.0 + math.exp(-e0))
     if inner <= 0.0:
         return 0.0
-    return max(0.0, e0 + math.log(inner))
+    eps = max(0.0, e0 + math.log1p(-d * (1.0 + math.exp(-e0))))
+    # Rounding in e0 + log(inner) can land a few ulps low; never report an ε whose δ exceeds δ.
+    while eps < e0 and pure_dp_delta(e0, epsilon=eps) > d:
+        eps = float(np.nextafter(eps, math.inf))
+    return eps
 
 
 def rdp_eps_per_order(orders: np.ndarray, rdp: np.ndarray, *, delta: float) -> np.ndarray:

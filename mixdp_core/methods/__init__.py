@@ -7,6 +7,7 @@ from .base import METHODS, Method, OnStep, PrivacyConfig, StepRecord, make_metho
 from . import adamix as _adamix  # noqa: F401  (registers the AdaMix-family methods)
 from . import prototypes as _prototypes  # noqa: F401  (registers the DP-prototypes family)
 from . import finetune as _finetune  # noqa: F401  (registers sparse DP fine-tuning)
+from . import _adamix_specs as _adamix_specs  # noqa: F401  (describes the adamix.py configs)
 from .base import ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER
 
 # Transitional (issue 13): the reference roles belong in the class bodies of adamix.Paragon /

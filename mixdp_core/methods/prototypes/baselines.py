@@ -30,7 +30,8 @@ import numpy as np
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
-from .utilities import l2_normalize, largest_param
+from ...accounting.calibration import largest_param
+from .utilities import l2_normalize
 
 
 def _augment(X: np.ndarray) -> np.ndarray:

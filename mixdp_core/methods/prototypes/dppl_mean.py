@@ -17,7 +17,8 @@ from ...errors import ConfigError, DataError
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
-from .utilities import avg_pool, cosine_scores, l2_normalize, largest_param
+from ...accounting.calibration import largest_param
+from .utilities import avg_pool, cosine_scores, l2_normalize
 
 #: ρ_i / ρ of the three CoinPress steps used in the paper (Sec. 4.1).
 PAPER_BUDGET_SPLIT = (5 / 64, 7 / 64, 52 / 64)

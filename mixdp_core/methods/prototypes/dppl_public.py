@@ -23,7 +23,6 @@ Every run reports ``privacy_`` (ε at the user's δ, ρ = ε_EM²/8 zCDP and the
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,32 +32,14 @@ from ...errors import ConfigError
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
+from ...accounting.calibration import calibrate_em_epsilon
 from .utilities import (
     cosine_scores,
-    largest_param,
     load_public_pool,
     public_utilities,
     sample_em,
     validate_pool_spec,
 )
-
-
-def calibrate_em_epsilon(*, target_epsilon: float, target_delta: float, monotone: bool, calibration: str) -> float:
-    """ε_EM for an exponential mechanism under ``calibration`` (see module docstring)."""
-    from ... import accounting as acc
-
-    if calibration == "pure":
-        return largest_param(
-            lambda e: acc.epsilon(acc.ExponentialMechanism(epsilon=e, monotone=monotone), delta=target_delta),
-            target_epsilon=target_epsilon, lo=1e-8, hi=1e4,
-        )
-    if calibration == "zcdp":
-        rho = largest_param(
-            lambda r: acc.zcdp_to_epsilon(r, delta=target_delta),
-            target_epsilon=target_epsilon, lo=1e-12, hi=1e6,
-        )
-        return math.sqrt(8.0 * rho)
-    raise ConfigError("calibration", f"must be 'pure' or 'zcdp', got {calibration!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,8 @@ import numpy as np
 from ...errors import ConfigError
 from ..base import METHODS
 from ...config import Interval, param
-from .dppl_public import DPPLPublicConfig, _PublicBase, calibrate_em_epsilon
+from ...accounting.calibration import calibrate_em_epsilon
+from .dppl_public import DPPLPublicConfig, _PublicBase
 from .utilities import sample_topk
 
 

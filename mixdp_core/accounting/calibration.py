@@ -217,7 +217,7 @@ def largest_param(
     Raises:
         BudgetError: even ``lo`` exceeds the target (field ``"epsilon"``).
     """
-    e = V.positive("target_epsilon", target_epsilon)
+    e = V.epsilon("target_epsilon", target_epsilon)
     if make_epsilon(lo) > e:
         raise BudgetError("epsilon", f"target_epsilon={e} is too small to calibrate (ε({lo}) exceeds it)")
     if make_epsilon(hi) <= e:

@@ -9,8 +9,8 @@ Contents:
 * the exponential mechanism (:func:`em_log_probs`, :func:`sample_em`) and the joint
   exponential mechanism for unordered top-K (App. C.3, :func:`topk_rank_log_probs`,
   :func:`sample_topk`, :func:`topk_set_log_prob`);
-* the public-pool loader (:func:`load_public_pool`) and budget calibration by bisection on
-  the accounting module's ε (:func:`largest_param`).
+* the public-pool loader (:func:`load_public_pool`); budget calibration (:func:`largest_param`)
+  lives in :mod:`mixdp_core.accounting.calibration` (re-exported here).
 
 Conventions: features are rows; utilities are float64 ``(C, N_pool)``; ``epsilon`` is the
 privacy parameter of the *guarantee* (ε-DP), never a sampling temperature.

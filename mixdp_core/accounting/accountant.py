@@ -39,7 +39,7 @@ from .conversions import (
     zcdp_to_delta,
     zcdp_to_epsilon,
 )
-from .events import _blocks, _mu, _pure, _rdp, _rho, check_event
+from .events import PoissonSubsampledGaussian, _blocks, _mu, _pure, _rdp, _rho, check_event
 from .gaussian import gaussian_delta, gaussian_epsilon
 from ..errors import ConfigError
 from ..registry import Registry
@@ -61,6 +61,32 @@ class Accountant:
     name: ClassVar[str] = ""
     auto: ClassVar[bool] = False
     exclusive: ClassVar[bool] = False
+    #: usable for DP-SGD (Poisson-subsampled Gaussian) calibration and ε(t) curves.
+    dpsgd: ClassVar[bool] = False
+
+    def dpsgd_sigma(self, *, sample_rate: float, steps: int, delta: float, target_epsilon: float,
+                    sigma_rdp: float) -> float:
+        """Smallest σ meeting the budget for DP-SGD, given the RDP answer ``sigma_rdp``.
+
+        Default (PRV, PLD, tighter than RDP): the safe-side search started from
+        ``sigma_rdp``, which is almost always an upper bracket.
+        """
+        from .calibration import _smallest_sigma
+
+        def f(s: float) -> float:
+            return epsilon(PoissonSubsampledGaussian(s, sample_rate, steps), delta=delta, accountant=self.name)
+
+        return _smallest_sigma(f, target_epsilon, sigma_rdp, rtol=1e-3, factor=1.25)
+
+    def dpsgd_curve_points(self, steps: int, default: int) -> int:
+        """How many step counts a DP-SGD ε(t) curve evaluates (the rest are filled upwards)."""
+        return min(steps, default)
+
+    def dpsgd_curve(self, *, noise_multiplier: float, sample_rate: float, knots: np.ndarray,
+                    delta: float) -> np.ndarray:
+        """ε after each number of steps in ``knots`` (DP-SGD)."""
+        return np.array([epsilon(PoissonSubsampledGaussian(noise_multiplier, sample_rate, int(t)), delta=delta,
+                                 accountant=self.name) for t in knots])
 
     def unsupported(self, event: Any) -> Optional[str]:
         """Why this accountant cannot account ``event``, or ``None`` if it can."""
@@ -121,10 +147,23 @@ class ZCDPAccountant(Accountant):
 class RDPAccountant(Accountant):
     """Rényi DP (Opacus' subsampled-Gaussian RDP) with the CKS conversion; every event."""
 
-    name, auto = "rdp", True
+    name, auto, dpsgd = "rdp", True, True
 
     def epsilon(self, event: Any, delta: float) -> float:
         return float(lazy_rdp_epsilon(lambda o: _rdp(event, np.asarray(o)), delta=delta)[0][0])
+
+    def dpsgd_sigma(self, *, sample_rate: float, steps: int, delta: float, target_epsilon: float,
+                    sigma_rdp: float) -> float:
+        return sigma_rdp
+
+    def dpsgd_curve_points(self, steps: int, default: int) -> int:
+        return steps  # every step: the RDP curve of all counts costs one evaluation
+
+    def dpsgd_curve(self, *, noise_multiplier: float, sample_rate: float, knots: np.ndarray,
+                    delta: float) -> np.ndarray:
+        vals, _ = lazy_rdp_epsilon(lambda o: backends.subsampled_gaussian_rdp(sample_rate, noise_multiplier, o),
+                                   delta=delta, scales=knots)
+        return vals
 
     def delta(self, event: Any, epsilon: float) -> float:
         return lazy_rdp_delta(lambda o: _rdp(event, np.asarray(o)), epsilon=epsilon)
@@ -147,6 +186,8 @@ class PureAccountant(Accountant):
 
 
 class _BlockAccountant(Accountant):
+    dpsgd = True
+
     def unsupported(self, event: Any) -> Optional[str]:
         return None if _blocks(event) is not None else "only Gaussian and subsampled-Gaussian steps are supported"
 
@@ -179,6 +220,19 @@ class PLDAccountant(_BlockAccountant):
 
 #: Accountant names accepted by ``accountant=``.
 ACCOUNTANTS: tuple[str, ...] = tuple(ACCOUNTANT_REGISTRY.keys())
+#: Accountants of DP-SGD calibration and curves.
+DPSGD_ACCOUNTANTS: tuple[str, ...] = tuple(n for n, a in ACCOUNTANT_REGISTRY.items() if a.dpsgd)
+
+
+def dpsgd_accountant(name: str) -> Accountant:
+    """The registered DP-SGD accountant ``name``.
+
+    Raises:
+        ConfigError: field ``accountant``, listing :data:`DPSGD_ACCOUNTANTS`.
+    """
+    if name not in DPSGD_ACCOUNTANTS:
+        raise ConfigError("accountant", f"must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {name!r}")
+    return ACCOUNTANT_REGISTRY.get(name)
 
 
 def gdp_mu(event: Any) -> Optional[float]:

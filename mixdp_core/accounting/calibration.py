@@ -30,7 +30,7 @@ from typing import Callable
 from . import _validate as V
 import numpy as np
 
-from .accountant import epsilon
+from .accountant import DPSGD_ACCOUNTANTS, dpsgd_accountant, epsilon  # noqa: F401  (re-exported)
 from .backends import subsampled_gaussian_rdp
 from .conversions import RDP_ORDERS, lazy_rdp_epsilon, rdp_to_epsilon
 from .errors import BudgetError
@@ -45,7 +45,6 @@ MAX_STEPS = 10**9
 
 _SIGMA_MAX = 1e7
 _SIGMA_MIN = 1e-3
-DPSGD_ACCOUNTANTS = ("rdp", "prv", "pld")
 
 
 def _budget(target_epsilon: float, target_delta: float) -> tuple[float, float]:
@@ -301,21 +300,13 @@ def calibrate_dpsgd_noise(
     q = V.rate("sample_rate", sample_rate)
     T = V.count("steps", steps)
     e, d = _budget(target_epsilon, target_delta)
-    if accountant not in DPSGD_ACCOUNTANTS:
-        raise ConfigError("accountant", f"must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {accountant!r}")
+    acc = dpsgd_accountant(accountant)
     exact = calibrate_noise(steps=T, target_epsilon=e, target_delta=d)
     if q == 1.0:
         return exact
     sigma_rdp = _calibrate_rdp(q, T, e, d, start=exact)
-    if accountant == "rdp":
-        sig = sigma_rdp
-    else:
-
-        def f(s: float) -> float:
-            return epsilon(PoissonSubsampledGaussian(s, q, T), delta=d, accountant=accountant)
-
-        # PRV/PLD are tighter than RDP, so σ_rdp is (almost always) an upper bracket.
-        sig = _smallest_sigma(f, e, sigma_rdp, rtol=1e-3, factor=1.25)
+    # RDP: that answer; PRV / PLD (tighter): the safe-side search from it.
+    sig = acc.dpsgd_sigma(sample_rate=q, steps=T, delta=d, target_epsilon=e, sigma_rdp=sigma_rdp)
     # Final guard (the searches only return verified values; this re-checks the public path).
     for _ in range(100):
         if epsilon(PoissonSubsampledGaussian(sig, q, T), delta=d, accountant=accountant) <= e:

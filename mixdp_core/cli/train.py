@@ -83,8 +83,8 @@ def build_config(args: argparse.Namespace):
         encoder=args.encoder,
         method=args.method,
         seed=number("seed", args.seed, int, "an integer >= 0"),
-        target_epsilon=number("epsilon", args.epsilon, float, "a number > 0"),
-        target_delta=number("delta", args.delta, float, "a number in (0, 1)"),
+        target_epsilon=number("epsilon", args.epsilon, float, EPSILON.requirement()),  # range: RunConfig
+        target_delta=number("delta", args.delta, float, DELTA.requirement()),
         public_per_class=number("public_per_class", args.public_per_class, int, "an integer >= 1"),
         imbalance_ratio=number("imbalance_ratio", args.imbalance_ratio, float, "a number >= 1"),
         public_from=args.public_from,

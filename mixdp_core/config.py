@@ -129,6 +129,8 @@ class ParamSpec:
             ``target_epsilon``); defaults to ``name``.
         check: extra validator ``check(value) -> None`` raising ``ConfigError`` (for
             structured values: tuples, paths, registry names).
+        allowed: what ``check`` accepts, in words (e.g. ``"a registered method"``), shown
+            in errors of the type check, help and docs.
     """
 
     name: str = ""
@@ -143,6 +145,7 @@ class ParamSpec:
     unit: str = ""
     alias: str = ""
     check: Optional[Callable[[Any], None]] = None
+    allowed: str = ""
 
     @property
     def field(self) -> str:
@@ -151,7 +154,9 @@ class ParamSpec:
 
     def requirement(self) -> str:
         """What the field allows, e.g. ``"an integer >= 1"``, ``"one of 'a', 'b'"``."""
-        if self.choices:
+        if self.allowed:
+            text = self.allowed
+        elif self.choices:
             text = f"one of {', '.join(map(repr, self.choices))}"
         elif self.type is bool:
             text = "True or False"
@@ -179,6 +184,7 @@ def param(
     unit: str = "",
     alias: str = "",
     check: Optional[Callable[[Any], None]] = None,
+    allowed: str = "",
     default_factory: Any = dataclasses.MISSING,
 ) -> Any:
     """A ``dataclasses.field`` carrying its :class:`ParamSpec` as metadata.
@@ -196,6 +202,7 @@ def param(
         unit: unit / symbol of the value.
         alias: user-visible name in errors (e.g. ``"epsilon"``).
         check: extra validator raising ``ConfigError``.
+        allowed: what ``check`` accepts, in words.
         default_factory: as in ``dataclasses.field`` (mutable defaults).
 
     Returns:
@@ -212,7 +219,7 @@ def param(
         raise ValueError("a field with leaks_private=True must say what it costs (privacy_note=...)")
     spec = ParamSpec(type=type, default=REQUIRED if default is dataclasses.MISSING else default, range=range, choices=choices,
                      optional=optional or default is None, help=help, leaks_private=leaks_private,
-                     privacy_note=privacy_note, unit=unit, alias=alias, check=check)
+                     privacy_note=privacy_note, unit=unit, alias=alias, check=check, allowed=allowed)
     kw: dict[str, Any] = {"metadata": {SPEC_KEY: spec, "leaks_private": leaks_private}}
     if default_factory is not dataclasses.MISSING:
         kw["default_factory"] = default_factory
@@ -410,7 +417,7 @@ def format_spec(spec: ParamSpec) -> str:
     """One line: ``name (type, default 3): help [range] — COSTS PRIVACY: note``."""
     t = spec.type.__name__ if spec.type else "value"
     d = "required" if spec.default is REQUIRED else f"default {spec.default!r}"
-    rng = spec.requirement() if (spec.range or spec.choices) else ""
+    rng = spec.requirement() if (spec.range or spec.choices or spec.allowed) else ""
     line = f"{spec.name} ({t}, {d})"
     if spec.help:
         line += f": {spec.help}"
@@ -431,7 +438,7 @@ def config_markdown(cls: type) -> str:
     for s in describe(cls):
         t = s.type.__name__ if s.type else "value"
         d = "required" if s.default is REQUIRED else f"`{s.default!r}`"
-        allowed = s.requirement() if (s.range or s.choices or s.type) else ""
+        allowed = s.requirement() if (s.range or s.choices or s.type or s.allowed) else ""
         h = s.help + (f" **Costs privacy:** {s.privacy_note}" if s.leaks_private else "")
         rows.append(f"| `{s.name}` | {t} | {_md_cell(d)} | {_md_cell(allowed)} | {_md_cell(h)} |")
     return "\n".join(rows)

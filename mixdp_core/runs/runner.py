@@ -105,10 +105,11 @@ class RunConfig:
     """
 
     dataset: str = param(type=str, check=_registered("dataset", prefix_only=True),
+                         allowed="a dataset spec '<registered dataset>[:<argument>]' (`mixdp datasets`)",
                          help="Dataset spec, e.g. 'digits', 'cifar10', 'image_folder:/data/x'.")
-    encoder: str = param(type=str, check=_registered("encoder"),
+    encoder: str = param(type=str, check=_registered("encoder"), allowed="a registered encoder (`mixdp encoders`)",
                          help="Feature extractor name (ENCODERS), e.g. 'pixels', 'efficientnet_lite0'.")
-    method: str = param(type=str, check=_registered("method"),
+    method: str = param(type=str, check=_registered("method"), allowed="a registered method (`mixdp methods`)",
                         help="Training method name (METHODS), e.g. 'adamix'.")
     seed: int = param(0, type=int, range=Interval(0, None), help="Seed of the split and of the method's noise.")
     target_epsilon: float = epsilon_param(3.0)
@@ -116,15 +117,18 @@ class RunConfig:
     public_per_class: int = param(5, type=int, range=Interval(1, None), help="Public samples per class.")
     imbalance_ratio: float = param(1.0, type=float, range=Interval(1, None),
                                    help="Long-tail ratio of the private part (1 = balanced).")
-    public_from: str | None = param(None, type=str,
+    public_from: str | None = param(None, type=str, allowed="a dataset spec",
                                     help="Dataset spec of the public data under domain shift, or None.")
     method_params: dict[str, Any] = param(default_factory=dict, check=_json_mapping("method_params"),
+                                          allowed="a JSON-serializable dict",
                                           help="Other fields of the method's config, e.g. {\"noise_multiplier\": 20}.")
     dataset_root: str | None = param(None, type=str,
                                      help="Where the dataset lives / is downloaded (None = loader default).")
     dataset_kwargs: dict[str, Any] = param(default_factory=dict, check=_json_mapping("dataset_kwargs"),
+                                           allowed="a JSON-serializable dict",
                                            help="Extra keyword arguments of the dataset loader (e.g. max_per_class).")
     encoder_kwargs: dict[str, Any] = param(default_factory=dict, check=_json_mapping("encoder_kwargs"),
+                                           allowed="a JSON-serializable dict",
                                            help="Extra encoder constructor arguments (e.g. {\"image_size\": 128}).")
 
     def __post_init__(self) -> None:

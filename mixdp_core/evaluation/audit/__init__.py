@@ -69,10 +69,14 @@ class AuditResult:
 
     @property
     def alarm(self) -> bool:
-        """True iff the lower bound exceeds the claimed ε (a privacy bug)."""
+        """True iff a lower bound exceeds the claim (a privacy bug): ε_lo > ε, or, for μ-GDP
+        claims, μ_lo > μ (both statements hold jointly at the bound's confidence)."""
         if self.bound is None or self.claimed_epsilon is None:
             return False
-        return bool(self.bound.epsilon_lower > self.claimed_epsilon)
+        if self.bound.epsilon_lower > self.claimed_epsilon:
+            return True
+        return bool(self.bound.mu_lower is not None and self.claimed_mu is not None
+                    and self.bound.mu_lower > self.claimed_mu)
 
     def report(self):
         """A :class:`~mixdp_core.accounting.PrivacyReport`-like object for the theory curve."""
@@ -105,6 +109,7 @@ class AuditResult:
             "n_trials": None if b is None else b.n_trials,
             "bound_method": None if b is None else b.method,
             "bound_details": None if b is None else b.details,
+            "empirical_mu_lower": None if b is None else b.mu_lower,
             "alarm": self.alarm,
             "per_class_auc": m.get("per_class_auc"),
             "wall_seconds": self.wall_seconds,

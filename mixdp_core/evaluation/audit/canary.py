@@ -88,7 +88,8 @@ def blackbox_canary_audit(
     outs = map_jobs(run_train_job, jobs, executor=executor, progress=progress)
     s = np.array([logit_confidence(o.scores[0], yc)[0] for o in outs])
     out = membership_metrics(s[coins], s[~coins])
-    out["epsilon_bound"] = epsilon_lower_bound(s[coins], s[~coins], delta=delta, confidence=confidence, seed=seed)
+    out["epsilon_bound"] = epsilon_lower_bound(s[coins], s[~coins], delta=delta, confidence=confidence, seed=seed,
+                                               gdp=outs[0].mu is not None)
     out["canary_type"] = "mislabeled test sample (black-box, φ of the wrong label)"
     out["report"] = outs[0]
     return out
@@ -198,7 +199,8 @@ def whitebox_canary_audit(
     s = np.concatenate([o.stat for o in outs])
     b = np.concatenate([j.included for j in jobs])
     out = membership_metrics(s[b], s[~b])
-    out["epsilon_bound"] = epsilon_lower_bound(s[b], s[~b], delta=delta, confidence=confidence, seed=seed)
+    out["epsilon_bound"] = epsilon_lower_bound(s[b], s[~b], delta=delta, confidence=confidence, seed=seed,
+                                               gdp=outs[0].mu is not None)
     out["one_run_bound"] = one_run_epsilon_lower_bound(outs[0].stat, jobs[0].included, delta=delta,
                                                        confidence=confidence)
     r = np.concatenate([o.mean_ratio[j.included] for o, j in zip(outs, jobs)])

@@ -158,6 +158,8 @@ class EpsilonBound:
         n_trials: trials used (selection + evaluation halves, or the ``m`` canaries).
         method: ``"clopper_pearson_split"`` or ``"one_run"``.
         details: threshold, counts and rate bounds (JSON-safe scalars).
+        mu_lower: where asked for (claims that are μ-GDP), the lower bound on μ of the same
+            kind (see :func:`epsilon_lower_bound`); ``None`` otherwise.
     """
 
     epsilon_lower: float
@@ -166,6 +168,14 @@ class EpsilonBound:
     n_trials: int
     method: str
     details: dict[str, Any] = field(default_factory=dict)
+    mu_lower: Optional[float] = None
+
+
+def _mu_from_rates(fpr_hi: np.ndarray, fnr_hi: np.ndarray) -> np.ndarray:
+    """μ-GDP lower bound ``Φ⁻¹(1 - FPR) - Φ⁻¹(FNR)`` at rate upper bounds, floored at 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = _st.norm.isf(fpr_hi) - _st.norm.ppf(fnr_hi)
+    return np.maximum(np.nan_to_num(m, nan=0.0, neginf=0.0, posinf=0.0), 0.0)
 
 
 def epsilon_lower_bound(
@@ -175,6 +185,7 @@ def epsilon_lower_bound(
     delta: float,
     confidence: float = 0.95,
     seed: int = 0,
+    gdp: bool = False,
 ) -> EpsilonBound:
     """Empirical ε lower bound from independent trials (Jagielski et al. 2020, Alg. 2).
 
@@ -189,10 +200,18 @@ def epsilon_lower_bound(
     assume independent Bernoulli outcomes). The threshold (guess "in" iff score >= t) is chosen
     on a random half of each set, maximizing the same bound; ε_lo is computed on the other half
     with one-sided ``α/2`` Clopper–Pearson upper bounds of FPR and FNR.
+
+    ``gdp=True`` (claims that are μ-GDP, e.g. composed Gaussian mechanisms) also bounds μ as
+    Nasr et al. 2023 (Sec. 5) audit DP-GD: a μ-GDP test obeys ``FNR >= Φ(Φ⁻¹(1 - FPR) - μ)``
+    (Dong, Roth & Su 2022, Eq. (2.2)), so ``μ >= Φ⁻¹(1 - FPR_hi) - Φ⁻¹(FNR_hi)``. Both statements
+    are then made at level ``α/2`` each (Bonferroni), so that they hold *jointly* with
+    probability ``>= confidence``. The μ bound refutes the μ-GDP claim; it is not an (ε, δ)
+    bound (a mechanism can be (ε(μ'), δ)-DP without being μ'-GDP), so ``epsilon_lower`` stays
+    the (ε, δ) bound.
     """
     p = np.asarray(pos_scores, dtype=np.float64).ravel()
     n = np.asarray(neg_scores, dtype=np.float64).ravel()
-    alpha = 1.0 - float(confidence)
+    alpha = (1.0 - float(confidence)) / (2.0 if gdp else 1.0)
     if p.size < 2 or n.size < 2:
         return EpsilonBound(0.0, confidence, delta, int(p.size + n.size), "clopper_pearson_split",
                             {"reason": "need at least 2 trials of each kind"})
@@ -210,16 +229,22 @@ def epsilon_lower_bound(
         return _eps_from_rates(fpr_hi, fnr_hi, delta), fp, fn, fpr_hi, fnr_hi
 
     cand = np.unique(np.concatenate([ps, ns]))
-    eps_sel, *_ = bound_at(cand, ps, ns)
+    eps_sel, _, _, fh_s, nh_s = bound_at(cand, ps, ns)
     j = int(np.argmax(eps_sel))
     t = float(cand[j])
     eps, fp, fn, fh, nh = bound_at(np.array([t]), pe, ne)
-    return EpsilonBound(
-        float(eps[0]), float(confidence), float(delta), int(p.size + n.size), "clopper_pearson_split",
-        {"threshold": t, "eval_pos": int(pe.size), "eval_neg": int(ne.size), "false_pos": int(fp[0]),
-         "false_neg": int(fn[0]), "fpr_upper": float(fh[0]), "fnr_upper": float(nh[0]),
-         "selection_epsilon": float(eps_sel[j])},
-    )
+    details = {"threshold": t, "eval_pos": int(pe.size), "eval_neg": int(ne.size), "false_pos": int(fp[0]),
+               "false_neg": int(fn[0]), "fpr_upper": float(fh[0]), "fnr_upper": float(nh[0]),
+               "selection_epsilon": float(eps_sel[j]), "alpha_per_statement": alpha}
+    mu_lo = None
+    if gdp:
+        mu_sel = _mu_from_rates(fh_s, nh_s)
+        jm = int(np.argmax(mu_sel))
+        _, fpm, fnm, fhm, nhm = bound_at(np.array([cand[jm]]), pe, ne)
+        mu_lo = float(_mu_from_rates(fhm, nhm)[0])
+        details.update(mu_threshold=float(cand[jm]), mu_false_pos=int(fpm[0]), mu_false_neg=int(fnm[0]))
+    return EpsilonBound(float(eps[0]), float(confidence), float(delta), int(p.size + n.size),
+                        "clopper_pearson_split", details, mu_lower=mu_lo)
 
 
 # --------------------------------------------------------------------------- one run

@@ -85,7 +85,7 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
             if pdict is not None and pdict.get("delta") is not None
             else getattr(model.config, "target_delta", None)
         )
-    eps_i = per_instance_epsilon(model, delta=delta) if delta is not None else None
+    eps_i = per_instance_epsilon(model, delta=delta, split=split) if delta is not None else None
 
     metrics: dict[str, Any] = {
         "test_error": test_error(split.y_test, y_pred),
@@ -111,6 +111,8 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         "dim": int(split.dim),
     }
     metrics.update(pdp_summary(eps_i))
+    if eps_i is not None:
+        metrics["pdp_owner_only"] = True  # data-dependent diagnostic, never a released guarantee
     arrays: dict[str, np.ndarray] = {
         "y_pred": y_pred.astype(np.int64),
         "per_class_accuracy": pca,

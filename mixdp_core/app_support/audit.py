@@ -28,7 +28,7 @@ def run_report(metrics: Mapping[str, Any]) -> Optional[Any]:
 
 def attack_available(rec: Any, attack: str) -> tuple[bool, str]:
     """Whether ``attack`` applies to the run's method, and why not."""
-    from ..evaluation.audit import is_noisygd_family
+    from ..evaluation.audit import whitebox_available
     from ..methods import METHODS
 
     cls = METHODS.get(rec.method)
@@ -37,9 +37,9 @@ def attack_available(rec: Any, attack: str) -> tuple[bool, str]:
     if cls.family == "finetune" and attack in ("lira", "rmia", "canary"):
         return False, ("network fine-tuning takes minutes per training; use the one-run audit "
                        "(one training) or the CLI with a process pool")
-    if attack == "canary-whitebox" and not is_noisygd_family(rec.method):
-        return False, (f"white-box Dirac canaries observe NoisyGD's released gradients; {rec.method} is not a "
-                       "NoisyGD-family method: use the one-run or black-box canary audit.")
+    if attack == "canary-whitebox" and not whitebox_available(rec.method):
+        return False, (f"white-box Dirac canaries observe NoisyGD's released gradients; {rec.method} is neither a "
+                       "NoisyGD-family method nor a DP-SGD linear probe: use the one-run or black-box canary audit.")
     return True, ""
 
 

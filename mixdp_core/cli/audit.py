@@ -92,11 +92,11 @@ def run(args: argparse.Namespace) -> int:
             imbalance_ratio=number("imbalance_ratio", args.imbalance_ratio, float, "a number >= 1"),
             method_params=pairs("param", args.param), dataset_root=args.dataset_root,
         )
-        from ..evaluation.audit import is_noisygd_family
+        from ..evaluation.audit import whitebox_available
 
-        if args.attack == "canary-whitebox" and not is_noisygd_family(config.method):
+        if args.attack == "canary-whitebox" and not whitebox_available(config.method):
             raise ConfigError("attack", "canary-whitebox needs a NoisyGD-family method (fully_private, ngd, adamix, "
-                                        f"ppgd); use canary or one-run for {config.method!r}")
+                                        f"ppgd) or a DP-SGD linear probe; use canary or one-run for {config.method!r}")
     except (ConfigError, UnknownNameError, TypeError) as e:
         return fail(prog_name, str(e), 2)
 

@@ -43,8 +43,6 @@ The noise ``U n_t`` (``n_t ~ N(0, s^2 I_k)``) is drawn as ``U U^T z`` with
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -350,24 +348,7 @@ def private_release(
     return noisy, ratio, loss
 
 
-#: White-box observers of the released noisy sums (privacy auditing only, see
-#: :func:`observe_releases`). A context variable, so that concurrent threads do not mix.
-_RELEASE_OBSERVERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("noisygd_release_observers", default=())
-
-
-@contextlib.contextmanager
-def observe_releases(fn: Callable[[int, np.ndarray, np.ndarray, float], None]):
-    """Call ``fn(t, W_t, released_t, tau_t)`` after every Gaussian release of :func:`run_noisygd`.
-
-    For white-box privacy audits (:mod:`mixdp_core.evaluation.audit`): ``released_t`` is the
-    back-projected noisy clipped sum that the mechanism releases at step ``t`` and ``W_t`` the
-    iterate at which the gradients were taken. Observing changes nothing in the run.
-    """
-    token = _RELEASE_OBSERVERS.set(_RELEASE_OBSERVERS.get() + (fn,))
-    try:
-        yield fn
-    finally:
-        _RELEASE_OBSERVERS.reset(token)
+from ._observe import notify_release, observe_releases  # noqa: E402,F401  (white-box audits)
 
 
 def run_noisygd(
@@ -469,8 +450,7 @@ def run_noisygd(
         noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, x_norm=xq_norm, XB=XB, X_Qp=X_Qp)
         pdp += ratio**2
         executed = t
-        for obs in _RELEASE_OBSERVERS.get():
-            obs(t, W, noisy, tau)
+        notify_release(t, W, noisy, tau)
 
         # --- update (post-processing) ---
         grad = noisy + np.float32(lam) * (W - W_ref)

@@ -248,7 +248,7 @@ def test_privacy_audit_runs_a_whitebox_audit_stores_and_reopens_it(at):
     at.selectbox(key="audit_run").set_value(rid2).run()
     at.selectbox(key="audit_attack").set_value("canary-whitebox")
     at.button(key="FormSubmitter:audit_form-Run audit").click().run()
-    assert "not a NoisyGD-family method" in page_text(at)
+    assert "neither a NoisyGD-family method" in page_text(at)
 
 
 def test_privacy_audit_without_runs_says_what_to_do(at):

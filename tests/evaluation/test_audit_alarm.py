@@ -45,3 +45,11 @@ def test_correct_mechanisms_are_not_caught_and_bound_has_power(audit_split, meth
         # the Dirac canary is nearly tight for full-batch DP-GD (Nasr et al. 2023): power check
         assert s["empirical_epsilon_lower"] >= 0.5
         assert s["empirical_mu_lower"] >= 0.3 * s["claimed_mu"]
+
+
+@pytest.mark.parametrize("method", ["dp_linear_probe", "dpsgd_global_adapt"])
+def test_dpsgd_whitebox_canaries_use_the_one_run_bound_and_stay_below_the_claim(audit_split, method):
+    s = run_audit(audit_split, method, attack="canary-whitebox", epsilon=4.0, trials=600, seed=2).summary()
+    assert s["bound_method"] == "one_run"  # canaries share the bias row: not independent trials
+    assert s["alarm"] is False and 0.0 <= s["empirical_epsilon_lower"] <= s["claimed_epsilon"]
+    assert s["auc"] > 0.55  # the white-box statistic sees the canaries

@@ -22,7 +22,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .canary import blackbox_canary_audit, is_noisygd_family, one_run_audit, whitebox_canary_audit
+from .canary import (blackbox_canary_audit, is_dpsgd_linear, is_noisygd_family, one_run_audit, whitebox_available,
+                     whitebox_canary_audit)
 from .executor import DEFAULT_EXECUTOR, map_jobs
 from .membership import lira_attack, lira_scores, loss_attack, rmia_scores
 from .stats import (
@@ -226,7 +227,7 @@ def run_audit(
 
 
 __all__ = [
-    "ATTACKS", "AuditResult", "DEFAULT_EXECUTOR", "EpsilonBound", "blackbox_canary_audit", "class_matched_indices",
+    "ATTACKS", "AuditResult", "is_dpsgd_linear", "whitebox_available", "DEFAULT_EXECUTOR", "EpsilonBound", "blackbox_canary_audit", "class_matched_indices",
     "clopper_pearson_upper", "epsilon_lower_bound", "is_noisygd_family", "lira_attack", "lira_scores", "loss_attack",
     "map_jobs", "membership_metrics", "one_run_audit", "one_run_epsilon", "one_run_epsilon_lower_bound",
     "one_run_p_value", "rmia_scores", "run_audit", "tpr_at_fpr", "whitebox_canary_audit",

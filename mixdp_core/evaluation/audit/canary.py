@@ -59,6 +59,20 @@ def is_noisygd_family(method: Any) -> bool:
     return issubclass(cls, _NoisyGDMethod)
 
 
+def is_dpsgd_linear(method: Any) -> bool:
+    """True for the DP-SGD linear probes (``dp_linear_probe``, ``dpsgd_global_adapt``)."""
+    from ...methods import METHODS
+    from ...methods.prototypes.baselines import _LinearHead
+
+    cls = METHODS.get(method) if isinstance(method, str) else method
+    return issubclass(cls, _LinearHead)
+
+
+def whitebox_available(method: Any) -> bool:
+    """Methods whose releases the white-box observer sees."""
+    return is_noisygd_family(method) or is_dpsgd_linear(method)
+
+
 def _mislabeled_canaries(split: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``m`` test rows (never trained on) with a wrong label (``(y + 1 + k) mod C``)."""
     rng = np.random.default_rng([seed, 0xCA9A])
@@ -135,8 +149,9 @@ class WhiteboxOutput:
 
 def run_whitebox_job(job: WhiteboxJob) -> WhiteboxOutput:
     """Train with the canaries through the method's own ``run_noisygd`` and observe releases."""
-    from ...methods.noisygd import observe_releases
+    from ...methods._observe import observe_releases
 
+    bias = is_dpsgd_linear(job.method)  # DP-SGD probes append a bias coordinate (last row of W)
     sp = job.split
     D = sp.dim
     M = len(job.labels)
@@ -159,6 +174,8 @@ def run_whitebox_job(job: WhiteboxJob) -> WhiteboxOutput:
 
     def observer(t, W, released, tau):
         Wc = np.asarray(W[D:D + M], dtype=np.float64)
+        if bias:
+            Wc = Wc + np.asarray(W[-1], dtype=np.float64)
         Z = Wc - Wc.max(axis=1, keepdims=True)
         P = np.exp(Z)
         P /= P.sum(axis=1, keepdims=True)
@@ -182,10 +199,33 @@ def whitebox_canary_audit(
     seed: int = 0, delta: float = 1e-5, confidence: float = 0.95, executor: Any = None,
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> dict[str, Any]:
-    """White-box Dirac-canary audit of a NoisyGD-family method (see the module docstring)."""
-    if not is_noisygd_family(method):
+    """White-box Dirac-canary audit of a NoisyGD-family method (see the module docstring).
+
+    DP-SGD linear probes (``dp_linear_probe``, ``dpsgd_global_adapt``): the same canaries and
+    statistic on the released noisy clipped batch sum ``G_t`` (sensitivity C). There each
+    canary is in a step's Poisson batch with probability q only, and its gradient also touches
+    the shared bias row, so the canaries' statistics are *not* independent trials: the bound is
+    the one-run bound of Steinke et al. (valid under that dependence) on a single training with
+    ``trials`` canaries, and no Clopper–Pearson bound is reported.
+    """
+    if not whitebox_available(method):
         raise ValueError(f"white-box Dirac canaries need a NoisyGD-family method (fully_private, ngd, adamix, "
-                         f"ppgd); {method!r} is not one")
+                         f"ppgd) or a DP-SGD linear probe; {method!r} is not one")
+    if is_dpsgd_linear(method):
+        rng = np.random.default_rng([seed, 0xD5C])
+        M = int(trials)
+        job = WhiteboxJob(method, dict(params, seed=int(seed) * 1000 + 1), split,
+                          rng.integers(0, split.n_classes, M), rng.random(M) < 0.5)
+        (o,) = map_jobs(run_whitebox_job, [job], executor=executor, progress=progress)
+        b = job.included
+        out = membership_metrics(o.stat[b], o.stat[~b])
+        out["epsilon_bound"] = one_run_epsilon_lower_bound(o.stat, b, delta=delta, confidence=confidence)
+        out["one_run_bound"] = out["epsilon_bound"]
+        out["canary_mean_ratio"] = float(o.mean_ratio[b].mean()) if b.any() else None
+        out["steps"], out["n_runs"] = o.steps, 1
+        out["canary_type"] = "Dirac gradient canaries on unused coordinates (white-box, DP-SGD releases, one run)"
+        out["report"] = o
+        return out
     trials = int(trials)
     per = max(1, min(int(canaries_per_run), trials))
     runs = math.ceil(trials / per)
@@ -218,7 +258,7 @@ def one_run_audit(
     progress: Optional[Callable[[int, int], None]] = None,
 ) -> dict[str, Any]:
     """One-run audit (Steinke et al. 2023): white-box for NoisyGD, black-box otherwise."""
-    if is_noisygd_family(method):
+    if whitebox_available(method):
         rng = np.random.default_rng([seed, 0x0E2])
         M = int(canaries)
         job = WhiteboxJob(method, dict(params, seed=int(seed) + 1), split, rng.integers(0, split.n_classes, M),

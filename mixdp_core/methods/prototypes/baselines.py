@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .._observe import notify_release
 from ..base import METHODS, StepRecord
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig, check_float, check_int
 from .utilities import l2_normalize, largest_param
@@ -161,6 +162,7 @@ class _LinearHead(PrototypeFamilyMethod):
             else:
                 s = np.minimum(1.0, C0 / np.maximum(norms, 1e-12))
             G = Xb.T @ (R * s[:, None]) + rng.normal(0.0, sigma_g * C0, size=W.shape)
+            notify_release(t, W, G, C0)  # white-box audits only (methods/_observe.py)
             G /= q * n
             V = 0.9 * V + G
             W = W - cfg.lr * V

@@ -6,7 +6,7 @@ from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts
 from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id
 from mixdp_core.app_support.audit import (
-    ATTACK_LABELS, attack_available, audit_rows, pdp_unavailable_reason, run_report, run_stored_audit,
+    ATTACK_LABELS, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
 )
 
 manager = page_setup("Privacy audit")
@@ -62,7 +62,7 @@ if go:
                          canaries=int(canaries), progress=progress)
         bar.empty()
 
-stored = audits.list(run_id=rid)
+stored = audits_for_run(audits, rec)
 rocs = {}
 if "mia_fpr" in arrays:
     rocs["loss attack (legacy, unmatched)"] = (arrays["mia_fpr"], arrays["mia_tpr"])

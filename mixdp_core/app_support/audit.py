@@ -67,6 +67,15 @@ def run_stored_audit(store: Any, rec: Any, *, attack: str, reference_models: int
     return AuditStore(store).save(out, config=config.to_dict(), run_id=rec.run_id, rocs=res.rocs)
 
 
+def audits_for_run(audits: Any, rec: Any, limit: int = 500) -> list:
+    """Stored audits of a run: linked to it (page) or run from the CLI on the same config."""
+    out = []
+    for a in audits.list(limit=limit):
+        if a.run_id == rec.run_id or (a.run_id is None and a.config == rec.config):
+            out.append(a)
+    return out
+
+
 def _f(x: Any, fmt: str = "{:.3g}") -> str:
     return "—" if x is None else fmt.format(x)
 

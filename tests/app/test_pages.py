@@ -242,6 +242,14 @@ def test_privacy_audit_runs_a_whitebox_audit_stores_and_reopens_it(at):
     # reopening the page shows the stored audit without re-running it
     at.switch_page("pages/4_audit.py").run()
     assert "Audits of this run" in page_text(at)
+    # an audit run from the CLI on the same config is listed too
+    from mixdp_core.cli import main
+
+    assert main(["audit", "--method", "fully_private", "--epsilon", "4", "--attack", "loss", "--json",
+                 "--no-progress"]) == 0
+    at.switch_page("pages/4_audit.py").run()
+    assert len(AuditStore(_store()).list()) == 2
+    assert "Loss threshold, class-matched" in list(at.dataframe[0].value["attack"])
     # a method without white-box access is refused with the reason
     rid2 = execute(small_config(method="dp_ls"), store=_store())
     at.switch_page("pages/4_audit.py").run()

@@ -61,7 +61,7 @@ def speed(split):
             "whitebox_claimed_eps": wb.claimed_epsilon}
 
 
-def results(split, split_ir10):
+def results(split, split_ir10, quick=False):
     from mixdp_core.evaluation.audit import run_audit
 
     rows = []
@@ -72,6 +72,17 @@ def results(split, split_ir10):
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
 
     np_params = {"l2": 1e-5}  # fixed ridge: no cross-validation in each of the 17 trainings
+    if quick:  # a smaller grid for larger data sets (CIFAR-10 subset)
+        for m in ("dp_ls", "paragon"):
+            add("IR=10 loss", split_ir10, m, "loss", epsilon=3.0)
+        for m, eps, mp in (("paragon", 3.0, np_params), ("fully_private", 3.0, None), ("dppl_mean", 3.0, None)):
+            add("LiRA K=16", split, m, "lira", epsilon=eps, method_params=mp, reference_models=16)
+        for eps in (1.0, 4.0, 8.0):
+            add("white-box 1000", split, "fully_private", "canary-whitebox", epsilon=eps, trials=1000)
+        add("white-box one run 1000", split, "dp_linear_probe", "canary-whitebox", epsilon=4.0, trials=1000)
+        add("one-run 1000 white-box", split, "fully_private", "one-run", epsilon=4.0, canaries=1000)
+        add("one-run 500 black-box", split, "dppl_mean", "one-run", epsilon=4.0, canaries=500)
+        return rows
     for m in ("dp_ls", "fully_private", "dppl_mean", "paragon"):
         add("IR=10 loss", split_ir10, m, "loss", epsilon=3.0)
     for m, eps, mp in (("paragon", 3.0, np_params), ("fully_private", 1.0, None), ("fully_private", 3.0, None),
@@ -125,6 +136,7 @@ def main():
     ap.add_argument("--dataset-arg", action="append", default=[])
     ap.add_argument("--encoder-arg", action="append", default=[])
     ap.add_argument("--results", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="smaller results grid")
     a = ap.parse_args()
     dkw = {k: json.loads(v) if v[:1].isdigit() else v for k, v in (x.split("=", 1) for x in a.dataset_arg)}
     ekw = {k: json.loads(v) for k, v in (x.split("=", 1) for x in a.encoder_arg)} or None
@@ -132,7 +144,8 @@ def main():
     out = {"dataset": a.dataset, "encoder": a.encoder, "n_private": int(len(split.y_private)), "dim": split.dim}
     out.update(speed(split))
     if a.results:
-        rows = results(split, _split(a.dataset, a.encoder, ir=10.0, dataset_kwargs=dkw, encoder_kwargs=ekw))
+        rows = results(split, _split(a.dataset, a.encoder, ir=10.0, dataset_kwargs=dkw, encoder_kwargs=ekw),
+                       quick=a.quick)
         print(markdown(rows))
         out["rows"] = rows
     print(json.dumps(out, allow_nan=False, default=str))

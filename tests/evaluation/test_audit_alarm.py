@@ -33,7 +33,7 @@ def test_half_noise_mechanism_raises_the_alarm(audit_split):
     assert s["empirical_mu_lower"] > s["claimed_mu"]
 
 
-@pytest.mark.parametrize("method,eps", [("fully_private", 4.0), ("fully_private", 1.0), ("ngd", 4.0)])
+@pytest.mark.parametrize("method,eps", [("fully_private", 4.0), ("fully_private", 1.0), ("ngd", 2.0)])
 def test_correct_mechanisms_are_not_caught_and_bound_has_power(audit_split, method, eps):
     r = run_audit(audit_split, method, attack="canary-whitebox", epsilon=eps, trials=1000, seed=1)
     s = r.summary()
@@ -47,9 +47,9 @@ def test_correct_mechanisms_are_not_caught_and_bound_has_power(audit_split, meth
         assert s["empirical_mu_lower"] >= 0.3 * s["claimed_mu"]
 
 
-@pytest.mark.parametrize("method", ["dp_linear_probe", "dpsgd_global_adapt"])
-def test_dpsgd_whitebox_canaries_use_the_one_run_bound_and_stay_below_the_claim(audit_split, method):
-    s = run_audit(audit_split, method, attack="canary-whitebox", epsilon=4.0, trials=600, seed=2).summary()
-    assert s["bound_method"] == "one_run"  # canaries share the bias row: not independent trials
+@pytest.mark.parametrize("method", ["dp_linear_probe", "dpsgd_global_adapt", "adamix"])
+def test_dependent_canary_rows_canaries_use_the_one_run_bound_and_stay_below_the_claim(audit_split, method):
+    s = run_audit(audit_split, method, attack="canary-whitebox", epsilon=4.0, trials=400, seed=2).summary()
+    assert s["bound_method"] == "one_run"  # bias row / projection couple canaries: not independent trials
     assert s["alarm"] is False and 0.0 <= s["empirical_epsilon_lower"] <= s["claimed_epsilon"]
     assert s["auc"] > 0.55  # the white-box statistic sees the canaries

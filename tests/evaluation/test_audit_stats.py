@@ -102,14 +102,14 @@ def test_one_run_epsilon_is_the_largest_rejected():
 def test_one_run_bound_sound_on_randomized_response():
     """m canaries through ε-randomized-response: ε_lo above ε at most ~5 % of runs."""
     rng = np.random.default_rng(3)
-    eps, m = 1.0, 2000
+    eps, m = 1.0, 1000
     over = 0
-    for _ in range(40):
+    for _ in range(30):
         b = rng.random(m) < 0.5
         flip = rng.random(m) < 1 / (1 + math.exp(eps))
         score = np.where(b ^ flip, 1.0, 0.0) + 1e-3 * rng.random(m)
         over += one_run_epsilon_lower_bound(score, b, delta=0.0).epsilon_lower > eps
-    assert over <= 4
+    assert over <= 3
 
 
 def test_tpr_at_low_fpr_and_metrics():

@@ -24,7 +24,7 @@ the iterate ``W_t`` and accumulates, for each canary,
 the projection of the release on the canary's own gradient direction (``p_{j,t}`` = softmax of
 ``W_t[D+j, :]``, known to the white-box auditor). Row ``D+j`` of ``R_t`` holds only canary ``j``'s
 clipped gradient (if included) plus the mechanism's noise, and ``W_t[D+j, :]`` evolves only from
-that row, so the ``s_j`` are **independent trials**: ``s_j ~ N(0, σ² T)`` if excluded and
+that row (no projection: ``fully_private``, ``ngd``, ``ppgd``), so the ``s_j`` are **independent trials**: ``s_j ~ N(0, σ² T)`` if excluded and
 ``N(Σ_t r_{j,t}, σ² T)`` if included, where ``r_{j,t} = min(‖g_j‖, τ_t)/τ_t <= 1`` is the canary's
 per-instance ratio (exactly 1 when its gradient is clipped). One training therefore yields ``M``
 trials; ``trials`` canaries are spread over ``ceil(trials / canaries_per_run)`` trainings. The
@@ -71,6 +71,24 @@ def is_dpsgd_linear(method: Any) -> bool:
 def whitebox_available(method: Any) -> bool:
     """Methods whose releases the white-box observer sees."""
     return is_noisygd_family(method) or is_dpsgd_linear(method)
+
+
+def independent_canary_rows(method: Any, params: dict[str, Any]) -> bool:
+    """Whether each Dirac canary's release row is untouched by every other row.
+
+    True for NoisyGD without projection (``fully_private``, ``ngd``, ``ppgd``, ``adamix`` with
+    ``projection="none"``). AdaMix's projection ``U U^T`` mixes coordinates (and DP-SGD's bias row
+    couples canaries), so there the canaries are not independent trials.
+    """
+    from ...methods import METHODS
+    from ...methods.adamix import AdaMix
+
+    cls = METHODS.get(method) if isinstance(method, str) else method
+    if not is_noisygd_family(method):
+        return False
+    if issubclass(cls, AdaMix):
+        return params.get("projection", "paper") == "none"
+    return True
 
 
 def _mislabeled_canaries(split: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -201,6 +219,9 @@ def whitebox_canary_audit(
 ) -> dict[str, Any]:
     """White-box Dirac-canary audit of a NoisyGD-family method (see the module docstring).
 
+    AdaMix with its projection: the released sum is ``U U^T (S + noise)``, which mixes the
+    canaries' rows, so (as for DP-SGD below) only the one-run bound is reported.
+
     DP-SGD linear probes (``dp_linear_probe``, ``dpsgd_global_adapt``): the same canaries and
     statistic on the released noisy clipped batch sum ``G_t`` (sensitivity C). There each
     canary is in a step's Poisson batch with probability q only, and its gradient also touches
@@ -211,7 +232,7 @@ def whitebox_canary_audit(
     if not whitebox_available(method):
         raise ValueError(f"white-box Dirac canaries need a NoisyGD-family method (fully_private, ngd, adamix, "
                          f"ppgd) or a DP-SGD linear probe; {method!r} is not one")
-    if is_dpsgd_linear(method):
+    if not independent_canary_rows(method, params):
         rng = np.random.default_rng([seed, 0xD5C])
         M = int(trials)
         job = WhiteboxJob(method, dict(params, seed=int(seed) * 1000 + 1), split,
@@ -223,7 +244,9 @@ def whitebox_canary_audit(
         out["one_run_bound"] = out["epsilon_bound"]
         out["canary_mean_ratio"] = float(o.mean_ratio[b].mean()) if b.any() else None
         out["steps"], out["n_runs"] = o.steps, 1
-        out["canary_type"] = "Dirac gradient canaries on unused coordinates (white-box, DP-SGD releases, one run)"
+        out["canary_type"] = ("Dirac gradient canaries on unused coordinates (white-box, one run: "
+                              + ("DP-SGD releases share the bias row)" if is_dpsgd_linear(method)
+                                 else "AdaMix's projection mixes coordinates)"))
         out["report"] = o
         return out
     trials = int(trials)

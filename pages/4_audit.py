@@ -65,7 +65,8 @@ if go:
 stored = audits_for_run(audits, rec)
 rocs = {}
 if "mia_fpr" in arrays:
-    rocs["loss attack (legacy, unmatched)"] = (arrays["mia_fpr"], arrays["mia_tpr"])
+    rocs["loss attack (class-matched)" if m.get("mia_class_matched") else "loss attack (unmatched, old run)"] = (
+        arrays["mia_fpr"], arrays["mia_tpr"])
 for a in stored:
     for name, curve in audits.rocs(a.audit_id).items():
         rocs.setdefault(f"{name} [{a.audit_id[-6:]}]", curve)

@@ -56,3 +56,16 @@ def test_black_box_audits_run_on_every_family_and_never_exceed_the_claim(audit_s
         assert 1.95 <= s["claimed_epsilon"] <= 2.0 + 1e-9  # from the accounting module (integer T)
         assert 0.0 <= s["empirical_epsilon_lower"] <= s["claimed_epsilon"]
         assert s["alarm"] is False and s["confidence"] == 0.95
+
+
+def test_run_evaluation_uses_the_class_matched_loss_attack(audit_split_ir10):
+    from mixdp_core.evaluation import evaluate
+    from mixdp_core.methods import make_method
+
+    m = make_method("dp_ls", target_epsilon=3.0).fit(audit_split_ir10)
+    ev = evaluate(m, audit_split_ir10)
+    assert ev.metrics["mia_class_matched"] is True
+    assert ev.metrics["mia_auc"] <= 0.6 < ev.metrics["mia_auc_unmatched"]
+    mi, ni = ev.arrays["mia_member_index"], ev.arrays["mia_nonmember_index"]
+    assert np.array_equal(np.bincount(audit_split_ir10.y_private[mi], minlength=10),
+                          np.bincount(audit_split_ir10.y_test[ni], minlength=10))

@@ -130,3 +130,8 @@ def test_class_matched_indices_balance_every_class():
     assert np.bincount(ym[mi]).tolist() == [10, 5, 10]
     assert np.bincount(yn[ni]).tolist() == [10, 5, 10]
     assert len(set(mi.tolist())) == mi.size
+
+
+def test_metrics_with_one_side_empty_are_none_not_an_error():
+    m = membership_metrics(np.array([1.0, 2.0]), np.zeros(0))
+    assert m["auc"] is None and m["tpr_at_fpr_0.01"] is None and m["n_members"] == 2

@@ -75,6 +75,11 @@ def membership_metrics(
     """
     m = np.asarray(member_scores, dtype=np.float64).ravel()
     n = np.asarray(nonmember_scores, dtype=np.float64).ravel()
+    if m.size == 0 or n.size == 0:  # e.g. every coin of a short canary audit fell the same way
+        out = {"auc": None, "advantage": None, "n_members": int(m.size), "n_nonmembers": int(n.size),
+               "fpr": np.zeros(0), "tpr": np.zeros(0), "per_class_auc": None}
+        out.update({f"tpr_at_fpr_{a:g}": None for a in FPR_LEVELS})
+        return out
     fpr, tpr, _ = roc_curve(m, n)
     out: dict[str, Any] = {
         "auc": auc_score(m, n),

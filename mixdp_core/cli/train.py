@@ -28,7 +28,7 @@ SUMMARY_KEYS = (
     "run_id", "status", "method", "dataset", "encoder", "seed", "epsilon", "target_epsilon",
     "delta", "mu", "noise_multiplier", "steps", "test_error", "balanced_accuracy",
     "minority_accuracy", "mia_auc", "mia_advantage", "pdp_epsilon_min", "pdp_epsilon_median",
-    "pdp_epsilon_max", "performance_boost", "wall_seconds", "reused", "store",
+    "pdp_epsilon_max", "pdp_owner_only", "performance_boost", "wall_seconds", "reused", "store",
 )
 
 

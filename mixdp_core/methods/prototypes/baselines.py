@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .._observe import notify_release
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
@@ -121,7 +122,17 @@ class _LinearHead(PrototypeFamilyMethod):
         C0 = cfg.clip_norm
         report_every = max(1, int(round(1.0 / q)))
         self.threshold_history_ = []
+        # Per-instance DP (owner-only diagnostic, evaluation/pdp.py; Feldman & Zrnic 2021, Yu et
+        # al. 2023): every row's step contribution relative to the accounted sensitivity,
+        # from its gradient norm at W_t whether or not it is sampled.
+        pdp_ratios = np.zeros((n, T), dtype=np.float32)
         for t in range(1, T + 1):
+            all_norms = np.linalg.norm(Xa, axis=1) * np.linalg.norm(_softmax(Xa @ W) - Y, axis=1)
+            if self.adaptive:
+                r_g = np.minimum(all_norms / Z, 1.0)
+                pdp_ratios[:, t - 1] = sigma * np.sqrt(r_g**2 / sigma_g**2 + (all_norms <= Z) / sigma_b**2)
+            else:
+                pdp_ratios[:, t - 1] = np.minimum(all_norms / C0, 1.0)
             mask = rng.random(n) < q
             Xb, Yb = Xa[mask], Y[mask]
             R, norms = per_example_grad_norms(W, Xb, Yb)
@@ -132,6 +143,7 @@ class _LinearHead(PrototypeFamilyMethod):
             else:
                 s = np.minimum(1.0, C0 / np.maximum(norms, 1e-12))
             G = Xb.T @ (R * s[:, None]) + rng.normal(0.0, sigma_g * C0, size=W.shape)
+            notify_release(t, W, G, C0)  # white-box audits only (methods/_observe.py)
             G /= q * n
             V = 0.9 * V + G
             W = W - cfg.lr * V
@@ -149,6 +161,7 @@ class _LinearHead(PrototypeFamilyMethod):
                 if self._emit(on_step, rec):
                     break
         self.coef_ = W
+        self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
         self.sample_rate_ = q
         self.noise_multiplier_ = sigma
         self.privacy_ = acc.privacy_report(

@@ -237,8 +237,15 @@ class DPPLMean(PrototypeFamilyMethod):
         centres = np.zeros((C, d))
         radii = [math.sqrt(d)] * C
         self.coinpress_history_ = [[] for _ in range(C)]
+        # Per-instance DP (owner-only diagnostic, evaluation/pdp.py): sample j's share of the
+        # step's sensitivity, r = (||proj(x_j) - c|| + R)/(2R) (replace) or ||proj(x_j) - c||/R.
+        rows = [np.flatnonzero(y == c) for c in range(C)]
+        pdp_ratios = np.zeros((len(y), len(step_rhos)))
         for i, rho_i in enumerate(step_rhos, start=1):
             for c in range(C):
+                R_c = radii[c] + gamma
+                dn = np.minimum(np.linalg.norm(groups[c] - centres[c], axis=1), R_c)
+                pdp_ratios[rows[c], i - 1] = (dn + R_c) / (2 * R_c) if cfg.neighbouring == "replace" else dn / R_c
                 centres[c], radii[c], info = coinpress_step(
                     groups[c], centres[c], radii[c], rho_i=rho_i, gamma=gamma, n_eff=n_eff[c],
                     neighbouring=cfg.neighbouring, rng=rng,
@@ -254,6 +261,7 @@ class DPPLMean(PrototypeFamilyMethod):
         self.step_rhos_ = tuple(step_rhos[: self.steps_])
         self.noise_multiplier_ = tuple(self._sigmas(rho, self.steps_))
         self.prototypes_ = centres.astype(np.float32)
+        self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
         self.privacy_ = acc.privacy_report(self._event(rho, self.steps_), delta=delta)
         return self
 

@@ -69,6 +69,22 @@ def step_limit() -> int:
     return min(v, MAX_STEPS)
 
 
+def noisy_count_event(*, target_epsilon: float, target_delta: float, share: float):
+    """The Gaussian mechanism releasing a private count (sensitivity 1, add/remove-one) that
+    spends the share ``share`` of the GDP budget μ*(ε, δ)²: σ_c = 1/(√share · μ*).
+
+    DP-SGD methods release N̂ = N + N(0, σ_c²) to set q and T, and calibrate σ for the
+    composition of this event with their steps (``calibrate_dpsgd_noise(also=...)``).
+    """
+    from .events import GaussianMechanism
+
+    e, d = _budget(target_epsilon, target_delta)
+    if not (0.0 < float(share) < 1.0):
+        raise ConfigError("count_budget_share", f"must lie in (0, 1), got {share!r}")
+    mu = gdp_mu_for_budget(epsilon=e, delta=d)
+    return GaussianMechanism(noise_multiplier=1.0 / (math.sqrt(float(share)) * mu))
+
+
 def _fmt_steps(x: float) -> str:
     return f"more than {MAX_STEPS:,}" if not math.isfinite(x) or x > MAX_STEPS else f"{int(x):,}"
 

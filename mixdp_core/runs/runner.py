@@ -109,8 +109,8 @@ class RunConfig:
         _registry_check("method", "method", self.method)
         _registry_check("encoder", "encoder", self.encoder)
         _registry_check("dataset", "dataset", self.dataset.partition(":")[0])
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ConfigError("seed", f"must be an integer >= 0, got {self.seed!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed < 2**32:
+            raise ConfigError("seed", f"must be an integer with 0 <= seed < 2**32 (4294967296), got {self.seed!r}")
         try:
             eps = float(self.target_epsilon)
         except (TypeError, ValueError):
@@ -331,6 +331,31 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
     return feats, pub
 
 
+#: Metrics computed on the private data without a DP guarantee: for the data owner only.
+DIAGNOSTIC_KEYS = (
+    "mia_auc", "mia_advantage", "mia_n_per_side", "pdp_epsilon_min", "pdp_epsilon_median",
+    "pdp_epsilon_max", "pdp_epsilon_mean", "n_private", "train_loss",
+)
+DIAGNOSTICS_NOTE = (
+    "Owner-only diagnostics: computed on the private data without a privacy guarantee "
+    "(membership-inference scores, per-instance DP, exact private count, train loss). "
+    "They are not covered by the reported epsilon; do not publish them."
+)
+
+
+def diagnostics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The owner-only diagnostics among ``metrics``, grouped with :data:`DIAGNOSTICS_NOTE`.
+
+    (The flat keys stay in the run's metrics for the app's charts; exports and the CLI
+    summary carry them only under ``diagnostics``.)
+    """
+    out: dict[str, Any] = {"note": DIAGNOSTICS_NOTE}
+    for k in metrics:
+        if k in DIAGNOSTIC_KEYS or k.startswith(("pdp_epsilon_", "mia_")):
+            out[k] = metrics[k]
+    return out
+
+
 def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | None:
     """Performance Boost of an error ``err_dp`` against completed paragon and only-public runs
     of the same split in ``store`` (newest of each), or ``None`` if either is missing."""
@@ -418,6 +443,9 @@ def execute(
             )
             if metrics.get("delta") is None:
                 metrics["delta"] = config.target_delta
+            if getattr(model, "epsilon_rdp_", None) is not None:
+                metrics["epsilon_rdp"] = float(model.epsilon_rdp_)  # the looser RDP ε, shown beside
+            metrics["diagnostics"] = diagnostics(metrics)
             metrics["performance_boost"] = (
                 sibling_boost(store, config.split_hash(), metrics["test_error"])
                 if config.method not in ("paragon", "only_public") else None
@@ -434,6 +462,9 @@ def execute(
             store.finish(run_id, FAILED, error=msg,
                          metrics={"wall_seconds": time.perf_counter() - t0, "n_step_records": writer.n_records})
         except Exception:
-            pass
+            try:  # e.g. disk full: the smallest possible write, so the run is not left 'running'
+                store.finish(run_id, FAILED, error=msg[:500])
+            except Exception:
+                pass  # the next RunStore() marks it failed (dead process)
         raise
     return run_id

@@ -64,6 +64,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--dataset-arg", action="append", default=[], metavar="KEY=VALUE", help="dataset loader option; repeatable")
     a("--encoder-arg", action="append", default=[], metavar="KEY=VALUE",
       help="encoder option, e.g. image_size=128; repeatable")
+    a("--weights", default=None, metavar="FILE",
+      help="encoder weights file (torchvision state_dict for resnet50, open_clip checkpoint for CLIP, "
+           "timm/torch.hub file for dinov2): the offline route when the weights cannot be downloaded")
     a("--cache-dir", default=None, help="feature cache folder (default $MIXDP_CACHE or ~/.cache/mixdp)")
     a("--store", default=None, help="run store folder (default $MIXDP_HOME or the user data folder)")
     a("--label", default=None, help="free-text tag stored with the run")
@@ -97,8 +100,26 @@ def build_config(args: argparse.Namespace):
         method_params=params,
         dataset_root=args.dataset_root,
         dataset_kwargs=pairs("dataset_arg", args.dataset_arg),
-        encoder_kwargs=pairs("encoder_arg", args.encoder_arg),
+        encoder_kwargs=_encoder_kwargs(args),
     )
+
+
+def _encoder_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--encoder-arg`` pairs plus ``--weights FILE`` (as ``pretrained``, checked to exist)."""
+    from pathlib import Path
+
+    ekw = pairs("encoder_arg", args.encoder_arg)
+    if "weights" in ekw:
+        ekw["pretrained"] = ekw.pop("weights")
+    if getattr(args, "weights", None):
+        ekw["pretrained"] = args.weights
+    w = ekw.get("pretrained")
+    if isinstance(w, str) and ("/" in w or w.endswith((".pt", ".pth", ".bin", ".safetensors"))):
+        p = Path(w).expanduser()
+        if not p.is_file():
+            raise ConfigError("weights", f"weights file {str(p)!r} does not exist" + (" (it is a folder)" if p.is_dir() else ""))
+        ekw["pretrained"] = str(p.resolve())
+    return ekw
 
 
 def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:

@@ -199,6 +199,9 @@ def load_feature_file(path: str | Path) -> FeatureSet:
     for k in ("X_train", "X_test"):
         if not np.issubdtype(arrs[k].dtype, np.floating):
             raise DataError(f"{k}: must be a float array, got dtype {arrs[k].dtype}")
+    for xk, yk in (("X_train", "y_train"), ("X_test", "y_test")):
+        if arrs[xk].size == 0 or arrs[yk].size == 0:
+            raise DataError(f"{xk}: has no samples (shape {arrs[xk].shape}, {yk} shape {arrs[yk].shape})")
     for k in ("y_train", "y_test"):
         y = arrs[k]
         if y.ndim != 1:
@@ -207,7 +210,10 @@ def load_feature_file(path: str | Path) -> FeatureSet:
             raise DataError(f"{k}: labels must be integer class indices 0..C-1")
         if y.size and (y.min() < 0 or y.max() >= 2**31):
             raise DataError(f"{k}: labels must lie in [0, C-1], got range [{y.min():g}, {y.max():g}]")
-    y_max = int(max(arrs["y_train"].max(initial=0), arrs["y_test"].max(initial=0)))
+    y_max = int(arrs["y_train"].max(initial=0))
+    if "class_names" not in arrs and arrs["y_test"].size and int(arrs["y_test"].max()) > y_max:
+        raise DataError(f"y_test: labels must lie in [0, {y_max}] (the classes of y_train; no class_names "
+                        f"given), got up to {arrs['y_test'].max():g}")
     if "class_names" not in arrs and y_max >= MAX_CLASSES:
         raise DataError(f"y_train: labels go up to {y_max}; at most {MAX_CLASSES:,} classes are supported")
     names = [str(c) for c in arrs["class_names"]] if "class_names" in arrs else [str(i) for i in range(y_max + 1)]

@@ -18,7 +18,7 @@ def _repeated_zero_deflate(n_chunks: int) -> bytes:
     """Raw deflate stream of ``n_chunks * 16 MiB`` zero bytes, built from one block
     (after a full flush the compressor has no history, so every chunk compresses the same)."""
     z = bytes(_CHUNK)
-    co = zlib.compressobj(1, zlib.DEFLATED, -15)
+    co = zlib.compressobj(9, zlib.DEFLATED, -15)
     block = co.compress(z) + co.flush(zlib.Z_FULL_FLUSH)
     last = co.compress(b"") + co.flush(zlib.Z_FINISH)
     return block * n_chunks + last

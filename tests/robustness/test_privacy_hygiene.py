@@ -85,7 +85,7 @@ def test_public_bound_is_checked_before_running():
                     expected_batch_size=1).preflight()
     assert e.value.field == "epochs" and "100,000" in str(e.value)
     with pytest.raises(ConfigError) as e:
-        make_method("dp_linear_probe", dataset_size="public_bound")
+        make_method("dp_linear_probe", dataset_size="public_bound").preflight()
     assert e.value.field == "size_bound"
 
 

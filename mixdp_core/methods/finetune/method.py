@@ -100,7 +100,8 @@ class SparseFinetuneConfig(PrivacyConfig):
         accountant: ``"pld"`` (default, tightest), ``"rdp"`` or ``"prv"`` (used for
             calibration *and* for the report).
         dataset_size: ``"noisy_count"`` (default, accounted), ``"public_bound"`` (uses
-            ``size_bound``) or ``"public"`` (exact N treated as public, said in the report).
+            ``size_bound``) or ``"public"`` (exact N treated as public, said in the report;
+            costs privacy under add/remove: it is not accounted).
         size_bound: public upper bound on the number of private samples (>= 1).
         count_budget_share: share in (0, 0.5] of the GDP budget spent on the noisy count.
         seed: seed of initialisation, shuffling, Poisson sampling and noise.
@@ -176,14 +177,18 @@ class SparseFinetuneConfig(PrivacyConfig):
             raise ConfigError("dataset_size", f"must be one of {', '.join(DATASET_SIZES)}, got {self.dataset_size!r}")
         if self.size_bound is not None:
             check_int("size_bound", self.size_bound, 1)
-        if self.dataset_size == "public_bound" and self.size_bound is None:
-            raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
-                                            "number of private samples (integer >= 1)")
         if not (isinstance(self.count_budget_share, (int, float)) and 0 < self.count_budget_share <= 0.5):
             raise ConfigError("count_budget_share", f"must lie in (0, 0.5], got {self.count_budget_share!r}")
         check_int("seed", self.seed, 0)
         if not isinstance(self.device, str) or not self.device:
             raise ConfigError("device", f"must be 'auto' or a torch device string, got {self.device!r}")
+
+
+def _check_bound(cfg) -> None:
+    """``dataset_size="public_bound"`` needs ``size_bound`` (checked in preflight and fit)."""
+    if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
+        raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
+                                        "number of private samples (integer >= 1)")
 
 
 @dataclass
@@ -283,6 +288,7 @@ class SparseFinetune(Method):
         """With a public size bound the DP-SGD step count is known before the data: refuse it
         above the step ceiling (``MIXDP_MAX_STEPS``)."""
         cfg = self.config
+        _check_bound(cfg)
         if cfg.dataset_size == "public_bound":
             from ...accounting import check_steps
 
@@ -439,6 +445,7 @@ class SparseFinetune(Method):
         self.image_shape_ = pretrained.image_shape
         self.pretrain_seconds_ = pretrained.seconds
         self.classes_ = np.arange(C)
+        _check_bound(cfg)
         count_ev = None
         if cfg.dataset_size == "noisy_count":
             count_ev = acc.noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,

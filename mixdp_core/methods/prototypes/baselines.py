@@ -58,6 +58,13 @@ from .utilities import l2_normalize, largest_param
 DATASET_SIZES = ("noisy_count", "public_bound", "public")
 
 
+def _check_bound(cfg) -> None:
+    """``dataset_size="public_bound"`` needs ``size_bound`` (checked in preflight and fit)."""
+    if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
+        raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
+                                        "number of private samples (integer >= 1)")
+
+
 def _augment(X: np.ndarray) -> np.ndarray:
     """L2-normalize rows and append a bias coordinate 1 (so ||x̃|| = sqrt(2))."""
     Xn = l2_normalize(np.asarray(X, dtype=np.float64))
@@ -92,7 +99,8 @@ class DPLinearProbeConfig(SeededPrivacyConfig):
         clip_norm: per-example gradient clip norm C (> 0).
         dataset_size: how the private count N sets q and T: ``"noisy_count"`` (default,
             accounted), ``"public_bound"`` (uses ``size_bound``) or ``"public"`` (exact N
-            treated as public, said so in the report). See the module docstring.
+            treated as public, said so in the report; costs privacy under add/remove: it is
+            not accounted). See the module docstring.
         size_bound: public upper bound on N (integer >= 1), required by ``"public_bound"``.
         count_budget_share: share in (0, 0.5] of the GDP budget μ*² spent on the noisy count.
         accountant: ``"pld"`` (default, tightest) or ``"rdp"`` / ``"prv"`` for calibration and
@@ -119,9 +127,6 @@ class DPLinearProbeConfig(SeededPrivacyConfig):
         check_choice("accountant", self.accountant, ("pld", "rdp", "prv"))
         if self.size_bound is not None:
             check_int("size_bound", self.size_bound, 1, 10**9)
-        if self.dataset_size == "public_bound" and self.size_bound is None:
-            raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
-                                            "number of private samples (integer >= 1)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,6 +183,7 @@ class _LinearHead(PrototypeFamilyMethod):
         from ...accounting.calibration import check_steps
 
         cfg = self.config
+        _check_bound(cfg)
         if cfg.dataset_size == "public_bound":
             check_steps(self._plan(cfg, cfg.size_bound)[1], field="epochs",
                         hint="lower epochs or size_bound, or raise expected_batch_size")
@@ -192,6 +198,7 @@ class _LinearHead(PrototypeFamilyMethod):
         from ... import accounting as acc
 
         cfg = self.config
+        _check_bound(cfg)
         self._reset()
         Xa = _augment(split.X_private)
         n, C = len(Xa), split.n_classes

@@ -39,13 +39,13 @@ def test_kill9_during_runs_loses_nothing(env, baseline_run):
     before = store_snapshot(home)
     t0 = time.perf_counter()
     delays = []
-    for i in range(2):
+    for i in range(int(os.environ.get("MIXDP_FAULT_KILLS", "1"))):
         delays.append(_kill_at_random(["train", "--dataset", "digits", "--encoder", "pixels", "--method", "adamix",
                                        "--noise-multiplier", "200", "--epsilon", "1", "--seed", str(i),
                                        "--no-progress"], _env(home, cache), 1.0, 4.0, rng))
     store = RunStore(home)  # reopening marks the killed runs failed, history kept
     after = store_snapshot(home)
-    o = Outcome(f"kill -9 during 2 runs (after {', '.join(f'{d:.1f}' for d in delays)} s)", "crash",
+    o = Outcome(f"kill -9 during a run (after {', '.join(f'{d:.1f}' for d in delays)} s)", "crash",
                 "documented", "-")
     o.seconds = time.perf_counter() - t0
     probs = [k for k, v in before.items() if k not in after or after[k][1] < v[1]]
@@ -57,7 +57,7 @@ def test_kill9_during_runs_loses_nothing(env, baseline_run):
     record(o)
     assert not o.lost, probs
     assert store.get_run(baseline_run).status == "completed"
-    assert o.seconds < 20  # two cases of < 10 s
+    assert o.seconds < 10 * len(delays)
 
 
 def test_kill9_during_encode_leaves_cache_valid(env, tmp_path):

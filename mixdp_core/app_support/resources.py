@@ -25,7 +25,6 @@ from ..errors import MixDPError
 from ..runs.paths import default_home
 from ..runs.store import CANCELLED, COMPLETED, FAILED, RUNNING, RunNotFoundError
 from . import charts
-from ..errors import MixDPError
 from .jobs import JobManager
 from .notes import NOTES
 

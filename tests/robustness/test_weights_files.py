@@ -8,6 +8,7 @@ fast; loading, key matching (``strict``) and the forward pass are the libraries'
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,3 +118,27 @@ def test_cli_weights_flag_reaches_the_encoder(tmp_path, monkeypatch):
                  ["train", "--encoder", "resnet50", "--weights", str(w)]):
         cfg = build_config(build_parser().parse_args(argv))
         assert cfg.encoder_kwargs == {"pretrained": str(w.resolve())}
+
+
+def test_data_page_weights_field(tmp_path, monkeypatch):
+    """The Data page's weights field: a file under the data root is accepted and passed to
+    extraction; a path outside the root, or missing, is a red message naming ``weights``."""
+    from streamlit.testing.v1 import AppTest
+
+    root = tmp_path / "data_root"
+    root.mkdir()
+    (root / "w.pth").write_bytes(b"x")
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(root))
+    monkeypatch.setenv("MIXDP_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MIXDP_APP_SYNC_JOBS", "1")
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[2] / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("pages/1_data.py").run()
+    at.selectbox(key="data_encoder").select("resnet50").run()
+    at.text_input(key="data_weights").input("../outside.pth").run()
+    assert not at.exception, at.exception
+    assert any("weights" in str(e.value) and "outside the data root" in str(e.value) for e in at.error)
+    at.text_input(key="data_weights").input("w.pth").run()
+    assert not at.exception and not any("weights" in str(e.value) for e in at.error)
+    assert at.session_state["data_settings"]["encoder_kwargs"] == {"pretrained": str((root / "w.pth").resolve())}

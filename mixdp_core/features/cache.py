@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import __version__
 from .._io import atomic_write, storage_error, sweep_orphans
-from ..errors import ConfigError, DataError, StorageError
+from ..errors import ConfigError, DataError
 from .featureset import FeatureSet
 
 FORMAT_VERSION = 1

@@ -226,13 +226,13 @@ class RunStore:
         self.root = Path(root).expanduser() if root is not None else default_home()
         self.artifacts_dir = self.root / "artifacts"
         self.db_path = self.root / "runs.sqlite"
+        if self.root.exists() and not self.root.is_dir():
+            raise StorageError(f"store: {str(self.root)!r} is a file, not a folder; {_FIX}")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self.artifacts_dir.mkdir(exist_ok=True)
         except OSError as e:
             raise storage_error(e, self.root, what="store", fix=_FIX) from None
-        if self.root.exists() and not self.root.is_dir():
-            raise StorageError(f"store: {str(self.root)!r} is a file, not a folder; {_FIX}")
         sweep_orphans(self.artifacts_dir, (".*.tmp",))  # temp files of interrupted artifact writes
         self.stale_after = float(stale_after)
         self.host = socket.gethostname()

@@ -218,3 +218,12 @@ def test_orphan_temp_files_are_swept_at_start(env, tmp_path):
     RunStore(home)
     assert not orphan.exists() and fresh.exists()  # a live writer's temp file is kept
 
+
+
+def test_store_path_is_a_file(env, baseline_run, tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    o = run_inprocess(Outcome("--store names a file", "storage", "clear", "store"),
+                      BASE + ["--method", "only_public", "--store", str(f)], env)
+    assert_ok(o)
+    assert "is a file, not a folder" in o.message

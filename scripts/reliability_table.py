@@ -38,29 +38,39 @@ def esc(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")[:220]
 
 
-def render(rows: list[dict], seconds: float | None, rc: int | None) -> str:
+def summary_row(label: str, cases: list[dict]) -> str:
+    count = lambda v: sum(1 for r in cases if r.get("outcome") == v)  # noqa: E731
+    return (f"| {label} | {len(cases)} | {count('clear')} | {count('documented')} | {count('unclear')} "
+            f"| {count('traceback')} | {count('accepted')} | {sum(1 for r in cases if r.get('lost'))} "
+            f"| {max((r['seconds'] for r in cases), default=0):.1f} s "
+            f"| {max((r['peak_mb'] or 0 for r in cases), default=0):.0f} MB |")
+
+
+def render(rows: list[dict], seconds: float | None, rc: int | None, before: list[dict] | None = None) -> str:
     cases = [r for r in rows if r.get("category") != "accounting"]
     acc = [r for r in rows if r.get("category") == "accounting"]
-    n = len(cases)
-    count = lambda k, v: sum(1 for r in cases if r.get(k) == v)  # noqa: E731
     lines = [BEGIN, "",
              f"Measured by `scripts/reliability_table.py` ({time.strftime('%Y-%m-%d')}, "
              f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPU"
              + (f", whole suite {seconds:.0f} s, pytest exit {rc}" if seconds is not None else "") + ").", "",
-             "| tried | clear one-line error | documented behaviour | unclear | traceback | accepted silently "
-             "| lost / corrupt | slowest case | largest peak RSS |",
-             "|---|---|---|---|---|---|---|---|---|",
-             f"| {n} | {count('outcome', 'clear')} | {count('outcome', 'documented')} | {count('outcome', 'unclear')} "
-             f"| {count('outcome', 'traceback')} | {count('outcome', 'accepted')} "
-             f"| {sum(1 for r in cases if r.get('lost'))} "
-             f"| {max((r['seconds'] for r in cases), default=0):.1f} s "
-             f"| {max((r['peak_mb'] or 0 for r in cases), default=0):.0f} MB |", "",
-             "| case | kind | expected | outcome | field | s | peak MB | lost | message |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| code | tried | clear one-line error | documented behaviour | unclear | traceback / killed "
+             "| accepted silently | lost / corrupt | slowest case | largest peak RSS |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    if before:
+        bc = [r for r in before if r.get("category") != "accounting"]
+        lines.append(summary_row("before (base commit, same cases; runaway cases killed at 10-20 s / 3 GB)", bc))
+    lines += [summary_row("after", cases), "",
+             "| case | kind | expected | outcome | field | s | peak MB | lost | before | message |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    prev = {r["case"]: r for r in (before or [])}
     for r in cases:
+        b = prev.get(r["case"])
+        bcol = "" if b is None else f"{b['outcome']}{' (lost)' if b.get('lost') else ''}, {b['seconds']:.1f} s" + (
+            f", {b['peak_mb']:.0f} MB" if b.get("peak_mb") else "")
         pk = f"{r['peak_mb']:.0f}" if r.get("peak_mb") else ""
         lines.append(f"| {esc(r['case'])} | {r['category']} | {r['expect']} | {r['outcome']} | {esc(r['field'])} "
-                     f"| {r['seconds']:.2f} | {pk} | {'yes' if r.get('lost') else 'no'} | {esc(r.get('message', ''))} |")
+                     f"| {r['seconds']:.2f} | {pk} | {'yes' if r.get('lost') else 'no'} | {bcol} "
+                     f"| {esc(r.get('message', ''))} |")
     if acc:
         lines += ["", "DP-SGD accounting (δ = 1e-5): ε reported by the library (PLD, dp-accounting, "
                   "pessimistic), the RDP ε shown beside it, and an independent PLD computation on a finer "
@@ -78,13 +88,15 @@ def render(rows: list[dict], seconds: float | None, rc: int | None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", help="use the records of an earlier run instead of running the suite")
+    ap.add_argument("--before", help="records of the same suite run against the old code (for the before row)")
     a = ap.parse_args()
     if a.json:
         rows, secs, rc = json.loads(Path(a.json).read_text()), None, None
     else:
         rows, secs, rc = run_suite()
     text = DOC.read_text()
-    block = render(rows, secs, rc)
+    before = json.loads(Path(a.before).read_text()) if a.before else None
+    block = render(rows, secs, rc, before)
     if BEGIN in text and END in text:
         text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END):]
     else:

@@ -155,6 +155,15 @@ def run_inprocess(case: Outcome, argv: list[str], env_dirs: dict, extra_check: O
         # as in a real process: warnings are printed on stderr
         warnings.showwarning = lambda m, c, f, n, file=None, line=None: buf_e.write(f"{c.__name__}: {m}\n")
         with contextlib.redirect_stdout(buf_o), contextlib.redirect_stderr(buf_e):
+            limit = int(os.environ.get("MIXDP_CASE_ALARM_S", "0"))  # safety net for old code
+            if limit:
+                import signal
+
+                def _alarm(*_):
+                    raise TimeoutError(f"case still running after {limit} s (safety net)")
+
+                signal.signal(signal.SIGALRM, _alarm)
+                signal.alarm(limit)
             try:
                 rc = main(argv)
             except SystemExit as e:  # argparse
@@ -162,6 +171,9 @@ def run_inprocess(case: Outcome, argv: list[str], env_dirs: dict, extra_check: O
             except BaseException as e:  # noqa: BLE001 - a traceback is a finding
                 exc = e
                 buf_e.write(traceback.format_exc())
+            finally:
+                if limit:
+                    signal.alarm(0)
     case.seconds = time.perf_counter() - t0
     case.outcome, case.message = classify(rc, buf_e.getvalue(), case.expect, case.field, exc)
     after = store_snapshot(env_dirs["home"])
@@ -174,8 +186,20 @@ def run_inprocess(case: Outcome, argv: list[str], env_dirs: dict, extra_check: O
 
 
 _LAUNCHER = (
-    "import resource, subprocess, sys\n"
-    "p = subprocess.run(sys.argv[1:])\n"
+    "import os, resource, subprocess, sys, time\n"
+    "kill_kb = int(os.environ.get('MIXDP_CASE_KILL_KB', '0')); limit = float(os.environ.get('MIXDP_CASE_KILL_S', '0'))\n"
+    "p = subprocess.Popen(sys.argv[1:]); t0 = time.time(); why = ''\n"
+    "while p.poll() is None:\n"
+    "    time.sleep(0.05)\n"
+    "    if kill_kb or limit:  # safety net when measuring old code: stop runaway cases\n"
+    "        try:\n"
+    "            rss = int(next(l for l in open(f'/proc/{p.pid}/status') if l.startswith('VmRSS')).split()[1])\n"
+    "        except Exception:\n"
+    "            rss = 0\n"
+    "        if kill_kb and rss > kill_kb: why = f'killed above {kill_kb // 1024} MB RSS'; p.kill()\n"
+    "        if limit and time.time() - t0 > limit: why = f'killed after {limit:g} s'; p.kill()\n"
+    "p.wait()\n"
+    "if why: sys.stderr.write('\\nTraceback (safety net): ' + why + '\\n')\n"
     "sys.stderr.write('\\nMAXRSS_KB %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     "sys.exit(p.returncode)\n"
 )

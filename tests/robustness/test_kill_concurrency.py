@@ -21,14 +21,34 @@ def _env(home: Path, cache: Path) -> dict:
                 MIXDP_CACHE=str(cache), MIXDP_OFFLINE="1")
 
 
-def _kill_at_random(cmd: list[str], env: dict, lo: float, hi: float, rng: random.Random) -> float:
+def _running_rows(home: Path) -> int:
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(Path(home) / "runs.sqlite", timeout=5)
+        try:
+            return con.execute("SELECT COUNT(*) FROM runs WHERE status='running'").fetchone()[0]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return 0
+
+
+def _kill_at_random(cmd: list[str], env: dict, lo: float, hi: float, rng: random.Random,
+                    home: Path | None = None) -> float:
+    """Start ``mixdp <cmd>``; kill -9 it ``lo..hi`` s after start, or, with ``home``, that
+    long after its run row appeared (so the kill lands inside the run)."""
     p = subprocess.Popen([sys.executable, "-m", "mixdp_core.cli", *cmd], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
+    t0 = time.perf_counter()
+    if home is not None:
+        while _running_rows(home) == 0 and p.poll() is None and time.perf_counter() - t0 < 15:
+            time.sleep(0.05)
     delay = rng.uniform(lo, hi)
     time.sleep(delay)
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=30)
-    return delay
+    return time.perf_counter() - t0
 
 
 def test_kill9_during_runs_loses_nothing(env, baseline_run):
@@ -42,7 +62,7 @@ def test_kill9_during_runs_loses_nothing(env, baseline_run):
     for i in range(int(os.environ.get("MIXDP_FAULT_KILLS", "1"))):
         delays.append(_kill_at_random(["train", "--dataset", "digits", "--encoder", "pixels", "--method", "adamix",
                                        "--noise-multiplier", "200", "--epsilon", "1", "--seed", str(i),
-                                       "--no-progress"], _env(home, cache), 1.0, 4.0, rng))
+                                       "--no-progress"], _env(home, cache), 0.0, 1.5, rng, home=home))
     store = RunStore(home)  # reopening marks the killed runs failed, history kept
     after = store_snapshot(home)
     o = Outcome(f"kill -9 during a run (after {', '.join(f'{d:.1f}' for d in delays)} s)", "crash",

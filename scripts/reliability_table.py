@@ -58,7 +58,7 @@ def render(rows: list[dict], seconds: float | None, rc: int | None, before: list
              "|---|---|---|---|---|---|---|---|---|---|"]
     if before:
         bc = [r for r in before if r.get("category") != "accounting"]
-        lines.append(summary_row("before (base commit, same cases; runaway cases killed at 10-20 s / 3 GB)", bc))
+        lines.append(summary_row("before (base commit 0082944, same cases; runaway cases stopped at 15 s in-process, 30 s or 3 GB in a subprocess)", bc))
     lines += [summary_row("after", cases), "",
              "| case | kind | expected | outcome | field | s | peak MB | lost | before | message |",
              "|---|---|---|---|---|---|---|---|---|---|"]

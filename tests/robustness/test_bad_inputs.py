@@ -167,7 +167,7 @@ def test_jpg_symlink_to_system_file_is_never_opened(env, baseline_run, monkeypat
     real_open = PIL.Image.open
 
     def spy(fp, *a, **k):
-        opened.append(str(fp))
+        opened.append(os.path.realpath(fp) if isinstance(fp, (str, os.PathLike)) else str(fp))
         return real_open(fp, *a, **k)
 
     monkeypatch.setattr(PIL.Image, "open", spy)

@@ -65,14 +65,14 @@ def test_kill9_during_runs_loses_nothing(env, baseline_run):
                                        "--no-progress"], _env(home, cache), 0.0, 1.5, rng, home=home))
     store = RunStore(home)  # reopening marks the killed runs failed, history kept
     after = store_snapshot(home)
-    o = Outcome(f"kill -9 during a run (after {', '.join(f'{d:.1f}' for d in delays)} s)", "crash",
-                "documented", "-")
+    o = Outcome("kill -9 at a random point of a run", "crash", "documented", "-")
     o.seconds = time.perf_counter() - t0
     probs = [k for k, v in before.items() if k not in after or after[k][1] < v[1]]
     probs += [k for k, v in after.items() if v[0] == "running"]
     probs += orphan_files(cache)  # cache writes are atomic; a kill leaves at most young temp files
     o.outcome = "documented"
-    o.message = f"{len(after) - len(before)} killed run(s) marked failed on reopen; store integrity ok"
+    o.message = (f"killed after {', '.join(f'{d:.1f}' for d in delays)} s; {len(after) - len(before)} killed run(s) "
+                 f"marked failed on reopen, history kept; store integrity ok")
     o.lost, o.notes = bool([p for p in probs if not p.endswith((".tmp", ".npz", ".json"))]), probs
     record(o)
     assert not o.lost, probs
@@ -94,8 +94,9 @@ def test_kill9_during_encode_leaves_cache_valid(env, tmp_path):
             assert (entry / "features.npz").exists()
     fs = get_features("digits", "pixels", cache_dir=cache, dtype="float32")
     assert fs.X_train.shape[0] > 0 and np.isfinite(fs.X_train).all()
-    o = Outcome(f"kill -9 during an encode (after {d:.1f} s)", "crash", "documented", "-", outcome="documented",
-                seconds=time.perf_counter() - t0, message="cache entry complete or absent; re-encode works")
+    o = Outcome("kill -9 at a random point of an encode", "crash", "documented", "-", outcome="documented",
+                seconds=time.perf_counter() - t0,
+                message=f"killed after {d:.1f} s; cache entry complete or absent; re-encode works")
     record(o)
     assert_ok(o)
 

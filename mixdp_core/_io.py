@@ -2,10 +2,65 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import sqlite3
 import tempfile
+import time
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, Iterable
+
+from .errors import StorageError
+
+_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG}
+_READONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def storage_error(exc: BaseException, path: str | os.PathLike, *, what: str, fix: str = "") -> StorageError:
+    """A one-line :class:`StorageError` for an OS / SQLite write failure on ``path``.
+
+    Names the cause (disk full, read-only / not writable, other), the path and ``fix``.
+    """
+    msg = str(exc).lower()
+    no = getattr(exc, "errno", None)
+    if no in _FULL or "disk is full" in msg or "database or disk is full" in msg:
+        why = "the disk is full"
+    elif no in _READONLY or "readonly" in msg or "read-only" in msg or "permission denied" in msg:
+        why = "it is read-only or not writable"
+    elif isinstance(exc, sqlite3.Error) and ("unable to open" in msg or "disk i/o" in msg):
+        why = f"the database cannot be opened or written ({exc})"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    return StorageError(f"{what}: cannot write {str(path)!r}: {why}" + (f"; {fix}" if fix else ""))
+
+
+def sweep_orphans(folder: str | os.PathLike, patterns: Iterable[str] = (".*.tmp", ".*.npz", ".*.json"),
+                  *, older_than: float = 3600.0) -> int:
+    """Remove temp files left by interrupted atomic writes (hidden names matching
+    ``patterns``, older than ``older_than`` seconds, so a live writer's file is kept).
+
+    Returns the number removed; never raises (a read-only folder is left alone).
+    """
+    n = 0
+    now = time.time()
+    try:
+        for pat in patterns:
+            for f in Path(folder).glob(pat):
+                try:
+                    if now - f.lstat().st_mtime < older_than:
+                        continue
+                    if f.is_dir() and not f.is_symlink():
+                        import shutil
+
+                        shutil.rmtree(f, ignore_errors=True)
+                    else:
+                        f.unlink()
+                    n += 1
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return n
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *, suffix: str = ".tmp") -> Path:

@@ -388,6 +388,10 @@ DELTA = ParamSpec(name="target_delta", type=float, default=1e-5, range=Interval(
                   help="δ in (0, 1) of the (ε, δ)-DP guarantee; well below 1/N.", unit="δ", alias="delta")
 
 
+#: Seeds: numpy's generators and SQLite take them as 32-bit unsigned integers.
+SEED_RANGE = Interval(0, 2**32 - 1)
+
+
 def epsilon_param(default: float = 3.0) -> Any:
     """The ``target_epsilon`` field (declaration :data:`EPSILON`)."""
     return param(default, **_kw(EPSILON))

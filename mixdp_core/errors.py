@@ -59,6 +59,12 @@ class AccountingError(MixDPError, RuntimeError):
     """
 
 
+class StorageError(MixDPError, OSError):
+    """A folder or database MixDP Explorer writes to is unusable: disk full, read-only
+    folder or database, no permission. The message names the path and what to do
+    (e.g. set ``MIXDP_HOME`` / ``--store`` or ``MIXDP_CACHE`` / ``--cache-dir``)."""
+
+
 class WeightsUnavailableError(MixDPError, RuntimeError):
     """Pretrained weights cannot be obtained (e.g. offline); the message says how to fix it."""
 

@@ -6,12 +6,26 @@ Lives at the package root so that ``data`` (which builds feature sets from ``.np
 
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .errors import DataError
+
+#: Largest |feature value| accepted (``$MIXDP_MAX_FEATURE_ABS`` overrides). Encoders give
+#: values of order 1-255; 1e38 overflows every squared norm to inf in float32.
+DEFAULT_MAX_FEATURE_ABS = 1e6
+
+
+def max_feature_abs() -> float:
+    try:
+        v = float(os.environ.get("MIXDP_MAX_FEATURE_ABS", "") or DEFAULT_MAX_FEATURE_ABS)
+    except ValueError:
+        v = DEFAULT_MAX_FEATURE_ABS
+    return v if v > 0 else DEFAULT_MAX_FEATURE_ABS
 
 
 @dataclass
@@ -71,8 +85,14 @@ class FeatureSet:
                 )
             if X.shape[0] == 0:
                 raise DataError(f"{xn}: has no samples")
+            if X.shape[1] == 0:
+                raise DataError(f"{xn}: has no feature columns (shape {X.shape})")
+            if X.dtype.kind not in "fiu":
+                raise DataError(f"{xn}: must be a numeric (float) array, got dtype {X.dtype}")
+            if y.dtype.kind not in "iuf":
+                raise DataError(f"{yn}: labels must be integer class indices 0..{C - 1}, got dtype {y.dtype}")
             if not np.issubdtype(y.dtype, np.integer):
-                if not np.all(np.equal(np.mod(y, 1), 0)):
+                if not (np.all(np.isfinite(y)) and np.all(np.equal(np.mod(y, 1), 0))):
                     raise DataError(f"{yn}: labels must be integers")
                 setattr(self, yn, y.astype(np.int64))
                 y = getattr(self, yn)
@@ -84,6 +104,26 @@ class FeatureSet:
             if not np.all(np.isfinite(X)):
                 bad = int(np.count_nonzero(~np.isfinite(X).all(axis=1)))
                 raise DataError(f"{xn}: contains NaN or infinite values in {bad} rows")
+            lim = max_feature_abs()
+            big = float(np.max(np.abs(X))) if X.size else 0.0
+            if big > lim:
+                raise DataError(f"{xn}: feature values must satisfy |x| <= {lim:g}, got {big:.3g} "
+                                f"(rescale the features; MIXDP_MAX_FEATURE_ABS sets the limit)")
+        absent = np.setdiff1d(np.arange(C), self.y_train)
+        if absent.size:
+            raise DataError(
+                f"y_train: every class must have training samples; class(es) "
+                f"{', '.join(repr(self.class_names[i]) for i in absent[:5])}"
+                f"{' ...' if absent.size > 5 else ''} have none"
+            )
+        absent_test = np.setdiff1d(np.arange(C), self.y_test)
+        if absent_test.size:
+            warnings.warn(
+                f"y_test: {absent_test.size} class(es) have no test samples "
+                f"({', '.join(repr(self.class_names[i]) for i in absent_test[:5])}); their accuracy is "
+                f"undefined and balanced accuracy averages over the others",
+                stacklevel=3,
+            )
         if self.X_train.shape[1] != self.X_test.shape[1]:
             raise DataError(
                 f"X_test: has {self.X_test.shape[1]} features but X_train has "

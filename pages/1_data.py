@@ -3,7 +3,7 @@
 import streamlit as st
 
 from mixdp_core.app_support import charts, forms
-from mixdp_core.app_support.data import split_summary
+from mixdp_core.app_support.data import split_summary, weights_file_from_path
 from mixdp_core.app_support.jobs import feature_key
 from mixdp_core.app_support.resources import data_settings, page_setup, poll_seconds, show_field_errors
 from mixdp_core.errors import MixDPError
@@ -18,9 +18,10 @@ st.markdown("Pick the dataset and the frozen feature extractor. The split takes 
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _summary(dataset, encoder, ppc, ir, public_from, seed):
+def _summary(dataset, encoder, ppc, ir, public_from, seed, weights=None):
     return split_summary(dataset, encoder, public_per_class=ppc, imbalance_ratio=ir,
-                         public_from=public_from, seed=seed)
+                         public_from=public_from, seed=seed,
+                         encoder_kwargs={"pretrained": weights} if weights else None)
 
 
 # ------------------------------------------------------------------ dataset source
@@ -80,7 +81,21 @@ with c1:
     st.caption(encoders[encoder].description)
     if not encoders[encoder].offline:
         st.warning(f"`{encoder}` weights are not bundled: extraction works only if they are already in the "
-                   "local cache (or with network access).")
+                   "local cache (or with network access), or from a weights file given below.")
+    weights = None
+    if encoder != "pixels":
+        wtxt = st.text_input(
+            "Weights file (optional, path under the data root)", key="data_weights",
+            help="Your own weights for the encoder, used instead of downloading: a torchvision state_dict "
+                 "(resnet50), an open_clip checkpoint (CLIP), timm model.safetensors or torch.hub weights "
+                 "(dinov2). The path is relative to the data root ($MIXDP_DATA_ROOT).")
+        if wtxt.strip():
+            try:
+                weights = weights_file_from_path(wtxt)
+                st.caption(f"Weights: `{weights}`")
+            except MixDPError as e:
+                errors[getattr(e, "field", "weights")] = str(e).split(": ", 1)[-1]
+encoder_kwargs = {"pretrained": weights} if weights else {}
 with c2:
     ppc = st.number_input("Public samples per class", min_value=1, max_value=500,
                           value=int(settings["public_per_class"]), step=1, key="data_ppc")
@@ -97,19 +112,20 @@ if errors:
     show_field_errors(errors)
 else:
     settings.update(dataset=dataset, encoder=encoder, public_per_class=int(ppc), imbalance_ratio=float(ir),
-                    public_from=public_from)
+                    public_from=public_from, encoder_kwargs=encoder_kwargs)
     st.info(f"Current settings (used by Train and Compare): **{dataset}** · **{encoder}** · {int(ppc)} public/class · "
             f"IR {float(ir):g}" + (f" · public from {public_from}" if public_from else ""))
 
 # ------------------------------------------------------------------ features
 st.subheader("Features")
-keys = [feature_key(dataset, encoder)] + ([feature_key(public_from, encoder)] if public_from else [])
+keys = [feature_key(dataset, encoder, encoder_kwargs)] + (
+    [feature_key(public_from, encoder, encoder_kwargs)] if public_from else [])
 ready = all(k in manager.features_ready for k in keys)
 job = manager.get(st.session_state.get("feature_job"))
 if st.button("Extract features" if not ready else "Features ready — re-check", type="primary",
              disabled=bool(errors), key="data_extract"):
     for ds in [dataset] + ([public_from] if public_from else []):
-        job = manager.submit_features(ds, encoder)
+        job = manager.submit_features(ds, encoder, encoder_kwargs=encoder_kwargs)
     st.session_state["feature_job"] = job.job_id
 
 
@@ -139,7 +155,7 @@ feature_progress()
 ready = all(k in manager.features_ready for k in keys)
 if ready and not errors:
     try:
-        s = _summary(dataset, encoder, int(ppc), float(ir), public_from, int(settings.get("seed", 0)))
+        s = _summary(dataset, encoder, int(ppc), float(ir), public_from, int(settings.get("seed", 0)), weights)
     except MixDPError as e:
         show_field_errors({getattr(e, "field", "split"): str(e).split(": ", 1)[-1]})
     else:

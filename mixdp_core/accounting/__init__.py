@@ -36,7 +36,10 @@ Formulas (:mod:`.gaussian`, :mod:`.conversions`):
   Cesar & Rogers 2021) — :func:`pure_to_zcdp`. ``zcdp_rho`` uses ε²/2 for :class:`PureDP`
   and ε²/8 for :class:`ExponentialMechanism`.
 * Per-instance DP (Wang 2019; AdaMix Prop. 14): μ_i = √(Σ_t r_{i,t}²)/σ — :func:`pdp_epsilon`.
-* Curves: :func:`privacy_curve`, :func:`dpsgd_privacy_curve`.
+* Curves: :func:`privacy_curve`, :func:`privacy_curve_points` (memory independent of T),
+  :func:`dpsgd_privacy_curve`, :func:`dpsgd_epsilon`.
+* Work ceiling: :func:`step_limit` (``$MIXDP_MAX_STEPS``, default 100,000) — a budget
+  implying more steps is refused by calibration, before anything runs.
 """
 
 from .accountant import (
@@ -53,12 +56,16 @@ from .accountant import (
     zcdp_rho,
 )
 from .calibration import (
+    DEFAULT_STEP_LIMIT,
     MAX_STEPS,
     calibrate_dpsgd_noise,
     calibrate_em_epsilon,
     calibrate_noise,
     calibrate_steps,
+    check_steps,
     largest_param,
+    noisy_count_event,
+    step_limit,
 )
 from .conversions import (
     RDP_ORDERS,
@@ -70,7 +77,7 @@ from .conversions import (
     zcdp_to_delta,
     zcdp_to_epsilon,
 )
-from .curves import dpsgd_privacy_curve, privacy_curve
+from .curves import dpsgd_epsilon, dpsgd_privacy_curve, privacy_curve, privacy_curve_points
 from .errors import AccountingError, BudgetError
 from .events import (
     ZCDP,
@@ -97,6 +104,12 @@ __all__ = [
     "ExponentialMechanism",
     "GaussianMechanism",
     "MAX_STEPS",
+    "DEFAULT_STEP_LIMIT",
+    "check_steps",
+    "noisy_count_event",
+    "step_limit",
+    "dpsgd_epsilon",
+    "privacy_curve_points",
     "PoissonSubsampledGaussian",
     "PrivacyReport",
     "PureDP",

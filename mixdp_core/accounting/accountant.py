@@ -211,6 +211,17 @@ class PLDAccountant(_BlockAccountant):
 
     name = "pld"
 
+    def dpsgd_sigma(self, *, sample_rate: float, steps: int, delta: float, target_epsilon: float,
+                    sigma_rdp: float) -> float:
+        """The safe-side search on a coarser pessimistic PLD grid (an upper bound of ε for any
+        grid width, so its answer also meets the budget under the reported, finer one)."""
+        from .calibration import _smallest_sigma
+
+        def f(s: float) -> float:
+            return backends.pld_epsilon([(s, sample_rate, steps)], delta=delta, interval=backends.PLD_SEARCH_INTERVAL)
+
+        return _smallest_sigma(f, target_epsilon, sigma_rdp, rtol=1e-3, factor=1.25)
+
     def epsilon(self, event: Any, delta: float) -> float:
         return backends.pld_epsilon(_blocks(event), delta=delta)
 

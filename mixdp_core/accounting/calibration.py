@@ -25,13 +25,14 @@ exactly whatever ``accountant`` says.
 from __future__ import annotations
 
 import math
-from typing import Callable
+import os
+from typing import Callable, Optional
 
 from . import _validate as V
 import numpy as np
 
 from .accountant import DPSGD_ACCOUNTANTS, dpsgd_accountant, epsilon  # noqa: F401  (re-exported)
-from .backends import subsampled_gaussian_rdp
+from .backends import PLD_SEARCH_INTERVAL, pld_epsilon, subsampled_gaussian_rdp  # noqa: F401
 from .conversions import RDP_ORDERS, lazy_rdp_epsilon, rdp_to_epsilon
 from .errors import BudgetError
 from .events import ComposedGaussian, PoissonSubsampledGaussian
@@ -39,9 +40,71 @@ from .gaussian import gaussian_epsilon, gdp_mu_for_budget
 from ..config import check_delta, check_epsilon
 from ..errors import ConfigError
 
-#: Upper limit of :func:`calibrate_steps` (a larger T is returned as this cap: still within
-#: budget, just not the largest).
+#: Hard upper limit of the numerical search in :func:`calibrate_steps`.
 MAX_STEPS = 10**9
+
+#: Default ceiling on the work a budget may imply (steps of one run), overridable with the
+#: environment variable ``MIXDP_MAX_STEPS``. A budget whose calibrated T exceeds it is
+#: refused *before anything runs* (the method's ``preflight`` calls the calibration), with a
+#: message naming the field, the limit and the σ (or ε) that fits. Without it ε = 1e9 asked
+#: for 10⁹ full-batch steps (22.9 GB for the per-step curve, MemoryError at σ = 1e9).
+DEFAULT_STEP_LIMIT = 100_000
+
+
+def step_limit() -> int:
+    """The step ceiling in force: ``$MIXDP_MAX_STEPS`` if set (integer >= 1), else
+    :data:`DEFAULT_STEP_LIMIT`.
+
+    Raises:
+        ConfigError: ``MIXDP_MAX_STEPS`` is not an integer >= 1 (field ``MIXDP_MAX_STEPS``).
+    """
+    raw = os.environ.get("MIXDP_MAX_STEPS", "").strip()
+    if not raw:
+        return DEFAULT_STEP_LIMIT
+    try:
+        v = int(float(raw))
+        if v < 1 or v != float(raw):
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise ConfigError("MIXDP_MAX_STEPS", f"must be an integer >= 1, got {raw!r}") from None
+    return min(v, MAX_STEPS)
+
+
+def noisy_count_event(*, target_epsilon: float, target_delta: float, share: float):
+    """The Gaussian mechanism releasing a private count (sensitivity 1, add/remove-one) that
+    spends the share ``share`` of the GDP budget μ*(ε, δ)²: σ_c = 1/(√share · μ*).
+
+    DP-SGD methods release N̂ = N + N(0, σ_c²) to set q and T, and calibrate σ for the
+    composition of this event with their steps (``calibrate_dpsgd_noise(also=...)``).
+    """
+    from .events import GaussianMechanism
+
+    e, d = _budget(target_epsilon, target_delta)
+    if not (0.0 < float(share) < 1.0):
+        raise ConfigError("count_budget_share", f"must lie in (0, 1), got {share!r}")
+    mu = gdp_mu_for_budget(epsilon=e, delta=d)
+    return GaussianMechanism(noise_multiplier=1.0 / (math.sqrt(float(share)) * mu))
+
+
+def _fmt_steps(x: float) -> str:
+    return f"more than {MAX_STEPS:,}" if not math.isfinite(x) or x > MAX_STEPS else f"{int(x):,}"
+
+
+def check_steps(steps: int, *, field: str = "steps", hint: str = "", limit: Optional[int] = None) -> int:
+    """Refuse a step count above the ceiling (:func:`step_limit`); returns ``steps``.
+
+    Raises:
+        BudgetError: ``steps`` > the limit; the message names ``field``, the limit and
+            ``hint`` (what to change).
+    """
+    lim = step_limit() if limit is None else int(limit)
+    if steps > lim:
+        raise BudgetError(
+            field,
+            f"this budget implies {steps:,} steps, above the limit of {lim:,} steps "
+            f"(MIXDP_MAX_STEPS){'; ' + hint if hint else ''}",
+        )
+    return steps
 
 _SIGMA_MAX = 1e7
 _SIGMA_MIN = 1e-3
@@ -52,7 +115,8 @@ def _budget(target_epsilon: float, target_delta: float) -> tuple[float, float]:
     return check_epsilon(target_epsilon, field="target_epsilon"), check_delta(target_delta, field="target_delta")
 
 
-def calibrate_steps(*, noise_multiplier: float, target_epsilon: float, target_delta: float) -> int:
+def calibrate_steps(*, noise_multiplier: float, target_epsilon: float, target_delta: float,
+                    max_steps: Optional[int] = None) -> int:
     """Largest T such that full-batch NoisyGD with noise multiplier σ is (ε, δ)-DP.
 
     T = ⌊(μ*(ε, δ) · σ)²⌋ (exact μ-GDP; AdaMix Prop. 2), checked with :func:`epsilon`.
@@ -61,14 +125,18 @@ def calibrate_steps(*, noise_multiplier: float, target_epsilon: float, target_de
         noise_multiplier: σ > 0.
         target_epsilon: ε > 0.
         target_delta: δ in (0, 1).
+        max_steps: the step ceiling (default :func:`step_limit`, i.e. ``$MIXDP_MAX_STEPS``
+            or 100,000).
 
     Returns:
-        T ≥ 1 (at most :data:`MAX_STEPS`), with ``epsilon(ComposedGaussian(σ, T), delta=δ)
-        <= ε`` and (below the cap) ``epsilon(ComposedGaussian(σ, T + 1), delta=δ) > ε``.
+        T ≥ 1 (at most the ceiling), with ``epsilon(ComposedGaussian(σ, T), delta=δ)
+        <= ε`` and (below the ceiling) ``epsilon(ComposedGaussian(σ, T + 1), delta=δ) > ε``.
 
     Raises:
         BudgetError: not even one step fits (field ``"epsilon"``; the message gives the
-            smallest ε, and the smallest σ, that would allow one step).
+            smallest ε, and the smallest σ, that would allow one step), or the budget
+            implies more steps than the ceiling (field ``"epsilon"``; the message gives the
+            limit and the largest σ that fits it).
         ConfigError: an argument is out of range.
 
     Example:
@@ -79,14 +147,25 @@ def calibrate_steps(*, noise_multiplier: float, target_epsilon: float, target_de
     e, d = _budget(target_epsilon, target_delta)
     mu_star = gdp_mu_for_budget(epsilon=e, delta=d)
     x = (mu_star * s) ** 2
-    T = int(min(math.floor(x), MAX_STEPS)) if math.isfinite(x) else MAX_STEPS
+    lim = step_limit() if max_steps is None else V.count("max_steps", max_steps)
+    if not math.isfinite(x) or x >= lim + 1:
+        # Refused before anything runs: name the limit and the σ / ε that fit it.
+        s_fit = calibrate_noise(steps=lim, target_epsilon=e, target_delta=d)
+        raise BudgetError(
+            "epsilon",
+            f"target_epsilon={e:g} at noise_multiplier={s:g} (delta={d:g}) implies "
+            f"{_fmt_steps(x)} "
+            f"full-batch steps, above the limit of {lim:,} steps (MIXDP_MAX_STEPS); "
+            f"use noise_multiplier <= {s_fit:.6g} (fits {lim:,} steps) or a smaller epsilon",
+        )
+    T = int(math.floor(x))
 
     def fits(t: int) -> bool:
         return t >= 1 and epsilon(ComposedGaussian(s, t), delta=d) <= e
 
     while T >= 1 and not fits(T):
         T -= 1
-    while 1 <= T < MAX_STEPS and fits(T + 1):
+    while 1 <= T < lim and fits(T + 1):
         T += 1
     if T < 1:
         eps1 = float(gaussian_epsilon(1.0 / s, delta=d))
@@ -272,6 +351,8 @@ def calibrate_dpsgd_noise(
     target_epsilon: float,
     target_delta: float,
     accountant: str = "rdp",
+    also: object = None,
+    step_field: Optional[str] = None,
 ) -> float:
     """Smallest σ such that DP-SGD (Poisson rate q, T steps) is (ε, δ)-DP.
 
@@ -281,7 +362,14 @@ def calibrate_dpsgd_noise(
         target_epsilon: ε > 0.
         target_delta: δ in (0, 1).
         accountant: ``"rdp"`` (Opacus RDP, default), ``"prv"`` (Opacus PRV, tighter, ~0.3 s
-            per evaluation) or ``"pld"`` (dp-accounting PLD).
+            per evaluation) or ``"pld"`` (dp-accounting PLD, tightest: the DP-SGD methods
+            use it). The PLD search runs on a coarser pessimistic discretisation (an upper
+            bound, so its answer also meets the budget under the reported default one).
+        also: an accounting event run beside the DP-SGD steps on the same data (e.g. the
+            Gaussian noisy count that sets q and T); σ is calibrated for the *composition*
+            ``Composition([also, PoissonSubsampledGaussian(σ, q, T)])``.
+        step_field: if given, T is checked against the step ceiling (:func:`check_steps`)
+            and a refusal names this field.
 
     Returns:
         σ with ``epsilon(PoissonSubsampledGaussian(σ, q, T), delta=δ, accountant=...) <= ε``
@@ -301,6 +389,10 @@ def calibrate_dpsgd_noise(
     T = V.count("steps", steps)
     e, d = _budget(target_epsilon, target_delta)
     acc = dpsgd_accountant(accountant)
+    if step_field is not None:
+        check_steps(T, field=step_field, hint=f"lower {step_field} or raise the expected batch size")
+    if also is not None:
+        return _calibrate_composed(q, T, e, d, accountant, also)
     exact = calibrate_noise(steps=T, target_epsilon=e, target_delta=d)
     if q == 1.0:
         return exact
@@ -310,6 +402,35 @@ def calibrate_dpsgd_noise(
     # Final guard (the searches only return verified values; this re-checks the public path).
     for _ in range(100):
         if epsilon(PoissonSubsampledGaussian(sig, q, T), delta=d, accountant=accountant) <= e:
+            return sig
+        sig *= 1.0 + 1e-6
+    raise AssertionError("calibrate_dpsgd_noise failed to verify")  # pragma: no cover
+
+
+def _calibrate_composed(q: float, T: int, e: float, d: float, accountant: str, also: object) -> float:
+    """Smallest σ with ε(Composition([also, PSG(σ, q, T)])) <= e (verified)."""
+    from .events import Composition, _blocks, check_event
+
+    check_event(also, "also")
+    extra = _blocks(also) if accountant == "pld" else None
+
+    def event(s: float):
+        return Composition([also, PoissonSubsampledGaussian(s, q, T)])
+
+    def f(s: float) -> float:
+        if extra is not None:
+            return pld_epsilon(list(extra) + [(s, q, T)], delta=d, interval=PLD_SEARCH_INTERVAL)
+        return epsilon(event(s), delta=d, accountant=accountant)
+
+    eps_also = epsilon(also, delta=d)
+    if eps_also >= e:
+        raise BudgetError("epsilon", f"target_epsilon={e:g} is used up by {also.describe()} alone "
+                                     f"(epsilon={eps_also:.4g}); raise epsilon")
+    start = calibrate_noise(steps=T, target_epsilon=e, target_delta=d) if q == 1.0 else \
+        calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=e, target_delta=d, accountant="rdp")
+    sig = _smallest_sigma(f, e, start, rtol=1e-3, factor=1.25)
+    for _ in range(100):
+        if epsilon(event(sig), delta=d, accountant=accountant) <= e:
             return sig
         sig *= 1.0 + 1e-6
     raise AssertionError("calibrate_dpsgd_noise failed to verify")  # pragma: no cover

@@ -17,11 +17,50 @@ from typing import Optional
 import numpy as np
 
 from . import _validate as V
-from .accountant import dpsgd_accountant
+from .accountant import dpsgd_accountant, epsilon
+from .events import PoissonSubsampledGaussian
 from .gaussian import gaussian_epsilon
 
 #: Default number of evaluated step counts for PRV/PLD curves.
 DEFAULT_POINTS = 20
+
+
+def privacy_curve_points(*, noise_multiplier: float, steps: int, delta: float,
+                         points: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """ε of full-batch NoisyGD at ≤ ``points`` step counts (memory independent of T).
+
+    Returns:
+        ``(t, eps)``: increasing step counts ending at T, and the exact ε after each
+        (μ_t = √t/σ). Use it instead of :func:`privacy_curve` when T may be large.
+    """
+    s = V.positive("noise_multiplier", noise_multiplier)
+    T = V.count("steps", steps)
+    d = V.open_unit("delta", delta)
+    k = V.count("points", points)
+    knots = np.unique(np.round(np.linspace(0, T, min(k, T) + 1)[1:]).astype(np.int64))
+    knots = knots[knots >= 1]
+    mu = np.sqrt(knots.astype(np.float64)) / s
+    return knots, np.maximum.accumulate(np.asarray(gaussian_epsilon(mu, delta=d), dtype=np.float64))
+
+
+def dpsgd_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
+                  accountant: str = "pld", also: object = None, fast: bool = False) -> float:
+    """ε after ``steps`` DP-SGD steps, composed with ``also`` (e.g. a noisy count) if given.
+
+    ``fast=True`` with PLD uses the coarser pessimistic discretisation (still an upper
+    bound, ~10x faster) — for progress curves; the reported ε uses the default one.
+    """
+    from .backends import PLD_SEARCH_INTERVAL, pld_epsilon
+    from .events import Composition, _blocks
+
+    ev = PoissonSubsampledGaussian(noise_multiplier, sample_rate, steps)
+    if also is not None:
+        ev = Composition([also, ev])
+    if accountant == "pld" and fast:
+        return pld_epsilon(_blocks(ev), delta=delta, interval=PLD_SEARCH_INTERVAL)
+    if accountant in ("pld", "prv") and sample_rate == 1.0 and (also is None or _blocks(ev) is not None):
+        accountant = None  # full batch (and Gaussian count): exact GDP closed form
+    return float(epsilon(ev, delta=delta, accountant=accountant))
 
 
 def privacy_curve(*, noise_multiplier: float, steps: int, delta: float) -> np.ndarray:

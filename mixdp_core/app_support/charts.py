@@ -145,8 +145,13 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
         rows.append({"notion": "pure ε-DP: ε", "value": fmt(p.get("pure_epsilon"))})
     if p.get("accountant"):
         rows.append({"notion": "accountant", "value": str(p.get("accountant"))})
+    if metrics.get("epsilon_rdp") is not None:
+        rows.append({"notion": "ε by RDP (looser, for comparison)", "value": fmt(metrics.get("epsilon_rdp"))})
     if p.get("mechanism"):
         rows.append({"notion": "mechanism", "value": str(p.get("mechanism"))})
+    if private:
+        rows.append({"notion": "neighbouring relation", "value": "replace-one (not comparable with add/remove)"
+                     if "replace-one" in str(p.get("mechanism", "")) else "add/remove one sample"})
     if not private:
         rows.append({"notion": "note", "value": "non-private method: no DP guarantee (ε = ∞)"
                      if metrics.get("method") not in ("only_public", "zero_shot")

@@ -31,3 +31,25 @@ def split_summary(dataset: str, encoder: str, *, public_per_class: int = 5, imba
                has_text=fs.text_embeddings is not None, encoder_meta={k: v for k, v in fs.meta.items()
                                                                      if isinstance(v, (str, int, float, bool))})
     return out
+
+
+def weights_file_from_path(path: str) -> str:
+    """Absolute path of a user weights file typed on the Data page.
+
+    The file must lie under the data root (:func:`mixdp_core.data.data_root`,
+    ``$MIXDP_DATA_ROOT``; symlinks resolved first) and be a regular file. Formats: a
+    torchvision ``state_dict`` for ``resnet50``, an open_clip checkpoint for the CLIP
+    encoders, timm (``model.safetensors``) or torch.hub weights for ``dinov2_vits14``.
+
+    Raises:
+        ConfigError: field ``weights``: outside the data root, missing, or a folder.
+    """
+    from ..data.paths import data_root, resolve_under
+    from ..errors import ConfigError
+
+    full = resolve_under(data_root(), path.strip(), field="weights")
+    if full.is_dir():
+        raise ConfigError("weights", f"{path!r} is a folder; give the weights file itself")
+    if not full.is_file():
+        raise ConfigError("weights", f"no file {path!r} under the data root {str(data_root())!r}")
+    return str(full)

@@ -276,9 +276,16 @@ def uploads_dir(cache_dir: str | Path | None = None) -> Path:
     """Folder (inside the feature cache) that receives uploads; created if missing."""
     from ..features.cache import default_cache_dir
 
+    from .._io import storage_error, sweep_orphans
+
     d = Path(cache_dir) if cache_dir else default_cache_dir()
     d = d / "_uploads"
-    d.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise storage_error(e, d, what="upload",
+                            fix="set MIXDP_CACHE to a writable folder with free space") from None
+    sweep_orphans(d, (".*.tmp",))  # leftovers of interrupted uploads
     return d
 
 
@@ -301,16 +308,23 @@ def save_npz_upload(data: bytes, filename: str, *, cache_dir: str | Path | None 
         raise ConfigError("upload", f"file is {len(data) / 2**20:.1f} MiB; the limit is {max_bytes / 2**20:.0f} MiB")
     if not data.startswith(b"PK"):
         raise ConfigError("upload", f"{filename!r} is not an .npz archive (no zip signature)")
+    from .._io import storage_error
+
     digest = hashlib.sha256(data).hexdigest()[:16]
     dest = uploads_dir(cache_dir) / f"{digest}.npz"
     tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_bytes(data)
     try:
-        load_feature_file(tmp)
-    except (DataError, ValueError) as e:
+        try:
+            tmp.write_bytes(data)
+        except OSError as e:
+            raise storage_error(e, tmp, what="upload", fix="free some space or set MIXDP_CACHE") from None
+        try:
+            load_feature_file(tmp)  # headers and sizes checked before any array is read
+        except (DataError, ValueError) as e:
+            raise ConfigError("upload", f"{filename!r} is not a valid feature file: {e}") from None
+        tmp.replace(dest)
+    finally:  # no orphan .tmp on any failure path (KeyboardInterrupt included)
         tmp.unlink(missing_ok=True)
-        raise ConfigError("upload", f"{filename!r} is not a valid feature file: {e}") from None
-    tmp.replace(dest)
     return f"features:{dest}"
 
 
@@ -319,6 +333,17 @@ def _is_image(data: bytes) -> bool:
 
     try:
         with Image.open(io.BytesIO(data)) as im:
+            im.verify()
+        return True
+    except Exception:
+        return False
+
+
+def _is_image_file(path: Path) -> bool:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
             im.verify()
         return True
     except Exception:
@@ -388,15 +413,31 @@ def extract_zip_upload(data: bytes, filename: str, *, cache_dir: str | Path | No
             return f"image_folder:{dest}"
         tmp = base / f".images-{digest}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
         try:
+            tmp.mkdir()
+        except OSError as e:
+            from .._io import storage_error
+
+            raise storage_error(e, tmp, what="upload", fix="set MIXDP_CACHE to a writable folder") from None
+        try:
+            from .._io import storage_error
+            from ..data.safe_npz import copy_member
+
+            budget = [max_uncompressed]  # running count over the bytes actually unpacked
             for info, p in zip(infos, parts):
                 target = resolve_under(tmp, Path(*p), field="upload")  # defence in depth
-                blob = zf.read(info)
-                if Path(p[-1]).suffix.lower() not in IMAGE_SUFFIXES or not _is_image(blob):
+                if Path(p[-1]).suffix.lower() not in IMAGE_SUFFIXES:
                     raise ConfigError("upload", f"{info.filename!r} is not an image")
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(blob)
+                try:  # streamed in chunks: a member lying about its size stops at the limit
+                    with open(target, "wb") as out:
+                        copy_member(zf, info, out, field="upload", budget=budget)
+                except DataError as e:
+                    raise ConfigError("upload", str(e).split(": ", 1)[-1]) from None
+                except OSError as e:
+                    raise storage_error(e, target, what="upload", fix="free some space or set MIXDP_CACHE") from None
+                if not _is_image_file(target):
+                    raise ConfigError("upload", f"{info.filename!r} is not an image")
             tmp.rename(dest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 import streamlit as st
 
+from ..errors import MixDPError
 from ..runs.paths import default_home
 from ..runs.store import CANCELLED, COMPLETED, FAILED, RUNNING, RunNotFoundError
 from . import charts
@@ -84,7 +85,11 @@ def page_setup(title: str) -> JobManager:
         st.set_page_config(page_title=f"{title} · MixDP Explorer", page_icon=icon, layout="wide")
     except Exception:  # already set in this run
         pass
-    manager = get_manager()
+    try:
+        manager = get_manager()
+    except MixDPError as e:  # e.g. read-only or full MIXDP_HOME: a red message, not a traceback
+        st.error(str(e), icon="🚫")
+        st.stop()
     if LOGO.is_file():
         st.logo(str(LOGO))
     with st.sidebar:

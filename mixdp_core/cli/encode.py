@@ -26,6 +26,7 @@ def add_parser(sub: Any) -> None:
     a("--batch-size", type=int, default=64)
     a("--image-size", type=int, default=None, help="encoder input resolution (encoder default if omitted)")
     a("--device", default=None, help="cuda, mps or cpu (default: auto)")
+    a("--weights", default=None, metavar="FILE", help="encoder weights file (offline route; see `mixdp train --help`)")
     a("--max-per-class", type=int, default=None, help="image_folder: first N train files per class")
     a("--max-test-per-class", type=int, default=None, help="image_folder: first N test files per class")
     a("--skip-corrupt", action="store_true", help="skip undecodable images with a warning")
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
             args.dataset, args.encoder, root=args.root, cache_dir=args.cache_dir, dtype=args.dtype,
             batch_size=args.batch_size, device=args.device, skip_corrupt=args.skip_corrupt,
             progress=prog.features, refresh=args.refresh,
-            encoder_kwargs={"image_size": args.image_size} if args.image_size else None, **kwargs,
+            encoder_kwargs={**({"image_size": args.image_size} if args.image_size else {}),
+                            **({"pretrained": args.weights} if args.weights else {})} or None, **kwargs,
         )
     finally:
         prog.close()

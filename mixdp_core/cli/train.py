@@ -6,7 +6,10 @@ Example::
 
 With ``--json`` exactly one JSON object is printed on stdout (errors/accuracies as fractions
 in [0, 1]; ``epsilon`` is the ε reported by the accounting module for the run as executed,
-``null`` for non-private methods); progress goes to stderr. Invalid arguments print one line
+``null`` for non-private methods, with the ``accountant`` and ``mechanism`` it refers to and,
+for DP-SGD methods, the looser RDP ``epsilon_rdp`` beside it); owner-only diagnostics computed
+on the private data without a guarantee (MIA, per-instance DP, the exact private count) sit
+under ``diagnostics`` with a note; progress goes to stderr. Invalid arguments print one line
 ``mixdp train: error: <field>: <what is allowed>`` and exit with status 2.
 """
 
@@ -26,9 +29,14 @@ from ._common import Progress, fail, number, pairs
 #: Keys of the ``--json`` summary, in order.
 SUMMARY_KEYS = (
     "run_id", "status", "method", "dataset", "encoder", "seed", "epsilon", "target_epsilon",
-    "delta", "mu", "noise_multiplier", "steps", "test_error", "balanced_accuracy",
-    "minority_accuracy", "mia_auc", "mia_advantage", "pdp_epsilon_min", "pdp_epsilon_median",
-    "pdp_epsilon_max", "pdp_owner_only", "performance_boost", "wall_seconds", "reused", "store",
+    "delta", "mu", "accountant", "epsilon_rdp", "mechanism", "noise_multiplier", "steps",
+    "test_error", "balanced_accuracy", "minority_accuracy", "performance_boost", "wall_seconds",
+    "reused", "store", "diagnostics",
+)
+
+#: Owner-only diagnostics (no DP guarantee), printed only inside ``diagnostics``.
+DIAGNOSTIC_SUMMARY_KEYS = (
+    "mia_auc", "mia_advantage", "pdp_epsilon_min", "pdp_epsilon_median", "pdp_epsilon_max",
 )
 
 
@@ -58,6 +66,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--dataset-arg", action="append", default=[], metavar="KEY=VALUE", help="dataset loader option; repeatable")
     a("--encoder-arg", action="append", default=[], metavar="KEY=VALUE",
       help="encoder option, e.g. image_size=128; repeatable")
+    a("--weights", default=None, metavar="FILE",
+      help="encoder weights file (torchvision state_dict for resnet50, open_clip checkpoint for CLIP, "
+           "timm/torch.hub file for dinov2): the offline route when the weights cannot be downloaded")
     a("--cache-dir", default=None, help="feature cache folder (default $MIXDP_CACHE or ~/.cache/mixdp)")
     a("--store", default=None, help="run store folder (default $MIXDP_HOME or the user data folder)")
     a("--label", default=None, help="free-text tag stored with the run")
@@ -91,14 +102,41 @@ def build_config(args: argparse.Namespace):
         method_params=params,
         dataset_root=args.dataset_root,
         dataset_kwargs=pairs("dataset_arg", args.dataset_arg),
-        encoder_kwargs=pairs("encoder_arg", args.encoder_arg),
+        encoder_kwargs=_encoder_kwargs(args),
     )
+
+
+def _encoder_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--encoder-arg`` pairs plus ``--weights FILE`` (as ``pretrained``, checked to exist)."""
+    from pathlib import Path
+
+    ekw = pairs("encoder_arg", args.encoder_arg)
+    if "weights" in ekw:
+        ekw["pretrained"] = ekw.pop("weights")
+    if getattr(args, "weights", None):
+        ekw["pretrained"] = args.weights
+    w = ekw.get("pretrained")
+    if isinstance(w, str) and ("/" in w or w.endswith((".pt", ".pth", ".bin", ".safetensors"))):
+        p = Path(w).expanduser()
+        if not p.is_file():
+            raise ConfigError("weights", f"weights file {str(p)!r} does not exist" + (" (it is a folder)" if p.is_dir() else ""))
+        ekw["pretrained"] = str(p.resolve())
+    return ekw
 
 
 def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     """The ``--json`` object of a finished run record."""
+    from ..runs.runner import DIAGNOSTICS_NOTE
+
     m = record.metrics
     out = {k: m.get(k) for k in SUMMARY_KEYS}
+    priv = m.get("privacy") or {}
+    out["accountant"] = priv.get("accountant")
+    out["mechanism"] = priv.get("mechanism")
+    diag = {"note": DIAGNOSTICS_NOTE}
+    diag.update({k: m.get(k) for k in DIAGNOSTIC_SUMMARY_KEYS})
+    diag["n_private"] = m.get("n_private")
+    out["diagnostics"] = diag
     out.update(run_id=record.run_id, status=record.status, method=record.method,
                dataset=record.dataset, encoder=record.encoder, seed=record.seed,
                target_epsilon=record.target_epsilon, reused=reused, store=store_root)
@@ -139,5 +177,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         for k in SUMMARY_KEYS:
             v = out.get(k)
+            if k == "diagnostics":
+                print(f"{'diagnostics':>20}: (owner-only, no DP guarantee: do not publish)")
+                for dk, dv in v.items():
+                    if dk != "note":
+                        print(f"{dk:>20}: {dv:.4g}" if isinstance(dv, float) else f"{dk:>20}: {dv}")
+                continue
             print(f"{k:>20}: {v:.4g}" if isinstance(v, float) else f"{k:>20}: {v}")
     return 0 if rec.status == "completed" else 1

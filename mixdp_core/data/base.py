@@ -53,10 +53,15 @@ class ArrayImageSource:
 
 @dataclass
 class FileImageSource:
-    """Images stored as files. ``paths[i]`` has label ``labels[i]``."""
+    """Images stored as files. ``paths[i]`` has label ``labels[i]``.
+
+    With ``root`` set, each path is resolved (symlinks followed) and must lie inside
+    ``root`` *before* it is opened; one that does not raises ConfigError(``root``).
+    """
 
     paths: Sequence[Path]
     labels: np.ndarray
+    root: Path | None = None
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -65,8 +70,21 @@ class FileImageSource:
         from PIL import Image, UnidentifiedImageError
 
         path = self.paths[i]
+        if self.root is not None:
+            import os
+
+            from ..errors import ConfigError
+
+            real = Path(os.path.realpath(path))
+            root = Path(self.root)
+            if real != root and root not in real.parents:
+                raise ConfigError("root", f"{str(path)!r} resolves to {str(real)!r}, outside the dataset "
+                                          f"folder {str(root)!r}")
+            open_path = real
+        else:
+            open_path = path
         try:
-            with Image.open(path) as im:
+            with Image.open(open_path) as im:
                 im.load()
                 img = im.convert("RGB")
         except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:

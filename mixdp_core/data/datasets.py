@@ -25,6 +25,9 @@ from .base import ArrayImageSource, FileImageSource, LoadedDataset
 #: name -> loader(root, **kwargs) -> LoadedDataset
 DATASETS: Registry[Callable[..., LoadedDataset]] = Registry("dataset")
 
+#: Most classes a feature file may declare through its labels.
+MAX_CLASSES = 100_000
+
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm")
 
 
@@ -71,16 +74,36 @@ def load_digits_dataset(root: str | None = None, *, test_fraction: float = 0.3, 
 
 
 # ----------------------------------------------------------------------- image folder
-def _list_class_tree(root: Path, max_per_class: int | None) -> tuple[list[Path], np.ndarray, list[str]]:
+def _confined(f: Path, real_root: Path) -> Path:
+    """``f`` resolved (symlinks followed) if it lies inside ``real_root``, else a ConfigError.
+
+    Checked before any file is opened: an image symlink inside the root that points outside
+    it (e.g. to a system file) is refused, not read.
+    """
+    real = Path(os.path.realpath(f))
+    if real != real_root and real_root not in real.parents:
+        raise ConfigError("root", f"{str(f)!r} resolves to {str(real)!r}, outside the dataset folder "
+                                  f"{str(real_root)!r}; links must stay inside it")
+    return real
+
+
+def _list_class_tree(root: Path, max_per_class: int | None,
+                     real_root: Path | None = None) -> tuple[list[Path], np.ndarray, list[str]]:
+    real_root = Path(os.path.realpath(root)) if real_root is None else real_root
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    for c in classes:
+        _confined(root / c, real_root)
     if not classes:
         raise DataError(f"root: {str(root)!r} has no class sub-folders (expected root/<class>/<image>)")
     paths: list[Path] = []
     labels: list[int] = []
     for ci, c in enumerate(classes):
         files = sorted(
-            f for f in (root / c).rglob("*") if f.is_file() and not f.name.startswith(".")
+            f for f in (root / c).rglob("*")
+            if not f.name.startswith(".") and (f.is_symlink() or f.is_file())
         )
+        # every file resolved and confined to the dataset folder before anything opens it
+        files = [f for f in files if _confined(f, real_root).is_file()]
         if max_per_class is not None:
             files = files[:max_per_class]
         if not files:
@@ -119,14 +142,15 @@ def load_image_folder(
     if not r.is_dir():
         raise DataError(f"root: {str(r)!r} is not a folder")
     key = {"dataset": "image_folder", "root": str(r.resolve()), "max_per_class": max_per_class}
+    real_root = Path(os.path.realpath(r))
     if (r / "train").is_dir() and (r / "test").is_dir():
-        p_tr, y_tr, classes = _list_class_tree(r / "train", max_per_class)
-        p_te, y_te, classes_te = _list_class_tree(r / "test", max_test_per_class)
+        p_tr, y_tr, classes = _list_class_tree(r / "train", max_per_class, real_root)
+        p_te, y_te, classes_te = _list_class_tree(r / "test", max_test_per_class, real_root)
         if classes_te != classes:
             raise DataError(f"root: test classes {classes_te} differ from train classes {classes}")
         key["max_test_per_class"] = max_test_per_class
     else:
-        paths, y, classes = _list_class_tree(r, max_per_class)
+        paths, y, classes = _list_class_tree(r, max_per_class, real_root)
         tr, te = _stratified_split(y, test_fraction, split_seed)
         p_tr, y_tr = [paths[i] for i in tr], y[tr]
         p_te, y_te = [paths[i] for i in te], y[te]
@@ -142,8 +166,8 @@ def load_image_folder(
     return LoadedDataset(
         name=f"image_folder:{r}",
         class_names=classes,
-        train=FileImageSource(p_tr, y_tr),
-        test=FileImageSource(p_te, y_te),
+        train=FileImageSource(p_tr, y_tr, root=real_root),
+        test=FileImageSource(p_te, y_te, root=real_root),
         cache_key=key,
     )
 
@@ -157,22 +181,41 @@ def load_feature_file(path: str | Path) -> FeatureSet:
     in memory). Validated on load: shapes, finite values, labels in range; errors name the
     array.
     """
+    from .safe_npz import npz_headers, load_npz
+
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise DataError(f"features: file {str(p)!r} does not exist")
-    try:
-        z = np.load(p, allow_pickle=False)
-    except Exception as e:  # zip/pickle/format errors from numpy
-        raise DataError(f"features: {str(p)!r} is not a readable .npz file ({e})") from None
-    with z:
-        missing = [k for k in ("X_train", "y_train", "X_test", "y_test") if k not in z.files]
-        if missing:
-            raise DataError(f"features: {str(p)!r} lacks array(s) {', '.join(missing)} (has {', '.join(z.files)})")
-        arrs = {k: z[k] for k in z.files}
+    heads = npz_headers(p, field="features")  # sizes, dtypes, truncation: before reading any array
+    missing = [k for k in ("X_train", "y_train", "X_test", "y_test") if k not in heads]
+    if missing:
+        raise DataError(f"features: {str(p)!r} lacks array(s) {', '.join(missing)} (has {', '.join(heads) or 'none'})")
+    for k in ("y_train", "y_test"):
+        if heads[k][1].kind not in "iuf":
+            raise DataError(f"{k}: labels must be integer class indices 0..C-1, got dtype {heads[k][1]} "
+                            f"(map class names to integers and put the names in class_names)")
+    for k in ("X_train", "X_test"):
+        if heads[k][1].kind not in "f":
+            raise DataError(f"{k}: must be a float array, got dtype {heads[k][1]}")
+    arrs = load_npz(p, field="features")
     for k in ("X_train", "X_test"):
         if not np.issubdtype(arrs[k].dtype, np.floating):
             raise DataError(f"{k}: must be a float array, got dtype {arrs[k].dtype}")
-    y_max = int(max(arrs["y_train"].max(initial=0), arrs["y_test"].max(initial=0)))
+    for xk, yk in (("X_train", "y_train"), ("X_test", "y_test")):
+        if arrs[xk].size == 0 or arrs[yk].size == 0:
+            raise DataError(f"{xk}: has no samples (shape {arrs[xk].shape}, {yk} shape {arrs[yk].shape})")
+    for k in ("y_train", "y_test"):
+        y = arrs[k]
+        if y.ndim != 1:
+            raise DataError(f"{k}: must be 1-D (one label per sample), got shape {y.shape}")
+        if y.dtype.kind == "f" and not (np.all(np.isfinite(y)) and np.all(np.equal(np.mod(y, 1), 0))):
+            raise DataError(f"{k}: labels must be integer class indices 0..C-1")
+        if y.size and (y.min() < 0 or y.max() >= 2**31):
+            raise DataError(f"{k}: labels must lie in [0, C-1], got range [{y.min():g}, {y.max():g}]")
+    y_max = int(arrs["y_train"].max(initial=0))
+    if "class_names" not in arrs and arrs["y_test"].size and int(arrs["y_test"].max()) > y_max:
+        raise DataError(f"y_test: labels must lie in [0, {y_max}] (the classes of y_train; no class_names "
+                        f"given), got up to {arrs['y_test'].max():g}")
+    if "class_names" not in arrs and y_max >= MAX_CLASSES:
+        raise DataError(f"y_train: labels go up to {y_max}; at most {MAX_CLASSES:,} classes are supported")
     names = [str(c) for c in arrs["class_names"]] if "class_names" in arrs else [str(i) for i in range(y_max + 1)]
     return FeatureSet(
         X_train=arrs["X_train"].astype(np.float32),

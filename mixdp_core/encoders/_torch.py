@@ -26,7 +26,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MixDPError
 from .base import Encoder, select_device
 
 #: ImageNet RGB statistics on the [0, 1] scale (torchvision / timm convention).
@@ -81,6 +81,8 @@ class TorchImageEncoder(Encoder):
             convnets).
     """
 
+    #: What a user weights file must contain (shown when loading one fails).
+    _weights_format: ClassVar[str] = "expected a checkpoint saved in the format the encoder's library loads"
     default_weights: ClassVar[str] = ""
     feature_dim: ClassVar[int] = 0
     default_image_size: ClassVar[int] = 224
@@ -172,6 +174,17 @@ class TorchImageEncoder(Encoder):
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(RANDOM_INIT_SEED)
                     model = self._build_model()
+            elif os.path.isfile(str(self.pretrained)):
+                try:
+                    model = self._build_model()
+                except MixDPError:
+                    raise
+                except Exception as e:  # wrong format / architecture: one line naming the field
+                    first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+                    raise ConfigError(
+                        "pretrained", f"weights file {str(self.pretrained)!r} cannot be loaded into "
+                        f"{self.name} ({type(e).__name__}: {first}); {self._weights_format}"
+                    ) from None
             else:
                 model = self._build_model()
             model.eval()

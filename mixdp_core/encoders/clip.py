@@ -65,6 +65,7 @@ class OpenCLIPEncoder(TorchImageEncoder):
     mean: ClassVar[tuple[float, float, float]] = OPENAI_MEAN
     std: ClassVar[tuple[float, float, float]] = OPENAI_STD
     interpolation: ClassVar[str] = "bicubic"
+    _weights_format: ClassVar[str] = "expected an open_clip checkpoint (torch.save({'state_dict': model.state_dict()}, path) or a raw state_dict) for this architecture"
 
     def __init__(self, pretrained: str | None = "default", device: str | None = None, batch_size: int = 64,
                  *, cache_dir: str | None = None, **kwargs):

@@ -42,6 +42,7 @@ class DinoV2ViTS14Encoder(TorchImageEncoder):
     default_weights: ClassVar[str] = "lvd142m"
     feature_dim: ClassVar[int] = 384
     interpolation: ClassVar[str] = "bicubic"
+    _weights_format: ClassVar[str] = "expected timm / torch.hub DINOv2 ViT-S/14 weights (model.safetensors or a torch state_dict)"
 
     def __init__(self, pretrained: str | None = "default", device: str | None = None, batch_size: int = 64,
                  *, cache_dir: str | None = None, **kwargs):

@@ -153,6 +153,7 @@ class EfficientNetLite0Encoder(TorchImageEncoder):
     mean: ClassVar[tuple[float, float, float]] = (127.0 / 255.0,) * 3
     std: ClassVar[tuple[float, float, float]] = (128.0 / 255.0,) * 3
     interpolation: ClassVar[str] = "bilinear"
+    _weights_format: ClassVar[str] = "expected an EfficientNet-Lite0 state_dict saved with torch.save"
 
     def __init__(self, *args, fuse: bool = True, **kwargs):
         super().__init__(*args, **kwargs)

@@ -35,6 +35,7 @@ class ResNet50Encoder(TorchImageEncoder):
     name: ClassVar[str] = "resnet50"
     offline: ClassVar[bool] = False
     description: ClassVar[str] = "ResNet-50, torchvision ImageNet weights (download), 2048-d"
+    _weights_format: ClassVar[str] = "expected a torchvision ResNet-50 state_dict saved with torch.save(model.state_dict(), path)"
     default_weights: ClassVar[str] = "IMAGENET1K_V2"
     feature_dim: ClassVar[int] = 2048
 

@@ -25,8 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import __version__
-from .._io import atomic_write
-from ..errors import ConfigError
+from .._io import atomic_write, storage_error, sweep_orphans
+from ..errors import ConfigError, DataError
 from ..featureset import FeatureSet
 
 FORMAT_VERSION = 1
@@ -80,18 +80,28 @@ def load_cached(directory: Path) -> FeatureSet | None:
     npz_path = directory / "features.npz"
     if not (meta_path.is_file() and npz_path.is_file()):
         return None
-    meta = json.loads(meta_path.read_text())
-    with np.load(npz_path, allow_pickle=False) as z:
-        te = z["text_embeddings"] if "text_embeddings" in z.files else None
-        return FeatureSet(
-            X_train=z["X_train"].astype(np.float32),
-            y_train=z["y_train"],
-            X_test=z["X_test"].astype(np.float32),
-            y_test=z["y_test"],
-            class_names=[str(c) for c in z["class_names"]],
-            text_embeddings=te,
-            meta=meta,
-        )
+    sweep_orphans(directory)  # temp files of an interrupted write of this entry
+    try:
+        meta = json.loads(meta_path.read_text())
+        with np.load(npz_path, allow_pickle=False) as z:
+            te = z["text_embeddings"] if "text_embeddings" in z.files else None
+            return FeatureSet(
+                X_train=z["X_train"].astype(np.float32),
+                y_train=z["y_train"],
+                X_test=z["X_test"].astype(np.float32),
+                y_test=z["y_test"],
+                class_names=[str(c) for c in z["class_names"]],
+                text_embeddings=te,
+                meta=meta,
+            )
+    except (OSError, ValueError, KeyError, EOFError, DataError) as e:
+        # A corrupt entry (disk error, edited by hand) is a cache miss, not a failure.
+        warnings.warn(f"feature cache entry {str(directory)!r} is unreadable ({type(e).__name__}); re-extracting")
+        return None
+
+
+def _looks_like_path(s: str) -> bool:
+    return os.sep in s or "/" in s or s.endswith((".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npz"))
 
 
 def get_features(
@@ -139,7 +149,22 @@ def get_features(
         fs.meta["cache_hit"] = True
         return fs
     enc_cls = ENCODERS.get(encoder)
-    enc = enc_cls(pretrained=pretrained, device=device, batch_size=batch_size, **(encoder_kwargs or {}))
+    ekw = dict(encoder_kwargs or {})
+    # A weights file given as an encoder option (CLI --encoder-arg pretrained=<file> / --weights,
+    # the app's weights field) replaces the ``pretrained`` tag instead of clashing with it.
+    for alias in ("pretrained", "weights"):
+        if alias in ekw:
+            pretrained = ekw.pop(alias)
+    if isinstance(pretrained, str) and pretrained not in ("default",) and _looks_like_path(pretrained):
+        wp = Path(pretrained).expanduser()
+        if not wp.is_file():
+            raise ConfigError("pretrained", f"weights file {str(wp)!r} does not exist"
+                                            + (" (it is a folder)" if wp.is_dir() else ""))
+        pretrained = str(wp.resolve())
+    try:
+        enc = enc_cls(pretrained=pretrained, device=device, batch_size=batch_size, **ekw)
+    except TypeError as e:  # an option the encoder does not take
+        raise ConfigError("encoder_kwargs", f"{e}".replace("__init__()", encoder)) from None
     key = cache_key(ds.cache_key, enc.cache_key(), dtype)
     directory = Path(cache_dir) if cache_dir else default_cache_dir()
     entry = directory / key
@@ -179,6 +204,14 @@ def get_features(
     }
     fs = FeatureSet(out["train"][0], out["train"][1], out["test"][0], out["test"][1],
                     list(ds.class_names), text_embeddings=text, meta=meta)
-    save_features(entry, fs, dtype=dtype)
+    try:
+        save_features(entry, fs, dtype=dtype)
+    except OSError as e:
+        # Documented behaviour: a read-only or full cache does not fail the run; the features
+        # are used from memory and not cached (atomic_write removed its temp file).
+        err = storage_error(e, entry, what="cache",
+                            fix="features not cached; set MIXDP_CACHE (CLI: --cache-dir) to a writable folder")
+        warnings.warn(str(err))
+        fs.meta["cache_error"] = str(err)
     fs.meta["cache_hit"] = False
     return fs

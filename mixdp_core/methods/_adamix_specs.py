@@ -14,17 +14,17 @@ its entry here.
 
 from __future__ import annotations
 
-from ..config import Interval, ParamSpec, declare_external
+from ..config import SEED_RANGE, Interval, ParamSpec, declare_external
 from . import adamix as _a
 
 _POS = Interval(0.0, None, closed="neither")
 _NONNEG = Interval(0.0, None)
-_SEED = ParamSpec(type=int, range=Interval(0, None), help="Seed of the Gaussian noise (and of the projection "
+_SEED = ParamSpec(type=int, range=SEED_RANGE, help="Seed of the Gaussian noise (and of the projection "
                                                              "completion); unused by deterministic methods.")
 
 declare_external(
     _a.NonPrivateConfig,
-    seed=ParamSpec(type=int, range=Interval(0, None), help="Seed of the cross-validation folds."),
+    seed=ParamSpec(type=int, range=SEED_RANGE, help="Seed of the cross-validation folds."),
     l2=ParamSpec(type=float, range=_NONNEG, optional=True,
                  help="Ridge coefficient on the mean loss; None = chosen by stratified 5-fold cross-validation "
                       "on the training rows (non-private methods: no privacy cost, never looks at test data)."),
@@ -32,7 +32,7 @@ declare_external(
 )
 declare_external(
     _a.ZeroShotConfig,
-    seed=ParamSpec(type=int, range=Interval(0, None), help="Unused (deterministic); uniform interface."),
+    seed=ParamSpec(type=int, range=SEED_RANGE, help="Unused (deterministic); uniform interface."),
     beta=ParamSpec(type=float, range=_POS, help="Scale of the text embeddings (paper: 100, CLIP's logit scale)."),
 )
 declare_external(

@@ -27,8 +27,8 @@ def check_int(field: str, value: Any, lo: int, hi: int | None = None) -> None:
 
 
 def check_seed(value: Any) -> None:
-    """``seed`` is an integer >= 0."""
-    check_int("seed", value, 0)
+    """``seed`` is an integer in [0, 2**32 - 1] (numpy and SQLite take 32-bit seeds)."""
+    check_int("seed", value, 0, 2**32 - 1)
 
 
 def check_float(field: str, value: Any, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False) -> None:

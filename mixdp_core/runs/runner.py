@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..config import Interval, delta_param, epsilon_param, param, validate
+from ..config import SEED_RANGE, Interval, delta_param, epsilon_param, param, validate
 from ..errors import ConfigError, UnknownNameError
 from .store import CANCELLED, COMPLETED, FAILED, RunStore
 
@@ -111,7 +111,7 @@ class RunConfig:
                          help="Feature extractor name (ENCODERS), e.g. 'pixels', 'efficientnet_lite0'.")
     method: str = param(type=str, check=_registered("method"), allowed="a registered method (`mixdp methods`)",
                         help="Training method name (METHODS), e.g. 'adamix'.")
-    seed: int = param(0, type=int, range=Interval(0, None), help="Seed of the split and of the method's noise.")
+    seed: int = param(0, type=int, range=SEED_RANGE, help="Seed of the split and of the method's noise.")
     target_epsilon: float = epsilon_param(3.0)
     target_delta: float = delta_param(1e-5)
     public_per_class: int = param(5, type=int, range=Interval(1, None), help="Public samples per class.")
@@ -318,6 +318,31 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
     return feats, pub
 
 
+#: Metrics computed on the private data without a DP guarantee: for the data owner only.
+DIAGNOSTIC_KEYS = (
+    "mia_auc", "mia_advantage", "mia_n_per_side", "pdp_epsilon_min", "pdp_epsilon_median",
+    "pdp_epsilon_max", "pdp_epsilon_mean", "n_private", "train_loss",
+)
+DIAGNOSTICS_NOTE = (
+    "Owner-only diagnostics: computed on the private data without a privacy guarantee "
+    "(membership-inference scores, per-instance DP, exact private count, train loss). "
+    "They are not covered by the reported epsilon; do not publish them."
+)
+
+
+def diagnostics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The owner-only diagnostics among ``metrics``, grouped with :data:`DIAGNOSTICS_NOTE`.
+
+    (The flat keys stay in the run's metrics for the app's charts; exports and the CLI
+    summary carry them only under ``diagnostics``.)
+    """
+    out: dict[str, Any] = {"note": DIAGNOSTICS_NOTE}
+    for k in metrics:
+        if k in DIAGNOSTIC_KEYS or k.startswith(("pdp_epsilon_", "mia_")):
+            out[k] = metrics[k]
+    return out
+
+
 def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | None:
     """Performance Boost of an error ``err_dp`` against completed paragon and only-public runs
     of the same split in ``store`` (newest of each), or ``None`` if either is missing."""
@@ -410,6 +435,9 @@ def execute(
             )
             if metrics.get("delta") is None:
                 metrics["delta"] = config.target_delta
+            if getattr(model, "epsilon_rdp_", None) is not None:
+                metrics["epsilon_rdp"] = float(model.epsilon_rdp_)  # the looser RDP ε, shown beside
+            metrics["diagnostics"] = diagnostics(metrics)
             metrics["performance_boost"] = (
                 sibling_boost(store, config.split_hash(), metrics["test_error"])
                 if not is_reference(config.method) else None
@@ -426,6 +454,9 @@ def execute(
             store.finish(run_id, FAILED, error=msg,
                          metrics={"wall_seconds": time.perf_counter() - t0, "n_step_records": writer.n_records})
         except Exception:
-            pass
+            try:  # e.g. disk full: the smallest possible write, so the run is not left 'running'
+                store.finish(run_id, FAILED, error=msg[:500])
+            except Exception:
+                pass  # the next RunStore() marks it failed (dead process)
         raise
     return run_id

@@ -34,8 +34,8 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from .._io import atomic_write
-from ..errors import ConfigError, MixDPError
+from .._io import atomic_write, storage_error, sweep_orphans
+from ..errors import ConfigError, MixDPError, StorageError
 from .paths import default_home
 
 RUNNING = "running"
@@ -45,6 +45,8 @@ CANCELLED = "cancelled"
 STATUSES = (RUNNING, COMPLETED, FAILED, CANCELLED)
 
 SCHEMA_VERSION = 1
+
+_FIX = "free some space or point MIXDP_HOME (CLI: --store) to a writable folder"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -222,10 +224,16 @@ class RunStore:
     def __init__(self, root: str | os.PathLike | None = None, *, stale_after: float = 300.0,
                  recover: bool = True):
         self.root = Path(root).expanduser() if root is not None else default_home()
-        self.root.mkdir(parents=True, exist_ok=True)
         self.artifacts_dir = self.root / "artifacts"
-        self.artifacts_dir.mkdir(exist_ok=True)
         self.db_path = self.root / "runs.sqlite"
+        if self.root.exists() and not self.root.is_dir():
+            raise StorageError(f"store: {str(self.root)!r} is a file, not a folder; {_FIX}")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.artifacts_dir.mkdir(exist_ok=True)
+        except OSError as e:
+            raise storage_error(e, self.root, what="store", fix=_FIX) from None
+        sweep_orphans(self.artifacts_dir, (".*.tmp",))  # temp files of interrupted artifact writes
         self.stale_after = float(stale_after)
         self.host = socket.gethostname()
         with self._connect() as con:
@@ -244,11 +252,18 @@ class RunStore:
     # ------------------------------------------------------------------ plumbing
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        con = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
+        """A connection; SQLite failures (disk full, read-only database, unopenable file)
+        surface as one-line :class:`~mixdp_core.errors.StorageError` naming the database."""
+        try:
+            con = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
+        except sqlite3.Error as e:
+            raise storage_error(e, self.db_path, what="store", fix=_FIX) from None
         try:
             con.execute("PRAGMA busy_timeout=30000")
             con.execute("PRAGMA synchronous=NORMAL")
             yield con
+        except sqlite3.Error as e:
+            raise storage_error(e, self.db_path, what="store", fix=_FIX) from None
         finally:
             con.close()
 
@@ -259,7 +274,10 @@ class RunStore:
         try:
             yield con
         except BaseException:
-            con.execute("ROLLBACK")
+            try:  # SQLite may already have rolled back (e.g. SQLITE_FULL): keep the real error
+                con.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
             raise
         else:
             con.execute("COMMIT")
@@ -503,8 +521,11 @@ class RunStore:
     def save_artifacts(self, run_id: str, arrays: Mapping[str, np.ndarray]) -> Path:
         """Write ``arrays`` to ``artifacts/<run_id>.npz`` atomically (temp file + rename)."""
         path = self.artifact_path(run_id)
-        atomic_write(path, lambda f: np.savez_compressed(f, **{k: np.asarray(v) for k, v in arrays.items()}),
-                     suffix=".npz.tmp")
+        try:
+            atomic_write(path, lambda f: np.savez_compressed(f, **{k: np.asarray(v) for k, v in arrays.items()}),
+                         suffix=".npz.tmp")
+        except OSError as e:  # temp file already removed by atomic_write
+            raise storage_error(e, path, what="store", fix=_FIX) from None
         return path
 
     def load_artifacts(self, run_id: str) -> dict[str, np.ndarray]:

@@ -151,7 +151,10 @@ def test_on_step_true_stops_and_privacy_reflects_executed_steps(name, contract_s
         assert m.steps_ < full.steps_
         assert m.privacy_.epsilon < full.privacy_.epsilon
     if first.epsilon_spent is not None:
-        assert m.privacy_.epsilon == pytest.approx(first.epsilon_spent, rel=1e-6)
+        # The streamed ε may come from a coarser pessimistic grid (DP-SGD PLD progress
+        # curves): never below the reported ε, and within 0.1 % of it.
+        assert m.privacy_.epsilon <= first.epsilon_spent * (1 + 1e-9)
+        assert m.privacy_.epsilon == pytest.approx(first.epsilon_spent, rel=1e-3)
 
 
 @pytest.mark.parametrize("name", METHODS.keys())

@@ -5,8 +5,10 @@ import pytest
 from mixdp_core.cli import main
 
 KEYS = {"run_id", "method", "dataset", "encoder", "seed", "epsilon", "delta", "noise_multiplier", "steps",
-        "test_error", "balanced_accuracy", "minority_accuracy", "mia_auc", "pdp_epsilon_min",
-        "pdp_epsilon_median", "pdp_epsilon_max", "wall_seconds"}
+        "test_error", "balanced_accuracy", "minority_accuracy", "wall_seconds", "accountant", "mechanism",
+        "diagnostics"}
+# Owner-only diagnostics (no DP guarantee) live under "diagnostics", never beside epsilon.
+DIAG = {"mia_auc", "mia_advantage", "pdp_epsilon_min", "pdp_epsilon_median", "pdp_epsilon_max", "n_private"}
 
 
 @pytest.fixture
@@ -22,12 +24,15 @@ def test_train_json(env, capsys):
     out, err = capsys.readouterr()
     assert rc == 0
     d = json.loads(out)  # exactly one JSON object on stdout
-    assert KEYS <= set(d)
+    assert KEYS <= set(d) and not (DIAG & set(d))
+    assert DIAG <= set(d["diagnostics"]) and "not covered" in d["diagnostics"]["note"]
+    diag = d["diagnostics"]
     assert d["method"] == "adamix" and d["noise_multiplier"] == 20.0 and d["delta"] == 1e-5
     assert 0 < d["epsilon"] <= 1.0 and d["steps"] >= 1
-    for k in ("test_error", "balanced_accuracy", "minority_accuracy", "mia_auc"):
+    for k in ("test_error", "balanced_accuracy", "minority_accuracy"):
         assert 0.0 <= d[k] <= 1.0
-    assert d["pdp_epsilon_min"] <= d["pdp_epsilon_median"] <= d["pdp_epsilon_max"] <= d["epsilon"] + 1e-9
+    assert 0.0 <= diag["mia_auc"] <= 1.0
+    assert diag["pdp_epsilon_min"] <= diag["pdp_epsilon_median"] <= diag["pdp_epsilon_max"] <= d["epsilon"] + 1e-9
     assert (env / "home" / "runs.sqlite").exists()
     rc = main(["train", "--method", "adamix", "--epsilon", "1", "--noise-multiplier", "20", "--json",
                "--no-progress", "--reuse"])

@@ -20,6 +20,14 @@ and noise multiplier σ; ``privacy_`` is
 ``privacy_report(PoissonSubsampledGaussian(σ, q, steps_executed), delta=target_delta)``
 for the steps actually executed (a stop request ends the run between epochs).
 
+Dataset size: N is private under add/remove, so by default (``dataset_size="noisy_count"``)
+q = min(1, B/N̂) and the gradient normalisation use N̂ = N + N(0, σ_c²) (Gaussian, sensitivity
+1; ``accounting.noisy_count_event``), and the reported event is
+``Composition([count, PoissonSubsampledGaussian(σ, q, steps)])`` with σ calibrated for the
+composition. ``"public_bound"`` uses the public bound ``size_bound`` instead;
+``"public"`` takes the exact N as public and the report's mechanism says so. σ is
+calibrated and ε reported with PLD by default (the RDP ε is kept in ``epsilon_rdp_``).
+
 Data: :meth:`SparseFinetune.fit` trains on a :class:`~mixdp_core.data.splits.Split` whose
 feature matrices are flattened images (``pixels`` encoder: digits give 64 = 8×8 values,
 reshaped to ``(N, 1, 8, 8)``; ``image_shape`` overrides the inference), with the split's
@@ -39,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ...config import Interval, param
+from ...config import SEED_RANGE, Interval, param
 from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +57,9 @@ if TYPE_CHECKING:  # pragma: no cover
 # torch, opacus and the model code are imported lazily (inside methods) so that importing
 # ``mixdp_core.methods`` to list the registry stays cheap.
 
-ACCOUNTANTS = ("rdp", "prv")
+ACCOUNTANTS = ("pld", "rdp", "prv")
+#: How the private count N sets q and T (see the module docstring).
+DATASET_SIZES = ("noisy_count", "public_bound", "public")
 #: The allowed values of ``params`` (same as ``selection.PARAM_MODES``, kept torch-free).
 PARAM_MODES = ("cls", "cls_norm", "all", "full")
 
@@ -124,11 +134,29 @@ class SparseFinetuneConfig(PrivacyConfig):
                             help="SGD momentum of fine-tuning (paper: 0.9, no weight decay).")
     warmup_epochs: float = param(1.0, type=float, range=Interval(0.0, None),
                                  help="Linear LR warm-up length before cosine decay (paper: 1).")
-    accountant: str = param("rdp", choices=ACCOUNTANTS,
-                            help="Accountant used for calibration and for the report.")
-    seed: int = param(0, type=int, range=Interval(0, None),
+    accountant: str = param("pld", choices=ACCOUNTANTS,
+                            help="Accountant used for calibration and for the report: 'pld' (default, tightest), "
+                                 "'rdp' or 'prv'.")
+    dataset_size: str = param("noisy_count", choices=DATASET_SIZES,
+                              help="How the private count N sets q and T: 'noisy_count' (default, a Gaussian count "
+                                   "whose cost is accounted), 'public_bound' (uses size_bound) or 'public' (exact N "
+                                   "treated as public and said so in the report: under add/remove neighbours this "
+                                   "costs privacy that is not accounted).")
+    size_bound: Optional[int] = param(None, type=int, range=Interval(1, 10**9),
+                                      help="Public upper bound on the number of private samples; needed by "
+                                           "dataset_size='public_bound'.")
+    count_budget_share: float = param(0.01, type=float, range=Interval(0.0, 0.5, closed="right"),
+                                      help="Share of the GDP budget μ*² spent on the noisy count.")
+    seed: int = param(0, type=int, range=SEED_RANGE,
                       help="Seed of initialisation, shuffling, Poisson sampling and noise.")
     device: str = param("auto", type=str, help="'auto' (cuda -> mps -> cpu) or a torch device string.")
+
+
+def _check_bound(cfg) -> None:
+    """``dataset_size="public_bound"`` needs ``size_bound`` (checked in preflight and fit)."""
+    if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
+        raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
+                                        "number of private samples (integer >= 1)")
 
 
 @dataclass
@@ -224,6 +252,18 @@ class SparseFinetune(Method):
     )
 
     # ------------------------------------------------------------------ helpers
+    def preflight(self) -> None:
+        """With a public size bound the DP-SGD step count is known before the data: refuse it
+        above the step ceiling (``MIXDP_MAX_STEPS``)."""
+        cfg = self.config
+        _check_bound(cfg)
+        if cfg.dataset_size == "public_bound":
+            from ...accounting import check_steps
+
+            q = min(1.0, cfg.batch_size / cfg.size_bound)
+            check_steps(int(1 / q) * cfg.epochs, field="epochs",
+                        hint="lower epochs or size_bound, or raise batch_size")
+
     def _device(self) -> str:
         if self.config.device != "auto":
             return self.config.device
@@ -373,7 +413,20 @@ class SparseFinetune(Method):
         self.image_shape_ = pretrained.image_shape
         self.pretrain_seconds_ = pretrained.seconds
         self.classes_ = np.arange(C)
-        q = min(1.0, cfg.batch_size / N)
+        _check_bound(cfg)
+        count_ev = None
+        if cfg.dataset_size == "noisy_count":
+            count_ev = acc.noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,
+                                             share=cfg.count_budget_share)
+            n_used = float(N + np.random.default_rng([cfg.seed, 0xC0]).normal(0.0, count_ev.noise_multiplier))
+        elif cfg.dataset_size == "public_bound":
+            n_used = float(cfg.size_bound)
+        else:
+            n_used = float(N)
+        n_used = max(1.0, n_used)
+        self.n_used_ = n_used
+        self.count_event_ = count_ev
+        q = min(1.0, cfg.batch_size / n_used)
         steps_per_epoch = int(1 / q)
         planned = steps_per_epoch * cfg.epochs
         sigma = float(
@@ -383,18 +436,15 @@ class SparseFinetune(Method):
                 target_epsilon=cfg.target_epsilon,
                 target_delta=cfg.target_delta,
                 accountant=cfg.accountant,
+                also=count_ev,
+                step_field="epochs",
             )
         )
-        eps_curve = np.asarray(
-            acc.dpsgd_privacy_curve(
-                noise_multiplier=sigma,
-                sample_rate=q,
-                steps=planned,
-                delta=cfg.target_delta,
-                accountant=cfg.accountant,
-            ),
-            dtype=float,
-        )
+
+        def eps_after(t: int, fast: bool) -> float:
+            return acc.dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=t, delta=cfg.target_delta,
+                                     accountant=cfg.accountant, also=count_ev, fast=fast)
+
         device = self._device()
         Xs = self._standardise(Xpriv)
         Xts = self._standardise(Xtest) if Xtest is not None else None
@@ -418,7 +468,8 @@ class SparseFinetune(Method):
                 executed_total[0] += st.steps
                 epoch_seconds.append(st.seconds)
                 test_err = error_rate(model, Xts, ytest) if Xts is not None else None
-                eps = float(eps_curve[executed_total[0] - 1]) if executed_total[0] > 0 else 0.0
+                eps = eps_after(executed_total[0], fast=executed_total[0] < planned) if executed_total[0] > 0 \
+                    else (acc.epsilon(count_ev, delta=cfg.target_delta) if count_ev is not None else 0.0)
                 rec = StepRecord(
                     step=st.epoch,
                     total_steps=cfg.epochs,
@@ -451,6 +502,7 @@ class SparseFinetune(Method):
                 max_physical_batch_size=cfg.max_physical_batch_size,
                 generator=gen,
                 on_epoch=on_epoch,
+                n_used=n_used,
             )
         for p in model.parameters():
             p.requires_grad_(False)
@@ -464,15 +516,19 @@ class SparseFinetune(Method):
         self.history_ = history
         self.epoch_seconds_ = epoch_seconds
         self.pdp_sq_ratio_sum_ = None
-        # Report with the accountant the noise was calibrated with: RDP for q < 1 (the
-        # default choice of ``privacy_report``), exact GDP for q = 1 (calibrate_dpsgd_noise
-        # is exact there), PRV when asked for.
-        report_accountant = cfg.accountant if (cfg.accountant != "rdp" and q < 1.0) else None
-        self.privacy_ = acc.privacy_report(
-            acc.PoissonSubsampledGaussian(sigma, q, int(executed)),
-            delta=cfg.target_delta,
-            accountant=report_accountant,
-        )
+        # Report with the accountant the noise was calibrated with (exact GDP for q = 1).
+        report_accountant = cfg.accountant if q < 1.0 else None
+        ev = acc.PoissonSubsampledGaussian(sigma, q, max(1, int(executed)))
+        if count_ev is not None:
+            ev = acc.Composition([count_ev, ev])
+        rep = acc.privacy_report(ev, delta=cfg.target_delta, accountant=report_accountant)
+        note = {"noisy_count": " [q and T from a noisy private count, accounted as the first Gaussian]",
+                "public_bound": f" [q and T from the public size bound {cfg.size_bound}]",
+                "public": " [N_private treated as public: q and T set from the exact private count, not accounted]"}
+        import dataclasses as _dc
+
+        self.privacy_ = _dc.replace(rep, mechanism=rep.mechanism + note[cfg.dataset_size])
+        self.epsilon_rdp_ = float(acc.epsilon(ev, delta=cfg.target_delta, accountant="rdp"))
         return self
 
     # ------------------------------------------------------------------ inference

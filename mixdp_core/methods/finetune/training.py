@@ -150,6 +150,7 @@ def dp_sgd_finetune(
     max_physical_batch_size: int = 128,
     generator: Optional[torch.Generator] = None,
     on_epoch: Optional[Callable[[EpochStats], bool]] = None,
+    n_used: Optional[float] = None,
 ) -> int:
     """Fine-tune the transfer parameters τ of ``model`` with masked DP-SGD (see module doc).
 
@@ -169,6 +170,8 @@ def dp_sgd_finetune(
         generator: CPU RNG of the Poisson sampling and (on CPU) of the Gaussian noise; on
             another device the noise RNG lives there, seeded from this one.
         on_epoch: called after every epoch; returning ``True`` stops before the next step.
+        n_used: the count gradients are normalised by (q·n_used): a noisy or public count
+            of the private samples; ``None`` uses ``len(images)`` (only when N is public).
 
     Returns:
         The number of logical DP-SGD steps executed (what the accountant must charge).
@@ -191,7 +194,8 @@ def dp_sgd_finetune(
     ]
     groups = [g for g in groups if g["params"]]
     base = torch.optim.SGD(groups, lr=lr_cls, momentum=momentum, weight_decay=0.0)
-    expected_batch = max(sample_rate * N, 1e-12)
+    # Normalise by q·N_used (a noisy or public count), never by the exact private N.
+    expected_batch = max(sample_rate * (float(n_used) if n_used is not None else N), 1e-12)
     # Poisson sampling draws on the CPU generator; the noise is drawn where the gradients
     # live, so off-CPU it needs a generator on that device (seeded from the CPU one).
     noise_generator = generator

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._validate import check_choice, check_float, check_int  # noqa: F401  (re-exported to the family)
-from ...config import Interval, param
+from ...config import SEED_RANGE, Interval, param
 from ..base import Method, PrivacyConfig, StepRecord
 
 
@@ -13,7 +13,7 @@ from ..base import Method, PrivacyConfig, StepRecord
 class SeededPrivacyConfig(PrivacyConfig):
     """Privacy budget plus the ``seed`` of every random draw of the mechanism."""
 
-    seed: int = param(0, type=int, range=Interval(0, None), help="Seed of every random draw of the mechanism.")
+    seed: int = param(0, type=int, range=SEED_RANGE, help="Seed of every random draw of the mechanism.")
 
 
 class PrototypeFamilyMethod(Method):

@@ -14,6 +14,26 @@ module); the test suite checks the per-example gradients against autograd.
 
 Common preprocessing (per sample, no privacy cost): features are L2-normalized.
 Neighbouring relation for all three: add/remove one private sample.
+
+Dataset size (DP-SGD variants). Under add/remove-one the private count N is itself private,
+so q = B/N and T = ⌈epochs/q⌉ must not be computed from the exact N unaccounted.
+``dataset_size`` selects how N enters:
+
+* ``"noisy_count"`` (default): N̂ = N + N(0, σ_c²) (sensitivity 1), with σ_c = 1/(√share · μ*)
+  where μ* is the GDP budget of (ε, δ) and share = ``count_budget_share``; q = min(1, B/N̂),
+  T = ⌈epochs/q⌉, and the gradient sums are normalised by q·N̂. The count's Gaussian
+  mechanism is *composed* with the DP-SGD steps in the accounted event, and σ is calibrated
+  for that composition.
+* ``"public_bound"``: N is replaced by ``size_bound``, a public upper bound given by the user
+  (nothing about the data is read); T is then known before the run and checked in
+  ``preflight``.
+* ``"public"``: the exact N is treated as public (e.g. it is published anyway). This is a
+  different privacy model; the privacy report's mechanism text says so
+  (``[N_private treated as public]``).
+
+Accounting: σ is calibrated, and ε reported, with the PLD accountant (dp-accounting,
+pessimistic discretisation) by default — the tightest sound accountant available here; the
+RDP ε of the same run is kept beside it in ``epsilon_rdp_``.
 Simplifications (documented): no private hyper-parameter tuning (fixed defaults below,
 the paper tunes every method with Optuna without accounting for it); plain momentum SGD;
 DP-LS without the paper's feature-covariance preconditioning variants (DP-FC / DP-Newton).
@@ -21,18 +41,31 @@ DP-LS without the paper's feature-covariance preconditioning variants (DP-FC / D
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from .._observe import notify_release
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
+from ...errors import ConfigError
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import largest_param
 from .utilities import l2_normalize
+
+
+#: Values of ``dataset_size`` (module docstring).
+DATASET_SIZES = ("noisy_count", "public_bound", "public")
+
+
+def _check_bound(cfg) -> None:
+    """``dataset_size="public_bound"`` needs ``size_bound`` (checked in preflight and fit)."""
+    if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
+        raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
+                                        "number of private samples (integer >= 1)")
 
 
 def _augment(X: np.ndarray) -> np.ndarray:
@@ -69,6 +102,18 @@ class DPLinearProbeConfig(SeededPrivacyConfig):
                       help="SGD learning rate, momentum 0.9.")
     clip_norm: float = param(1.0, type=float, range=Interval(0.0, 1e6, closed="right"),
                              help="Per-example gradient clip norm C (C0 of Global-Adapt).")
+    dataset_size: str = param("noisy_count", choices=DATASET_SIZES,
+                              help="How the private count N sets q and T: 'noisy_count' (default, a Gaussian count "
+                                   "whose cost is accounted), 'public_bound' (uses size_bound) or 'public' (exact N "
+                                   "treated as public and said so in the report: under add/remove neighbours this "
+                                   "costs privacy that is not accounted).")
+    size_bound: Optional[int] = param(None, type=int, range=Interval(1, 10**9),
+                                      help="Public upper bound on N, needed by dataset_size='public_bound'.")
+    count_budget_share: float = param(0.01, type=float, range=Interval(0.0, 0.5, closed="right"),
+                                      help="Share of the GDP budget μ*² spent on the noisy count.")
+    accountant: str = param("pld", choices=("pld", "rdp", "prv"),
+                            help="Accountant for calibration and the reported ε: 'pld' (default, tightest), "
+                                 "'rdp' or 'prv'.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,29 +138,75 @@ class _LinearHead(PrototypeFamilyMethod):
         self._check_fitted()
         return _augment(X) @ self.coef_
 
+    def _count_event(self):
+        """The noisy count's Gaussian mechanism (sensitivity 1, add/remove), or None."""
+        from ... import accounting as acc
+
+        cfg = self.config
+        if cfg.dataset_size != "noisy_count":
+            return None
+        from ...accounting.calibration import noisy_count_event
+
+        return noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,
+                                 share=cfg.count_budget_share)
+
+    @staticmethod
+    def _plan(cfg, n_used: float) -> tuple[float, int]:
+        q = min(1.0, cfg.expected_batch_size / max(1.0, n_used))
+        return q, int(math.ceil(cfg.epochs / q))
+
+    def preflight(self) -> None:
+        """With a public size bound, T is known before the data: check it against the ceiling."""
+        from ...accounting.calibration import check_steps
+
+        cfg = self.config
+        _check_bound(cfg)
+        if cfg.dataset_size == "public_bound":
+            check_steps(self._plan(cfg, cfg.size_bound)[1], field="epochs",
+                        hint="lower epochs or size_bound, or raise expected_batch_size")
+
+    def _event(self, sigma: float, q: float, t: int):
+        from ... import accounting as acc
+
+        ev = acc.PoissonSubsampledGaussian(noise_multiplier=sigma, sample_rate=q, steps=t)
+        return ev if self.count_event_ is None else acc.Composition([self.count_event_, ev])
+
     def fit(self, split: Any, *, on_step=None):
         from ... import accounting as acc
 
         cfg = self.config
+        _check_bound(cfg)
         self._reset()
         Xa = _augment(split.X_private)
         n, C = len(Xa), split.n_classes
         Y = np.eye(C)[np.asarray(split.y_private)]
-        q = min(1.0, cfg.expected_batch_size / n)
-        T = int(math.ceil(cfg.epochs / q))
+        rng = np.random.default_rng([cfg.seed, 0x5CD])
+        # N enters only through n_used (module docstring): a noisy count (accounted), a public
+        # bound, or the exact count declared public.
+        self.count_event_ = self._count_event()
+        if self.count_event_ is not None:
+            n_used = float(n + np.random.default_rng([cfg.seed, 0xC0]).normal(0.0, self.count_event_.noise_multiplier))
+        elif cfg.dataset_size == "public_bound":
+            n_used = float(cfg.size_bound)
+        else:
+            n_used = float(n)
+        n_used = max(1.0, n_used)
+        self.n_used_ = n_used
+        q, T = self._plan(cfg, n_used)
         delta = cfg.target_delta
         # σ_eff: noise multiplier of the whole per-step release (for Global-Adapt the
         # gradient sum and the unclipped count together form one Gaussian mechanism with
-        # 1/σ_eff² = 1/σ_g² + 1/σ_b²).
+        # 1/σ_eff² = 1/σ_g² + 1/σ_b²). Calibrated (PLD by default) for the composition with
+        # the noisy count, if any; T above the step ceiling is refused before any step.
         sigma = float(acc.calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=cfg.target_epsilon,
-                                                 target_delta=delta))
+                                                 target_delta=delta, accountant=cfg.accountant,
+                                                 also=self.count_event_, step_field="epochs"))
         if self.adaptive:
             k = cfg.count_noise_ratio
             sigma_g = sigma * math.sqrt(1.0 + 1.0 / k**2)
             sigma_b = k * sigma_g
         else:
             sigma_g, sigma_b = sigma, None
-        rng = np.random.default_rng([cfg.seed, 0x5CD])
         W = np.zeros((Xa.shape[1], C))
         V = np.zeros_like(W)
         Z = cfg.initial_threshold if self.adaptive else None
@@ -144,17 +235,16 @@ class _LinearHead(PrototypeFamilyMethod):
                 s = np.minimum(1.0, C0 / np.maximum(norms, 1e-12))
             G = Xb.T @ (R * s[:, None]) + rng.normal(0.0, sigma_g * C0, size=W.shape)
             notify_release(t, W, G, C0)  # white-box audits only (methods/_observe.py)
-            G /= q * n
+            G /= q * n_used
             V = 0.9 * V + G
             W = W - cfg.lr * V
             if self.adaptive:
-                b_bar = (unclipped + rng.normal(0.0, sigma_b)) / (q * n)
+                b_bar = (unclipped + rng.normal(0.0, sigma_b)) / (q * n_used)
                 Z = Z * math.exp(-cfg.threshold_lr * (b_bar - cfg.target_unclipped))
                 self.threshold_history_.append(Z)
             self.steps_ = t
             if t % report_every == 0 or t == T:
-                eps_t = acc.epsilon(acc.PoissonSubsampledGaussian(noise_multiplier=sigma, sample_rate=q, steps=t),
-                                    delta=delta)
+                eps_t = self._epsilon_spent(sigma, q, t, T, delta)
                 rec = StepRecord(step=t, total_steps=T, clip_norm=C0 if not self.adaptive else float(Z),
                                  epsilon_spent=float(eps_t),
                                  train_loss=float(-np.mean(np.log(_softmax(Xa @ W)[np.arange(n), split.y_private] + 1e-12))))
@@ -164,9 +254,28 @@ class _LinearHead(PrototypeFamilyMethod):
         self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
         self.sample_rate_ = q
         self.noise_multiplier_ = sigma
-        self.privacy_ = acc.privacy_report(
-            acc.PoissonSubsampledGaussian(noise_multiplier=sigma, sample_rate=q, steps=self.steps_), delta=delta)
+        ev = self._event(sigma, q, self.steps_)
+        rep = acc.privacy_report(ev, delta=delta, accountant=cfg.accountant if q < 1.0 else None)
+        if cfg.dataset_size == "public":
+            rep = dataclasses.replace(rep, mechanism=rep.mechanism + " [N_private treated as public: q and T "
+                                                                  "set from the exact private count, not accounted]")
+        elif cfg.dataset_size == "public_bound":
+            rep = dataclasses.replace(rep, mechanism=rep.mechanism + f" [q and T from the public size bound "
+                                                                  f"{cfg.size_bound}]")
+        else:
+            rep = dataclasses.replace(rep, mechanism=rep.mechanism + " [q and T from a noisy private count, "
+                                                                  "accounted as the first Gaussian]")
+        self.privacy_ = rep
+        self.epsilon_rdp_ = float(acc.epsilon(ev, delta=delta, accountant="rdp"))
         return self
+
+    def _epsilon_spent(self, sigma: float, q: float, t: int, T: int, delta: float) -> float:
+        """ε after t steps with the run's accountant (PLD: a coarser pessimistic grid for
+        the intermediate points, an upper bound; the last point is the reported value)."""
+        from ...accounting.curves import dpsgd_epsilon
+
+        return dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=t, delta=delta,
+                             accountant=self.config.accountant, also=self.count_event_, fast=t < T)
 
 
 @METHODS.register("dp_linear_probe")
@@ -174,8 +283,10 @@ class DPLinearProbe(_LinearHead):
     """DP-SGD linear probe (baseline of Wahdany et al., Sec. 5; Abadi et al. 2016).
 
     Mechanism: per step, a Poisson(q) batch; per-example gradients clipped to ``clip_norm``
-    (sensitivity C under add/remove), summed, plus ``N(0, σ² C² I)``; σ calibrated by the
-    accounting module (Poisson-subsampled Gaussian, T steps) to the (ε, δ) target.
+    (sensitivity C under add/remove), summed, plus ``N(0, σ² C² I)``; before the steps, by
+    default, a noisy private count (Gaussian, sensitivity 1 under add/remove) sets q and T.
+    σ is calibrated by the accounting module (PLD) so that the composition [noisy count,
+    Poisson-subsampled Gaussian × T] meets the (ε, δ) target.
     Closed-form per-example gradients (module docstring). ``noise_multiplier_`` = σ.
     """
 
@@ -194,8 +305,9 @@ class DPSGDGlobalAdapt(_LinearHead):
     (sensitivity 1) is released with ``N(0, σ_b²)`` and drives
     ``Z <- Z exp(−η_Z (b̄ − γ))``. Both releases form one Gaussian mechanism with
     ``1/σ² = 1/σ_g² + 1/σ_b²`` on the subsample (add/remove one sample), accounted as a
-    Poisson-subsampled Gaussian with multiplier σ (``noise_multiplier_``), calibrated to the
-    target. Simplification: linear head only, fixed hyper-parameters.
+    Poisson-subsampled Gaussian with multiplier σ (``noise_multiplier_``), composed with the
+    noisy private count that sets q and T (default; see ``dataset_size``), calibrated (PLD)
+    to the target. Simplification: linear head only, fixed hyper-parameters.
     """
 
     config_cls = GlobalAdaptConfig

@@ -263,6 +263,12 @@ class DPPLMean(PrototypeFamilyMethod):
         self.prototypes_ = centres.astype(np.float32)
         self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
         self.privacy_ = acc.privacy_report(self._event(rho, self.steps_), delta=delta)
+        if cfg.neighbouring == "replace":  # a different neighbouring relation: say so in the report
+            import dataclasses
+
+            self.privacy_ = dataclasses.replace(self.privacy_, mechanism=self.privacy_.mechanism + (
+                " [neighbouring: replace-one (class sizes public), not add/remove: "
+                "not comparable with the other methods' epsilon]"))
         return self
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:

@@ -203,7 +203,9 @@ def test_reported_epsilon_is_the_accountants_for_executed_steps(digits, pretrain
 
     from mixdp_core import accounting as acc
 
-    m = _fit(digits, pretrained, params="cls_norm", epochs=3, target_epsilon=1.5)
+    # Legacy model (N public, RDP); the default (noisy count, PLD) is tested below.
+    m = _fit(digits, pretrained, params="cls_norm", epochs=3, target_epsilon=1.5,
+             dataset_size="public", accountant="rdp")
     q = 64 / len(digits["Xpriv"])
     assert m.sample_rate_ == pytest.approx(q)
     assert m.dp_steps_ == 3 * int(1 / q) == m.planned_dp_steps_
@@ -221,6 +223,26 @@ def test_reported_epsilon_is_the_accountants_for_executed_steps(digits, pretrain
     assert [r.step for r in m.history_] == [1, 2, 3]
 
 
+def test_default_noisy_count_and_pld_match_an_independent_pld(digits, pretrained):
+    """Default: q from a noisy count (accounted), σ calibrated with PLD; the reported ε is
+    never below an independent dp-accounting PLD computation (finer grid) of the run."""
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    m = _fit(digits, pretrained, params="cls", epochs=2, target_epsilon=1.5)
+    assert m.count_event_ is not None and m.n_used_ != len(digits["Xpriv"])
+    assert m.sample_rate_ == pytest.approx(min(1.0, 64 / m.n_used_))
+    acc = PLDAccountant(value_discretization_interval=2e-5)
+    acc.compose(dp_accounting.GaussianDpEvent(m.count_event_.noise_multiplier))
+    acc.compose(dp_accounting.PoissonSampledDpEvent(m.sample_rate_, dp_accounting.GaussianDpEvent(m.noise_multiplier_)),
+                m.dp_steps_)
+    e_ind = acc.get_epsilon(1e-5)
+    assert e_ind <= m.privacy_.epsilon <= 1.5
+    assert m.privacy_.epsilon == pytest.approx(e_ind, rel=2e-3)  # tight: the budget is used
+    assert m.epsilon_rdp_ > m.privacy_.epsilon  # RDP shown beside is looser
+    assert "noisy private count" in m.privacy_.mechanism and m.privacy_.accountant == "pld"
+
+
 def test_stop_request_charges_only_executed_steps(digits, pretrained):
     from mixdp_core import accounting as acc
 
@@ -231,9 +253,10 @@ def test_stop_request_charges_only_executed_steps(digits, pretrained):
     assert stopped.steps_ == 1 and len(stopped.history_) == 1
     assert stopped.noise_multiplier_ == full.noise_multiplier_
     assert stopped.dp_steps_ == full.dp_steps_ // 3
-    ref = acc.epsilon(
-        acc.PoissonSubsampledGaussian(stopped.noise_multiplier_, stopped.sample_rate_, stopped.dp_steps_), delta=1e-5
-    )
+    ref = acc.epsilon(acc.Composition([
+        stopped.count_event_,
+        acc.PoissonSubsampledGaussian(stopped.noise_multiplier_, stopped.sample_rate_, stopped.dp_steps_)]),
+        delta=1e-5, accountant="pld")
     assert stopped.privacy_.epsilon == pytest.approx(ref, rel=1e-9)
     assert stopped.privacy_.epsilon < full.privacy_.epsilon
 
@@ -298,7 +321,8 @@ def test_non_image_features_are_rejected_with_image_shape_hint():
 def test_full_batch_q1_is_reported_by_the_exact_accountant(digits, pretrained):
     from mixdp_core import accounting as acc
 
-    m = _fit(digits, pretrained, params="cls", batch_size=10_000, epochs=3, target_epsilon=1.0)
+    m = _fit(digits, pretrained, params="cls", batch_size=10_000, epochs=3, target_epsilon=1.0,
+             dataset_size="public")
     assert m.sample_rate_ == 1.0 and m.dp_steps_ == 3
     ref = acc.epsilon(acc.PoissonSubsampledGaussian(m.noise_multiplier_, 1.0, 3), delta=1e-5)
     assert m.privacy_.epsilon == pytest.approx(ref, rel=1e-9)

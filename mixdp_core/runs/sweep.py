@@ -38,6 +38,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -697,12 +698,19 @@ def run_sweep(
         if is_ref(c):
             pending_refs[c.split_hash()] = pending_refs.get(c.split_hash(), 0) + 1
     deferred: dict[str, list[tuple[str, Any]]] = {}
+    warned: list[str] = []
 
     def write(h: str, trained: Any) -> None:
         c = configs[groups[h][0]]
         if isinstance(trained, TaskError):
             land(SweepResult(0, c, None, FAILED, False, {}, str(trained)), groups[h])
         else:
+            if trained.config_hash != h and not warned:
+                warned.append(h)
+                warnings.warn(f"sweep {sweep_id}: a worker ran other mixdp_core code than this driver (config "
+                              "hash differs); its runs are stored under their own hash and will not be "
+                              "reused by this driver. Install the same code on every node (or ship_code=True).",
+                              RuntimeWarning, stacklevel=2)
             rid = record_trained(store, trained, label=label, sweep_id=sweep_id)
             log.link(groups[h], rid, False)
             land(SweepResult(0, c, rid, trained.status, False, store.get_run(rid).metrics, trained.error), groups[h])

@@ -722,7 +722,7 @@ def run_sweep(
                     write(h2, t2)
 
     status = COMPLETED
-    stream = executor.imap(_train_item, items, shared)
+    stream = executor.imap(_train_item, items, shared) if items else iter(())
     try:
         for j, trained in stream:
             h = todo[j]
@@ -740,7 +740,8 @@ def run_sweep(
         status = "interrupted"
         raise
     finally:
-        stream.close()
+        if hasattr(stream, "close"):
+            stream.close()
         for sh in list(deferred):  # never lose a finished run
             for h2, t2 in deferred.pop(sh):
                 try:

@@ -654,8 +654,8 @@ def run_sweep(
     results: list[SweepResult | None] = [None] * len(configs)
 
     def land(res: SweepResult, idxs: Sequence[int]) -> None:
-        for i in idxs:
-            r = dataclasses.replace(res, index=i, config=configs[i])
+        for n, i in enumerate(idxs):  # duplicates of a config reuse its run
+            r = dataclasses.replace(res, index=i, config=configs[i], reused=res.reused or (n > 0 and res.run_id is not None))
             results[i] = r
             if on_result is not None:
                 on_result(r)

@@ -279,7 +279,14 @@ class LocalExecutor:
     def _new_pool(self, n: int, shared: Any) -> ProcessPoolExecutor:
         import multiprocessing as mp
 
-        method = os.environ.get("MIXDP_MP_START") or ("forkserver" if sys.platform.startswith("linux") else "spawn")
+        import threading
+
+        # fork is instant and inherits the imports, but is unsafe in a multi-threaded process
+        # (e.g. the Streamlit server): there, a forkserver (clean process, preloaded imports).
+        default = "spawn"
+        if sys.platform.startswith("linux"):
+            default = "fork" if threading.active_count() == 1 else "forkserver"
+        method = os.environ.get("MIXDP_MP_START") or default
         ctx = mp.get_context(method)
         if method == "forkserver":
             ctx.set_forkserver_preload(["mixdp_core.runs.runner", "mixdp_core.runs.sweep", "mixdp_core.methods"])

@@ -247,15 +247,17 @@ def default_workers() -> int:
 
 
 _SHARED: Any = None  # the shared object of the local worker processes
+_STARTED: Any = None  # shared int array: pid of the worker that started task i
 
 
-def _local_init(shared: Any) -> None:
-    global _SHARED
-    _SHARED = shared
+def _local_init(shared: Any, started: Any) -> None:
+    global _SHARED, _STARTED
+    _SHARED, _STARTED = shared, started
     sys.stdout = sys.stderr  # stdout of the driver is for results (--json)
 
 
-def _local_call(fn: Callable, item: Any, with_shared: bool) -> Any:
+def _local_call(fn: Callable, index: int, item: Any, with_shared: bool) -> Any:
+    _STARTED[index] = os.getpid()
     return fn(item, _SHARED) if with_shared else fn(item)
 
 
@@ -276,7 +278,7 @@ class LocalExecutor:
         self._pool: ProcessPoolExecutor | None = None
         self._stop = False
 
-    def _new_pool(self, n: int, shared: Any) -> ProcessPoolExecutor:
+    def _new_pool(self, n: int, shared: Any, n_items: int) -> ProcessPoolExecutor:
         import multiprocessing as mp
 
         import threading
@@ -290,7 +292,9 @@ class LocalExecutor:
         ctx = mp.get_context(method)
         if method == "forkserver":
             ctx.set_forkserver_preload(["mixdp_core.runs.runner", "mixdp_core.runs.sweep", "mixdp_core.methods"])
-        return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_local_init, initargs=(shared,))
+        self._started = ctx.Array("i", n_items, lock=False)
+        return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_local_init,
+                                   initargs=(shared, self._started))
 
     def imap(self, fn: Callable, items: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
         """Yield ``(index, result)`` as tasks finish; a failed task yields a :class:`TaskError`."""
@@ -307,29 +311,41 @@ class LocalExecutor:
         todo = list(range(len(items)))
         attempts = [0] * len(items)
         while todo and not self._stop:
-            self._pool = pool = self._new_pool(min(self.workers, len(todo)), shared)
-            futs = {pool.submit(_local_call, fn, items[i], with_shared): i for i in todo}
+            self._pool = pool = self._new_pool(min(self.workers, len(todo)), shared, len(items))
+            futs = {pool.submit(_local_call, fn, i, items[i], with_shared): i for i in todo}
             todo = []
-            started: set[int] = set()  # handed to a worker (only those count as an attempt)
+            procs: dict[int, Any] = {}
+            lost: list[int] = []
             try:
                 while futs and not self._stop:
-                    started.update(i for f, i in futs.items() if f.running())
+                    procs.update(getattr(pool, "_processes", None) or {})
                     done, _ = wait(list(futs), timeout=0.2, return_when=FIRST_COMPLETED)
                     for f in done:
                         i = futs.pop(f)
                         try:
                             res = f.result()
-                        except BrokenProcessPool:  # a worker died: rebuild, run again
-                            attempts[i] += i in started
-                            if attempts[i] > self.max_retries:
-                                yield i, TaskError(f"worker process lost {attempts[i]} times")
-                            else:
-                                todo.append(i)
+                        except BrokenProcessPool:  # a worker died: rebuild the pool, run again
+                            lost.append(i)
                             continue
                         except Exception as e:  # noqa: BLE001
                             res = TaskError(f"{type(e).__name__}: {e}")
                         yield i, res
+                if lost:
+                    # Charge the runs whose worker died on its own (not the pool's SIGTERM of
+                    # the survivors); if none can be told apart, every run that had started.
+                    dead = {pid for pid, p in procs.items() if p.exitcode not in (None, -15)}
+                    culprits = [i for i in lost if self._started[i] in dead] or \
+                        [i for i in lost if self._started[i] != 0]
+                    for i in lost:
+                        attempts[i] += i in culprits
+                        if attempts[i] > self.max_retries:
+                            yield i, TaskError(f"worker process lost {attempts[i]} times")
+                        else:
+                            todo.append(i)
             finally:
+                if self._stop:  # cancelled / interrupted: do not wait for runs in flight
+                    for p in list((getattr(pool, "_processes", None) or {}).values()):
+                        p.terminate()
                 pool.shutdown(wait=not self._stop, cancel_futures=True)
                 self._pool = None
             todo.sort()
@@ -367,6 +383,7 @@ class RayExecutor:
                                          "(or choose --backend local)") from None
         self.address, self.max_retries, self.num_cpus = address, int(max_retries), float(num_cpus)
         self.ship_code = bool(ship_code)
+        self.workers = int(workers) if workers else None
         self._owned = False
         self._refs: dict[Any, int] = {}
 
@@ -376,7 +393,7 @@ class RayExecutor:
         if not ray.is_initialized():
             kw: dict[str, Any] = dict(address=self.address, log_to_driver=False, ignore_reinit_error=True)
             if self.address is None:
-                kw.update(include_dashboard=False, num_cpus=default_workers())
+                kw.update(include_dashboard=False, num_cpus=self.workers or default_workers())
             if self.ship_code:
                 kw["runtime_env"] = {"py_modules": [str(Path(__file__).resolve().parents[1])]}
             try:

@@ -88,7 +88,8 @@ class Context:
 
 
 _KEEP = ("test_error", "balanced_accuracy", "minority_accuracy", "epsilon", "delta", "steps", "mia_auc",
-         "performance_boost", "n_private", "n_public", "n_test", "dim", "n_classes")
+         "mia_advantage", "performance_boost", "pdp_epsilon_median", "pdp_epsilon_max", "n_private", "n_public",
+         "n_test", "dim", "n_classes")
 
 
 @dataclass
@@ -211,8 +212,10 @@ NONPRIVATE = ("paragon", "only_public")
 def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping[str, Any], title: str) -> FigureOutput:
     p = ctx.params
     eps = [float(e) for e in p["epsilons"]]
+    ir = float(p.get("imbalance_ratio", 1.0))
     rows = ctx.sweep(ctx.spec(methods=tuple(variants), epsilons=tuple(eps), seeds=tuple(p["seeds"]),
-                              public_per_class=(int(p["public_per_class"]),), params=dict(params)))
+                              public_per_class=(int(p["public_per_class"]),), imbalance_ratios=(ir,),
+                              params=dict(params)))
     err = _agg(rows, ("label", "target_epsilon"), "test_error")
     spent = defaultdict(list)
     for r in rows:
@@ -240,6 +243,23 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
     md += _table(["method"] + [f"target ε = {e:g}" for e in eps], table_rows)
     md += ["", "**ε spent (accounting module, run as executed; max over seeds)**", ""]
     md += _table(["method"] + [f"target ε = {e:g}" for e in eps], spent_rows)
+    de = float(p.get("detail_epsilon", eps[-1]))
+    if de in eps:  # utility, privacy audit and boost at one ε (mean ± std over seeds)
+        det = []
+        for lab in labels:
+            key_eps = next(iter(ref_eps)) if lab in NONPRIVATE and ref_eps else de
+            sub = [r for r in rows if r["label"] == lab and r["target_epsilon"] == key_eps]
+
+            def c(metric: str, pct: bool = False, digits: int = 3) -> str:
+                return _cell(*_ms([r["metrics"].get(metric) for r in sub])[:2], pct=pct, digits=digits)
+
+            det.append([lab, c("test_error", True, 1), c("balanced_accuracy", True, 1),
+                        c("minority_accuracy", True, 1), c("mia_auc"), c("pdp_epsilon_median"),
+                        c("pdp_epsilon_max"), c("performance_boost", digits=2)])
+        md += ["", f"**At target ε = {de:g}: utility, membership-inference AUC, per-instance ε (pDP) and "
+               "Performance Boost (mean ± std over seeds; non-private methods: ε = ∞)**", ""]
+        md += _table(["method", "test error (%)", "balanced acc. (%)", "minority acc. (%)", "MIA AUC",
+                      "pDP ε_i median", "pDP ε_i max", "Performance Boost"], det)
 
     def draw(fig: Any) -> None:
         ax = fig.add_subplot(1, 1, 1)
@@ -251,11 +271,12 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
         ax.legend(fontsize=8)
 
     return FigureOutput("\n".join(md), out_rows, draw, _setup_line(ctx, rows) +
-                        f", {p['public_per_class']} public samples per class, method params `{json.dumps(dict(params))}`")
+                        f", {p['public_per_class']} public samples per class, imbalance ratio {ir:g}, "
+                        f"method params `{json.dumps(dict(params))}`")
 
 
 @figure("adamix_epsilon", "AdaMix family: test error vs ε", "AdaMix (Golatkar et al. 2022), Table 1 / Fig. 4",
-        epsilons=[0.5, 1, 2, 3, 8], seeds=[0, 1, 2], public_per_class=5, noise_multiplier=20.0)
+        epsilons=[0.5, 1, 2, 3, 8], seeds=[0, 1, 2], public_per_class=5, noise_multiplier=20.0, detail_epsilon=3.0)
 def _adamix_epsilon(ctx: Context) -> FigureOutput:
     return _error_vs_epsilon(ctx, ADAMIX_FAMILY, {"noise_multiplier": float(ctx.params["noise_multiplier"])},
                              "AdaMix family: test error vs ε")
@@ -271,7 +292,7 @@ DPPL_FAMILY = (
 
 
 @figure("dppl_epsilon", "DP-prototypes family: test error vs ε", "DP prototypes (DPPL), ε sweeps",
-        epsilons=[0.1, 0.5, 1, 3, 8], seeds=[0, 1, 2], public_per_class=5)
+        epsilons=[0.1, 0.5, 1, 3, 8], seeds=[0, 1, 2], public_per_class=5, imbalance_ratio=1.0, detail_epsilon=1.0)
 def _dppl_epsilon(ctx: Context) -> FigureOutput:
     return _error_vs_epsilon(ctx, DPPL_FAMILY, {}, "DP-prototypes family: test error vs ε")
 

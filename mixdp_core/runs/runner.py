@@ -5,6 +5,10 @@ callback streaming :class:`~mixdp_core.methods.base.StepRecord` s to the store a
 its cancel flag → evaluate (utility, privacy report, MIA, pDP) → store metrics and the
 per-sample ``.npz`` artifact. Any exception (including ``KeyboardInterrupt``) marks the run
 ``failed`` with its message, keeps the step history, and is re-raised.
+
+``train(config)`` is the same pipeline without a store (sweep workers on other processes or
+machines must not open the SQLite file): it returns a picklable :class:`TrainedRun` (steps,
+metrics, per-sample arrays, status) that the driver writes with ``record_trained(store, run)``.
 """
 
 from __future__ import annotations

@@ -13,8 +13,18 @@ import threading
 import time
 from pathlib import Path
 
+import secrets
+
 import pytest
 
+# A private auth token for the head of this test and this driver, independent of
+# ~/.ray/auth_token (which other Ray users of the machine may create). Ray reads the auth mode
+# when it is imported, so it must be set before the import.
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+if "ray" not in sys.modules:
+    os.environ.update(AUTH)
+else:  # already imported by another test module: use whatever it set up
+    AUTH = {k: os.environ[k] for k in AUTH if k in os.environ}
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install -r requirements.txt)")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +69,7 @@ def ray_head():
     port = _free_port()
     tmp = tempfile.mkdtemp(prefix=f"rt{os.getpid() % 100000}_", dir="/tmp")  # short: socket paths
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0")
+               OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0", **AUTH)
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", f"--port={port}",
            "--node-ip-address=127.0.0.1", f"--temp-dir={tmp}", "--disable-usage-stats", "--include-dashboard=false",
            "--num-cpus=2", "--object-store-memory=80000000"]
@@ -92,7 +102,7 @@ def test_ray_sweep_survives_a_killed_worker(ray_head, tmp_path, monkeypatch):
     address, head_pid = ray_head
     monkeypatch.setenv("MIXDP_CACHE", str(tmp_path / "cache"))
     store = RunStore(tmp_path / "store")
-    spec = SweepSpec(methods=("adamix", "ngd", "ppgd", "fully_private"), epsilons=(1, 3, 8), seeds=(0, 1),
+    spec = SweepSpec(methods=("adamix", "ngd", "ppgd", "fully_private"), epsilons=(0.5, 1, 3), seeds=(0, 1),
                      params={"noise_multiplier": 20})
     configs = spec.configs()
     assert len(configs) == 24

@@ -101,16 +101,17 @@ def main(argv=None) -> int:
           f"(target <= 1.3)", file=sys.stderr)
 
     if not args.no_ray:
+        import secrets
+
+        # private token (Ray reads the auth mode at import): a new local Ray would otherwise use
+        # or create ~/.ray/auth_token, shared with every Ray user of the machine
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
         try:
             import ray
         except ImportError:
             res["ray"] = "not installed"
         else:
-            import secrets
-
             tmp = tempfile.mkdtemp(prefix="rb", dir="/tmp")
-            # private token: a new local Ray would otherwise create ~/.ray/auth_token
-            os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
             ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, _temp_dir=tmp,
                      runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[1]),
                                                "OMP_NUM_THREADS": "1"}})

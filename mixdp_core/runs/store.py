@@ -2,7 +2,7 @@
 
 Layout under the store root (default :func:`mixdp_core.runs.paths.default_home`)::
 
-    runs.sqlite            # tables runs, steps, meta (WAL journal: readers never block the writer)
+    runs.sqlite            # tables runs, steps, meta, sweeps, sweep_runs (WAL journal: readers never block the writer)
     artifacts/<run_id>.npz # per-sample arrays (pDP ε_i, MIA scores, ROC...), written atomically
 
 Life cycle of a run row: ``running`` → ``completed`` | ``failed`` | ``cancelled``. A row

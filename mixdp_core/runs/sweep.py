@@ -186,10 +186,13 @@ class SweepSpec:
         return cls.from_dict(data.get("sweep", data))
 
     # -------------------------------------------------------------- expansion
-    def expand(self) -> list[SweepPoint]:
+    def expand(self, on_invalid: Callable[[str, Mapping[str, Any], ConfigError], Any] | None = None
+               ) -> list[SweepPoint]:
         """Every run of the grid, non-private reference methods first (so that the
         Performance Boost of the private runs finds them). Raises ``ConfigError`` naming the
-        field of the first invalid combination."""
+        field of the first invalid combination, unless ``on_invalid(label, point, error)`` is
+        given: then invalid points (e.g. a target ε that the method's σ cannot reach) are
+        reported to it and left out."""
         from ..errors import UnknownNameError
         from ..methods import METHODS
         from .runner import RunConfig
@@ -221,7 +224,13 @@ class SweepSpec:
                                             encoder_kwargs=dict(self.encoder_kwargs))
                                     except ConfigError as e:
                                         msg = str(e).split(": ", 1)[-1]
-                                        raise ConfigError(e.field, f"{v.label}: {msg}") from None
+                                        err = ConfigError(e.field, f"{v.label}: {msg}")
+                                        if on_invalid is None:
+                                            raise err from None
+                                        on_invalid(v.label, {"encoder": enc, "seed": seed, "public_per_class": ppc,
+                                                             "imbalance_ratio": ir, "private_per_class": cap,
+                                                             "target_epsilon": float(eps)}, err)
+                                        continue
                                     (private if is_private else refs).append(SweepPoint(v.label, cfg))
         return refs + private
 

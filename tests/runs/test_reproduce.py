@@ -13,7 +13,7 @@ from mixdp_core.runs.store import RunStore
 
 TINY = {
     "adamix_epsilon": {"epsilons": [2], "seeds": [0, 1]},
-    "dppl_epsilon": {"epsilons": [0.5, 3], "seeds": [0]},
+    "dppl_epsilon": {"epsilons": [0.1, 3], "seeds": [0]},  # AdaMix's σ cannot reach ε = 0.1
     "public_vs_private": {"public": [1, 5], "private": [10, 40], "seeds": [0]},
     "boost_vs_shots": {"shots": [2, 10], "seeds": [0], "methods": ["adamix"]},
     "dppl_imbalance": {"ratios": [1, 50], "seeds": [0], "methods": ["dppl_mean", "dppl_public"]},
@@ -49,6 +49,12 @@ def test_figure_writes_png_table_json(env, name):
     assert md.startswith(f"# {FIGURES.get(name).title}") and "| " in md and f"]({name}.png)" in md
     data = json.loads(paths["json"].read_text())
     assert data["figure"] == name and data["params"]["seeds"] == TINY[name]["seeds"] and data["rows"]
+    if name == "dppl_epsilon":  # an unreachable budget is skipped and said so, never run
+        assert any(m.startswith("adamix at target ε = 0.1") for m in data["skipped"])
+        assert "Not run (no run can meet the budget" in md
+        assert not any(r["label"] == "adamix" and r["target_epsilon"] == 0.1 for r in data["runs"])
+    else:
+        assert data["skipped"] == []
     ids = {r["run_id"] for r in data["runs"]}
     assert ids == {r.run_id for r in store.list_runs()}  # every number traces to a stored run
     for r in data["runs"]:

@@ -16,7 +16,12 @@ caches:
    **Ray overhead per run = (ray wall − local wall) / runs**.
 
 The load average of the machine is printed with the results (a shared CPU inflates every
-ratio). The last line is one JSON object with every number.
+ratio), and ``ratio_local_vs_in_sweep_share`` = local wall / the same schedule of the run times
+measured *inside* the sweep, i.e. the engine's own overhead without the CPU contention. On a
+shared Linux machine with ``kernel.sched_autogroup_enabled = 1`` all processes of one session
+share one CPU share: two local workers then get no more CPU than one process (runs take ~2x
+longer each), while Ray's workers live in the raylet's own session and get their own share;
+the JSON reports the setting. The last line is one JSON object with every number.
 
 Usage::
 
@@ -129,6 +134,10 @@ def main(argv=None) -> int:
                   file=sys.stderr)
     res["loadavg_1m_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
     res["cpus"] = os.cpu_count()
+    try:
+        res["sched_autogroup_enabled"] = int(Path("/proc/sys/kernel/sched_autogroup_enabled").read_text())
+    except (OSError, ValueError):
+        pass
     print(json.dumps(res))
     return 0
 

@@ -722,8 +722,10 @@ def run_sweep(
         items.append((c.to_dict(), key, None if cache_dir is None else str(cache_dir)))
 
     # 3. train, write as results come back (references before the private runs they boost)
+    from ..methods.base import is_reference
+
     def is_ref(c: Any) -> bool:
-        return c.method in ("paragon", "only_public")
+        return is_reference(c.method)
 
     pending_refs: dict[str, int] = {}
     for h in todo:

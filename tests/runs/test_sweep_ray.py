@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import secrets
+import shutil
 
 import pytest
 
@@ -92,6 +93,7 @@ def ray_head():
             os.killpg(head.pid, signal.SIGKILL)  # its own session, created above
             head.wait(timeout=10)
         log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.timeout(150)

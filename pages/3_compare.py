@@ -1,34 +1,65 @@
-"""Compare: methods × ε × seeds in the background; error vs ε, attack AUC vs error, minority accuracy."""
+"""Compare: methods × ε × seeds through the sweep engine; error vs ε, attack AUC vs error,
+minority accuracy. The selection lives in the URL (shareable, survives a reload)."""
 
 import streamlit as st
 
-from mixdp_core.app_support import charts, forms
+from mixdp_core.app_support import charts, compare_url, forms
 from mixdp_core.app_support.resources import data_settings, page_setup, note, poll_seconds, show_field_errors
 
 manager = page_setup("Compare")
 store = manager.store
 settings = data_settings()
 methods = forms.method_classes()
-
-st.title("Compare methods")
-st.markdown(f"On **{settings['dataset']}** · **{settings['encoder']}** · {settings['public_per_class']} public "
-            f"samples per class · imbalance ratio {settings['imbalance_ratio']:g} (change on *Data & encoder*). "
-            "Finished identical runs are reused from the store, so re-launching only runs what is missing.")
+SEED_CHOICES = list(range(10))
 
 private = [n for n, c in methods.items() if c.private]
 references = [n for n, c in methods.items() if not c.private and c.uses_private_data is not None
               and not c.needs_text]
 default_methods = [m for m in ("adamix", "ngd") if m in private] or private[:2]
+
+# A shared / reloaded URL pre-fills the selection (once per distinct URL in this session).
+query = st.query_params.to_dict()
+if query and st.session_state.get("cmp_url_applied") != query:
+    sel, bad = compare_url.from_query(query, methods=private, epsilons=forms.EPSILON_GRID,
+                                      deltas=forms.DELTA_CHOICES, max_seed=SEED_CHOICES[-1])
+    for key, field in (("dataset", "dataset"), ("encoder", "encoder"), ("ppc", "public_per_class"),
+                       ("ir", "imbalance_ratio")):
+        if key in sel:
+            settings[field] = sel[key]
+    for key, widget in (("methods", "cmp_methods"), ("epsilons", "cmp_eps"), ("seeds", "cmp_seeds"),
+                        ("delta", "cmp_delta"), ("refs", "cmp_refs")):
+        if key in sel:
+            st.session_state[widget] = sel[key]
+    if bad:
+        st.warning(f"Ignored invalid link parameter(s): {', '.join(bad)}.")
+    st.session_state["cmp_url_applied"] = query
+
+st.title("Compare methods")
+st.markdown(f"On **{settings['dataset']}** · **{settings['encoder']}** · {settings['public_per_class']} public "
+            f"samples per class · imbalance ratio {settings['imbalance_ratio']:g} (change on *Data & encoder*). "
+            "Finished identical runs are reused from the store, so re-launching only runs what is missing; "
+            "the link in the address bar reopens this comparison.")
+
+
+
+def _default(key: str, value):
+    """A widget default, unless the URL already put a value in the session state."""
+    return {} if key in st.session_state else {("value" if key == "cmp_refs" else
+                                                 "index" if key == "cmp_delta" else "default"): value}
+
+
 with st.form("compare_form"):
-    chosen = st.multiselect("Private methods", private, default=default_methods, key="cmp_methods",
+    chosen = st.multiselect("Private methods", private, key="cmp_methods", **_default("cmp_methods", default_methods),
                             format_func=lambda n: f"{n} — {methods[n].description}")
-    eps_values = st.multiselect("ε values", forms.EPSILON_GRID, default=[0.5, 1.0, 3.0, 8.0], key="cmp_eps",
-                                format_func=lambda v: f"{v:g}")
+    eps_values = st.multiselect("ε values", forms.EPSILON_GRID, key="cmp_eps",
+                                **_default("cmp_eps", [0.5, 1.0, 3.0, 8.0]), format_func=lambda v: f"{v:g}")
     c1, c2, c3 = st.columns(3)
-    n_seeds = c1.number_input("Seeds per point", min_value=1, max_value=10, value=1, step=1, key="cmp_seeds")
-    delta = c2.selectbox("δ", forms.DELTA_CHOICES, index=forms.DELTA_CHOICES.index(1e-5), key="cmp_delta",
-                         format_func=lambda v: f"{v:.0e}")
-    with_refs = c3.checkbox(f"Reference lines ({', '.join(references)})", value=True, key="cmp_refs",
+    seeds = c1.multiselect("Seeds", SEED_CHOICES, key="cmp_seeds", **_default("cmp_seeds", [0]),
+                           help="One run per seed and point; charts show mean ± std over seeds.")
+    delta = c2.selectbox("δ", forms.DELTA_CHOICES, key="cmp_delta",
+                         **_default("cmp_delta", forms.DELTA_CHOICES.index(1e-5)), format_func=lambda v: f"{v:.0e}")
+    with_refs = c3.checkbox(f"Reference lines ({', '.join(references)})", key="cmp_refs",
+                            **_default("cmp_refs", True),
                             help="Non-private paragon (all data, no privacy) and only-public (private data unused).")
     launch = st.form_submit_button("Run comparison", type="primary", icon=":material/rocket_launch:")
 
@@ -41,12 +72,14 @@ def _configs():
         errors["methods"] = "choose at least one method"
     if not eps_values:
         errors["epsilon"] = "choose at least one ε value"
+    if not seeds:
+        errors["seed"] = "choose at least one seed"
     if errors:
         return [], errors
     base = dict(dataset=settings["dataset"], encoder=settings["encoder"], target_delta=delta,
                 public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
                 public_from=settings["public_from"])
-    for seed in range(int(n_seeds)):
+    for seed in sorted(seeds):
         if with_refs:
             for m in references:
                 cfg, err = forms.build_run_config(dict(base, method=m, seed=seed, target_epsilon=1.0))
@@ -63,6 +96,15 @@ def _configs():
 
 
 configs, errors = _configs()
+
+
+def _selection() -> dict:
+    return {"dataset": settings["dataset"], "encoder": settings["encoder"], "methods": list(chosen),
+            "epsilons": sorted(float(e) for e in eps_values), "seeds": sorted(int(x) for x in seeds),
+            "delta": float(delta), "refs": bool(with_refs), "ppc": int(settings["public_per_class"]),
+            "ir": float(settings["imbalance_ratio"])}
+
+
 if errors:
     show_field_errors(errors)
 else:
@@ -72,6 +114,9 @@ else:
     if launch:
         job = manager.submit_sweep(configs, kind="compare", reuse=True)
         st.session_state["compare_job"] = job.job_id
+        # the comparison becomes addressable: share or reload this URL
+        st.query_params.from_dict(compare_url.to_query(_selection()))
+        st.session_state["cmp_url_applied"] = st.query_params.to_dict()
 
 job = manager.get(st.session_state.get("compare_job"))
 
@@ -80,10 +125,9 @@ job = manager.get(st.session_state.get("compare_job"))
 def results():
     j = manager.get(st.session_state.get("compare_job"))
     if j is not None and not j.finished:
-        st.progress(j.n_done / max(1, len(j.configs)),
-                    text=f"running {j.n_done + 1} / {len(j.configs)}: "
-                         f"{j.configs[min(j.current, len(j.configs) - 1)].method} "
-                         f"ε={j.configs[min(j.current, len(j.configs) - 1)].target_epsilon:g}")
+        n = len(j.configs)
+        st.progress(j.n_done / max(1, n), text=f"{j.n_done} / {n} runs finished "
+                    f"({sum(j.reused)} reused) on the {manager.sweep_backend} executor; results appear as runs finish")
         if st.button("Cancel comparison", key="cmp_cancel"):
             manager.cancel(j.job_id)
     elif j is not None and any(j.errors):

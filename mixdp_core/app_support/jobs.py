@@ -16,6 +16,14 @@ writer) marks runs ``failed`` if the server dies; :meth:`JobManager.__init__` ca
 Each training run of a job is tagged with the store ``label`` ``"<kind>:<job_id>:<index>"``
 so that the page can find the run id while the run is still going.
 
+Sweep jobs (:meth:`JobManager.submit_sweep`, the Compare page) go through the sweep engine
+(:func:`mixdp_core.runs.sweep.run_sweep`), the same as ``mixdp sweep``: identical completed
+runs are reused, the others are trained by the configured executor (``sweep_backend`` /
+``sweep_workers`` / ``ray_address``, defaults from ``$MIXDP_SWEEP_BACKEND``,
+``$MIXDP_SWEEP_WORKERS``, ``$MIXDP_RAY_ADDRESS``; one inline worker when ``sync``) and each
+run lands in the store as soon as it finishes (``job.run_ids`` fills in as they land).
+Cancelling a sweep job starts no further run.
+
 For tests, ``sync=True`` runs every job in the calling thread (no sleeping on real time):
 ``submit_*`` returns after the job has finished.
 """
@@ -129,8 +137,15 @@ class JobManager:
     """
 
     def __init__(self, root: str | Path | None = None, *, max_workers: int = 2, sync: bool = False,
-                 cache_dir: str | Path | None = None, on_record: Callable[[Job, Any], Any] | None = None):
+                 cache_dir: str | Path | None = None, on_record: Callable[[Job, Any], Any] | None = None,
+                 sweep_backend: str | None = None, sweep_workers: int | None = None, ray_address: str | None = None):
+        import os
+
         self.on_record = on_record
+        self.sweep_backend = sweep_backend or os.environ.get("MIXDP_SWEEP_BACKEND") or "local"
+        env_workers = os.environ.get("MIXDP_SWEEP_WORKERS")
+        self.sweep_workers = 1 if sync else (sweep_workers or (int(env_workers) if env_workers else None))
+        self.ray_address = ray_address or os.environ.get("MIXDP_RAY_ADDRESS") or None
         self.store = RunStore(root, recover=False)
         self.recovered: list[str] = self.store.recover_interrupted()
         self.sync = bool(sync)
@@ -166,8 +181,8 @@ class JobManager:
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=[config], reuse=reuse))
 
     def submit_sweep(self, configs: Sequence[Any], *, kind: str = "compare", reuse: bool = True) -> Job:
-        """Queue several runs executed one after the other; completed identical runs (same
-        config hash) are reused when ``reuse``."""
+        """Queue a sweep of runs through the sweep engine (in parallel on the configured
+        executor); completed identical runs (same config hash) are reused when ``reuse``."""
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse))
 
     def submit_features(self, dataset: str, encoder: str, *, root: str | None = None,
@@ -250,8 +265,10 @@ class JobManager:
         try:
             if job.kind == "features":
                 self._run_features(job)
-            else:
+            elif job.kind in ("train", "demo") or len(job.configs) <= 1:
                 self._run_configs(job)
+            else:
+                self._run_sweep(job)
         except BaseException as e:  # noqa: BLE001 - a job failure must never kill the worker
             job.error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
             job.state = FAILED
@@ -318,6 +335,37 @@ class JobManager:
         if job.cancel_event.is_set():
             job.state = CANCELLED
         elif any_failed and all(e is not None for e in job.errors):
+            job.state = FAILED
+        else:
+            job.state = DONE
+
+
+    def _run_sweep(self, job: Job) -> None:
+        """A sweep job through :func:`~mixdp_core.runs.sweep.run_sweep` (runs land as they finish)."""
+        from ..runs.sweep import run_sweep
+
+        def on_result(r: Any) -> None:
+            job.run_ids[r.index] = r.run_id
+            job.reused[r.index] = r.reused
+            if r.status != "completed":
+                job.errors[r.index] = r.error or r.status
+                job.error = job.error or job.errors[r.index]
+            job.current = sum(x is not None or e is not None for x, e in zip(job.run_ids, job.errors))
+
+        def progress(split: str, done: int, total: int) -> None:
+            job.progress.update(split=split, done=int(done), total=int(total))
+
+        out = run_sweep(job.configs, store=self.store, backend=self.sweep_backend, workers=self.sweep_workers,
+                        address=self.ray_address, label=f"{job.kind}:{job.job_id}", reuse=job.reuse,
+                        cache_dir=self.cache_dir, on_result=on_result, progress=progress,
+                        should_stop=job.cancel_event.is_set)
+        job.progress["sweep_id"] = out.sweep_id
+        for cfg in job.configs:
+            self.features_ready.add(feature_key(cfg.dataset, cfg.encoder, cfg.encoder_kwargs))
+        job.current = len(job.configs)
+        if job.cancel_event.is_set() or out.status == "cancelled":
+            job.state = CANCELLED
+        elif all(e is not None for e in job.errors):
             job.state = FAILED
         else:
             job.state = DONE

@@ -25,6 +25,8 @@ COMMANDS: Registry[str] = Registry("command")
 for _name, _module in (
     ("datasets", "listing"), ("encoders", "listing"), ("methods", "listing"),
     ("encode", "encode"), ("train", "train"), ("audit", "audit"),
+    ("sweep", "sweep"),
+    ("reproduce", "reproduce"),
 ):
     COMMANDS.add(_name, _module)
 

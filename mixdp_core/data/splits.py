@@ -7,6 +7,8 @@ Conventions (both papers):
 * **private** = the remaining training samples, optionally made long-tailed with an
   exponential profile (DP-prototypes paper, Sec. 5): class ``c`` (in a seed-shuffled order)
   keeps ``n_max * IR^(-c/(C-1))`` samples, IR = ``imbalance_ratio``;
+* optionally at most ``private_per_class`` private samples of every class (seeded choice,
+  after the long tail), to measure the value of private samples (AdaMix Fig. 2);
 * **test** = the dataset's test set, untouched;
 * **minority classes** = the smallest 25 % of classes by private count (at least one).
 
@@ -37,12 +39,14 @@ class SplitSpec:
         public_from: name of the dataset spec (e.g. ``"image_folder:PACS/photo"``) whose
             training features provide the public samples (domain shift); ``None`` means the
             public samples come from the same training set.
+        private_per_class: keep at most this many private samples per class (``None`` = all).
     """
 
     public_per_class: int = 5
     imbalance_ratio: float = 1.0
     seed: int = 0
     public_from: str | None = None
+    private_per_class: int | None = None
 
     def __post_init__(self) -> None:
         if int(self.public_per_class) != self.public_per_class or self.public_per_class < 1:
@@ -55,6 +59,9 @@ class SplitSpec:
             )
         if int(self.seed) != self.seed or self.seed < 0:
             raise ConfigError("seed", f"must be an integer >= 0, got {self.seed!r}")
+        ppc = self.private_per_class
+        if ppc is not None and (isinstance(ppc, bool) or int(ppc) != ppc or ppc < 1):
+            raise ConfigError("private_per_class", f"must be an integer >= 1 or None, got {ppc!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,6 +212,12 @@ def make_split(
         priv_idx = np.sort(np.concatenate(kept))
     else:
         priv_idx = remaining
+    if spec.private_per_class is not None:  # own stream: splits without a cap are unchanged
+        cap_rng = np.random.default_rng([spec.seed, 0xCA9])
+        y_p = y[priv_idx]
+        kept = [cap_rng.choice(priv_idx[y_p == c], size=min(int(spec.private_per_class), int((y_p == c).sum())),
+                               replace=False) for c in range(C)]
+        priv_idx = np.sort(np.concatenate(kept))
     y_priv = y[priv_idx]
     private_counts = np.bincount(y_priv, minlength=C)
     return Split(

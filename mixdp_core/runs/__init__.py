@@ -1,4 +1,5 @@
-"""Experiment runs: the SQLite run store, the runner and the ``mixdp train`` CLI."""
+"""Experiment runs: the SQLite run store, the runner (``execute``, store-less ``train``), the sweep
+engine (:mod:`.sweep`) and the papers' figures (:mod:`.reproduce`)."""
 
 from .paths import default_home, user_data_dir
 from .store import (

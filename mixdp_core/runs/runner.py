@@ -5,6 +5,10 @@ callback streaming :class:`~mixdp_core.methods.base.StepRecord` s to the store a
 its cancel flag → evaluate (utility, privacy report, MIA, pDP) → store metrics and the
 per-sample ``.npz`` artifact. Any exception (including ``KeyboardInterrupt``) marks the run
 ``failed`` with its message, keeps the step history, and is re-raised.
+
+``train(config)`` is the same pipeline without a store (sweep workers on other processes or
+machines must not open the SQLite file): it returns a picklable :class:`TrainedRun` (steps,
+metrics, per-sample arrays, status) that the driver writes with ``record_trained(store, run)``.
 """
 
 from __future__ import annotations
@@ -102,6 +106,8 @@ class RunConfig:
         dataset_root: where the dataset lives / is downloaded (``None`` = loader default).
         dataset_kwargs: extra keyword arguments of the dataset loader (e.g. ``max_per_class``).
         encoder_kwargs: extra encoder constructor arguments (e.g. ``{"image_size": 128}``).
+        private_per_class: at most this many private samples per class (``None`` = all; left
+            out of :meth:`to_dict` and the hashes when ``None``, so older runs stay reusable).
     """
 
     dataset: str = param(type=str, check=_registered("dataset", prefix_only=True),
@@ -130,6 +136,8 @@ class RunConfig:
     encoder_kwargs: dict[str, Any] = param(default_factory=dict, check=_json_mapping("encoder_kwargs"),
                                            allowed="a JSON-serializable dict",
                                            help="Extra encoder constructor arguments (e.g. {\"image_size\": 128}).")
+    private_per_class: int | None = param(None, type=int, range=Interval(1, None),
+                                          help="At most this many private samples per class (None = all).")
 
     def __post_init__(self) -> None:
         validate(self)  # every declared field: type, range, registry membership, JSON-ability
@@ -167,10 +175,14 @@ class RunConfig:
             imbalance_ratio=self.imbalance_ratio,
             seed=self.seed,
             public_from=self.public_from,
+            private_per_class=self.private_per_class,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["private_per_class"] is None:  # optional field added later: keeps old hashes
+            del d["private_per_class"]
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "RunConfig":
@@ -206,6 +218,7 @@ class RunConfig:
                 "public_per_class": self.public_per_class,
                 "imbalance_ratio": self.imbalance_ratio,
                 "public_from": self.public_from,
+                **({"private_per_class": self.private_per_class} if self.private_per_class is not None else {}),
             }
         )
 
@@ -362,6 +375,51 @@ def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | No
     return pb if math.isfinite(pb) else None
 
 
+def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_step: Callable,
+                  *, cache_dir: Any, progress: Callable | None, run_id: str, t0: float):
+    """Features → split → fit → evaluate. Returns ``(metrics, arrays, split_hash)``;
+    ``metrics`` lack ``performance_boost`` (it needs the store) and ``n_step_records``."""
+    from ..data.splits import make_split
+    from ..evaluation.report import evaluate, json_safe
+
+    if features is None:
+        features, public_features = _load_features(config, cache_dir=cache_dir, progress=progress)
+    split = make_split(features, config.split_spec(), public_features=public_features)
+    model = config.make_method()
+    t_fit = time.perf_counter()
+    model.fit(split, on_step=on_step)
+    fit_seconds = time.perf_counter() - t_fit
+    ev = evaluate(model, split, delta=config.target_delta, seed=config.seed)
+    metrics = dict(ev.metrics)
+    metrics.update(
+        run_id=run_id, method=config.method, dataset=config.dataset, encoder=config.encoder,
+        seed=config.seed, target_epsilon=config.target_epsilon,
+        target_delta=config.target_delta, public_per_class=config.public_per_class,
+        imbalance_ratio=config.imbalance_ratio, fit_seconds=fit_seconds,
+        wall_seconds=time.perf_counter() - t0,
+        split=json_safe(split.summary()), features_meta=json_safe(dict(features.meta)),
+        method_config=json_safe(dataclasses.asdict(model.config)),
+    )
+    if metrics.get("delta") is None:
+        metrics["delta"] = config.target_delta
+    if getattr(model, "epsilon_rdp_", None) is not None:
+        metrics["epsilon_rdp"] = float(model.epsilon_rdp_)  # the looser RDP ε, shown beside
+    metrics["diagnostics"] = diagnostics(metrics)
+    return metrics, ev.arrays
+
+
+def _with_boost(store: RunStore, config: RunConfig, metrics: dict[str, Any]) -> dict[str, Any]:
+    from ..evaluation.report import json_safe
+
+    from ..methods.base import is_reference
+
+    metrics["performance_boost"] = (
+        sibling_boost(store, config.split_hash(), metrics["test_error"])
+        if not is_reference(config.method) else None
+    )
+    return json_safe(metrics)
+
+
 def execute(
     config: RunConfig,
     *,
@@ -398,10 +456,6 @@ def execute(
     Raises:
         Whatever the pipeline raised (after marking the run ``failed``).
     """
-    from ..data.splits import make_split
-    from ..evaluation.report import evaluate, json_safe
-    from ..methods.base import is_reference
-
     chash = config.config_hash()
     if reuse:
         done = store.find_completed(chash)
@@ -413,37 +467,13 @@ def execute(
     t0 = time.perf_counter()
     try:
         with _Heartbeat(store, run_id):
-            if features is None:
-                features, public_features = _load_features(config, cache_dir=cache_dir, progress=progress)
-            split = make_split(features, config.split_spec(), public_features=public_features)
-            model = config.make_method()
-            t_fit = time.perf_counter()
-            model.fit(split, on_step=writer)
-            fit_seconds = time.perf_counter() - t_fit
+            metrics, arrays = _fit_evaluate(config, features, public_features, writer, cache_dir=cache_dir,
+                                            progress=progress, run_id=run_id, t0=t0)
             writer.flush()
-            cancelled = writer.cancelled
-            ev = evaluate(model, split, delta=config.target_delta, seed=config.seed)
-            metrics = dict(ev.metrics)
-            metrics.update(
-                run_id=run_id, method=config.method, dataset=config.dataset, encoder=config.encoder,
-                seed=config.seed, target_epsilon=config.target_epsilon,
-                target_delta=config.target_delta, public_per_class=config.public_per_class,
-                imbalance_ratio=config.imbalance_ratio, fit_seconds=fit_seconds,
-                wall_seconds=time.perf_counter() - t0, n_step_records=writer.n_records,
-                split=json_safe(split.summary()), features_meta=json_safe(dict(features.meta)),
-                method_config=json_safe(dataclasses.asdict(model.config)),
-            )
-            if metrics.get("delta") is None:
-                metrics["delta"] = config.target_delta
-            if getattr(model, "epsilon_rdp_", None) is not None:
-                metrics["epsilon_rdp"] = float(model.epsilon_rdp_)  # the looser RDP ε, shown beside
-            metrics["diagnostics"] = diagnostics(metrics)
-            metrics["performance_boost"] = (
-                sibling_boost(store, config.split_hash(), metrics["test_error"])
-                if not is_reference(config.method) else None
-            )
-            store.save_artifacts(run_id, ev.arrays)
-            store.finish(run_id, CANCELLED if cancelled else COMPLETED, metrics=json_safe(metrics))
+            metrics["n_step_records"] = writer.n_records
+            store.save_artifacts(run_id, arrays)
+            store.finish(run_id, CANCELLED if writer.cancelled else COMPLETED,
+                         metrics=_with_boost(store, config, metrics))
     except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt must mark the run failed too
         try:
             writer.flush()
@@ -460,3 +490,105 @@ def execute(
                 pass  # the next RunStore() marks it failed (dead process)
         raise
     return run_id
+
+
+# ---------------------------------------------------------------------- store-less path
+@dataclass
+class TrainedRun:
+    """A run trained without a store (e.g. in a sweep worker), for a driver to record.
+
+    Everything :func:`record_trained` writes: the run id (chosen by the worker, so the
+    metrics can name it), config and hashes, software versions, status, step records,
+    metrics, per-sample arrays and the error message of a failed run. Picklable.
+    """
+
+    run_id: str
+    config: dict[str, Any]
+    config_hash: str
+    split_hash: str
+    versions: dict[str, Any]
+    status: str
+    steps: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    error: str | None = None
+    host: str = ""
+    pid: int = 0
+
+
+def train(
+    config: RunConfig,
+    *,
+    features: Any = None,
+    public_features: Any = None,
+    cache_dir: Any = None,
+    on_record: Callable[[Any], bool | None] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> TrainedRun:
+    """Run ``config`` without touching any store and return the record to write.
+
+    The same pipeline as :func:`execute` (features → split → fit → evaluate), for processes
+    that must not open the SQLite store (sweep workers on other processes or machines). An
+    exception of the pipeline yields a ``failed`` record with its message and the steps so
+    far (``KeyboardInterrupt``/``SystemExit`` propagate). ``on_record`` may return ``True``
+    to stop: the record is then ``cancelled``. Write the result with :func:`record_trained`.
+    """
+    import os
+    import socket
+
+    from ..evaluation.report import json_safe
+    from .store import new_run_id
+
+    run_id = new_run_id()
+    steps: list[dict[str, Any]] = []
+    cancelled = [False]
+
+    def on_step(rec: Any) -> bool:
+        steps.append(rec.to_dict())
+        if on_record is not None and on_record(rec):
+            cancelled[0] = True
+        return cancelled[0]
+
+    t0 = time.perf_counter()
+    status, error, arrays = COMPLETED, None, {}
+    try:
+        metrics, arrays = _fit_evaluate(config, features, public_features, on_step, cache_dir=cache_dir,
+                                        progress=progress, run_id=run_id, t0=t0)
+        status = CANCELLED if cancelled[0] else COMPLETED
+    except Exception as e:  # noqa: BLE001 - recorded as a failed run by the driver
+        status, error = FAILED, (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+        metrics = {"wall_seconds": time.perf_counter() - t0}
+    metrics["n_step_records"] = len(steps)
+    return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=config.config_hash(),
+                      split_hash=config.split_hash(), versions=versions(), status=status,
+                      steps=json_safe(steps), metrics=metrics, arrays=dict(arrays), error=error,
+                      host=socket.gethostname(), pid=os.getpid())
+
+
+def record_trained(store: RunStore, run: TrainedRun, *, label: str | None = None,
+                   sweep_id: str | None = None) -> str:
+    """Write a :class:`TrainedRun` to ``store`` (row, steps, artifacts, final status);
+    the Performance Boost is computed here, against the store's reference runs. Returns
+    the run id."""
+    from ..evaluation.report import json_safe
+
+    config = RunConfig.from_dict(run.config)
+    metrics = dict(run.metrics)
+    if run.status != FAILED and "test_error" in metrics:
+        metrics = _with_boost(store, config, metrics)
+    metrics.setdefault("worker", {"host": run.host, "pid": run.pid})
+    store.create_run(run.config, config_hash=run.config_hash, split_hash=run.split_hash,
+                     versions=run.versions, label=label, run_id=run.run_id, sweep_id=sweep_id)
+    try:
+        if run.steps:
+            store.append_steps(run.run_id, run.steps)
+        if run.arrays:
+            store.save_artifacts(run.run_id, run.arrays)
+        store.finish(run.run_id, run.status, metrics=json_safe(metrics), error=run.error)
+    except BaseException:
+        try:
+            store.finish(run.run_id, FAILED, error="interrupted while the driver recorded the run")
+        except Exception:
+            pass
+        raise
+    return run.run_id

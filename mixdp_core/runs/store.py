@@ -2,7 +2,7 @@
 
 Layout under the store root (default :func:`mixdp_core.runs.paths.default_home`)::
 
-    runs.sqlite            # tables runs, steps, meta (WAL journal: readers never block the writer)
+    runs.sqlite            # tables runs, steps, meta, sweeps, sweep_runs (WAL journal: readers never block the writer)
     artifacts/<run_id>.npz # per-sample arrays (pDP ε_i, MIA scores, ROC...), written atomically
 
 Life cycle of a run row: ``running`` → ``completed`` | ``failed`` | ``cancelled``. A row
@@ -44,7 +44,15 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 STATUSES = (RUNNING, COMPLETED, FAILED, CANCELLED)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Schema migrations: ``(version, statements)`` applied in order to a store whose
+#: ``meta.schema_version`` is lower (older stores stay readable; old code ignores the
+#: additions). v2: sweeps (``sweeps``, ``sweep_runs``, ``runs.sweep_id``).
+_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (2, ("ALTER TABLE runs ADD COLUMN sweep_id TEXT",
+         "CREATE INDEX IF NOT EXISTS runs_sweep ON runs(sweep_id)")),
+)
 
 _FIX = "free some space or point MIXDP_HOME (CLI: --store) to a writable folder"
 
@@ -83,6 +91,23 @@ CREATE TABLE IF NOT EXISTS steps (
 );
 CREATE INDEX IF NOT EXISTS steps_run ON steps(run_id, id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS sweeps (
+    sweep_id TEXT PRIMARY KEY,
+    spec_json TEXT NOT NULL,
+    n_runs INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    backend TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sweep_runs (
+    sweep_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    config_hash TEXT NOT NULL,
+    run_id TEXT,
+    reused INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sweep_id, idx)
+);
 """
 
 
@@ -242,10 +267,15 @@ class RunStore:
                 for stmt in _SCHEMA.strip().split(";"):
                     if stmt.strip():
                         con.execute(stmt)
-                con.execute(
-                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
+                # _SCHEMA is version 1 plus new tables; columns added later come from _MIGRATIONS.
+                row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                have = int(row[0]) if row else 1
+                for version, stmts in _MIGRATIONS:
+                    if version > have:
+                        for stmt in stmts:
+                            con.execute(stmt)
+                con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                            (str(max(have, SCHEMA_VERSION)),))
         if recover:
             self.recover_interrupted()
 
@@ -296,21 +326,23 @@ class RunStore:
         versions: Mapping[str, Any] | None = None,
         label: str | None = None,
         run_id: str | None = None,
+        sweep_id: str | None = None,
     ) -> str:
-        """Insert a new ``running`` row for the current process; returns its id."""
+        """Insert a new ``running`` row for the current process; returns its id.
+        ``sweep_id``: the sweep that produced the run (``None`` for single runs)."""
         run_id = run_id or new_run_id()
         now = time.time()
         pid = os.getpid()
         self._exec_write(
             "INSERT INTO runs(run_id, status, config_json, config_hash, split_hash, method, "
             "dataset, encoder, seed, target_epsilon, label, created_at, updated_at, heartbeat_at, "
-            "host, pid, pid_token, versions_json, cancel_requested) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
+            "host, pid, pid_token, versions_json, sweep_id, cancel_requested) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0)",
             (
                 run_id, RUNNING, _dumps(dict(config)), config_hash, split_hash,
                 config.get("method"), config.get("dataset"), config.get("encoder"),
                 config.get("seed"), config.get("target_epsilon"), label, now, now, now,
-                self.host, pid, _process_token(pid), _dumps(dict(versions or {})),
+                self.host, pid, _process_token(pid), _dumps(dict(versions or {})), sweep_id,
             ),
         )
         return run_id

@@ -195,10 +195,52 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     assert "At ε = 1, the best method is **AdaMix**" in text
     assert "At ε = 3, the best method is **AdaMix**" in text
     assert len(at.get("plotly_chart")) == 3
+    # the runs went through the sweep engine: one sweep, every run tagged with it
+    import sqlite3
+
+    with sqlite3.connect(store.db_path) as con:
+        sweep_ids = {r[0] for r in con.execute("SELECT sweep_id FROM runs")}
+        assert len(sweep_ids) == 1 and con.execute("SELECT n_runs FROM sweeps").fetchone()[0] == 4
+    # the comparison is now addressable by URL
+    q = at.query_params
+    assert (q["methods"], q["epsilons"], q["seeds"], q["encoder"]) in (("adamix", "1,3", "0", "pixels"),
+                                                                       (["adamix"], ["1,3"], ["0"], ["pixels"]))
     # launching again reuses every run (config hash) instead of training again
     at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
     assert len(store.list_runs()) == 4
     assert "4 runs in this comparison, 4 already stored." in page_text(at)
+
+
+def test_compare_link_reopens_the_comparison_in_a_new_session(app_env):
+    """A shared / reloaded URL pre-fills the form and shows the stored results, no click needed."""
+    from streamlit.testing.v1 import AppTest
+
+    from mixdp_core.runs.runner import RunConfig
+    from mixdp_core.runs.sweep import run_sweep
+
+    from .helpers import APP, TIMEOUT
+
+    cfgs = [RunConfig(dataset="digits", encoder="pixels", method=m, seed=s, target_epsilon=e)
+            for s in (0, 1) for m, e in (("paragon", 1.0), ("only_public", 1.0), ("ngd", 1.0), ("ngd", 3.0))]
+    run_sweep(cfgs, store=_store(), workers=1)
+    t = AppTest.from_file(APP, default_timeout=TIMEOUT).run()  # a new session
+    for k, v in {"dataset": "digits", "encoder": "pixels", "methods": "ngd", "epsilons": "1,3", "seeds": "0,1",
+                 "delta": "1e-05", "refs": "1", "ppc": "5", "ir": "1"}.items():
+        t.query_params[k] = v
+    t.switch_page("pages/3_compare.py").run()
+    assert not t.exception, t.exception
+    assert t.multiselect(key="cmp_methods").value == ["ngd"]
+    assert t.multiselect(key="cmp_eps").value == [1.0, 3.0] and t.multiselect(key="cmp_seeds").value == [0, 1]
+    text = page_text(t)
+    assert "8 runs in this comparison, 8 already stored." in text
+    assert len(t.get("plotly_chart")) == 3 and not t.warning
+    # an invalid parameter is dropped with a note, the rest still applies
+    t2 = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    t2.query_params["methods"] = "nope"
+    t2.query_params["seeds"] = "1"
+    t2.switch_page("pages/3_compare.py").run()
+    assert not t2.exception and t2.multiselect(key="cmp_seeds").value == [1]
+    assert any("methods" in w.value for w in t2.warning)
 
 
 # ------------------------------------------------------------------ Privacy audit

@@ -1,0 +1,146 @@
+"""Benchmark: the sweep engine against the sum of its single runs, side by side.
+
+Workload (the issue's): 24 digits/pixels runs = 3 AdaMix-family methods (adamix, ngd, ppgd)
+× 4 target ε (0.5, 1, 3, 8) × 2 seeds (σ = 20). Measured, in this order, on warm feature
+caches:
+
+1. ``singles``: every run alone, in this process (``runner.train`` on preloaded features),
+   twice (before and after the sweeps; the mean is used): their sum, and the
+   **slowest-worker share** = the makespan of the longest-first greedy schedule of those run
+   times on ``--workers`` workers (what a perfect 2-worker sweep would take);
+2. ``local``: ``run_sweep(backend="local", workers=N)`` into a fresh store, wall time
+   including pool start, feature shipping, and the driver's store writes;
+   **ratio = local wall / slowest-worker share** (target <= 1.3);
+3. ``ray`` (unless ``--no-ray``): the same sweep on a local Ray (started by this script with
+   its own temp dir and ``num_cpus = workers``, warmed up before timing);
+   **Ray overhead per run = (ray wall − local wall) / runs**.
+
+The load average of the machine is printed with the results (a shared CPU inflates every
+ratio), and ``ratio_local_vs_in_sweep_share`` = local wall / the same schedule of the run times
+measured *inside* the sweep, i.e. the engine's own overhead without the CPU contention. On a
+shared Linux machine with ``kernel.sched_autogroup_enabled = 1`` all processes of one session
+share one CPU share: two local workers then get no more CPU than one process (runs take ~2x
+longer each), while Ray's workers live in the raylet's own session and get their own share;
+the JSON reports the setting. The last line is one JSON object with every number.
+
+Usage::
+
+    python benchmarks/sweep.py                 # 2 workers, local + ray
+    python benchmarks/sweep.py --workers 2 --no-ray
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def lpt_makespan(times: list[float], workers: int) -> float:
+    """Longest-processing-time-first greedy schedule length on ``workers`` machines."""
+    loads = [0.0] * workers
+    for t in sorted(times, reverse=True):
+        i = loads.index(min(loads))
+        loads[i] += t
+    return max(loads)
+
+
+def singles(configs, feats) -> list[float]:
+    from mixdp_core.runs.runner import train
+
+    out = []
+    for c in configs:
+        t0 = time.perf_counter()
+        r = train(c, features=feats[0], public_features=feats[1])
+        out.append(time.perf_counter() - t0)
+        assert r.status == "completed", r.error
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--no-ray", action="store_true")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+    from mixdp_core.runs.runner import _load_features
+    from mixdp_core.runs.store import RunStore
+    from mixdp_core.runs.sweep import SweepSpec, run_sweep
+
+    spec = SweepSpec(methods=("adamix", "ngd", "ppgd"), epsilons=(0.5, 1, 3, 8), seeds=(0, 1),
+                     params={"noise_multiplier": 20.0})
+    configs = spec.configs()
+    n = len(configs)
+    feats = _load_features(configs[0], cache_dir=None, progress=None)  # warms the feature cache
+    load0 = os.getloadavg()
+
+    s1 = singles(configs, feats)
+    t0 = time.perf_counter()
+    local = run_sweep(configs, store=RunStore(tempfile.mkdtemp(prefix="mixdp_bench_")), workers=args.workers)
+    local_s = time.perf_counter() - t0
+    assert local.n_failed == 0
+    s2 = singles(configs, feats)
+    single = [(a + b) / 2 for a, b in zip(s1, s2)]
+    share = lpt_makespan(single, args.workers)
+    res = {
+        "runs": n, "workers": args.workers, "sum_single_s": round(sum(single), 3),
+        "sum_single_pass1_s": round(sum(s1), 3), "sum_single_pass2_s": round(sum(s2), 3),
+        "slowest_worker_share_s": round(share, 3), "local_sweep_s": round(local_s, 3),
+        "ratio_local_vs_share": round(local_s / share, 3),
+        "sum_in_sweep_run_s": round(sum(r.metrics.get("wall_seconds") or 0 for r in local.results), 3),
+    }
+    # the same ratio against the run times measured inside the sweep: engine overhead alone,
+    # without the slow-down of two processes sharing a loaded CPU
+    in_sweep = lpt_makespan([r.metrics.get("wall_seconds") or 0 for r in local.results], args.workers)
+    res["ratio_local_vs_in_sweep_share"] = round(local_s / in_sweep, 3)
+    print(f"singles: sum {sum(single):.2f} s (passes {sum(s1):.2f} / {sum(s2):.2f}), slowest-worker share on "
+          f"{args.workers} workers {share:.2f} s", file=sys.stderr)
+    print(f"local sweep ({args.workers} workers): {local_s:.2f} s -> ratio {local_s / share:.2f} "
+          f"(target <= 1.3)", file=sys.stderr)
+
+    if not args.no_ray:
+        import secrets
+
+        # private token (Ray reads the auth mode at import): a new local Ray would otherwise use
+        # or create ~/.ray/auth_token, shared with every Ray user of the machine
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+        try:
+            import ray
+        except ImportError:
+            res["ray"] = "not installed"
+        else:
+            tmp = tempfile.mkdtemp(prefix="rb", dir="/tmp")
+            ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, _temp_dir=tmp,
+                     runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+                                               "OMP_NUM_THREADS": "1"}})
+            try:
+                ray.get([ray.remote(lambda: 0).remote() for _ in range(args.workers)])  # warm workers
+                t0 = time.perf_counter()
+                rs = run_sweep(configs, store=RunStore(tempfile.mkdtemp(prefix="mixdp_bench_")), backend="ray")
+                ray_s = time.perf_counter() - t0
+                assert rs.n_failed == 0
+            finally:
+                ray.shutdown()
+            res.update(ray_sweep_s=round(ray_s, 3), ray_overhead_per_run_s=round((ray_s - local_s) / n, 3),
+                       ratio_ray_vs_share=round(ray_s / share, 3))
+            print(f"ray sweep: {ray_s:.2f} s -> overhead per run vs local {(ray_s - local_s) / n:+.3f} s",
+                  file=sys.stderr)
+    res["loadavg_1m_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
+    res["cpus"] = os.cpu_count()
+    try:
+        res["sched_autogroup_enabled"] = int(Path("/proc/sys/kernel/sched_autogroup_enabled").read_text())
+    except (OSError, ValueError):
+        pass
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

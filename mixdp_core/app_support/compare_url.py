@@ -1,0 +1,105 @@
+"""The Compare page's selection <-> URL query parameters (shareable, survives a reload).
+
+``?dataset=digits&encoder=pixels&methods=adamix,ngd&epsilons=0.5,1,3&seeds=0,1&delta=1e-05&refs=1
+&ppc=5&ir=1``. Unknown or invalid values are dropped (with a note for the page), never an error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+#: Query keys of the Compare page.
+KEYS = ("dataset", "encoder", "methods", "epsilons", "seeds", "delta", "refs", "ppc", "ir")
+
+
+def _floats(text: str) -> list[float]:
+    out = []
+    for t in str(text).split(","):
+        v = float(t)
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(t)
+        out.append(v)
+    return out
+
+
+def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequence[float],
+               deltas: Sequence[float], max_seed: int = 9) -> tuple[dict[str, Any], list[str]]:
+    """Parse query parameters into a selection ``{key: value}`` (only keys present and
+    valid) and the list of keys that were dropped as invalid."""
+    sel: dict[str, Any] = {}
+    bad: list[str] = []
+
+    def parse(key: str, fn) -> None:
+        if key in q and str(q[key]).strip():
+            try:
+                sel[key] = fn(str(q[key]))
+            except (ValueError, TypeError):
+                bad.append(key)
+
+    def _methods(t: str) -> list[str]:
+        ms = [m.strip() for m in t.split(",") if m.strip()]
+        if not ms or any(m not in methods for m in ms):
+            raise ValueError(t)
+        return ms
+
+    def _eps(t: str) -> list[float]:
+        vs = _floats(t)
+        grid = {float(e) for e in epsilons}
+        if any(v not in grid for v in vs):
+            raise ValueError(t)
+        return sorted(set(vs))
+
+    def _seeds(t: str) -> list[int]:
+        vs = [int(x) for x in t.split(",")]
+        if not vs or any(v < 0 or v > max_seed for v in vs):
+            raise ValueError(t)
+        return sorted(set(vs))
+
+    def _delta(t: str) -> float:
+        v = float(t)
+        match = [d for d in deltas if math.isclose(d, v, rel_tol=1e-9)]
+        if not match:
+            raise ValueError(t)
+        return match[0]
+
+    def _pos_int(t: str) -> int:
+        v = int(t)
+        if v < 1:
+            raise ValueError(t)
+        return v
+
+    def _ir(t: str) -> float:
+        v = float(t)
+        if not (math.isfinite(v) and v >= 1):
+            raise ValueError(t)
+        return v
+
+    parse("dataset", lambda t: t.strip())
+    parse("encoder", lambda t: t.strip())
+    parse("methods", _methods)
+    parse("epsilons", _eps)
+    parse("seeds", _seeds)
+    parse("delta", _delta)
+    parse("refs", lambda t: {"1": True, "true": True, "0": False, "false": False}[t.strip().lower()])
+    parse("ppc", _pos_int)
+    parse("ir", _ir)
+    return sel, bad
+
+
+def to_query(sel: Mapping[str, Any]) -> dict[str, str]:
+    """The query parameters of a selection (inverse of :func:`from_query`)."""
+    out: dict[str, str] = {}
+    for k in KEYS:
+        if k not in sel or sel[k] is None:
+            continue
+        v = sel[k]
+        if k == "refs":
+            out[k] = "1" if v else "0"
+        elif isinstance(v, (list, tuple)):
+            out[k] = ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v)
+        elif isinstance(v, float):
+            out[k] = f"{v:g}"
+        else:
+            out[k] = str(v)
+    return out

@@ -1,0 +1,196 @@
+"""``mixdp sweep``: run a grid of experiments (methods × ε × seeds × ...) into the run store.
+
+Examples::
+
+    mixdp sweep --dataset digits --encoder pixels --methods adamix,ngd,ppgd \\
+        --epsilons 0.5,1,3,8 --seeds 0,1 --workers 2 --json
+    mixdp sweep --config grid.toml --backend ray --ray-address auto
+    mixdp sweep --resume sw-3f9a2c1b0d4e        # continue a killed sweep
+
+Completed identical runs (same config hash) are reused, never recomputed, so running the
+same command again resumes a killed sweep. A tqdm bar (runs done / total, ETA) goes to
+stderr; with ``--json`` stdout gets one JSON object per run as it lands (``run_id``,
+``method``, ``epsilon`` = target ε of the grid point (``null`` for non-private methods),
+``epsilon_spent`` = ε from the accounting module for the run as executed, ``seed``,
+``test_error``, ``reused``...). Bad arguments: one line naming the flag, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from typing import Any
+
+from ..errors import ConfigError, MixDPError, UnknownNameError
+from ._common import Progress, fail, number, number_list, pairs
+
+PROG = "mixdp sweep"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``sweep`` sub-command."""
+    p = subparsers.add_parser("sweep", help="run a grid of experiments (local processes or Ray)",
+                              description=__doc__.split("\n\n")[0])
+    a = p.add_argument
+    a("--config", default=None, metavar="FILE.toml", help="grid from a TOML file (flags given too override it)")
+    a("--resume", default=None, metavar="SWEEP_ID", help="run a stored sweep again (only missing runs train)")
+    a("--dataset", default=None, help="dataset spec, default digits")
+    a("--encoder", default=None, help="feature extractor(s), comma-separated, default pixels")
+    a("--methods", default=None, help="comma-separated methods (see `mixdp methods`), default adamix")
+    a("--epsilons", default=None, help="comma-separated target ε > 0 of the private methods, default 1")
+    a("--seeds", default=None, help="comma-separated seeds (integers >= 0), default 0")
+    a("--public-per-class", default=None, help="comma-separated public shots per class, default 5")
+    a("--imbalance-ratio", default=None, help="comma-separated imbalance ratios >= 1, default 1")
+    a("--private-per-class", default=None, help="comma-separated caps of private samples per class")
+    a("--delta", default=None, help="target δ in (0, 1), default 1e-5")
+    a("--param", action="append", default=[], metavar="KEY=VALUE",
+      help="method config field for every method that has it (VALUE parsed as JSON); repeatable")
+    a("--dataset-root", default=None, help="dataset folder")
+    a("--dataset-arg", action="append", default=[], metavar="KEY=VALUE", help="dataset loader option; repeatable")
+    a("--encoder-arg", action="append", default=[], metavar="KEY=VALUE", help="encoder option; repeatable")
+    a("--public-from", default=None, help="dataset spec providing the public samples (domain shift)")
+    a("--backend", default="local", help="executor: local (process pool, default) or ray")
+    a("--workers", default=None, help="local worker processes (default: the CPUs available; 1 = inline)")
+    a("--ray-address", default=None, help="Ray cluster address: auto, HOST:PORT or ray://HOST:10001 "
+                                          "(default: a local Ray for this sweep)")
+    a("--ray-ship-code", action="store_true", help="send mixdp_core to the Ray workers (runtime_env py_modules)")
+    a("--max-retries", default="2", help="re-runs of a run whose worker died, default 2")
+    a("--no-reuse", action="store_true", help="train again even if identical runs are stored")
+    a("--label", default=None, help="free-text tag stored with the new runs")
+    a("--cache-dir", default=None, help="feature cache folder")
+    a("--store", default=None, help="run store folder (default $MIXDP_HOME or the user data folder)")
+    a("--dry-run", action="store_true", help="print the number of runs (and how many are stored) and exit")
+    a("--json", action="store_true", help="one JSON object per run on stdout")
+    a("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)
+    return p
+
+
+def _csv(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    return items
+
+
+def build_spec(args: argparse.Namespace):
+    """The :class:`~mixdp_core.runs.sweep.SweepSpec` of the flags (over ``--config``)."""
+    from ..runs.sweep import SweepSpec
+
+    d: dict[str, Any] = SweepSpec.from_toml(args.config).to_dict() if args.config else {}
+    if args.dataset is not None:
+        d["dataset"] = args.dataset
+    for flag, key in (("encoder", "encoders"), ("methods", "methods")):
+        vals = _csv(getattr(args, flag))
+        if vals is not None:
+            if not vals:
+                raise ConfigError(flag, "must be a comma-separated list of names")
+            d[key] = vals
+    for flag, key, kind, allowed in (
+        ("epsilons", "epsilons", float, "numbers > 0"),
+        ("seeds", "seeds", int, "integers >= 0"),
+        ("public_per_class", "public_per_class", int, "integers >= 1"),
+        ("imbalance_ratio", "imbalance_ratios", float, "numbers >= 1"),
+        ("private_per_class", "private_per_class", int, "integers >= 1"),
+    ):
+        text = getattr(args, flag)
+        if text is not None:
+            d[key] = number_list(flag, text, kind, allowed)
+    for v in d.get("epsilons", []):
+        if not v > 0 or v == float("inf"):
+            raise ConfigError("epsilons", f"must be finite numbers > 0, got {v:g}")
+    if args.delta is not None:
+        d["delta"] = number("delta", args.delta, float, "a number in (0, 1)")
+    if args.param:
+        d["params"] = {**d.get("params", {}), **pairs("param", args.param)}
+    if args.dataset_arg:
+        d["dataset_kwargs"] = {**d.get("dataset_kwargs", {}), **pairs("dataset_arg", args.dataset_arg)}
+    if args.encoder_arg:
+        d["encoder_kwargs"] = {**d.get("encoder_kwargs", {}), **pairs("encoder_arg", args.encoder_arg)}
+    if args.dataset_root is not None:
+        d["dataset_root"] = args.dataset_root
+    if args.public_from is not None:
+        d["public_from"] = args.public_from
+    return SweepSpec.from_dict(d)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the ``sweep`` sub-command (0 all runs completed, 1 some failed, 2 bad arguments)."""
+    from ..runs.store import RunStore
+    from ..runs.sweep import EXECUTORS, resume_spec, run_sweep
+
+    try:
+        if args.backend not in EXECUTORS:
+            raise ConfigError("backend", f"must be one of {', '.join(EXECUTORS.keys())}, got {args.backend!r}")
+        workers = number("workers", args.workers, int, "an integer >= 1")
+        if workers is not None and workers < 1:
+            raise ConfigError("workers", f"must be an integer >= 1, got {args.workers!r}")
+        retries = number("max_retries", args.max_retries, int, "an integer >= 0")
+        if retries < 0:
+            raise ConfigError("max_retries", f"must be an integer >= 0, got {args.max_retries!r}")
+        if args.ray_address is not None and args.backend != "ray":
+            raise ConfigError("ray_address", "only with --backend ray")
+        store = RunStore(args.store)
+        if args.resume:
+            spec, configs = resume_spec(store, args.resume)
+        else:
+            spec = build_spec(args)
+            configs = spec.configs()
+    except (ConfigError, UnknownNameError) as e:
+        return fail(PROG, str(e), 2)
+    if args.dry_run:
+        stored = sum(store.find_completed(c.config_hash()) is not None for c in configs)
+        print(json.dumps({"runs": len(configs), "stored": stored}) if args.json else
+              f"{len(configs)} runs, {stored} already stored")
+        return 0
+
+    prog = Progress(not args.no_progress)
+    stdout = sys.stdout  # results; everything else printed meanwhile goes to stderr
+    state: dict[str, Any] = {"bar": None, "failed": 0, "reused": 0}
+
+    def on_start(total: int, reused: int) -> None:
+        state["bar"] = prog.bar("sweep", total, unit="run")
+        state["bar"].set_postfix({"reused": reused}, refresh=False)
+
+    def on_result(r) -> None:
+        state["reused"] += r.reused
+        state["failed"] += r.status != "completed"
+        bar = state["bar"]
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix({"reused": state["reused"], "failed": state["failed"]}, refresh=False)
+        if args.json and not state.get("closed"):
+            try:
+                stdout.write(json.dumps(r.summary(), allow_nan=False, default=str) + "\n")
+                stdout.flush()
+            except BrokenPipeError:  # e.g. `| head`: stop starting runs, keep the finished ones
+                state["closed"] = True
+        elif r.status != "completed":
+            sys.stderr.write(f"{PROG}: run {r.config.method} ε={r.config.target_epsilon:g} seed {r.config.seed} "
+                             f"{r.status}: {r.error}\n")
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is reserved for results
+            out = run_sweep(configs, store=store, backend=args.backend, workers=workers, address=args.ray_address,
+                            max_retries=retries, ship_code=args.ray_ship_code, spec=spec, sweep_id=args.resume,
+                            label=args.label, reuse=not args.no_reuse, cache_dir=args.cache_dir,
+                            on_result=on_result, on_start=on_start, progress=prog.features,
+                            should_stop=lambda: bool(state.get("closed")))
+    except KeyboardInterrupt:
+        prog.close()
+        return fail(PROG, "interrupted; finished runs are stored, run the same command to resume", 130)
+    except (ConfigError, UnknownNameError) as e:
+        prog.close()
+        return fail(PROG, str(e), 2)
+    except MixDPError as e:
+        prog.close()
+        return fail(PROG, str(e), 1)
+    prog.close()
+    if state.get("closed"):
+        return 0
+    msg = (f"sweep {out.sweep_id}: {len(out.results)} runs, {out.n_reused} reused, {out.n_failed} not completed, "
+           f"{out.wall_seconds:.1f} s (store {store.root})")
+    print(msg, file=sys.stderr if args.json else sys.stdout)
+    return 0 if out.n_failed == 0 else 1

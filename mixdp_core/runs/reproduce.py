@@ -1,0 +1,573 @@
+"""The papers' figures, one command each (``mixdp reproduce NAME``), built on the sweep engine.
+
+Each :class:`Figure` of :data:`FIGURES` declares its grid (as :class:`~.sweep.SweepSpec` s or,
+for non-``RunConfig`` trainings, items of :func:`~.sweep.map_trainings`), aggregates the
+results over seeds and writes three files into the output folder:
+
+* ``<name>.png`` — the chart (error in %, log-ε axes with a tick at every point, legends,
+  error bars = std over seeds);
+* ``<name>.md``  — the table(s) (mean ± std over seeds), setup and code identity;
+* ``<name>.json`` — every run (run id, config, metrics used) and the aggregated rows.
+
+Every ε shown as "ε spent" is the ε reported by the accounting module for the run as
+executed (``metrics["epsilon"]``); the grid's ε are labelled as targets. Runs land in the run
+store (reused when identical), so re-running a figure only redraws it.
+
+Figures (digits/pixels by default, any dataset/encoder by argument):
+
+* ``adamix_epsilon``   — AdaMix family: test error vs ε (AdaMix Table 1 / Fig. 4 style);
+* ``dppl_epsilon``     — DP-prototypes family: test error vs ε (DPPL ε sweeps);
+* ``public_vs_private``— AdaMix Fig. 2: error over public × private samples per class;
+* ``boost_vs_shots``   — Performance Boost vs public shots;
+* ``dppl_imbalance``   — DPPL under imbalance ratios 1–100: minority / balanced accuracy;
+* ``sparse_finetune``  — sparse DP fine-tuning ablation (cls, cls_norm, all, whole network).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..registry import Registry
+from .sweep import SweepSpec, Variant, map_trainings, run_sweep
+
+
+# ---------------------------------------------------------------------------- framework
+@dataclass
+class Context:
+    """What a figure gets: the data choice, its parameters and how to run sweeps."""
+
+    dataset: str = "digits"
+    encoder: str = "pixels"
+    dataset_root: str | None = None
+    dataset_kwargs: dict[str, Any] = field(default_factory=dict)
+    encoder_kwargs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    store: Any = None
+    backend: str = "local"
+    workers: int | None = None
+    address: str | None = None
+    cache_dir: Any = None
+    on_start: Callable[[int, int], Any] | None = None
+    on_result: Callable[[Any], Any] | None = None
+    progress: Callable[[str, int, int], None] | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def spec(self, **kw: Any) -> SweepSpec:
+        """A grid on this context's dataset/encoder."""
+        return SweepSpec(dataset=self.dataset, encoders=(self.encoder,), dataset_root=self.dataset_root,
+                         dataset_kwargs=self.dataset_kwargs, encoder_kwargs=self.encoder_kwargs,
+                         delta=float(self.params.get("delta", 1e-5)), **kw)
+
+    def sweep(self, spec: SweepSpec) -> list[dict[str, Any]]:
+        """Run ``spec`` with the engine; one row per run: label, config fields, metrics.
+        Grid points no run can meet (e.g. ε below what σ allows) are skipped and noted."""
+        def skip(label: str, point: Mapping[str, Any], err: ConfigError) -> None:
+            msg = f"{label} at target ε = {point['target_epsilon']:g}: {str(err).split(': ', 2)[-1]}"
+            if msg not in self.skipped:
+                self.skipped.append(msg)
+
+        points = spec.expand(on_invalid=skip)
+        out = run_sweep([p.config for p in points], store=self.store, backend=self.backend, workers=self.workers,
+                        address=self.address, spec=spec, cache_dir=self.cache_dir, on_start=self.on_start,
+                        on_result=self.on_result, progress=self.progress, label="reproduce")
+        rows = []
+        for p, r in zip(points, out.results):
+            if r.status != "completed":
+                raise ConfigError("run", f"{p.label} ε={p.config.target_epsilon:g} seed {p.config.seed} "
+                                         f"{r.status}: {r.error}")
+            c = p.config
+            rows.append({"label": p.label, "method": c.method, "seed": c.seed, "target_epsilon": c.target_epsilon,
+                         "public_per_class": c.public_per_class, "imbalance_ratio": c.imbalance_ratio,
+                         "private_per_class": c.private_per_class, "run_id": r.run_id, "reused": r.reused,
+                         "metrics": {k: r.metrics.get(k) for k in _KEEP}})
+        self.runs.extend(rows)
+        return rows
+
+
+_KEEP = ("test_error", "balanced_accuracy", "minority_accuracy", "epsilon", "delta", "steps", "mia_auc",
+         "mia_advantage", "performance_boost", "pdp_epsilon_median", "pdp_epsilon_max", "n_private", "n_public",
+         "n_test", "dim", "n_classes")
+
+
+@dataclass
+class FigureOutput:
+    """What a figure's ``build`` returns: markdown body, aggregated rows, a drawing function."""
+
+    markdown: str
+    rows: list[dict[str, Any]]
+    draw: Callable[[Any], None]  # draw(matplotlib Figure)
+    setup: str = ""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One reproducible figure: ``build(ctx) -> FigureOutput`` with ``defaults`` parameters
+    (overridable, e.g. ``--set seeds=[0]``)."""
+
+    name: str
+    title: str
+    paper: str
+    defaults: Mapping[str, Any]
+    build: Callable[[Context], FigureOutput]
+    datasets: tuple[str, ...] | None = None  # None = any dataset spec
+
+
+FIGURES: Registry[Figure] = Registry("figure")
+
+
+def figure(name: str, title: str, paper: str, datasets: tuple[str, ...] | None = None, **defaults: Any):
+    """Decorator registering ``build`` as figure ``name``."""
+
+    def deco(fn: Callable[[Context], FigureOutput]) -> Callable[[Context], FigureOutput]:
+        FIGURES.add(name, Figure(name, title, paper, dict(defaults), fn, datasets))
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------------------- helpers
+def _ms(vals: Sequence[float | None]) -> tuple[float | None, float | None, int]:
+    v = np.asarray([x for x in vals if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return None, None, 0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)
+
+
+def _cell(mean: float | None, std: float | None, pct: bool = True, digits: int = 1) -> str:
+    if mean is None:
+        return "–"
+    k = 100.0 if pct else 1.0
+    return f"{k * mean:.{digits}f} ± {k * std:.{digits}f}"
+
+
+def _agg(rows: list[dict], keys: Sequence[str], metric: str) -> dict[tuple, tuple]:
+    """``{key tuple: (mean, std, n)}`` of ``metric`` over seeds."""
+    by: dict[tuple, list] = defaultdict(list)
+    for r in rows:
+        by[tuple(r[k] for k in keys)].append(r["metrics"].get(metric))
+    return {k: _ms(v) for k, v in by.items()}
+
+
+def _log_axis(ax: Any, values: Sequence[float], axis: str = "x") -> None:
+    """Log scale with a labelled tick at every value (and no minor tick labels)."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    vals = sorted(set(float(v) for v in values))
+    getattr(ax, f"set_{axis}scale")("log")
+    a = getattr(ax, f"{axis}axis")
+    a.set_major_locator(FixedLocator(vals))
+    a.set_major_formatter(__import__("matplotlib.ticker", fromlist=["FuncFormatter"]).FuncFormatter(
+        lambda v, _: f"{v:g}"))
+    a.set_minor_locator(NullLocator())
+    a.set_minor_formatter(NullFormatter())
+    lo, hi = vals[0], vals[-1]
+    pad = (hi / lo) ** 0.06 if hi > lo else 1.5
+    getattr(ax, f"set_{axis}lim")(lo / pad, hi * pad)
+
+
+def _lines(ax: Any, series: dict[str, list[tuple[float, float | None, float | None]]], *, pct: bool = True,
+           refs: dict[str, tuple[float | None, float | None]] | None = None, xs: Sequence[float] = ()) -> None:
+    """Error-bar lines (``label -> [(x, mean, std)]``) and horizontal reference bands."""
+    k = 100.0 if pct else 1.0
+    for j, (label, pts) in enumerate(series.items()):
+        pts = [(x, m, s) for x, m, s in sorted(pts) if m is not None]
+        if not pts:
+            continue
+        x, m, s = zip(*pts)
+        ax.errorbar(x, [k * v for v in m], yerr=[k * v for v in s], marker="osD^vP*X"[j % 8], ms=5, capsize=3,
+                    lw=1.4, alpha=0.9, label=label)  # distinct markers: coinciding lines stay visible
+    for i, (label, (m, s)) in enumerate((refs or {}).items()):
+        if m is None:
+            continue
+        line = ax.axhline(k * m, ls="--" if i % 2 == 0 else ":", lw=1.2, color=f"C{7 + i % 3}", label=f"{label} (non-private)")
+        if s:
+            ax.axhspan(k * (m - s), k * (m + s), color=line.get_color(), alpha=0.12)
+    ax.grid(True, alpha=0.3)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _setup_line(ctx: Context, rows: list[dict]) -> str:
+    m = rows[0]["metrics"] if rows else {}
+    seeds = sorted({r["seed"] for r in rows})
+    return (f"dataset `{ctx.dataset}`, encoder `{ctx.encoder}` (D = {m.get('dim')}), {m.get('n_classes')} classes, "
+            f"{m.get('n_test')} test samples, δ = {ctx.params.get('delta', 1e-5):g}, seeds {seeds} (split + noise); "
+            f"dataset options `{json.dumps(ctx.dataset_kwargs)}`, encoder options `{json.dumps(ctx.encoder_kwargs)}`")
+
+
+# ---------------------------------------------------------------------------- figures
+ADAMIX_FAMILY = (
+    Variant("paragon", "paragon"), Variant("only_public", "only_public"), Variant("fully_private", "fully_private"),
+    Variant("ngd", "ngd"), Variant("ppgd", "ppgd"), Variant("adamix", "adamix"),
+    Variant("adamix_rank", "adamix", {"projection": "rank"}),
+)
+NONPRIVATE = ("paragon", "only_public")
+
+
+def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping[str, Any], title: str) -> FigureOutput:
+    p = ctx.params
+    eps = [float(e) for e in p["epsilons"]]
+    ir = float(p.get("imbalance_ratio", 1.0))
+    rows = ctx.sweep(ctx.spec(methods=tuple(variants), epsilons=tuple(eps), seeds=tuple(p["seeds"]),
+                              public_per_class=(int(p["public_per_class"]),), imbalance_ratios=(ir,),
+                              params=dict(params)))
+    err = _agg(rows, ("label", "target_epsilon"), "test_error")
+    spent = defaultdict(list)
+    for r in rows:
+        spent[r["label"], r["target_epsilon"]].append(r["metrics"].get("epsilon"))
+    labels = [v.label for v in variants]
+    private = [lab for lab in labels if lab not in NONPRIVATE]
+    ref_eps = {r["target_epsilon"] for r in rows if r["label"] in NONPRIVATE}
+    refs = {lab: err[(lab, e)][:2] for lab in labels if lab in NONPRIVATE for e in ref_eps if (lab, e) in err}
+    table_rows, out_rows = [], []
+    for lab in labels:
+        if lab in NONPRIVATE:
+            m, s = refs.get(lab, (None, None))
+            table_rows.append([f"{lab} (non-private)"] + [f"{_cell(m, s)} (ε = ∞)"] * len(eps))
+            out_rows.append({"method": lab, "epsilon": None, "test_error_mean": m, "test_error_std": s})
+            continue
+        table_rows.append([lab] + [_cell(*err.get((lab, e), (None, None, 0))[:2]) for e in eps])
+        for e in eps:
+            m, s, n = err.get((lab, e), (None, None, 0))
+            vals = [v for v in spent[(lab, e)] if v is not None]
+            out_rows.append({"method": lab, "target_epsilon": e, "test_error_mean": m, "test_error_std": s, "n": n,
+                             "epsilon_spent_max": max(vals) if vals else None})
+    spent_rows = [[lab] + [f"{max(v for v in spent[(lab, e)] if v is not None):.3f}"
+                           if any(v is not None for v in spent[(lab, e)]) else "–" for e in eps] for lab in private]
+    md = ["**Test error (%) — mean ± std over seeds**", ""]
+    md += _table(["method"] + [f"target ε = {e:g}" for e in eps], table_rows)
+    md += ["", "**ε spent (accounting module, run as executed; max over seeds)**", ""]
+    md += _table(["method"] + [f"target ε = {e:g}" for e in eps], spent_rows)
+    de = float(p.get("detail_epsilon", eps[-1]))
+    if de in eps:  # utility, privacy audit and boost at one ε (mean ± std over seeds)
+        det = []
+        for lab in labels:
+            key_eps = next(iter(ref_eps)) if lab in NONPRIVATE and ref_eps else de
+            sub = [r for r in rows if r["label"] == lab and r["target_epsilon"] == key_eps]
+
+            def c(metric: str, pct: bool = False, digits: int = 3) -> str:
+                return _cell(*_ms([r["metrics"].get(metric) for r in sub])[:2], pct=pct, digits=digits)
+
+            det.append([lab, c("test_error", True, 1), c("balanced_accuracy", True, 1),
+                        c("minority_accuracy", True, 1), c("mia_auc"), c("pdp_epsilon_median"),
+                        c("pdp_epsilon_max"), c("performance_boost", digits=2)])
+        md += ["", f"**At target ε = {de:g}: utility, membership-inference AUC, per-instance ε (pDP) and "
+               "Performance Boost (mean ± std over seeds; non-private methods: ε = ∞)**", ""]
+        md += _table(["method", "test error (%)", "balanced acc. (%)", "minority acc. (%)", "MIA AUC",
+                      "pDP ε_i median", "pDP ε_i max", "Performance Boost"], det)
+
+    def draw(fig: Any) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        _lines(ax, {lab: [(e, *err.get((lab, e), (None, None))[:2]) for e in eps] for lab in private}, refs=refs)
+        _log_axis(ax, eps)
+        ax.set_xlabel("target ε (log scale)")
+        ax.set_ylabel("test error (%)")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+
+    return FigureOutput("\n".join(md), out_rows, draw, _setup_line(ctx, rows) +
+                        f", {p['public_per_class']} public samples per class, imbalance ratio {ir:g}, "
+                        f"method params `{json.dumps(dict(params))}`")
+
+
+@figure("adamix_epsilon", "AdaMix family: test error vs ε", "AdaMix (Golatkar et al. 2022), Table 1 / Fig. 4",
+        epsilons=[0.5, 1, 2, 3, 8], seeds=[0, 1, 2], public_per_class=5, noise_multiplier=20.0, detail_epsilon=3.0)
+def _adamix_epsilon(ctx: Context) -> FigureOutput:
+    return _error_vs_epsilon(ctx, ADAMIX_FAMILY, {"noise_multiplier": float(ctx.params["noise_multiplier"])},
+                             "AdaMix family: test error vs ε")
+
+
+DPPL_FAMILY = (
+    Variant("paragon", "paragon"), Variant("only_public", "only_public"),
+    Variant("dppl_mean", "dppl_mean"), Variant("dppl_public", "dppl_public"),
+    Variant("dppl_public_top3", "dppl_public_topk", {"k": 3}), Variant("dp_ls", "dp_ls"),
+    Variant("dp_linear_probe", "dp_linear_probe"), Variant("dpsgd_global_adapt", "dpsgd_global_adapt"),
+    Variant("adamix", "adamix"),
+)
+
+
+@figure("dppl_epsilon", "DP-prototypes family: test error vs ε", "DP prototypes (DPPL), ε sweeps",
+        epsilons=[0.1, 0.5, 1, 3, 8], seeds=[0, 1, 2], public_per_class=5, imbalance_ratio=1.0, detail_epsilon=1.0)
+def _dppl_epsilon(ctx: Context) -> FigureOutput:
+    return _error_vs_epsilon(ctx, DPPL_FAMILY, {}, "DP-prototypes family: test error vs ε")
+
+
+@figure("public_vs_private", "Value of a public vs a private sample", "AdaMix (Golatkar et al. 2022), Fig. 2",
+        public=[1, 2, 5, 10], private=[5, 10, 20, 50, 100], epsilon=3.0, seeds=[0, 1, 2], method="adamix",
+        noise_multiplier=20.0)
+def _public_vs_private(ctx: Context) -> FigureOutput:
+    p = ctx.params
+    pubs, privs = [int(x) for x in p["public"]], [int(x) for x in p["private"]]
+    rows = ctx.sweep(ctx.spec(methods=(p["method"],), epsilons=(float(p["epsilon"]),), seeds=tuple(p["seeds"]),
+                              public_per_class=tuple(pubs), private_per_class=tuple(privs),
+                              params={"noise_multiplier": float(p["noise_multiplier"])}))
+    err = _agg(rows, ("public_per_class", "private_per_class"), "test_error")
+    n_priv = defaultdict(list)
+    for r in rows:
+        n_priv[r["private_per_class"]].append(r["metrics"].get("n_private"))
+    md = [f"**{p['method']} test error (%) at target ε = {float(p['epsilon']):g} — rows: public samples per class, "
+          "columns: private samples per class (cap; mean ± std over seeds)**", ""]
+    md += _table(["public \\ private"] + [str(v) for v in privs],
+                 [[str(a)] + [_cell(*err.get((a, b), (None, None))[:2]) for b in privs] for a in pubs])
+    md += ["", "Private samples actually available (mean over the grid): " +
+           ", ".join(f"cap {b}: {np.mean([x for x in n_priv[b] if x is not None]):.0f}" for b in privs) + "."]
+    out_rows = [{"public_per_class": a, "private_per_class": b, "test_error_mean": err[(a, b)][0],
+                 "test_error_std": err[(a, b)][1], "n": err[(a, b)][2]} for a in pubs for b in privs if (a, b) in err]
+
+    def draw(fig: Any) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        _lines(ax, {f"{a} public / class": [(b, *err.get((a, b), (None, None))[:2]) for b in privs] for a in pubs})
+        _log_axis(ax, privs)
+        ax.set_xlabel("private samples per class (log scale)")
+        ax.set_ylabel("test error (%)")
+        ax.set_title(f"{p['method']}, target ε = {float(p['epsilon']):g}: public vs private samples")
+        ax.legend(fontsize=8)
+
+    return FigureOutput("\n".join(md), out_rows, draw, _setup_line(ctx, rows))
+
+
+@figure("boost_vs_shots", "Performance Boost vs public shots", "AdaMix (Golatkar et al. 2022), Sec. 4 (PB)",
+        shots=[1, 2, 5, 10, 20], epsilon=3.0, seeds=[0, 1, 2], methods=["ngd", "ppgd", "adamix"],
+        noise_multiplier=20.0)
+def _boost_vs_shots(ctx: Context) -> FigureOutput:
+    from ..evaluation.metrics import performance_boost
+
+    p = ctx.params
+    shots, methods = [int(x) for x in p["shots"]], list(p["methods"])
+    rows = ctx.sweep(ctx.spec(methods=("paragon", "only_public", *methods), epsilons=(float(p["epsilon"]),),
+                              seeds=tuple(p["seeds"]), public_per_class=tuple(shots),
+                              params={"noise_multiplier": float(p["noise_multiplier"])}))
+    err = {(r["label"], r["public_per_class"], r["seed"]): r["metrics"]["test_error"] for r in rows}
+    pb: dict[tuple, list] = defaultdict(list)
+    for (lab, k, seed), e in err.items():
+        if lab in methods:  # PB of each seed against the references of the same split
+            pb[lab, k].append(performance_boost(e, err_public=err[("only_public", k, seed)],
+                                                err_paragon=err[("paragon", k, seed)]))
+    agg = {key: _ms(v) for key, v in pb.items()}
+    n_inf = sum(1 for v in pb.values() for x in v if not math.isfinite(x))
+    md = [f"**Performance Boost PB = (err_public − err_paragon) / (err_DP − err_paragon) at target ε = "
+          f"{float(p['epsilon']):g} — mean ± std over seeds (PB = 1: no better than Only-Public)**", ""]
+    md += _table(["method"] + [f"{k} public / class" for k in shots],
+                 [[m] + [_cell(*agg.get((m, k), (None, None))[:2], pct=False, digits=2) for k in shots] for m in methods])
+    e_agg = _agg(rows, ("label", "public_per_class"), "test_error")
+    md += ["", "**Test error (%) — mean ± std over seeds**", ""]
+    md += _table(["method"] + [f"{k} public / class" for k in shots],
+                 [[m] + [_cell(*e_agg.get((m, k), (None, None))[:2]) for k in shots]
+                  for m in ("paragon", "only_public", *methods)])
+    if n_inf:
+        md += ["", f"{n_inf} seed(s) with err_DP = err_paragon (PB infinite) left out of the means."]
+    out_rows = [{"method": m, "public_per_class": k, "pb_mean": agg[(m, k)][0], "pb_std": agg[(m, k)][1],
+                 "n": agg[(m, k)][2]} for m in methods for k in shots if (m, k) in agg]
+
+    def draw(fig: Any) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        _lines(ax, {m: [(k, *agg.get((m, k), (None, None))[:2]) for k in shots] for m in methods}, pct=False)
+        ax.axhline(1.0, color="grey", lw=1, ls=":", label="PB = 1 (Only-Public)")
+        _log_axis(ax, shots)
+        ax.set_xlabel("public samples per class (log scale)")
+        ax.set_ylabel("Performance Boost")
+        ax.set_title(f"Performance Boost vs public shots (target ε = {float(p['epsilon']):g})")
+        ax.legend(fontsize=8)
+
+    return FigureOutput("\n".join(md), out_rows, draw, _setup_line(ctx, rows))
+
+
+@figure("dppl_imbalance", "DPPL under class imbalance", "DP prototypes (DPPL), imbalance ratios 1–100",
+        ratios=[1, 2, 5, 10, 20, 50, 100], epsilon=1.0, seeds=[0, 1, 2], public_per_class=5,
+        methods=["dppl_mean", "dppl_public", "dppl_public_top3", "dp_linear_probe", "adamix"])
+def _dppl_imbalance(ctx: Context) -> FigureOutput:
+    p = ctx.params
+    by_label = {v.label: v for v in DPPL_FAMILY}
+    try:
+        variants = tuple(by_label[m] for m in p["methods"])
+    except KeyError as e:
+        raise ConfigError("methods", f"unknown variant {e.args[0]!r}; choose from {', '.join(by_label)}") from None
+    ratios = [float(x) for x in p["ratios"]]
+    rows = ctx.sweep(ctx.spec(methods=variants, epsilons=(float(p["epsilon"]),), seeds=tuple(p["seeds"]),
+                              public_per_class=(int(p["public_per_class"]),), imbalance_ratios=tuple(ratios)))
+    mino = _agg(rows, ("label", "imbalance_ratio"), "minority_accuracy")
+    bal = _agg(rows, ("label", "imbalance_ratio"), "balanced_accuracy")
+    labels = [v.label for v in variants]
+    hdr = ["method"] + [f"IR = {r:g}" for r in ratios]
+    md = [f"**Minority-class accuracy (%) at target ε = {float(p['epsilon']):g} (smallest 25 % of classes by private "
+          "count) — mean ± std over seeds**", ""]
+    md += _table(hdr, [[lab] + [_cell(*mino.get((lab, r), (None, None))[:2]) for r in ratios] for lab in labels])
+    md += ["", "**Balanced accuracy (%) — mean ± std over seeds**", ""]
+    md += _table(hdr, [[lab] + [_cell(*bal.get((lab, r), (None, None))[:2]) for r in ratios] for lab in labels])
+    out_rows = [{"method": lab, "imbalance_ratio": r, "minority_accuracy_mean": mino[(lab, r)][0],
+                 "minority_accuracy_std": mino[(lab, r)][1], "balanced_accuracy_mean": bal[(lab, r)][0],
+                 "balanced_accuracy_std": bal[(lab, r)][1]} for lab in labels for r in ratios if (lab, r) in mino]
+
+    def draw(fig: Any) -> None:
+        for i, (agg, name) in enumerate(((mino, "minority-class accuracy (%)"), (bal, "balanced accuracy (%)"))):
+            ax = fig.add_subplot(1, 2, i + 1)
+            _lines(ax, {lab: [(r, *agg.get((lab, r), (None, None))[:2]) for r in ratios] for lab in labels})
+            _log_axis(ax, ratios)
+            ax.set_xlabel("imbalance ratio (log scale)")
+            ax.set_ylabel(name)
+            ax.set_title(f"{name.split(' (')[0]} vs imbalance, target ε = {float(p['epsilon']):g}", fontsize=10)
+            if i == 0:
+                ax.legend(fontsize=7)
+
+    return FigureOutput("\n".join(md), out_rows, draw, _setup_line(ctx, rows) + f", {p['public_per_class']} public "
+                        "samples per class")
+
+
+# -- sparse fine-tuning: trainings on images, not RunConfigs -> map_trainings
+SFT_MODES = ("cls", "cls_norm", "all", "full")
+SFT_LABEL = {"cls": "cls (classifier only)", "cls_norm": "cls_norm (+ GroupNorm)", "all": "all (+ top-1 % conv)",
+             "full": "whole network"}
+
+
+def _digits_transfer(seed: int = 0) -> dict[str, Any]:
+    """digits 8×8: public source classes 0-4, private target classes 5-9 (relabelled), 2:1 split."""
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    X, y = d.data.astype(np.float32).reshape(-1, 1, 8, 8), d.target
+    src, tgt = np.flatnonzero(y < 5), np.random.default_rng(seed).permutation(np.flatnonzero(y >= 5))
+    n_tr = (2 * len(tgt)) // 3
+    tr, te = tgt[:n_tr], tgt[n_tr:]
+    return dict(Xpub=X[src], ypub=y[src], Xpriv=X[tr], ypriv=y[tr] - 5, Xtest=X[te], ytest=y[te] - 5,
+                note=f"digits 8×8: public source classes 0-4 ({len(src)} images), private target 5-9 "
+                     f"({len(tr)}), test ({len(te)})")
+
+
+def _sft_train(item: tuple[str, float, int], shared: Mapping[str, Any]) -> dict[str, Any]:
+    """One DP fine-tuning of the shared pre-trained network (a :func:`map_trainings` task)."""
+    import statistics
+
+    import torch
+
+    from ..methods.finetune import SparseFinetune
+
+    torch.set_num_threads(1)
+    mode, eps, seed = item
+    d, cfg = shared["data"], shared["config"]
+    m = SparseFinetune(**{**cfg, "params": mode, "target_epsilon": eps, "seed": seed})
+    m.fit_images(None, None, d["Xpriv"], d["ypriv"], d["Xtest"], d["ytest"], pretrained=shared["pretrained"])
+    return dict(mode=mode, target_epsilon=eps, seed=seed, accuracy=float((m.predict(d["Xtest"]) == d["ytest"]).mean()),
+                epsilon=float(m.privacy_.epsilon), accountant=m.privacy_.accountant,
+                noise_multiplier=float(m.noise_multiplier_), trainable=int(m.n_trainable_), params=int(m.n_params_),
+                sec_per_epoch=float(statistics.median(m.epoch_seconds_)))
+
+
+@figure("sparse_finetune", "Sparse DP fine-tuning ablation", "Luo et al. (CVPR 2021), ablation of trainable parts",
+        datasets=("digits",), epsilons=[0.5, 1.0, 1.5], seeds=[0], epochs=20, pretrain_epochs=30, batch_size=200)
+def _sparse_finetune(ctx: Context) -> FigureOutput:
+    from ..methods.finetune import SparseFinetune
+
+    p = ctx.params
+    eps, seeds = [float(e) for e in p["epsilons"]], [int(s) for s in p["seeds"]]
+    cfg = dict(lr_cls=0.8, lr_body=0.1, clip_norm=1.0, momentum=0.9, warmup_epochs=1.0, seed=0, device="cpu",
+               arch="small_cnn", width=16, gn_groups=4, pretrain_epochs=int(p["pretrain_epochs"]),
+               pretrain_batch_size=64, epochs=int(p["epochs"]), batch_size=int(p["batch_size"]), conv_fraction=0.01)
+    data = _digits_transfer()
+    pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])  # once, shared by every run
+    items = [(mode, e, s) for e in eps for mode in SFT_MODES for s in seeds]
+    if ctx.on_start is not None:
+        ctx.on_start(len(items), 0)
+    res = map_trainings(_sft_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
+                        shared={"data": data, "config": cfg, "pretrained": pre},
+                        on_result=(lambda i, r: ctx.on_result(None)) if ctx.on_result else None)
+    ctx.runs.extend(res)
+    acc = _agg([{"mode": r["mode"], "e": r["target_epsilon"], "metrics": r} for r in res], ("mode", "e"), "accuracy")
+    spent = defaultdict(list)
+    for r in res:
+        spent[r["mode"], r["target_epsilon"]].append(r["epsilon"])
+    md = [f"**Test accuracy (%) — mean ± std over DP seeds {seeds}; ε spent (accounting module, max over seeds) in "
+          "brackets**", ""]
+    md += _table(["trainable part (trainable / total)"] + [f"target ε = {e:g}" for e in eps] + ["s / epoch"],
+                 [[f"{SFT_LABEL[mode]} ({next(r['trainable'] for r in res if r['mode'] == mode):,} / "
+                   f"{res[0]['params']:,})"]
+                  + [f"{_cell(*acc[(mode, e)][:2])} (ε = {max(spent[(mode, e)]):.3f})" for e in eps]
+                  + [f"{np.median([r['sec_per_epoch'] for r in res if r['mode'] == mode]):.2f}"] for mode in SFT_MODES])
+    out_rows = [{"mode": mode, "target_epsilon": e, "accuracy_mean": acc[(mode, e)][0],
+                 "accuracy_std": acc[(mode, e)][1], "epsilon_spent_max": max(spent[(mode, e)])}
+                for mode in SFT_MODES for e in eps]
+
+    def draw(fig: Any) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        w = 0.8 / len(SFT_MODES)
+        for j, mode in enumerate(SFT_MODES):
+            xs = np.arange(len(eps)) + (j - (len(SFT_MODES) - 1) / 2) * w
+            ax.bar(xs, [100 * acc[(mode, e)][0] for e in eps], w, yerr=[100 * acc[(mode, e)][1] for e in eps],
+                   capsize=3, label=SFT_LABEL[mode])
+        ax.set_xticks(np.arange(len(eps)), [f"{e:g}" for e in eps])
+        ax.set_xlabel("target ε")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(0, 100)
+        ax.set_title("Sparse DP fine-tuning: which parameters to train")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+
+    return FigureOutput("\n".join(md), out_rows, draw, data["note"] + f"; config `{json.dumps(cfg)}`")
+
+
+# ---------------------------------------------------------------------------- entry point
+def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | None = None,
+              command: str | None = None, **ctx_kw: Any) -> dict[str, Path]:
+    """Run figure ``name`` and write ``<out_dir>/<name>.{png,md,json}``; returns the paths.
+
+    Args:
+        params: overrides of the figure's defaults (unknown keys are an error naming them).
+        command: the command line to record in the markdown.
+        **ctx_kw: :class:`Context` fields (dataset, encoder, store, backend, workers...).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .runner import versions
+
+    fig_def = FIGURES.get(name)
+    extra = sorted(set(params or {}) - set(fig_def.defaults) - {"delta"})
+    if extra:
+        raise ConfigError(extra[0], f"not a parameter of figure {name!r}; allowed: {', '.join(fig_def.defaults)}")
+    ctx = Context(**ctx_kw)
+    if fig_def.datasets is not None and ctx.dataset.partition(":")[0] not in fig_def.datasets:
+        raise ConfigError("dataset", f"figure {name!r} supports {', '.join(fig_def.datasets)} only, got {ctx.dataset!r}")
+    ctx.params = {**fig_def.defaults, **dict(params or {})}
+    if ctx.store is None:
+        from .store import RunStore
+
+        ctx.store = RunStore()
+    t0 = time.perf_counter()
+    out = fig_def.build(ctx)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"png": out_dir / f"{name}.png", "md": out_dir / f"{name}.md", "json": out_dir / f"{name}.json"}
+    fig = plt.figure(figsize=(11, 4.5) if name == "dppl_imbalance" else (7, 4.5))
+    out.draw(fig)
+    fig.tight_layout()
+    fig.savefig(paths["png"], dpi=130)
+    plt.close(fig)
+    v = versions()
+    code = f"git commit `{v.get('git_commit')}`, mixdp_core sources sha256 `{v.get('mixdp_core_source_sha256')}`"
+    md = [f"# {fig_def.title}", "", f"Reproduces: {fig_def.paper}.", "",
+          f"Setup: {out.setup}. Parameters: `{json.dumps(ctx.params)}`.", "",
+          f"Generated by `{command or f'mixdp reproduce {name}'}` ({code}).", "", out.markdown, ""]
+    if ctx.skipped:
+        md += ["Not run (no run can meet the budget; shown as –):", ""] + [f"- {m}" for m in ctx.skipped] + [""]
+    md += [f"![{fig_def.title}]({paths['png'].name})", ""]
+    paths["md"].write_text("\n".join(md))
+    paths["json"].write_text(json.dumps({"figure": name, "title": fig_def.title, "paper": fig_def.paper,
+                                         "dataset": ctx.dataset, "encoder": ctx.encoder, "params": ctx.params,
+                                         "code": {k: v.get(k) for k in ("git_commit", "mixdp_core_source_sha256")},
+                                         "seconds": time.perf_counter() - t0, "rows": out.rows, "runs": ctx.runs,
+                                         "skipped": ctx.skipped},
+                                        indent=1, default=str, allow_nan=False))
+    return paths

@@ -44,6 +44,7 @@ The noise ``U n_t`` (``n_t ~ N(0, s^2 I_k)``) is drawn as ``U U^T z`` with
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -261,6 +262,56 @@ def projection_basis(
     return ProjectionBasis("complement", U_r.astype(np.float32), int(k), Q=Q.astype(np.float32), B=B, R=R, coef=_coef(r))
 
 
+#: Rows of ``X`` per block in :func:`private_release` (chosen by ``benchmarks/train.py``,
+#: section ``blocks``: the block must stay in cache between the forward and the backward
+#: product, and be large enough that the per-block numpy calls are amortized).
+DEFAULT_BLOCK_ROWS = 512
+
+_WORKSPACES = threading.local()
+
+
+class ReleaseWorkspace:
+    """Block-sized buffers of :func:`private_release`, allocated once and reused across steps.
+
+    Only ``O(block_rows * (C + r + m))`` memory: nothing of size ``N x C`` is allocated per
+    step (the ``(N,)`` outputs ``ratio`` and ``loss`` can be passed in too).
+    """
+
+    def __init__(self, block_rows: int, n_cols: int, C: int, D: int, dtype: Any, m: int = 0, r: int = 0):
+        b = int(block_rows)
+        self.key = (b, int(n_cols), int(C), int(D), np.dtype(dtype), int(m), int(r))
+        self.Z = np.empty((b, n_cols), dtype)  # [logits | X U_r] of the block; logits -> E in place
+        self.rowmax = np.empty(b, dtype)
+        self.rowsum = np.empty(b, dtype)
+        self.z_y = np.empty(b, dtype)
+        self.flat = np.empty(b, np.intp)  # flat index of (i, y_i) in Z
+        self.row_base = np.arange(b, dtype=np.intp) * int(n_cols)
+        self.e_norm = np.empty(b)
+        self.g_norm = np.empty(b)
+        self.clip = np.empty(b)
+        self.clip_f = np.empty(b, dtype)
+        self.proj = np.empty(b)
+        self.tmp = np.empty(b)
+        self.ST_block = np.empty((C, D), dtype)
+        self.XQ = np.empty((b, m), dtype) if m else None
+        self.XQ2 = np.empty((b, m), dtype) if m else None
+        self.XU = np.empty((b, r), dtype) if r else None
+
+
+def release_workspace(block_rows: int, n_cols: int, C: int, D: int, dtype: Any, m: int = 0, r: int = 0) -> ReleaseWorkspace:
+    """The calling thread's cached :class:`ReleaseWorkspace` for these sizes (made on first use)."""
+    key = (int(block_rows), int(n_cols), int(C), int(D), np.dtype(dtype), int(m), int(r))
+    cache = getattr(_WORKSPACES, "cache", None)
+    if cache is None:
+        cache = _WORKSPACES.cache = {}
+    ws = cache.get(key)
+    if ws is None:
+        if len(cache) >= 8:
+            cache.clear()
+        ws = cache[key] = ReleaseWorkspace(*key)
+    return ws
+
+
 def private_release(
     X: np.ndarray,
     y: np.ndarray,
@@ -272,18 +323,26 @@ def private_release(
     x_norm: Optional[np.ndarray] = None,
     XB: Optional[np.ndarray] = None,
     X_Qp: Optional[np.ndarray] = None,
-    block_rows: int = 1024,
+    block_rows: Optional[int] = None,
+    ratio_out: Optional[np.ndarray] = None,
+    loss_out: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
 
     Computes ``U U^T (sum_i clip_tau(g_i) + noise)`` (``U = I`` when ``basis`` is None), which
     is a post-processing of ``U^T sum_i clip_tau(g_i) + U^T noise``; with
     ``noise ~ N(0, sigma^2 tau^2 I_{D x C})``, ``U^T noise ~ N(0, sigma^2 tau^2 I_{k x C})``.
-    Sensitivity of ``U^T sum_i clip_tau(g_i)`` under add/remove of one row: ``tau``.
+    Sensitivity of ``U^T sum_i clip_tau(g_i)`` under add/remove of one row: ``tau``
+    (``clip_tau(g) = g min(1, tau/||g||_F)``, ``||g_i||_F = ||x_i|| ||p_i - y_i||``).
 
     Per-sample quantities are closed-form: ``||g_i|| = ||x_i|| ||p_i - y_i||`` and
     ``||U^T clip(g_i)|| = c_i ||U^T x_i|| ||p_i - y_i||``; the only products with ``X`` are
-    ``X [W | U_r]`` and ``(c E)^T X``, done block by block of rows.
+    ``X [W | U_r]`` and ``(c E)^T X``. They are done block by block of rows, the backward
+    product right after the forward one, so each block of ``X`` is read from memory once per
+    step (one pass over ``X``); the softmax, clip factors and projection norms work in place
+    in block-sized buffers (:class:`ReleaseWorkspace`, cached per thread and reused across
+    steps). Computation is in ``X``'s floating dtype (float32 for float32 features);
+    norms and clip factors are computed in float64.
 
     Args:
         X, y: normalized private rows and labels.
@@ -295,53 +354,116 @@ def private_release(
         XB: cached ``X @ basis.B`` (``complement`` mode); computed if missing.
         X_Qp: cached ``X @ Q_p`` (``N x n_pub``); with ``basis.coef`` it gives ``X U_r``
             without an extra product with ``X``.
-        block_rows: rows of ``X`` processed together (forward and backward per block).
+        block_rows: rows of ``X`` per block (default :data:`DEFAULT_BLOCK_ROWS`).
+        ratio_out, loss_out: optional ``(N,)`` float64 arrays receiving ``ratio`` / ``loss``.
 
     Returns:
         ``(released, ratio, loss)``: the back-projected noisy sum ``(D, C)``, ``r_i =
         ||U^T clip(g_i)|| / tau`` (``(N,)``, ``<= 1``) and per-sample losses.
     """
-    N = X.shape[0]
+    N, D = X.shape
     C = W.shape[1]
+    ft = np.result_type(X.dtype, np.float32)
+    b = max(1, int(block_rows if block_rows is not None else DEFAULT_BLOCK_ROWS))
+    b = min(b, max(N, 1))
+    tau = float(tau)
     if x_norm is None:
         x_norm = row_norms(X)
+    Wf = np.asarray(W, dtype=ft)
     U_r = basis.U if basis is not None else None
-    via_qp = basis is not None and basis.coef is not None and X_Qp is not None and U_r.shape[1] > 0
-    fused = np.concatenate([W, U_r], axis=1) if U_r is not None and U_r.shape[1] > 0 and not via_qp else W
-    if basis is not None and basis.mode == "complement":
+    has_ur = U_r is not None and U_r.shape[1] > 0
+    via_qp = has_ur and basis.coef is not None and X_Qp is not None
+    fused = np.concatenate([Wf, U_r.astype(ft)], axis=1) if has_ur and not via_qp else Wf
+    n_cols = fused.shape[1]
+    complement = basis is not None and basis.mode == "complement"
+    m = 0
+    if complement:
         if XB is None:
             XB = X @ basis.B
+        m = basis.Q.shape[1]
         M = np.linalg.inv(basis.R)  # (m, m); X Q = (X B - (X U_r)(U_r^T B)) R^{-1}
-        M32 = M.astype(np.float32)
-        UBM = (basis.U.T.astype(np.float64) @ basis.B.astype(np.float64) @ M).astype(np.float32)
-    S_T = np.zeros((C, X.shape[1]), dtype=np.result_type(X.dtype, np.float32))  # (sum of clipped g_i)^T
-    ratio = np.empty(N)
-    loss = np.empty(N)
-    # Row blocks keep each block of X in cache between the forward and the backward product
-    # (one pass over X per step instead of two; benchmarks/train.py measures the gain).
-    for a in range(0, N, max(1, int(block_rows))):
-        sl = slice(a, min(N, a + int(block_rows)))
-        Xb = X[sl]
-        Z = Xb @ fused
-        logits, XU = (Z[:, :C], Z[:, C:]) if fused is not W else (Z, None)
-        if via_qp:
-            XU = X_Qp[sl] @ basis.coef
-        E, loss[sl] = softmax_residual(logits, y[sl])
-        e_norm = np.sqrt(np.einsum("ij,ij->i", E, E, dtype=np.float64))
-        g_norm = x_norm[sl] * e_norm
-        c = np.where(g_norm > tau, tau / np.where(g_norm > 0, g_norm, 1.0), 1.0)
-        S_T += (E * c[:, None].astype(E.dtype)).T @ Xb
-        if basis is None:
-            proj_norm = x_norm[sl]
-        elif basis.mode == "sub":
-            proj_norm = row_norms(XU)
-        else:
-            XQ = XB[sl] @ M32
-            if XU is not None:
-                XQ -= XU @ UBM
-            proj_norm = np.sqrt(np.maximum(x_norm[sl] ** 2 - np.einsum("ij,ij->i", XQ, XQ, dtype=np.float64), 0.0))
-        ratio[sl] = np.minimum(c * proj_norm * e_norm / tau, 1.0)
-    S = S_T.T
+        M_f = M.astype(ft)
+        UBM = (basis.U.T.astype(np.float64) @ basis.B.astype(np.float64) @ M).astype(ft)  # (r, m)
+    r = U_r.shape[1] if via_qp else 0
+    if via_qp:
+        coef = basis.coef.astype(ft)
+        if complement:
+            coef_UBM = (coef.astype(np.float64) @ UBM.astype(np.float64)).astype(ft)  # (n_pub, m)
+    ws = release_workspace(b, n_cols, C, D, ft, m, r)
+    ST = np.zeros((C, D), dtype=ft)  # (sum of clipped g_i)^T
+    ratio = ratio_out if ratio_out is not None else np.empty(N)
+    loss = loss_out if loss_out is not None else np.empty(N)
+    x_norm = np.asarray(x_norm, dtype=np.float64)
+    y = np.asarray(y)
+    with np.errstate(divide="ignore"):
+        for a in range(0, N, b):
+            nb = min(b, N - a)
+            sl = slice(a, a + nb)
+            Xb = X[sl]
+            Z = ws.Z[:nb]
+            np.matmul(Xb, fused, out=Z)  # forward: reads the block of X (from memory)
+            E = Z[:, :C] if n_cols != C else Z
+            # --- softmax residual, in place: E = softmax(logits) - onehot(y) ---
+            mx, s, zy = ws.rowmax[:nb], ws.rowsum[:nb], ws.z_y[:nb]
+            np.max(E, axis=1, out=mx)
+            np.subtract(E, mx[:, None], out=E)
+            flat = ws.flat[:nb]
+            np.add(ws.row_base[:nb], y[sl], out=flat)
+            Zf = ws.Z.reshape(-1)
+            np.take(Zf, flat, out=zy)
+            np.exp(E, out=E)
+            np.sum(E, axis=1, out=s)
+            lb = loss[sl]
+            np.log(s, out=lb)
+            np.subtract(lb, zy, out=lb)  # -log p_y = log sum exp(z - max) - (z_y - max)
+            np.divide(E, s[:, None], out=E)
+            Zf[flat] -= 1.0
+            # --- per-sample clip factors c_i = min(1, tau / (||x_i|| ||e_i||)) ---
+            en, g, c = ws.e_norm[:nb], ws.g_norm[:nb], ws.clip[:nb]
+            np.einsum("ij,ij->i", E, E, dtype=np.float64, out=en)
+            np.sqrt(en, out=en)
+            np.multiply(x_norm[sl], en, out=g)
+            np.divide(tau, g, out=c)
+            np.minimum(c, 1.0, out=c)
+            cf = ws.clip_f[:nb]
+            cf[...] = c
+            np.multiply(E, cf[:, None], out=E)
+            # --- backward: (c E)^T X_b while X_b is still in cache ---
+            np.matmul(E.T, Xb, out=ws.ST_block)
+            np.add(ST, ws.ST_block, out=ST)
+            # --- r_i = c_i ||U^T x_i|| ||e_i|| / tau ---
+            rb = ratio[sl]
+            if basis is None:
+                np.multiply(c, g, out=rb)  # ||U^T x_i|| = ||x_i||
+            else:
+                pn = ws.proj[:nb]
+                if via_qp:
+                    XU = ws.XU[:nb]
+                    np.matmul(X_Qp[sl], coef, out=XU)
+                else:
+                    XU = Z[:, C:]
+                if not complement:
+                    np.einsum("ij,ij->i", XU, XU, dtype=np.float64, out=pn)
+                else:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
+                    XQ = ws.XQ[:nb]
+                    np.matmul(XB[sl], M_f, out=XQ)
+                    if via_qp:
+                        np.matmul(X_Qp[sl], coef_UBM, out=ws.XQ2[:nb])
+                        np.subtract(XQ, ws.XQ2[:nb], out=XQ)
+                    elif XU.shape[1] > 0:
+                        np.matmul(XU, UBM, out=ws.XQ2[:nb])
+                        np.subtract(XQ, ws.XQ2[:nb], out=XQ)
+                    t = ws.tmp[:nb]
+                    np.einsum("ij,ij->i", XQ, XQ, dtype=np.float64, out=t)
+                    np.square(x_norm[sl], out=pn)
+                    np.subtract(pn, t, out=pn)
+                    np.maximum(pn, 0.0, out=pn)
+                np.sqrt(pn, out=pn)
+                np.multiply(c, pn, out=rb)
+                np.multiply(rb, en, out=rb)
+            np.divide(rb, tau, out=rb)
+            np.minimum(rb, 1.0, out=rb)
+    S = ST.T
     noisy = S if noise is None else S + noise
     if basis is not None:
         noisy = basis.project(noisy)

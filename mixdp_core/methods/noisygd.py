@@ -269,6 +269,16 @@ DEFAULT_BLOCK_ROWS = 512
 
 _WORKSPACES = threading.local()
 
+#: The backward product ``(c E)^T X_b`` is taken with ``E^T`` padded by zero rows to a multiple
+#: of this many classes: OpenBLAS' single-precision kernels run ``12 x b`` by ``b x D`` faster
+#: than ``10 x b`` by ``b x D`` (``benchmarks/train.py``, section ``blocks``). 1 = no padding.
+BACKWARD_ROW_MULTIPLE = 4
+
+
+def _padded_classes(C: int) -> int:
+    k = max(1, int(BACKWARD_ROW_MULTIPLE))
+    return -(-C // k) * k
+
 
 class ReleaseWorkspace:
     """Block-sized buffers of :func:`private_release`, allocated once and reused across steps.
@@ -279,28 +289,46 @@ class ReleaseWorkspace:
 
     def __init__(self, block_rows: int, n_cols: int, C: int, D: int, dtype: Any, m: int = 0, r: int = 0):
         b = int(block_rows)
-        self.key = (b, int(n_cols), int(C), int(D), np.dtype(dtype), int(m), int(r))
-        self.Z = np.empty((b, n_cols), dtype)  # [logits | X U_r] of the block; logits -> E in place
+        self.Z = np.empty((b, n_cols), dtype)  # [logits | X U_r] of the block (forward product)
+        # logits -> E = softmax - onehot, transposed (C x nb, contiguous): the per-sample
+        # reductions over the C classes then run along contiguous rows of length nb.
+        self.Cp = _padded_classes(C)
+        self.ET = np.empty(self.Cp * b, dtype)
         self.rowmax = np.empty(b, dtype)
         self.rowsum = np.empty(b, dtype)
         self.z_y = np.empty(b, dtype)
-        self.flat = np.empty(b, np.intp)  # flat index of (i, y_i) in Z
-        self.row_base = np.arange(b, dtype=np.intp) * int(n_cols)
+        self.flat = np.empty(b, np.intp)  # flat index of (y_i, i) in the C x nb block of E^T
+        self.cols = np.arange(b, dtype=np.intp)
         self.e_norm = np.empty(b)
         self.g_norm = np.empty(b)
         self.clip = np.empty(b)
         self.clip_f = np.empty(b, dtype)
         self.proj = np.empty(b)
         self.tmp = np.empty(b)
-        self.ST_block = np.empty((C, D), dtype)
+        self.ST_block = np.empty((self.Cp, D), dtype)
         self.XQ = np.empty((b, m), dtype) if m else None
         self.XQ2 = np.empty((b, m), dtype) if m else None
         self.XU = np.empty((b, r), dtype) if r else None
 
 
+_POOLS: dict = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(n: int):
+    """A persistent thread pool with ``n`` workers (created on first use)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(n)
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="mixdp-release")
+        return pool
+
+
 def release_workspace(block_rows: int, n_cols: int, C: int, D: int, dtype: Any, m: int = 0, r: int = 0) -> ReleaseWorkspace:
     """The calling thread's cached :class:`ReleaseWorkspace` for these sizes (made on first use)."""
-    key = (int(block_rows), int(n_cols), int(C), int(D), np.dtype(dtype), int(m), int(r))
+    key = (int(block_rows), int(n_cols), int(C), int(D), np.dtype(dtype), int(m), int(r), _padded_classes(C))
     cache = getattr(_WORKSPACES, "cache", None)
     if cache is None:
         cache = _WORKSPACES.cache = {}
@@ -308,7 +336,7 @@ def release_workspace(block_rows: int, n_cols: int, C: int, D: int, dtype: Any, 
     if ws is None:
         if len(cache) >= 8:
             cache.clear()
-        ws = cache[key] = ReleaseWorkspace(*key)
+        ws = cache[key] = ReleaseWorkspace(*key[:-1])
     return ws
 
 
@@ -326,6 +354,7 @@ def private_release(
     block_rows: Optional[int] = None,
     ratio_out: Optional[np.ndarray] = None,
     loss_out: Optional[np.ndarray] = None,
+    threads: Optional[int] = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
 
@@ -356,6 +385,9 @@ def private_release(
             without an extra product with ``X``.
         block_rows: rows of ``X`` per block (default :data:`DEFAULT_BLOCK_ROWS`).
         ratio_out, loss_out: optional ``(N,)`` float64 arrays receiving ``ratio`` / ``loss``.
+        threads: worker threads (default 1); each takes a contiguous range of whole blocks
+            with its own buffers and partial sum (run BLAS single-threaded meanwhile). The
+            result equals the 1-thread one up to float rounding of the partial sums.
 
     Returns:
         ``(released, ratio, loss)``: the back-projected noisy sum ``(D, C)``, ``r_i =
@@ -389,80 +421,99 @@ def private_release(
         coef = basis.coef.astype(ft)
         if complement:
             coef_UBM = (coef.astype(np.float64) @ UBM.astype(np.float64)).astype(ft)  # (n_pub, m)
-    ws = release_workspace(b, n_cols, C, D, ft, m, r)
-    ST = np.zeros((C, D), dtype=ft)  # (sum of clipped g_i)^T
     ratio = ratio_out if ratio_out is not None else np.empty(N)
     loss = loss_out if loss_out is not None else np.empty(N)
     x_norm = np.asarray(x_norm, dtype=np.float64)
     y = np.asarray(y)
-    with np.errstate(divide="ignore"):
-        for a in range(0, N, b):
-            nb = min(b, N - a)
-            sl = slice(a, a + nb)
-            Xb = X[sl]
-            Z = ws.Z[:nb]
-            np.matmul(Xb, fused, out=Z)  # forward: reads the block of X (from memory)
-            E = Z[:, :C] if n_cols != C else Z
-            # --- softmax residual, in place: E = softmax(logits) - onehot(y) ---
-            mx, s, zy = ws.rowmax[:nb], ws.rowsum[:nb], ws.z_y[:nb]
-            np.max(E, axis=1, out=mx)
-            np.subtract(E, mx[:, None], out=E)
-            flat = ws.flat[:nb]
-            np.add(ws.row_base[:nb], y[sl], out=flat)
-            Zf = ws.Z.reshape(-1)
-            np.take(Zf, flat, out=zy)
-            np.exp(E, out=E)
-            np.sum(E, axis=1, out=s)
-            lb = loss[sl]
-            np.log(s, out=lb)
-            np.subtract(lb, zy, out=lb)  # -log p_y = log sum exp(z - max) - (z_y - max)
-            np.divide(E, s[:, None], out=E)
-            Zf[flat] -= 1.0
-            # --- per-sample clip factors c_i = min(1, tau / (||x_i|| ||e_i||)) ---
-            en, g, c = ws.e_norm[:nb], ws.g_norm[:nb], ws.clip[:nb]
-            np.einsum("ij,ij->i", E, E, dtype=np.float64, out=en)
-            np.sqrt(en, out=en)
-            np.multiply(x_norm[sl], en, out=g)
-            np.divide(tau, g, out=c)
-            np.minimum(c, 1.0, out=c)
-            cf = ws.clip_f[:nb]
-            cf[...] = c
-            np.multiply(E, cf[:, None], out=E)
-            # --- backward: (c E)^T X_b while X_b is still in cache ---
-            np.matmul(E.T, Xb, out=ws.ST_block)
-            np.add(ST, ws.ST_block, out=ST)
-            # --- r_i = c_i ||U^T x_i|| ||e_i|| / tau ---
-            rb = ratio[sl]
-            if basis is None:
-                np.multiply(c, g, out=rb)  # ||U^T x_i|| = ||x_i||
-            else:
-                pn = ws.proj[:nb]
-                if via_qp:
-                    XU = ws.XU[:nb]
-                    np.matmul(X_Qp[sl], coef, out=XU)
+
+    def rows(lo: int, hi: int) -> np.ndarray:
+        """(sum over rows lo..hi-1 of clipped g_i)^T; fills ratio/loss there."""
+        ws = release_workspace(b, n_cols, C, D, ft, m, r)  # this thread's buffers
+        ST = np.zeros((C, D), dtype=ft)
+        with np.errstate(divide="ignore"):
+            for a in range(lo, hi, b):
+                nb = min(b, hi - a)
+                sl = slice(a, a + nb)
+                Xb = X[sl]
+                Z = ws.Z[:nb]
+                np.matmul(Xb, fused, out=Z)  # forward: reads the block of X (from memory)
+                ETp = ws.ET[: ws.Cp * nb].reshape(ws.Cp, nb)
+                ET = ETp[:C]
+                ETp[C:] = 0.0
+                np.copyto(ET, Z[:, :C].T)
+                # --- softmax residual, in place: E = softmax(logits) - onehot(y) ---
+                mx, s, zy = ws.rowmax[:nb], ws.rowsum[:nb], ws.z_y[:nb]
+                np.maximum.reduce(ET, axis=0, out=mx)
+                np.subtract(ET, mx, out=ET)
+                flat = ws.flat[:nb]
+                np.multiply(y[sl], nb, out=flat)
+                np.add(flat, ws.cols[:nb], out=flat)
+                Ef = ET.reshape(-1)
+                np.take(Ef, flat, out=zy)
+                np.exp(ET, out=ET)
+                np.add.reduce(ET, axis=0, out=s)
+                lb = loss[sl]
+                np.log(s, out=lb)
+                np.subtract(lb, zy, out=lb)  # -log p_y = log sum exp(z - max) - (z_y - max)
+                np.divide(ET, s, out=ET)
+                Ef[flat] -= 1.0
+                # --- per-sample clip factors c_i = min(1, tau / (||x_i|| ||e_i||)) ---
+                en, g, c = ws.e_norm[:nb], ws.g_norm[:nb], ws.clip[:nb]
+                np.einsum("ji,ji->i", ET, ET, dtype=np.float64, out=en)
+                np.sqrt(en, out=en)
+                np.multiply(x_norm[sl], en, out=g)
+                np.divide(tau, g, out=c)
+                np.minimum(c, 1.0, out=c)
+                cf = ws.clip_f[:nb]
+                cf[...] = c
+                np.multiply(ET, cf, out=ET)
+                # --- backward: (c E)^T X_b while X_b is still in cache ---
+                np.matmul(ETp, Xb, out=ws.ST_block)
+                np.add(ST, ws.ST_block[:C], out=ST)
+                # --- r_i = c_i ||U^T x_i|| ||e_i|| / tau ---
+                rb = ratio[sl]
+                if basis is None:
+                    np.multiply(c, g, out=rb)  # ||U^T x_i|| = ||x_i||
                 else:
-                    XU = Z[:, C:]
-                if not complement:
-                    np.einsum("ij,ij->i", XU, XU, dtype=np.float64, out=pn)
-                else:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
-                    XQ = ws.XQ[:nb]
-                    np.matmul(XB[sl], M_f, out=XQ)
+                    pn = ws.proj[:nb]
                     if via_qp:
-                        np.matmul(X_Qp[sl], coef_UBM, out=ws.XQ2[:nb])
-                        np.subtract(XQ, ws.XQ2[:nb], out=XQ)
-                    elif XU.shape[1] > 0:
-                        np.matmul(XU, UBM, out=ws.XQ2[:nb])
-                        np.subtract(XQ, ws.XQ2[:nb], out=XQ)
-                    t = ws.tmp[:nb]
-                    np.einsum("ij,ij->i", XQ, XQ, dtype=np.float64, out=t)
-                    np.square(x_norm[sl], out=pn)
-                    np.subtract(pn, t, out=pn)
-                    np.maximum(pn, 0.0, out=pn)
-                np.sqrt(pn, out=pn)
-                np.multiply(c, pn, out=rb)
-                np.multiply(rb, en, out=rb)
-            np.divide(rb, tau, out=rb)
-            np.minimum(rb, 1.0, out=rb)
+                        XU = ws.XU[:nb]
+                        np.matmul(X_Qp[sl], coef, out=XU)
+                    else:
+                        XU = Z[:, C:]
+                    if not complement:
+                        np.einsum("ij,ij->i", XU, XU, dtype=np.float64, out=pn)
+                    else:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
+                        XQ = ws.XQ[:nb]
+                        np.matmul(XB[sl], M_f, out=XQ)
+                        if via_qp:
+                            np.matmul(X_Qp[sl], coef_UBM, out=ws.XQ2[:nb])
+                            np.subtract(XQ, ws.XQ2[:nb], out=XQ)
+                        elif XU.shape[1] > 0:
+                            np.matmul(XU, UBM, out=ws.XQ2[:nb])
+                            np.subtract(XQ, ws.XQ2[:nb], out=XQ)
+                        t = ws.tmp[:nb]
+                        np.einsum("ij,ij->i", XQ, XQ, dtype=np.float64, out=t)
+                        np.square(x_norm[sl], out=pn)
+                        np.subtract(pn, t, out=pn)
+                        np.maximum(pn, 0.0, out=pn)
+                    np.sqrt(pn, out=pn)
+                    np.multiply(c, pn, out=rb)
+                    np.multiply(rb, en, out=rb)
+                np.divide(rb, tau, out=rb)
+                np.minimum(rb, 1.0, out=rb)
+        return ST
+
+    n_threads = max(1, min(int(threads or 1), -(-N // b)))
+    if n_threads == 1:
+        ST = rows(0, N)
+    else:  # contiguous row ranges (whole blocks) per thread; partial sums added in order
+        per = -(-(-(-N // b)) // n_threads) * b
+        bounds = [(lo, min(N, lo + per)) for lo in range(0, N, per)]
+        parts = list(_pool(len(bounds)).map(lambda lh: rows(*lh), bounds))
+        ST = parts[0]
+        for P in parts[1:]:
+            ST += P
     S = ST.T
     noisy = S if noise is None else S + noise
     if basis is not None:

@@ -305,6 +305,7 @@ class ReleaseWorkspace:
         self.clip_f = np.empty(b, dtype)
         self.proj = np.empty(b)
         self.tmp = np.empty(b)
+        self.sq_f = np.empty(b, dtype)
         self.ST_block = np.empty((self.Cp, D), dtype)
         self.XQ = np.empty((b, m), dtype) if m else None
         self.XQ2 = np.empty((b, m), dtype) if m else None
@@ -370,8 +371,9 @@ def private_release(
     product right after the forward one, so each block of ``X`` is read from memory once per
     step (one pass over ``X``); the softmax, clip factors and projection norms work in place
     in block-sized buffers (:class:`ReleaseWorkspace`, cached per thread and reused across
-    steps). Computation is in ``X``'s floating dtype (float32 for float32 features);
-    norms and clip factors are computed in float64.
+    steps). Computation is in ``X``'s floating dtype (float32 for float32 features); the
+    per-sample squared norms are summed in that dtype, their square roots, the clip factors
+    and ``ratio`` are float64.
 
     Args:
         X, y: normalized private rows and labels.
@@ -459,7 +461,11 @@ def private_release(
                 Ef[flat] -= 1.0
                 # --- per-sample clip factors c_i = min(1, tau / (||x_i|| ||e_i||)) ---
                 en, g, c = ws.e_norm[:nb], ws.g_norm[:nb], ws.clip[:nb]
-                np.einsum("ji,ji->i", ET, ET, dtype=np.float64, out=en)
+                if ft == np.float64:
+                    np.einsum("ji,ji->i", ET, ET, out=en)
+                else:  # float32 sum of C squares (a few ulp), then float64
+                    np.einsum("ji,ji->i", ET, ET, out=ws.sq_f[:nb])
+                    en[...] = ws.sq_f[:nb]
                 np.sqrt(en, out=en)
                 np.multiply(x_norm[sl], en, out=g)
                 np.divide(tau, g, out=c)
@@ -482,7 +488,11 @@ def private_release(
                     else:
                         XU = Z[:, C:]
                     if not complement:
-                        np.einsum("ij,ij->i", XU, XU, dtype=np.float64, out=pn)
+                        if ft == np.float64:
+                            np.einsum("ij,ij->i", XU, XU, out=pn)
+                        else:
+                            np.einsum("ij,ij->i", XU, XU, out=ws.sq_f[:nb])
+                            pn[...] = ws.sq_f[:nb]
                     else:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
                         XQ = ws.XQ[:nb]
                         np.matmul(XB[sl], M_f, out=XQ)
@@ -493,7 +503,11 @@ def private_release(
                             np.matmul(XU, UBM, out=ws.XQ2[:nb])
                             np.subtract(XQ, ws.XQ2[:nb], out=XQ)
                         t = ws.tmp[:nb]
-                        np.einsum("ij,ij->i", XQ, XQ, dtype=np.float64, out=t)
+                        if ft == np.float64:
+                            np.einsum("ij,ij->i", XQ, XQ, out=t)
+                        else:
+                            np.einsum("ij,ij->i", XQ, XQ, out=ws.sq_f[:nb])
+                            t[...] = ws.sq_f[:nb]
                         np.square(x_norm[sl], out=pn)
                         np.subtract(pn, t, out=pn)
                         np.maximum(pn, 0.0, out=pn)

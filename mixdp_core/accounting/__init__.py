@@ -68,8 +68,10 @@ from .events import (
 )
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gdp_mu_for_budget
 from .pdp import pdp_epsilon, pdp_ratio_sq
+from .tradeoff import approx_dp_max_tpr, gdp_max_tpr, max_tpr, tradeoff_sentence
 
 __all__ = [
+    "approx_dp_max_tpr", "gdp_max_tpr", "max_tpr", "tradeoff_sentence",
     "ACCOUNTANTS",
     "AccountingError",
     "BudgetError",

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, MixDPError, UnknownNameError
+from ._common import Progress, fail, number, pairs
 
 #: Keys of the ``--json`` summary, in order.
 SUMMARY_KEYS = (
@@ -30,12 +31,6 @@ SUMMARY_KEYS = (
 )
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Argument parser whose errors are one line (no usage block), exit status 2."""
-
-    def error(self, message: str):  # noqa: D102
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``train`` sub-command to ``subparsers`` (from ``add_subparsers()``)."""
@@ -44,8 +39,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="train one method on one dataset and record the run",
         description=__doc__.split("\n\n")[0],
     )
-    # the parser class is chosen by the parent; make its errors one line all the same
-    p.error = _OneLineParser.error.__get__(p)
     a = p.add_argument
     a("--dataset", default="digits", help="dataset spec (see `mixdp datasets`), default digits")
     a("--encoder", default="pixels", help="feature extractor (see `mixdp encoders`), default pixels")
@@ -69,46 +62,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--reuse", action="store_true", help="reuse a completed identical run instead of training again")
     a("--json", action="store_true", help="print exactly one JSON object on stdout")
     a("--no-progress", action="store_true", help="no progress bars on stderr")
-    p.set_defaults(func=main)
+    p.set_defaults(func=run)
     return p
-
-
-def _number(field: str, text: Any, kind: type, allowed: str) -> Any:
-    if text is None:
-        return None
-    try:
-        if kind is int:
-            v = float(text)
-            if not v.is_integer():
-                raise ValueError
-            return int(v)
-        v = float(text)
-        if math.isnan(v):
-            raise ValueError
-        return v
-    except (TypeError, ValueError):
-        raise ConfigError(field, f"must be {allowed}, got {text!r}") from None
-
-
-def _pairs(field: str, items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for it in items:
-        key, sep, val = it.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(field, f"must look like KEY=VALUE, got {it!r}")
-        try:
-            out[key.strip()] = json.loads(val)
-        except ValueError:
-            out[key.strip()] = val
-    return out
 
 
 def build_config(args: argparse.Namespace):
     """The :class:`~mixdp_core.runs.runner.RunConfig` described by parsed ``args``."""
-    from .runner import RunConfig
+    from ..runs.runner import RunConfig
 
-    params = _pairs("param", args.param)
-    sigma = _number("noise_multiplier", args.noise_multiplier, float, "a number > 0")
+    params = pairs("param", args.param)
+    sigma = number("noise_multiplier", args.noise_multiplier, float, "a number > 0")
     if sigma is not None:
         if not sigma > 0 or math.isinf(sigma):
             raise ConfigError("noise_multiplier", f"must be a finite number > 0, got {args.noise_multiplier!r}")
@@ -117,57 +80,17 @@ def build_config(args: argparse.Namespace):
         dataset=args.dataset,
         encoder=args.encoder,
         method=args.method,
-        seed=_number("seed", args.seed, int, "an integer >= 0"),
-        target_epsilon=_number("epsilon", args.epsilon, float, "a number > 0"),
-        target_delta=_number("delta", args.delta, float, "a number in (0, 1)"),
-        public_per_class=_number("public_per_class", args.public_per_class, int, "an integer >= 1"),
-        imbalance_ratio=_number("imbalance_ratio", args.imbalance_ratio, float, "a number >= 1"),
+        seed=number("seed", args.seed, int, "an integer >= 0"),
+        target_epsilon=number("epsilon", args.epsilon, float, "a number > 0"),
+        target_delta=number("delta", args.delta, float, "a number in (0, 1)"),
+        public_per_class=number("public_per_class", args.public_per_class, int, "an integer >= 1"),
+        imbalance_ratio=number("imbalance_ratio", args.imbalance_ratio, float, "a number >= 1"),
         public_from=args.public_from,
         method_params=params,
         dataset_root=args.dataset_root,
-        dataset_kwargs=_pairs("dataset_arg", args.dataset_arg),
-        encoder_kwargs=_pairs("encoder_arg", args.encoder_arg),
+        dataset_kwargs=pairs("dataset_arg", args.dataset_arg),
+        encoder_kwargs=pairs("encoder_arg", args.encoder_arg),
     )
-
-
-class _Progress:
-    """tqdm bars on stderr: one for feature extraction, one for training steps."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.bars: dict[str, Any] = {}
-
-    def _bar(self, name: str, total: int):
-        from tqdm.auto import tqdm
-
-        bar = self.bars.get(name)
-        if bar is None:
-            bar = self.bars[name] = tqdm(total=total, desc=name, file=sys.stderr, leave=False,
-                                         dynamic_ncols=True)
-        if total and bar.total != total:
-            bar.total = total
-        return bar
-
-    def features(self, split: str, done: int, total: int) -> None:
-        if self.enabled:
-            bar = self._bar(f"encode {split}", total)
-            bar.update(done - bar.n)
-
-    def step(self, rec: Any) -> None:
-        if self.enabled:
-            bar = self._bar("train", rec.total_steps)
-            bar.update(rec.step - bar.n)
-            post = {}
-            if rec.epsilon_spent is not None:
-                post["eps"] = f"{rec.epsilon_spent:.3g}"
-            if rec.test_error is not None:
-                post["err"] = f"{rec.test_error:.3f}"
-            if post:
-                bar.set_postfix(post, refresh=False)
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
 
 
 def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
@@ -180,22 +103,17 @@ def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     return out
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"mixdp train: error: {message}", file=sys.stderr)
-    return code
-
-
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run the ``train`` sub-command; returns the exit status (0 ok, 1 run failed, 2 bad args)."""
-    from .runner import execute
-    from .store import RunStore
+    from ..runs.runner import execute
+    from ..runs.store import RunStore
 
     try:
         config = build_config(args)
     except (ConfigError, UnknownNameError, TypeError) as e:
-        return _fail(str(e), 2)
+        return fail("mixdp train", str(e), 2)
     store = RunStore(args.store)
-    prog = _Progress(not args.no_progress)
+    prog = Progress(not args.no_progress)
     before = {r.run_id for r in store.list_runs(config_hash=config.config_hash(), status="completed")} \
         if args.reuse else set()
     try:
@@ -204,13 +122,13 @@ def main(args: argparse.Namespace) -> int:
                              progress=prog.features, reuse=args.reuse, label=args.label)
     except KeyboardInterrupt:
         prog.close()
-        return _fail("interrupted; the run is marked failed", 130)
+        return fail("mixdp train", "interrupted; the run is marked failed", 130)
     except (ConfigError, UnknownNameError) as e:
         prog.close()
-        return _fail(str(e), 2)
+        return fail("mixdp train", str(e), 2)
     except MixDPError as e:
         prog.close()
-        return _fail(str(e), 1)
+        return fail("mixdp train", str(e), 1)
     prog.close()
     rec = store.get_run(run_id)
     out = summary(rec, store_root=str(store.root), reused=run_id in before)

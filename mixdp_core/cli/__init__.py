@@ -1,0 +1,58 @@
+"""``mixdp`` command line: one parser, one progress helper, one module per command.
+
+Each command lives in its own module of this package, which exposes
+``add_parser(subparsers)``; that function adds the sub-command and sets ``func`` to the
+function that runs it (``func(args) -> exit status``). :data:`COMMANDS` lists them in the
+order ``mixdp --help`` shows. Heavy libraries are imported inside the ``func``\\ s, so
+``mixdp --help`` and argument errors stay fast.
+
+Bad arguments give a one-line error naming the field and the allowed values (exit status
+2); progress goes to stderr (tqdm), results to stdout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Sequence
+
+from ..errors import MixDPError
+from ..registry import Registry
+from ._common import OneLineParser
+
+#: Sub-command name -> module (relative to this package) that defines it.
+COMMANDS: Registry[str] = Registry("command")
+for _name, _module in (
+    ("datasets", "listing"), ("encoders", "listing"), ("methods", "listing"),
+    ("encode", "encode"), ("train", "train"),
+):
+    COMMANDS.add(_name, _module)
+
+
+def build_parser() -> OneLineParser:
+    """The ``mixdp`` parser with every registered sub-command."""
+    p = OneLineParser(prog="mixdp", description="MixDP Explorer: mixed public/private differentially private learning.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    done: set[str] = set()
+    for module in COMMANDS.items():
+        mod = module[1]
+        if mod in done:
+            continue
+        done.add(mod)
+        importlib.import_module(f"{__name__}.{mod}").add_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mixdp`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    prog = f"mixdp {args.command}"
+    try:
+        return int(args.func(args) or 0)
+    except MixDPError as e:
+        sys.stderr.write(f"{prog}: error: {e}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{prog}: interrupted\n")
+        return 130

@@ -1,0 +1,126 @@
+"""What every ``mixdp`` sub-command shares: the one-line parser, argument parsing, progress.
+
+* :class:`OneLineParser`: argparse whose errors are one line, ``mixdp <cmd>: error: <field>:
+  <what is allowed>``, exit status 2 (no usage block).
+* :func:`number`, :func:`pairs`: parse text arguments into numbers / ``KEY=VALUE`` dicts,
+  raising :class:`~mixdp_core.errors.ConfigError` that names the field.
+* :class:`Progress`: the tqdm bars (on stderr; stdout is reserved for results) used by
+  ``encode``, ``train`` and every command that trains or extracts.
+* :func:`fail`: print the one-line error and return the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from ..errors import ConfigError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Argument parser whose errors are one line (no usage block), exit status 2."""
+
+    def error(self, message: str):  # noqa: D102
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def fail(prog: str, message: str, code: int) -> int:
+    """Print ``<prog>: error: <message>`` on stderr and return ``code``."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code
+
+
+def number(field: str, text: Any, kind: type, allowed: str) -> Any:
+    """``text`` as an ``int`` or ``float`` (``None`` stays ``None``).
+
+    Raises:
+        ConfigError: ``text`` is not a number of that kind (NaN is refused), naming ``field``
+            and ``allowed``.
+    """
+    if text is None:
+        return None
+    try:
+        if kind is int:
+            v = float(text)
+            if not v.is_integer():
+                raise ValueError
+            return int(v)
+        v = float(text)
+        if math.isnan(v):
+            raise ValueError
+        return v
+    except (TypeError, ValueError, OverflowError):
+        raise ConfigError(field, f"must be {allowed}, got {text!r}") from None
+
+
+def number_list(field: str, text: Any, kind: type, allowed: str) -> list[Any]:
+    """A comma-separated list of numbers (e.g. ``--epsilons 0.5,1,3``); see :func:`number`."""
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise ConfigError(field, f"must be a comma-separated list of {allowed}, got {text!r}")
+    return [number(field, t, kind, allowed) for t in items]
+
+
+def pairs(field: str, items: list[str]) -> dict[str, Any]:
+    """``["k=v", ...]`` as a dict; each value parsed as JSON, else kept as a string."""
+    out: dict[str, Any] = {}
+    for it in items:
+        key, sep, val = it.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(field, f"must look like KEY=VALUE, got {it!r}")
+        try:
+            out[key.strip()] = json.loads(val)
+        except ValueError:
+            out[key.strip()] = val
+    return out
+
+
+class Progress:
+    """tqdm bars on stderr, one per named task (feature extraction, training steps, runs).
+
+    Args:
+        enabled: ``False`` draws nothing (``--no-progress``, or ``--json`` pipelines).
+    """
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.bars: dict[str, Any] = {}
+
+    def bar(self, name: str, total: int, unit: str = "it"):
+        """The bar called ``name`` (created on first use; its total follows ``total``)."""
+        from tqdm.auto import tqdm
+
+        b = self.bars.get(name)
+        if b is None:
+            b = self.bars[name] = tqdm(total=total, desc=name, unit=unit, file=sys.stderr, leave=False,
+                                       dynamic_ncols=True, disable=not self.enabled)
+        if total and b.total != total:
+            b.total = total
+        return b
+
+    def features(self, split: str, done: int, total: int) -> None:
+        """Feature-extraction callback ``(split, done, total)``."""
+        if self.enabled:
+            b = self.bar(f"encode {split}", total, unit="img")
+            b.update(done - b.n)
+
+    def step(self, rec: Any) -> None:
+        """Training callback: a :class:`~mixdp_core.methods.base.StepRecord`."""
+        if self.enabled:
+            b = self.bar("train", rec.total_steps, unit="step")
+            b.update(rec.step - b.n)
+            post = {}
+            if rec.epsilon_spent is not None:
+                post["eps"] = f"{rec.epsilon_spent:.3g}"
+            if rec.test_error is not None:
+                post["err"] = f"{rec.test_error:.3f}"
+            if post:
+                b.set_postfix(post, refresh=False)
+
+    def close(self) -> None:
+        for b in self.bars.values():
+            b.close()
+        self.bars.clear()

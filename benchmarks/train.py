@@ -324,7 +324,19 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
         return run
 
     out: dict = {"n": n, "d": d, "c": c, "timer_1thread": "process CPU time", "repeats": repeats}
-    ratios: dict = {k: [] for k in ("noisygd", "adamix", "noisygd_before", "adamix_before")}
+    ratios: dict = {k: [] for k in ("noisygd", "adamix", "noisygd_before", "adamix_before", "two_gemm", "two_gemm_in_cache")}
+    R = np.random.default_rng(1).standard_normal((n, c), dtype=np.float32)
+    bh = min(512, n)
+    Xh, Zh, Th, Eh = X[:bh].copy(), np.empty((bh, c), np.float32), np.empty((c, d), np.float32), R[:bh].T.copy()
+
+    def two_gemm():  # the "plain numpy 2-GEMM": X @ W and (R^T X)
+        X @ W0
+        R.T @ X
+
+    def two_gemm_in_cache():  # both products on one cached block, n rows in all: compute floor
+        for _ in range(n // bh):
+            np.matmul(Xh, W0, out=Zh)
+            np.matmul(Eh, Xh, out=Th)
     opacus_ratio = []
     with threadpoolctl.threadpool_limits(1):
         epoch = _opacus_epoch_fn(prob, physical) if opacus_repeats else None
@@ -334,13 +346,19 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
                 ratios[name].append(_cpu_steps(run_with(fast, opts)) / fl)
                 fl = _stream_cpu(X)
                 ratios[name + "_before"].append(_cpu_steps(run_with(private_release_v0, opts)) / fl)
+            for name, f in (("two_gemm", two_gemm), ("two_gemm_in_cache", two_gemm_in_cache)):
+                fl = _stream_cpu(X)
+                a = time.process_time()
+                f()
+                ratios[name].append((time.process_time() - a) / fl)
             if epoch is not None and r < opacus_repeats:
                 step = _cpu_steps(run_with(fast, variants["noisygd"]))
                 a = time.process_time()
                 epoch()
                 opacus_ratio.append((time.process_time() - a) / step)
         for name, v in ratios.items():
-            out[f"step_over_stream_floor_{name}"] = float(np.median(v))
+            key = f"{name}_over_stream" if name.startswith("two_gemm") else f"step_over_stream_floor_{name}"
+            out[key] = float(np.median(v))
         out["opacus_epoch_over_step"] = float(np.median(opacus_ratio)) if opacus_ratio else None
 
         # block size of the release (1 thread, CPU time), interleaved with the stream

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -327,6 +328,30 @@ def _pool(n: int):
         return pool
 
 
+_SIDE_BY_SIDE: dict = {}
+
+
+def _side_by_side(A: np.ndarray, B: np.ndarray, dtype: Any) -> np.ndarray:
+    """``[A | B]`` as one C-contiguous array, built once per pair of arrays (a run's cached
+    ``X B`` and ``X Q_p``) and kept while both live. The arrays must not change in place."""
+    key = (id(A), id(B), np.dtype(dtype))
+    with _POOLS_LOCK:
+        hit = _SIDE_BY_SIDE.get(key)
+        if hit is not None and hit[0]() is A and hit[1]() is B:
+            return hit[2]
+    out = np.concatenate([np.asarray(A, dtype=dtype), np.asarray(B, dtype=dtype)], axis=1)
+    try:
+        drop = lambda _r, k=key: _SIDE_BY_SIDE.pop(k, None)  # noqa: E731
+        entry = (weakref.ref(A, drop), weakref.ref(B, drop), out)
+    except TypeError:  # not weak-referenceable (e.g. a memmap subclass): no caching
+        return out
+    with _POOLS_LOCK:
+        if len(_SIDE_BY_SIDE) >= 4:
+            _SIDE_BY_SIDE.clear()
+        _SIDE_BY_SIDE[key] = entry
+    return out
+
+
 def release_workspace(block_rows: int, n_cols: int, C: int, D: int, dtype: Any, m: int = 0, r: int = 0) -> ReleaseWorkspace:
     """The calling thread's cached :class:`ReleaseWorkspace` for these sizes (made on first use)."""
     key = (int(block_rows), int(n_cols), int(C), int(D), np.dtype(dtype), int(m), int(r), _padded_classes(C))
@@ -422,7 +447,11 @@ def private_release(
     if via_qp:
         coef = basis.coef.astype(ft)
         if complement:
-            coef_UBM = (coef.astype(np.float64) @ UBM.astype(np.float64)).astype(ft)  # (n_pub, m)
+            # X Q = [X B | X Q_p] [[R^-1], [-coef U_r^T B R^-1]]: one product per block with a
+            # cached (N, m + n_pub) side by side copy of the two cached matrices
+            coef_UBM = coef.astype(np.float64) @ UBM.astype(np.float64)  # (n_pub, m)
+            M_cat = np.concatenate([M, -coef_UBM], axis=0).astype(ft)
+            XB_Qp = _side_by_side(XB, X_Qp, ft)
     ratio = ratio_out if ratio_out is not None else np.empty(N)
     loss = loss_out if loss_out is not None else np.empty(N)
     x_norm = np.asarray(x_norm, dtype=np.float64)
@@ -482,10 +511,10 @@ def private_release(
                     np.multiply(c, g, out=rb)  # ||U^T x_i|| = ||x_i||
                 else:
                     pn = ws.proj[:nb]
-                    if via_qp:
+                    if via_qp and not complement:
                         XU = ws.XU[:nb]
                         np.matmul(X_Qp[sl], coef, out=XU)
-                    else:
+                    elif not via_qp:
                         XU = Z[:, C:]
                     if not complement:
                         if ft == np.float64:
@@ -495,11 +524,11 @@ def private_release(
                             pn[...] = ws.sq_f[:nb]
                     else:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
                         XQ = ws.XQ[:nb]
-                        np.matmul(XB[sl], M_f, out=XQ)
                         if via_qp:
-                            np.matmul(X_Qp[sl], coef_UBM, out=ws.XQ2[:nb])
-                            np.subtract(XQ, ws.XQ2[:nb], out=XQ)
-                        elif XU.shape[1] > 0:
+                            np.matmul(XB_Qp[sl], M_cat, out=XQ)
+                        else:
+                            np.matmul(XB[sl], M_f, out=XQ)
+                        if not via_qp and XU.shape[1] > 0:
                             np.matmul(XU, UBM, out=ws.XQ2[:nb])
                             np.subtract(XQ, ws.XQ2[:nb], out=XQ)
                         t = ws.tmp[:nb]

@@ -263,10 +263,13 @@ def projection_basis(
     return ProjectionBasis("complement", U_r.astype(np.float32), int(k), Q=Q.astype(np.float32), B=B, R=R, coef=_coef(r))
 
 
-#: Rows of ``X`` per block in :func:`private_release` (chosen by ``benchmarks/train.py``,
-#: section ``blocks``: the block must stay in cache between the forward and the backward
-#: product, and be large enough that the per-block numpy calls are amortized).
-DEFAULT_BLOCK_ROWS = 512
+#: Rows of ``X`` per block in :func:`private_release`: the block must stay in cache between
+#: the forward and the backward product, and be large enough that the per-block numpy calls
+#: are amortized. Measured (``benchmarks/train.py``, key ``release_over_stream_by_block_rows``;
+#: 50,000 x 1,280, C = 10, 1 thread, medians of 15 interleaved rounds): 128: 5.85x,
+#: 256: 5.09x, 384: 4.85x, 512: 5.27x, 768: 5.08x, 1024: 4.97x, 2048: 5.30x, 4096: 5.33x the
+#: streaming pass; 256-1024 are within the noise of a shared machine, 128 and >= 2048 worse.
+DEFAULT_BLOCK_ROWS = 384
 
 _WORKSPACES = threading.local()
 

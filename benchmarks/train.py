@@ -292,8 +292,10 @@ def _stream_cpu(X, reps=3):
     return min(ts)
 
 
-def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, blocks=(256, 512, 1024, 2048)):
+def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, blocks=(256, 512, 1024, 2048),
+                 sub_repeats=None):
     """Issue-13 ratios; returns the JSON dict (see module docstring)."""
+    sub_repeats = max(3, repeats // 2) if sub_repeats is None else int(sub_repeats)
     import json
 
     import threadpoolctl
@@ -365,7 +367,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
         W = np.ascontiguousarray(W0)
         xn = row_norms(X)
         by_block = {b: [] for b in blocks}
-        for r in range(max(3, repeats // 2)):
+        for r in range(sub_repeats):
             for b in blocks:
                 fl = _stream_cpu(X)
                 a = time.process_time()
@@ -378,7 +380,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
 
         # threads of the release (wall time on both sides: CPU time cannot show a speed-up)
         by_threads = {1: [], 2: []}
-        for r in range(max(3, repeats // 2)):
+        for r in range(sub_repeats):
             for t in by_threads:
                 a = time.perf_counter()
                 X.sum()
@@ -401,7 +403,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
         if torch is not None:
             torch.set_num_threads(1)
             tr = []
-            for r in range(max(3, repeats // 2)):
+            for r in range(sub_repeats):
                 a = time.process_time()
                 private_release(X, y, W, 0.5, None, x_norm=xn)
                 t_np = time.process_time() - a
@@ -412,7 +414,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             if torch.cuda.is_available():
                 torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cuda")  # warm-up + copy of X
                 tc = []
-                for r in range(max(3, repeats // 2)):
+                for r in range(sub_repeats):
                     a = time.perf_counter()
                     X.sum()
                     fl = time.perf_counter() - a
@@ -470,7 +472,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     only = set(a.only.split(","))
     if a.tiny:
-        r = bench_ratios(400, 32, 10, repeats=2, steps=3, opacus_repeats=1, physical=200, blocks=(64, 128))
+        r = bench_ratios(300, 16, 10, repeats=1, steps=3, opacus_repeats=1, physical=300, blocks=(64, 128), sub_repeats=1)
         print(json.dumps(r, sort_keys=True))
         return
     n = N // 10 if a.quick else N

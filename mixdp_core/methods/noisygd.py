@@ -271,6 +271,9 @@ def projection_basis(
 #: streaming pass; 256-1024 are within the noise of a shared machine, 128 and >= 2048 worse.
 DEFAULT_BLOCK_ROWS = 384
 
+#: Without ``block_rows``, an ``X`` of at most this many bytes is processed as one block.
+SINGLE_BLOCK_BYTES = 2 << 20
+
 _WORKSPACES = threading.local()
 
 #: The backward product ``(c E)^T X_b`` is taken with ``E^T`` padded by zero rows to a multiple
@@ -413,7 +416,8 @@ def private_release(
         XB: cached ``X @ basis.B`` (``complement`` mode); computed if missing.
         X_Qp: cached ``X @ Q_p`` (``N x n_pub``); with ``basis.coef`` it gives ``X U_r``
             without an extra product with ``X``.
-        block_rows: rows of ``X`` per block (default :data:`DEFAULT_BLOCK_ROWS`).
+        block_rows: rows of ``X`` per block (default :data:`DEFAULT_BLOCK_ROWS`, or all rows
+            when ``X`` has at most :data:`SINGLE_BLOCK_BYTES`).
         ratio_out, loss_out: optional ``(N,)`` float64 arrays receiving ``ratio`` / ``loss``.
         threads: worker threads (default 1); each takes a contiguous range of whole blocks
             with its own buffers and partial sum (run BLAS single-threaded meanwhile). The
@@ -426,7 +430,9 @@ def private_release(
     N, D = X.shape
     C = W.shape[1]
     ft = np.result_type(X.dtype, np.float32)
-    b = max(1, int(block_rows if block_rows is not None else DEFAULT_BLOCK_ROWS))
+    if block_rows is None:  # a small X is one block: fewer numpy calls, it fits in cache anyway
+        block_rows = N if N * D * np.dtype(ft).itemsize <= SINGLE_BLOCK_BYTES else DEFAULT_BLOCK_ROWS
+    b = max(1, int(block_rows))
     b = min(b, max(N, 1))
     tau = float(tau)
     if x_norm is None:

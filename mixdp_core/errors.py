@@ -6,6 +6,8 @@ range, so the CLI and the app can show it as a one-line message.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class MixDPError(Exception):
     """Base class of all errors raised deliberately by ``mixdp_core``."""
@@ -26,6 +28,35 @@ class ConfigError(MixDPError, ValueError):
 
 class DataError(MixDPError, ValueError):
     """Input data is malformed (NaN features, empty class, corrupt image, bad archive...)."""
+
+
+class CorruptImageError(DataError):
+    """An image file could not be decoded. ``path`` names the file.
+
+    Raised by the image sources of :mod:`mixdp_core.data` and the encoders; defined here so
+    that encoders need not import the data layer.
+    """
+
+    def __init__(self, path: str | Path, reason: str = ""):
+        self.path = str(path)
+        super().__init__(f"corrupt or non-image file {self.path}" + (f": {reason}" if reason else ""))
+
+
+class BudgetError(ConfigError):
+    """The privacy budget cannot be met with the other, fixed, parameters.
+
+    Raised by the calibration functions of :mod:`mixdp_core.accounting`, e.g. when
+    ``target_epsilon`` is so small that even a single step at the given noise multiplier
+    spends more than it. ``field`` names the budget field the user should change
+    (``"epsilon"`` by default); the message says by how much.
+    """
+
+
+class AccountingError(MixDPError, RuntimeError):
+    """A numerical accountant (PRV, PLD) failed on the given inputs.
+
+    The message names the accountant and suggests a fallback (usually ``accountant="rdp"``).
+    """
 
 
 class WeightsUnavailableError(MixDPError, RuntimeError):

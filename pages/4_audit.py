@@ -1,9 +1,13 @@
-"""Privacy audit: per-instance ε of a run, membership-attack ROC, and the run's δ(ε) curve."""
+"""Privacy audit: theory vs attacks, empirical ε lower bounds, per-instance ε (owner only)."""
 
 import streamlit as st
 
+from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts
 from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id
+from mixdp_core.app_support.audit import (
+    ATTACK_LABELS, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
+)
 
 manager = page_setup("Privacy audit")
 store = manager.store
@@ -25,13 +29,78 @@ rec = by_id[rid]
 m = rec.metrics
 arrays = store.load_artifacts(rid)
 target = rec.target_epsilon if m.get("private") else None
+report = run_report(m)
 
 st.markdown(f"**{rec.method}** on {rec.dataset} · {rec.encoder}: test error {100 * m['test_error']:.1f} %, "
             + (f"ε = {m['epsilon']:.3g} at δ = {m['delta']:.0e}" if m.get("epsilon") is not None
                else "no DP guarantee (ε = ∞)" if m.get("method") not in ("only_public", "zero_shot")
                else "private data never read"))
 
-st.subheader("Per-instance privacy")
+# ------------------------------------------------------------------ theory vs attack
+st.subheader("What the guarantee allows vs what attacks achieve")
+from mixdp_core.runs.audits import AuditStore  # noqa: E402
+
+audits = AuditStore(store)
+with st.form("audit_form"):
+    c1, c2, c3, c4 = st.columns(4)
+    attack = c1.selectbox("Attack", list(ATTACK_LABELS), format_func=ATTACK_LABELS.get, key="audit_attack")
+    K = c2.number_input("Reference models (LiRA/RMIA)", 2, 64, 8, key="audit_k")
+    trials = c3.number_input("Trials (canary audits)", 4, 20000, 1000, key="audit_trials")
+    canaries = c4.number_input("Canaries per training", 10, 5000, 1000, key="audit_canaries")
+    go = st.form_submit_button("Run audit")
+if go:
+    ok, why = attack_available(rec, attack)
+    if not ok:
+        st.error(why)
+    else:
+        bar = st.progress(0.0, text="training the audited method…")
+
+        def progress(done, total):
+            bar.progress(done / max(total, 1), text=f"{done}/{total} trainings")
+
+        run_stored_audit(store, rec, attack=attack, reference_models=int(K), trials=int(trials),
+                         canaries=int(canaries), progress=progress)
+        bar.empty()
+
+stored = audits_for_run(audits, rec)
+rocs = {}
+if "mia_fpr" in arrays:
+    rocs["loss attack (class-matched)" if m.get("mia_class_matched") else "loss attack (unmatched, old run)"] = (
+        arrays["mia_fpr"], arrays["mia_tpr"])
+for a in stored:
+    for name, curve in audits.rocs(a.audit_id).items():
+        rocs.setdefault(f"{name} [{a.audit_id[-6:]}]", curve)
+log_axes = st.toggle("log–log axes (low false-positive regime)", value=True, key="audit_log")
+st.plotly_chart(charts.theory_vs_attack_figure(report, rocs, log=log_axes), key="audit_theory", width="stretch",
+                config=charts.PLOTLY_CONFIG)
+st.markdown(f"### {tradeoff_sentence(report, 0.01)}")
+st.caption("Black line: the best trade-off *any* attack can reach under this run's guarantee "
+           "(accounting.max_tpr). Coloured lines: measured attacks. A measured curve above the black line "
+           "would mean a privacy bug.")
+
+if stored:
+    st.subheader("Audits of this run")
+    rows = audit_rows(stored)
+    st.dataframe(rows, key="audit_table", hide_index=True)
+    for a in stored:
+        s = a.summary
+        if s.get("alarm"):
+            st.error(f"ALARM ({s.get('attack')}): the empirical lower bound "
+                     f"ε ≥ {s.get('empirical_epsilon_lower'):.3g} (or μ ≥ {s.get('empirical_mu_lower') or 0:.3g}) "
+                     f"exceeds the claimed ε = {s.get('claimed_epsilon'):.3g}: the mechanism or its accounting "
+                     "is wrong.")
+    st.caption("Lower bounds hold with the stated confidence (exact Clopper–Pearson intervals, threshold chosen "
+               "on a separate half of the trials, or the one-run bound of Steinke et al. 2023). "
+               "A lower bound below the claim does not prove the claim; it only fails to refute it.")
+else:
+    st.info("No audit of this run yet: pick an attack above. White-box Dirac canaries give the tightest bounds "
+            "for the NoisyGD family; LiRA measures what a realistic attacker gets.")
+note("attack_auc", "What is attack AUC?")
+
+# ------------------------------------------------------------------ pDP
+st.subheader("Per-instance privacy (owner only)")
+st.caption("Per-instance ε is computed from the private data along the realised run: a diagnostic for the data "
+           "owner, **not a released guarantee**; publishing it leaks information.")
 eps_i = arrays.get("pdp_epsilon")
 if eps_i is not None and len(eps_i):
     a, b = st.columns(2)
@@ -41,21 +110,8 @@ if eps_i is not None and len(eps_i):
                f"5–95 % range {m.get('pdp_epsilon_q05', float('nan')):.3g} – {m.get('pdp_epsilon_q95', float('nan')):.3g}, "
                f"max {m.get('pdp_epsilon_max', float('nan')):.3g} (target {rec.target_epsilon:g}).")
 else:
-    st.info("This method has no per-instance accounting (pDP is computed for NoisyGD-type methods, "
-            "whose per-sample gradient norms are known at every step).")
+    st.info(f"No per-instance ε for {rec.method}: {pdp_unavailable_reason(rec.method)}")
 note("pdp", "What is per-instance DP?")
-
-st.subheader("Membership-inference attack")
-c1, c2 = st.columns(2)
-if "mia_fpr" in arrays:
-    c1.plotly_chart(charts.roc_figure(arrays["mia_fpr"], arrays["mia_tpr"], m.get("mia_auc")),
-                    key="audit_roc", width="stretch", config=charts.PLOTLY_CONFIG)
-with c2:
-    st.metric("attack AUC", f"{m.get('mia_auc', float('nan')):.3f}")
-    st.metric("attack advantage (max TPR − FPR)", f"{m.get('mia_advantage', float('nan')):.3f}")
-    st.caption(f"Loss-threshold attack on {m.get('mia_n_per_side', '?')} members (private training samples) "
-               "vs as many non-members (test samples).")
-    note("attack_auc", "What is attack AUC?")
 
 st.subheader("δ(ε) curve of this run")
 fig = charts.delta_curve_figure(m)

@@ -15,9 +15,15 @@ Events (frozen dataclasses, validated on construction; see :mod:`.events`)::
 Queries: :func:`epsilon`, :func:`delta`, :func:`gdp_mu`, :func:`zcdp_rho`,
 :func:`pure_epsilon`, :func:`privacy_report` → :class:`PrivacyReport`.
 
-Calibration (:mod:`.calibration`): :func:`calibrate_steps`, :func:`calibrate_noise` (exact
-closed form, sub-millisecond), :func:`calibrate_dpsgd_noise` (RDP / PRV / PLD). None of them
-ever overshoots the target; an impossible budget raises :class:`BudgetError`.
+Calibration (:mod:`.calibration`; no module outside ``accounting`` calibrates):
+:func:`calibrate_steps`, :func:`calibrate_noise` (exact closed form, sub-millisecond),
+:func:`calibrate_dpsgd_noise` (RDP / PRV / PLD), :func:`calibrate_em_epsilon` (exponential
+mechanism) and :func:`largest_param` (the largest parameter of any monotone event family
+within budget, e.g. ρ of CoinPress / DP-LS). All share one safe-side solver: none ever
+overshoots the target; an impossible budget raises :class:`BudgetError`.
+
+Accountants (:mod:`.accountant`): one :class:`Accountant` class per name in
+:data:`ACCOUNTANT_REGISTRY` (``gdp``, ``zcdp``, ``rdp``, ``pure``, ``prv``, ``pld``).
 
 Formulas (:mod:`.gaussian`, :mod:`.conversions`):
 
@@ -34,7 +40,9 @@ Formulas (:mod:`.gaussian`, :mod:`.conversions`):
 """
 
 from .accountant import (
+    ACCOUNTANT_REGISTRY,
     ACCOUNTANTS,
+    Accountant,
     PrivacyReport,
     delta,
     epsilon,
@@ -44,7 +52,14 @@ from .accountant import (
     pure_epsilon,
     zcdp_rho,
 )
-from .calibration import MAX_STEPS, calibrate_dpsgd_noise, calibrate_noise, calibrate_steps
+from .calibration import (
+    MAX_STEPS,
+    calibrate_dpsgd_noise,
+    calibrate_em_epsilon,
+    calibrate_noise,
+    calibrate_steps,
+    largest_param,
+)
 from .conversions import (
     RDP_ORDERS,
     pure_dp_delta,
@@ -73,6 +88,8 @@ from .tradeoff import approx_dp_max_tpr, gdp_max_tpr, max_tpr, tradeoff_sentence
 __all__ = [
     "approx_dp_max_tpr", "gdp_max_tpr", "max_tpr", "tradeoff_sentence",
     "ACCOUNTANTS",
+    "ACCOUNTANT_REGISTRY",
+    "Accountant",
     "AccountingError",
     "BudgetError",
     "ComposedGaussian",
@@ -86,8 +103,10 @@ __all__ = [
     "RDP_ORDERS",
     "ZCDP",
     "calibrate_dpsgd_noise",
+    "calibrate_em_epsilon",
     "calibrate_noise",
     "calibrate_steps",
+    "largest_param",
     "delta",
     "dpsgd_privacy_curve",
     "epsilon",

@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from ..config import check_delta, check_epsilon
 from ..errors import ConfigError
 
 
@@ -36,10 +37,13 @@ def nonnegative(field: str, x: object) -> float:
 
 
 def open_unit(field: str, x: object) -> float:
-    """``0 < x < 1`` (a δ); returns it as a float."""
-    if not _is_real(x) or not (0.0 < float(x) < 1.0):
-        raise ConfigError(field, f"must lie in the open interval (0, 1), got {x!r}")
-    return float(x)
+    """A δ in ``(0, 1)``, checked against its one declaration (:data:`mixdp_core.config.DELTA`)."""
+    return check_delta(x, field=field)
+
+
+def epsilon(field: str, x: object) -> float:
+    """An ε > 0, checked against its one declaration (:data:`mixdp_core.config.EPSILON`)."""
+    return check_epsilon(x, field=field)
 
 
 def rate(field: str, x: object) -> float:

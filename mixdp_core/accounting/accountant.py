@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
 
@@ -39,12 +39,200 @@ from .conversions import (
     zcdp_to_delta,
     zcdp_to_epsilon,
 )
-from .events import _blocks, _mu, _pure, _rdp, _rho, check_event
+from .events import PoissonSubsampledGaussian, _blocks, _mu, _pure, _rdp, _rho, check_event
 from .gaussian import gaussian_delta, gaussian_epsilon
 from ..errors import ConfigError
+from ..registry import Registry
+
+class Accountant:
+    """One way of turning an event into (ε, δ); registered by name in :data:`ACCOUNTANT_REGISTRY`.
+
+    Subclasses set ``name`` and ``auto`` and implement :meth:`unsupported`,
+    :meth:`epsilon` and :meth:`delta` (like dp-accounting's ``PrivacyAccountant`` classes,
+    one per method, instead of ``if name == ...`` chains).
+
+    Class attributes:
+        name: the key of ``accountant=``.
+        auto: used when ``accountant=None`` (the smallest ε among the applicable ``auto``
+            accountants is reported).
+        exclusive: when applicable with ``accountant=None``, it is exact and used alone.
+    """
+
+    name: ClassVar[str] = ""
+    auto: ClassVar[bool] = False
+    exclusive: ClassVar[bool] = False
+    #: usable for DP-SGD (Poisson-subsampled Gaussian) calibration and ε(t) curves.
+    dpsgd: ClassVar[bool] = False
+
+    def dpsgd_sigma(self, *, sample_rate: float, steps: int, delta: float, target_epsilon: float,
+                    sigma_rdp: float) -> float:
+        """Smallest σ meeting the budget for DP-SGD, given the RDP answer ``sigma_rdp``.
+
+        Default (PRV, PLD, tighter than RDP): the safe-side search started from
+        ``sigma_rdp``, which is almost always an upper bracket.
+        """
+        from .calibration import _smallest_sigma
+
+        def f(s: float) -> float:
+            return epsilon(PoissonSubsampledGaussian(s, sample_rate, steps), delta=delta, accountant=self.name)
+
+        return _smallest_sigma(f, target_epsilon, sigma_rdp, rtol=1e-3, factor=1.25)
+
+    def dpsgd_curve_points(self, steps: int, default: int) -> int:
+        """How many step counts a DP-SGD ε(t) curve evaluates (the rest are filled upwards)."""
+        return min(steps, default)
+
+    def dpsgd_curve(self, *, noise_multiplier: float, sample_rate: float, knots: np.ndarray,
+                    delta: float) -> np.ndarray:
+        """ε after each number of steps in ``knots`` (DP-SGD)."""
+        return np.array([epsilon(PoissonSubsampledGaussian(noise_multiplier, sample_rate, int(t)), delta=delta,
+                                 accountant=self.name) for t in knots])
+
+    def unsupported(self, event: Any) -> Optional[str]:
+        """Why this accountant cannot account ``event``, or ``None`` if it can."""
+        return None
+
+    def epsilon(self, event: Any, delta: float) -> float:
+        """ε at ``delta`` (an upper bound)."""
+        raise NotImplementedError
+
+    def delta(self, event: Any, epsilon: float) -> float:
+        """δ at ``epsilon`` (an upper bound)."""
+        raise NotImplementedError
+
+
+#: Accountant name -> instance, in the order of precedence among equal ε.
+ACCOUNTANT_REGISTRY: Registry[Accountant] = Registry("accountant")
+
+
+def _register(cls: type[Accountant]) -> type[Accountant]:
+    ACCOUNTANT_REGISTRY.add(cls.name, cls())
+    return cls
+
+
+@_register
+class GDPAccountant(Accountant):
+    """Exact μ-GDP closed form (Balle & Wang 2018) for Gaussian-family events."""
+
+    name, auto, exclusive = "gdp", True, True
+
+    def unsupported(self, event: Any) -> Optional[str]:
+        return None if _mu(event) is not None else "exact μ-GDP needs Gaussian mechanisms with full batches"
+
+    def epsilon(self, event: Any, delta: float) -> float:
+        return float(gaussian_epsilon(_mu(event), delta=delta))
+
+    def delta(self, event: Any, epsilon: float) -> float:
+        return float(gaussian_delta(_mu(event), epsilon))
+
+
+@_register
+class ZCDPAccountant(Accountant):
+    """ρ-zCDP with the tight conversion of Canonne, Kamath & Steinke 2020."""
+
+    name, auto = "zcdp", True
+
+    def unsupported(self, event: Any) -> Optional[str]:
+        return None if _rho(event) is not None else (
+            "Poisson-subsampled Gaussian is not ρ-zCDP; use 'rdp', 'prv' or 'pld'")
+
+    def epsilon(self, event: Any, delta: float) -> float:
+        return zcdp_to_epsilon(_rho(event), delta=delta)
+
+    def delta(self, event: Any, epsilon: float) -> float:
+        return zcdp_to_delta(_rho(event), epsilon=epsilon)
+
+
+@_register
+class RDPAccountant(Accountant):
+    """Rényi DP (Opacus' subsampled-Gaussian RDP) with the CKS conversion; every event."""
+
+    name, auto, dpsgd = "rdp", True, True
+
+    def epsilon(self, event: Any, delta: float) -> float:
+        return float(lazy_rdp_epsilon(lambda o: _rdp(event, np.asarray(o)), delta=delta)[0][0])
+
+    def dpsgd_sigma(self, *, sample_rate: float, steps: int, delta: float, target_epsilon: float,
+                    sigma_rdp: float) -> float:
+        return sigma_rdp
+
+    def dpsgd_curve_points(self, steps: int, default: int) -> int:
+        return steps  # every step: the RDP curve of all counts costs one evaluation
+
+    def dpsgd_curve(self, *, noise_multiplier: float, sample_rate: float, knots: np.ndarray,
+                    delta: float) -> np.ndarray:
+        vals, _ = lazy_rdp_epsilon(lambda o: backends.subsampled_gaussian_rdp(sample_rate, noise_multiplier, o),
+                                   delta=delta, scales=knots)
+        return vals
+
+    def delta(self, event: Any, epsilon: float) -> float:
+        return lazy_rdp_delta(lambda o: _rdp(event, np.asarray(o)), epsilon=epsilon)
+
+
+@_register
+class PureAccountant(Accountant):
+    """The randomized-response profile of a pure ε-DP guarantee."""
+
+    name, auto = "pure", True
+
+    def unsupported(self, event: Any) -> Optional[str]:
+        return None if _pure(event) is not None else "only PureDP and ExponentialMechanism have a pure ε"
+
+    def epsilon(self, event: Any, delta: float) -> float:
+        return pure_dp_epsilon(_pure(event), delta=delta)
+
+    def delta(self, event: Any, epsilon: float) -> float:
+        return pure_dp_delta(_pure(event), epsilon=epsilon)
+
+
+class _BlockAccountant(Accountant):
+    dpsgd = True
+
+    def unsupported(self, event: Any) -> Optional[str]:
+        return None if _blocks(event) is not None else "only Gaussian and subsampled-Gaussian steps are supported"
+
+
+@_register
+class PRVAccountant(_BlockAccountant):
+    """Opacus' PRV accountant (ε at a given δ only)."""
+
+    name = "prv"
+
+    def epsilon(self, event: Any, delta: float) -> float:
+        return backends.prv_epsilon(_blocks(event), delta=delta)
+
+    def delta(self, event: Any, epsilon: float) -> float:
+        raise ConfigError("accountant", "'prv' gives ε at a given δ only; use 'rdp' or 'pld' for δ(ε)")
+
+
+@_register
+class PLDAccountant(_BlockAccountant):
+    """dp-accounting's privacy-loss-distribution accountant."""
+
+    name = "pld"
+
+    def epsilon(self, event: Any, delta: float) -> float:
+        return backends.pld_epsilon(_blocks(event), delta=delta)
+
+    def delta(self, event: Any, epsilon: float) -> float:
+        return backends.pld_delta(_blocks(event), epsilon=epsilon)
+
 
 #: Accountant names accepted by ``accountant=``.
-ACCOUNTANTS: tuple[str, ...] = ("gdp", "zcdp", "rdp", "pure", "prv", "pld")
+ACCOUNTANTS: tuple[str, ...] = tuple(ACCOUNTANT_REGISTRY.keys())
+#: Accountants of DP-SGD calibration and curves.
+DPSGD_ACCOUNTANTS: tuple[str, ...] = tuple(n for n, a in ACCOUNTANT_REGISTRY.items() if a.dpsgd)
+
+
+def dpsgd_accountant(name: str) -> Accountant:
+    """The registered DP-SGD accountant ``name``.
+
+    Raises:
+        ConfigError: field ``accountant``, listing :data:`DPSGD_ACCOUNTANTS`.
+    """
+    if name not in DPSGD_ACCOUNTANTS:
+        raise ConfigError("accountant", f"must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {name!r}")
+    return ACCOUNTANT_REGISTRY.get(name)
 
 
 def gdp_mu(event: Any) -> Optional[float]:
@@ -75,69 +263,26 @@ def pure_epsilon(event: Any) -> Optional[float]:
 
 
 def _check_accountant(accountant: Optional[str]) -> None:
-    if accountant is not None and accountant not in ACCOUNTANTS:
+    if accountant is not None and accountant not in ACCOUNTANT_REGISTRY:
         raise ConfigError("accountant", f"must be one of {', '.join(ACCOUNTANTS)} (or None), got {accountant!r}")
 
 
-def _unsupported(accountant: str, event: Any, why: str) -> ConfigError:
-    return ConfigError("accountant", f"{accountant!r} cannot account {event.describe()}: {why}")
-
-
-def _candidates(event: Any, accountant: Optional[str]) -> list[str]:
+def _candidates(event: Any, accountant: Optional[str]) -> list[Accountant]:
     """Accountants to evaluate (the smallest ε among them is reported)."""
     _check_accountant(accountant)
-    mu, rho, pure, blocks = _mu(event), _rho(event), _pure(event), _blocks(event)
     if accountant is None:
-        if mu is not None:
-            return ["gdp"]
-        if rho is not None:
-            return ["zcdp", "rdp"] + (["pure"] if pure is not None else [])
-        return ["rdp"]
-    if accountant == "gdp" and mu is None:
-        raise _unsupported("gdp", event, "exact μ-GDP needs Gaussian mechanisms with full batches")
-    if accountant == "zcdp" and rho is None:
-        raise _unsupported("zcdp", event, "Poisson-subsampled Gaussian is not ρ-zCDP; use 'rdp', 'prv' or 'pld'")
-    if accountant == "pure" and pure is None:
-        raise _unsupported("pure", event, "only PureDP and ExponentialMechanism have a pure ε")
-    if accountant in ("prv", "pld") and blocks is None:
-        raise _unsupported(accountant, event, "only Gaussian and subsampled-Gaussian steps are supported")
-    return [accountant]
+        usable = [a for _, a in ACCOUNTANT_REGISTRY.items() if a.auto and a.unsupported(event) is None]
+        exact = [a for a in usable if a.exclusive]
+        return exact[:1] or usable
+    acc = ACCOUNTANT_REGISTRY.get(accountant)
+    why = acc.unsupported(event)
+    if why is not None:
+        raise ConfigError("accountant", f"{accountant!r} cannot account {event.describe()}: {why}")
+    return [acc]
 
 
-def _eps_by(name: str, event: Any, delta: float) -> float:
-    if name == "gdp":
-        return float(gaussian_epsilon(_mu(event), delta=delta))
-    if name == "zcdp":
-        return zcdp_to_epsilon(_rho(event), delta=delta)
-    if name == "rdp":
-        return float(lazy_rdp_epsilon(lambda o: _rdp(event, np.asarray(o)), delta=delta)[0][0])
-    if name == "pure":
-        return pure_dp_epsilon(_pure(event), delta=delta)
-    if name == "prv":
-        return backends.prv_epsilon(_blocks(event), delta=delta)
-    if name == "pld":
-        return backends.pld_epsilon(_blocks(event), delta=delta)
-    raise AssertionError(name)  # pragma: no cover
-
-
-def _delta_by(name: str, event: Any, epsilon: float) -> float:
-    if name == "gdp":
-        return float(gaussian_delta(_mu(event), epsilon))
-    if name == "zcdp":
-        return zcdp_to_delta(_rho(event), epsilon=epsilon)
-    if name == "rdp":
-        return lazy_rdp_delta(lambda o: _rdp(event, np.asarray(o)), epsilon=epsilon)
-    if name == "pure":
-        return pure_dp_delta(_pure(event), epsilon=epsilon)
-    if name == "pld":
-        return backends.pld_delta(_blocks(event), epsilon=epsilon)
-    if name == "prv":
-        raise ConfigError("accountant", "'prv' gives ε at a given δ only; use 'rdp' or 'pld' for δ(ε)")
-    raise AssertionError(name)  # pragma: no cover
-
-
-def _best(fn: Callable[[str], float], names: list[str]) -> tuple[float, str]:
-    vals = [(fn(n), n) for n in names]
+def _best(fn: Callable[[Accountant], float], accs: list[Accountant]) -> tuple[float, str]:
+    vals = [(fn(a), a.name) for a in accs]
     return min(vals, key=lambda v: v[0])
 
 
@@ -145,7 +290,7 @@ def epsilon_and_accountant(event: Any, *, delta: float, accountant: Optional[str
     """Like :func:`epsilon` but also returns the name of the accountant that produced ε."""
     check_event(event)
     d = V.open_unit("delta", delta)
-    return _best(lambda n: _eps_by(n, event, d), _candidates(event, accountant))
+    return _best(lambda a: a.epsilon(event, d), _candidates(event, accountant))
 
 
 def epsilon(event: Any, *, delta: float, accountant: Optional[str] = None) -> float:
@@ -184,7 +329,7 @@ def delta(event: Any, *, epsilon: float, accountant: Optional[str] = None) -> fl
     """
     check_event(event)
     e = V.nonnegative("epsilon", epsilon)
-    return _best(lambda n: _delta_by(n, event, e), _candidates(event, accountant))[0]
+    return _best(lambda a: a.delta(event, e), _candidates(event, accountant))[0]
 
 
 @dataclass(frozen=True)

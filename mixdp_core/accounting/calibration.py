@@ -30,12 +30,13 @@ from typing import Callable
 from . import _validate as V
 import numpy as np
 
-from .accountant import epsilon
+from .accountant import DPSGD_ACCOUNTANTS, dpsgd_accountant, epsilon  # noqa: F401  (re-exported)
 from .backends import subsampled_gaussian_rdp
 from .conversions import RDP_ORDERS, lazy_rdp_epsilon, rdp_to_epsilon
 from .errors import BudgetError
 from .events import ComposedGaussian, PoissonSubsampledGaussian
 from .gaussian import gaussian_epsilon, gdp_mu_for_budget
+from ..config import check_delta, check_epsilon
 from ..errors import ConfigError
 
 #: Upper limit of :func:`calibrate_steps` (a larger T is returned as this cap: still within
@@ -44,11 +45,11 @@ MAX_STEPS = 10**9
 
 _SIGMA_MAX = 1e7
 _SIGMA_MIN = 1e-3
-DPSGD_ACCOUNTANTS = ("rdp", "prv", "pld")
 
 
 def _budget(target_epsilon: float, target_delta: float) -> tuple[float, float]:
-    return V.positive("target_epsilon", target_epsilon), V.open_unit("target_delta", target_delta)
+    """ε and δ checked against their one declaration (:data:`mixdp_core.config.EPSILON`, ``DELTA``)."""
+    return check_epsilon(target_epsilon, field="target_epsilon"), check_delta(target_delta, field="target_delta")
 
 
 def calibrate_steps(*, noise_multiplier: float, target_epsilon: float, target_delta: float) -> int:
@@ -148,40 +149,120 @@ def _smallest_sigma(
         lo = hi / factor
         f_lo = f(lo)
 
-    # Illinois regula falsi on h(x) = log f(e^x) - log target, bracket [xl, xh]:
-    # h(xl) > 0 (over budget), h(xh) <= 0 (within budget). Only xh is ever returned.
+    # h(x) = log f(e^x) - log target on the bracket: h(log lo) > 0 (over budget),
+    # h(log hi) <= 0 (within budget). Only a within-budget point is ever returned.
     lt = math.log(target)
 
     def h(val: float) -> float:
         return (math.log(val) if val > 0 else -math.inf) - lt if math.isfinite(val) else math.inf
 
-    xl, xh = math.log(lo), math.log(hi)
-    hl, hh = h(f_lo), h(f_hi)
+    xs = _safe_side_root(lambda x: h(f(math.exp(x))), math.log(hi), h(f_hi), math.log(lo), h(f_lo), rtol=rtol)
+    return math.exp(xs)
+
+
+def _safe_side_root(h: Callable[[float], float], xs: float, hs: float, xu: float, hu: float, *,
+                    rtol: float) -> float:
+    """The one safe-side solver: the bracket end ``xs`` with ``h(xs) <= 0`` closest to the root.
+
+    Illinois regula falsi on a bracket whose *safe* end ``xs`` has ``h(xs) = hs <= 0``
+    (within budget) and whose other end ``xu`` has ``h(xu) = hu > 0`` (over budget); works
+    whichever end is the larger. Stops when the bracket is below ``rtol`` or the safe end is
+    within 1e-10 of the root. Returns the safe end, so the result never overshoots: every
+    returned point was evaluated and satisfied ``h <= 0``.
+    """
     side = 0
     for _ in range(200):
-        if xh - xl <= rtol or hh >= -1e-10:  # bracket tiny, or ε(σ_hi) within 1e-10 of target
+        lo, hi = min(xs, xu), max(xs, xu)
+        w = hi - lo
+        if w <= rtol or hs >= -1e-10:  # bracket tiny, or within 1e-10 of the target
             break
-        if math.isfinite(hl) and math.isfinite(hh) and hl != hh:
-            xm = xh - hh * (xh - xl) / (hh - hl)
-            if not (xl < xm < xh):
-                xm = 0.5 * (xl + xh)
+        if math.isfinite(hu) and math.isfinite(hs) and hu != hs:
+            xm = xs - hs * (xs - xu) / (hs - hu)
+            if not (lo < xm < hi):
+                xm = 0.5 * (xu + xs)
         else:
-            xm = 0.5 * (xl + xh)
+            xm = 0.5 * (xu + xs)
         # keep the iterate away from the ends so the bracket always shrinks
-        w = xh - xl
-        xm = min(max(xm, xl + 1e-3 * w), xh - 1e-3 * w)
-        hm = h(f(math.exp(xm)))
+        xm = min(max(xm, lo + 1e-3 * w), hi - 1e-3 * w)
+        hm = h(xm)
         if hm <= 0:
-            xh, hh = xm, hm
+            xs, hs = xm, hm
             if side == 1:
-                hl /= 2.0
+                hu /= 2.0
             side = 1
         else:
-            xl, hl = xm, hm
+            xu, hu = xm, hm
             if side == -1:
-                hh /= 2.0
+                hs /= 2.0
             side = -1
-    return math.exp(xh)
+    return xs
+
+
+def largest_param(
+    make_epsilon: Callable[[float], float],
+    *,
+    target_epsilon: float,
+    lo: float,
+    hi: float,
+    rtol: float = 1e-12,
+) -> float:
+    """Largest ``x`` in ``[lo, hi]`` with ``make_epsilon(x) <= target_epsilon`` (safe side).
+
+    ``make_epsilon`` must be non-decreasing in ``x`` (e.g. ρ -> ε of a zCDP mechanism at δ,
+    or ε_EM -> (ε, δ) of the exponential mechanism). Solved in log x with
+    :func:`_safe_side_root` (the solver every calibration here uses): the returned ``x``
+    always satisfies the budget.
+
+    Raises:
+        BudgetError: even ``lo`` exceeds the target (field ``"epsilon"``).
+    """
+    e = V.epsilon("target_epsilon", target_epsilon)
+    if make_epsilon(lo) > e:
+        raise BudgetError("epsilon", f"target_epsilon={e} is too small to calibrate (ε({lo}) exceeds it)")
+    if make_epsilon(hi) <= e:
+        return hi
+    lt = math.log(e)
+
+    def h(x: float) -> float:
+        val = make_epsilon(math.exp(x))
+        return (math.log(val) if val > 0 else -math.inf) - lt if math.isfinite(val) else math.inf
+
+    xs = _safe_side_root(h, math.log(lo), h(math.log(lo)), math.log(hi), h(math.log(hi)), rtol=rtol)
+    x = math.exp(xs)
+    # exp(log(x)) may round a hair above the evaluated point: step down until verified
+    while make_epsilon(x) > e and x > lo:
+        x = max(lo, x * (1.0 - 1e-15))
+    return x
+
+
+def calibrate_em_epsilon(*, target_epsilon: float, target_delta: float, monotone: bool,
+                         calibration: str) -> float:
+    """ε_EM of one exponential-mechanism run that meets an (ε, δ) target.
+
+    Args:
+        target_epsilon: ε > 0.
+        target_delta: δ in (0, 1).
+        monotone: whether the utility is monotone (sets the sampling scale, not the guarantee).
+        calibration: ``"pure"`` (the largest ε_EM whose (ε, δ) from the accounting module is
+            within target) or ``"zcdp"`` (the largest ρ whose (ε, δ) is within target, then
+            ε_EM = sqrt(8 ρ), the bounded-range conversion).
+
+    Raises:
+        BudgetError: the target cannot be met; ConfigError: ``calibration`` unknown.
+    """
+    from .conversions import zcdp_to_epsilon
+    from .events import ExponentialMechanism
+
+    e, d = _budget(target_epsilon, target_delta)
+    if calibration == "pure":
+        return largest_param(
+            lambda x: epsilon(ExponentialMechanism(epsilon=x, monotone=monotone), delta=d),
+            target_epsilon=e, lo=1e-8, hi=1e4,
+        )
+    if calibration == "zcdp":
+        rho = largest_param(lambda r: zcdp_to_epsilon(r, delta=d), target_epsilon=e, lo=1e-12, hi=1e6)
+        return math.sqrt(8.0 * rho)
+    raise ConfigError("calibration", f"must be 'pure' or 'zcdp', got {calibration!r}")
 
 
 def calibrate_dpsgd_noise(
@@ -219,21 +300,13 @@ def calibrate_dpsgd_noise(
     q = V.rate("sample_rate", sample_rate)
     T = V.count("steps", steps)
     e, d = _budget(target_epsilon, target_delta)
-    if accountant not in DPSGD_ACCOUNTANTS:
-        raise ConfigError("accountant", f"must be one of {', '.join(DPSGD_ACCOUNTANTS)}, got {accountant!r}")
+    acc = dpsgd_accountant(accountant)
     exact = calibrate_noise(steps=T, target_epsilon=e, target_delta=d)
     if q == 1.0:
         return exact
     sigma_rdp = _calibrate_rdp(q, T, e, d, start=exact)
-    if accountant == "rdp":
-        sig = sigma_rdp
-    else:
-
-        def f(s: float) -> float:
-            return epsilon(PoissonSubsampledGaussian(s, q, T), delta=d, accountant=accountant)
-
-        # PRV/PLD are tighter than RDP, so σ_rdp is (almost always) an upper bracket.
-        sig = _smallest_sigma(f, e, sigma_rdp, rtol=1e-3, factor=1.25)
+    # RDP: that answer; PRV / PLD (tighter): the safe-side search from it.
+    sig = acc.dpsgd_sigma(sample_rate=q, steps=T, delta=d, target_epsilon=e, sigma_rdp=sigma_rdp)
     # Final guard (the searches only return verified values; this re-checks the public path).
     for _ in range(100):
         if epsilon(PoissonSubsampledGaussian(sig, q, T), delta=d, accountant=accountant) <= e:

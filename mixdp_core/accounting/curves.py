@@ -17,12 +17,8 @@ from typing import Optional
 import numpy as np
 
 from . import _validate as V
-from .accountant import epsilon
-from .backends import subsampled_gaussian_rdp
-from .conversions import lazy_rdp_epsilon
-from .events import PoissonSubsampledGaussian
+from .accountant import dpsgd_accountant
 from .gaussian import gaussian_epsilon
-from ..errors import ConfigError
 
 #: Default number of evaluated step counts for PRV/PLD curves.
 DEFAULT_POINTS = 20
@@ -77,24 +73,18 @@ def dpsgd_privacy_curve(
     q = V.rate("sample_rate", sample_rate)
     T = V.count("steps", steps)
     d = V.open_unit("delta", delta)
-    if accountant not in ("rdp", "prv", "pld"):
-        raise ConfigError("accountant", f"must be one of rdp, prv, pld, got {accountant!r}")
+    acc = dpsgd_accountant(accountant)
     if points is not None:
         points = V.count("points", points)
     if q == 1.0:
         return privacy_curve(noise_multiplier=s, steps=T, delta=d)
     if points is None:
-        points = T if accountant == "rdp" else min(T, DEFAULT_POINTS)
+        points = acc.dpsgd_curve_points(T, DEFAULT_POINTS)
     knots = np.unique(np.round(np.linspace(0, T, min(points, T) + 1)[1:]).astype(np.int64))
     knots = knots[knots >= 1]
     if knots[-1] != T:
         knots = np.append(knots, T)
-    if accountant == "rdp":
-        vals, _ = lazy_rdp_epsilon(lambda o: subsampled_gaussian_rdp(q, s, o), delta=d, scales=knots)
-    else:
-        vals = np.array(
-            [epsilon(PoissonSubsampledGaussian(s, q, int(t)), delta=d, accountant=accountant) for t in knots]
-        )
+    vals = acc.dpsgd_curve(noise_multiplier=s, sample_rate=q, knots=knots, delta=d)
     vals = np.maximum.accumulate(vals)
     idx = np.searchsorted(knots, np.arange(1, T + 1), side="left")
     return vals[idx]

@@ -30,8 +30,41 @@ def _set(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, name, value)
 
 
+class _Event:
+    """Base of every event: the summaries the accountants read (``None`` = not expressible).
+
+    Each event class answers for itself (no ``isinstance`` dispatch): μ of μ-GDP, ρ of
+    zCDP, pure ε, the RDP curve and the ``(σ_eff, q, steps)`` blocks of PRV / PLD.
+    Defaults: the Gaussian family derives ρ = μ²/2 and RDP α·μ²/2 from μ.
+    """
+
+    def _mu(self) -> Optional[float]:
+        """μ of μ-GDP (exact) or None."""
+        return None
+
+    def _rho(self) -> Optional[float]:
+        """ρ of ρ-zCDP or None (pure DP: ε²/2; exponential mechanism: ε²/8 per run)."""
+        mu = self._mu()
+        return None if mu is None else mu * mu / 2.0
+
+    def _pure(self) -> Optional[float]:
+        """Pure ε (δ = 0) or None."""
+        return None
+
+    def _rdp(self, orders: np.ndarray) -> np.ndarray:
+        """RDP curve τ(α) at ``orders`` (every event has one)."""
+        mu = self._mu()
+        if mu is None:  # pragma: no cover - every leaf without μ overrides this
+            raise TypeError(f"no RDP curve for {type(self).__name__}")
+        return orders * (mu * mu / 2.0)
+
+    def _blocks(self) -> Optional[list]:
+        """``[(σ_eff, q, steps), ...]`` for the PRV / PLD accountants, or None."""
+        return None
+
+
 @dataclass(frozen=True)
-class GaussianMechanism:
+class GaussianMechanism(_Event):
     """One Gaussian mechanism: release ``f(D) + N(0, (σC)²I)``.
 
     Sensitivity: ``sensitivity · C`` in L2 under add/remove-one (``C`` the reference scale,
@@ -54,9 +87,15 @@ class GaussianMechanism:
         s = f"Gaussian(σ={self.noise_multiplier:g}"
         return s + (f", Δ={self.sensitivity:g})" if self.sensitivity != 1.0 else ")")
 
+    def _mu(self) -> Optional[float]:
+        return self.sensitivity / self.noise_multiplier
+
+    def _blocks(self) -> Optional[list]:
+        return [(self.noise_multiplier / self.sensitivity, 1.0, 1)]
+
 
 @dataclass(frozen=True)
-class ComposedGaussian:
+class ComposedGaussian(_Event):
     """Full-batch NoisyGD: ``steps`` adaptive Gaussian steps, each of sensitivity 1.
 
     Step t releases ``Σ_i clip(g_i, C) + N(0, (σC)²I)``; under add/remove-one each step has
@@ -78,9 +117,15 @@ class ComposedGaussian:
     def describe(self) -> str:
         return f"ComposedGaussian(σ={self.noise_multiplier:g}, T={self.steps})"
 
+    def _mu(self) -> Optional[float]:
+        return math.sqrt(self.steps) / self.noise_multiplier
+
+    def _blocks(self) -> Optional[list]:
+        return [(self.noise_multiplier, 1.0, self.steps)]
+
 
 @dataclass(frozen=True)
-class PoissonSubsampledGaussian:
+class PoissonSubsampledGaussian(_Event):
     """DP-SGD: ``steps`` Gaussian steps on Poisson-subsampled batches (rate q).
 
     Each step includes every sample independently with probability q, sums clipped
@@ -109,9 +154,22 @@ class PoissonSubsampledGaussian:
             f"T={self.steps})"
         )
 
+    def _mu(self) -> Optional[float]:  # full batch (q = 1) is ComposedGaussian: exact μ-GDP
+        return math.sqrt(self.steps) / self.noise_multiplier if self.sample_rate == 1.0 else None
+
+    def _rdp(self, orders: np.ndarray) -> np.ndarray:
+        if self.sample_rate < 1.0:
+            from .backends import subsampled_gaussian_rdp
+
+            return self.steps * subsampled_gaussian_rdp(self.sample_rate, self.noise_multiplier, orders)
+        return super()._rdp(orders)
+
+    def _blocks(self) -> Optional[list]:
+        return [(self.noise_multiplier, self.sample_rate, self.steps)]
+
 
 @dataclass(frozen=True)
-class ExponentialMechanism:
+class ExponentialMechanism(_Event):
     r"""The exponential mechanism with a pure ε-DP guarantee, run ``count`` times in sequence.
 
     Sampling must use ``Pr[x] ∝ exp(utility_scale · u(D, x) / Δu)`` where
@@ -151,9 +209,18 @@ class ExponentialMechanism:
         c = f" ×{self.count}" if self.count != 1 else ""
         return f"ExponentialMechanism(ε={self.epsilon:g}{m}){c}"
 
+    def _rho(self) -> Optional[float]:
+        return self.count * self.epsilon**2 / 8.0
+
+    def _pure(self) -> Optional[float]:
+        return self.count * self.epsilon
+
+    def _rdp(self, orders: np.ndarray) -> np.ndarray:
+        return self.count * np.minimum(self.epsilon, orders * self.epsilon**2 / 8.0)
+
 
 @dataclass(frozen=True)
-class ZCDP:
+class ZCDP(_Event):
     """A mechanism known only to be ρ-zCDP (Bun & Steinke 2016), e.g. CoinPress means.
 
     Sensitivity and neighbouring relation are those of the mechanism's own analysis; ρ must
@@ -172,9 +239,15 @@ class ZCDP:
     def describe(self) -> str:
         return f"zCDP(ρ={self.rho:g})"
 
+    def _rho(self) -> Optional[float]:
+        return self.rho
+
+    def _rdp(self, orders: np.ndarray) -> np.ndarray:
+        return orders * self.rho
+
 
 @dataclass(frozen=True)
-class PureDP:
+class PureDP(_Event):
     """A mechanism known only to be pure ε-DP (e.g. Laplace noise at scale Δ₁/ε).
 
     Sensitivity: the L1 (or utility) sensitivity Δ of the mechanism's own analysis, under
@@ -193,6 +266,15 @@ class PureDP:
     def describe(self) -> str:
         return f"PureDP(ε={self.epsilon:g})"
 
+    def _rho(self) -> Optional[float]:
+        return self.epsilon**2 / 2.0
+
+    def _pure(self) -> Optional[float]:
+        return self.epsilon
+
+    def _rdp(self, orders: np.ndarray) -> np.ndarray:
+        return np.minimum(self.epsilon, orders * self.epsilon**2 / 2.0)
+
 
 Event = Union[
     GaussianMechanism,
@@ -208,7 +290,7 @@ _LEAVES = (GaussianMechanism, ComposedGaussian, PoissonSubsampledGaussian, Expon
 
 
 @dataclass(frozen=True)
-class Composition:
+class Composition(_Event):
     """Sequential (adaptive) composition of events on the same data (add/remove-one).
 
     Accounted in closed form when every part is Gaussian-family (μ² add up: Dong, Roth &
@@ -224,7 +306,7 @@ class Composition:
 
     def __post_init__(self) -> None:
         evs = self.events
-        if isinstance(evs, _LEAVES + (Composition,)):
+        if isinstance(evs, _Event):
             evs = (evs,)
         try:
             evs = tuple(evs)
@@ -236,7 +318,7 @@ class Composition:
         for e in evs:
             if isinstance(e, Composition):
                 flat.extend(e.events)
-            elif isinstance(e, _LEAVES):
+            elif isinstance(e, _Event):
                 flat.append(e)
             else:
                 raise ConfigError("events", f"every item must be an accounting event, got {type(e).__name__}")
@@ -248,100 +330,59 @@ class Composition:
             parts = parts[:3] + [f"… ({len(parts)} events)"]
         return "Composition[" + ", ".join(parts) + "]"
 
-
-# --------------------------------------------------------------------------- internals
-# Per-event summaries used by the accountant. None = "not expressible in that notion".
-
-
-def _is_gaussian_family(e: object) -> bool:
-    return isinstance(e, (GaussianMechanism, ComposedGaussian)) or (
-        isinstance(e, PoissonSubsampledGaussian) and e.sample_rate == 1.0
-    )
-
-
-def _leaves(e: object) -> tuple:
-    return e.events if isinstance(e, Composition) else (e,)
-
-
-def _mu(e: object) -> Optional[float]:
-    """μ of μ-GDP (exact) or None."""
-    if isinstance(e, Composition):
-        mus = [_mu(x) for x in e.events]
+    def _mu(self) -> Optional[float]:
+        mus = [x._mu() for x in self.events]
         if any(m is None for m in mus):
             return None
         return math.sqrt(math.fsum(m * m for m in mus))
-    if isinstance(e, GaussianMechanism):
-        return e.sensitivity / e.noise_multiplier
-    if isinstance(e, (ComposedGaussian, PoissonSubsampledGaussian)) and _is_gaussian_family(e):
-        return math.sqrt(e.steps) / e.noise_multiplier
-    return None
 
-
-def _rho(e: object) -> Optional[float]:
-    """ρ of ρ-zCDP or None (pure DP: ε²/2; exponential mechanism: ε²/8 per run)."""
-    if isinstance(e, Composition):
-        rs = [_rho(x) for x in e.events]
+    def _rho(self) -> Optional[float]:
+        rs = [x._rho() for x in self.events]
         return None if any(r is None for r in rs) else math.fsum(rs)
-    mu = _mu(e)
-    if mu is not None:
-        return mu * mu / 2.0
-    if isinstance(e, ZCDP):
-        return e.rho
-    if isinstance(e, PureDP):
-        return e.epsilon**2 / 2.0
-    if isinstance(e, ExponentialMechanism):
-        return e.count * e.epsilon**2 / 8.0
-    return None
 
-
-def _pure(e: object) -> Optional[float]:
-    """Pure ε (δ = 0) or None."""
-    if isinstance(e, Composition):
-        ps = [_pure(x) for x in e.events]
+    def _pure(self) -> Optional[float]:
+        ps = [x._pure() for x in self.events]
         return None if any(p is None for p in ps) else math.fsum(ps)
-    if isinstance(e, PureDP):
-        return e.epsilon
-    if isinstance(e, ExponentialMechanism):
-        return e.count * e.epsilon
-    return None
+
+    def _rdp(self, orders: np.ndarray) -> np.ndarray:
+        return np.sum([x._rdp(orders) for x in self.events], axis=0)
+
+    def _blocks(self) -> Optional[list]:
+        out: list = []
+        for x in self.events:
+            b = x._blocks()
+            if b is None:
+                return None
+            out.extend(b)
+        return out
 
 
-def _rdp(e: object, orders: np.ndarray) -> np.ndarray:
-    """RDP curve τ(α) at ``orders`` (always available)."""
-    if isinstance(e, Composition):
-        return np.sum([_rdp(x, orders) for x in e.events], axis=0)
-    if isinstance(e, PoissonSubsampledGaussian) and e.sample_rate < 1.0:
-        from .backends import subsampled_gaussian_rdp
-
-        return e.steps * subsampled_gaussian_rdp(e.sample_rate, e.noise_multiplier, orders)
-    mu = _mu(e)
-    if mu is not None:
-        return orders * (mu * mu / 2.0)
-    if isinstance(e, ZCDP):
-        return orders * e.rho
-    if isinstance(e, PureDP):
-        return np.minimum(e.epsilon, orders * e.epsilon**2 / 2.0)
-    if isinstance(e, ExponentialMechanism):
-        return e.count * np.minimum(e.epsilon, orders * e.epsilon**2 / 8.0)
-    raise TypeError(f"not an accounting event: {type(e).__name__}")  # pragma: no cover
+# --------------------------------------------------------------------------- internals
+# The accountant reads the per-event summaries through these (each event class answers for
+# itself; see :class:`_Event`). None = "not expressible in that notion".
 
 
-def _blocks(e: object) -> Optional[list]:
-    """``[(σ_eff, q, steps), ...]`` for PRV/PLD accountants, or None if not representable."""
-    out = []
-    for x in _leaves(e):
-        if isinstance(x, GaussianMechanism):
-            out.append((x.noise_multiplier / x.sensitivity, 1.0, 1))
-        elif isinstance(x, ComposedGaussian):
-            out.append((x.noise_multiplier, 1.0, x.steps))
-        elif isinstance(x, PoissonSubsampledGaussian):
-            out.append((x.noise_multiplier, x.sample_rate, x.steps))
-        else:
-            return None
-    return out
+def _mu(e: _Event) -> Optional[float]:
+    return e._mu()
+
+
+def _rho(e: _Event) -> Optional[float]:
+    return e._rho()
+
+
+def _pure(e: _Event) -> Optional[float]:
+    return e._pure()
+
+
+def _rdp(e: _Event, orders: np.ndarray) -> np.ndarray:
+    return e._rdp(orders)
+
+
+def _blocks(e: _Event) -> Optional[list]:
+    return e._blocks()
 
 
 def check_event(e: object, field: str = "event") -> None:
     """Raise ConfigError unless ``e`` is an accounting event."""
-    if not isinstance(e, _LEAVES + (Composition,)):
+    if not isinstance(e, _Event):
         raise ConfigError(field, f"must be an accounting event (e.g. ComposedGaussian), got {type(e).__name__}")

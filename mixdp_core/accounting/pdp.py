@@ -51,3 +51,78 @@ def pdp_epsilon(sum_sq_ratios: np.ndarray, *, noise_multiplier: float, delta: fl
     d = V.open_unit("delta", delta)
     mu = np.sqrt(s) / sig
     return np.asarray(gaussian_epsilon(mu, delta=d), dtype=np.float64).reshape(s.shape)
+
+
+def pdp_epsilon_gaussian_steps(ratios: np.ndarray, noise_multipliers: np.ndarray, *, delta: float,
+                               extra_mu_sq: float = 0.0) -> np.ndarray:
+    r"""Per-instance ε_i of a composition of Gaussian steps with different noise multipliers.
+
+    Step ``t`` has noise multiplier ``σ_t`` (noise std / sensitivity) and sample ``i``'s share
+    of the sensitivity is ``r_{i,t} ∈ [0, 1]``; by GDP composition (Dong, Roth & Su 2022,
+    Cor. 3.3) restricted to {D, D ± z_i} (as in AdaMix Prop. 14) sample ``i`` is
+    ``μ_i = sqrt(Σ_t (r_{i,t}/σ_t)² + extra_mu_sq)``-pGDP, hence (ε_i, δ)-pDP with
+    ``ε_i = gaussian_epsilon(μ_i, δ)``.
+
+    Args:
+        ratios: ``(N, T)`` r_{i,t}.
+        noise_multipliers: ``(T,)`` σ_t > 0.
+        delta: δ in (0, 1).
+        extra_mu_sq: μ² of mechanisms every sample is charged in full (e.g. a noisy count).
+    """
+    r = np.clip(np.asarray(ratios, dtype=np.float64), 0.0, 1.0)
+    s = np.asarray(noise_multipliers, dtype=np.float64).reshape(1, -1)
+    if r.ndim != 2 or r.shape[1] != s.shape[1]:
+        raise ValueError(f"ratios: expected shape (N, {s.shape[1]}), got {r.shape}")
+    mu = np.sqrt(np.sum((r / s) ** 2, axis=1) + float(extra_mu_sq))
+    d = V.open_unit("delta", delta)
+    return np.asarray(gaussian_epsilon(mu, delta=d), dtype=np.float64).reshape(mu.shape)
+
+
+def pdp_epsilon_subsampled_gaussian(ratios: np.ndarray, *, sample_rate: float, noise_multiplier: float,
+                                    delta: float, levels: int = 32) -> np.ndarray:
+    r"""Per-instance ε_i of DP-SGD along the realised trajectory (individual RDP).
+
+    Feldman & Zrnic 2021 ("Individual Privacy Accounting via a Rényi Filter", Thm. 3.3 / Sec. 4)
+    and Yu et al. 2023 ("Individual Privacy Accounting for Differentially Private Stochastic
+    Gradient Descent", Eq. (4)): at step ``t`` sample ``i``'s clipped gradient has norm
+    ``r_{i,t} C`` with ``r_{i,t} = min(‖g_i(w_t)‖, C)/C ≤ 1``; the step is, for that sample, a
+    Poisson-subsampled Gaussian with noise multiplier ``σ / r_{i,t}``, whose RDP
+    ``τ_t(α)`` (the accounting module's :func:`~.backends.subsampled_gaussian_rdp`) composes
+    additively; ε_i is the RDP→(ε, δ) conversion of ``Σ_t τ_t(α)`` minimised over orders.
+
+    Ratios are rounded *up* to ``levels`` equally spaced values (RDP grows with r, so this
+    is conservative) so that only ``levels`` RDP curves are evaluated.
+
+    Args:
+        ratios: ``(N, T)`` r_{i,t}.
+        sample_rate, noise_multiplier: q and σ of the run.
+        delta: δ.
+    """
+    from .backends import subsampled_gaussian_rdp
+    from .conversions import INT_ORDERS, rdp_eps_per_order
+
+    r = np.clip(np.asarray(ratios, dtype=np.float64), 0.0, 1.0)
+    d = V.open_unit("delta", delta)
+    grid = np.arange(1, levels + 1) / levels
+    lev = np.ceil(r * levels - 1e-9).astype(np.int64)  # 0 = no contribution
+    orders = np.asarray(INT_ORDERS, dtype=np.float64)
+    table = np.zeros((levels + 1, orders.size))
+    for k in range(1, levels + 1):
+        table[k] = subsampled_gaussian_rdp(float(sample_rate), float(noise_multiplier) / grid[k - 1], orders)
+    counts = np.stack([np.bincount(row, minlength=levels + 1) for row in lev])  # (N, levels+1)
+    rdp = counts @ table  # (N, orders)
+    eps = np.array([np.min(rdp_eps_per_order(orders, rdp_i, delta=d)) if rdp_i.any() else 0.0 for rdp_i in rdp])
+    return np.maximum(eps, 0.0)
+
+
+def pdp_epsilon_exponential(log_probs: np.ndarray, log_probs_without: np.ndarray) -> np.ndarray:
+    r"""Per-instance (pure) ε_i of one exponential-mechanism draw (Wang 2019, Def. 2.1).
+
+    ``ε_i = max_j |log P_D(j) - log P_{D \ z_i}(j)|`` over all outcomes ``j``.
+
+    Args:
+        log_probs: ``(P,)`` log-probabilities of the mechanism on the real data.
+        log_probs_without: ``(N, P)`` the same without sample ``i`` (row ``i``).
+    """
+    lp = np.asarray(log_probs, dtype=np.float64).reshape(1, -1)
+    return np.max(np.abs(np.asarray(log_probs_without, dtype=np.float64) - lp), axis=1)

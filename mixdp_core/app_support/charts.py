@@ -322,3 +322,58 @@ def delta_curve_figure(metrics: Mapping[str, Any]):
                                  name="this run's (ε, δ)", marker=dict(size=10, color="#d62728")))
     fig.update_yaxes(type="log", exponentformat="power")
     return _layout(fig, "Privacy curve δ(ε) of this run", "ε", "δ", height=340)
+
+
+#: Colours of the attacks drawn against the theory curve (audit page, classroom mode).
+ATTACK_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np.ndarray]], *,
+                            log: bool = True, fpr_floor: float = 1e-4, large: bool = True):
+    """The best trade-off any attack can reach under the guarantee, with measured ROCs on top.
+
+    Args:
+        report: the run's privacy report (``epsilon``, ``delta``, optional ``mu``), or ``None``
+            for a non-private run (then the bound is TPR = 1).
+        rocs: ``{attack name: (fpr, tpr)}`` measured curves.
+        log: log–log axes (Carlini et al. 2022 convention, to show the low-FPR regime); ``False``
+            gives linear axes.
+        fpr_floor: smallest FPR drawn on log axes.
+        large: large fonts (classroom projection).
+
+    The theory curve is :func:`mixdp_core.accounting.max_tpr` (μ-GDP where the report has μ,
+    else (ε, δ)); an attack above it would mean a privacy bug.
+    """
+    from ..accounting import max_tpr
+
+    go = _go()
+    fig = go.Figure()
+    grid = np.logspace(math.log10(fpr_floor), 0, 300) if log else np.linspace(0, 1, 301)
+    bound = np.asarray(max_tpr(report, grid), dtype=float)
+    if report is None:
+        name = "no guarantee: any attack possible"
+    elif getattr(report, "mu", None) is not None:
+        name = f"best possible attack under the guarantee (μ = {report.mu:.3g}, ε = {report.epsilon:.3g})"
+    else:
+        name = f"best possible attack under ε = {report.epsilon:.3g}, δ = {report.delta:.0e}"
+    fig.add_trace(go.Scatter(x=grid, y=bound, mode="lines", name=name, line=dict(color="black", width=4),
+                             fill="tozeroy", fillcolor="rgba(0,0,0,0.06)"))
+    fig.add_trace(go.Scatter(x=grid, y=grid, mode="lines", name="random guessing",
+                             line=dict(dash="dot", color="#7f7f7f", width=2)))
+    for i, (nm, (f, t)) in enumerate(rocs.items()):
+        f = np.asarray(f, dtype=float)
+        t = np.asarray(t, dtype=float)
+        if log:
+            keep = f >= fpr_floor
+            f, t = f[keep], np.maximum(t[keep], fpr_floor)
+        fig.add_trace(go.Scatter(x=f, y=t, mode="lines", name=str(nm),
+                                 line=dict(color=ATTACK_COLORS[i % len(ATTACK_COLORS)], width=3)))
+    axis = dict(type="log", range=[math.log10(fpr_floor), 0]) if log else dict(range=[0, 1])
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(**axis)
+    font = 20 if large else 13
+    _layout(fig, "What the guarantee allows vs what the attacks achieve",
+            "false positive rate (non-members wrongly accused)", "true positive rate (members found)",
+            height=560 if large else 380)
+    fig.update_layout(font=dict(size=font), legend=dict(orientation="h", y=-0.3, font=dict(size=font - 4)))
+    return fig

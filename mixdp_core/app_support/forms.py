@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import io
-import math
 import re
 import shutil
 import stat
@@ -88,6 +86,9 @@ def demo_config() -> Any:
 class FieldSpec:
     """How to draw one method-config field in the "advanced" expander.
 
+    Built from the field's declaration (:func:`mixdp_core.config.describe`); nothing is
+    parsed from docstrings or error messages.
+
     Attributes:
         name: config field name.
         kind: ``"bool"``, ``"int"``, ``"float"``, ``"choice"`` or ``"text"`` (JSON / free text).
@@ -96,7 +97,7 @@ class FieldSpec:
         choices: allowed values for ``"choice"``.
         leaks_private: the option looks at private data (e.g. optimistic tuning); the UI must
             say it costs privacy / leaks private information.
-        help: the field's docstring text (one paragraph).
+        help: the declared help text (plus the declared privacy cost for leaky options).
     """
 
     name: str
@@ -108,102 +109,45 @@ class FieldSpec:
     help: str = ""
 
 
-_LEAK_WORDS = ("leak", "looks at private", "costs privacy", "not private")
-
-
-def _field_docs(cls: type) -> dict[str, str]:
-    """``{field: text}`` parsed from the Google-style ``Args:`` sections of ``cls`` and bases."""
-    docs: dict[str, str] = {}
-    for klass in reversed(cls.__mro__):
-        doc = inspect.cleandoc(klass.__doc__ or "")
-        m = re.search(r"^Args:\s*$(.*?)(?=^\S|\Z)", doc, flags=re.S | re.M)
-        if not m:
-            continue
-        cur: list[str] = []
-        for line in m.group(1).splitlines():
-            hm = re.match(r"^ {4}([A-Za-z_][\w, ]*):\s*(.*)$", line)
-            if hm:
-                cur = [n.strip() for n in hm.group(1).split(",")]
-                for n in cur:
-                    docs[n] = hm.group(2).strip()
-            elif cur and line.strip():
-                for n in cur:
-                    docs[n] += " " + line.strip()
-    return docs
-
-
-def _probe_choices(config_cls: type, name: str) -> tuple[str, ...]:
-    """Allowed string values of a field, read from the ConfigError of an invalid value."""
-    try:
-        config_cls(**{name: "\x00not-a-choice"})
-    except ConfigError as e:
-        if e.field != name:
-            return ()
-        msg = str(e).split(" got ")[0]
-        if "one of" not in msg and "must be '" not in msg:
-            return ()
-        return tuple(dict.fromkeys(re.findall(r"'([^'\x00]+)'", msg)))
-    except Exception:
-        return ()
-    return ()
-
-
 def leaks_private(config_cls: type, name: str) -> bool:
-    """Whether field ``name`` of ``config_cls`` looks at private data (costs privacy).
+    """Whether field ``name`` of ``config_cls`` is declared ``leaks_private=True``."""
+    from ..config import describe
 
-    True if the dataclass field has ``metadata["leaks_private"]``, or its name says
-    ``optimistic``, or its docstring says it leaks private information.
-    """
-    f = {x.name: x for x in dataclasses.fields(config_cls)}.get(name)
-    if f is not None and f.metadata.get("leaks_private"):
-        return True
-    if "optimistic" in name:
-        return True
-    text = _field_docs(config_cls).get(name, "").lower()
-    return any(w in text for w in _LEAK_WORDS)
+    return any(s.name == name and s.leaks_private for s in describe(config_cls))
+
+
+def _kind(spec: Any) -> str:
+    if spec.type is bool:
+        return "bool"
+    if len(spec.choices) >= 2 and all(isinstance(c, str) for c in spec.choices):
+        return "choice"
+    if spec.type is int:
+        return "int"
+    if spec.type is float:
+        return "float"
+    return "text"
+
+
+def field_spec(spec: Any) -> FieldSpec:
+    """The :class:`FieldSpec` of one :class:`~mixdp_core.config.ParamSpec`."""
+    from ..config import default_of
+
+    kind = _kind(spec)
+    default = default_of(spec)
+    help_text = spec.help
+    if spec.leaks_private:
+        help_text = f"{help_text} Costs privacy: {spec.privacy_note}".strip()
+    return FieldSpec(name=spec.name, kind=kind, default=default, optional=spec.optional and kind != "bool",
+                     choices=spec.choices if kind == "choice" else (), leaks_private=spec.leaks_private,
+                     help=help_text)
 
 
 def method_field_specs(method: str) -> list[FieldSpec]:
     """Widget specs of the method's config fields other than the main-form ones."""
-    cls = method_classes()[method]
-    ccls = cls.config_cls
-    docs = _field_docs(ccls)
-    specs = []
-    for f in dataclasses.fields(ccls):
-        if f.name in MAIN_FIELDS or not f.init:
-            continue
-        if f.default is not dataclasses.MISSING:
-            default = f.default
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            default = f.default_factory()  # type: ignore[misc]
-        else:
-            default = None
-        tname = str(f.type)
-        optional = default is None or "Optional" in tname or "None" in tname
-        if isinstance(default, bool) or tname == "bool":
-            kind = "bool"
-        elif (tname.startswith("Any") or isinstance(default, (tuple, list, dict))
-              or any(w in tname for w in ("tuple", "list", "dict"))):
-            kind = "text"
-        elif isinstance(default, int) or re.search(r"\bint\b", tname) and "float" not in tname:
-            kind = "int"
-        elif isinstance(default, float) or "float" in tname:
-            kind = "float"
-        elif isinstance(default, str) or re.search(r"\bstr\b", tname):
-            kind = "choice"
-        else:
-            kind = "text"
-        choices: tuple[Any, ...] = ()
-        if kind == "choice":
-            choices = _probe_choices(ccls, f.name)
-            if len(choices) < 2:
-                kind, choices = "text", ()
-            elif default not in choices:
-                choices = (default,) + choices
-        specs.append(FieldSpec(name=f.name, kind=kind, default=default, optional=optional and kind != "bool",
-                               choices=choices, leaks_private=leaks_private(ccls, f.name),
-                               help=docs.get(f.name, "")))
-    return specs
+    from ..config import describe
+
+    ccls = method_classes()[method].config_cls
+    return [field_spec(s) for s in describe(ccls) if s.name not in MAIN_FIELDS]
 
 
 def parse_text_value(spec: FieldSpec, text: str) -> Any:
@@ -295,24 +239,16 @@ def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
     Returns:
         ``(config, {})`` on success, else ``(None, {field: message})``.
     """
+    from ..config import check_delta, check_epsilon
     from ..runs.runner import RunConfig
 
     v = dict(values)
     errors: dict[str, str] = {}
-    eps = v.get("target_epsilon", 3.0)
-    try:
-        eps_f = float(eps)
-    except (TypeError, ValueError):
-        eps_f = float("nan")
-    if not (math.isfinite(eps_f) and eps_f > 0):
-        errors["epsilon"] = f"must be a number > 0, got {eps!r}"
-    delta = v.get("target_delta", 1e-5)
-    try:
-        delta_f = float(delta)
-    except (TypeError, ValueError):
-        delta_f = float("nan")
-    if not (0 < delta_f < 1):
-        errors["delta"] = f"must lie in the open interval (0, 1), got {delta!r}"
+    for key, check in (("target_epsilon", check_epsilon), ("target_delta", check_delta)):
+        try:
+            check(v.get(key, getattr(RunConfig, key)))
+        except ConfigError as e:  # the declared range, e.g. "epsilon: must be a finite number > 0"
+            errors[e.field] = str(e).split(": ", 1)[-1]
     method = v.get("method")
     if method not in method_classes():
         errors["method"] = f"unknown method {method!r}; choose one of: {', '.join(method_classes())}"

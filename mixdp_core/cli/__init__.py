@@ -24,7 +24,7 @@ from ._common import OneLineParser
 COMMANDS: Registry[str] = Registry("command")
 for _name, _module in (
     ("datasets", "listing"), ("encoders", "listing"), ("methods", "listing"),
-    ("encode", "encode"), ("train", "train"),
+    ("encode", "encode"), ("train", "train"), ("audit", "audit"),
 ):
     COMMANDS.add(_name, _module)
 

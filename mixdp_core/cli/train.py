@@ -19,6 +19,7 @@ import math
 import sys
 from typing import Any
 
+from ..config import DELTA, EPSILON
 from ..errors import ConfigError, MixDPError, UnknownNameError
 from ._common import Progress, fail, number, pairs
 
@@ -27,7 +28,7 @@ SUMMARY_KEYS = (
     "run_id", "status", "method", "dataset", "encoder", "seed", "epsilon", "target_epsilon",
     "delta", "mu", "noise_multiplier", "steps", "test_error", "balanced_accuracy",
     "minority_accuracy", "mia_auc", "mia_advantage", "pdp_epsilon_min", "pdp_epsilon_median",
-    "pdp_epsilon_max", "performance_boost", "wall_seconds", "reused", "store",
+    "pdp_epsilon_max", "pdp_owner_only", "performance_boost", "wall_seconds", "reused", "store",
 )
 
 
@@ -43,15 +44,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--dataset", default="digits", help="dataset spec (see `mixdp datasets`), default digits")
     a("--encoder", default="pixels", help="feature extractor (see `mixdp encoders`), default pixels")
     a("--method", default="adamix", help="training method (see `mixdp methods`), default adamix")
-    a("--epsilon", default="3", help="target ε > 0 of the (ε, δ)-DP guarantee, default 3")
-    a("--delta", default="1e-5", help="target δ in (0, 1), default 1e-5")
+    a("--epsilon", default="3", help=f"target ε of the (ε, δ)-DP guarantee: {EPSILON.requirement()}, default 3")
+    a("--delta", default="1e-5", help=f"target δ: {DELTA.requirement()}, default 1e-5")
     a("--seed", default="0", help="seed of the split and the noise (integer >= 0), default 0")
     a("--public-per-class", default="5", help="public samples per class (integer >= 1), default 5")
     a("--imbalance-ratio", default="1", help="long-tail ratio of the private data (>= 1), default 1")
     a("--public-from", default=None, help="dataset spec providing the public samples (domain shift)")
     a("--noise-multiplier", default=None, help="noise multiplier σ > 0 (NoisyGD-type methods)")
     a("--param", action="append", default=[], metavar="KEY=VALUE",
-      help="other method config field (VALUE parsed as JSON, else a string); repeatable")
+      help="other method config field (VALUE parsed as JSON, else a string); repeatable; "
+           "`mixdp methods --params METHOD` lists them with their ranges")
     a("--dataset-root", default=None, help="dataset folder (default: the loader's)")
     a("--dataset-arg", action="append", default=[], metavar="KEY=VALUE", help="dataset loader option; repeatable")
     a("--encoder-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -81,8 +83,8 @@ def build_config(args: argparse.Namespace):
         encoder=args.encoder,
         method=args.method,
         seed=number("seed", args.seed, int, "an integer >= 0"),
-        target_epsilon=number("epsilon", args.epsilon, float, "a number > 0"),
-        target_delta=number("delta", args.delta, float, "a number in (0, 1)"),
+        target_epsilon=number("epsilon", args.epsilon, float, EPSILON.requirement()),  # range: RunConfig
+        target_delta=number("delta", args.delta, float, DELTA.requirement()),
         public_per_class=number("public_per_class", args.public_per_class, int, "an integer >= 1"),
         imbalance_ratio=number("imbalance_ratio", args.imbalance_ratio, float, "a number >= 1"),
         public_from=args.public_from,

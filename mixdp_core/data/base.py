@@ -8,7 +8,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import CorruptImageError, DataError  # noqa: F401  (CorruptImageError re-exported)
 
 
 class ImageSource(Protocol):
@@ -24,14 +24,6 @@ class ImageSource(Protocol):
     def __len__(self) -> int: ...
 
     def __getitem__(self, i: int) -> tuple[Any, int]: ...
-
-
-class CorruptImageError(DataError):
-    """An image file could not be decoded. ``path`` names the file."""
-
-    def __init__(self, path: str | Path, reason: str = ""):
-        self.path = str(path)
-        super().__init__(f"corrupt or non-image file {self.path}" + (f": {reason}" if reason else ""))
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..features.featureset import FeatureSet
+from ..featureset import FeatureSet
 from ..registry import Registry
 from .base import ArrayImageSource, FileImageSource, LoadedDataset
 

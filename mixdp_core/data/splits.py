@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..features.featureset import FeatureSet
+from ..featureset import FeatureSet
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Shared machinery of the neural encoders: decoding, preprocessing, batching, inference.
 
 Pipeline of :meth:`TorchImageEncoder.encode_images` (all in the main process, no DataLoader
-workers, so a corrupt file raises :class:`~mixdp_core.data.base.CorruptImageError` naming it):
+workers, so a corrupt file raises :class:`~mixdp_core.errors.CorruptImageError` naming it):
 
 1. ``source[i]`` decodes image ``i`` (PIL, RGB or L);
 2. :meth:`TorchImageEncoder.preprocess_image`: convert to RGB, centre-crop the largest square,
@@ -275,11 +275,11 @@ class TorchImageEncoder(Encoder):
 
         Decoding happens in the calling process, one batch at a time (peak memory is one
         batch of decoded images). A file that cannot be decoded raises
-        :class:`~mixdp_core.data.base.CorruptImageError` naming it, or with
+        :class:`~mixdp_core.errors.CorruptImageError` naming it, or with
         ``skip_corrupt=True`` is skipped with a :class:`UserWarning` and left out of
         ``kept_indices``.
         """
-        from ..data.base import CorruptImageError
+        from ..errors import CorruptImageError
 
         n = len(source)
         feats: list[np.ndarray] = []

@@ -150,7 +150,7 @@ class PixelsEncoder(Encoder):
         converted) and, when ``image_size`` is None, the size; an image of another size then
         raises :class:`~mixdp_core.errors.DataError` suggesting ``image_size``.
         """
-        from ..data.base import CorruptImageError
+        from ..errors import CorruptImageError
 
         n = len(source)
         rows: list[np.ndarray] = []

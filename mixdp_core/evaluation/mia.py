@@ -2,8 +2,10 @@
 
 The attacker thresholds the per-sample cross-entropy loss of the released model: a low loss
 suggests the sample was a training *member*. Members are the private training samples (the
-only ones the DP guarantee protects), non-members the test samples. The two sets are made
-the same size by a seeded subsample of the larger one, so that AUC = 0.5 is chance level.
+only ones the DP guarantee protects), non-members the test samples. With labels the two sets
+are matched per class (same count of each class on both sides); otherwise they are made the
+same size by a seeded subsample of the larger one, so that AUC = 0.5 is chance level.
+Stronger attacks (LiRA, RMIA, canary audits) live in :mod:`mixdp_core.evaluation.audit`.
 
 Reported: the ROC curve, its AUC (probability that a random member scores above a random
 non-member, ties counted 1/2 — the Mann-Whitney statistic) and the membership advantage
@@ -126,7 +128,12 @@ def balanced_indices(n_members: int, n_nonmembers: int, *, seed: int = 0) -> tup
 
 
 def loss_threshold_attack(
-    member_losses: np.ndarray, nonmember_losses: np.ndarray, *, seed: int = 0
+    member_losses: np.ndarray,
+    nonmember_losses: np.ndarray,
+    *,
+    seed: int = 0,
+    member_labels: np.ndarray | None = None,
+    nonmember_labels: np.ndarray | None = None,
 ) -> MIAResult:
     """Run the loss-threshold MIA on precomputed losses (members = private training set).
 
@@ -134,10 +141,20 @@ def loss_threshold_attack(
         member_losses: ``(N_private,)`` per-sample losses of members.
         nonmember_losses: ``(N_test,)`` per-sample losses of non-members.
         seed: seed of the subsample that balances the two sets.
+        member_labels, nonmember_labels: class labels; when given, members and non-members
+            are **matched per class** (:func:`mixdp_core.evaluation.audit.class_matched_indices`):
+            otherwise an imbalanced private set against a balanced test set lets the attack
+            "detect membership" from the class alone (AUC 0.69 for a DP model on digits at
+            imbalance ratio 10, 0.51 once matched).
     """
     ml = np.asarray(member_losses, dtype=np.float64).ravel()
     nl = np.asarray(nonmember_losses, dtype=np.float64).ravel()
-    mi, ni = balanced_indices(ml.size, nl.size, seed=seed)
+    if member_labels is not None and nonmember_labels is not None:
+        from .audit.stats import class_matched_indices
+
+        mi, ni = class_matched_indices(member_labels, nonmember_labels, seed=seed)
+    else:
+        mi, ni = balanced_indices(ml.size, nl.size, seed=seed)
     ms, ns = -ml[mi], -nl[ni]
     fpr, tpr, thr = roc_curve(ms, ns)
     return MIAResult(

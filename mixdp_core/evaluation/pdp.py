@@ -1,4 +1,26 @@
-"""Per-instance DP (pDP) losses of NoisyGD-type methods (AdaMix paper, App. C, Prop. 14).
+"""Per-instance DP (pDP) losses of every method family, computed along the realised run.
+
+**Owner-only diagnostic, not a released guarantee.** ε_i depends on the private data; the
+JSON, the store (``pdp_owner_only``) and the UI say so. Families:
+
+* NoisyGD / AdaMix (below; AdaMix App. C, Prop. 14).
+* DPPL-Mean: CoinPress steps are Gaussian mechanisms; sample ``j``'s share of step ``t``'s
+  sensitivity is ``r = (‖proj(x_j) - c‖ + R)/(2R)`` (replace-one) or ``‖proj(x_j) - c‖/R``
+  (add/remove, plus the noisy count charged in full); ``μ_j = sqrt(Σ_t (r_{j,t}/σ_t)²)``
+  (:func:`~mixdp_core.accounting.pdp.pdp_epsilon_gaussian_steps`).
+* DP-SGD linear probes (``dp_linear_probe``, ``dpsgd_global_adapt``): individual RDP of the
+  Poisson-subsampled Gaussian at sensitivity ``r_{i,t} = min(‖g_i(w_t)‖, C)/C`` for every row at
+  every step (Feldman & Zrnic 2021; Yu et al. 2023;
+  :func:`~mixdp_core.accounting.pdp.pdp_epsilon_subsampled_gaussian`).
+* DP-LS: both statistics are Gaussian mechanisms with per-sample contributions ``‖x̃‖²`` and
+  ``‖x̃‖`` (``= 1`` for every non-zero feature vector), so ε_i = ε for every sample.
+* DPPL-Public: the exponential mechanism's exact per-instance loss
+  ``max_j |log P_D(j) - log P_{D∖z_i}(j)|`` (:func:`~mixdp_core.accounting.pdp.pdp_epsilon_exponential`),
+  a pure (δ = 0) ε_i.
+* No per-instance analysis (:data:`PDP_UNAVAILABLE` says why): DPPL-Public-TopK, sparse
+  fine-tuning (``sparse_finetune*``, ``dpsgd_full_network``), non-private methods.
+
+Per-instance DP of NoisyGD-type methods (AdaMix paper, App. C, Prop. 14).
 
 For a full-batch noisy gradient method with noise ``N(0, σ² τ_t² I)`` and a per-sample
 gradient clipped to ``τ_t`` (sensitivity ``τ_t`` under add/remove-one-sample), the step-t
@@ -30,24 +52,93 @@ PDP_QUANTILES: dict[str, float] = {
 }
 
 
-def per_instance_epsilon(model: Any, *, delta: float) -> np.ndarray | None:
+#: Why a method has no per-instance analysis (shown by the audit page).
+PDP_UNAVAILABLE: dict[str, str] = {
+    "dppl_public_topk": "the top-K set exponential mechanism draws a rank with binomial set counts; the "
+                        "per-instance change of that distribution has no closed form used here",
+    "sparse_finetune": "per-sample gradient norms of the rows not in a step's Poisson batch would need a full "
+                       "per-sample backward pass of the network at every step (Yu et al. 2023 approximate it "
+                       "per epoch); not implemented",
+    "paragon": "non-private: no guarantee to refine (ε = ∞)",
+    "only_public": "reads no private data (ε_i = 0)",
+    "zero_shot": "reads no private data (ε_i = 0)",
+}
+for _m in ("sparse_finetune_cls", "sparse_finetune_cls_norm", "dpsgd_full_network"):
+    PDP_UNAVAILABLE[_m] = PDP_UNAVAILABLE["sparse_finetune"]
+
+
+def per_instance_epsilon(model: Any, *, delta: float, split: Any = None) -> np.ndarray | None:
     """ε_i of every private sample for a fitted model, or ``None`` if it does not apply.
 
     Args:
-        model: a fitted :class:`~mixdp_core.methods.base.Method` with ``pdp_sq_ratio_sum_``
-            and ``noise_multiplier_``.
+        model: a fitted :class:`~mixdp_core.methods.base.Method`.
         delta: δ of the (ε_i, δ)-pDP statements (the run's target δ).
+        split: the split it was trained on (needed by DP-LS and DPPL-Public).
 
     Returns:
         ``(N_private,)`` array of ε_i in the order of ``split.X_private``.
     """
     sq = getattr(model, "pdp_sq_ratio_sum_", None)
     sigma = getattr(model, "noise_multiplier_", None)
-    if sq is None or sigma is None:
-        return None
-    from ..accounting import pdp_epsilon
+    if sq is not None and sigma is not None:
+        from ..accounting import pdp_epsilon
 
-    return np.asarray(pdp_epsilon(np.asarray(sq, dtype=np.float64), noise_multiplier=float(sigma), delta=float(delta)))
+        return np.asarray(pdp_epsilon(np.asarray(sq, dtype=np.float64), noise_multiplier=float(sigma),
+                                      delta=float(delta)))
+    eps_i = _family_pdp(model, delta=delta, split=split)
+    rep = getattr(model, "privacy_", None)
+    if eps_i is not None and rep is not None and rep.delta == delta:
+        # the run's guarantee holds for every instance: ε_i <= ε (tightens grid roundings)
+        eps_i = np.minimum(eps_i, float(rep.epsilon))
+    return eps_i
+
+
+def _family_pdp(model: Any, *, delta: float, split: Any) -> np.ndarray | None:
+    from ..accounting import pdp as P
+
+    name = type(model).__name__
+    ratios = getattr(model, "pdp_step_ratios_", None)
+    if name == "DPPLMean" and ratios is not None:
+        sig = np.asarray(model.noise_multiplier_, dtype=np.float64)
+        extra = 0.0
+        if model.config.neighbouring == "add_remove":  # the noisy count comes first, charged in full
+            extra, sig = 1.0 / sig[0] ** 2, sig[1:]
+        return P.pdp_epsilon_gaussian_steps(ratios, sig, delta=delta, extra_mu_sq=extra)
+    if name in ("DPLinearProbe", "DPSGDGlobalAdapt") and ratios is not None:
+        return P.pdp_epsilon_subsampled_gaussian(ratios, sample_rate=model.sample_rate_,
+                                                 noise_multiplier=model.noise_multiplier_, delta=delta)
+    if name == "DPLS" and split is not None:
+        xs = model._stats(split.X_private)
+        nrm = np.linalg.norm(xs, axis=1)
+        sA, sb = model.noise_multiplier_
+        return P.pdp_epsilon_gaussian_steps(np.stack([nrm**2, nrm], axis=1), np.array([sA, sb]), delta=delta)
+    if name == "DPPLPublic" and split is not None:
+        return _dppl_public_pdp(model, split)
+    return None
+
+
+def _dppl_public_pdp(model: Any, split: Any, max_cells: int = 5e7) -> np.ndarray | None:
+    """Exact per-instance ε_i of the per-class exponential mechanism of DPPL-Public."""
+    from ..accounting import pdp as P
+    from ..methods.prototypes.utilities import em_log_probs, l2_normalize, load_public_pool, public_utilities
+
+    cfg = model.config
+    pool = np.asarray(load_public_pool(cfg.public_pool, split, None), dtype=np.float64)
+    if pool.shape[0] * len(split.y_private) > max_cells:
+        return None
+    U = public_utilities(split.X_private, split.y_private, pool, n_classes=split.n_classes,
+                         d_min=cfg.d_min, d_max=cfg.d_max)
+    cos = l2_normalize(np.asarray(split.X_private, np.float64)) @ l2_normalize(pool).T
+    V = np.clip(1.0 + cos, cfg.d_min, cfg.d_max) - cfg.d_min  # (N, P): each sample's utility share
+    sens = cfg.d_max - cfg.d_min
+    out = np.zeros(len(split.y_private))
+    for c in range(split.n_classes):
+        rows = np.flatnonzero(split.y_private == c)
+        lp = em_log_probs(U[c], epsilon=model.epsilon_em_, sensitivity=sens, monotone=True)
+        lpw = np.stack([em_log_probs(U[c] - V[i], epsilon=model.epsilon_em_, sensitivity=sens, monotone=True)
+                        for i in rows]) if rows.size else np.zeros((0, lp.size))
+        out[rows] = P.pdp_epsilon_exponential(lp, lpw)
+    return out
 
 
 def pdp_summary(eps_i: np.ndarray | None) -> dict[str, float | None]:

@@ -71,11 +71,11 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
     pca = per_class_accuracy(split.y_test, y_pred, C)
 
     scores_priv = np.asarray(model.decision_function(split.X_private))
-    mia = loss_threshold_attack(
-        cross_entropy_losses(scores_priv, split.y_private),
-        cross_entropy_losses(scores_test, split.y_test),
-        seed=seed,
-    )
+    l_priv = cross_entropy_losses(scores_priv, split.y_private)
+    l_test = cross_entropy_losses(scores_test, split.y_test)
+    mia = loss_threshold_attack(l_priv, l_test, seed=seed, member_labels=split.y_private,
+                                nonmember_labels=split.y_test)  # class-matched
+    mia_unmatched = loss_threshold_attack(l_priv, l_test, seed=seed)
 
     privacy = getattr(model, "privacy_", None)
     pdict = privacy.to_dict() if privacy is not None else None
@@ -85,7 +85,7 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
             if pdict is not None and pdict.get("delta") is not None
             else getattr(model.config, "target_delta", None)
         )
-    eps_i = per_instance_epsilon(model, delta=delta) if delta is not None else None
+    eps_i = per_instance_epsilon(model, delta=delta, split=split) if delta is not None else None
 
     metrics: dict[str, Any] = {
         "test_error": test_error(split.y_test, y_pred),
@@ -96,6 +96,8 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         "mia_auc": mia.auc,
         "mia_advantage": mia.advantage,
         "mia_n_per_side": int(mia.member_index.size),
+        "mia_class_matched": True,
+        "mia_auc_unmatched": mia_unmatched.auc,
         "privacy": pdict,
         "epsilon": pdict.get("epsilon") if pdict else None,
         "delta": pdict.get("delta") if pdict else delta,
@@ -111,6 +113,8 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         "dim": int(split.dim),
     }
     metrics.update(pdp_summary(eps_i))
+    if eps_i is not None:
+        metrics["pdp_owner_only"] = True  # data-dependent diagnostic, never a released guarantee
     arrays: dict[str, np.ndarray] = {
         "y_pred": y_pred.astype(np.int64),
         "per_class_accuracy": pca,

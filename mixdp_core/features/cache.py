@@ -27,7 +27,7 @@ import numpy as np
 from .. import __version__
 from .._io import atomic_write
 from ..errors import ConfigError
-from .featureset import FeatureSet
+from ..featureset import FeatureSet
 
 FORMAT_VERSION = 1
 

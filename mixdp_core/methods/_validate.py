@@ -1,6 +1,8 @@
-"""Config-field checks shared by every method family.
+"""Imperative config-field checks (transitional).
 
-Each check raises :class:`~mixdp_core.errors.ConfigError` naming the field and its allowed
+New and converted configs declare their constraints once with
+:func:`mixdp_core.config.param` instead; these helpers remain for the configs of
+``methods/adamix.py`` until they are converted (issue 13). Each check raises :class:`~mixdp_core.errors.ConfigError` naming the field and its allowed
 range, e.g. ``"k_pool: must be an integer >= 1, got 0"``.
 """
 

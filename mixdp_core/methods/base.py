@@ -33,6 +33,7 @@ from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
 
+from ..config import delta_param, epsilon_param, validate
 from ..errors import ConfigError
 from ..registry import Registry
 
@@ -69,23 +70,30 @@ class StepRecord:
 OnStep = Callable[[StepRecord], Optional[bool]]
 
 
+#: :attr:`Method.role` values.
+ROLE_METHOD = "method"
+ROLE_REFERENCE_UPPER = "reference_upper"
+ROLE_REFERENCE_LOWER = "reference_lower"
+
+
 @dataclass(frozen=True, kw_only=True)
 class PrivacyConfig:
     """Privacy budget shared by every private method (keyword-only).
+
+    Fields declare their constraints with :func:`mixdp_core.config.param`; ``__post_init__``
+    checks them all (subclass fields included) with :func:`mixdp_core.config.validate`.
+    Subclasses add cross-field checks after ``super().__post_init__()``.
 
     Args:
         target_epsilon: ε > 0 of the (ε, δ)-DP guarantee the run must satisfy.
         target_delta: δ in (0, 1). Default 1e-5.
     """
 
-    target_epsilon: float = 3.0
-    target_delta: float = 1e-5
+    target_epsilon: float = epsilon_param(3.0)
+    target_delta: float = delta_param(1e-5)
 
     def __post_init__(self) -> None:
-        if not (np.isfinite(self.target_epsilon) and self.target_epsilon > 0):
-            raise ConfigError("epsilon", f"must be > 0, got {self.target_epsilon!r}")
-        if not (0 < self.target_delta < 1):
-            raise ConfigError("delta", f"must lie in the open interval (0, 1), got {self.target_delta!r}")
+        validate(self)
 
 
 class Method(ABC):
@@ -103,6 +111,11 @@ class Method(ABC):
         needs_text: ``True`` if it needs CLIP text embeddings.
         uses_private_data: ``False`` if the method never reads the private rows (only-public,
             zero-shot): their privacy loss is 0 even though ``privacy_`` is ``None``.
+        role: ``"method"`` (default), or the reference a Performance Boost is measured
+            against: ``"reference_upper"`` (the non-private paragon) or
+            ``"reference_lower"`` (only-public). The runner reads this instead of names.
+        test_config: small config fields (``{field: value}``) with which the contract test
+            (``tests/methods/test_contract.py``) fits the method in about a second.
     """
 
     config_cls: ClassVar[type] = PrivacyConfig
@@ -112,6 +125,8 @@ class Method(ABC):
     private: ClassVar[bool] = True
     needs_text: ClassVar[bool] = False
     uses_private_data: ClassVar[bool] = True
+    role: ClassVar[str] = ROLE_METHOD
+    test_config: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, config: Any = None, **params: Any):
         if config is None:
@@ -156,6 +171,17 @@ class Method(ABC):
 
 
 METHODS: Registry[type[Method]] = Registry("method")
+
+
+def reference_methods() -> dict[str, str]:
+    """``{role: method name}`` of the registered reference methods (roles
+    :data:`ROLE_REFERENCE_UPPER` and :data:`ROLE_REFERENCE_LOWER`)."""
+    return {cls.role: name for name, cls in METHODS.items() if cls.role != ROLE_METHOD}
+
+
+def is_reference(name: str) -> bool:
+    """Whether the registered method ``name`` is a Performance-Boost reference."""
+    return METHODS.get(name).role != ROLE_METHOD
 
 
 def make_method(name: str, **params: Any) -> Method:

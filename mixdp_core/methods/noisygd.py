@@ -575,6 +575,9 @@ def private_release(
     return noisy, ratio, loss
 
 
+from ._observe import notify_release, observe_releases  # noqa: E402,F401  (white-box audits)
+
+
 def run_noisygd(
     problem: NoisyGDProblem,
     W_init: np.ndarray,
@@ -674,6 +677,7 @@ def run_noisygd(
         noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, x_norm=xq_norm, XB=XB, X_Qp=X_Qp)
         pdp += ratio**2
         executed = t
+        notify_release(t, W, noisy, tau)
 
         # --- update (post-processing) ---
         grad = noisy + np.float32(lam) * (W - W_ref)

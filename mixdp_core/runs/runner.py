@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..config import Interval, delta_param, epsilon_param, param, validate
 from ..errors import ConfigError, UnknownNameError
 from .store import CANCELLED, COMPLETED, FAILED, RunStore
 
@@ -32,31 +33,47 @@ from .store import CANCELLED, COMPLETED, FAILED, RunStore
 _FORWARDED = ("target_epsilon", "target_delta", "seed")
 
 
+#: Where each registry lives (imported on first use: importing a package registers its
+#: built-ins). An import failure is a real error and propagates.
+_REGISTRIES = {"method": ("mixdp_core.methods", "METHODS"),
+               "encoder": ("mixdp_core.encoders", "ENCODERS"),
+               "dataset": ("mixdp_core.data", "DATASETS")}
+
+
 def _registry_check(field_name: str, kind: str, name: str) -> None:
     """Raise ConfigError(field_name, ...) if ``name`` is not in the registry of ``kind``."""
-    try:
-        if kind == "method":
-            from ..methods import METHODS as reg
-        elif kind == "encoder":
-            from ..encoders import base as _eb
+    import importlib
 
-            try:
-                from .. import encoders as _enc  # noqa: F401  (registers the built-ins)
-            except ImportError:
-                pass
-            reg = _eb.ENCODERS
-        else:
-            from .. import data as _data
-
-            reg = getattr(_data, "DATASETS", None)
-            if reg is None:
-                return  # dataset registry not available: the loader validates the spec
-    except ImportError:
-        return
+    module, attr = _REGISTRIES[kind]
+    reg = getattr(importlib.import_module(module), attr)
     try:
         reg.get(name)
     except UnknownNameError:
         raise ConfigError(field_name, f"unknown {kind} {name!r}; choose one of: {', '.join(reg.keys())}") from None
+
+
+def _registered(kind: str, *, prefix_only: bool = False) -> Callable[[str], None]:
+    """A :func:`~mixdp_core.config.param` ``check``: the value names a registered ``kind``
+    (for dataset specs, the part before ``:``)."""
+
+    def check(value: str) -> None:
+        _registry_check(kind, kind, value.partition(":")[0] if prefix_only else value)
+
+    return check
+
+
+def _json_mapping(field_name: str) -> Callable[[Any], None]:
+    """A ``check``: a dict whose values are JSON-serializable with finite numbers."""
+
+    def check(value: Any) -> None:
+        if not isinstance(value, Mapping):
+            raise ConfigError(field_name, f"must be a dict, got {type(value).__name__}")
+        try:
+            _canonical(dict(value))
+        except (TypeError, ValueError) as e:
+            raise ConfigError(field_name, f"must be JSON-serializable with finite numbers: {e}") from None
+
+    return check
 
 
 def _canonical(obj: Any) -> str:
@@ -87,70 +104,40 @@ class RunConfig:
         encoder_kwargs: extra encoder constructor arguments (e.g. ``{"image_size": 128}``).
     """
 
-    dataset: str
-    encoder: str
-    method: str
-    seed: int = 0
-    target_epsilon: float = 3.0
-    target_delta: float = 1e-5
-    public_per_class: int = 5
-    imbalance_ratio: float = 1.0
-    public_from: str | None = None
-    method_params: dict[str, Any] = field(default_factory=dict)
-    dataset_root: str | None = None
-    dataset_kwargs: dict[str, Any] = field(default_factory=dict)
-    encoder_kwargs: dict[str, Any] = field(default_factory=dict)
+    dataset: str = param(type=str, check=_registered("dataset", prefix_only=True),
+                         allowed="a dataset spec '<registered dataset>[:<argument>]' (`mixdp datasets`)",
+                         help="Dataset spec, e.g. 'digits', 'cifar10', 'image_folder:/data/x'.")
+    encoder: str = param(type=str, check=_registered("encoder"), allowed="a registered encoder (`mixdp encoders`)",
+                         help="Feature extractor name (ENCODERS), e.g. 'pixels', 'efficientnet_lite0'.")
+    method: str = param(type=str, check=_registered("method"), allowed="a registered method (`mixdp methods`)",
+                        help="Training method name (METHODS), e.g. 'adamix'.")
+    seed: int = param(0, type=int, range=Interval(0, None), help="Seed of the split and of the method's noise.")
+    target_epsilon: float = epsilon_param(3.0)
+    target_delta: float = delta_param(1e-5)
+    public_per_class: int = param(5, type=int, range=Interval(1, None), help="Public samples per class.")
+    imbalance_ratio: float = param(1.0, type=float, range=Interval(1, None),
+                                   help="Long-tail ratio of the private part (1 = balanced).")
+    public_from: str | None = param(None, type=str, allowed="a dataset spec",
+                                    help="Dataset spec of the public data under domain shift, or None.")
+    method_params: dict[str, Any] = param(default_factory=dict, check=_json_mapping("method_params"),
+                                          allowed="a JSON-serializable dict",
+                                          help="Other fields of the method's config, e.g. {\"noise_multiplier\": 20}.")
+    dataset_root: str | None = param(None, type=str,
+                                     help="Where the dataset lives / is downloaded (None = loader default).")
+    dataset_kwargs: dict[str, Any] = param(default_factory=dict, check=_json_mapping("dataset_kwargs"),
+                                           allowed="a JSON-serializable dict",
+                                           help="Extra keyword arguments of the dataset loader (e.g. max_per_class).")
+    encoder_kwargs: dict[str, Any] = param(default_factory=dict, check=_json_mapping("encoder_kwargs"),
+                                           allowed="a JSON-serializable dict",
+                                           help="Extra encoder constructor arguments (e.g. {\"image_size\": 128}).")
 
     def __post_init__(self) -> None:
-        for name in ("dataset", "encoder", "method"):
-            v = getattr(self, name)
-            if not isinstance(v, str) or not v.strip():
-                raise ConfigError(name, f"must be a non-empty string, got {v!r}")
-        _registry_check("method", "method", self.method)
-        _registry_check("encoder", "encoder", self.encoder)
-        _registry_check("dataset", "dataset", self.dataset.partition(":")[0])
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ConfigError("seed", f"must be an integer >= 0, got {self.seed!r}")
-        try:
-            eps = float(self.target_epsilon)
-        except (TypeError, ValueError):
-            eps = float("nan")
-        if not (math.isfinite(eps) and eps > 0):
-            raise ConfigError("epsilon", f"must be a finite number > 0, got {self.target_epsilon!r}")
-        try:
-            delta = float(self.target_delta)
-        except (TypeError, ValueError):
-            delta = float("nan")
-        if not (0 < delta < 1):
-            raise ConfigError("delta", f"must lie in the open interval (0, 1), got {self.target_delta!r}")
-        ppc = self.public_per_class
-        if isinstance(ppc, bool) or not isinstance(ppc, (int, np.integer)) or ppc < 1:
-            raise ConfigError("public_per_class", f"must be an integer >= 1, got {ppc!r}")
-        try:
-            ir = float(self.imbalance_ratio)
-        except (TypeError, ValueError):
-            ir = float("nan")
-        if not (math.isfinite(ir) and ir >= 1):
-            raise ConfigError("imbalance_ratio", f"must be a number >= 1 (1 = balanced), got {self.imbalance_ratio!r}")
-        if self.public_from is not None and (not isinstance(self.public_from, str) or not self.public_from):
-            raise ConfigError("public_from", f"must be a dataset spec or None, got {self.public_from!r}")
+        validate(self)  # every declared field: type, range, registry membership, JSON-ability
         for name in ("method_params", "dataset_kwargs", "encoder_kwargs"):
-            v = getattr(self, name)
-            if not isinstance(v, Mapping):
-                raise ConfigError(name, f"must be a dict, got {type(v).__name__}")
-            try:
-                _canonical(dict(v))
-            except (TypeError, ValueError) as e:
-                raise ConfigError(name, f"must be JSON-serializable with finite numbers: {e}") from None
-            object.__setattr__(self, name, dict(v))
+            object.__setattr__(self, name, dict(getattr(self, name)))
         for k in self.method_params:
             if k in _FORWARDED:
                 raise ConfigError(k, f"set it as RunConfig.{k}, not inside method_params")
-        object.__setattr__(self, "seed", int(self.seed))
-        object.__setattr__(self, "public_per_class", int(self.public_per_class))
-        object.__setattr__(self, "target_epsilon", eps)
-        object.__setattr__(self, "target_delta", delta)
-        object.__setattr__(self, "imbalance_ratio", ir)
         # Validates method_params against the method's config, and refuses a budget no run
         # can meet (e.g. ε too small for σ) before any run is created, for every caller.
         self.make_method().preflight()
@@ -338,14 +325,18 @@ def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | No
     """Performance Boost of an error ``err_dp`` against completed paragon and only-public runs
     of the same split in ``store`` (newest of each), or ``None`` if either is missing."""
     from ..evaluation.metrics import performance_boost
+    from ..methods.base import ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER, reference_methods
 
+    names = reference_methods()
     refs = {}
-    for m in ("paragon", "only_public"):
-        runs = store.list_runs(status=COMPLETED, split_hash=split_hash, method=m, limit=1)
+    for role in (ROLE_REFERENCE_UPPER, ROLE_REFERENCE_LOWER):
+        if role not in names:
+            return None
+        runs = store.list_runs(status=COMPLETED, split_hash=split_hash, method=names[role], limit=1)
         if not runs or runs[0].metrics.get("test_error") is None:
             return None
-        refs[m] = runs[0].metrics["test_error"]
-    pb = performance_boost(err_dp, err_public=refs["only_public"], err_paragon=refs["paragon"])
+        refs[role] = runs[0].metrics["test_error"]
+    pb = performance_boost(err_dp, err_public=refs[ROLE_REFERENCE_LOWER], err_paragon=refs[ROLE_REFERENCE_UPPER])
     return pb if math.isfinite(pb) else None
 
 
@@ -388,6 +379,7 @@ def execute(
     """
     from ..data.splits import make_split
     from ..evaluation.report import evaluate, json_safe
+    from ..methods.base import is_reference
 
     chash = config.config_hash()
     if reuse:
@@ -424,7 +416,7 @@ def execute(
                 metrics["delta"] = config.target_delta
             metrics["performance_boost"] = (
                 sibling_boost(store, config.split_hash(), metrics["test_error"])
-                if config.method not in ("paragon", "only_public") else None
+                if not is_reference(config.method) else None
             )
             store.save_artifacts(run_id, ev.arrays)
             store.finish(run_id, CANCELLED if cancelled else COMPLETED, metrics=json_safe(metrics))

@@ -202,7 +202,7 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
 
 
 # ------------------------------------------------------------------ Privacy audit
-def test_privacy_audit_draws_pdp_roc_and_delta_curve(at):
+def test_privacy_audit_draws_theory_vs_attack_pdp_and_delta_curve(at):
     from mixdp_core.runs.runner import execute
 
     rid = execute(small_config(), store=_store())
@@ -212,9 +212,51 @@ def test_privacy_audit_draws_pdp_roc_and_delta_curve(at):
     import json
 
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
-    assert titles == ["Per-instance ε, sorted", "Histogram of per-instance ε", "Membership-attack ROC",
-                      "Privacy curve δ(ε) of this run"]
-    assert any(m.label == "attack AUC" for m in at.metric)
+    assert titles == ["What the guarantee allows vs what the attacks achieve", "Per-instance ε, sorted",
+                      "Histogram of per-instance ε", "Privacy curve δ(ε) of this run"]
+    text = page_text(at)
+    assert "no attacker can identify more than" in text
+    assert "not a released guarantee" in text
+
+
+def test_privacy_audit_runs_a_whitebox_audit_stores_and_reopens_it(at):
+    from mixdp_core.runs.runner import execute
+
+    rid = execute(small_config(method="fully_private", target_epsilon=4.0), store=_store())
+    at.switch_page("pages/4_audit.py").run()
+    at.selectbox(key="audit_attack").set_value("canary-whitebox")
+    at.number_input(key="audit_trials").set_value(400)
+    at.number_input(key="audit_canaries").set_value(400)
+    at.button(key="FormSubmitter:audit_form-Run audit").click().run()
+    assert not at.exception, at.exception
+    from mixdp_core.runs.audits import AuditStore
+
+    (a,) = AuditStore(_store()).list(run_id=rid)
+    assert a.summary["alarm"] is False and 0 <= a.summary["empirical_epsilon_lower"] <= a.summary["claimed_epsilon"]
+    import json
+
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    names = [d.get("name", "") for d in spec["data"]]
+    assert any("Dirac canary" in n for n in names) and any("best possible attack" in n for n in names)
+    assert "Audits of this run" in page_text(at)
+    # reopening the page shows the stored audit without re-running it
+    at.switch_page("pages/4_audit.py").run()
+    assert "Audits of this run" in page_text(at)
+    # an audit run from the CLI on the same config is listed too
+    from mixdp_core.cli import main
+
+    assert main(["audit", "--method", "fully_private", "--epsilon", "4", "--attack", "loss", "--json",
+                 "--no-progress"]) == 0
+    at.switch_page("pages/4_audit.py").run()
+    assert len(AuditStore(_store()).list()) == 2
+    assert "Loss threshold, class-matched" in list(at.dataframe[0].value["attack"])
+    # a method without white-box access is refused with the reason
+    rid2 = execute(small_config(method="dp_ls"), store=_store())
+    at.switch_page("pages/4_audit.py").run()
+    at.selectbox(key="audit_run").set_value(rid2).run()
+    at.selectbox(key="audit_attack").set_value("canary-whitebox")
+    at.button(key="FormSubmitter:audit_form-Run audit").click().run()
+    assert "neither a NoisyGD-family method" in page_text(at)
 
 
 def test_privacy_audit_without_runs_says_what_to_do(at):

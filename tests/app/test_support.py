@@ -41,28 +41,31 @@ def test_every_registered_method_has_drawable_field_specs():
         assert forms.changed_params(name, defaults) == {}
 
 
-def test_leak_detection_uses_names_docs_and_metadata():
-    from dataclasses import dataclass, field
+def test_leak_detection_reads_the_declaration_only():
+    from dataclasses import dataclass
+
+    from mixdp_core.config import describe, param
 
     @dataclass(frozen=True)
     class Cfg:
         """Test config.
 
         Args:
-            a: plain value.
             peek: picks the best value on the test set; leaks private information.
-            b: ordinary.
         """
 
-        a: int = 1
-        peek: bool = False
-        b: float = field(default=0.0, metadata={"leaks_private": True})
-        optimistic_x: bool = False
+        a: int = param(1, help="plain value")
+        peek: bool = False  # a docstring that says "leaks" is not a declaration
+        b: float = param(0.0, leaks_private=True, privacy_note="tunes on test results")
+        optimistic_x: bool = False  # neither is a name
 
     assert not forms.leaks_private(Cfg, "a")
-    assert forms.leaks_private(Cfg, "peek")
+    assert not forms.leaks_private(Cfg, "peek")
     assert forms.leaks_private(Cfg, "b")
-    assert forms.leaks_private(Cfg, "optimistic_x")
+    assert not forms.leaks_private(Cfg, "optimistic_x")
+    spec = {s.name: s for s in map(forms.field_spec, describe(Cfg))}
+    assert spec["b"].leaks_private and "tunes on test results" in spec["b"].help
+    assert spec["a"].kind == "int" and spec["a"].help == "plain value"
 
 
 def test_parse_text_value():

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from .._validate import check_int, check_positive
+from ...config import Interval, param
 from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,109 +54,81 @@ ACCOUNTANTS = ("rdp", "prv")
 PARAM_MODES = ("cls", "cls_norm", "all", "full")
 
 
+def _params_field(default: str) -> Any:
+    """The ``params`` field (one declaration, re-used by the per-mode subclasses' defaults)."""
+    return param(default, choices=PARAM_MODES,
+                 help="Transfer parameters τ: 'cls' (classifier only), 'cls_norm' (+ GroupNorm affine), 'all' "
+                      "(+ top-conv_fraction conv weights by magnitude), 'full' (whole network).")
+
+
+def _check_arch(value: str) -> None:
+    if value != "auto":
+        from .models import ARCHITECTURES
+
+        if value not in ARCHITECTURES:
+            raise ConfigError("arch", f"must be 'auto' or one of {', '.join(ARCHITECTURES)}, got {value!r}")
+
+
+def _check_image_shape(value: Any) -> None:
+    try:
+        shp = tuple(value)
+    except TypeError:
+        shp = ()
+    if len(shp) != 3 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+                                for v in shp):
+        raise ConfigError("image_shape", f"must be None or (C, H, W) positive integers, got {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class SparseFinetuneConfig(PrivacyConfig):
     """Hyper-parameters of sparse DP fine-tuning (defaults follow Sec. 5.8 where sensible
-    for CPU-sized data).
+    for CPU-sized data; each field declares its range and help below)."""
 
-    Args:
-        target_epsilon: ε of the (ε, δ)-DP guarantee on the private data.
-        target_delta: δ (paper: 1e-5).
-        params: transfer parameters τ: ``"cls"`` (classifier only), ``"cls_norm"``
-            (+ GroupNorm affine), ``"all"`` (+ top-``conv_fraction`` conv weights by
-            magnitude), ``"full"`` (whole network).
-        conv_fraction: p in (0, 1], fraction of convolution weights fine-tuned in ``"all"``
-            mode (paper: 0.01 = 1 %).
-        arch: ``"auto"`` (``small_cnn`` below 32 px, ``resnet18_32`` below 64 px, else
-            ``resnet18_224``) or a key of ``ARCHITECTURES``.
-        width: channels of the first stage; 0 = architecture default (16 for ``small_cnn``,
-            i.e. 16/32(/64) channels per stage, 64 for ResNet-18).
-        gn_groups: GroupNorm groups (reduced to gcd with the channel count).
-        image_shape: ``(C, H, W)`` of the flattened feature rows in :meth:`fit`; ``None``
-            infers ``(1, s, s)`` from D = s² or ``(3, s, s)`` from D = 3s². Rows are read in the
-            ``pixels`` encoder's flattening order (H, W, C), i.e. channels last.
-        pretrain_epochs: public pre-training epochs (paper: 200); 0 keeps random init.
-        pretrain_lr, pretrain_momentum, pretrain_weight_decay, pretrain_batch_size: SGD
-            of pre-training (paper: 0.1, 0.9, 1e-4, 128).
-        epochs: DP-SGD epochs over the private data (paper: 200).
-        batch_size: expected logical batch size; sampling rate q = min(1, batch_size / N)
-            (paper: 5000 of 50 000).
-        max_physical_batch_size: physical batch of Opacus' BatchMemoryManager (memory only).
-        clip_norm: per-sample L2 clip threshold C (paper: 1).
-        lr_cls: learning rate of the classifier (paper: 0.8).
-        lr_body: learning rate of normalization and convolution parameters (paper: 0.01).
-        momentum: SGD momentum of fine-tuning (paper: 0.9, no weight decay).
-        warmup_epochs: linear LR warm-up length before cosine decay (paper: 1).
-        accountant: ``"rdp"`` or ``"prv"`` (used for calibration *and* for the report).
-        seed: seed of initialisation, shuffling, Poisson sampling and noise.
-        device: ``"auto"`` (cuda -> mps -> cpu) or a torch device string.
-    """
-
-    params: str = "all"
-    conv_fraction: float = 0.01
-    arch: str = "auto"
-    width: int = 0
-    gn_groups: int = 8
-    image_shape: Optional[tuple[int, int, int]] = None
-    pretrain_epochs: int = 30
-    pretrain_lr: float = 0.1
-    pretrain_momentum: float = 0.9
-    pretrain_weight_decay: float = 1e-4
-    pretrain_batch_size: int = 128
-    epochs: int = 20
-    batch_size: int = 256
-    max_physical_batch_size: int = 128
-    clip_norm: float = 1.0
-    lr_cls: float = 0.8
-    lr_body: float = 0.01
-    momentum: float = 0.9
-    warmup_epochs: float = 1.0
-    accountant: str = "rdp"
-    seed: int = 0
-    device: str = "auto"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.params not in PARAM_MODES:
-            raise ConfigError("params", f"must be one of {', '.join(PARAM_MODES)}, got {self.params!r}")
-        check_positive("conv_fraction", self.conv_fraction)
-        if self.conv_fraction > 1:
-            raise ConfigError("conv_fraction", f"must lie in (0, 1], got {self.conv_fraction!r}")
-        if self.arch != "auto":
-            from .models import ARCHITECTURES
-
-            if self.arch not in ARCHITECTURES:
-                raise ConfigError(
-                    "arch", f"must be 'auto' or one of {', '.join(ARCHITECTURES)}, got {self.arch!r}"
-                )
-        check_int("width", self.width, 0)
-        check_int("gn_groups", self.gn_groups, 1)
-        if self.image_shape is not None:
-            shp = tuple(self.image_shape)
-            if len(shp) != 3 or not all(isinstance(v, (int, np.integer)) and v >= 1 for v in shp):
-                raise ConfigError("image_shape", f"must be None or (C, H, W) positive integers, got {self.image_shape!r}")
-        check_int("pretrain_epochs", self.pretrain_epochs, 0)
-        check_positive("pretrain_lr", self.pretrain_lr)
-        check_positive("pretrain_momentum", self.pretrain_momentum, allow_zero=True)
-        if self.pretrain_momentum >= 1:
-            raise ConfigError("pretrain_momentum", f"must lie in [0, 1), got {self.pretrain_momentum!r}")
-        check_positive("pretrain_weight_decay", self.pretrain_weight_decay, allow_zero=True)
-        check_int("pretrain_batch_size", self.pretrain_batch_size, 1)
-        check_int("epochs", self.epochs, 1)
-        check_int("batch_size", self.batch_size, 1)
-        check_int("max_physical_batch_size", self.max_physical_batch_size, 1)
-        check_positive("clip_norm", self.clip_norm)
-        check_positive("lr_cls", self.lr_cls)
-        check_positive("lr_body", self.lr_body)
-        check_positive("momentum", self.momentum, allow_zero=True)
-        if self.momentum >= 1:
-            raise ConfigError("momentum", f"must lie in [0, 1), got {self.momentum!r}")
-        check_positive("warmup_epochs", self.warmup_epochs, allow_zero=True)
-        if self.accountant not in ACCOUNTANTS:
-            raise ConfigError("accountant", f"must be one of {', '.join(ACCOUNTANTS)}, got {self.accountant!r}")
-        check_int("seed", self.seed, 0)
-        if not isinstance(self.device, str) or not self.device:
-            raise ConfigError("device", f"must be 'auto' or a torch device string, got {self.device!r}")
+    params: str = _params_field("all")
+    conv_fraction: float = param(0.01, type=float, range=Interval(0.0, 1.0, closed="right"),
+                                 help="p, fraction of convolution weights fine-tuned in 'all' mode (paper: 0.01 = 1 %).")
+    arch: str = param("auto", type=str, check=_check_arch,
+                      help="'auto' (small_cnn below 32 px, resnet18_32 below 64 px, else resnet18_224) or a key "
+                           "of ARCHITECTURES.")
+    width: int = param(0, type=int, range=Interval(0, None),
+                       help="Channels of the first stage; 0 = architecture default (16 for small_cnn, 64 for ResNet-18).")
+    gn_groups: int = param(8, type=int, range=Interval(1, None),
+                           help="GroupNorm groups (reduced to gcd with the channel count).")
+    image_shape: Optional[tuple[int, int, int]] = param(
+        None, check=_check_image_shape,
+        help="(C, H, W) of the flattened feature rows; None infers (1, s, s) from D = s² or (3, s, s) from "
+             "D = 3s². Rows are read in the pixels encoder's order (H, W, C), channels last.")
+    pretrain_epochs: int = param(30, type=int, range=Interval(0, None),
+                                 help="Public pre-training epochs (paper: 200); 0 keeps random init.")
+    pretrain_lr: float = param(0.1, type=float, range=Interval(0.0, None, closed="neither"),
+                               help="SGD learning rate of public pre-training (paper: 0.1).")
+    pretrain_momentum: float = param(0.9, type=float, range=Interval(0.0, 1.0, closed="left"),
+                                     help="SGD momentum of public pre-training (paper: 0.9).")
+    pretrain_weight_decay: float = param(1e-4, type=float, range=Interval(0.0, None),
+                                         help="Weight decay of public pre-training (paper: 1e-4).")
+    pretrain_batch_size: int = param(128, type=int, range=Interval(1, None),
+                                     help="Batch size of public pre-training (paper: 128).")
+    epochs: int = param(20, type=int, range=Interval(1, None), help="DP-SGD epochs over the private data (paper: 200).")
+    batch_size: int = param(256, type=int, range=Interval(1, None),
+                            help="Expected logical batch size; sampling rate q = min(1, batch_size / N) "
+                                 "(paper: 5000 of 50 000).")
+    max_physical_batch_size: int = param(128, type=int, range=Interval(1, None),
+                                         help="Physical batch of Opacus' BatchMemoryManager (memory only).")
+    clip_norm: float = param(1.0, type=float, range=Interval(0.0, None, closed="neither"),
+                             help="Per-sample L2 clip threshold C (paper: 1).")
+    lr_cls: float = param(0.8, type=float, range=Interval(0.0, None, closed="neither"),
+                          help="Learning rate of the classifier (paper: 0.8).")
+    lr_body: float = param(0.01, type=float, range=Interval(0.0, None, closed="neither"),
+                           help="Learning rate of normalization and convolution parameters (paper: 0.01).")
+    momentum: float = param(0.9, type=float, range=Interval(0.0, 1.0, closed="left"),
+                            help="SGD momentum of fine-tuning (paper: 0.9, no weight decay).")
+    warmup_epochs: float = param(1.0, type=float, range=Interval(0.0, None),
+                                 help="Linear LR warm-up length before cosine decay (paper: 1).")
+    accountant: str = param("rdp", choices=ACCOUNTANTS,
+                            help="Accountant used for calibration and for the report.")
+    seed: int = param(0, type=int, range=Interval(0, None),
+                      help="Seed of initialisation, shuffling, Poisson sampling and noise.")
+    device: str = param("auto", type=str, help="'auto' (cuda -> mps -> cpu) or a torch device string.")
 
 
 @dataclass
@@ -518,21 +490,21 @@ class SparseFinetune(Method):
 class SparseFinetuneClsConfig(SparseFinetuneConfig):
     """:class:`SparseFinetuneConfig` with ``params="cls"`` (classifier only)."""
 
-    params: str = "cls"
+    params: str = _params_field("cls")
 
 
 @dataclass(frozen=True, kw_only=True)
 class SparseFinetuneClsNormConfig(SparseFinetuneConfig):
     """:class:`SparseFinetuneConfig` with ``params="cls_norm"`` (classifier + GroupNorm)."""
 
-    params: str = "cls_norm"
+    params: str = _params_field("cls_norm")
 
 
 @dataclass(frozen=True, kw_only=True)
 class FullNetworkConfig(SparseFinetuneConfig):
     """:class:`SparseFinetuneConfig` with ``params="full"`` (whole-network DP-SGD)."""
 
-    params: str = "full"
+    params: str = _params_field("full")
 
 
 METHODS.add("sparse_finetune", SparseFinetune)

@@ -5,18 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._validate import check_choice, check_float, check_int  # noqa: F401  (re-exported to the family)
+from ...config import Interval, param
 from ..base import Method, PrivacyConfig, StepRecord
 
 
 @dataclass(frozen=True, kw_only=True)
 class SeededPrivacyConfig(PrivacyConfig):
-    """Privacy budget plus the ``seed`` of every random draw of the mechanism (>= 0)."""
+    """Privacy budget plus the ``seed`` of every random draw of the mechanism."""
 
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("seed", self.seed, 0)
+    seed: int = param(0, type=int, range=Interval(0, None), help="Seed of every random draw of the mechanism.")
 
 
 class PrototypeFamilyMethod(Method):

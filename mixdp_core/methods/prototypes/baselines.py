@@ -27,9 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from .._observe import notify_release
 from ..base import METHODS, StepRecord
-from ._common import PrototypeFamilyMethod, SeededPrivacyConfig, check_float, check_int
-from .utilities import l2_normalize, largest_param
+from ...config import Interval, param
+from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
+from ...accounting.calibration import largest_param
+from .utilities import l2_normalize
 
 
 def _augment(X: np.ndarray) -> np.ndarray:
@@ -56,52 +59,31 @@ def per_example_grad_norms(W: np.ndarray, Xa: np.ndarray, Y: np.ndarray) -> tupl
 
 @dataclass(frozen=True, kw_only=True)
 class DPLinearProbeConfig(SeededPrivacyConfig):
-    """DP-SGD linear probe.
+    """DP-SGD linear probe (each field declares its range and help below)."""
 
-    Args:
-        epochs: passes over the private data in expectation (>= 1); steps
-            ``T = ceil(epochs / q)``.
-        expected_batch_size: Poisson batch size in expectation (>= 1); ``q = min(1, B/n)``.
-        lr: SGD learning rate (> 0), momentum 0.9.
-        clip_norm: per-example gradient clip norm C (> 0).
-    """
-
-    epochs: int = 20
-    expected_batch_size: int = 256
-    lr: float = 2.0
-    clip_norm: float = 1.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("epochs", self.epochs, 1, 10_000)
-        check_int("expected_batch_size", self.expected_batch_size, 1)
-        check_float("lr", self.lr, 0.0, 1e4, lo_open=True)
-        check_float("clip_norm", self.clip_norm, 0.0, 1e6, lo_open=True)
+    epochs: int = param(20, type=int, range=Interval(1, 10_000),
+                        help="Passes over the private data in expectation; steps T = ceil(epochs / q).")
+    expected_batch_size: int = param(256, type=int, range=Interval(1, None),
+                                     help="Poisson batch size in expectation; q = min(1, B/n).")
+    lr: float = param(2.0, type=float, range=Interval(0.0, 1e4, closed="right"),
+                      help="SGD learning rate, momentum 0.9.")
+    clip_norm: float = param(1.0, type=float, range=Interval(0.0, 1e6, closed="right"),
+                             help="Per-example gradient clip norm C (C0 of Global-Adapt).")
 
 
 @dataclass(frozen=True, kw_only=True)
 class GlobalAdaptConfig(DPLinearProbeConfig):
-    """DPSGD-Global-Adapt: those of :class:`DPLinearProbeConfig` (``clip_norm`` = C0) plus
+    """DPSGD-Global-Adapt: the fields of :class:`DPLinearProbeConfig` plus the threshold's."""
 
-    Args:
-        initial_threshold: Z_0 > 0, the scaling threshold.
-        target_unclipped: γ in (0, 1], target fraction of per-example norms <= Z.
-        threshold_lr: η_Z > 0 of the geometric update ``Z <- Z exp(−η_Z (b̄ − γ))``.
-        count_noise_ratio: σ_b / σ_g > 0, noise of the unclipped-count release relative to
-            the gradient noise multiplier.
-    """
-
-    initial_threshold: float = 1.0
-    target_unclipped: float = 0.9
-    threshold_lr: float = 0.2
-    count_noise_ratio: float = 10.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_float("initial_threshold", self.initial_threshold, 0.0, 1e6, lo_open=True)
-        check_float("target_unclipped", self.target_unclipped, 0.0, 1.0, lo_open=True)
-        check_float("threshold_lr", self.threshold_lr, 0.0, 100.0, lo_open=True)
-        check_float("count_noise_ratio", self.count_noise_ratio, 0.0, 1e6, lo_open=True)
+    initial_threshold: float = param(1.0, type=float, range=Interval(0.0, 1e6, closed="right"),
+                                     help="Z_0, the initial scaling threshold.")
+    target_unclipped: float = param(0.9, type=float, range=Interval(0.0, 1.0, closed="right"),
+                                    help="γ, target fraction of per-example norms <= Z.")
+    threshold_lr: float = param(0.2, type=float, range=Interval(0.0, 100.0, closed="right"),
+                                help="η_Z of the geometric update Z <- Z exp(−η_Z (b̄ − γ)).")
+    count_noise_ratio: float = param(10.0, type=float, range=Interval(0.0, 1e6, closed="right"),
+                                     help="σ_b / σ_g, noise of the unclipped-count release relative to the "
+                                          "gradient noise multiplier.")
 
 
 class _LinearHead(PrototypeFamilyMethod):
@@ -140,7 +122,17 @@ class _LinearHead(PrototypeFamilyMethod):
         C0 = cfg.clip_norm
         report_every = max(1, int(round(1.0 / q)))
         self.threshold_history_ = []
+        # Per-instance DP (owner-only diagnostic, evaluation/pdp.py; Feldman & Zrnic 2021, Yu et
+        # al. 2023): every row's step contribution relative to the accounted sensitivity,
+        # from its gradient norm at W_t whether or not it is sampled.
+        pdp_ratios = np.zeros((n, T), dtype=np.float32)
         for t in range(1, T + 1):
+            all_norms = np.linalg.norm(Xa, axis=1) * np.linalg.norm(_softmax(Xa @ W) - Y, axis=1)
+            if self.adaptive:
+                r_g = np.minimum(all_norms / Z, 1.0)
+                pdp_ratios[:, t - 1] = sigma * np.sqrt(r_g**2 / sigma_g**2 + (all_norms <= Z) / sigma_b**2)
+            else:
+                pdp_ratios[:, t - 1] = np.minimum(all_norms / C0, 1.0)
             mask = rng.random(n) < q
             Xb, Yb = Xa[mask], Y[mask]
             R, norms = per_example_grad_norms(W, Xb, Yb)
@@ -151,6 +143,7 @@ class _LinearHead(PrototypeFamilyMethod):
             else:
                 s = np.minimum(1.0, C0 / np.maximum(norms, 1e-12))
             G = Xb.T @ (R * s[:, None]) + rng.normal(0.0, sigma_g * C0, size=W.shape)
+            notify_release(t, W, G, C0)  # white-box audits only (methods/_observe.py)
             G /= q * n
             V = 0.9 * V + G
             W = W - cfg.lr * V
@@ -168,6 +161,7 @@ class _LinearHead(PrototypeFamilyMethod):
                 if self._emit(on_step, rec):
                     break
         self.coef_ = W
+        self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
         self.sample_rate_ = q
         self.noise_multiplier_ = sigma
         self.privacy_ = acc.privacy_report(
@@ -212,24 +206,14 @@ class DPSGDGlobalAdapt(_LinearHead):
 
 @dataclass(frozen=True, kw_only=True)
 class DPLSConfig(SeededPrivacyConfig):
-    """DP least squares.
+    """DP least squares (each field declares its range and help below)."""
 
-    Args:
-        cov_fraction: share of ρ spent on the feature second moment, in (0, 1). Default 0.5.
-        reg: ridge λ0 >= 0 added to the noisy second moment.
-        noise_reg: multiple (>= 0) of the expected spectral norm of the covariance noise
-            (``2 σ_A sqrt(d+1)``) added to λ, keeping the system well conditioned.
-    """
-
-    cov_fraction: float = 0.5
-    reg: float = 1.0
-    noise_reg: float = 3.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_float("cov_fraction", self.cov_fraction, 0.0, 1.0, lo_open=True, hi_open=True)
-        check_float("reg", self.reg, 0.0, 1e8)
-        check_float("noise_reg", self.noise_reg, 0.0, 1e4)
+    cov_fraction: float = param(0.5, type=float, range=Interval(0.0, 1.0, closed="neither"),
+                                help="Share of ρ spent on the feature second moment.")
+    reg: float = param(1.0, type=float, range=Interval(0.0, 1e8), help="Ridge λ0 added to the noisy second moment.")
+    noise_reg: float = param(3.0, type=float, range=Interval(0.0, 1e4),
+                             help="Multiple of the expected spectral norm of the covariance noise (2 σ_A sqrt(d+1)) "
+                                  "added to λ, keeping the system well conditioned.")
 
 
 @METHODS.register("dp_ls")

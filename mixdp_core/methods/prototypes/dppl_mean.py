@@ -15,8 +15,10 @@ import numpy as np
 
 from ...errors import ConfigError, DataError
 from ..base import METHODS, StepRecord
-from ._common import PrototypeFamilyMethod, SeededPrivacyConfig, check_choice, check_float, check_int
-from .utilities import avg_pool, cosine_scores, l2_normalize, largest_param
+from ...config import Interval, param
+from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
+from ...accounting.calibration import largest_param
+from .utilities import avg_pool, cosine_scores, l2_normalize
 
 #: ρ_i / ρ of the three CoinPress steps used in the paper (Sec. 4.1).
 PAPER_BUDGET_SPLIT = (5 / 64, 7 / 64, 52 / 64)
@@ -135,54 +137,44 @@ def coinpress_mean(
     return c, history
 
 
+def _check_budget_split(value: object) -> None:
+    bs = tuple(value) if isinstance(value, (tuple, list)) else None
+    if not bs or any(not isinstance(f, (int, float, np.floating, np.integer)) or not np.isfinite(f) or f <= 0
+                     for f in bs) or abs(sum(bs) - 1.0) > 1e-9:
+        raise ConfigError(
+            "budget_split", f"must be a non-empty tuple of positive fractions summing to 1, got {value!r}"
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class DPPLMeanConfig(SeededPrivacyConfig):
-    """Hyper-parameters of DPPL-Mean.
+    """Hyper-parameters of DPPL-Mean (each field declares its range and help below).
 
-    Args:
-        target_epsilon, target_delta: the (ε, δ) the run must satisfy; the total zCDP budget
-            ρ is the largest whose (ε, δ) at ``target_delta`` (accounting module, composition
-            of the Gaussian releases) is ``<= target_epsilon``.
-        seed: seed of the noise.
-        budget_split: ``ρ_i / ρ`` per CoinPress step, positive, summing to 1; its length is
-            the number of steps t (paper: 3 steps, (5/64, 7/64, 52/64)).
-        k_pool: average-pooling kernel (>= 1) applied to features before estimation and at
-            prediction (reduces d to ceil(d / k_pool)).
-        beta: tail probability of the Gaussian tail bound γ, in (0, 1). Default 0.01.
-        neighbouring: ``"add_remove"`` (default: the relation every other method of this
-            product is accounted under, so the ε slider means the same guarantee for all
-            methods; noisy class counts, see :func:`coinpress_mean`) or ``"replace"`` (the
-            paper's and CoinPress's setting: class sizes public, replace-one neighbours — a
-            different, not directly comparable guarantee).
-        count_fraction: fraction of ρ spent on the noisy counts when
-            ``neighbouring="add_remove"``, in (0, 1). Default 0.05.
-        feature_norm: per-sample preprocessing (no privacy cost) applied after pooling and
-            at prediction: ``"none"`` (the paper: raw embeddings) or ``"sqrt_d"`` (default, a
-            documented deviation: each row
-            L2-normalized and scaled to norm sqrt(d), which puts every sample inside
-            CoinPress's initial ball of radius sqrt(d) — the paper's assumption on
-            embedding norms — whatever the encoder's feature scale).
+    The total zCDP budget ρ is the largest whose (ε, δ) at ``target_delta`` (accounting
+    module, composition of the Gaussian releases) is ``<= target_epsilon``.
     """
 
-    budget_split: tuple[float, ...] = PAPER_BUDGET_SPLIT
-    k_pool: int = 1
-    beta: float = 0.01
-    neighbouring: str = "add_remove"
-    count_fraction: float = 0.05
-    feature_norm: str = "sqrt_d"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        bs = tuple(self.budget_split) if isinstance(self.budget_split, (tuple, list)) else None
-        if not bs or any(not np.isfinite(f) or f <= 0 for f in bs) or abs(sum(bs) - 1.0) > 1e-9:
-            raise ConfigError(
-                "budget_split", f"must be a non-empty tuple of positive fractions summing to 1, got {self.budget_split!r}"
-            )
-        check_int("k_pool", self.k_pool, 1)
-        check_float("beta", self.beta, 0.0, 1.0, lo_open=True, hi_open=True)
-        check_choice("neighbouring", self.neighbouring, ("replace", "add_remove"))
-        check_float("count_fraction", self.count_fraction, 0.0, 1.0, lo_open=True, hi_open=True)
-        check_choice("feature_norm", self.feature_norm, ("none", "sqrt_d"))
+    budget_split: tuple[float, ...] = param(
+        PAPER_BUDGET_SPLIT, check=_check_budget_split,
+        help="ρ_i / ρ per CoinPress step, positive, summing to 1; its length is the number of steps t "
+             "(paper: 3 steps, (5/64, 7/64, 52/64)).")
+    k_pool: int = param(1, type=int, range=Interval(1, None),
+                        help="Average-pooling kernel applied to features before estimation and at prediction "
+                             "(reduces d to ceil(d / k_pool)).")
+    beta: float = param(0.01, type=float, range=Interval(0.0, 1.0, closed="neither"),
+                        help="Tail probability of the Gaussian tail bound γ.")
+    neighbouring: str = param(
+        "add_remove", choices=("replace", "add_remove"),
+        help="'add_remove' (default: the relation every other method is accounted under, so the ε slider "
+             "means the same guarantee; noisy class counts) or 'replace' (the paper's and CoinPress's setting: "
+             "class sizes public, replace-one neighbours — a different, not directly comparable guarantee).")
+    count_fraction: float = param(0.05, type=float, range=Interval(0.0, 1.0, closed="neither"),
+                                  help="Fraction of ρ spent on the noisy class counts when neighbouring='add_remove'.")
+    feature_norm: str = param(
+        "sqrt_d", choices=("none", "sqrt_d"),
+        help="Per-sample preprocessing (no privacy cost) after pooling and at prediction: 'none' (the paper: raw "
+             "embeddings) or 'sqrt_d' (documented deviation: each row L2-normalized and scaled to norm sqrt(d), "
+             "inside CoinPress's initial ball whatever the encoder's feature scale).")
 
 
 @METHODS.register("dppl_mean")
@@ -245,8 +237,15 @@ class DPPLMean(PrototypeFamilyMethod):
         centres = np.zeros((C, d))
         radii = [math.sqrt(d)] * C
         self.coinpress_history_ = [[] for _ in range(C)]
+        # Per-instance DP (owner-only diagnostic, evaluation/pdp.py): sample j's share of the
+        # step's sensitivity, r = (||proj(x_j) - c|| + R)/(2R) (replace) or ||proj(x_j) - c||/R.
+        rows = [np.flatnonzero(y == c) for c in range(C)]
+        pdp_ratios = np.zeros((len(y), len(step_rhos)))
         for i, rho_i in enumerate(step_rhos, start=1):
             for c in range(C):
+                R_c = radii[c] + gamma
+                dn = np.minimum(np.linalg.norm(groups[c] - centres[c], axis=1), R_c)
+                pdp_ratios[rows[c], i - 1] = (dn + R_c) / (2 * R_c) if cfg.neighbouring == "replace" else dn / R_c
                 centres[c], radii[c], info = coinpress_step(
                     groups[c], centres[c], radii[c], rho_i=rho_i, gamma=gamma, n_eff=n_eff[c],
                     neighbouring=cfg.neighbouring, rng=rng,
@@ -262,6 +261,7 @@ class DPPLMean(PrototypeFamilyMethod):
         self.step_rhos_ = tuple(step_rhos[: self.steps_])
         self.noise_multiplier_ = tuple(self._sigmas(rho, self.steps_))
         self.prototypes_ = centres.astype(np.float32)
+        self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
         self.privacy_ = acc.privacy_report(self._event(rho, self.steps_), delta=delta)
         return self
 

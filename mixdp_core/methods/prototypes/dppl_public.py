@@ -23,7 +23,6 @@ Every run reports ``privacy_`` (ε at the user's δ, ρ = ε_EM²/8 zCDP and the
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +30,11 @@ import numpy as np
 
 from ...errors import ConfigError
 from ..base import METHODS, StepRecord
-from ._common import PrototypeFamilyMethod, SeededPrivacyConfig, check_choice, check_float, check_int
+from ...config import Interval, param
+from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
+from ...accounting.calibration import calibrate_em_epsilon
 from .utilities import (
     cosine_scores,
-    largest_param,
     load_public_pool,
     public_utilities,
     sample_em,
@@ -42,54 +42,30 @@ from .utilities import (
 )
 
 
-def calibrate_em_epsilon(*, target_epsilon: float, target_delta: float, monotone: bool, calibration: str) -> float:
-    """ε_EM for an exponential mechanism under ``calibration`` (see module docstring)."""
-    from ... import accounting as acc
-
-    if calibration == "pure":
-        return largest_param(
-            lambda e: acc.epsilon(acc.ExponentialMechanism(epsilon=e, monotone=monotone), delta=target_delta),
-            target_epsilon=target_epsilon, lo=1e-8, hi=1e4,
-        )
-    if calibration == "zcdp":
-        rho = largest_param(
-            lambda r: acc.zcdp_to_epsilon(r, delta=target_delta),
-            target_epsilon=target_epsilon, lo=1e-12, hi=1e6,
-        )
-        return math.sqrt(8.0 * rho)
-    raise ConfigError("calibration", f"must be 'pure' or 'zcdp', got {calibration!r}")
-
-
 @dataclass(frozen=True, kw_only=True)
 class DPPLPublicConfig(SeededPrivacyConfig):
-    """Hyper-parameters of DPPL-Public.
+    """Hyper-parameters of DPPL-Public (each field declares its range and help below).
 
-    Args:
-        target_epsilon, target_delta: the (ε, δ) target (see ``calibration``).
-        seed: seed of the exponential-mechanism draws.
-        d_min, d_max: clip range of ``1 + cos`` with ``0 <= d_min < d_max <= 2``; the
-            sensitivity is ``d_max − d_min`` (defaults 0 and 2: no clipping).
-        public_pool: ``"split"`` (the labelled public split, labels discarded) or a path to
-            an ``.npz`` with an ``(N, d)`` array ``X``; ``fit(..., public_pool=array)``
-            overrides it with an in-memory pool.
-        calibration: ``"pure"`` or ``"zcdp"`` (module docstring).
-        block_size: pool rows per block of the utility computation (``None``: automatic).
+    ``fit(..., public_pool=array)`` overrides ``public_pool`` with an in-memory pool.
     """
 
-    d_min: float = 0.0
-    d_max: float = 2.0
-    public_pool: str = "split"
-    calibration: str = "pure"
-    block_size: int | None = None
+    d_min: float = param(0.0, type=float, range=Interval(0.0, 2.0, closed="left"),
+                         help="Lower clip of 1 + cos, 0 <= d_min < d_max; the sensitivity is d_max − d_min.")
+    d_max: float = param(2.0, type=float, range=Interval(0.0, 2.0, closed="right"),
+                         help="Upper clip of 1 + cos, at most 2 (defaults 0 and 2: no clipping).")
+    public_pool: str = param("split", type=None, check=validate_pool_spec,
+                             help="'split' (the labelled public split, labels discarded) or a path to an .npz "
+                                  "with an (N, d) array X.")
+    calibration: str = param("pure", choices=("pure", "zcdp"),
+                             help="'pure': ε_EM calibrated so the EM's (ε, δ) meets the target; 'zcdp': via "
+                                  "ρ = ε_EM²/8 (module docstring).")
+    block_size: int | None = param(None, type=int, range=Interval(1, None),
+                                   help="Pool rows per block of the utility computation (None: automatic).")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_float("d_max", self.d_max, 0.0, 2.0, lo_open=True)
-        check_float("d_min", self.d_min, 0.0, float(self.d_max), hi_open=True)
-        validate_pool_spec(self.public_pool)
-        check_choice("calibration", self.calibration, ("pure", "zcdp"))
-        if self.block_size is not None:
-            check_int("block_size", self.block_size, 1)
+        if not self.d_min < self.d_max:  # cross-field constraint
+            raise ConfigError("d_min", f"must lie in [0, {self.d_max}), got {self.d_min!r}")
 
 
 class _PublicBase(PrototypeFamilyMethod):

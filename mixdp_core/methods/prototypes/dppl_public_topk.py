@@ -12,24 +12,18 @@ import numpy as np
 
 from ...errors import ConfigError
 from ..base import METHODS
-from ._common import check_int
-from .dppl_public import DPPLPublicConfig, _PublicBase, calibrate_em_epsilon
+from ...config import Interval, param
+from ...accounting.calibration import calibrate_em_epsilon
+from .dppl_public import DPPLPublicConfig, _PublicBase
 from .utilities import sample_topk
 
 
 @dataclass(frozen=True, kw_only=True)
 class DPPLPublicTopKConfig(DPPLPublicConfig):
-    """Hyper-parameters of DPPL-PublicK: those of :class:`DPPLPublicConfig` plus
+    """Hyper-parameters of DPPL-PublicK: those of :class:`DPPLPublicConfig` plus ``k``."""
 
-    Args:
-        k: prototypes per class (>= 1; at most the pool size, checked at fit). Default 3.
-    """
-
-    k: int = 3
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_int("k", self.k, 1)
+    k: int = param(3, type=int, range=Interval(1, None),
+                   help="Prototypes per class (at most the pool size, checked at fit).")
 
 
 @METHODS.register("dppl_public_topk")

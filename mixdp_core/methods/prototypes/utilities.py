@@ -9,8 +9,8 @@ Contents:
 * the exponential mechanism (:func:`em_log_probs`, :func:`sample_em`) and the joint
   exponential mechanism for unordered top-K (App. C.3, :func:`topk_rank_log_probs`,
   :func:`sample_topk`, :func:`topk_set_log_prob`);
-* the public-pool loader (:func:`load_public_pool`) and budget calibration by bisection on
-  the accounting module's ε (:func:`largest_param`).
+* the public-pool loader (:func:`load_public_pool`); budget calibration (:func:`largest_param`)
+  lives in :mod:`mixdp_core.accounting.calibration` (re-exported here).
 
 Conventions: features are rows; utilities are float64 ``(C, N_pool)``; ``epsilon`` is the
 privacy parameter of the *guarantee* (ε-DP), never a sampling temperature.
@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from ...accounting.calibration import largest_param  # noqa: F401  (moved to accounting; old path)
 from ...errors import ConfigError, DataError
 
 # --------------------------------------------------------------------------------------------
@@ -357,33 +358,3 @@ def load_public_pool(spec: Any, split: Any, override: np.ndarray | None = None) 
     if not isinstance(X, np.memmap) and not np.all(np.isfinite(X)):
         raise DataError(f"{where}: contains NaN or infinite values")
     return X
-
-
-def largest_param(
-    make_epsilon: Callable[[float], float],
-    *,
-    target_epsilon: float,
-    lo: float,
-    hi: float,
-    iters: int = 60,
-) -> float:
-    """Largest ``x`` in ``[lo, hi]`` with ``make_epsilon(x) <= target_epsilon`` (bisection in log x).
-
-    ``make_epsilon`` must be non-decreasing in ``x`` (e.g. ρ -> ε of a zCDP mechanism at δ,
-    or ε_EM -> (ε, δ) of the exponential mechanism).
-
-    Raises:
-        BudgetError-like ConfigError: even ``lo`` exceeds the target.
-    """
-    if make_epsilon(lo) > target_epsilon:
-        raise ConfigError("epsilon", f"target_epsilon={target_epsilon} is too small to calibrate (ε({lo}) exceeds it)")
-    if make_epsilon(hi) <= target_epsilon:
-        return hi
-    a, b = math.log(lo), math.log(hi)
-    for _ in range(iters):
-        m = 0.5 * (a + b)
-        if make_epsilon(math.exp(m)) <= target_epsilon:
-            a = m
-        else:
-            b = m
-    return math.exp(a)

@@ -1,0 +1,108 @@
+"""Glue of the *Privacy audit* page: run an audit for a stored run, table rows, explanations.
+
+No streamlit here and no algorithm: audits come from :mod:`mixdp_core.evaluation.audit`.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Callable, Mapping, Optional
+
+ATTACK_LABELS: dict[str, str] = {
+    "canary-whitebox": "White-box Dirac canaries (NoisyGD family)",
+    "lira": "LiRA (reference models)",
+    "rmia": "RMIA (reference models)",
+    "loss": "Loss threshold, class-matched",
+    "one-run": "One-run canary audit (Steinke et al.)",
+    "canary": "Black-box canary trials",
+}
+
+
+def run_report(metrics: Mapping[str, Any]) -> Optional[Any]:
+    """The run's privacy report (ε, δ, μ from the accounting module, as stored), or ``None``."""
+    if metrics.get("epsilon") is None:
+        return None
+    return SimpleNamespace(epsilon=float(metrics["epsilon"]), delta=float(metrics["delta"]),
+                           mu=None if metrics.get("mu") is None else float(metrics["mu"]))
+
+
+def attack_available(rec: Any, attack: str) -> tuple[bool, str]:
+    """Whether ``attack`` applies to the run's method, and why not."""
+    from ..evaluation.audit import whitebox_available
+    from ..methods import METHODS
+
+    cls = METHODS.get(rec.method)
+    if not cls.uses_private_data:
+        return False, f"{rec.method} never reads private data: there is no membership to infer."
+    if cls.family == "finetune" and attack in ("lira", "rmia", "canary"):
+        return False, ("network fine-tuning takes minutes per training; use the one-run audit "
+                       "(one training) or the CLI with a process pool")
+    if attack == "canary-whitebox" and not whitebox_available(rec.method):
+        return False, (f"white-box Dirac canaries observe NoisyGD's released gradients; {rec.method} is neither a "
+                       "NoisyGD-family method nor a DP-SGD linear probe: use the one-run or black-box canary audit.")
+    return True, ""
+
+
+def run_stored_audit(store: Any, rec: Any, *, attack: str, reference_models: int = 8, trials: int = 1000,
+                     canaries: int = 1000, progress: Optional[Callable[[int, int], None]] = None,
+                     executor: Any = None) -> str:
+    """Run ``attack`` on the stored run's config and save it (linked to the run); returns the id."""
+    from ..data.splits import make_split
+    from ..evaluation.audit import run_audit
+    from ..runs.audits import AuditStore
+    from ..runs.runner import RunConfig, _load_features
+
+    config = RunConfig.from_dict(rec.config)
+    feats, pub = _load_features(config, cache_dir=None, progress=None)
+    split = make_split(feats, config.split_spec(), public_features=pub)
+    kw = config.method_kwargs()
+    for k in ("target_epsilon", "target_delta", "seed"):
+        kw.pop(k, None)
+    res = run_audit(split, config.method, attack=attack, epsilon=config.target_epsilon, delta=config.target_delta,
+                    seed=config.seed, method_params=kw, reference_models=reference_models,
+                    trials=trials if attack in ("canary", "canary-whitebox") else None,
+                    canaries=canaries, executor=executor, progress=progress)
+    out = res.summary()
+    out.update(dataset=config.dataset, encoder=config.encoder, seed=config.seed)
+    return AuditStore(store).save(out, config=config.to_dict(), run_id=rec.run_id, rocs=res.rocs)
+
+
+def audits_for_run(audits: Any, rec: Any, limit: int = 500) -> list:
+    """Stored audits of a run: linked to it (page) or run from the CLI on the same config."""
+    out = []
+    for a in audits.list(limit=limit):
+        if a.run_id == rec.run_id or (a.run_id is None and a.config == rec.config):
+            out.append(a)
+    return out
+
+
+def _f(x: Any, fmt: str = "{:.3g}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def audit_rows(audits: list) -> list[dict[str, str]]:
+    """One table row per stored audit: claim next to the lower bound, alarm first."""
+    rows = []
+    for a in audits:
+        s = a.summary
+        rows.append({
+            "alarm": "🚨 ALARM" if s.get("alarm") else "ok",
+            "attack": ATTACK_LABELS.get(a.attack, a.attack),
+            "claimed ε": _f(s.get("claimed_epsilon")),
+            "empirical ε ≥": _f(s.get("empirical_epsilon_lower")),
+            "confidence": _f(s.get("confidence"), "{:.0%}"),
+            "trials": _f(s.get("n_trials"), "{}"),
+            "AUC": _f(s.get("auc"), "{:.3f}"),
+            "TPR @ FPR 0.1 %": _f(s.get("tpr_at_fpr_0.001"), "{:.3f}"),
+            "TPR @ FPR 1 %": _f(s.get("tpr_at_fpr_0.01"), "{:.3f}"),
+            "id": a.audit_id,
+        })
+    return rows
+
+
+def pdp_unavailable_reason(method: str) -> str:
+    """Why a method has no per-instance ε (page text)."""
+    from ..evaluation.pdp import PDP_UNAVAILABLE
+
+    return PDP_UNAVAILABLE.get(method, "this run predates per-instance accounting for its family; "
+                                       "train it again to get ε_i.")

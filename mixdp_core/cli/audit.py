@@ -1,0 +1,159 @@
+"""``mixdp audit``: attack a method and bound its ε from below; record the audit in the run store.
+
+Example::
+
+    mixdp audit --dataset digits --encoder pixels --method fully_private --epsilon 4 \\
+        --attack canary-whitebox --trials 1000 --json
+
+Attacks: ``loss`` (class-matched loss threshold on one run), ``lira`` / ``rmia`` (K reference
+models trained by the method itself on random halves of the private set), ``canary``
+(black-box mislabeled canary, one training per trial), ``canary-whitebox`` (Dirac gradient
+canaries, NoisyGD family), ``one-run`` (Steinke et al. 2023). With ``--json`` exactly one JSON
+object is printed on stdout, with ``claimed_epsilon`` from the accounting module,
+``empirical_epsilon_lower`` with its ``confidence`` and ``n_trials``, and ``alarm`` (true when a
+lower bound exceeds the claim: a privacy bug). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from typing import Any
+
+from ..errors import ConfigError, MixDPError, UnknownNameError
+from ._common import Progress, fail, number, pairs
+
+ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``audit`` sub-command."""
+    p = subparsers.add_parser("audit", help="privacy audit: membership attacks and empirical ε lower bounds",
+                              description=__doc__.split("\n\n")[0])
+    a = p.add_argument
+    a("--dataset", default="digits", help="dataset spec, default digits")
+    a("--encoder", default="pixels", help="feature extractor, default pixels")
+    a("--method", default="fully_private", help="training method, default fully_private")
+    a("--epsilon", default="3", help="target ε > 0 the method is configured with, default 3")
+    a("--delta", default="1e-5", help="target δ in (0, 1), default 1e-5")
+    a("--seed", default="0", help="seed of the split, the trainings and the audit's coins, default 0")
+    a("--attack", default="loss", help=f"one of {', '.join(ATTACK_CHOICES)}; default loss")
+    a("--reference-models", default="16", help="K reference models (lira, rmia), default 16")
+    a("--canaries", default="1000", help="canaries per training (canary-whitebox, one-run), default 1000")
+    a("--trials", default=None, help="independent trials (canary: trainings, default 100; "
+                                     "canary-whitebox: canaries in all, default 1000)")
+    a("--confidence", default="0.95", help="confidence of the ε lower bound, default 0.95")
+    a("--public-per-class", default="5", help="public samples per class, default 5")
+    a("--imbalance-ratio", default="1", help="long-tail ratio of the private data (>= 1), default 1")
+    a("--param", action="append", default=[], metavar="KEY=VALUE", help="other method config field; repeatable")
+    a("--executor", default="sequential", help="how trainings run: sequential, threads or processes")
+    a("--workers", default=None, help="pool size for threads/processes (default: CPU count)")
+    a("--dataset-root", default=None, help="dataset folder")
+    a("--cache-dir", default=None, help="feature cache folder")
+    a("--store", default=None, help="run store folder (default $MIXDP_HOME or the user data folder)")
+    a("--no-store", action="store_true", help="do not record the audit in the run store")
+    a("--json", action="store_true", help="print exactly one JSON object on stdout")
+    a("--no-progress", action="store_true", help="no progress bars on stderr")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the ``audit`` sub-command (0 ok, 1 failed, 2 bad arguments)."""
+    prog_name = "mixdp audit"
+    try:
+        if args.attack not in ATTACK_CHOICES:
+            raise ConfigError("attack", f"must be one of {', '.join(ATTACK_CHOICES)}, got {args.attack!r}")
+        if args.executor not in ("sequential", "threads", "processes"):
+            raise ConfigError("executor", f"must be sequential, threads or processes, got {args.executor!r}")
+        K = number("reference_models", args.reference_models, int, "an integer >= 2")
+        if K < 2:
+            raise ConfigError("reference_models", f"must be an integer >= 2, got {args.reference_models!r}")
+        canaries = number("canaries", args.canaries, int, "an integer >= 10")
+        if canaries < 10:
+            raise ConfigError("canaries", f"must be an integer >= 10, got {args.canaries!r}")
+        trials = number("trials", args.trials, int, "an integer >= 4")
+        if trials is not None and trials < 4:
+            raise ConfigError("trials", f"must be an integer >= 4, got {args.trials!r}")
+        conf = number("confidence", args.confidence, float, "a number in (0, 1)")
+        if not 0 < conf < 1:
+            raise ConfigError("confidence", f"must lie in (0, 1), got {args.confidence!r}")
+        workers = number("workers", args.workers, int, "an integer >= 1")
+        from ..runs.runner import RunConfig
+
+        config = RunConfig(
+            dataset=args.dataset, encoder=args.encoder, method=args.method,
+            seed=number("seed", args.seed, int, "an integer >= 0"),
+            target_epsilon=number("epsilon", args.epsilon, float, "a number > 0"),
+            target_delta=number("delta", args.delta, float, "a number in (0, 1)"),
+            public_per_class=number("public_per_class", args.public_per_class, int, "an integer >= 1"),
+            imbalance_ratio=number("imbalance_ratio", args.imbalance_ratio, float, "a number >= 1"),
+            method_params=pairs("param", args.param), dataset_root=args.dataset_root,
+        )
+        from ..evaluation.audit import whitebox_available
+
+        if args.attack == "canary-whitebox" and not whitebox_available(config.method):
+            raise ConfigError("attack", "canary-whitebox needs a NoisyGD-family method (fully_private, ngd, adamix, "
+                                        f"ppgd) or a DP-SGD linear probe; use canary or one-run for {config.method!r}")
+    except (ConfigError, UnknownNameError, TypeError) as e:
+        return fail(prog_name, str(e), 2)
+
+    from ..data.splits import make_split
+    from ..evaluation.audit import run_audit
+    from ..runs.runner import _load_features
+
+    prog = Progress(not args.no_progress)
+
+    def on_progress(done: int, total: int) -> None:
+        if prog.enabled:
+            b = prog.bar("audit trainings", total, unit="fit")
+            b.update(done - b.n)
+
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            feats, pub = _load_features(config, cache_dir=args.cache_dir, progress=prog.features)
+            split = make_split(feats, config.split_spec(), public_features=pub)
+            kw = config.method_kwargs()
+            for k in ("target_epsilon", "target_delta", "seed"):
+                kw.pop(k, None)
+            executor = args.executor
+            if workers and executor != "sequential":
+                from ..evaluation.audit.executor import resolve
+
+                executor = resolve(executor, workers)
+            result = run_audit(split, config.method, attack=args.attack, epsilon=config.target_epsilon,
+                               delta=config.target_delta, seed=config.seed, method_params=kw,
+                               reference_models=K, canaries=canaries, trials=trials, confidence=conf,
+                               executor=executor, progress=on_progress)
+    except KeyboardInterrupt:
+        prog.close()
+        return fail(prog_name, "interrupted", 130)
+    except (ConfigError, UnknownNameError) as e:
+        prog.close()
+        return fail(prog_name, str(e), 2)
+    except (MixDPError, ValueError) as e:
+        prog.close()
+        return fail(prog_name, str(e), 1)
+    prog.close()
+    out = result.summary()
+    out.update(dataset=config.dataset, encoder=config.encoder, seed=config.seed,
+               target_epsilon=config.target_epsilon, imbalance_ratio=config.imbalance_ratio)
+    if not args.no_store:
+        from ..runs.audits import AuditStore
+        from ..runs.store import RunStore
+
+        store = RunStore(args.store)
+        out["audit_id"] = AuditStore(store).save(out, config=config.to_dict(), rocs=result.rocs)
+        out["store"] = str(store.root)
+    if args.json:
+        print(json.dumps(out, allow_nan=False))
+    else:
+        for k in ("attack", "method", "claimed_epsilon", "empirical_epsilon_lower", "confidence", "n_trials",
+                  "alarm", "auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01", "advantage", "wall_seconds"):
+            v = out.get(k)
+            print(f"{k:>24}: {v:.4g}" if isinstance(v, float) else f"{k:>24}: {v}")
+        if out.get("alarm"):
+            print("ALARM: the empirical lower bound exceeds the claimed guarantee: privacy bug.")
+    return 0

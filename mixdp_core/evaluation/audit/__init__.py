@@ -1,0 +1,234 @@
+"""Privacy audits: class-matched MIA, LiRA / RMIA, canary ε lower bounds, one-run audits.
+
+:func:`run_audit` is the single entry point used by ``mixdp audit`` and the *Privacy audit*
+page; it returns an :class:`AuditResult` whose :meth:`~AuditResult.summary` is the JSON line.
+
+Rules every result follows:
+
+* the claimed ε, δ come from the accounting module (``privacy_`` of the audited runs), never
+  from the request;
+* an empirical lower bound always comes with its confidence and number of trials, and
+  ``alarm`` is true iff it exceeds the claimed ε (a privacy bug: the mechanism or its
+  accounting is wrong);
+* attacks without randomized inclusion (the loss attack on the released run) give no ε lower
+  bound (``None``) rather than an invalid one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from .canary import (blackbox_canary_audit, is_dpsgd_linear, is_noisygd_family, one_run_audit, whitebox_available,
+                     whitebox_canary_audit)
+from .executor import DEFAULT_EXECUTOR, map_jobs
+from .membership import lira_attack, lira_scores, loss_attack, rmia_scores
+from .stats import (
+    EpsilonBound,
+    class_matched_indices,
+    clopper_pearson_upper,
+    epsilon_lower_bound,
+    membership_metrics,
+    one_run_epsilon,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+    tpr_at_fpr,
+)
+
+#: Attacks of ``mixdp audit --attack``.
+ATTACKS: tuple[str, ...] = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run")
+
+
+@dataclass
+class AuditResult:
+    """Outcome of one audit.
+
+    Attributes:
+        attack, method: what was run against what.
+        claimed_epsilon, claimed_delta, claimed_mu: the accounting module's guarantee of the
+            audited runs (``None``: non-private method, ε = ∞).
+        metrics: AUC, TPR at low FPR, advantage, per-class AUC, ...
+        bound: the empirical ε lower bound (``None`` where the attack gives none).
+        rocs: ``{name: (fpr, tpr)}`` of the attack (and its variants).
+        extra: attack-specific scalars (JSON-safe).
+        wall_seconds: time of the audit.
+    """
+
+    attack: str
+    method: str
+    claimed_epsilon: Optional[float]
+    claimed_delta: Optional[float]
+    claimed_mu: Optional[float]
+    metrics: dict[str, Any]
+    bound: Optional[EpsilonBound]
+    rocs: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+
+    @property
+    def alarm(self) -> bool:
+        """True iff a lower bound exceeds the claim (a privacy bug): ε_lo > ε, or, for μ-GDP
+        claims, μ_lo > μ (both statements hold jointly at the bound's confidence)."""
+        if self.bound is None or self.claimed_epsilon is None:
+            return False
+        if self.bound.epsilon_lower > self.claimed_epsilon:
+            return True
+        return bool(self.bound.mu_lower is not None and self.claimed_mu is not None
+                    and self.bound.mu_lower > self.claimed_mu)
+
+    def report(self):
+        """A :class:`~mixdp_core.accounting.PrivacyReport`-like object for the theory curve."""
+        if self.claimed_epsilon is None:
+            return None
+        from types import SimpleNamespace
+
+        return SimpleNamespace(epsilon=self.claimed_epsilon, delta=self.claimed_delta, mu=self.claimed_mu)
+
+    def summary(self) -> dict[str, Any]:
+        """The one-line JSON object of ``mixdp audit --json``."""
+        from ..report import json_safe
+
+        b = self.bound
+        m = self.metrics
+        out = {
+            "attack": self.attack,
+            "method": self.method,
+            "claimed_epsilon": self.claimed_epsilon,
+            "claimed_delta": self.claimed_delta,
+            "claimed_mu": self.claimed_mu,
+            "auc": m.get("auc"),
+            "tpr_at_fpr_0.001": m.get("tpr_at_fpr_0.001"),
+            "tpr_at_fpr_0.01": m.get("tpr_at_fpr_0.01"),
+            "advantage": m.get("advantage"),
+            "n_members": m.get("n_members"),
+            "n_nonmembers": m.get("n_nonmembers"),
+            "empirical_epsilon_lower": None if b is None else b.epsilon_lower,
+            "confidence": None if b is None else b.confidence,
+            "n_trials": None if b is None else b.n_trials,
+            "bound_method": None if b is None else b.method,
+            "bound_details": None if b is None else b.details,
+            "empirical_mu_lower": None if b is None else b.mu_lower,
+            "alarm": self.alarm,
+            "per_class_auc": m.get("per_class_auc"),
+            "wall_seconds": self.wall_seconds,
+        }
+        out.update(self.extra)
+        return json_safe(out)
+
+
+def _params(method: Any, epsilon: float, delta: float, seed: int, method_params: Optional[dict]) -> dict[str, Any]:
+    p = dict(method_params or {})
+    p.update(target_epsilon=float(epsilon), target_delta=float(delta), seed=int(seed))
+    return p
+
+
+def run_audit(
+    split: Any,
+    method: Any,
+    *,
+    attack: str,
+    epsilon: float = 3.0,
+    delta: float = 1e-5,
+    seed: int = 0,
+    method_params: Optional[dict[str, Any]] = None,
+    reference_models: int = 16,
+    canaries: int = 1000,
+    trials: Optional[int] = None,
+    confidence: float = 0.95,
+    executor: Any = None,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> AuditResult:
+    """Run one audit of ``method`` (name or Method subclass) on ``split``.
+
+    Args:
+        attack: one of :data:`ATTACKS`.
+        epsilon, delta: the target budget the audited method is configured with.
+        seed: seed of the trainings and of the audit's coins.
+        method_params: other config fields of the method.
+        reference_models: K for ``lira`` / ``rmia``.
+        canaries: canaries per run (``canary-whitebox``) or in the single run (``one-run``).
+        trials: independent trials (``canary``: trainings, default 100; ``canary-whitebox``:
+            canaries over all runs, default 1000).
+        confidence: of the ε lower bound.
+        executor: how trainings run (:mod:`.executor`; the sweep-engine hook).
+        progress: ``progress(done, total)`` over trainings.
+    """
+    if attack not in ATTACKS:
+        raise ValueError(f"attack: must be one of {', '.join(ATTACKS)}, got {attack!r}")
+    t0 = time.perf_counter()
+    params = _params(method, epsilon, delta, seed, method_params)
+    name = method if isinstance(method, str) else getattr(method, "__name__", str(method))
+    kw = dict(seed=seed, delta=delta, confidence=confidence, executor=executor, progress=progress)
+    rocs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    extra: dict[str, Any] = {}
+    bound: Optional[EpsilonBound] = None
+    if attack == "loss":
+        from .jobs import TrainJob, run_train_job
+
+        (o,) = map_jobs(run_train_job, [TrainJob(method, params, split, (split.X_private, split.X_test))],
+                        executor=executor, progress=progress)
+        from ..mia import auc_score, balanced_indices, cross_entropy_losses
+
+        lp = cross_entropy_losses(o.scores[0], split.y_private)
+        lt = cross_entropy_losses(o.scores[1], split.y_test)
+        mi, ni = class_matched_indices(split.y_private, split.y_test, seed=seed)
+        metrics = membership_metrics(-lp[mi], -lt[ni], member_labels=split.y_private[mi],
+                                     nonmember_labels=split.y_test[ni], n_classes=split.n_classes)
+        bm, bn = balanced_indices(lp.size, lt.size, seed=seed)
+        extra["auc_unmatched"] = auc_score(-lp[bm], -lt[bn])
+        extra["class_matched"] = True
+        extra["bound_note"] = ("no ε lower bound: members were not chosen by a coin flip before training, "
+                               "so no hypothesis test of the DP inequality applies")
+        rocs["loss (class-matched)"] = (metrics["fpr"], metrics["tpr"])
+        rep = o
+    elif attack in ("lira", "rmia"):
+        res = lira_attack(method, params, split, reference_models=reference_models, **kw)
+        main = "rmia" if attack == "rmia" else "lira_online"
+        metrics = res["variants"][main]
+        for k, v in res["variants"].items():
+            rocs[k] = (v["fpr"], v["tpr"])
+            extra[f"{k}_auc"] = v["auc"]
+            extra[f"{k}_tpr_at_fpr_0.001"] = v["tpr_at_fpr_0.001"]
+            extra[f"{k}_tpr_at_fpr_0.01"] = v["tpr_at_fpr_0.01"]
+        extra["reference_models"] = int(reference_models)
+        extra["class_matched"] = True
+        bound = res["epsilon_bound"] if attack == "lira" else None
+        if attack == "rmia":
+            extra["bound_note"] = "the ε lower bound is reported by --attack lira (same trainings)"
+        rep = res["report"]
+    elif attack == "canary":
+        res = blackbox_canary_audit(method, params, split, trials=trials or 100, **kw)
+        metrics, bound, rep = res, res["epsilon_bound"], res["report"]
+        rocs["canary (black-box)"] = (res["fpr"], res["tpr"])
+        extra["canary_type"] = res["canary_type"]
+    elif attack == "canary-whitebox":
+        res = whitebox_canary_audit(method, params, split, trials=trials or 1000,
+                                    canaries_per_run=canaries, **kw)
+        metrics, bound, rep = res, res["epsilon_bound"], res["report"]
+        rocs["Dirac canary (white-box)"] = (res["fpr"], res["tpr"])
+        ob = res["one_run_bound"]
+        extra.update(canary_type=res["canary_type"], canary_mean_ratio=res["canary_mean_ratio"],
+                     steps=res["steps"], n_runs=res["n_runs"], one_run_epsilon_lower=ob.epsilon_lower,
+                     one_run_n_canaries=ob.n_trials)
+    else:  # one-run
+        res = one_run_audit(method, params, split, canaries=canaries, **kw)
+        metrics, bound, rep = res, res["epsilon_bound"], res["report"]
+        rocs["one run"] = (res["fpr"], res["tpr"])
+        extra["canary_type"] = res["canary_type"]
+    metrics = dict(metrics)
+    return AuditResult(
+        attack=attack, method=name, claimed_epsilon=rep.epsilon, claimed_delta=rep.delta if rep.epsilon is not None else None,
+        claimed_mu=rep.mu, metrics={k: v for k, v in metrics.items() if k not in ("report", "epsilon_bound", "variants", "one_run_bound")},
+        bound=bound, rocs=rocs, extra=extra, wall_seconds=time.perf_counter() - t0,
+    )
+
+
+__all__ = [
+    "ATTACKS", "AuditResult", "is_dpsgd_linear", "whitebox_available", "DEFAULT_EXECUTOR", "EpsilonBound", "blackbox_canary_audit", "class_matched_indices",
+    "clopper_pearson_upper", "epsilon_lower_bound", "is_noisygd_family", "lira_attack", "lira_scores", "loss_attack",
+    "map_jobs", "membership_metrics", "one_run_audit", "one_run_epsilon", "one_run_epsilon_lower_bound",
+    "one_run_p_value", "rmia_scores", "run_audit", "tpr_at_fpr", "whitebox_canary_audit",
+]

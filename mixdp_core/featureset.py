@@ -1,0 +1,99 @@
+"""The in-memory feature matrices every method trains on (ground floor: imports only ``errors``).
+
+Lives at the package root so that ``data`` (which builds feature sets from ``.npz`` files) and
+``features.cache`` (which stores them) both import it without ``data`` importing ``features``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import DataError
+
+
+@dataclass
+class FeatureSet:
+    """Encoded train/test features of one dataset with one encoder.
+
+    Features are stored *unnormalized* (float32 in memory, float16 or float32 on disk); each
+    method decides whether to L2-normalize them at use.
+
+    Attributes:
+        X_train: ``(N_train, D)`` features.
+        y_train: ``(N_train,)`` int labels in ``[0, C)``.
+        X_test: ``(N_test, D)`` features.
+        y_test: ``(N_test,)`` int labels in ``[0, C)``.
+        class_names: the ``C`` class names, index = label.
+        text_embeddings: optional ``(C, D)`` zero-shot class embeddings from a CLIP text tower
+            (mean over prompt templates, L2-normalized), ``None`` for encoders without text.
+        meta: provenance (dataset, encoder, weights tag, preprocessing, versions...).
+    """
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    class_names: list[str]
+    text_embeddings: np.ndarray | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def dim(self) -> int:
+        return int(self.X_train.shape[1])
+
+    def validate(self) -> None:
+        """Check shapes, finiteness and label ranges; errors name the offending array.
+
+        Raises:
+            DataError: on any inconsistency.
+        """
+        C = len(self.class_names)
+        if C < 2:
+            raise DataError(f"class_names: need at least 2 classes, got {C}")
+        for xn, yn in (("X_train", "y_train"), ("X_test", "y_test")):
+            X, y = getattr(self, xn), getattr(self, yn)
+            if X.ndim != 2:
+                raise DataError(f"{xn}: must be 2-D (samples x features), got shape {X.shape}")
+            if y.ndim != 1 or y.shape[0] != X.shape[0]:
+                raise DataError(
+                    f"{yn}: must be 1-D with one label per row of {xn} "
+                    f"({X.shape[0]}), got shape {y.shape}"
+                )
+            if X.shape[0] == 0:
+                raise DataError(f"{xn}: has no samples")
+            if not np.issubdtype(y.dtype, np.integer):
+                if not np.all(np.equal(np.mod(y, 1), 0)):
+                    raise DataError(f"{yn}: labels must be integers")
+                setattr(self, yn, y.astype(np.int64))
+                y = getattr(self, yn)
+            if y.min() < 0 or y.max() >= C:
+                raise DataError(
+                    f"{yn}: labels must lie in [0, {C - 1}] (C={C} class_names), "
+                    f"got range [{y.min()}, {y.max()}]"
+                )
+            if not np.all(np.isfinite(X)):
+                bad = int(np.count_nonzero(~np.isfinite(X).all(axis=1)))
+                raise DataError(f"{xn}: contains NaN or infinite values in {bad} rows")
+        if self.X_train.shape[1] != self.X_test.shape[1]:
+            raise DataError(
+                f"X_test: has {self.X_test.shape[1]} features but X_train has "
+                f"{self.X_train.shape[1]}"
+            )
+        if self.text_embeddings is not None and self.text_embeddings.shape != (
+            C,
+            self.X_train.shape[1],
+        ):
+            raise DataError(
+                f"text_embeddings: expected shape ({C}, {self.X_train.shape[1]}), "
+                f"got {self.text_embeddings.shape}"
+            )

@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "encoders": {"data"},
     "features": {"data", "encoders"},
     "methods": {"accounting", "encoders"},
-    "evaluation": {"accounting", "methods"},
+    "evaluation": {"accounting", "data", "methods"},
     "runs": {"accounting", "data", "encoders", "features", "methods", "evaluation"},
     "app_support": {"accounting", "data", "encoders", "features", "methods", "evaluation", "runs"},
     "cli": {"accounting", "data", "encoders", "features", "methods", "evaluation", "runs"},

@@ -18,7 +18,8 @@ HEAVY = ("torch", "sklearn", "matplotlib", "scipy.stats", "pandas")
 def test_importing_methods_and_runner_loads_no_heavy_library():
     code = ("import json, sys, numpy as np, mixdp_core.methods, mixdp_core.runs.runner, mixdp_core.evaluation; "
             "from mixdp_core.data.datasets import load_dataset; load_dataset('digits'); "  # digits: no sklearn
-            "mixdp_core.evaluation.auc_score(np.arange(5.0), np.arange(3.0)); "  # MIA: no scipy.stats
+            "from mixdp_core.evaluation.mia import loss_threshold_attack; lab = np.arange(8) % 2; "
+            "loss_threshold_attack(np.arange(8.0), np.arange(8.0), member_labels=lab, nonmember_labels=lab); "  # MIA
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)

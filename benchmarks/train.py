@@ -16,7 +16,16 @@ Sections (each prints its ratios; ``--only`` picks some):
 ``schedule`` Thm.-3 schedule vs the paper's constant learning rates on scikit-learn digits
              at epsilon in {1, 8}: mean test error over seeds for every private method.
 
-Workload sizes are the issue's; ``--quick`` shrinks them 10x for a smoke test.
+``ratios``   (issue 13) one NoisyGD / AdaMix step of the real loop divided by one streaming
+             pass over X (``X.sum()``), before (the pre-issue-13 kernel, kept in
+             ``benchmarks/_release_v0.py``) and after, the block size and thread count of the
+             release, the torch kernel (CPU; CUDA when available) and Opacus' epoch over one
+             step. Each ratio is the median over interleaved repeats in this process; 1-thread
+             ratios use process CPU time (robust to other processes sharing the cores), thread
+             comparisons use wall time. Prints one JSON object as the **last line**.
+
+Workload sizes are the issue's; ``--quick`` shrinks them 10x for a smoke test, ``--tiny`` to a
+few hundred rows (for the test that checks the JSON keys).
 
 Usage::
 
@@ -27,6 +36,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 N, D, C = 50_000, 1_280, 10
 
@@ -264,12 +275,206 @@ def bench_schedule(seeds=3):
             print(f"| {eps:g} | {name} | " + " | ".join(cells) + " |", flush=True)
 
 
+def _cpu_steps(run):
+    """Per-step process CPU seconds of one run_noisygd call (on_step timestamps; the first
+    step, which includes the run's setup, is dropped)."""
+    marks = []
+    run(lambda rec: marks.append(time.process_time()) and False)
+    return float(np.median(np.diff(marks)))
+
+
+def _stream_cpu(X, reps=3):
+    ts = []
+    for _ in range(reps):
+        a = time.process_time()
+        X.sum()
+        ts.append(time.process_time() - a)
+    return min(ts)
+
+
+def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, blocks=(256, 512, 1024, 2048),
+                 sub_repeats=None):
+    """Issue-13 ratios; returns the JSON dict (see module docstring)."""
+    sub_repeats = max(3, repeats // 2) if sub_repeats is None else int(sub_repeats)
+    import json
+
+    import threadpoolctl
+
+    from mixdp_core.methods import noisygd
+    from mixdp_core.methods._linear import fit_logistic, row_norms
+    from mixdp_core.methods.noisygd import NoisyGDOptions, private_release, projection_dim_for, run_noisygd
+
+    from _release_v0 import private_release_v0
+
+    prob = _problem(n, d, c)
+    X, y = prob.X_private, prob.y_private
+    W0 = fit_logistic(prob.X_public, prob.y_public, c, l2=1.0 / len(prob.y_public))
+    variants = {
+        "noisygd": NoisyGDOptions(noise_multiplier=20.0, steps=steps, target_delta=1e-5, clip="fixed", projection_dim=None),
+        "adamix": NoisyGDOptions(noise_multiplier=20.0, steps=steps, target_delta=1e-5, clip="percentile",
+                                 projection_dim=projection_dim_for(d, "paper", c)),
+    }
+    fast = noisygd.private_release
+
+    def run_with(kernel, opts):
+        def run(cb):
+            noisygd.private_release = kernel
+            try:
+                run_noisygd(prob, W0, W0, opts, on_step=cb)
+            finally:
+                noisygd.private_release = fast
+        return run
+
+    out: dict = {"n": n, "d": d, "c": c, "timer_1thread": "process CPU time", "repeats": repeats}
+    ratios: dict = {k: [] for k in ("noisygd", "adamix", "noisygd_before", "adamix_before", "two_gemm", "two_gemm_in_cache")}
+    R = np.random.default_rng(1).standard_normal((n, c), dtype=np.float32)
+    bh = min(512, n)
+    Xh, Zh, Th, Eh = X[:bh].copy(), np.empty((bh, c), np.float32), np.empty((c, d), np.float32), R[:bh].T.copy()
+
+    def two_gemm():  # the issue's "plain numpy 2-GEMM": X @ W and (R^T X)
+        X @ W0
+        R.T @ X
+
+    def two_gemm_in_cache():  # both products on one cached block, n rows in all: compute floor
+        for _ in range(n // bh):
+            np.matmul(Xh, W0, out=Zh)
+            np.matmul(Eh, Xh, out=Th)
+    opacus_ratio = []
+    with threadpoolctl.threadpool_limits(1):
+        epoch = _opacus_epoch_fn(prob, physical) if opacus_repeats else None
+        for r in range(repeats):
+            for name, opts in variants.items():
+                fl = _stream_cpu(X)
+                ratios[name].append(_cpu_steps(run_with(fast, opts)) / fl)
+                fl = _stream_cpu(X)
+                ratios[name + "_before"].append(_cpu_steps(run_with(private_release_v0, opts)) / fl)
+            for name, f in (("two_gemm", two_gemm), ("two_gemm_in_cache", two_gemm_in_cache)):
+                fl = _stream_cpu(X)
+                a = time.process_time()
+                f()
+                ratios[name].append((time.process_time() - a) / fl)
+            if epoch is not None and r < opacus_repeats:
+                step = _cpu_steps(run_with(fast, variants["noisygd"]))
+                a = time.process_time()
+                epoch()
+                opacus_ratio.append((time.process_time() - a) / step)
+        for name, v in ratios.items():
+            key = f"{name}_over_stream" if name.startswith("two_gemm") else f"step_over_stream_floor_{name}"
+            out[key] = float(np.median(v))
+        out["opacus_epoch_over_step"] = float(np.median(opacus_ratio)) if opacus_ratio else None
+
+        # block size of the release (1 thread, CPU time), interleaved with the stream
+        W = np.ascontiguousarray(W0)
+        xn = row_norms(X)
+        by_block = {b: [] for b in blocks}
+        for r in range(sub_repeats):
+            for b in blocks:
+                fl = _stream_cpu(X)
+                a = time.process_time()
+                private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=b)
+                by_block[b].append((time.process_time() - a) / fl)
+        med = {b: float(np.median(v)) for b, v in by_block.items()}
+        best_b = min(med, key=med.get)
+        out["release_over_stream_by_block_rows"] = {str(b): v for b, v in med.items()}
+        out["best_block_rows"] = int(best_b)
+
+        # threads of the release (wall time on both sides: CPU time cannot show a speed-up)
+        by_threads = {1: [], 2: []}
+        for r in range(sub_repeats):
+            for t in by_threads:
+                a = time.perf_counter()
+                X.sum()
+                fl = time.perf_counter() - a
+                a = time.perf_counter()
+                private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=best_b, threads=t)
+                by_threads[t].append((time.perf_counter() - a) / fl)
+        medt = {t: float(np.median(v)) for t, v in by_threads.items()}
+        out["release_over_stream_wall_by_threads"] = {str(t): v for t, v in medt.items()}
+        out["best_threads"] = int(min(medt, key=medt.get))
+        out["cpu_count"] = os.cpu_count()
+
+        # torch kernel: CPU (1 thread) against the numpy kernel; CUDA when available
+        try:
+            import torch
+
+            from mixdp_core.methods._torch_kernel import torch_private_release
+        except ImportError:  # pragma: no cover
+            torch = None
+        if torch is not None:
+            torch.set_num_threads(1)
+            tr = []
+            for r in range(sub_repeats):
+                a = time.process_time()
+                private_release(X, y, W, 0.5, None, x_norm=xn)
+                t_np = time.process_time() - a
+                a = time.process_time()
+                torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cpu")
+                tr.append((time.process_time() - a) / t_np)
+            out["torch_cpu_release_over_numpy_release"] = float(np.median(tr))
+            if torch.cuda.is_available():
+                torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cuda")  # warm-up + copy of X
+                tc = []
+                for r in range(sub_repeats):
+                    a = time.perf_counter()
+                    X.sum()
+                    fl = time.perf_counter() - a
+                    a = time.perf_counter()
+                    torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cuda")
+                    torch.cuda.synchronize()
+                    tc.append((time.perf_counter() - a) / fl)
+                out["torch_cuda_release_over_stream_wall"] = float(np.median(tc))
+            else:
+                out["torch_cuda_release_over_stream_wall"] = None  # skipped: no CUDA device
+    print(f"\n## issue-13 ratios ({n} x {d}, C = {c}; medians of {repeats} interleaved repeats)")
+    print("| quantity | value |")
+    print("|---|---|")
+    for k, v in out.items():
+        print(f"| {k} | {v if not isinstance(v, float) else round(v, 3)} |")
+    return out
+
+
+def _opacus_epoch_fn(prob, physical):
+    """One Opacus DP-SGD epoch (full logical batch, bias-free linear head), as a callable."""
+    import torch
+    from opacus import PrivacyEngine
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    torch.set_num_threads(1)
+    n, d = prob.X_private.shape
+    ds = torch.utils.data.TensorDataset(torch.from_numpy(prob.X_private), torch.from_numpy(prob.y_private))
+    model = torch.nn.Linear(d, prob.n_classes, bias=False)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(ds, batch_size=n)
+    model, opt, loader = PrivacyEngine(accountant="rdp").make_private(
+        module=model, optimizer=opt, data_loader=loader, noise_multiplier=20.0, max_grad_norm=1.0,
+        poisson_sampling=False,
+    )
+    lossf = torch.nn.CrossEntropyLoss(reduction="sum")
+
+    def epoch():
+        with BatchMemoryManager(data_loader=loader, max_physical_batch_size=min(physical, n), optimizer=opt) as mem:
+            for xb, yb in mem:
+                opt.zero_grad()
+                lossf(model(xb), yb).backward()
+                opt.step()
+
+    epoch()  # warm-up
+    return epoch
+
+
 def main(argv=None):
+    import json
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="layouts,step,blocks,opacus,e2e,schedule")
+    ap.add_argument("--only", default="layouts,step,blocks,opacus,e2e,schedule,ratios")
     ap.add_argument("--quick", action="store_true", help="10x smaller N for a smoke test")
+    ap.add_argument("--tiny", action="store_true", help="a few hundred rows (tests)")
     a = ap.parse_args(argv)
     only = set(a.only.split(","))
+    if a.tiny:
+        r = bench_ratios(300, 16, 10, repeats=1, steps=3, opacus_repeats=1, physical=300, blocks=(64, 128), sub_repeats=1)
+        print(json.dumps(r, sort_keys=True))
+        return
     n = N // 10 if a.quick else N
     floor = bench_layouts(n, D, C) if "layouts" in only else None
     step = bench_step(n, D, C, floor) if ("step" in only or "opacus" in only) else None
@@ -281,6 +486,8 @@ def main(argv=None):
         bench_e2e(n, D, C, n_test=1000 if a.quick else 10_000, threads_list=(1,) if a.quick else (1, 2))
     if "schedule" in only:
         bench_schedule(seeds=2 if a.quick else 3)
+    res = bench_ratios(n, D, C, repeats=3 if a.quick else 7) if "ratios" in only else {}
+    print(json.dumps(res, sort_keys=True))  # last line: the issue-13 ratios
 
 
 if __name__ == "__main__":

@@ -50,6 +50,31 @@ def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tu
 
 
 # --------------------------------------------------------------------------- digits
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """``(images (1797, 8, 8) float64, target (1797,) int)`` of scikit-learn's bundled digits.
+
+    Read straight from the package's ``datasets/data/digits.csv.gz`` (what
+    ``sklearn.datasets.load_digits`` parses) so that a digits run does not pay ~1 s of CPU for
+    importing scikit-learn (``benchmarks/startup.py``); falls back to ``load_digits``.
+    """
+    import gzip
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("sklearn")
+        locs = list(spec.submodule_search_locations or []) if spec is not None else []
+        if locs:
+            with gzip.open(Path(locs[0]) / "datasets" / "data" / "digits.csv.gz", "rt") as f:
+                data = np.loadtxt(f, delimiter=",")
+            return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
+    except (OSError, ValueError):
+        pass
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return d.images, d.target
+
+
 @DATASETS.register("digits")
 def load_digits_dataset(root: str | None = None, *, test_fraction: float = 0.3, split_seed: int = 0, **_: Any) -> LoadedDataset:
     """scikit-learn's bundled 8×8 handwritten digits (1,797 images, 10 classes): offline default.
@@ -57,12 +82,10 @@ def load_digits_dataset(root: str | None = None, *, test_fraction: float = 0.3, 
     Pixel values are integers 0..16. Train/test: stratified, ``test_fraction`` (default 0.3 ->
     1,257 train / 540 test, ~126 train images per class).
     """
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    y = d.target.astype(np.int64)
+    images, target = _digits_arrays()
+    y = target.astype(np.int64)
     tr, te = _stratified_split(y, test_fraction, split_seed)
-    imgs = d.images.astype(np.float32)
+    imgs = images.astype(np.float32)
     return LoadedDataset(
         name="digits",
         class_names=[str(i) for i in range(10)],

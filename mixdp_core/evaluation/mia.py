@@ -18,10 +18,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import log_softmax
-from scipy.stats import rankdata
 
 from ..errors import DataError
+
+# scipy.stats is not imported here: it costs ~0.5 s of CPU at import and every training run
+# evaluates the attack (benchmarks/startup.py). The two helpers below are exact numpy versions.
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    """Row-wise ``log softmax`` (float64, max-shifted), as ``scipy.special.log_softmax(z, axis=1)``."""
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def _average_ranks(a: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties given their average rank (``scipy.stats.rankdata``'s default)."""
+    a = np.asarray(a).ravel()
+    order = np.argsort(a, kind="mergesort")
+    s = a[order]
+    new_group = np.r_[True, s[1:] != s[:-1]]
+    starts = np.flatnonzero(new_group)  # 0-based first position of each tie group
+    ends = np.r_[starts[1:], s.size]  # one past the last
+    avg = (starts + ends + 1) / 2.0  # mean of the 1-based positions starts+1 .. ends
+    ranks = np.empty(s.size)
+    ranks[order] = np.repeat(avg, ends - starts)
+    return ranks
 
 
 def cross_entropy_losses(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -35,7 +56,7 @@ def cross_entropy_losses(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
     y = np.asarray(y, dtype=np.int64)
     if scores.ndim != 2 or scores.shape[0] != y.shape[0]:
         raise DataError(f"scores: expected shape ({y.shape[0]}, C), got {scores.shape}")
-    return -log_softmax(scores, axis=1)[np.arange(len(y)), y]
+    return -_log_softmax(scores)[np.arange(len(y)), y]
 
 
 def roc_curve(member_scores: np.ndarray, nonmember_scores: np.ndarray):
@@ -68,7 +89,7 @@ def auc_score(member_scores: np.ndarray, nonmember_scores: np.ndarray) -> float:
     n = np.asarray(nonmember_scores, dtype=np.float64).ravel()
     if m.size == 0 or n.size == 0:
         raise DataError("membership scores: need at least one member and one non-member")
-    ranks = rankdata(np.concatenate([m, n]))  # average ranks for ties
+    ranks = _average_ranks(np.concatenate([m, n]))  # average ranks for ties
     u = ranks[: m.size].sum() - m.size * (m.size + 1) / 2.0
     return float(u / (m.size * n.size))
 

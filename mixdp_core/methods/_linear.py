@@ -21,7 +21,6 @@ which BLAS runs as a row-major GEMM over ``X`` (``benchmarks/train.py`` measures
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
 
 #: Rows with a norm below this are left as they are (all-zero features stay zero).
 _NORM_EPS = 1e-12
@@ -110,6 +109,8 @@ def fit_logistic(
     Returns:
         ``W`` of shape ``(D, C)``, float32.
     """
+    from scipy.optimize import minimize  # lazy: ~0.4 s of CPU at import (benchmarks/startup.py)
+
     N, D = X.shape
     C = int(n_classes)
     X64 = np.asarray(X, dtype=np.float64)

@@ -44,6 +44,8 @@ The noise ``U n_t`` (``n_t ~ N(0, s^2 I_k)``) is drawn as ``U U^T z`` with
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -261,6 +263,115 @@ def projection_basis(
     return ProjectionBasis("complement", U_r.astype(np.float32), int(k), Q=Q.astype(np.float32), B=B, R=R, coef=_coef(r))
 
 
+#: Rows of ``X`` per block in :func:`private_release`: the block must stay in cache between
+#: the forward and the backward product, and be large enough that the per-block numpy calls
+#: are amortized. Measured (``benchmarks/train.py``, key ``release_over_stream_by_block_rows``;
+#: 50,000 x 1,280, C = 10, 1 thread, medians of 15 interleaved rounds): 128: 5.85x,
+#: 256: 5.09x, 384: 4.85x, 512: 5.27x, 768: 5.08x, 1024: 4.97x, 2048: 5.30x, 4096: 5.33x the
+#: streaming pass; 256-1024 are within the noise of a shared machine, 128 and >= 2048 worse.
+DEFAULT_BLOCK_ROWS = 384
+
+#: Without ``block_rows``, an ``X`` of at most this many bytes is processed as one block.
+SINGLE_BLOCK_BYTES = 2 << 20
+
+_WORKSPACES = threading.local()
+
+#: The backward product ``(c E)^T X_b`` is taken with ``E^T`` padded by zero rows to a multiple
+#: of this many classes: OpenBLAS' single-precision kernels run ``12 x b`` by ``b x D`` faster
+#: than ``10 x b`` by ``b x D`` (``benchmarks/train.py``, section ``blocks``). 1 = no padding.
+BACKWARD_ROW_MULTIPLE = 4
+
+
+def _padded_classes(C: int) -> int:
+    k = max(1, int(BACKWARD_ROW_MULTIPLE))
+    return -(-C // k) * k
+
+
+class ReleaseWorkspace:
+    """Block-sized buffers of :func:`private_release`, allocated once and reused across steps.
+
+    Only ``O(block_rows * (C + r + m))`` memory: nothing of size ``N x C`` is allocated per
+    step (the ``(N,)`` outputs ``ratio`` and ``loss`` can be passed in too).
+    """
+
+    def __init__(self, block_rows: int, n_cols: int, C: int, D: int, dtype: Any, m: int = 0, r: int = 0):
+        b = int(block_rows)
+        self.Z = np.empty((b, n_cols), dtype)  # [logits | X U_r] of the block (forward product)
+        # logits -> E = softmax - onehot, transposed (C x nb, contiguous): the per-sample
+        # reductions over the C classes then run along contiguous rows of length nb.
+        self.Cp = _padded_classes(C)
+        self.ET = np.empty(self.Cp * b, dtype)
+        self.rowmax = np.empty(b, dtype)
+        self.rowsum = np.empty(b, dtype)
+        self.z_y = np.empty(b, dtype)
+        self.flat = np.empty(b, np.intp)  # flat index of (y_i, i) in the C x nb block of E^T
+        self.cols = np.arange(b, dtype=np.intp)
+        self.e_norm = np.empty(b)
+        self.g_norm = np.empty(b)
+        self.clip = np.empty(b)
+        self.clip_f = np.empty(b, dtype)
+        self.proj = np.empty(b)
+        self.tmp = np.empty(b)
+        self.sq_f = np.empty(b, dtype)
+        self.ST_block = np.empty((self.Cp, D), dtype)
+        self.XQ = np.empty((b, m), dtype) if m else None
+        self.XQ2 = np.empty((b, m), dtype) if m else None
+        self.XU = np.empty((b, r), dtype) if r else None
+
+
+_POOLS: dict = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(n: int):
+    """A persistent thread pool with ``n`` workers (created on first use)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(n)
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = _POOLS[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="mixdp-release")
+        return pool
+
+
+_SIDE_BY_SIDE: dict = {}
+
+
+def _side_by_side(A: np.ndarray, B: np.ndarray, dtype: Any) -> np.ndarray:
+    """``[A | B]`` as one C-contiguous array, built once per pair of arrays (a run's cached
+    ``X B`` and ``X Q_p``) and kept while both live. The arrays must not change in place."""
+    key = (id(A), id(B), np.dtype(dtype))
+    with _POOLS_LOCK:
+        hit = _SIDE_BY_SIDE.get(key)
+        if hit is not None and hit[0]() is A and hit[1]() is B:
+            return hit[2]
+    out = np.concatenate([np.asarray(A, dtype=dtype), np.asarray(B, dtype=dtype)], axis=1)
+    try:
+        drop = lambda _r, k=key: _SIDE_BY_SIDE.pop(k, None)  # noqa: E731
+        entry = (weakref.ref(A, drop), weakref.ref(B, drop), out)
+    except TypeError:  # not weak-referenceable (e.g. a memmap subclass): no caching
+        return out
+    with _POOLS_LOCK:
+        if len(_SIDE_BY_SIDE) >= 4:
+            _SIDE_BY_SIDE.clear()
+        _SIDE_BY_SIDE[key] = entry
+    return out
+
+
+def release_workspace(block_rows: int, n_cols: int, C: int, D: int, dtype: Any, m: int = 0, r: int = 0) -> ReleaseWorkspace:
+    """The calling thread's cached :class:`ReleaseWorkspace` for these sizes (made on first use)."""
+    key = (int(block_rows), int(n_cols), int(C), int(D), np.dtype(dtype), int(m), int(r), _padded_classes(C))
+    cache = getattr(_WORKSPACES, "cache", None)
+    if cache is None:
+        cache = _WORKSPACES.cache = {}
+    ws = cache.get(key)
+    if ws is None:
+        if len(cache) >= 8:
+            cache.clear()
+        ws = cache[key] = ReleaseWorkspace(*key[:-1])
+    return ws
+
+
 def private_release(
     X: np.ndarray,
     y: np.ndarray,
@@ -272,18 +383,28 @@ def private_release(
     x_norm: Optional[np.ndarray] = None,
     XB: Optional[np.ndarray] = None,
     X_Qp: Optional[np.ndarray] = None,
-    block_rows: int = 1024,
+    block_rows: Optional[int] = None,
+    ratio_out: Optional[np.ndarray] = None,
+    loss_out: Optional[np.ndarray] = None,
+    threads: Optional[int] = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
 
     Computes ``U U^T (sum_i clip_tau(g_i) + noise)`` (``U = I`` when ``basis`` is None), which
     is a post-processing of ``U^T sum_i clip_tau(g_i) + U^T noise``; with
     ``noise ~ N(0, sigma^2 tau^2 I_{D x C})``, ``U^T noise ~ N(0, sigma^2 tau^2 I_{k x C})``.
-    Sensitivity of ``U^T sum_i clip_tau(g_i)`` under add/remove of one row: ``tau``.
+    Sensitivity of ``U^T sum_i clip_tau(g_i)`` under add/remove of one row: ``tau``
+    (``clip_tau(g) = g min(1, tau/||g||_F)``, ``||g_i||_F = ||x_i|| ||p_i - y_i||``).
 
     Per-sample quantities are closed-form: ``||g_i|| = ||x_i|| ||p_i - y_i||`` and
     ``||U^T clip(g_i)|| = c_i ||U^T x_i|| ||p_i - y_i||``; the only products with ``X`` are
-    ``X [W | U_r]`` and ``(c E)^T X``, done block by block of rows.
+    ``X [W | U_r]`` and ``(c E)^T X``. They are done block by block of rows, the backward
+    product right after the forward one, so each block of ``X`` is read from memory once per
+    step (one pass over ``X``); the softmax, clip factors and projection norms work in place
+    in block-sized buffers (:class:`ReleaseWorkspace`, cached per thread and reused across
+    steps). Computation is in ``X``'s floating dtype (float32 for float32 features); the
+    per-sample squared norms are summed in that dtype, their square roots, the clip factors
+    and ``ratio`` are float64.
 
     Args:
         X, y: normalized private rows and labels.
@@ -295,53 +416,159 @@ def private_release(
         XB: cached ``X @ basis.B`` (``complement`` mode); computed if missing.
         X_Qp: cached ``X @ Q_p`` (``N x n_pub``); with ``basis.coef`` it gives ``X U_r``
             without an extra product with ``X``.
-        block_rows: rows of ``X`` processed together (forward and backward per block).
+        block_rows: rows of ``X`` per block (default :data:`DEFAULT_BLOCK_ROWS`, or all rows
+            when ``X`` has at most :data:`SINGLE_BLOCK_BYTES`).
+        ratio_out, loss_out: optional ``(N,)`` float64 arrays receiving ``ratio`` / ``loss``.
+        threads: worker threads (default 1); each takes a contiguous range of whole blocks
+            with its own buffers and partial sum (run BLAS single-threaded meanwhile). The
+            result equals the 1-thread one up to float rounding of the partial sums.
 
     Returns:
         ``(released, ratio, loss)``: the back-projected noisy sum ``(D, C)``, ``r_i =
         ||U^T clip(g_i)|| / tau`` (``(N,)``, ``<= 1``) and per-sample losses.
     """
-    N = X.shape[0]
+    N, D = X.shape
     C = W.shape[1]
+    ft = np.result_type(X.dtype, np.float32)
+    if block_rows is None:  # a small X is one block: fewer numpy calls, it fits in cache anyway
+        block_rows = N if N * D * np.dtype(ft).itemsize <= SINGLE_BLOCK_BYTES else DEFAULT_BLOCK_ROWS
+    b = max(1, int(block_rows))
+    b = min(b, max(N, 1))
+    tau = float(tau)
     if x_norm is None:
         x_norm = row_norms(X)
+    Wf = np.asarray(W, dtype=ft)
     U_r = basis.U if basis is not None else None
-    via_qp = basis is not None and basis.coef is not None and X_Qp is not None and U_r.shape[1] > 0
-    fused = np.concatenate([W, U_r], axis=1) if U_r is not None and U_r.shape[1] > 0 and not via_qp else W
-    if basis is not None and basis.mode == "complement":
+    has_ur = U_r is not None and U_r.shape[1] > 0
+    via_qp = has_ur and basis.coef is not None and X_Qp is not None
+    fused = np.concatenate([Wf, U_r.astype(ft)], axis=1) if has_ur and not via_qp else Wf
+    # column-major right operand: OpenBLAS runs X_b @ W a little faster (2-12 % measured)
+    fused = np.asfortranarray(fused)
+    n_cols = fused.shape[1]
+    complement = basis is not None and basis.mode == "complement"
+    m = 0
+    if complement:
         if XB is None:
             XB = X @ basis.B
+        m = basis.Q.shape[1]
         M = np.linalg.inv(basis.R)  # (m, m); X Q = (X B - (X U_r)(U_r^T B)) R^{-1}
-        M32 = M.astype(np.float32)
-        UBM = (basis.U.T.astype(np.float64) @ basis.B.astype(np.float64) @ M).astype(np.float32)
-    S_T = np.zeros((C, X.shape[1]), dtype=np.result_type(X.dtype, np.float32))  # (sum of clipped g_i)^T
-    ratio = np.empty(N)
-    loss = np.empty(N)
-    # Row blocks keep each block of X in cache between the forward and the backward product
-    # (one pass over X per step instead of two; benchmarks/train.py measures the gain).
-    for a in range(0, N, max(1, int(block_rows))):
-        sl = slice(a, min(N, a + int(block_rows)))
-        Xb = X[sl]
-        Z = Xb @ fused
-        logits, XU = (Z[:, :C], Z[:, C:]) if fused is not W else (Z, None)
-        if via_qp:
-            XU = X_Qp[sl] @ basis.coef
-        E, loss[sl] = softmax_residual(logits, y[sl])
-        e_norm = np.sqrt(np.einsum("ij,ij->i", E, E, dtype=np.float64))
-        g_norm = x_norm[sl] * e_norm
-        c = np.where(g_norm > tau, tau / np.where(g_norm > 0, g_norm, 1.0), 1.0)
-        S_T += (E * c[:, None].astype(E.dtype)).T @ Xb
-        if basis is None:
-            proj_norm = x_norm[sl]
-        elif basis.mode == "sub":
-            proj_norm = row_norms(XU)
-        else:
-            XQ = XB[sl] @ M32
-            if XU is not None:
-                XQ -= XU @ UBM
-            proj_norm = np.sqrt(np.maximum(x_norm[sl] ** 2 - np.einsum("ij,ij->i", XQ, XQ, dtype=np.float64), 0.0))
-        ratio[sl] = np.minimum(c * proj_norm * e_norm / tau, 1.0)
-    S = S_T.T
+        M_f = M.astype(ft)
+        UBM = (basis.U.T.astype(np.float64) @ basis.B.astype(np.float64) @ M).astype(ft)  # (r, m)
+    r = U_r.shape[1] if via_qp else 0
+    if via_qp:
+        coef = basis.coef.astype(ft)
+        if complement:
+            # X Q = [X B | X Q_p] [[R^-1], [-coef U_r^T B R^-1]]: one product per block with a
+            # cached (N, m + n_pub) side by side copy of the two cached matrices
+            coef_UBM = coef.astype(np.float64) @ UBM.astype(np.float64)  # (n_pub, m)
+            M_cat = np.concatenate([M, -coef_UBM], axis=0).astype(ft)
+            XB_Qp = _side_by_side(XB, X_Qp, ft)
+    ratio = ratio_out if ratio_out is not None else np.empty(N)
+    loss = loss_out if loss_out is not None else np.empty(N)
+    x_norm = np.asarray(x_norm, dtype=np.float64)
+    y = np.asarray(y)
+
+    def rows(lo: int, hi: int) -> np.ndarray:
+        """(sum over rows lo..hi-1 of clipped g_i)^T; fills ratio/loss there."""
+        ws = release_workspace(b, n_cols, C, D, ft, m, r)  # this thread's buffers
+        ST = np.zeros((C, D), dtype=ft)
+        with np.errstate(divide="ignore"):
+            for a in range(lo, hi, b):
+                nb = min(b, hi - a)
+                sl = slice(a, a + nb)
+                Xb = X[sl]
+                Z = ws.Z[:nb]
+                np.matmul(Xb, fused, out=Z)  # forward: reads the block of X (from memory)
+                ETp = ws.ET[: ws.Cp * nb].reshape(ws.Cp, nb)
+                ET = ETp[:C]
+                ETp[C:] = 0.0
+                np.copyto(ET, Z[:, :C].T)
+                # --- softmax residual, in place: E = softmax(logits) - onehot(y) ---
+                mx, s, zy = ws.rowmax[:nb], ws.rowsum[:nb], ws.z_y[:nb]
+                np.maximum.reduce(ET, axis=0, out=mx)
+                np.subtract(ET, mx, out=ET)
+                flat = ws.flat[:nb]
+                np.multiply(y[sl], nb, out=flat)
+                np.add(flat, ws.cols[:nb], out=flat)
+                Ef = ET.reshape(-1)
+                np.take(Ef, flat, out=zy)
+                np.exp(ET, out=ET)
+                np.add.reduce(ET, axis=0, out=s)
+                lb = loss[sl]
+                np.log(s, out=lb)
+                np.subtract(lb, zy, out=lb)  # -log p_y = log sum exp(z - max) - (z_y - max)
+                np.divide(ET, s, out=ET)
+                Ef[flat] -= 1.0
+                # --- per-sample clip factors c_i = min(1, tau / (||x_i|| ||e_i||)) ---
+                en, g, c = ws.e_norm[:nb], ws.g_norm[:nb], ws.clip[:nb]
+                if ft == np.float64:
+                    np.einsum("ji,ji->i", ET, ET, out=en)
+                else:  # float32 sum of C squares (a few ulp), then float64
+                    np.einsum("ji,ji->i", ET, ET, out=ws.sq_f[:nb])
+                    en[...] = ws.sq_f[:nb]
+                np.sqrt(en, out=en)
+                np.multiply(x_norm[sl], en, out=g)
+                np.divide(tau, g, out=c)
+                np.minimum(c, 1.0, out=c)
+                cf = ws.clip_f[:nb]
+                cf[...] = c
+                np.multiply(ET, cf, out=ET)
+                # --- backward: (c E)^T X_b while X_b is still in cache ---
+                np.matmul(ETp, Xb, out=ws.ST_block)
+                np.add(ST, ws.ST_block[:C], out=ST)
+                # --- r_i = c_i ||U^T x_i|| ||e_i|| / tau ---
+                rb = ratio[sl]
+                if basis is None:
+                    np.multiply(c, g, out=rb)  # ||U^T x_i|| = ||x_i||
+                else:
+                    pn = ws.proj[:nb]
+                    if via_qp and not complement:
+                        XU = ws.XU[:nb]
+                        np.matmul(X_Qp[sl], coef, out=XU)
+                    elif not via_qp:
+                        XU = Z[:, C:]
+                    if not complement:
+                        if ft == np.float64:
+                            np.einsum("ij,ij->i", XU, XU, out=pn)
+                        else:
+                            np.einsum("ij,ij->i", XU, XU, out=ws.sq_f[:nb])
+                            pn[...] = ws.sq_f[:nb]
+                    else:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
+                        XQ = ws.XQ[:nb]
+                        if via_qp:
+                            np.matmul(XB_Qp[sl], M_cat, out=XQ)
+                        else:
+                            np.matmul(XB[sl], M_f, out=XQ)
+                        if not via_qp and XU.shape[1] > 0:
+                            np.matmul(XU, UBM, out=ws.XQ2[:nb])
+                            np.subtract(XQ, ws.XQ2[:nb], out=XQ)
+                        t = ws.tmp[:nb]
+                        if ft == np.float64:
+                            np.einsum("ij,ij->i", XQ, XQ, out=t)
+                        else:
+                            np.einsum("ij,ij->i", XQ, XQ, out=ws.sq_f[:nb])
+                            t[...] = ws.sq_f[:nb]
+                        np.square(x_norm[sl], out=pn)
+                        np.subtract(pn, t, out=pn)
+                        np.maximum(pn, 0.0, out=pn)
+                    np.sqrt(pn, out=pn)
+                    np.multiply(c, pn, out=rb)
+                    np.multiply(rb, en, out=rb)
+                np.divide(rb, tau, out=rb)
+                np.minimum(rb, 1.0, out=rb)
+        return ST
+
+    n_threads = max(1, min(int(threads or 1), -(-N // b)))
+    if n_threads == 1:
+        ST = rows(0, N)
+    else:  # contiguous row ranges (whole blocks) per thread; partial sums added in order
+        per = -(-(-(-N // b)) // n_threads) * b
+        bounds = [(lo, min(N, lo + per)) for lo in range(0, N, per)]
+        parts = list(_pool(len(bounds)).map(lambda lh: rows(*lh), bounds))
+        ST = parts[0]
+        for P in parts[1:]:
+            ST += P
+    S = ST.T
     noisy = S if noise is None else S + noise
     if basis is not None:
         noisy = basis.project(noisy)

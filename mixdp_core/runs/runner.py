@@ -283,35 +283,38 @@ class _Heartbeat:
 
 
 class _StepWriter:
-    """``on_step`` callback: buffers StepRecords, flushes them to the store, polls cancel.
+    """``on_step`` callback: hands StepRecords to a batched :class:`~mixdp_core.runs.store.StepWriter`
+    and polls the cancel flag.
 
-    Records are flushed at most every ``flush_every_s`` seconds (and at the end), so a run
-    killed mid-way loses at most that much history; the cancel flag is read at each flush.
+    Records reach the database when the oldest unwritten one is ``flush_every_s`` old (also
+    between steps, from the writer's background thread), every ``max_steps`` records and at the
+    end, so a run killed mid-way loses at most ``flush_every_s`` seconds of history; the cancel
+    flag is read after each flush.
     """
 
-    def __init__(self, store: RunStore, run_id: str, on_record: Callable | None, flush_every_s: float = 0.5):
+    def __init__(self, store: RunStore, run_id: str, on_record: Callable | None, flush_every_s: float = 1.0,
+                 max_steps: int = 256):
         self.store, self.run_id, self.on_record = store, run_id, on_record
-        self.flush_every_s = flush_every_s
-        self.buffer: list[dict[str, Any]] = []
-        self.last_flush = 0.0
+        self.writer = store.step_writer(run_id, max_age_s=flush_every_s, max_steps=max_steps)
         self.cancelled = False
         self.n_records = 0
+        self._seen_flushes = 0
 
     def flush(self) -> None:
-        if self.buffer:
-            self.store.append_steps(self.run_id, self.buffer)
-            self.buffer = []
-        self.last_flush = time.monotonic()
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
 
     def __call__(self, record: Any) -> bool:
-        self.buffer.append(record.to_dict())
+        self.writer.append(record.to_dict())
         self.n_records += 1
         stop = False
         if self.on_record is not None:
             stop = bool(self.on_record(record))
-        if time.monotonic() - self.last_flush >= self.flush_every_s:
-            self.flush()
-            stop = stop or self.store.is_cancel_requested(self.run_id)
+        if self.writer.n_flushes != self._seen_flushes:  # poll cancel once per flush
+            self._seen_flushes = self.writer.n_flushes
+            stop = stop or self.writer.cancel_requested()
         if stop:
             self.cancelled = True
         return self.cancelled
@@ -431,7 +434,7 @@ def execute(
     progress: Callable[[str, int, int], None] | None = None,
     reuse: bool = False,
     label: str | None = None,
-    flush_every_s: float = 0.5,
+    flush_every_s: float = 1.0,
 ) -> str:
     """Run ``config`` and record it in ``store``.
 
@@ -448,7 +451,8 @@ def execute(
         reuse: return the id of a completed run with the same :meth:`RunConfig.config_hash`
             instead of running again.
         label: free-text tag stored with the run (e.g. the experiment name).
-        flush_every_s: how often buffered step records are written and the cancel flag read.
+        flush_every_s: the most seconds a step record waits before it is written (and the
+            cancel flag read); see :class:`~mixdp_core.runs.store.StepWriter`.
 
     Returns:
         The run id. Its status is ``completed`` or ``cancelled``.
@@ -469,14 +473,14 @@ def execute(
         with _Heartbeat(store, run_id):
             metrics, arrays = _fit_evaluate(config, features, public_features, writer, cache_dir=cache_dir,
                                             progress=progress, run_id=run_id, t0=t0)
-            writer.flush()
+            writer.close()
             metrics["n_step_records"] = writer.n_records
             store.save_artifacts(run_id, arrays)
             store.finish(run_id, CANCELLED if writer.cancelled else COMPLETED,
                          metrics=_with_boost(store, config, metrics))
     except BaseException as e:  # noqa: BLE001 - KeyboardInterrupt must mark the run failed too
         try:
-            writer.flush()
+            writer.close()
         except Exception:
             pass
         msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

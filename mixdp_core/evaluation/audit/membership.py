@@ -40,7 +40,6 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 import numpy as np
-from scipy.stats import norm
 
 from ..mia import auc_score, cross_entropy_losses
 from .executor import map_jobs
@@ -100,6 +99,8 @@ def lira_scores(phi_target: np.ndarray, phi_ref: np.ndarray, in_ref: np.ndarray,
         return (phi_target - mu_out) / sd_out
     mu_in, sd_in = _gauss_fit(phi_ref, in_ref, global_variance)
     mu_in = np.where(np.isnan(mu_in), np.nanmean(mu_in), mu_in)
+    from scipy.stats import norm  # lazy: ~0.5 s of CPU, and training runs import this module
+
     return norm.logpdf(phi_target, mu_in, sd_in) - norm.logpdf(phi_target, mu_out, sd_out)
 
 

@@ -1,0 +1,77 @@
+"""Benchmark: total CPU (user + sys) of a small training run from the command line.
+
+Measures ``mixdp train --dataset digits --encoder pixels --method adamix --epsilon 3 --json``
+(issue 13 target: <= 1.5 s of CPU in total with a warm cache), run as a child process with
+the feature cache warmed by one untimed run, and, for reference, a bare ``python -c pass``,
+the import of the CLI, and the import of the training stack. CPU time comes from
+``resource.getrusage(RUSAGE_CHILDREN)`` around each child, so other processes sharing the
+machine do not inflate it the way they inflate wall time. Medians of ``--repeats`` runs,
+interleaved. Prints a table, then one JSON object (key ``cpu_seconds``) as the last line.
+
+Usage::
+
+    python benchmarks/startup.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = ["train", "--dataset", "digits", "--encoder", "pixels", "--method", "adamix", "--epsilon", "3", "--json"]
+CLI = "import sys; from mixdp_core.cli import main; sys.exit(main())"
+
+
+def _child_cpu(argv, env) -> tuple[float, int]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, p.returncode
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="mixdp-startup-")
+    env = {**os.environ, "MIXDP_HOME": str(Path(tmp) / "home"), "MIXDP_CACHE": str(Path(tmp) / "cache"),
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
+    cases = {
+        "python_bare": [sys.executable, "-c", "pass"],
+        "import_cli": [sys.executable, "-c", "import mixdp_core.cli"],
+        "import_training_stack": [sys.executable, "-c", "import mixdp_core.methods, mixdp_core.runs.runner, mixdp_core.evaluation"],
+        "train_digits_adamix": [sys.executable, "-c", CLI, *TRAIN],
+    }
+    cpu, rc = _child_cpu(cases["train_digits_adamix"], env)  # warms the feature cache
+    if rc != 0:
+        raise SystemExit(f"train command failed (exit {rc})")
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(a.repeats):
+        for k, argv_ in cases.items():
+            c, rc = _child_cpu(argv_, env)
+            if rc != 0:
+                raise SystemExit(f"{k} failed (exit {rc})")
+            times[k].append(c)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    print(f"## CPU seconds (user + sys), medians of {a.repeats} interleaved runs, warm feature cache")
+    print("| command | CPU s |")
+    print("|---|---|")
+    for k, v in med.items():
+        print(f"| {k} | {v:.3f} |")
+    res = {"cpu_seconds": med["train_digits_adamix"], "target_cpu_seconds": 1.5, "repeats": a.repeats,
+           **{f"cpu_seconds_{k}": v for k, v in med.items()}}
+    print(json.dumps(res, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -368,12 +368,22 @@ class RunStore:
             The number of records written.
         """
         rows = [(run_id, r.get("step"), _dumps(dict(r))) for r in records]
-        now = time.time()
-        with self._connect() as con, self._write(con):
-            if rows:
-                con.executemany("INSERT INTO steps(run_id, step, record_json) VALUES (?,?,?)", rows)
-            con.execute("UPDATE runs SET heartbeat_at=?, updated_at=? WHERE run_id=?", (now, now, run_id))
+        with self._connect() as con:
+            self._insert_steps(con, run_id, rows)
         return len(rows)
+
+    def _insert_steps(self, con: sqlite3.Connection, run_id: str, rows: list[tuple[str, Any, str]]) -> None:
+        """The one write of step rows (and the run's heartbeat), for :meth:`append_steps` and
+        :class:`StepWriter` alike; SQLite failures (disk full, read-only) surface as
+        :class:`~mixdp_core.errors.StorageError`."""
+        now = time.time()
+        try:
+            with self._write(con):
+                if rows:
+                    con.executemany("INSERT INTO steps(run_id, step, record_json) VALUES (?,?,?)", rows)
+                con.execute("UPDATE runs SET heartbeat_at=?, updated_at=? WHERE run_id=?", (now, now, run_id))
+        except sqlite3.Error as e:
+            raise storage_error(e, self.db_path, what="store", fix=_FIX) from None
 
     def step_writer(self, run_id: str, *, max_age_s: float = 1.0, max_steps: int = 256,
                     background: bool = True) -> "StepWriter":
@@ -731,11 +741,9 @@ class StepWriter:
         if not rows:
             return 0
         a = time.perf_counter()
-        con = self._connection()
-        now = time.time()
-        with self.store._write(con):
-            con.executemany("INSERT INTO steps(run_id, step, record_json) VALUES (?,?,?)", rows)
-            con.execute("UPDATE runs SET heartbeat_at=?, updated_at=? WHERE run_id=?", (now, now, self.run_id))
+        # On failure the rows stay pending: the next append / flush / close retries and, if
+        # the store is still unusable (disk full), raises in the training thread.
+        self.store._insert_steps(self._connection(), self.run_id, rows)
         self._pending = []
         self._oldest = None
         self.n_written += len(rows)

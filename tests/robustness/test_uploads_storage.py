@@ -126,17 +126,23 @@ def test_disk_full_on_artifact_write_marks_run_failed_at_once(env, baseline_run,
 def test_disk_full_in_sqlite_while_writing_steps(env, baseline_run, monkeypatch):
     import mixdp_core.runs.store as S
 
-    real = S.RunStore.append_steps
+    real = S.RunStore._insert_steps
 
-    def full(self, run_id, records):
-        with self._connect() as con:
+    class FullDisk:  # the store's own connection, except that inserting steps hits SQLITE_FULL
+        def __init__(self, con):
+            self._con = con
+
+        def executemany(self, *a):
             raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(S.RunStore, "append_steps", full)
+        def __getattr__(self, name):
+            return getattr(self._con, name)
+
+    monkeypatch.setattr(S.RunStore, "_insert_steps", lambda self, con, run_id, rows: real(self, FullDisk(con), run_id, rows))
     o = run_inprocess(Outcome("disk full (SQLITE_FULL) while writing steps", "storage", "clear", "store"),
                       BASE + ["--method", "adamix", "--noise-multiplier", "20", "--epsilon", "0.5"], env)
+    monkeypatch.setattr(S.RunStore, "_insert_steps", real)
     assert_ok(o)
-    monkeypatch.setattr(S.RunStore, "append_steps", real)
 
 
 def test_read_only_home(env, baseline_run, monkeypatch, tmp_path):

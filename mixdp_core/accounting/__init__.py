@@ -31,6 +31,9 @@ Formulas (:mod:`.gaussian`, :mod:`.conversions`):
   and ε²/8 for :class:`ExponentialMechanism`.
 * Per-instance DP (Wang 2019; AdaMix Prop. 14): μ_i = √(Σ_t r_{i,t}²)/σ — :func:`pdp_epsilon`.
 * Curves: :func:`privacy_curve`, :func:`dpsgd_privacy_curve`.
+* Private hyper-parameter selection with random stopping (Papernot & Steinke 2022, Thm. 2):
+  :func:`selection_rdp`, :func:`selection_epsilon`, :func:`calibrate_selection_mu`,
+  :func:`selection_steps`, :func:`sample_tnb` (:mod:`.selection`).
 """
 
 from .accountant import (
@@ -68,6 +71,15 @@ from .events import (
 )
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gdp_mu_for_budget
 from .pdp import pdp_epsilon, pdp_ratio_sq
+from .selection import (
+    calibrate_selection_mu,
+    sample_tnb,
+    selection_epsilon,
+    selection_rdp,
+    selection_steps,
+    tnb_expected_count,
+    tnb_pmf,
+)
 
 __all__ = [
     "ACCOUNTANTS",
@@ -85,6 +97,7 @@ __all__ = [
     "ZCDP",
     "calibrate_dpsgd_noise",
     "calibrate_noise",
+    "calibrate_selection_mu",
     "calibrate_steps",
     "delta",
     "dpsgd_privacy_curve",
@@ -105,6 +118,12 @@ __all__ = [
     "pure_to_zcdp",
     "rdp_to_delta",
     "rdp_to_epsilon",
+    "sample_tnb",
+    "selection_epsilon",
+    "selection_rdp",
+    "selection_steps",
+    "tnb_expected_count",
+    "tnb_pmf",
     "zcdp_rho",
     "zcdp_to_delta",
     "zcdp_to_epsilon",

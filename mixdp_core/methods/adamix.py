@@ -49,10 +49,13 @@ import numpy as np
 
 from .. import accounting
 from ..errors import ConfigError, DataError
-from ._linear import fit_logistic, l2_normalize, select_l2_cv
+from ._linear import PUBLIC_L2, fit_logistic, fit_public, l2_normalize, select_l2_cv
 from ._validate import check_choice, check_positive, check_seed
 from .base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
+from ._linear import row_norms, softmax_residual
 from .noisygd import (
+    clip_threshold,
+    clipped_smoothness,
     NoisyGDOptions,
     NoisyGDProblem,
     projection_dim_for,
@@ -62,6 +65,8 @@ from .noisygd import (
 
 #: Learning rates the paper searched for ResNet-50 features (App. A.6), sum-loss scale.
 PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
+#: z-score of the noise-scaled start (see ``_NoisyGDMethod._noise_scaled_start``).
+NOISE_MARGIN_Z = 2.0
 #: Multipliers of the Thm.-3 lambda searched by optimistic tuning.
 THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
 
@@ -152,7 +157,7 @@ class NoisyGDConfig(PrivacyConfig):
 
     noise_multiplier: float = 20.0
     seed: int = 0
-    schedule: str = "theorem3"
+    schedule: str = "smooth"
     learning_rate: float = 1e-3
     weight_decay: Optional[float] = None
     weight_decay_rule: str = "theorem3"
@@ -161,12 +166,14 @@ class NoisyGDConfig(PrivacyConfig):
     eval_every: Optional[int] = None
     optimistic_tuning: bool = False
     blas_threads: Optional[int] = 1
+    trust_region: bool = True
+    init_scale: str = "noise"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive("noise_multiplier", self.noise_multiplier)
         check_seed(self.seed)
-        check_choice("schedule", self.schedule, ("theorem3", "constant"))
+        check_choice("schedule", self.schedule, ("smooth", "theorem3", "constant"))
         check_positive("learning_rate", self.learning_rate)
         check_positive("weight_decay", self.weight_decay, allow_zero=self.schedule != "theorem3", allow_none=True)
         check_choice("weight_decay_rule", self.weight_decay_rule, ("theorem3", "worst_case"))
@@ -180,6 +187,9 @@ class NoisyGDConfig(PrivacyConfig):
             isinstance(self.blas_threads, bool) or int(self.blas_threads) != self.blas_threads or self.blas_threads < 1
         ):
             raise ConfigError("blas_threads", f"must be an integer >= 1 or None, got {self.blas_threads!r}")
+        check_choice("init_scale", self.init_scale, ("noise", "none"))
+        if not isinstance(self.trust_region, bool):
+            raise ConfigError("trust_region", f"must be True or False, got {self.trust_region!r}")
         if not isinstance(self.optimistic_tuning, bool):
             raise ConfigError("optimistic_tuning", f"must be True or False, got {self.optimistic_tuning!r}")
 
@@ -237,7 +247,7 @@ class AdaMixConfig(NoisyGDConfig):
         check_positive("clip_norm", self.clip_norm)
         p = self.projection
         if isinstance(p, str):
-            check_choice("projection", p, ("paper", "rank", "none"))
+            check_choice("projection", p, ("public_span", "paper", "rank", "none"))
         elif isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
             raise ConfigError("projection", f"must be 'paper', 'rank', 'none' or an integer >= 1, got {p!r}")
 
@@ -352,10 +362,10 @@ class OnlyPublic(Paragon):
         d = _normalized(split)
         if len(split.y_public) == 0:
             raise DataError("X_public: only_public needs at least one public sample")
-        l2 = (self.config.l2 if self.config.l2 is not None
-              else select_l2_cv(d["Xp"], split.y_public, split.n_classes, seed=self.config.seed))
-        self.l2_ = float(l2)
-        self.W_ = fit_logistic(d["Xp"], split.y_public, split.n_classes, l2=l2, max_iter=self.config.max_iter)
+        # The same function (and ridge) as the public start of adamix / ngd: see fit_public.
+        self.l2_ = float(self.config.l2 if self.config.l2 is not None else PUBLIC_L2)
+        self.W_ = fit_public(d["Xp"], split.y_public, split.n_classes, l2=self.l2_,
+                             max_iter=max(self.config.max_iter, 1000))
         self._finish(split, d["Xt"], on_step)
         return self
 
@@ -390,6 +400,7 @@ class _NoisyGDMethod(_LinearHead):
     """Common fit logic: calibrate T, build the problem, run (or optimistically tune)."""
 
     config_cls = NoisyGDConfig
+    _public_start: ClassVar[bool] = False
 
     # subclasses implement
     def _setup(self, split: Any, d: dict[str, np.ndarray]) -> tuple[NoisyGDProblem, np.ndarray, np.ndarray, NoisyGDOptions, int]:
@@ -398,15 +409,54 @@ class _NoisyGDMethod(_LinearHead):
     def _public_init(self, split: Any, d: dict[str, np.ndarray]) -> np.ndarray:
         if len(split.y_public) == 0:
             raise DataError(f"X_public: {type(self).__name__} with a public init needs public samples")
+        return fit_public(d["Xp"], split.y_public, split.n_classes, l2=self.config.public_l2)
+
+    def _noise_scaled_start(self, W_pub: np.ndarray, problem: NoisyGDProblem, opts: NoisyGDOptions,
+                            T_grad: int, n_hat: float) -> tuple[np.ndarray, float]:
+        """Rescale the public solution ``alpha * W_pub`` (same predictions, ``alpha > 0``).
+
+        The private phase starts where the released noise cannot, in expectation, flip the
+        public predictions, and no further: ``alpha`` makes the median public logit margin
+        ``kappa = 2`` standard deviations of the logit noise that the run will add to its
+        output, ``nu = eta sigma tau sqrt(8 T / 15) / n_hat`` per class logit (noise of the
+        t-weighted average of Thm. 3 for a constant step ``eta = 1/min(1/2, 2 tau)``,
+        ``||x|| = 1``). A larger start would make every private sample's gradient vanish
+        (saturated softmax, slow private phase: measured), a smaller one lets the noise
+        undo the public model at small epsilon. Inputs: public rows, sigma, T, the released
+        count; no private data. Returns ``(alpha W_pub, alpha)``.
+        """
         cfg = self.config
-        l2 = cfg.public_l2 if cfg.public_l2 is not None else 1.0 / len(split.y_public)
-        return fit_logistic(d["Xp"], split.y_public, split.n_classes, l2=l2)
+        Xp, yp = problem.X_public, problem.y_public
+        if Xp.shape[0] == 0 or T_grad <= 0 or not np.any(W_pub):
+            return W_pub, 1.0
+        Z = Xp @ W_pub
+        idx = np.arange(len(yp))
+        zy = Z[idx, yp].copy()
+        Z[idx, yp] = -np.inf
+        margin = float(np.median(zy - Z.max(axis=1)))
+        if not margin > 0:
+            return W_pub, 1.0
+        D, C = W_pub.shape
+        k = opts.projection_dim
+        k = D if k is None else (max(C - 1, 1) if k == "rank" else min(int(k), D))
+        # burn-in: steps until the (at most N tau per step) signal can outgrow the noise
+        # sigma tau sqrt(k C t): t* = sigma^2 k C / n_hat^2, at least 1, at most T.
+        horizon = min(float(T_grad), max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2))
+        alpha = 1.0
+        for _ in range(4):  # fixed point: tau depends on the scale of the start
+            Ep, _ = softmax_residual(Xp @ (W_pub * np.float32(alpha)), yp)
+            norms = row_norms(Xp) * row_norms(Ep)
+            tau = clip_threshold(opts.clip, norms, float(np.linalg.norm(Xp.T @ Ep)) / len(yp),
+                                 clip_norm=opts.clip_norm, percentile=opts.clip_percentile)
+            eta = 1.0 / clipped_smoothness(tau, opts.smoothness)
+            nu = eta * cfg.noise_multiplier * tau * math.sqrt(8.0 * horizon / 15.0) / n_hat
+            alpha = NOISE_MARGIN_Z * math.sqrt(2.0) * nu / margin
+        return (W_pub * np.float32(alpha)).astype(np.float32), float(alpha)
 
     def _ref_distance(self, W_ref: np.ndarray, C: int) -> float:
         if self.config.ref_distance is not None:
             return float(self.config.ref_distance)
-        n = float(np.linalg.norm(W_ref))
-        return n if n > 0 else math.sqrt(C) * math.log(C)
+        return max(float(np.linalg.norm(W_ref)), math.sqrt(C) * math.log(C))
 
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "_NoisyGDMethod":
         if self.config.blas_threads is None:
@@ -431,21 +481,57 @@ class _NoisyGDMethod(_LinearHead):
         """Raise :class:`~mixdp_core.accounting.BudgetError` if no step fits the budget."""
         self._calibrated_steps()
 
+    def _noisy_count(self, n_private: int) -> float:
+        """Release ``N_private + N(0, sigma^2)`` (``smooth`` schedule only).
+
+        Gaussian mechanism on the count: L2 sensitivity 1 under add/remove of one private
+        row, noise std ``sigma`` (the run's noise multiplier), so it is accounted exactly as
+        one more NoisyGD step (``mu^2 = 1/sigma^2``); the run composes ``1 + T_grad``
+        releases, which is the calibrated ``T``. Seeded apart from the gradient noise.
+        """
+        rng = np.random.default_rng([self.config.seed, 0xC0417])
+        return float(n_private + self.config.noise_multiplier * rng.standard_normal())
+
     def _fit(self, split: Any, on_step: OnStep | None) -> "_NoisyGDMethod":
         self._reset()
         cfg = self.config
         T = self._calibrated_steps()
+        smooth = cfg.schedule == "smooth"
         d = _normalized(split)
         problem, W_init, W_ref, opts, n_report = self._setup(split, d)
-        opts.steps = T
-        opts.eval_every = cfg.eval_every if cfg.eval_every is not None else max(1, T // 50)
-        R = self._ref_distance(W_ref, split.n_classes)
         n_pub_grad = problem.X_public.shape[0] if opts.use_public_gradient else 0
+        n_count = 1 if smooth else 0  # releases spent on the noisy count
+        T_grad = T - n_count
+        n_hat = None
+        if smooth:
+            # Post-processing of the released count: an upper confidence bound (+2 sigma),
+            # so a noise draw can only make the mean-scale steps smaller, never larger.
+            n_hat_priv = self._noisy_count(problem.X_private.shape[0])
+            n_hat_priv = max(n_hat_priv + 2.0 * cfg.noise_multiplier, 1.0)
+            n_hat = n_hat_priv + n_pub_grad
+            opts.n_hat_private = n_hat_priv
+        self.init_scale_ = 1.0
+        if smooth and cfg.init_scale == "noise" and self._public_start:
+            W_init, self.init_scale_ = self._noise_scaled_start(W_init, problem, opts, T_grad, n_hat)
+            W_ref = W_init
+        opts.steps = T_grad
+        opts.n_hat = n_hat
+        opts.releases_before = n_count
+        opts.eval_every = cfg.eval_every if cfg.eval_every is not None else max(1, T_grad // 50)
+        R = self._ref_distance(W_ref, split.n_classes)
+        opts.ball_radius = R if (smooth and cfg.trust_region) else None
         lip_pub = math.sqrt(2.0)  # ||g_j|| <= ||x_j|| ||p_j - y_j|| <= sqrt(2) for public rows
 
         def wd_fn(mult: float):
             if cfg.weight_decay is not None:
                 return lambda tau, dim: float(cfg.weight_decay) * mult
+            if smooth:
+                # Thm.-3 rule on the mean loss: gradient sum / n_hat, noise std sigma tau / n_hat
+                return lambda tau, dim: mult * theorem3_weight_decay(
+                    lipschitz=tau, noise_std=cfg.noise_multiplier * tau / n_hat, dim=dim,
+                    steps=max(T_grad, 1), ref_distance=R,
+                    include_optimization=cfg.weight_decay_rule == "worst_case",
+                )
             return lambda tau, dim: mult * theorem3_weight_decay(
                 lipschitz=problem.X_private.shape[0] * tau + n_pub_grad * lip_pub,
                 noise_std=cfg.noise_multiplier * tau,
@@ -470,17 +556,22 @@ class _NoisyGDMethod(_LinearHead):
                     rec.extra["candidate"] = float(j)
                 return on_step(rec) if on_step is not None else None
 
+            # the count is released once and reused by every candidate (post-processing)
             res = run_noisygd(
                 problem, W_init, W_ref, o, on_step=cb, weight_decay_fn=wd_fn(mult),
-                step_offset=total_steps, total_steps=T * len(candidates),
-            )
+                step_offset=total_steps, total_steps=T_grad * len(candidates),
+            ) if T_grad > 0 else None
+            if res is None:
+                from .noisygd import NoisyGDResult
+
+                res = NoisyGDResult(W=W_init.copy(), steps=0, pdp_sq_ratio_sum=np.zeros(problem.X_private.shape[0]))
             total_steps += res.steps
             pdp_total = res.pdp_sq_ratio_sum if pdp_total is None else pdp_total + res.pdp_sq_ratio_sum
             all_hist.extend(res.history)
             final_err = next((h.test_error for h in reversed(res.history) if h.test_error is not None), None)
             if best is None or (final_err is not None and final_err < best[0]):
                 best = (final_err if final_err is not None else float("inf"), res)
-            if res.steps < T:
+            if res.steps < T_grad:
                 stopped = True
                 break
         res = best[1]
@@ -488,11 +579,17 @@ class _NoisyGDMethod(_LinearHead):
         self.steps_ = total_steps
         self.history_ = all_hist if cfg.optimistic_tuning else res.history
         self.noise_multiplier_ = float(cfg.noise_multiplier)
-        self.pdp_sq_ratio_sum_ = pdp_total[:n_report].copy()
+        # pDP: the count adds (1/sigma)^2 to every private row's mu^2 (sensitivity 1).
+        self.pdp_sq_ratio_sum_ = pdp_total[:n_report].copy() + n_count
+        # Every release (the count and each gradient step) is a Gaussian mechanism with noise
+        # multiplier sigma (noise std / sensitivity): they compose, as executed, to
+        # ComposedGaussian(sigma, n_count + steps).
         self.privacy_ = accounting.privacy_report(
-            accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=total_steps),
+            accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=max(1, total_steps + n_count)),
             delta=cfg.target_delta,
         )
+        self.count_releases_ = n_count
+        self.n_hat_ = n_hat
         self.calibrated_steps_ = T
         self.stopped_early_ = stopped
         self.clip_norms_ = np.asarray(res.clip_norms)
@@ -546,6 +643,7 @@ class NGD(_NoisyGDMethod):
     def _setup(self, split, d):
         cfg = self.config
         W0 = self._public_init(split, d)
+        self._public_start = True
         prob = NoisyGDProblem(d["Xq"], split.y_private, d["Xp"], split.y_public, d["Xt"], split.y_test, split.n_classes)
         opts = NoisyGDOptions(
             noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
@@ -575,6 +673,7 @@ class AdaMix(_NoisyGDMethod):
         C = split.n_classes
         if cfg.init == "public":
             W0 = self._public_init(split, d)
+            self._public_start = True
         elif cfg.init == "text":
             W0 = text_init(split, cfg.beta, "adamix (init='text')")
         else:

@@ -166,7 +166,7 @@ def select_l2_cv(
     grid: tuple[float, ...] = L2_GRID,
     folds: int = 5,
     seed: int = 0,
-    max_iter: int = 200,
+    max_iter: int = 100,
 ) -> float:
     """Pick the ridge coefficient by stratified k-fold cross-validation on ``(X, y)``.
 
@@ -195,7 +195,9 @@ def select_l2_cv(
         tr, va = fold_of != f, fold_of == f
         W = None
         for j, l2 in enumerate(path):  # warm start along the ridge path (strong -> weak)
-            W = fit_logistic(X[tr], y[tr], n_classes, l2=l2, init=W, max_iter=max_iter)
+            # only the ranking of the grid matters: a looser stop (tol 1e-5, 100 iterations,
+            # warm-started along the path) is ~3x cheaper than the final fit
+            W = fit_logistic(X[tr], y[tr], n_classes, l2=l2, init=W, max_iter=max_iter, tol=1e-5)
             wrong[j] += error_rate(X[va], y[va], W) * va.sum()
     errs = [(wrong[j] / len(y), l2) for j, l2 in enumerate(path)]
     best = min(e for e, _ in errs)

@@ -66,7 +66,12 @@ from .noisygd import (
 #: Learning rates the paper searched for ResNet-50 features (App. A.6), sum-loss scale.
 PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
 #: z-score of the noise-scaled start (see ``_NoisyGDMethod._noise_scaled_start``).
-NOISE_MARGIN_Z = 2.0
+NOISE_MARGIN_Z = 3.0
+#: Assumed alignment of the clipped private gradients in the burn-in horizon (see there).
+BURN_IN_ALIGNMENT = 0.3
+#: Candidates (noise-margin z of the start, multiplier of the Thm.-3 lambda) drawn by
+#: ``honest_tuning`` (private selection with random stopping).
+HONEST_GRID: tuple[tuple[float, float], ...] = tuple((z, m) for z in (0.5, 1.0, 2.0, 4.0) for m in (0.25, 1.0, 4.0))
 #: Multipliers of the Thm.-3 lambda searched by optimistic tuning.
 THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
 
@@ -165,6 +170,9 @@ class NoisyGDConfig(PrivacyConfig):
     public_l2: Optional[float] = None
     eval_every: Optional[int] = None
     optimistic_tuning: bool = False
+    honest_tuning: bool = False
+    tuning_gamma: float = 0.2
+    tuning_val_fraction: float = 0.2
     blas_threads: Optional[int] = 1
     trust_region: bool = True
     init_scale: str = "noise"
@@ -190,6 +198,16 @@ class NoisyGDConfig(PrivacyConfig):
         check_choice("init_scale", self.init_scale, ("noise", "none"))
         if not isinstance(self.trust_region, bool):
             raise ConfigError("trust_region", f"must be True or False, got {self.trust_region!r}")
+        if not isinstance(self.honest_tuning, bool):
+            raise ConfigError("honest_tuning", f"must be True or False, got {self.honest_tuning!r}")
+        if self.honest_tuning and self.optimistic_tuning:
+            raise ConfigError("honest_tuning", "choose honest_tuning or optimistic_tuning, not both")
+        if self.honest_tuning and self.schedule != "smooth":
+            raise ConfigError("honest_tuning", "is implemented for schedule='smooth'")
+        if not (isinstance(self.tuning_gamma, (int, float)) and 0 < self.tuning_gamma < 1):
+            raise ConfigError("tuning_gamma", f"must lie in (0, 1), got {self.tuning_gamma!r}")
+        if not (isinstance(self.tuning_val_fraction, (int, float)) and 0 < self.tuning_val_fraction < 1):
+            raise ConfigError("tuning_val_fraction", f"must lie in (0, 1), got {self.tuning_val_fraction!r}")
         if not isinstance(self.optimistic_tuning, bool):
             raise ConfigError("optimistic_tuning", f"must be True or False, got {self.optimistic_tuning!r}")
 
@@ -441,7 +459,7 @@ class _NoisyGDMethod(_LinearHead):
         k = D if k is None else (max(C - 1, 1) if k == "rank" else min(int(k), D))
         # burn-in: steps until the (at most N tau per step) signal can outgrow the noise
         # sigma tau sqrt(k C t): t* = sigma^2 k C / n_hat^2, at least 1, at most T.
-        horizon = min(float(T_grad), max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2))
+        horizon = min(float(T_grad), max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2) / BURN_IN_ALIGNMENT**2)
         alpha = 1.0
         for _ in range(4):  # fixed point: tau depends on the scale of the start
             Ep, _ = softmax_residual(Xp @ (W_pub * np.float32(alpha)), yp)
@@ -450,7 +468,7 @@ class _NoisyGDMethod(_LinearHead):
                                  clip_norm=opts.clip_norm, percentile=opts.clip_percentile)
             eta = 1.0 / clipped_smoothness(tau, opts.smoothness)
             nu = eta * cfg.noise_multiplier * tau * math.sqrt(8.0 * horizon / 15.0) / n_hat
-            alpha = NOISE_MARGIN_Z * math.sqrt(2.0) * nu / margin
+            alpha = getattr(self, "_margin_z", NOISE_MARGIN_Z) * math.sqrt(2.0) * nu / margin
         return (W_pub * np.float32(alpha)).astype(np.float32), float(alpha)
 
     def _ref_distance(self, W_ref: np.ndarray, C: int) -> float:
@@ -467,8 +485,13 @@ class _NoisyGDMethod(_LinearHead):
             return self._fit(split, on_step)
 
     def _calibrated_steps(self) -> int:
-        """T: the largest number of full-batch steps within (ε, δ) at σ (accounting module)."""
+        """T: the largest number of full-batch steps within (ε, δ) at σ (accounting module);
+        with ``honest_tuning``, the releases of *one* repetition (count + steps)."""
         cfg = self.config
+        if cfg.honest_tuning:
+            return 1 + int(accounting.selection_steps(
+                noise_multiplier=cfg.noise_multiplier, target_epsilon=cfg.target_epsilon,
+                target_delta=cfg.target_delta, eta=1.0, gamma=cfg.tuning_gamma, extra_releases=1))
         return int(
             accounting.calibrate_steps(
                 noise_multiplier=cfg.noise_multiplier,
@@ -493,9 +516,80 @@ class _NoisyGDMethod(_LinearHead):
         return float(n_private + self.config.noise_multiplier * rng.standard_normal())
 
     def _fit(self, split: Any, on_step: OnStep | None) -> "_NoisyGDMethod":
+        if self.config.honest_tuning:
+            return self._fit_honest(split, on_step)
+        return self._fit_once(split, on_step)
+
+    def _fit_honest(self, split: Any, on_step: OnStep | None) -> "_NoisyGDMethod":
+        """Private hyper-parameter selection with random stopping (Papernot & Steinke 2022).
+
+        Mechanism (add/remove one private row):
+
+        1. Every private row is assigned to *validation* with probability
+           ``tuning_val_fraction`` by an independent coin from the seed (data-independent),
+           else to *training*; adding/removing a row changes exactly one part.
+        2. ``K ~ Geometric(tuning_gamma)`` (``TNB(1, gamma)``) repetitions. Repetition ``j``
+           draws a candidate (noise-margin z x lambda multiplier) uniformly from
+           :data:`HONEST_GRID`, trains on the training part with the full method (noisy
+           count + ``T`` steps; ``mu_run = sqrt(T + 1)/sigma``-GDP) and releases the number
+           of validation rows it classifies correctly + ``N(0, 1/mu_run^2)`` (sensitivity 1,
+           so also ``mu_run``-GDP). The two parts are disjoint, so one repetition is
+           ``mu_run``-GDP (a mixture over which part holds the row; Renyi divergence is
+           quasi-convex), i.e. ``(lambda, lambda mu_run^2/2)``-RDP.
+        3. Output: the repetition with the best noisy score.
+
+        ``T`` comes from :func:`mixdp_core.accounting.selection_steps` and the reported
+        epsilon from :func:`mixdp_core.accounting.selection_epsilon` (Thm. 2) for the run
+        as executed; it never exceeds ``target_epsilon``. No test data is read.
+        """
+        cfg = self.config
+        rng = np.random.default_rng([cfg.seed, 0x7E57])
+        n_priv = len(split.y_private)
+        val = rng.random(n_priv) < cfg.tuning_val_fraction
+        sub = dataclasses.replace(split, X_private=split.X_private[~val], y_private=split.y_private[~val])
+        Xv = l2_normalize(split.X_private[val])
+        yv = split.y_private[val]
+        K = int(accounting.sample_tnb(rng, 1.0, cfg.tuning_gamma))
+        T_rep = self._calibrated_steps()  # count + gradient steps of one repetition
+        mu_run = math.sqrt(T_rep) / cfg.noise_multiplier
+        best = None
+        history: list[StepRecord] = []
+        for j in range(K):
+            z, mult = HONEST_GRID[int(rng.integers(len(HONEST_GRID)))]
+            run = type(self)(dataclasses.replace(cfg, honest_tuning=False, seed=int(rng.integers(2**31)),
+                                                 optimistic_tuning=False))
+            run._margin_z, run._lambda_mult, run._forced_T = z, mult, T_rep
+            run._fit_once(sub, None)
+            correct = float(np.sum((Xv @ run.W_).argmax(1) == yv)) if len(yv) else 0.0
+            score = correct + rng.normal(0.0, 1.0 / mu_run)
+            history.append(StepRecord(step=j + 1, total_steps=K, test_error=None,
+                                      extra={"candidate_z": z, "lambda_mult": mult, "noisy_val_correct": score}))
+            if best is None or score > best[0]:
+                best = (score, run)
+        _, run = best
+        self._reset()
+        for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_"):
+            setattr(self, attr, getattr(run, attr, None))
+        self.steps_ = K * (T_rep - 1)
+        self.history_ = history
+        self.pdp_sq_ratio_sum_ = None  # per-instance accounting of the selection is not derived
+        eps = accounting.selection_epsilon(mu_run, delta=cfg.target_delta, eta=1.0, gamma=cfg.tuning_gamma)
+        self.privacy_ = accounting.PrivacyReport(
+            epsilon=float(eps), delta=float(cfg.target_delta), mu=None, rho=None, pure_epsilon=None,
+            mechanism=(f"private selection (Papernot & Steinke 2022, TNB(1, {cfg.tuning_gamma:g}), K = {K} run(s)) "
+                       f"of {mu_run:.4g}-GDP repetitions (count + {T_rep - 1} NoisyGD steps, sigma = "
+                       f"{cfg.noise_multiplier:g}; noisy validation count)"),
+            accountant="rdp",
+        )
+        self.tuning_repetitions_ = K
+        self.calibrated_steps_ = T_rep - 1
+        self.stopped_early_ = False
+        return self
+
+    def _fit_once(self, split: Any, on_step: OnStep | None) -> "_NoisyGDMethod":
         self._reset()
         cfg = self.config
-        T = self._calibrated_steps()
+        T = getattr(self, "_forced_T", None) or self._calibrated_steps()
         smooth = cfg.schedule == "smooth"
         d = _normalized(split)
         problem, W_init, W_ref, opts, n_report = self._setup(split, d)
@@ -542,7 +636,7 @@ class _NoisyGDMethod(_LinearHead):
             )
 
         if not cfg.optimistic_tuning:
-            candidates = [(opts, 1.0)]
+            candidates = [(opts, getattr(self, "_lambda_mult", 1.0))]
         elif cfg.schedule == "constant":
             candidates = [(dataclasses.replace(opts, learning_rate=lr), 1.0) for lr in PAPER_LEARNING_RATES]
         else:

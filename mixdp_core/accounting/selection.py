@@ -199,3 +199,17 @@ def selection_steps(*, noise_multiplier: float, target_epsilon: float, target_de
             f"lower noise_multiplier or raise epsilon",
         )
     return T
+
+
+def selection_plan(*, noise_multiplier: float, target_epsilon: float, target_delta: float,
+                   eta: float, gamma: float, extra_releases: int = 1) -> tuple[int, float]:
+    """``(T, sigma)`` per repetition: :func:`selection_steps` at ``noise_multiplier`` if at
+    least one NoisyGD step fits, else one step at the largest noise multiplier that fits
+    (``sigma = sqrt(1 + extra_releases) / mu``, rounded up). ``sqrt(T + extra) / sigma <= mu``.
+    """
+    sigma = V.positive("noise_multiplier", noise_multiplier)
+    mu = calibrate_selection_mu(target_epsilon=target_epsilon, target_delta=target_delta, eta=eta, gamma=gamma)
+    T = int(math.floor((mu * sigma) ** 2 * (1 - 1e-12))) - int(extra_releases)
+    if T >= 1:
+        return T, sigma
+    return 1, math.sqrt(1 + int(extra_releases)) / mu * (1 + 1e-9)

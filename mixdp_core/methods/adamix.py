@@ -489,9 +489,8 @@ class _NoisyGDMethod(_LinearHead):
         with ``honest_tuning``, the releases of *one* repetition (count + steps)."""
         cfg = self.config
         if cfg.honest_tuning:
-            return 1 + int(accounting.selection_steps(
-                noise_multiplier=cfg.noise_multiplier, target_epsilon=cfg.target_epsilon,
-                target_delta=cfg.target_delta, eta=1.0, gamma=cfg.tuning_gamma, extra_releases=1))
+            T_rep, _ = self._selection_plan()
+            return 1 + T_rep
         return int(
             accounting.calibrate_steps(
                 noise_multiplier=cfg.noise_multiplier,
@@ -519,6 +518,12 @@ class _NoisyGDMethod(_LinearHead):
         if self.config.honest_tuning:
             return self._fit_honest(split, on_step)
         return self._fit_once(split, on_step)
+
+    def _selection_plan(self) -> tuple[int, float]:
+        cfg = self.config
+        return accounting.selection_plan(
+            noise_multiplier=cfg.noise_multiplier, target_epsilon=cfg.target_epsilon,
+            target_delta=cfg.target_delta, eta=1.0, gamma=cfg.tuning_gamma, extra_releases=1)
 
     def _fit_honest(self, split: Any, on_step: OnStep | None) -> "_NoisyGDMethod":
         """Private hyper-parameter selection with random stopping (Papernot & Steinke 2022).
@@ -550,14 +555,15 @@ class _NoisyGDMethod(_LinearHead):
         Xv = l2_normalize(split.X_private[val])
         yv = split.y_private[val]
         K = int(accounting.sample_tnb(rng, 1.0, cfg.tuning_gamma))
-        T_rep = self._calibrated_steps()  # count + gradient steps of one repetition
-        mu_run = math.sqrt(T_rep) / cfg.noise_multiplier
+        T_grad, sigma = self._selection_plan()  # sigma < noise_multiplier only if no step fits
+        T_rep = T_grad + 1  # count + gradient steps of one repetition
+        mu_run = math.sqrt(T_rep) / sigma
         best = None
         history: list[StepRecord] = []
         for j in range(K):
             z, mult = HONEST_GRID[int(rng.integers(len(HONEST_GRID)))]
             run = type(self)(dataclasses.replace(cfg, honest_tuning=False, seed=int(rng.integers(2**31)),
-                                                 optimistic_tuning=False))
+                                                 optimistic_tuning=False, noise_multiplier=sigma))
             run._margin_z, run._lambda_mult, run._forced_T = z, mult, T_rep
             run._fit_once(sub, None)
             correct = float(np.sum((Xv @ run.W_).argmax(1) == yv)) if len(yv) else 0.0
@@ -568,7 +574,8 @@ class _NoisyGDMethod(_LinearHead):
                 best = (score, run)
         _, run = best
         self._reset()
-        for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_"):
+        for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
+                     "count_releases_"):
             setattr(self, attr, getattr(run, attr, None))
         self.steps_ = K * (T_rep - 1)
         self.history_ = history
@@ -578,7 +585,7 @@ class _NoisyGDMethod(_LinearHead):
             epsilon=float(eps), delta=float(cfg.target_delta), mu=None, rho=None, pure_epsilon=None,
             mechanism=(f"private selection (Papernot & Steinke 2022, TNB(1, {cfg.tuning_gamma:g}), K = {K} run(s)) "
                        f"of {mu_run:.4g}-GDP repetitions (count + {T_rep - 1} NoisyGD steps, sigma = "
-                       f"{cfg.noise_multiplier:g}; noisy validation count)"),
+                       f"{sigma:.4g}; noisy validation count)"),
             accountant="rdp",
         )
         self.tuning_repetitions_ = K

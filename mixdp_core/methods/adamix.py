@@ -28,14 +28,40 @@ to :class:`mixdp_core.accounting.ComposedGaussian` ``(sigma, T)`` with
 ``T = accounting.calibrate_steps(noise_multiplier=sigma, target_epsilon, target_delta)``.
 ``privacy_`` is computed for the steps actually executed.
 
-Learning-rate schedule (default ``"theorem3"``): eta_t = 2/(lambda (t+1)) and the output is the
-weighted average ``w_bar = 2/(T(T+1)) sum_t t w_t`` (Thm. 3, Lacoste-Julien et al.), with
-lambda from :func:`~mixdp_core.methods.noisygd.theorem3_weight_decay`: it depends on T, sigma,
-the noise dimension, the clip threshold and a distance guess ``R`` taken from public
-information only (never from private data), so no learning rate needs tuning. The paper
-itself tuned the learning rate on *test* error (App. A.6); that is available only as the
-explicit ``optimistic_tuning=True`` option, which leaks information and whose composed privacy
-cost is reported.
+Default schedule ``"smooth"`` (issue 10; every choice from public information or released
+quantities, never from private labels or test data). Measured problem with the former
+default (``"theorem3"``: eta_t = 2/(lambda(t+1)) on the *summed* loss with the Thm.-3
+lambda): lambda keeps only the noise term, so eta_1 = 1/lambda is 10-30x past the stability
+limit of the summed loss (smoothness ~N/2); the first step overshoots by more than
+``||w_ref||`` and the error after step 1 exceeds Only-Public's at small epsilon. The new
+schedule:
+
+1. **Mean-loss scale through a noisy count.** ``N_private`` is private under add/remove, so
+   the run first releases ``N_private + N(0, sigma^2)`` (sensitivity 1, noise multiplier
+   sigma: accounted as one more release of the composed Gaussian; T = count + T-1 gradient
+   steps) and divides the summed update by ``n_hat = N^_private + 2 sigma + N_public``
+   (upper confidence bound: noise can only shrink the steps).
+2. **Descent-lemma step cap.** eta_t = min(2/(lambda (t+1)), 1/(beta_t + lambda)) with
+   ``beta_t`` the clip-aware smoothness of the mean clipped objective
+   (:func:`~mixdp_core.methods.noisygd.clipped_smoothness`: ``min(1/2, 2 tau_t)`` per
+   private row, a property of the model and tau). Early steps are the largest steps that
+   cannot overshoot; later the Thm.-3 schedule and the t-weighted average take over.
+3. **Thm.-3 constraint set.** Projection onto ``{||w - w_ref|| <= R}``,
+   ``R = max(||w_ref||, sqrt(C) ln C)`` (public), as Alg. 1 allows.
+4. **Noise-scaled public start** (``init_scale="noise"``): the public solution is rescaled,
+   ``alpha w_pub`` (identical predictions, so step 0 *is* Only-Public), so that its median
+   public logit margin is ``z = 3`` standard deviations of the logit noise the run adds in
+   its burn-in; see :meth:`_NoisyGDMethod._noise_scaled_start`. Starting at the converged
+   ``w_pub`` itself saturates the softmax on private rows and stalls the private phase;
+   starting near 0 lets noise undo the public model at small epsilon (both measured).
+5. lambda: the Thm.-3 rule on the mean loss (noise std ``sigma tau / n_hat``).
+
+``schedule="theorem3"`` and ``"constant"`` remain available (paper ablations). The paper
+tuned the learning rate on *test* error (App. A.6): available only as the explicit
+``optimistic_tuning=True`` option, which leaks information and whose composed privacy cost
+is reported. ``honest_tuning=True`` instead runs a private selection with random stopping
+(Papernot & Steinke 2022) on a held-out part of the private data, its whole cost accounted
+by :mod:`mixdp_core.accounting.selection`.
 """
 
 from __future__ import annotations
@@ -135,8 +161,11 @@ class NoisyGDConfig(PrivacyConfig):
         target_epsilon, target_delta: the (epsilon, delta)-DP target (add/remove one sample).
         noise_multiplier: sigma > 0 (paper: 20); T is calibrated from it.
         seed: seed of the Gaussian noise (and of the projection completion).
-        schedule: ``"theorem3"`` (default; eta_t = 2/(lambda(t+1)) and weighted averaging) or
-            ``"constant"`` (``learning_rate``, last iterate, as in the paper's experiments).
+        schedule: ``"smooth"`` (default since issue 10, see the module docstring: noisy count,
+            mean-loss scale, descent-lemma step cap, ball projection, rescaled public start),
+            ``"theorem3"`` (former default; eta_t = 2/(lambda(t+1)) on the summed loss and
+            weighted averaging) or ``"constant"`` (``learning_rate``, last iterate, as in the
+            paper's experiments).
         learning_rate: constant step size on the *summed* loss (paper grid 5e-4 ... 5e-3 for
             ResNet-50 features); used only with ``schedule="constant"``.
         weight_decay: lambda on the summed loss; ``None`` = ``weight_decay_rule``.
@@ -147,7 +176,21 @@ class NoisyGDConfig(PrivacyConfig):
         ref_distance: R, the guessed distance ``||w* - w_ref||`` used by the Thm.-3 rule;
             ``None`` = ``||w_ref||_F`` (public information) or ``sqrt(C) ln C`` when
             ``w_ref = 0``.
-        public_l2: ridge (mean-loss scale) of the public pre-training; ``None`` = ``1/N_pub``.
+        public_l2: ridge (mean-loss scale) of the public pre-training; ``None`` =
+            :data:`~mixdp_core.methods._linear.PUBLIC_L2` (1e-2, fixed; formerly ``1/N_pub``,
+            under which public per-sample gradient norms were ~0.99 and the adaptive clip
+            equalled the fixed one), the same fit as ``only_public`` (see ``fit_public``).
+        trust_region: ``smooth`` only: project the iterates onto ``||w - w_ref|| <= R``
+            (Thm. 3's constraint set; default True).
+        init_scale: ``smooth`` with a public start only: ``"noise"`` (default) rescales the
+            public solution as described in :meth:`_NoisyGDMethod._noise_scaled_start`;
+            ``"none"`` starts at it unscaled.
+        honest_tuning: private hyper-parameter selection (candidates :data:`HONEST_GRID`)
+            with a Geometric(``tuning_gamma``) number of repetitions, scored on a held-out
+            ``tuning_val_fraction`` of the private rows with a noisy count; the reported
+            epsilon is that of the whole selection (Papernot & Steinke 2022, Thm. 2) and
+            never exceeds the target. Off by default.
+        tuning_gamma, tuning_val_fraction: see ``honest_tuning`` (E[K] = 1/gamma = 5).
         eval_every: test error every this many steps; ``None`` = ``max(1, T // 50)``.
         blas_threads: BLAS threads used during ``fit`` (restored afterwards); ``None`` leaves
             the process setting. Default 1: on the shared 2-core machine one thread was as fast
@@ -245,7 +288,12 @@ class AdaMixConfig(NoisyGDConfig):
         clip_percentile: q in (0, 100] (paper: 90).
         clip_norm: tau for ``clip="fixed"``.
         projection: ``"paper"`` (k = round(D * 2000/2048)), ``"rank"`` (rank of the public
-            gradient, <= C-1), ``"none"`` (ablation: adaptive clip only) or an int k >= 1.
+            gradient, <= C-1), ``"public_span"`` (fixed basis of the span of the public
+            features, which holds every public gradient; measured worse than "paper" on
+            CIFAR-10 2-shot and digits 1-shot, kept as an option), ``"none"`` (ablation:
+            adaptive clip only) or an int k >= 1. Default stays "paper": the rank-C and
+            public-span subspaces discard more private signal than noise in every few-shot
+            regime measured (docs/results/fewshot.md).
     """
 
     init: str = "public"

@@ -625,7 +625,7 @@ class _NoisyGDMethod(_LinearHead):
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
                      "count_releases_"):
             setattr(self, attr, getattr(run, attr, None))
-        self.steps_ = K * (T_rep - 1)
+        self.steps_ = K * T_rep
         self.history_ = history
         self.pdp_sq_ratio_sum_ = None  # per-instance accounting of the selection is not derived
         eps = accounting.selection_epsilon(mu_run, delta=cfg.target_delta, eta=1.0, gamma=cfg.tuning_gamma)
@@ -690,6 +690,22 @@ class _NoisyGDMethod(_LinearHead):
                 include_optimization=cfg.weight_decay_rule == "worst_case",
             )
 
+        # The noisy count is the run's first release: it gets step record 1 (so steps_,
+        # history and the accounting all count n_count + gradient steps releases).
+        opts.releases_before = 0
+        head: list[StepRecord] = []
+        stop_now = False
+        if n_count:
+            n_cand = len(THEOREM3_LAMBDA_GRID if cfg.schedule != "constant" else PAPER_LEARNING_RATES)
+            rec0 = StepRecord(
+                step=1, total_steps=T if not cfg.optimistic_tuning else n_count + T_grad * n_cand, test_error=None,
+                epsilon_spent=float(accounting.privacy_curve(
+                    noise_multiplier=cfg.noise_multiplier, steps=1, delta=cfg.target_delta)[0]),
+                extra={"noisy_count": float(n_hat_priv - 2.0 * cfg.noise_multiplier)},
+            )
+            head.append(rec0)
+            stop_now = bool(on_step(rec0)) if on_step is not None else False
+
         if not cfg.optimistic_tuning:
             candidates = [(opts, getattr(self, "_lambda_mult", 1.0))]
         elif cfg.schedule == "constant":
@@ -697,9 +713,9 @@ class _NoisyGDMethod(_LinearHead):
         else:
             candidates = [(opts, m) for m in THEOREM3_LAMBDA_GRID]
 
-        total_steps, best, pdp_total, all_hist = 0, None, None, []
-        stopped = False
-        for j, (o, mult) in enumerate(candidates):
+        total_steps, best, pdp_total, all_hist = n_count, None, None, list(head)
+        stopped = stop_now
+        for j, (o, mult) in enumerate(candidates if not stop_now else []):
             def cb(rec: StepRecord, j=j) -> Optional[bool]:
                 if len(candidates) > 1:
                     rec.extra["candidate"] = float(j)
@@ -708,7 +724,7 @@ class _NoisyGDMethod(_LinearHead):
             # the count is released once and reused by every candidate (post-processing)
             res = run_noisygd(
                 problem, W_init, W_ref, o, on_step=cb, weight_decay_fn=wd_fn(mult),
-                step_offset=total_steps, total_steps=T_grad * len(candidates),
+                step_offset=total_steps, total_steps=n_count + T_grad * len(candidates),
             ) if T_grad > 0 else None
             if res is None:
                 from .noisygd import NoisyGDResult
@@ -723,10 +739,16 @@ class _NoisyGDMethod(_LinearHead):
             if res.steps < T_grad:
                 stopped = True
                 break
+        if best is None:  # stopped right after the count
+            from .noisygd import NoisyGDResult
+
+            best = (float("inf"), NoisyGDResult(W=W_init.copy(), steps=0,
+                                                pdp_sq_ratio_sum=np.zeros(problem.X_private.shape[0])))
+            pdp_total = best[1].pdp_sq_ratio_sum
         res = best[1]
         self.W_ = res.W if res.steps > 0 else W_init.copy()
-        self.steps_ = total_steps
-        self.history_ = all_hist if cfg.optimistic_tuning else res.history
+        self.steps_ = total_steps  # Gaussian releases executed: the count + gradient steps
+        self.history_ = all_hist if cfg.optimistic_tuning else head + res.history
         self.noise_multiplier_ = float(cfg.noise_multiplier)
         # pDP: the count adds (1/sigma)^2 to every private row's mu^2 (sensitivity 1).
         self.pdp_sq_ratio_sum_ = pdp_total[:n_report].copy() + n_count
@@ -734,7 +756,7 @@ class _NoisyGDMethod(_LinearHead):
         # multiplier sigma (noise std / sensitivity): they compose, as executed, to
         # ComposedGaussian(sigma, n_count + steps).
         self.privacy_ = accounting.privacy_report(
-            accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=max(1, total_steps + n_count)),
+            accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=max(1, total_steps)),
             delta=cfg.target_delta,
         )
         self.count_releases_ = n_count

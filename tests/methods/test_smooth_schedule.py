@@ -43,7 +43,7 @@ def test_clipped_gradient_map_is_min_half_2tau_lipschitz(tau):
 def test_smooth_run_releases_a_noisy_count_and_accounts_it(small_split):
     m = make_method("adamix", target_epsilon=2.0, noise_multiplier=5.0, seed=3).fit(small_split)
     T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=2.0, target_delta=1e-5)
-    assert m.count_releases_ == 1 and m.steps_ == T - 1
+    assert m.count_releases_ == 1 and m.steps_ == T and m.history_[0].step == 1
     n_pub, n_priv = len(small_split.y_public), len(small_split.y_private)
     # n_hat = (N_private + N(0, sigma^2)) + 2 sigma (upper confidence bound) + N_public
     draw = m.n_hat_ - n_pub - 2 * 5.0 - n_priv
@@ -61,4 +61,4 @@ def test_honest_tuning_reports_the_selection_epsilon(small_split):
     assert m.privacy_.epsilon <= 3.0
     assert m.tuning_repetitions_ >= 1 and len(m.history_) == m.tuning_repetitions_
     assert all(h.test_error is None for h in m.history_)  # selection never reads test data
-    assert m.steps_ == m.tuning_repetitions_ * T_rep
+    assert m.steps_ == m.tuning_repetitions_ * (T_rep + 1)  # count + steps per repetition

@@ -40,6 +40,10 @@ Formulas (:mod:`.gaussian`, :mod:`.conversions`):
   :func:`dpsgd_privacy_curve`, :func:`dpsgd_epsilon`.
 * Work ceiling: :func:`step_limit` (``$MIXDP_MAX_STEPS``, default 100,000) — a budget
   implying more steps is refused by calibration, before anything runs.
+* Curves: :func:`privacy_curve`, :func:`dpsgd_privacy_curve`.
+* Private hyper-parameter selection with random stopping (Papernot & Steinke 2022, Thm. 2):
+  :func:`selection_rdp`, :func:`selection_epsilon`, :func:`calibrate_selection_mu`,
+  :func:`selection_steps`, :func:`sample_tnb` (:mod:`.selection`).
 """
 
 from .accountant import (
@@ -91,6 +95,16 @@ from .events import (
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gdp_mu_for_budget
 from .pdp import pdp_epsilon, pdp_ratio_sq
 from .tradeoff import approx_dp_max_tpr, gdp_max_tpr, max_tpr, tradeoff_sentence
+from .selection import (
+    calibrate_selection_mu,
+    sample_tnb,
+    selection_epsilon,
+    selection_plan,
+    selection_rdp,
+    selection_steps,
+    tnb_expected_count,
+    tnb_pmf,
+)
 
 __all__ = [
     "approx_dp_max_tpr", "gdp_max_tpr", "max_tpr", "tradeoff_sentence",
@@ -118,6 +132,7 @@ __all__ = [
     "calibrate_dpsgd_noise",
     "calibrate_em_epsilon",
     "calibrate_noise",
+    "calibrate_selection_mu",
     "calibrate_steps",
     "largest_param",
     "delta",
@@ -139,6 +154,13 @@ __all__ = [
     "pure_to_zcdp",
     "rdp_to_delta",
     "rdp_to_epsilon",
+    "sample_tnb",
+    "selection_epsilon",
+    "selection_plan",
+    "selection_rdp",
+    "selection_steps",
+    "tnb_expected_count",
+    "tnb_pmf",
     "zcdp_rho",
     "zcdp_to_delta",
     "zcdp_to_epsilon",

@@ -96,10 +96,26 @@ class NoisyGDOptions:
         projection_dim: k, ``"rank"`` (k = rank of ``G_pub`` at each step, ``<= C - 1``
             since the rows of ``P - Y`` sum to zero), or ``None`` for no projection.
         use_public_gradient: add the exact public gradient sum ``G_pub`` to the update.
-        schedule: ``"theorem3"`` (eta_t = 2/(lambda (t+1)), output the weighted average
-            ``2/(T(T+1)) sum_t t w_t`` of Thm. 3) or ``"constant"`` (eta, last iterate).
+        schedule: ``"smooth"`` (default of the methods; mean-loss scale, see
+            :func:`run_noisygd`), ``"theorem3"`` (eta_t = 2/(lambda (t+1)) on the summed loss,
+            output the weighted average ``2/(T(T+1)) sum_t t w_t`` of Thm. 3) or
+            ``"constant"`` (eta, last iterate).
         learning_rate: constant eta (sum-loss scale, as in the paper).
-        weight_decay: lambda (sum-loss scale), decay centred at ``w_ref``.
+        weight_decay: lambda (sum-loss scale for ``theorem3``/``constant``, mean-loss scale
+            for ``smooth``), decay centred at ``w_ref``.
+        n_hat: ``smooth`` only: the (noisy, released) number of rows the summed gradient
+            covers, private + public; the summed update is divided by it (post-processing).
+        smoothness: ``smooth`` only: beta, an upper bound on the smoothness of one sample's
+            loss. For the softmax cross-entropy of a linear head the Hessian is
+            ``(diag p - p p^T) (x) x x^T`` whose norm is ``<= ||x||^2 / 2``; rows are
+            L2-normalized, so beta = 1/2 (a property of the model, no data involved). The
+            step also uses the sharper clip-aware bound of :func:`clipped_smoothness`.
+        n_hat_private: ``smooth`` only: the private part of ``n_hat``.
+        ball_radius: radius ``R`` of the constraint set ``W = {w : ||w - w_ref|| <= R}`` of
+            Thm. 3 / Alg. 1 (projected GD); ``None`` = unconstrained.
+        releases_before: Gaussian releases of the same noise multiplier (and sensitivity
+            ratio 1) already made on this data before step 1 (e.g. the noisy count); the
+            epsilon in the step records includes them.
         eval_every: test error every this many steps (and at the last step).
         seed: seed of the noise and of the projection completion.
     """
@@ -117,6 +133,11 @@ class NoisyGDOptions:
     weight_decay: float = 1.0
     eval_every: int = 10
     seed: int = 0
+    n_hat: Optional[float] = None
+    n_hat_private: Optional[float] = None
+    smoothness: float = 0.5
+    ball_radius: Optional[float] = None
+    releases_before: int = 0
 
 
 @dataclass
@@ -145,7 +166,19 @@ def projection_dim_for(D: int, spec: Any, n_classes: int) -> Any:
         return max(1, min(D, int(round(D * PAPER_PROJECTION_RATIO))))
     if spec == "rank":
         return "rank"
+    if spec == "public_span":
+        return "span"
     return int(min(int(spec), D))
+
+
+def public_span_basis(X_pub: np.ndarray, rel_tol: float = 1e-6) -> Optional[ProjectionBasis]:
+    """Orthonormal basis of ``span(X_pub^T)`` (``D x r``, ``r = rank X_pub``), or None if
+    ``r = D`` (projecting on all of ``R^D`` is the identity)."""
+    U, s, _ = np.linalg.svd(np.asarray(X_pub, dtype=np.float64).T, full_matrices=False)
+    r = int(np.sum(s > s[0] * rel_tol)) if s.size and s[0] > 0 else 0
+    if r == 0 or r >= X_pub.shape[1]:
+        return None
+    return ProjectionBasis("sub", U[:, :r].astype(np.float32), r)
 
 
 def clip_threshold(kind: str, pub_norms: np.ndarray, G_pub_mean_norm: float, *, clip_norm: float, percentile: float) -> float:
@@ -161,6 +194,21 @@ def clip_threshold(kind: str, pub_norms: np.ndarray, G_pub_mean_norm: float, *, 
     else:  # pragma: no cover - validated by configs
         raise ValueError(kind)
     return max(tau, 1e-12)
+
+
+def clipped_smoothness(tau: float, beta: float = 0.5) -> float:
+    """Lipschitz constant of one sample's *clipped* gradient map ``w -> clip_tau(g(w))``.
+
+    For softmax cross-entropy with ``||x|| = 1``: ``H = (diag p - p p^T) (x) x x^T`` has
+    ``||H|| <= tr(diag p - p p^T) = 1 - ||p||^2 <= 2 (1 - p_y) <= 2 ||p - y|| = 2 ||g||``
+    (and ``<= beta = 1/2``). Where the sample is clipped the map is ``tau g/||g||`` with
+    Jacobian ``(tau/||g||) (I - u u^T) H``, of norm ``<= (tau/||g||) 2 ||g|| = 2 tau``; where
+    it is not, ``||H|| <= 2 ||g|| <= 2 tau``. The map is continuous and piecewise smooth, so
+    it is ``min(beta, 2 tau)``-Lipschitz: clipping at a small ``tau`` makes the (Huberized)
+    objective proportionally smoother, and the descent-lemma step ``1/beta_eff`` larger.
+    A property of the model and ``tau`` only (no data).
+    """
+    return float(min(beta, 2.0 * tau))
 
 
 def theorem3_weight_decay(
@@ -621,11 +669,21 @@ def run_noisygd(
     xp_norm = row_norms(Xp) if has_pub else np.zeros(0)
 
     k = opts.projection_dim
+    span_basis = None
+    if k == "span":
+        # Fixed basis of span(X_pub^T): every public gradient G_pub(w) = X_pub^T E(w), at
+        # every w, lies in span(X_pub^T) (x) R^C, so this is the union of AdaMix's subspaces
+        # U_t over all iterates. Public data only.
+        span_basis = public_span_basis(Xp) if has_pub else None
+        k = None if span_basis is None else span_basis.dim
+        if span_basis is None:
+            k = None
     if k is not None and k != "rank" and k >= D:
         k = None  # projecting on all of R^D is the identity
+        span_basis = None
     # Fixed data-independent directions used to complete the basis when k > rank(G_pub).
     B = XB = None
-    if k is not None and k != "rank":
+    if k is not None and k != "rank" and span_basis is None:
         m = D - k
         if m > 0:
             B = np.random.default_rng([opts.seed, 0xB]).standard_normal((D, m)).astype(np.float32)
@@ -633,7 +691,7 @@ def run_noisygd(
 
     # Public QR: X U_r = (X Q_p) coef at every step from a cached N x n_pub product.
     public_qr = X_Qp = None
-    if k is not None and has_pub and Xp.shape[0] < D:
+    if k is not None and has_pub and Xp.shape[0] < D and span_basis is None:
         public_qr = np.linalg.qr(Xp.T.astype(np.float64))
         X_Qp = Xq @ public_qr[0].astype(np.float32)
 
@@ -641,11 +699,17 @@ def run_noisygd(
     W_ref = np.asarray(W_ref, dtype=np.float32)
     W_avg = W.copy()
     off = int(step_offset)
+    pre = int(opts.releases_before)
     eps_curve = (
-        accounting.privacy_curve(noise_multiplier=sigma, steps=off + T, delta=opts.target_delta)[off:]
+        accounting.privacy_curve(noise_multiplier=sigma, steps=off + pre + T, delta=opts.target_delta)[off + pre:]
         if T > 0
         else np.zeros(0)
     )
+    smooth = opts.schedule == "smooth"
+    if smooth and (opts.n_hat is None or not opts.n_hat > 0):
+        raise ValueError("schedule 'smooth' needs n_hat > 0 (the released row count)")
+    inv_n = np.float32(1.0 / float(opts.n_hat)) if smooth else np.float32(1.0)
+    R_ball = float(opts.ball_radius) if opts.ball_radius is not None else None
     planned = int(total_steps) if total_steps is not None else off + T
     pdp = np.zeros(N)
     history: list[StepRecord] = []
@@ -666,7 +730,10 @@ def run_noisygd(
         tau = clip_threshold(opts.clip, pub_norms, g_mean_norm, clip_norm=opts.clip_norm, percentile=opts.clip_percentile)
 
         # --- projection basis from the public gradient (public data only) ---
-        basis = projection_basis(G_pub, k, B, public_qr=public_qr, E_pub=Ep) if k is not None else None
+        if span_basis is not None:
+            basis = span_basis
+        else:
+            basis = projection_basis(G_pub, k, B, public_qr=public_qr, E_pub=Ep) if k is not None else None
         if lam is None:
             k_eff = D if basis is None else basis.dim
             noise_dim = k_eff * C
@@ -680,16 +747,41 @@ def run_noisygd(
         notify_release(t, W, noisy, tau)
 
         # --- update (post-processing) ---
-        grad = noisy + np.float32(lam) * (W - W_ref)
+        grad = noisy
         if G_pub is not None and opts.use_public_gradient:
             grad = grad + G_pub
-        eta = 2.0 / (lam * (t + 1)) if opts.schedule == "theorem3" else float(opts.learning_rate)
+        if smooth:
+            grad = grad * inv_n  # summed -> mean-loss scale (n_hat is released, public)
+        grad = grad + np.float32(lam) * (W - W_ref)
         if opts.schedule == "theorem3":
+            eta = 2.0 / (lam * (t + 1))
+        elif smooth:
+            # Thm.-3 schedule capped at 1/(beta_t + lambda), the step of the descent lemma for
+            # the mean (clipped) objective: private rows contribute the clip-aware bound
+            # min(beta, 2 tau_t), public rows (exact gradients) min(beta, 2 ||g_j||) at w_t.
+            beta_pub = (
+                float(np.minimum(opts.smoothness, 2.0 * pub_norms).sum())
+                if (has_pub and opts.use_public_gradient) else 0.0
+            )
+            n_priv_hat = float(opts.n_hat_private) if opts.n_hat_private is not None else float(opts.n_hat)
+            beta_t = (n_priv_hat * clipped_smoothness(tau, opts.smoothness) + beta_pub) / float(opts.n_hat)
+            eta = 1.0 / (beta_t + lam)
+            if lam > 0:
+                eta = min(eta, 2.0 / (lam * (t + 1)))
+        else:
+            eta = float(opts.learning_rate)
+        averaged = opts.schedule in ("theorem3", "smooth")
+        if averaged:
             # w_bar_t = sum_{s<=t} 2 s w_s / (t (t+1)), incremental (Thm. 3); w_t is the
             # iterate at which this step's gradient was taken.
             W_avg = W_avg * np.float32((t - 1) / (t + 1)) + W * np.float32(2.0 / (t + 1))
         W = W - np.float32(eta) * grad
-        out = W_avg if opts.schedule == "theorem3" else W
+        if R_ball is not None:
+            # projection onto W = {||w - w_ref|| <= R} (Alg. 1, last line; post-processing)
+            dist = float(np.linalg.norm(W - W_ref))
+            if dist > R_ball:
+                W = W_ref + (W - W_ref) * np.float32(R_ball / dist)
+        out = W_avg if averaged else W
         clip_norms.append(tau)
 
         test_err = None
@@ -708,5 +800,5 @@ def run_noisygd(
         history.append(rec)
         if on_step is not None and on_step(rec):
             break
-    out = (W_avg if opts.schedule == "theorem3" else W) if executed > 0 else W
+    out = (W_avg if opts.schedule in ("theorem3", "smooth") else W) if executed > 0 else W
     return NoisyGDResult(W=np.array(out, dtype=np.float32), steps=executed, history=history, pdp_sq_ratio_sum=pdp, clip_norms=clip_norms)

@@ -9,7 +9,7 @@ import torch
 from mixdp_core import accounting
 from mixdp_core.errors import DataError
 from mixdp_core.methods import make_method
-from mixdp_core.methods._linear import fit_logistic, l2_normalize
+from mixdp_core.methods._linear import fit_logistic, fit_public, l2_normalize
 
 from . import _gdp
 
@@ -22,7 +22,9 @@ def _err(m, split):
 def test_steps_and_epsilon_match_independent_accounting(small_split, name):
     m = make_method(name, target_epsilon=1.5, target_delta=1e-5, noise_multiplier=5.0).fit(small_split)
     T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=1.5, target_delta=1e-5)
-    assert m.steps_ == T == _gdp.max_steps(5.0, 1.5, 1e-5)
+    assert T == _gdp.max_steps(5.0, 1.5, 1e-5)
+    # release 1 is the noisy count (sensitivity 1, std sigma), the rest are gradient steps
+    assert m.count_releases_ == 1 and m.steps_ == T and "noisy_count" in m.history_[0].extra
     assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(5.0, T, 1e-5), rel=1e-6)
     assert m.privacy_.epsilon <= 1.5
     assert _gdp.noisygd_epsilon(5.0, T + 1, 1e-5) > 1.5  # T is the largest admissible
@@ -43,7 +45,7 @@ def test_stop_request_reports_executed_steps(small_split):
 
     m = make_method("adamix", target_epsilon=2.0).fit(small_split, on_step=cb)
     assert seen == [1, 2, 3] and m.steps_ == 3 and len(m.history_) == 3
-    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(20.0, 3, 1e-5), rel=1e-6)
+    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(20.0, 3, 1e-5), rel=1e-6)  # count + 2 steps
     assert m.history_[-1].epsilon_spent == pytest.approx(m.privacy_.epsilon, rel=1e-9)
     assert m.calibrated_steps_ > 3 and m.stopped_early_
 
@@ -51,7 +53,7 @@ def test_stop_request_reports_executed_steps(small_split):
 def test_always_clipped_samples_have_pdp_equal_to_run_epsilon(small_split):
     # tau far below every gradient norm: every sample is clipped at every step, r_{i,t} = 1
     m = make_method("ngd", target_epsilon=1.0, noise_multiplier=4.0, clip_norm=1e-7).fit(small_split)
-    np.testing.assert_allclose(m.pdp_sq_ratio_sum_, m.steps_, rtol=1e-9)
+    np.testing.assert_allclose(m.pdp_sq_ratio_sum_, m.steps_, rtol=1e-9)  # the count too has r = 1
     eps_i = accounting.pdp_epsilon(m.pdp_sq_ratio_sum_, noise_multiplier=4.0, delta=1e-5)
     np.testing.assert_allclose(eps_i, m.privacy_.epsilon, rtol=1e-9)
 
@@ -66,7 +68,7 @@ def test_adamix_pdp_below_worst_case(small_split):
 def test_adaptive_clip_is_public_percentile_of_autograd_norms(small_split):
     m = make_method("adamix", target_epsilon=0.5, noise_multiplier=10.0, clip_percentile=75).fit(small_split)
     Xp = l2_normalize(small_split.X_public)
-    W0 = fit_logistic(Xp, small_split.y_public, 10, l2=1.0 / len(small_split.y_public))
+    W0 = fit_public(Xp, small_split.y_public, 10) * m.init_scale_  # the (rescaled) public start
     w = torch.tensor(W0.astype(np.float64), requires_grad=True)
     norms = []
     for i in range(len(Xp)):
@@ -75,7 +77,7 @@ def test_adaptive_clip_is_public_percentile_of_autograd_norms(small_split):
         )
         (g,) = torch.autograd.grad(loss, w)
         norms.append(float(g.norm()))
-    assert m.history_[0].clip_norm == pytest.approx(np.percentile(norms, 75), rel=1e-4)
+    assert m.history_[1].clip_norm == pytest.approx(np.percentile(norms, 75), rel=1e-4)  # record 0 = count
 
 
 def test_paragon_and_baselines_beat_chance(digits_split):
@@ -112,15 +114,16 @@ def test_zero_shot_and_text_init(digits_split):
 
 
 def test_optimistic_tuning_reports_composed_privacy(small_split):
-    m = make_method("ngd", target_epsilon=0.8, noise_multiplier=5.0, optimistic_tuning=True).fit(small_split)
-    T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=0.8, target_delta=1e-5)
-    assert m.steps_ == 3 * T
-    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(5.0, 3 * T, 1e-5), rel=1e-6)
-    assert m.privacy_.epsilon > 0.8
+    m = make_method("ngd", target_epsilon=1.5, noise_multiplier=5.0, optimistic_tuning=True).fit(small_split)
+    T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=1.5, target_delta=1e-5)
+    Tg = T - 1  # the noisy count is released once and reused by every candidate
+    assert m.steps_ == 1 + 3 * Tg
+    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(5.0, 1 + 3 * Tg, 1e-5), rel=1e-6)
+    assert m.privacy_.epsilon > 1.5
     # step records count and account cumulatively over the candidate runs
-    assert [h.step for h in m.history_] == list(range(1, 3 * T + 1))
+    assert [h.step for h in m.history_] == list(range(1, 3 * Tg + 2))
     assert m.history_[-1].epsilon_spent == pytest.approx(m.privacy_.epsilon, rel=1e-9)
-    assert m.history_[T].epsilon_spent == pytest.approx(_gdp.noisygd_epsilon(5.0, T + 1, 1e-5), rel=1e-6)
+    assert m.history_[Tg + 1].epsilon_spent == pytest.approx(_gdp.noisygd_epsilon(5.0, Tg + 2, 1e-5), rel=1e-6)
 
 
 def test_theorem3_output_is_weighted_average_of_iterates(small_split):

@@ -1,0 +1,76 @@
+"""Issue 10 properties of the AdaMix-family defaults on small few-shot digits splits.
+
+Each test fails on the pre-issue defaults (Thm.-3 lambda on the summed loss with
+eta_1 = 1/lambda, public ridge 1/N_pub, unscaled start): there the first noisy step moves W
+far past the public solution and the error at eps = 1 exceeds Only-Public's by > 10 points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mixdp_core.data.splits import SplitSpec, make_split
+from mixdp_core.methods import make_method
+
+from .conftest import digits_featureset
+
+EPS = (0.5, 1.0, 3.0, 8.0)
+SEEDS = (0, 1)
+
+
+def _err(m, split):
+    return float(np.mean(m.predict(split.X_test) != split.y_test))
+
+
+@pytest.fixture(scope="module")
+def fewshot_splits():
+    """1 public / class + ~125 private / class; 2 public / class + ~10 private / class."""
+    return {
+        "one_shot": [make_split(digits_featureset(), SplitSpec(public_per_class=1, seed=s)) for s in SEEDS],
+        "scarce": [make_split(digits_featureset(n_train=120), SplitSpec(public_per_class=2, seed=s)) for s in SEEDS],
+    }
+
+
+def _curve(method, splits, **params):
+    return np.array([np.mean([_err(make_method(method, target_epsilon=e, seed=s, **params).fit(sp), sp)
+                              for s, sp in zip(SEEDS, splits)]) for e in EPS])
+
+
+@pytest.mark.parametrize("regime", ["one_shot", "scarce"])
+def test_public_data_never_hurt_and_more_budget_never_hurts(fewshot_splits, regime):
+    splits = fewshot_splits[regime]
+    pub = np.mean([_err(make_method("only_public").fit(sp), sp) for sp in splits])
+    ada = _curve("adamix", splits)
+    assert np.all(ada <= pub + 0.01), (ada, pub)  # property 1, every eps >= 0.5
+    assert np.all(np.diff(ada) <= 0.015), ada  # property 2: non-increasing within seed noise
+
+
+def test_only_public_is_the_adamix_start(fewshot_splits):
+    # property 4: one public solution (fixed weak ridge, no CV on 1 shot); the private phase
+    # starts at a positive rescaling of it (same predictions as Only-Public)
+    from mixdp_core.methods._linear import PUBLIC_L2, fit_public, l2_normalize
+
+    sp = fewshot_splits["one_shot"][0]
+    pub = make_method("only_public").fit(sp)
+    assert pub.l2_ == PUBLIC_L2
+    W = fit_public(l2_normalize(sp.X_public), sp.y_public, sp.n_classes)
+    np.testing.assert_allclose(pub.W_, W, rtol=1e-5, atol=1e-6)
+    m = make_method("adamix", target_epsilon=1.0)
+    m.fit(sp, on_step=lambda r: True)  # stop after the first noisy step
+    assert m.init_scale_ > 0
+    Xt = l2_normalize(sp.X_test)
+    np.testing.assert_array_equal((Xt @ (W * np.float32(m.init_scale_))).argmax(1), pub.predict(sp.X_test))
+
+
+def test_gain_and_paper_ordering_in_scarce_fewshot(fewshot_splits):
+    # property 3: >= 10 % relative error reduction over Only-Public at eps = 3 and
+    # paragon < AdaMix < Only-Public < Fully-Private where private data are scarce
+    splits = fewshot_splits["scarce"]
+    par = np.mean([_err(make_method("paragon").fit(sp), sp) for sp in splits])
+    pub = np.mean([_err(make_method("only_public").fit(sp), sp) for sp in splits])
+    ada = np.mean([_err(make_method("adamix", target_epsilon=3.0, seed=s).fit(sp), sp) for s, sp in zip(SEEDS, splits)])
+    fp = np.mean([_err(make_method("fully_private", target_epsilon=3.0, seed=s).fit(sp), sp)
+                  for s, sp in zip(SEEDS, splits)])
+    assert ada <= 0.9 * pub, (ada, pub)
+    assert par < ada < pub < fp, (par, ada, pub, fp)

@@ -423,6 +423,9 @@ def run_noisygd(
     lam: Optional[float] = None
     n_all = N + Xp.shape[0]
     executed = 0
+    from ..runs.live import observer as _live_observer
+
+    live = _live_observer()  # the runner's live view (minority accuracy, pDP so far), else None
 
     for t in range(1, T + 1):
         # --- public quantities (no privacy cost) ---
@@ -475,6 +478,8 @@ def run_noisygd(
             extra={"lr": float(eta), "weight_decay": float(lam)},
         )
         history.append(rec)
+        if live is not None:
+            live(rec=rec, W=out, pdp_sq=pdp, problem=problem, noise_multiplier=sigma)
         if on_step is not None and on_step(rec):
             break
     out = (W_avg if opts.schedule == "theorem3" else W) if executed > 0 else W

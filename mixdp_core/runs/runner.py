@@ -317,6 +317,41 @@ class _StepWriter:
         return self.cancelled
 
 
+class _LiveView:
+    """Observer of NoisyGD-type steps (see :mod:`mixdp_core.runs.live`): every ``every_s``
+    seconds (and at the last step) adds ``minority_accuracy`` to the step record's ``extra``
+    and writes the per-instance ε of the steps so far to the run's artifact
+    (``live_pdp_epsilon``, ``live_step``; the final artifact replaces it)."""
+
+    def __init__(self, store: RunStore, run_id: str, split: Any, delta: float, every_s: float = 0.5):
+        self.store, self.run_id, self.split, self.delta, self.every_s = store, run_id, split, float(delta), every_s
+        self.minority = np.asarray(split.minority_classes, dtype=np.int64)
+        self.n_private = int(len(split.y_private))
+        self.last = -math.inf
+
+    def __call__(self, *, rec: Any, W: Any, pdp_sq: Any, problem: Any, noise_multiplier: float) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s and rec.step < rec.total_steps:
+            return
+        self.last = now
+        try:
+            X, y = getattr(problem, "X_test", None), getattr(problem, "y_test", None)
+            if X is not None and y is not None and self.minority.size:
+                mask = np.isin(y, self.minority)
+                if mask.any():
+                    pred = (X[mask] @ W).argmax(axis=1)
+                    rec.extra["minority_accuracy"] = float(np.mean(pred == y[mask]))
+            if noise_multiplier and noise_multiplier > 0 and self.n_private:
+                from ..accounting import pdp_epsilon
+
+                sq = np.asarray(pdp_sq[: self.n_private], dtype=np.float64)
+                eps_i = np.asarray(pdp_epsilon(sq, noise_multiplier=float(noise_multiplier), delta=self.delta))
+                self.store.save_artifacts(self.run_id, {"live_pdp_epsilon": eps_i,
+                                                        "live_step": np.asarray(rec.step)})
+        except Exception:  # a live view must never break the run
+            pass
+
+
 def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | None):
     from ..features.cache import get_features
 
@@ -401,7 +436,10 @@ def execute(
             split = make_split(features, config.split_spec(), public_features=public_features)
             model = config.make_method()
             t_fit = time.perf_counter()
-            model.fit(split, on_step=writer)
+            from .live import observing
+
+            with observing(_LiveView(store, run_id, split, config.target_delta, flush_every_s)):
+                model.fit(split, on_step=writer)
             fit_seconds = time.perf_counter() - t_fit
             writer.flush()
             cancelled = writer.cancelled

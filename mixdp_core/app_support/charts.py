@@ -590,3 +590,30 @@ def figure_image(fig, fmt: str = "svg") -> bytes:
         return buf.getvalue()
     finally:
         plt.close(mfig)
+
+
+# --------------------------------------------------------------------------- sample images
+def sample_grid_figure(images: Mapping[str, Sequence[np.ndarray]], *, title: str = "Public samples per class"):
+    """A grid of small images: one column per class, one row per sample (grayscale or RGB in [0, 1])."""
+    from plotly.subplots import make_subplots
+
+    go = _go()
+    names = list(images)
+    rows = max((len(v) for v in images.values()), default=0)
+    if not names or rows == 0:
+        return None
+    fig = make_subplots(rows=rows, cols=len(names), column_titles=names, horizontal_spacing=0.01,
+                        vertical_spacing=0.01)
+    for j, n in enumerate(names):
+        for i, img in enumerate(images[n]):
+            a = np.asarray(img, dtype=float)
+            if a.ndim == 2:
+                fig.add_trace(go.Heatmap(z=a[::-1], colorscale="gray_r", showscale=False, hoverinfo="skip",
+                                         name=n), row=i + 1, col=j + 1)
+            else:
+                fig.add_trace(go.Image(z=(255 * a).astype(np.uint8), name=n), row=i + 1, col=j + 1)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(title=title, template=TEMPLATE, height=70 * rows + 90, showlegend=False,
+                      margin=dict(l=10, r=10, t=70, b=10))
+    return fig

@@ -287,7 +287,7 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
         if r.get("epsilon") is None:
             name, color = _style(r["method"])
             mean, std = float(r[f"{metric}_mean"]), float(r.get(f"{metric}_std") or 0.0)
-            label = f"{name} (non-private, n={r.get('n', 1)})"
+            label = name if "non-private" in name.lower() else f"{name} (non-private)"
             if std > 0:
                 fig.add_trace(go.Scatter(x=x_ref + x_ref[::-1], y=[mean + std] * 2 + [mean - std] * 2,
                                          fill="toself", line=dict(width=0), fillcolor=color or "#999999",
@@ -299,13 +299,14 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     for m, rs in curves.items():
         rs = sorted(rs, key=lambda r: float(r["epsilon"]))
         name, color = _style(m)
-        n = max(int(r.get("n", 1)) for r in rs)
         fig.add_trace(go.Scatter(
             x=[float(r["epsilon"]) for r in rs], y=[float(r[f"{metric}_mean"]) for r in rs],
             error_y=dict(type="data", array=[float(r.get(f"{metric}_std") or 0.0) for r in rs], visible=True),
-            mode="lines+markers", name=f"{name} (mean ± std, {n} seed{'s' if n > 1 else ''})",
+            mode="lines+markers", name=name, customdata=[int(r.get("n", 1)) for r in rs],
+            hovertemplate="ε=%{x:g}: %{y:.3f} (mean over %{customdata} seed(s))",
             marker=dict(size=8, color=color), line=dict(color=color)))
     _layout(fig, title, "ε (log scale, δ fixed)", ylabel, height=380)
+    fig.update_layout(legend_title_text="mean ± std over seeds · dashed: non-private reference")
     _log_eps_axis(fig, eps_all)
     if metric in FRACTION_METRICS:
         _fraction_axis(fig)
@@ -386,7 +387,7 @@ def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: in
         fig.add_trace(go.Scatter(x=[target_epsilon, target_epsilon], y=[0, top], mode="lines", name="target ε",
                                  line=dict(dash="dash", color="#d62728")))
         fig.update_xaxes(range=[0, max(float(target_epsilon), float(e.max()) if e.size else 0.0) * 1.05])
-    title = "Per-instance ε (pDP)"
+    title = "Histogram of per-instance ε"
     if step is not None:
         title += f" after step {step}" + (f" / {total_steps}" if total_steps else "")
     return _layout(fig, title, "ε_i (owner's view, not private)", "private samples", height=300)

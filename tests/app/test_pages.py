@@ -58,28 +58,41 @@ def test_demo_button_reuses_a_stored_identical_run_and_opens_train(at):
 
 
 # ------------------------------------------------------------------ Data & encoder
-def test_data_page_extracts_features_and_draws_class_counts(at):
+def _charts(t) -> dict:
+    import json
+
+    return {c.proto.id.split("-")[-1] if not getattr(c, "key", None) else c.key: json.loads(c.proto.spec)
+            for c in t.get("plotly_chart")}
+
+
+def test_data_page_draws_split_without_extraction_marks_minority_only_when_imbalanced(at, app_env):
+    import json
+
     at.switch_page("pages/1_data.py").run()
     assert not at.exception, at.exception
     assert at.selectbox(key="data_dataset").value == "digits"  # offline default
-    at.selectbox(key="data_encoder").select("pixels").run()
+    assert at.selectbox(key="data_encoder").value == "pixels"  # instant default
+    # No extraction click: the split comes from the labels; balanced -> no minority class.
+    charts = _charts(at)
+    assert set(charts) == {"data_counts", "data_samples"}, set(charts)
+    counts = charts["data_counts"]
+    assert [tr["name"] for tr in counts["data"]] == ["public", "private"]
+    assert not any("★" in str(x) for x in counts["data"][1]["x"])
+    text = page_text(at)
+    assert "no minority class" in text and "Owner's view, not private" in text
+    assert at.button(key="data_extract").proto.type == "secondary"  # never a red "re-check"
+    assert len(charts["data_samples"]["data"]) >= 10  # at least one public image per class
     at.number_input(key="data_ir").set_value(10.0).run()
+    counts = _charts(at)["data_counts"]
+    private = counts["data"][1]["y"]
+    assert max(private) / min(private) > 5  # the long tail (IR = 10) is visible
+    assert sum("★" in str(x) for x in counts["data"][1]["x"]) >= 2  # minority classes marked
     at.button(key="data_extract").click().run()
     assert not at.exception, at.exception
-    text = page_text(at)
-    assert "Features ready" in text
-    charts = at.get("plotly_chart")
-    assert len(charts) == 1
-    import json
-
-    spec = json.loads(charts[0].proto.spec)
-    names = [tr["name"] for tr in spec["data"]]
-    assert names == ["public", "private"]
-    private = spec["data"][1]["y"]
-    assert max(private) / min(private) > 5  # the long tail (IR = 10) is visible
-    assert sum("★" in str(x) for x in spec["data"][1]["x"]) >= 2  # minority classes marked
-    assert at.session_state["data_settings"]["encoder"] == "pixels"
+    assert "Features ready" in page_text(at)
     assert at.session_state["data_settings"]["imbalance_ratio"] == 10.0
+    saved = json.loads((app_env / "app_settings.json").read_text())  # a new session starts from these
+    assert saved["imbalance_ratio"] == 10.0 and saved["encoder"] == "pixels"
 
 
 def test_data_page_refuses_a_path_outside_the_data_root(at, tmp_path, monkeypatch):
@@ -106,7 +119,10 @@ def test_train_runs_adamix_and_shows_final_metrics(at):
     labels = {m.label: m.value for m in at.metric}
     assert {"test error", "balanced accuracy", "minority-class accuracy", "attack AUC"} <= set(labels)
     assert float(labels["test error"].rstrip(" %")) < 30
-    assert len(at.get("plotly_chart")) == 3  # error, ε spent, τ_t
+    charts = _charts(at)
+    # error, ε spent, minority accuracy, pDP histogram of the run, τ_t: what adamix has
+    assert {"train-test_error", "train-epsilon", "train-minority", "train-pdp", "train-clip"} <= set(charts), set(charts)
+    assert charts["train-test_error"]["layout"]["yaxis"]["range"] == [0, 1.0]
     runs = _store().list_runs()
     assert len(runs) == 1 and runs[0].status == "completed"
     r = runs[0]

@@ -121,3 +121,8 @@ def results():
 
 
 results()
+# "Which method at my ε?": one line per ε from the stored runs of this setting (library: evaluation.recommend).
+if not errors and configs:
+    from mixdp_core.app_support.resources import render_recommendations
+
+    render_recommendations([r for r in (store.find_completed(c.config_hash()) for c in configs) if r is not None])

@@ -329,3 +329,19 @@ def config_json(rec: Any) -> str:
 
 def fmt_time(t: float | None) -> str:
     return "" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def render_recommendations(runs: Any, *, names: Mapping[str, str] | None = None) -> int:
+    """"Which method at my ε?": one line per (setting, ε) from finished runs
+    (:func:`mixdp_core.evaluation.recommend.recommend`). Returns the number of lines drawn."""
+    from ..evaluation.plots import METHOD_STYLE
+    from ..evaluation.recommend import recommend
+
+    recs = recommend(runs)
+    if not recs:
+        return 0
+    names = dict(names or {m: v[0] for m, v in METHOD_STYLE.items()})
+    st.markdown("**Which method at my ε?** (from the stored runs of this setting)")
+    for r in recs:
+        st.markdown("- " + r.sentence(names))
+    return len(recs)

@@ -37,7 +37,7 @@ def _style(method: str) -> tuple[str, str | None]:
 
 def _layout(fig, title: str, x: str, y: str, height: int = 320):
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template=TEMPLATE, height=height,
-                      margin=dict(l=50, r=20, t=50, b=40), showlegend=True,
+                      margin=dict(l=50, r=30, t=50, b=40), showlegend=True, modebar=dict(orientation="v"),
                       legend=dict(orientation="h", yanchor="top", y=-0.28, x=0))
     return fig
 
@@ -110,11 +110,18 @@ def steps_frame(steps: Sequence[Mapping[str, Any]]):
     return df
 
 
+#: Most points drawn per live curve (longer histories are thinned evenly).
+MAX_POINTS = 400
+
+
 def _line(df, col: str, title: str, ylabel: str, *, hline: float | None = None, hname: str = "",
           fraction: bool = False, color: str | None = None):
     go = _go()
     fig = go.Figure()
     d = df[["step", col]].dropna() if len(df) and col in df else df.iloc[0:0] if len(df) else df
+    if len(d) > MAX_POINTS:  # thin long runs evenly (keep the last point): light live redraws
+        keep = np.unique(np.r_[np.linspace(0, len(d) - 1, MAX_POINTS).astype(int), len(d) - 1])
+        d = d.iloc[keep]
     if len(d):
         fig.add_trace(go.Scatter(x=d["step"], y=d[col], mode="lines+markers", name=ylabel,
                                  marker=dict(size=4, color=color), line=dict(color=color)))

@@ -217,7 +217,11 @@ def show_chart(fig: Any, key: str, *, name: str | None = None, live: bool = Fals
     if live:
         return
     fname = name or key
-    c = st.columns([1, 1, 1, 4])
+    with st.popover("Export", icon=":material/download:"):
+        _exports(fig, key, fname, [st, st, st])
+
+
+def _exports(fig: Any, key: str, fname: str, c: Any) -> None:
     c[0].download_button("CSV", lambda: charts.figure_csv(fig), file_name=f"{fname}.csv", mime="text/csv",
                          key=f"{key}-csv", on_click="ignore", icon=":material/download:")
     c[1].download_button("SVG", lambda: charts.figure_image(fig, "svg"), file_name=f"{fname}.svg",

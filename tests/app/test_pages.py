@@ -393,3 +393,57 @@ def test_data_page_upload_zip_refuses_path_escape(at):
     at.file_uploader(key="data_zip").upload("imgs.zip", buf.getvalue(), "application/zip").run()
     errs = [e.value for e in at.error]
     assert any("**upload**" in e and "outside the archive folder" in e for e in errs), errs
+
+
+# ------------------------------------------------------------------ Classroom
+def test_classroom_walks_five_steps_from_one_slider(at):
+    import json
+
+    from mixdp_core.app_support.classroom import LESSON_EPSILONS
+
+    at.switch_page("pages/6_classroom.py").run()
+    assert not at.exception, at.exception
+    assert at.select_slider(key="class_eps").value == 1.0
+    assert "Step 1 — The noise added" in page_text(at)
+    # The background lesson cache fills in; wait for it (synchronously) so every step draws.
+    from mixdp_core.app_support.classroom import LessonCache
+
+    cache = next(v for v in __import__("gc").get_objects() if isinstance(v, LessonCache))
+    cache._thread.join(timeout=300)
+    assert cache.done and not cache.errors, cache.errors
+    heads = {2: "The accuracy lost", 3: "The best possible attack", 4: "Each person's privacy loss",
+             5: "What a few public samples change"}
+    for k, head in heads.items():
+        at.query_params["step"] = str(k)
+        at.session_state["class_step"] = at.segmented_control(key="class_step").options[k - 1]
+        at.run()
+        assert not at.exception, at.exception
+        assert head in page_text(at), (k, page_text(at)[:500])
+        specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+        assert specs, k
+    # Step 5: one curve per method over the whole grid, fixed 0-100 % axis.
+    names = {tr["name"] for tr in specs[0]["data"]}
+    assert {"AdaMix", "Fully-Private"} <= names
+    assert specs[0]["layout"]["xaxis"]["tickvals"] == list(LESSON_EPSILONS)
+
+
+def test_train_launches_sparse_finetune_with_its_auto_defaults(at):
+    from mixdp_core.app_support import forms
+
+    arch = next(s for s in forms.method_field_specs("sparse_finetune") if s.name == "arch")
+    assert forms.parse_text_value(arch, "auto") == "auto"  # a value, not "empty"
+    with pytest.raises(Exception):
+        forms.parse_text_value(arch, "")
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_method").select("sparse_finetune").run()
+    assert not at.exception, at.exception
+    cfg, errors = forms.build_run_config(dict(dataset="digits", encoder="pixels", method="sparse_finetune",
+                                              target_epsilon=3.0, method_params=forms.changed_params(
+                                                  "sparse_finetune", {"arch": "auto", "device": "auto"})))
+    assert errors == {} and cfg.method_params == {}
+    # Feature-only data: disabled with the reason shown.
+    at.session_state["data_settings"]["dataset"] = "features:/tmp/x.npz"
+    at.run()
+    text = page_text(at)
+    assert "pre-extracted features only" in text
+    assert next(b for b in at.button if "Launch" in b.label).disabled

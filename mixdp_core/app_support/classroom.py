@@ -23,6 +23,9 @@ import numpy as np
 LESSON_EPSILONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 LESSON_DELTA = 1e-5
 LESSON_DATASET, LESSON_ENCODER = "digits", "pixels"
+#: Full-batch steps of every lesson training: σ is calibrated per ε for this many steps
+#: (accounting module), so each training takes a fraction of a second at any ε.
+LESSON_STEPS = 60
 
 
 def noise_multiplier(epsilon: float, *, steps: int = 1, delta: float = LESSON_DELTA) -> float:
@@ -75,8 +78,15 @@ def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: 
     from ..features.cache import get_features
     from ..runs.runner import RunConfig
 
+    from ..methods import METHODS
+
+    params: dict[str, Any] = {}
+    fields = {f.name for f in __import__("dataclasses").fields(METHODS.get(method).config_cls)}
+    if "noise_multiplier" in fields:
+        params["noise_multiplier"] = noise_multiplier(epsilon, steps=LESSON_STEPS, delta=delta)
     cfg = RunConfig(dataset=LESSON_DATASET, encoder=LESSON_ENCODER, method=method, target_epsilon=float(epsilon),
-                    target_delta=float(delta), public_per_class=int(public_per_class), seed=int(seed))
+                    target_delta=float(delta), public_per_class=int(public_per_class), seed=int(seed),
+                    method_params=params)
     fs = get_features(LESSON_DATASET, LESSON_ENCODER, cache_dir=cache_dir)
     split = make_split(fs, cfg.split_spec())
     model = cfg.make_method()

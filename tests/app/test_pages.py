@@ -443,6 +443,7 @@ def test_train_launches_sparse_finetune_with_its_auto_defaults(at):
     assert errors == {} and cfg.method_params == {}
     # Feature-only data: disabled with the reason shown.
     at.session_state["data_settings"]["dataset"] = "features:/tmp/x.npz"
+    at.session_state["train_dataset"] = "features:/tmp/x.npz"
     at.run()
     text = page_text(at)
     assert "pre-extracted features only" in text

@@ -396,7 +396,7 @@ def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: in
         fig.update_xaxes(range=[0, max(float(target_epsilon), float(e.max()) if e.size else 0.0) * 1.05])
     title = "Histogram of per-instance ε"
     if step is not None:
-        title += f" after step {step}" + (f" / {total_steps}" if total_steps else "")
+        title += f" · step {step}" + (f"/{total_steps}" if total_steps else "")
     return _layout(fig, title, "ε_i (owner's view, not private)", "private samples", height=300)
 
 

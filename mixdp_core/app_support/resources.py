@@ -110,6 +110,10 @@ def page_setup(title: str) -> JobManager:
     except Exception:  # already set in this run
         pass
     manager = get_manager()
+    # Live charts redraw every half second: never fade the elements being redrawn (Streamlit
+    # dims "stale" elements during a rerun, which made live charts look like a faded copy).
+    st.markdown("<style>[data-stale='true']{opacity:1 !important;transition:none !important;}</style>",
+                unsafe_allow_html=True)
     if LOGO.is_file():
         st.logo(str(LOGO))
     with st.sidebar:
@@ -319,12 +323,21 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str) -> None:
             st.metric("performance boost vs only-public → paragon", f"{100 * metrics['performance_boost']:.1f} %")
         st.caption(f"{metrics.get('n_private', '?')} private, {metrics.get('n_public', '?')} public, "
                    f"{metrics.get('n_test', '?')} test samples · {metrics.get('steps', '?')} steps · "
-                   f"σ = {metrics.get('noise_multiplier') if metrics.get('noise_multiplier') is not None else '—'} · "
+                   f"σ = {_fmt_sigma(metrics.get('noise_multiplier'))} · "
                    f"{metrics.get('fit_seconds', 0):.1f} s fit")
         note("epsilon", "What does ε mean?")
         note("delta", "What does δ mean?")
         note("attack_auc", "What is attack AUC?")
         note("conversions", "Why several privacy numbers?")
+
+
+def _fmt_sigma(v: Any) -> str:
+    """σ of a run: one number, or one per release (e.g. CoinPress iterations)."""
+    if v is None:
+        return "—"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(f"{float(x):.3g}" for x in v) + "] (per release)"
+    return f"{float(v):.4g}"
 
 
 def config_json(rec: Any) -> str:

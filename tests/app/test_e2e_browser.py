@@ -258,7 +258,7 @@ def _walk(server, driver, tmp_path):
     timings["launch_first_chart_point_s"] = time.monotonic() - t0
     # While it trains: minority accuracy and the pDP histogram of the steps so far update live.
     ui.wait(lambda d: ui.has_points("Minority-class accuracy vs step")
-            and ui.plot("Histogram of per-instance ε after step") is not None, 60)
+            and ui.plot("Histogram of per-instance ε · step") is not None, 60)
     live_seen = "Final metrics" not in ui.body()
     if live_seen:
         ui.shot("02b_train_live")
@@ -287,11 +287,15 @@ def _walk(server, driver, tmp_path):
     ft_run = _run_id(driver.current_url)
     ui.wait(lambda d: ft_run in ui.body() and "sparse_finetune on digits · pixels" in ui.body(), 60)
     ui.click_button("Cancel run")  # it stops at its next epoch (after public pre-training)
-    # One-shot methods draw no empty curves.
+    # Prototypes: only the quantities the method has (ε per CoinPress iteration), no empty
+    # test-error or clip-threshold charts.
     ui.select("Method", "dppl_mean")
     ui.click_button("Launch")
-    ui.text_present("One-shot method: no training curve", timeout=60)
+    ui.wait(lambda d: _run_id(d.current_url) not in (None, demo_run, long_run, second_run, ft_run), 60)
+    ui.text_present("Final metrics", timeout=120)
+    assert "dppl_mean on digits" in ui.body()
     assert ui.plot("Clip threshold") is None and ui.plot("Test error vs step") is None
+    assert ui.plot("ε spent vs step") is not None
 
     # ---------------------------------------------------------------- Runs: both concurrent runs completed
     ui.nav("Runs")

@@ -409,3 +409,32 @@ def test_form_refuses_budget_too_small_for_sigma():
     assert cfg is None and "epsilon" in errors and "noise_multiplier" in errors["epsilon"]
     cfg, errors = build_run_config({**base, "target_epsilon": one_step * 1.01})
     assert errors == {} and cfg is not None
+
+
+def test_runner_streams_minority_accuracy_and_pdp_of_the_steps_so_far(app_env):
+    """Live view of a NoisyGD run: minority accuracy in the step extras, per-instance ε of the
+    steps so far in the artifact while it trains (never above the final ε_i), final artifact
+    without the live arrays."""
+    from mixdp_core.runs import RunStore
+    from mixdp_core.runs.runner import execute
+
+    store = RunStore()
+    seen = []
+
+    def on_record(rec):
+        if rec.step in (5, 40):
+            arr = store.load_artifacts(store.list_runs(limit=1)[0].run_id)
+            if "live_pdp_epsilon" in arr:
+                seen.append((int(arr["live_step"]), arr["live_pdp_epsilon"].copy()))
+
+    rid = execute(small_config(imbalance_ratio=10.0), store=store, on_record=on_record, flush_every_s=0.0)
+    steps = store.steps(rid)
+    mins = [s["extra"]["minority_accuracy"] for s in steps if "minority_accuracy" in s["extra"]]
+    assert len(mins) == len(steps) and all(0.0 <= m <= 1.0 for m in mins)
+    final = store.load_artifacts(rid)
+    assert "live_pdp_epsilon" not in final and "pdp_epsilon" in final
+    assert [k for k, _ in seen] == [5, 40]  # the view of step t is written before record t is streamed
+    for _, e in seen:
+        assert e.shape == final["pdp_epsilon"].shape
+        assert np.all(e <= final["pdp_epsilon"] + 1e-9)
+    assert np.mean(seen[0][1]) < np.mean(seen[1][1])  # privacy loss grows with the steps

@@ -437,14 +437,22 @@ def test_train_launches_sparse_finetune_with_its_auto_defaults(at):
     at.switch_page("pages/2_train.py").run()
     at.selectbox(key="train_method").select("sparse_finetune").run()
     assert not at.exception, at.exception
+    assert not next(b for b in at.button if "Launch" in b.label).disabled
     cfg, errors = forms.build_run_config(dict(dataset="digits", encoder="pixels", method="sparse_finetune",
                                               target_epsilon=3.0, method_params=forms.changed_params(
                                                   "sparse_finetune", {"arch": "auto", "device": "auto"})))
     assert errors == {} and cfg.method_params == {}
-    # Feature-only data: disabled with the reason shown.
-    at.session_state["data_settings"]["dataset"] = "features:/tmp/x.npz"
-    at.session_state["train_dataset"] = "features:/tmp/x.npz"
-    at.run()
-    text = page_text(at)
-    assert "pre-extracted features only" in text
-    assert next(b for b in at.button if "Launch" in b.label).disabled
+
+
+def test_train_disables_sparse_finetune_on_feature_only_data_with_the_reason(app_env):
+    from streamlit.testing.v1 import AppTest
+
+    from .helpers import APP, TIMEOUT
+
+    t = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    t.session_state["data_settings"] = {"dataset": "features:/tmp/x.npz"}
+    t.switch_page("pages/2_train.py").run()
+    t.selectbox(key="train_method").select("sparse_finetune").run()
+    assert not t.exception, t.exception
+    assert "pre-extracted features only" in page_text(t)
+    assert next(b for b in t.button if "Launch" in b.label).disabled

@@ -43,13 +43,16 @@ def big(fig, height: int = 520):
     return fig
 
 
-st.title("What does ε mean?")
+st.title("Classroom: what does ε mean?")
 st.markdown("Handwritten digits (8×8 pixels, offline). Move **ε**, the privacy budget, and walk "
             "through five steps. Smaller ε = stronger privacy.")
 q = st.query_params
 eps0 = float(q.get("eps", 1.0)) if q.get("eps") in [f"{e:g}" for e in LESSON_EPSILONS] else 1.0
 eps = st.select_slider("ε — privacy budget", options=list(LESSON_EPSILONS), value=eps0, key="class_eps",
                        format_func=lambda v: f"{v:g}")
+st.markdown("<div style='display:flex;justify-content:space-between;font-size:1.2rem;color:#555;"
+            "margin:-0.8rem 0.3rem 0.6rem 0.3rem'>" + "".join(f"<span>{v:g}</span>" for v in LESSON_EPSILONS)
+            + "</div>", unsafe_allow_html=True)
 step0 = int(q.get("step", 1)) if str(q.get("step", "1")).isdigit() and 1 <= int(q.get("step", 1)) <= 5 else 1
 step = st.segmented_control("Step", STEPS, default=STEPS[step0 - 1], key="class_step") or STEPS[0]
 k = STEPS.index(step) + 1

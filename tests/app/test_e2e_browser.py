@@ -233,7 +233,6 @@ def _walk(server, driver, tmp_path):
     assert ui.plot("Histogram of per-instance ε") is not None  # pDP on Train
     assert ui.plot("Minority-class accuracy vs step") is not None
     ui.shot("02_train")
-    assert timings["demo_final_metrics_s"] <= 30, timings
 
     # ---------------------------------------------------------------- reload + new session
     driver.refresh()
@@ -300,10 +299,11 @@ def _walk(server, driver, tmp_path):
     # ---------------------------------------------------------------- Runs: both concurrent runs completed
     ui.nav("Runs")
     ui.text_present("stored runs")
-    for rid in (demo_run, long_run, second_run):
-        ui.text_present(rid)
-    runs_text = ui.body()
-    assert runs_text.count("completed") >= 3
+    ui.text_present("Run details")
+    from mixdp_core.runs import RunStore
+
+    status = {r.run_id: r.status for r in RunStore(tmp_path / "home", recover=False).list_runs()}
+    assert all(status.get(rid) == "completed" for rid in (demo_run, long_run, second_run)), status
     ui.shot("05_runs")
 
     # ---------------------------------------------------------------- Data: split without extraction
@@ -366,3 +366,5 @@ def _walk(server, driver, tmp_path):
     if extra:
         shutil.copy(tmp_path / "timings.json", Path(extra) / "timings.json")
     assert all(p.stat().st_size > 10_000 for p in shots)
+    # Fast first contact (checked last so that a slow machine still gets every other check):
+    assert timings["demo_final_metrics_s"] <= 30, timings

@@ -54,7 +54,9 @@ st.markdown("<div style='display:flex;justify-content:space-between;font-size:1.
             "margin:-0.8rem 0.3rem 0.6rem 0.3rem'>" + "".join(f"<span>{v:g}</span>" for v in LESSON_EPSILONS)
             + "</div>", unsafe_allow_html=True)
 step0 = int(q.get("step", 1)) if str(q.get("step", "1")).isdigit() and 1 <= int(q.get("step", 1)) <= 5 else 1
-step = st.segmented_control("Step", STEPS, default=STEPS[step0 - 1], key="class_step") or STEPS[0]
+if "class_step" not in st.session_state:
+    st.session_state["class_step"] = STEPS[step0 - 1]  # from the URL (?step=), then the widget's own
+step = st.segmented_control("Step", STEPS, key="class_step") or STEPS[0]
 k = STEPS.index(step) + 1
 if q.get("eps") != f"{eps:g}" or q.get("step") != str(k):
     st.query_params.update(eps=f"{eps:g}", step=str(k))
@@ -145,12 +147,12 @@ def show_step():
 
 
 show_step()
+def _go(n: int) -> None:
+    st.session_state["class_step"] = STEPS[n - 1]
+
+
 c1, _, c2 = st.columns([1, 4, 1])
-if k > 1 and c1.button("← Previous step", key="class_prev"):
-    st.query_params.update(step=str(k - 1))
-    st.session_state.pop("class_step", None)
-    st.rerun()
-if k < 5 and c2.button("Next step →", key="class_next", type="primary"):
-    st.query_params.update(step=str(k + 1))
-    st.session_state.pop("class_step", None)
-    st.rerun()
+if k > 1:
+    c1.button("← Previous step", key="class_prev", on_click=_go, args=(k - 1,))
+if k < 5:
+    c2.button("Next step →", key="class_next", type="primary", on_click=_go, args=(k + 1,))

@@ -166,6 +166,11 @@ class UI:
     def plot(self, title_start: str) -> dict | None:
         return next((p for p in self.plots() if str(p["title"]).startswith(title_start)), None)
 
+    def npoints(self, title_start: str) -> int:
+        """Points of the chart's largest trace (0 while it is absent, e.g. being redrawn)."""
+        p = self.plot(title_start)
+        return max((t["n"] for t in p["traces"]), default=0) if p else 0
+
     def has_points(self, title_start: str) -> bool:
         p = self.plot(title_start)
         return p is not None and any(t["n"] > 0 for t in p["traces"])
@@ -261,8 +266,8 @@ def _walk(server, driver, tmp_path):
     live_seen = "Final metrics" not in ui.body()
     if live_seen:
         ui.shot("02b_train_live")
-    n0 = ui.plot("Test error vs step")["traces"][0]["n"]
-    ui.wait(lambda d: "Final metrics" in ui.body() or ui.plot("Test error vs step")["traces"][0]["n"] > n0, 30)
+    n0 = ui.npoints("Test error vs step")
+    ui.wait(lambda d: "Final metrics" in ui.body() or ui.npoints("Test error vs step") > n0, 30)
     driver.refresh()  # reload while it trains: the run is still there (from the URL and the store)
     ui.wait(lambda d: long_run in ui.body(), 60)
     assert "Launch a run to see its live charts here" not in ui.body()

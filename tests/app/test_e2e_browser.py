@@ -353,7 +353,7 @@ def _walk(server, driver, tmp_path):
     ui.text_present("Step 1 — The noise added", timeout=30)
     heads = ["Step 2 — The accuracy lost", "Step 3 — The best possible attack",
              "Step 4 — Each person's privacy loss", "Step 5 — What a few public samples change"]
-    charts_for = ["Test error vs ε", "Best membership attack", "Histogram of per-instance ε", "No public data"]
+    charts_for = ["Test error vs ε", "Best membership attack", "Per-person ε", "No public data"]
     ui.wait(lambda d: ui.plot("True (top)") is not None, 30)
     for head, chart in zip(heads, charts_for):
         t0 = time.monotonic()

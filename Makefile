@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mixdp-installed
 PORT ?= 8501
 
-.PHONY: app test install browser bench clean-venv
+.PHONY: app test install browser bench clean-venv screenshots
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ browser:
 
 test: install browser
 	OMP_NUM_THREADS=1 $(PY) -m pytest
+
+# Retake docs/screenshots/ (and timings.json) from the end-to-end browser test.
+screenshots: install browser
+	MIXDP_SCREENSHOTS=docs/screenshots OMP_NUM_THREADS=1 $(PY) -m pytest tests/app/test_e2e_browser.py -q -s
 
 bench: install
 	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

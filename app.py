@@ -9,11 +9,13 @@ process on first use, which also marks runs left ``running`` by a dead server as
 Home: what mixed DP is, the method families, and a one-click demo run on the offline default.
 """
 
+import time
+
 import streamlit as st
 
 from mixdp_core.app_support import forms
 from mixdp_core.app_support.resources import (
-    DEFAULT_DATASET, default_encoder, note, page_setup, select_run,
+    note, page_setup, select_run,
 )
 
 manager = page_setup("Home")
@@ -52,21 +54,28 @@ for col, (fam, names) in zip(cols, fams.items()):
             f"`{n}`" + ("" if classes[n].private else " (non-private reference)") for n in names))
 
 st.subheader("Try it: demo run")
-enc = default_encoder()
-st.markdown(f"One click trains **AdaMix at ε = 3** on the offline default: "
-            f"`{DEFAULT_DATASET}` (8×8 handwritten digits, ships with scikit-learn) · `{enc}` features "
-            f"(weights ship with an installed package, so nothing is downloaded). "
-            f"The first run extracts features (a few minutes on a CPU, with a progress bar); later runs reuse the cache.")
+demo = forms.demo_config()
+st.markdown(f"One click trains **AdaMix at ε = {demo.target_epsilon:g}** on the offline default: "
+            f"`{demo.dataset}` (8×8 handwritten digits, ships with scikit-learn) · `{demo.encoder}` "
+            f"(the raw 64 pixel values: no feature extraction). It finishes in seconds; the *Data & encoder* "
+            f"page switches to pre-trained encoders (e.g. `efficientnet_lite0`, whose weights ship with an "
+            f"installed package; extracting its features takes minutes on a CPU).")
 if st.button("Run the demo", type="primary", key="demo", icon=":material/play_arrow:"):
-    job = manager.submit_run(forms.demo_config(), kind="demo", reuse=True)
+    job = manager.submit_run(demo, kind="demo", reuse=True)
     st.session_state["train_job"] = job.job_id
-    select_run(None)
-    st.switch_page("pages/2_train.py")
+    deadline = time.monotonic() + 3.0
+    rid = manager.run_id(job)
+    while rid is None and not job.finished and time.monotonic() < deadline:
+        time.sleep(0.05)
+        rid = manager.run_id(job)
+    select_run(rid)
+    st.switch_page("pages/2_train.py", query_params={"run": rid} if rid else None)
 
 st.divider()
 st.markdown("**Where to go next** — *Data & encoder*: pick a dataset and see the public/private split · "
             "*Train*: one run with live charts · *Compare*: methods × ε × seeds · "
-            "*Privacy audit*: per-instance ε and attack ROC · *Runs*: everything stored.")
+            "*Privacy audit*: per-instance ε and attack ROC · *Runs*: everything stored · "
+            "*Classroom*: what ε means, in five projector-ready steps.")
 if manager.recovered:
     st.info(f"{len(manager.recovered)} run(s) interrupted by a previous server stop were marked failed "
             f"(history kept; see Runs).")

@@ -3,9 +3,12 @@
 import streamlit as st
 
 from mixdp_core.app_support import charts, forms
-from mixdp_core.app_support.data import split_summary, weights_file_from_path
+from mixdp_core.app_support.data import (label_summary, labels_known, public_sample_images, split_summary,
+                                         weights_file_from_path)
 from mixdp_core.app_support.jobs import feature_key
-from mixdp_core.app_support.resources import data_settings, page_setup, poll_seconds, show_field_errors
+from mixdp_core.app_support.resources import (
+    data_settings, page_setup, poll_seconds, save_data_settings, show_field_errors, show_chart,
+)
 from mixdp_core.errors import MixDPError
 
 manager = page_setup("Data & encoder")
@@ -22,6 +25,16 @@ def _summary(dataset, encoder, ppc, ir, public_from, seed, weights=None):
     return split_summary(dataset, encoder, public_per_class=ppc, imbalance_ratio=ir,
                          public_from=public_from, seed=seed,
                          encoder_kwargs={"pretrained": weights} if weights else None)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _label_summary(dataset, ppc, ir, public_from, seed):
+    return label_summary(dataset, public_per_class=ppc, imbalance_ratio=ir, public_from=public_from, seed=seed)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _samples(dataset, ppc, seed):
+    return public_sample_images(dataset, per_class=min(4, ppc), public_per_class=ppc, seed=seed)
 
 
 # ------------------------------------------------------------------ dataset source
@@ -111,8 +124,8 @@ with c2:
 if errors:
     show_field_errors(errors)
 else:
-    settings.update(dataset=dataset, encoder=encoder, public_per_class=int(ppc), imbalance_ratio=float(ir),
-                    public_from=public_from, encoder_kwargs=encoder_kwargs)
+    save_data_settings(dataset=dataset, encoder=encoder, public_per_class=int(ppc), imbalance_ratio=float(ir),
+                       public_from=public_from, encoder_kwargs=encoder_kwargs)
     st.info(f"Current settings (used by Train and Compare): **{dataset}** · **{encoder}** · {int(ppc)} public/class · "
             f"IR {float(ir):g}" + (f" · public from {public_from}" if public_from else ""))
 
@@ -122,7 +135,11 @@ keys = [feature_key(dataset, encoder, encoder_kwargs)] + (
     [feature_key(public_from, encoder, encoder_kwargs)] if public_from else [])
 ready = all(k in manager.features_ready for k in keys)
 job = manager.get(st.session_state.get("feature_job"))
-if st.button("Extract features" if not ready else "Features ready — re-check", type="primary",
+if encoder == "pixels":
+    st.caption("`pixels` uses the raw pixel values: nothing to extract (loaded at run time in a second).")
+if st.button("Extract features" if not ready else "Features ready — re-check the cache",
+             type="primary" if not ready and encoder != "pixels" else "secondary",
+             icon=":material/check_circle:" if ready else ":material/memory:",
              disabled=bool(errors), key="data_extract"):
     for ds in [dataset] + ([public_from] if public_from else []):
         job = manager.submit_features(ds, encoder, encoder_kwargs=encoder_kwargs)
@@ -153,17 +170,36 @@ def feature_progress():
 feature_progress()
 
 ready = all(k in manager.features_ready for k in keys)
-if ready and not errors:
+pixels_ready = feature_key(dataset, "pixels") in manager.features_ready
+from_labels = not ready and labels_known(dataset, pixels_ready) and not public_from
+st.subheader("Split")
+if (ready or from_labels) and not errors:
     try:
-        s = _summary(dataset, encoder, int(ppc), float(ir), public_from, int(settings.get("seed", 0)), weights)
+        if ready:
+            s = _summary(dataset, encoder, int(ppc), float(ir), public_from, int(settings.get("seed", 0)), weights)
+        else:
+            s = _label_summary(dataset, int(ppc), float(ir), public_from, int(settings.get("seed", 0)))
     except MixDPError as e:
         show_field_errors({getattr(e, "field", "split"): str(e).split(": ", 1)[-1]})
     else:
-        st.plotly_chart(charts.class_counts_figure(s), key="data_counts", width="stretch", config=charts.PLOTLY_CONFIG)
-        n_min = sum(s["minority"])
-        st.caption(f"{sum(s['public'])} public, {sum(s['private'])} private, {sum(s['test'])} test samples; "
-                   f"feature dimension {s['dim']}; {n_min} minority class(es) (smallest 25 % by private count, "
-                   f"marked ★) — their accuracy is reported separately."
-                   + (" Text embeddings available (zero-shot / text init)." if s["has_text"] else ""))
+        show_chart(charts.class_counts_figure(s, imbalance_ratio=float(ir)), key="data_counts", name="class_counts")
+        n_min = sum(s["minority"]) if float(ir) > 1 else 0
+        st.caption(
+            "**Owner's view, not private:** the private counts describe the private data; they are shown to "
+            "the data owner here and are not a DP release (publishing them would cost privacy). "
+            f"{sum(s['public'])} public, {sum(s['private'])} private, {sum(s['test'])} test samples"
+            + (f"; feature dimension {s['dim']}" if s.get("dim") else " (from the labels: no extraction needed)")
+            + (f"; {n_min} minority class(es) (smallest 25 % by private count, marked ★) — their accuracy is "
+               "reported separately." if n_min else "; balanced private part (imbalance ratio 1): no minority class.")
+            + (" Text embeddings available (zero-shot / text init)." if s.get("has_text") else ""))
+    if labels_known(dataset, pixels_ready):
+        try:
+            imgs = _samples(dataset, int(ppc), int(settings.get("seed", 0)))
+        except MixDPError:
+            imgs = {}
+        fig = charts.sample_grid_figure(imgs, title="Sample images: the public samples of each class "
+                                                    "(public, no privacy cost)") if imgs else None
+        if fig is not None:
+            st.plotly_chart(fig, key="data_samples", width="stretch", config=charts.LIVE_CONFIG)
 elif not errors:
     st.caption("Extract the features to see the per-class counts of the split.")

@@ -1,14 +1,20 @@
-"""Train: one run of a method at a chosen budget, with live charts and the final metrics."""
+"""Train: one run of a method at a chosen budget, with live charts and the final metrics.
+
+The run shown is addressable: once a run is launched or opened, the URL carries
+``?run=<run_id>``, and the page draws that run from the run store (live while it trains), so a
+reload or a new browser session opening the URL shows it too.
+"""
 
 import dataclasses
 import json
+import time
 
 import streamlit as st
 
 from mixdp_core.app_support import forms
 from mixdp_core.app_support.resources import (
-    data_settings, page_setup, note, poll_seconds, render_run, run_label, select_run, selected_run_id,
-    show_field_errors,
+    data_settings, page_setup, note, poll_seconds, render_run, run_label, save_data_settings, select_run,
+    selected_run_id, show_field_errors,
 )
 from mixdp_core.errors import ConfigError
 
@@ -34,8 +40,18 @@ encoder = c2.selectbox("Encoder", enc_names, index=enc_names.index(settings["enc
 names = list(methods)
 method = c3.selectbox("Method", names, index=names.index("adamix") if "adamix" in names else 0, key="train_method",
                       format_func=lambda n: f"{n}" + ("" if methods[n].private else " (non-private)"))
-settings.update(dataset=dataset, encoder=encoder)
 mcls = methods[method]
+#: Network fine-tuning trains on the images themselves (flattened pixels), not on features.
+needs_images = getattr(mcls, "family", "") == "finetune"
+blocked = None
+if needs_images and dataset.startswith("features:"):
+    blocked = (f"`{method}` fine-tunes a network on images, but `{dataset}` holds pre-extracted features "
+               "only: choose an image dataset (e.g. digits) or a linear-head method.")
+elif needs_images and encoder != "pixels":
+    st.info(f"`{method}` fine-tunes a network on the images themselves: it runs on the `pixels` encoder "
+            f"(not `{encoder}`).", icon=":material/info:")
+    encoder = "pixels"
+save_data_settings(dataset=dataset, encoder=encoder)
 st.caption(f"**{method}**: {mcls.description}  \nPaper: {mcls.paper}")
 st.caption(f"Split: {settings['public_per_class']} public samples per class · imbalance ratio "
            f"{settings['imbalance_ratio']:g}" + (f" · public from {settings['public_from']}" if settings["public_from"] else "")
@@ -52,6 +68,11 @@ with st.form("train_form"):
         eps = st.select_slider("ε — privacy budget (log scale)", options=forms.EPSILON_GRID, value=3.0,
                                key="train_eps", format_func=lambda v: f"{v:g}",
                                disabled=not mcls.private)
+        # select_slider labels only its ends: a tick row under it names every stop.
+        st.markdown("<div data-testid='eps-ticks' style='display:flex;justify-content:space-between;"
+                    "font-size:0.75rem;color:#666;margin:-0.6rem 0.3rem 0.4rem 0.3rem'>"
+                    + "".join(f"<span>{v:g}</span>" for v in forms.EPSILON_GRID) + "</div>",
+                    unsafe_allow_html=True)
         exact = st.text_input("…or type an exact ε (optional)", key="train_eps_exact",
                               placeholder="e.g. 2.5", disabled=not mcls.private)
     with b:
@@ -95,9 +116,12 @@ with st.form("train_form"):
                 txt = st.text_input(label + (" (empty = auto)" if sp.optional else ""), value=default, key=k,
                                     help=help_text)
                 adv_values[sp.name] = ("__text__", sp, txt)
-    launch = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:")
+    launch = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:",
+                                   disabled=blocked is not None)
+if blocked:
+    st.warning(blocked, icon=":material/block:")
 
-if launch:
+if launch and not blocked:
     errors = {}
     params = {}
     for name, v in adv_values.items():
@@ -125,7 +149,9 @@ if launch:
             dataset=dataset, encoder=encoder, method=method, seed=int(seed),
             target_epsilon=target_eps if mcls.private else 1.0, target_delta=delta,
             public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
-            public_from=settings["public_from"], method_params=params))
+            public_from=settings["public_from"], method_params=params,
+            # the Data page's weights file applies to the encoder it was given for
+            encoder_kwargs=dict(settings.get("encoder_kwargs") or {}) if encoder == settings["encoder"] else {}))
     if errors:
         show_field_errors(errors)
     else:
@@ -134,59 +160,73 @@ if launch:
                        "its reported ε is the composition of every candidate run.")
         job = manager.submit_run(cfg, kind="train")
         st.session_state["train_job"] = job.job_id
-        select_run(None)
+        # The worker creates the run row first thing: put its id in the URL right away.
+        deadline = time.monotonic() + 3.0
+        rid = manager.run_id(job)
+        while rid is None and not job.finished and time.monotonic() < deadline:
+            time.sleep(0.05)
+            rid = manager.run_id(job)
+        select_run(rid)
 
 # ------------------------------------------------------------------ follow the run
 st.divider()
 job = manager.get(st.session_state.get("train_job"))
-active = job is not None and not job.finished
-if job is None and selected_run_id() is None:
-    running = store.list_runs(status="running", limit=10)
-    if running:
-        st.markdown("**Runs in progress on this server** (e.g. started before you closed the tab):")
-        for r in running:
-            if st.button(f"Follow {run_label(r)}", key=f"follow-{r.run_id}"):
-                select_run(r.run_id)
-                st.rerun()
-    else:
-        st.caption("Launch a run to see its live charts here.")
+url_run = selected_run_id()
+if job is not None and url_run is not None and manager.current_run_id(job) not in (None, url_run):
+    job = None  # the URL names another run (opened from Runs or a link): show that one
+running = store.list_runs(status="running", limit=10)
+others = [r for r in running if r.run_id != url_run]
+if others:
+    st.markdown("**Runs in progress on this server** (every run keeps going when you leave; open one to follow it):")
+    cols = st.columns(min(3, len(others)))
+    for i, r in enumerate(others):
+        if cols[i % len(cols)].button(f"Open {r.run_id} · {r.method} · ε={r.target_epsilon:g}", key=f"follow-{r.run_id}"):
+            st.session_state.pop("train_job", None)
+            select_run(r.run_id)
+            st.rerun()
+if job is None and url_run is None:
+    st.caption("Launch a run to see its live charts here.")
+    active = False
+elif job is not None and not job.finished:
+    active = True
 else:
-    if job is None:
-        try:
-            active = store.get_run(selected_run_id()).status == "running"
-        except Exception:
-            active = False
+    try:
+        active = store.get_run(url_run).status == "running"
+    except Exception:
+        active = False
 
 
 @st.fragment(run_every=poll_seconds() if active else None)
 def follow():
     j = manager.get(st.session_state.get("train_job"))
-    rid = manager.current_run_id(j) if j is not None else selected_run_id()
-    if j is not None and rid is None:
-        if j.finished:
-            st.error(f"The run could not start: {j.error}")
-        else:
-            p = j.progress
-            if p.get("total"):
-                st.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): "
-                                                          f"{p['done']} / {p['total']}")
+    rid = selected_run_id()
+    if j is not None and (rid is None or rid == manager.current_run_id(j)):
+        rid = manager.current_run_id(j) or rid
+        if rid is None:
+            if j.finished:
+                st.error(f"The run could not start: {j.error}")
             else:
-                st.info("Queued / preparing…")
-        return
+                p = j.progress
+                if p.get("total"):
+                    st.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): "
+                                                              f"{p['done']} / {p['total']}")
+                else:
+                    st.info("Queued / preparing…")
+            return
+        p = j.progress if not j.finished else {}
+        if p.get("total") and p.get("done", 0) < p["total"]:
+            st.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): "
+                                                     f"{p['done']} / {p['total']} images (cached for later runs)")
+        if j.reused[0]:
+            st.info("An identical completed run was found in the store and is shown instead of re-running.")
     if rid is None:
         return
-    p = j.progress if j is not None and not j.finished else {}
-    if p.get("total") and p.get("done", 0) < p["total"]:
-        st.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): {p['done']} / {p['total']} "
-                                                 "images (cached for later runs)")
-    if j is not None and j.reused[0]:
-        st.info("An identical completed run was found in the store and is shown instead of re-running.")
     if st.query_params.get("run") != rid:
         st.query_params["run"] = rid
     status = render_run(manager, rid, key="train")
-    if status != "running" and (j is None or j.finished) and active and st.session_state.get("train_drawn") != rid:
+    if status != "running" and active and st.session_state.get("train_drawn") != rid:
         st.session_state["train_drawn"] = rid
-        st.rerun()
+        st.rerun()  # finished: redraw once without polling
 
 
 follow()

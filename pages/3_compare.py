@@ -78,7 +78,7 @@ def _configs():
         return [], errors
     base = dict(dataset=settings["dataset"], encoder=settings["encoder"], target_delta=delta,
                 public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
-                public_from=settings["public_from"])
+                public_from=settings["public_from"], encoder_kwargs=dict(settings.get("encoder_kwargs") or {}))
     for seed in sorted(seeds):
         if with_refs:
             for m in references:
@@ -165,3 +165,8 @@ def results():
 
 
 results()
+# "Which method at my ε?": one line per ε from the stored runs of this setting (library: evaluation.recommend).
+if not errors and configs:
+    from mixdp_core.app_support.resources import render_recommendations
+
+    render_recommendations([r for r in (store.find_completed(c.config_hash()) for c in configs) if r is not None])

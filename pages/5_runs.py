@@ -63,10 +63,10 @@ b1, b2, b3, b4 = st.columns(4)
 if b1.button("Open in Train", key="runs_open_train"):
     select_run(rid)
     st.session_state.pop("train_job", None)
-    st.switch_page("pages/2_train.py")
+    st.switch_page("pages/2_train.py", query_params={"run": rid})
 if b2.button("Open in Privacy audit", key="runs_open_audit", disabled=rec.status not in ("completed", "cancelled")):
     select_run(rid)
-    st.switch_page("pages/4_audit.py")
+    st.switch_page("pages/4_audit.py", query_params={"run": rid})
 confirm = b4.checkbox("confirm delete", key="runs_confirm")
 if b3.button("Delete run", key="runs_delete", disabled=not confirm):
     try:

@@ -37,21 +37,49 @@ def _style(method: str) -> tuple[str, str | None]:
 
 def _layout(fig, title: str, x: str, y: str, height: int = 320):
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template=TEMPLATE, height=height,
-                      margin=dict(l=40, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.25))
+                      margin=dict(l=50, r=30, t=50, b=40), showlegend=True, modebar=dict(orientation="v"),
+                      legend=dict(orientation="h", yanchor="top", y=-0.28, x=0))
+    return fig
+
+
+#: Metrics that are fractions in [0, 1] (drawn on a fixed 0-100 % axis).
+FRACTION_METRICS = ("test_error", "minority_accuracy", "balanced_accuracy", "accuracy")
+
+
+def _fraction_axis(fig, *, axis: str = "y"):
+    """Fix an error / accuracy axis to [0, 1] shown in %."""
+    upd = fig.update_yaxes if axis == "y" else fig.update_xaxes
+    upd(range=[0, 1.0], tickformat=".0%", autorange=False)
+    return fig
+
+
+def _log_eps_axis(fig, eps: Sequence[float]):
+    """Log-ε x axis with a labelled tick at every ε of the data and some room either side."""
+    eps = sorted({float(e) for e in eps if e is not None and float(e) > 0})
+    if not eps:
+        return fig
+    lo, hi = math.log10(eps[0]), math.log10(eps[-1])
+    pad = max(0.15, 0.08 * (hi - lo))
+    fig.update_xaxes(type="log", range=[lo - pad, hi + pad], tickvals=eps, ticktext=[f"{e:g}" for e in eps],
+                     minor=dict(showgrid=False))
     return fig
 
 
 # --------------------------------------------------------------------------- data page
-def class_counts_figure(summary: Mapping[str, Any]):
-    """Grouped bars of public and private samples per class; minority classes marked.
+def class_counts_figure(summary: Mapping[str, Any], *, imbalance_ratio: float | None = None):
+    """Grouped bars of public and private samples per class; minority classes marked only
+    when the private part is imbalanced (``imbalance_ratio > 1``; a balanced split has no
+    minority).
 
     Args:
         summary: :meth:`mixdp_core.data.splits.Split.summary` (``class_names, public,
-            private, test, minority``).
+            private, test, minority``) or :func:`mixdp_core.app_support.data.label_summary`.
+        imbalance_ratio: the split's ratio; ``None`` = trust ``summary["minority"]``.
     """
     go = _go()
     names = [str(c) for c in summary["class_names"]]
-    minority = [bool(m) for m in summary["minority"]]
+    imbalanced = imbalance_ratio is None or float(imbalance_ratio) > 1.0
+    minority = [bool(m) and imbalanced for m in summary["minority"]]
     labels = [f"{n} ★" if m else n for n, m in zip(names, minority)]
     fig = go.Figure()
     fig.add_bar(x=labels, y=summary["public"], name="public", marker_color=PUBLIC_COLOR)
@@ -59,7 +87,8 @@ def class_counts_figure(summary: Mapping[str, Any]):
         MINORITY_COLOR if m else PRIVATE_COLOR for m in minority],
         marker_pattern_shape=["/" if m else "" for m in minority])
     fig.update_layout(barmode="group")
-    return _layout(fig, "Samples per class (★ = minority class, red)", "class", "samples")
+    title = "Samples per class" + (" (★ = minority class, red)" if any(minority) else "")
+    return _layout(fig, title, "class", "samples")
 
 
 # --------------------------------------------------------------------------- live charts
@@ -81,41 +110,83 @@ def steps_frame(steps: Sequence[Mapping[str, Any]]):
     return df
 
 
+#: Most points drawn per live curve (longer histories are thinned evenly).
+MAX_POINTS = 400
+
+
 def _line(df, col: str, title: str, ylabel: str, *, hline: float | None = None, hname: str = "",
-          ymax: float | None = None, rangemode: str = "tozero"):
+          fraction: bool = False, color: str | None = None):
     go = _go()
     fig = go.Figure()
-    d = df[["step", col]].dropna() if len(df) else df
+    d = df[["step", col]].dropna() if len(df) and col in df else df.iloc[0:0] if len(df) else df
+    if len(d) > MAX_POINTS:  # thin long runs evenly (keep the last point): light live redraws
+        keep = np.unique(np.r_[np.linspace(0, len(d) - 1, MAX_POINTS).astype(int), len(d) - 1])
+        d = d.iloc[keep]
     if len(d):
         fig.add_trace(go.Scatter(x=d["step"], y=d[col], mode="lines+markers", name=ylabel,
-                                 marker=dict(size=4)))
+                                 marker=dict(size=4, color=color), line=dict(color=color)))
     if hline is not None:
-        fig.add_hline(y=hline, line_dash="dash", line_color="#d62728", annotation_text=hname)
-    total = df["total_steps"].dropna().max() if len(df) and df["total_steps"].notna().any() else None
+        fig.add_trace(go.Scatter(x=[0, _total(df) or 1], y=[hline, hline], mode="lines", name=hname,
+                                 line=dict(dash="dash", color="#d62728")))
+    total = _total(df)
     if total:
         fig.update_xaxes(range=[0, float(total) * 1.02])
-    fig.update_yaxes(rangemode=rangemode)
-    if ymax is not None:
-        fig.update_yaxes(range=[0, ymax])
+    if fraction:
+        _fraction_axis(fig)
+    else:
+        fig.update_yaxes(rangemode="tozero")
     if not len(d):
-        fig.add_annotation(text="no records yet", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    return _layout(fig, title, "step", ylabel, height=280)
+        fig.add_annotation(text="waiting for the first record…", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+    return _layout(fig, title, "step", ylabel, height=300)
 
 
-def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | None = None) -> dict[str, Any]:
-    """Figures for a running (or finished) run: ``test_error``, ``epsilon`` and ``clip``.
+def _total(df) -> float | None:
+    if len(df) and "total_steps" in df and df["total_steps"].notna().any():
+        return float(df["total_steps"].dropna().max())
+    return None
+
+
+def is_one_shot(steps: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the run is a one-shot method (at most one step: prototypes, paragon...)."""
+    total = max((int(s.get("total_steps") or 0) for s in steps), default=0)
+    return bool(steps) and total <= 1 and max(int(s.get("step") or 0) for s in steps) <= 1
+
+
+def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | None = None,
+                 running: bool = False) -> dict[str, Any]:
+    """Figures of a running (or finished) run, only for quantities the method has.
+
+    Keys (present only when the run records the quantity; a running run with no record yet
+    gets the test-error chart only): ``test_error`` (fixed 0-100 % axis), ``epsilon`` (ε spent
+    with the target ε line), ``minority`` (minority-class accuracy, 0-100 %) and ``clip``
+    (clip threshold τ_t). One-shot methods (a single step) get none: a curve of one point
+    says nothing; their final metrics say it all.
 
     Args:
         steps: the run's step records in order.
-        target_epsilon: drawn as the budget line on the ε chart.
+        target_epsilon: drawn as the budget line on the ε chart (``None``: non-private).
+        running: the run is still going (draw an empty test-error chart while waiting).
     """
+    if is_one_shot(steps):
+        return {}
     df = steps_frame(steps)
-    return {
-        "test_error": _line(df, "test_error", "Test error vs step", "test error"),
-        "epsilon": _line(df, "epsilon_spent", "ε spent vs step", "ε spent", hline=target_epsilon,
-                         hname="target ε"),
-        "clip": _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t"),
-    }
+    out: dict[str, Any] = {}
+
+    def has(col: str) -> bool:
+        return len(df) > 0 and col in df and df[col].notna().any()
+
+    if has("test_error") or (running and not len(df)):
+        out["test_error"] = _line(df, "test_error", "Test error vs step", "test error", fraction=True)
+    if has("epsilon_spent"):
+        out["epsilon"] = _line(df, "epsilon_spent", "ε spent vs step", "ε spent", hline=target_epsilon,
+                               hname="target ε")
+    if has("extra.minority_accuracy"):
+        out["minority"] = _line(df, "extra.minority_accuracy", "Minority-class accuracy vs step",
+                                "minority-class accuracy", fraction=True, color=MINORITY_COLOR)
+    if has("clip_norm"):
+        out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t")
+    return out
 
 
 # --------------------------------------------------------------------------- metrics
@@ -208,15 +279,53 @@ def aggregate_runs(runs: Iterable[Any], metrics: Sequence[str] = ("test_error", 
     return rows
 
 
-def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str, ylabel: str):
-    """``metric`` (mean ± std over seeds) vs ε, non-private methods as dashed lines."""
-    from ..evaluation.plots import metric_vs_epsilon_figure
+#: Non-private reference methods drawn as horizontal lines on the ε axis.
+REFERENCE_METHODS = ("paragon", "only_public", "zero_shot")
 
-    fig = metric_vs_epsilon_figure(rows, metric=metric, title=title, ylabel=ylabel, log_x=True)
-    eps = sorted({float(r["epsilon"]) for r in rows if r.get("epsilon") is not None})
-    if eps:
-        fig.update_xaxes(tickvals=eps, ticktext=[f"{e:g}" for e in eps], minor=dict(showgrid=False))
-    fig.update_layout(height=360, margin=dict(l=40, r=20, t=50, b=40), template=TEMPLATE)
+
+def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str, ylabel: str):
+    """``metric`` (mean ± std over seeds as error bars) vs ε on a log axis with a tick at every
+    ε; non-private methods (paragon, only-public, ...) as dashed reference lines with a
+    ±std band; errors and accuracies on a fixed 0-100 % axis; a legend always."""
+    go = _go()
+    fig = go.Figure()
+    eps_all = sorted({float(r["epsilon"]) for r in rows if r.get("epsilon") is not None
+                      and r.get(f"{metric}_mean") is not None})
+    x_ref = [eps_all[0] / 1.5, eps_all[-1] * 1.5] if eps_all else [0.1, 10.0]
+    curves: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get(f"{metric}_mean") is None:
+            continue
+        if r.get("epsilon") is None:
+            name, color = _style(r["method"])
+            mean, std = float(r[f"{metric}_mean"]), float(r.get(f"{metric}_std") or 0.0)
+            label = name if "non-private" in name.lower() else f"{name} (non-private)"
+            if std > 0:
+                fig.add_trace(go.Scatter(x=x_ref + x_ref[::-1], y=[mean + std] * 2 + [mean - std] * 2,
+                                         fill="toself", line=dict(width=0), fillcolor=color or "#999999",
+                                         opacity=0.15, hoverinfo="skip", showlegend=False, name=f"{name} ± std"))
+            fig.add_trace(go.Scatter(x=x_ref, y=[mean, mean], mode="lines", name=label,
+                                     line=dict(color=color, dash="dash", width=2)))
+        else:
+            curves.setdefault(r["method"], []).append(r)
+    for m, rs in curves.items():
+        rs = sorted(rs, key=lambda r: float(r["epsilon"]))
+        name, color = _style(m)
+        fig.add_trace(go.Scatter(
+            x=[float(r["epsilon"]) for r in rs], y=[float(r[f"{metric}_mean"]) for r in rs],
+            error_y=dict(type="data", array=[float(r.get(f"{metric}_std") or 0.0) for r in rs], visible=True),
+            mode="lines+markers", name=name, customdata=[int(r.get("n", 1)) for r in rs],
+            hovertemplate="ε=%{x:g}: %{y:.3f} (mean over %{customdata} seed(s))",
+            marker=dict(size=8, color=color), line=dict(color=color)))
+    _layout(fig, title, "ε (log scale, δ fixed)", ylabel, height=380)
+    fig.update_layout(legend_title_text="mean ± std over seeds · dashed: non-private reference")
+    _log_eps_axis(fig, eps_all)
+    if metric in FRACTION_METRICS:
+        _fraction_axis(fig)
+    elif metric == "mia_auc":
+        fig.update_yaxes(range=[0, 1.0], autorange=False)
+    if not fig.data:
+        fig.add_annotation(text="no completed runs", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     return fig
 
 
@@ -239,8 +348,12 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
             mode="markers+text+lines" if len(rs) > 1 else "markers+text", name=name,
             text=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" for r in rs],
             textposition=positions[k % len(positions)], marker=dict(size=9, color=color), line=dict(color=color, width=1)))
-    fig.add_hline(y=0.5, line_dash="dot", line_color="#7f7f7f", annotation_text="random guess")
-    return _layout(fig, "Attack AUC vs test error", "test error", "membership-attack AUC", height=360)
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0.5, 0.5], mode="lines", name="random guess (AUC 0.5)",
+                             line=dict(dash="dot", color="#7f7f7f")))
+    _layout(fig, "Attack AUC vs test error", "test error", "membership-attack AUC", height=380)
+    _fraction_axis(fig, axis="x")
+    fig.update_yaxes(range=[0.4, 1.0], autorange=False)
+    return fig
 
 
 def best_method_sentences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -273,13 +386,23 @@ def pdp_sorted_figure(eps_i: np.ndarray, target_epsilon: float | None):
     return _layout(fig, "Per-instance ε, sorted", "private samples (sorted)", "ε_i", height=340)
 
 
-def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None):
-    """Histogram of per-instance ε with the target ε line (AdaMix Fig. 3 right)."""
+def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: int | None = None,
+                    total_steps: int | None = None):
+    """Histogram of per-instance ε with the target ε line (AdaMix Fig. 3 right).
+
+    ``step``/``total_steps``: the histogram covers the first ``step`` steps (live view)."""
     go = _go()
-    fig = go.Figure(go.Histogram(x=np.asarray(eps_i, dtype=float), nbinsx=40, name="ε_i"))
+    e = np.asarray(eps_i, dtype=float)
+    fig = go.Figure(go.Histogram(x=e, nbinsx=40, name="ε_i of the private samples", marker_color=PRIVATE_COLOR))
     if target_epsilon is not None:
-        fig.add_vline(x=target_epsilon, line_dash="dash", line_color="#d62728", annotation_text="target ε")
-    return _layout(fig, "Histogram of per-instance ε", "ε_i", "private samples", height=340)
+        top = float(np.histogram(e, bins=40)[0].max()) if e.size else 1.0
+        fig.add_trace(go.Scatter(x=[target_epsilon, target_epsilon], y=[0, top], mode="lines", name="target ε",
+                                 line=dict(dash="dash", color="#d62728")))
+        fig.update_xaxes(range=[0, max(float(target_epsilon), float(e.max()) if e.size else 0.0) * 1.05])
+    title = "Histogram of per-instance ε"
+    if step is not None:
+        title += f" · step {step}" + (f"/{total_steps}" if total_steps else "")
+    return _layout(fig, title, "ε_i (owner's view, not private)", "private samples", height=300)
 
 
 def roc_figure(fpr: np.ndarray, tpr: np.ndarray, auc: float | None):
@@ -314,19 +437,199 @@ def delta_curve(metrics: Mapping[str, Any], eps_grid: np.ndarray | None = None):
     return None
 
 
+#: Smallest δ drawn on δ(ε) charts: below this the curve is "zero" for any practical purpose.
+DELTA_FLOOR = 1e-12
+
+
 def delta_curve_figure(metrics: Mapping[str, Any]):
-    """Figure of :func:`delta_curve` with the run's (ε, δ) point, or ``None``."""
+    """Figure of :func:`delta_curve` with the run's (ε, δ) point, or ``None``.
+
+    The δ axis is logarithmic and clipped to ``[min(δ_run/10⁴, 10⁻⁸) ∨ 10⁻¹², 1]`` so the
+    run's δ (e.g. 10⁻⁵) sits mid-chart instead of near the top of a 10⁻³¹⁰ axis."""
     go = _go()
     c = delta_curve(metrics)
     if c is None:
         return None
     eps, d, src = c
-    fig = go.Figure(go.Scatter(x=eps, y=d, mode="lines", name=f"δ(ε) ({src})"))
-    if metrics.get("epsilon") is not None and metrics.get("delta") is not None:
-        fig.add_trace(go.Scatter(x=[metrics["epsilon"]], y=[metrics["delta"]], mode="markers",
-                                 name="this run's (ε, δ)", marker=dict(size=10, color="#d62728")))
-    fig.update_yaxes(type="log", exponentformat="power")
-    return _layout(fig, "Privacy curve δ(ε) of this run", "ε", "δ", height=340)
+    d_run = metrics.get("delta")
+    floor = max(DELTA_FLOOR, min(float(d_run) / 1e4, 1e-8)) if d_run else 1e-8
+    keep = d >= floor
+    fig = go.Figure(go.Scatter(x=eps[keep], y=d[keep], mode="lines", name=f"δ(ε) of this run ({src})",
+                               line=dict(color=PUBLIC_COLOR, width=2)))
+    if metrics.get("epsilon") is not None and d_run is not None:
+        e_run = float(metrics["epsilon"])
+        fig.add_trace(go.Scatter(x=[e_run], y=[float(d_run)], mode="markers+text",
+                                 name=f"reported guarantee (ε = {e_run:.3g}, δ = {float(d_run):.0e})",
+                                 text=[f"  ε = {e_run:.3g}, δ = {float(d_run):.0e}"], textposition="middle right",
+                                 marker=dict(size=12, color="#d62728", symbol="diamond")))
+    fig.update_yaxes(type="log", exponentformat="power", range=[math.log10(floor), 0.0], autorange=False)
+    fig.update_xaxes(range=[0, float(eps.max())])
+    return _layout(fig, "Privacy curve δ(ε) of this run", "ε", "δ (log scale)", height=360)
+
+
+# --------------------------------------------------------------------------- theory
+def tradeoff_figure(curves: Sequence[tuple[str, Any]], *, fpr_mark: float | None = 0.01,
+                    roc: tuple[np.ndarray, np.ndarray, str] | None = None, title: str = "Best possible attack"):
+    """The best membership attack a guarantee allows: TPR bound vs FPR
+    (:func:`mixdp_core.accounting.max_tpr`), one curve per ``(label, report)``, with the
+    random-guess diagonal, an optional measured ROC ``(fpr, tpr, label)``, and the bound at
+    ``fpr_mark`` marked."""
+    from ..accounting import max_tpr
+
+    go = _go()
+    fpr = np.concatenate([[0.0], np.logspace(-4, 0, 200)])
+    fig = go.Figure()
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd")
+    for k, (label, report) in enumerate(curves):
+        tpr = np.asarray(max_tpr(report, fpr), dtype=float)
+        color = palette[k % len(palette)]
+        fig.add_trace(go.Scatter(x=fpr, y=tpr, mode="lines", name=label, line=dict(color=color, width=3)))
+        if fpr_mark is not None:
+            t = float(max_tpr(report, fpr_mark))
+            fig.add_trace(go.Scatter(x=[fpr_mark], y=[t], mode="markers", showlegend=False,
+                                     name=f"{label} at FPR {fpr_mark:g}", marker=dict(size=11, color=color)))
+    if roc is not None:
+        fig.add_trace(go.Scatter(x=roc[0], y=roc[1], mode="lines", name=roc[2], line=dict(color="#d62728")))
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", name="random guess",
+                             line=dict(dash="dot", color="#7f7f7f")))
+    fig.update_xaxes(range=[0, 1], autorange=False)
+    fig.update_yaxes(range=[0, 1], autorange=False)
+    return _layout(fig, title, "false positive rate (non-members flagged)", "true positive rate (members found)",
+                   height=420)
+
+
+# --------------------------------------------------------------------------- export
+def figure_frame(fig):
+    """The data of every trace of ``fig`` as a long DataFrame ``trace, x, y[, error]`` (CSV export)."""
+    import pandas as pd
+
+    parts = []
+    for k, tr in enumerate(fig.data):
+        if getattr(tr, "showlegend", None) is False and getattr(tr, "fill", None) == "toself":
+            continue
+        x = getattr(tr, "x", None)
+        y = getattr(tr, "y", None)
+        if x is None and y is None:
+            continue
+        if tr.type == "histogram":
+            vals = np.asarray(x if x is not None else y, dtype=float)
+            parts.append(pd.DataFrame({"trace": tr.name or f"trace{k}", "value": vals}))
+            continue
+        x = list(x) if x is not None else list(range(len(y)))
+        y = list(y) if y is not None else [None] * len(x)
+        df = pd.DataFrame({"trace": tr.name or f"trace{k}", "x": x, "y": y})
+        err = getattr(getattr(tr, "error_y", None), "array", None)
+        if err is not None and len(err) == len(df):
+            df["error"] = list(err)
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["trace", "x", "y"])
+
+
+def figure_csv(fig) -> str:
+    """CSV text of :func:`figure_frame`."""
+    return figure_frame(fig).to_csv(index=False)
+
+
+def figure_image(fig, fmt: str = "svg") -> bytes:
+    """Static image of a plotly figure (``"svg"`` or ``"png"``): plotly's own export when
+    kaleido is installed, else redrawn with matplotlib from the same traces and axes."""
+    try:
+        return fig.to_image(format=fmt, width=900, height=int(fig.layout.height or 400), scale=2)
+    except Exception:  # kaleido missing: matplotlib fallback
+        pass
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    lay = fig.layout
+    mfig, ax = plt.subplots(figsize=(7.5, 0.75 * (lay.height or 400) / 100 + 1.2))
+    try:
+        for tr in fig.data:
+            name = tr.name or None
+            color = None
+            if getattr(tr, "marker", None) is not None and isinstance(tr.marker.color, str):
+                color = tr.marker.color
+            if getattr(tr, "line", None) is not None and isinstance(getattr(tr.line, "color", None), str):
+                color = tr.line.color
+            if tr.type == "histogram":
+                ax.hist(np.asarray(tr.x, dtype=float), bins=40, label=name, color=color, alpha=0.8)
+            elif tr.type == "bar":
+                ax.bar([str(v) for v in tr.x], tr.y, label=name, alpha=0.7)
+            elif tr.type == "scatter":
+                if getattr(tr, "fill", None) == "toself":
+                    ax.fill(tr.x, tr.y, color=color, alpha=0.15)
+                    continue
+                x = np.asarray(tr.x, dtype=float)
+                y = np.asarray(tr.y, dtype=float)
+                mode = tr.mode or "lines"
+                dash = "--" if getattr(tr.line, "dash", None) in ("dash", "dot") else "-"
+                err = getattr(getattr(tr, "error_y", None), "array", None)
+                fmt_s = ("o" if "markers" in mode else "") + (dash if "lines" in mode else "")
+                if err is not None:
+                    ax.errorbar(x, y, yerr=np.asarray(err, dtype=float), fmt=fmt_s or "o", label=name,
+                                color=color, capsize=3)
+                else:
+                    ax.plot(x, y, fmt_s or "-", label=name, color=color)
+        title = lay.title.text if lay.title and lay.title.text else ""
+        ax.set_title(title)
+        ax.set_xlabel(lay.xaxis.title.text or "")
+        ax.set_ylabel(lay.yaxis.title.text or "")
+        for axis, setter_scale, setter_lim in ((lay.xaxis, ax.set_xscale, ax.set_xlim),
+                                               (lay.yaxis, ax.set_yscale, ax.set_ylim)):
+            log = axis.type == "log"
+            if log:
+                setter_scale("log")
+            if axis.range is not None:
+                lo, hi = axis.range
+                setter_lim((10 ** lo, 10 ** hi) if log else (lo, hi))
+        if lay.yaxis.tickformat == ".0%":
+            from matplotlib.ticker import PercentFormatter
+
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        if lay.xaxis.tickvals is not None:
+            from matplotlib.ticker import NullFormatter
+
+            ax.set_xticks(list(lay.xaxis.tickvals), list(lay.xaxis.ticktext or lay.xaxis.tickvals))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        mfig.tight_layout()
+        buf = io.BytesIO()
+        mfig.savefig(buf, format=fmt, dpi=150)
+        return buf.getvalue()
+    finally:
+        plt.close(mfig)
+
+
+# --------------------------------------------------------------------------- sample images
+def sample_grid_figure(images: Mapping[str, Sequence[np.ndarray]], *, title: str = "Public samples per class"):
+    """A grid of small images: one column per class, one row per sample (grayscale or RGB in [0, 1])."""
+    from plotly.subplots import make_subplots
+
+    go = _go()
+    names = list(images)
+    rows = max((len(v) for v in images.values()), default=0)
+    if not names or rows == 0:
+        return None
+    fig = make_subplots(rows=rows, cols=len(names), column_titles=names, horizontal_spacing=0.01,
+                        vertical_spacing=0.01)
+    for j, n in enumerate(names):
+        for i, img in enumerate(images[n]):
+            a = np.asarray(img, dtype=float)
+            if a.ndim == 2:
+                fig.add_trace(go.Heatmap(z=a[::-1], colorscale="gray_r", showscale=False, hoverinfo="skip",
+                                         name=n), row=i + 1, col=j + 1)
+            else:
+                fig.add_trace(go.Image(z=(255 * a).astype(np.uint8), name=n), row=i + 1, col=j + 1)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(title=title, template=TEMPLATE, height=70 * rows + 90, showlegend=False,
+                      margin=dict(l=10, r=10, t=70, b=10))
+    return fig
 
 
 #: Colours of the attacks drawn against the theory curve (audit page, classroom mode).

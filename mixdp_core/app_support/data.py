@@ -53,3 +53,64 @@ def weights_file_from_path(path: str) -> str:
     if not full.is_file():
         raise ConfigError("weights", f"no file {path!r} under the data root {str(data_root())!r}")
     return str(full)
+
+
+#: Datasets whose labels (and pixels) load in about a second without any download or
+#: extraction: their split preview and sample images need no "Extract features" click.
+INSTANT_DATASETS = ("digits",)
+
+
+def labels_known(dataset: str, ready_pixels: bool = False) -> bool:
+    """Whether the split preview can be drawn without extracting the chosen encoder's
+    features: the split depends only on the labels, which the ``pixels`` view of small
+    offline datasets (or an already cached ``pixels`` extraction) gives at once."""
+    return dataset in INSTANT_DATASETS or ready_pixels
+
+
+def label_summary(dataset: str, *, public_per_class: int = 5, imbalance_ratio: float = 1.0,
+                  public_from: str | None = None, seed: int = 0, cache_dir: Any = None) -> dict[str, Any]:
+    """:func:`split_summary` from the labels alone (through the instant ``pixels`` view); the
+    split (which samples are public/private) depends only on the labels and the seed, so the
+    counts are those of every encoder. ``dim`` is dropped (it is the encoder's)."""
+    out = split_summary(dataset, "pixels", public_per_class=public_per_class, imbalance_ratio=imbalance_ratio,
+                        public_from=public_from, seed=seed, cache_dir=cache_dir)
+    out["dim"] = None
+    out["labels_only"] = True
+    return out
+
+
+def public_sample_images(dataset: str, *, per_class: int = 4, public_per_class: int = 5, seed: int = 0,
+                         cache_dir: Any = None) -> dict[str, list]:
+    """Up to ``per_class`` images per class from the split's *public* samples (no privacy
+    cost), as 2-D arrays scaled to ``[0, 1]``, from the ``pixels`` view of the data.
+
+    Returns ``{class_name: [H×W array, ...]}``; ``{}`` if the rows are not square grayscale
+    images (e.g. colour: ``H*W*3`` values are reshaped to ``H×W×3``)."""
+    import math
+
+    import numpy as np
+
+    from ..data.splits import SplitSpec, make_split
+    from ..features.cache import get_features
+
+    fs = get_features(dataset, "pixels", cache_dir=cache_dir)
+    split = make_split(fs, SplitSpec(public_per_class=int(public_per_class), imbalance_ratio=1.0, seed=int(seed)))
+    D = split.X_public.shape[1]
+    s = int(round(math.sqrt(D)))
+    s3 = int(round(math.sqrt(D / 3)))
+    if s * s == D:
+        shape: tuple[int, ...] = (s, s)
+    elif 3 * s3 * s3 == D:
+        shape = (s3, s3, 3)
+    else:
+        return {}
+    out: dict[str, list] = {}
+    for c, name in enumerate(fs.class_names):
+        rows = split.X_public[split.y_public == c][:per_class]
+        imgs = []
+        for r in rows:
+            a = np.asarray(r, dtype=np.float64)
+            lo, hi = float(a.min()), float(a.max())
+            imgs.append(((a - lo) / (hi - lo if hi > lo else 1.0)).reshape(shape))
+        out[str(name)] = imgs
+    return out

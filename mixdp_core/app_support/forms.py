@@ -73,11 +73,11 @@ def families() -> dict[str, list[str]]:
 
 
 def demo_config() -> Any:
-    """The Home page's one-click demo: digits · default (offline) encoder · AdaMix · ε = 3."""
-    from ..encoders import DEFAULT_ENCODER
+    """The Home page's one-click demo: digits · pixels · AdaMix · ε = 3 (seconds on a CPU, no
+    feature extraction)."""
     from ..runs.runner import RunConfig
 
-    return RunConfig(dataset="digits", encoder=DEFAULT_ENCODER, method="adamix", target_epsilon=3.0,
+    return RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=3.0,
                      target_delta=1e-5, seed=0)
 
 
@@ -159,6 +159,8 @@ def parse_text_value(spec: FieldSpec, text: str) -> Any:
     import json
 
     t = text.strip()
+    if t.lower() == "auto" and isinstance(spec.default, str) and spec.default.lower() == "auto":
+        return spec.default  # "auto" is a value of the field (e.g. arch, device), not "empty"
     if not t or t.lower() in ("none", "null", "auto"):
         if spec.optional or spec.default is None:
             return None

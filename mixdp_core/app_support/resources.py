@@ -8,7 +8,11 @@ creating it calls :meth:`RunStore.recover_interrupted` (app start).
 Environment:
     ``MIXDP_HOME``: run store folder (see :func:`mixdp_core.runs.default_home`).
     ``MIXDP_APP_SYNC_JOBS=1``: run jobs synchronously in the script thread (tests).
-    ``MIXDP_APP_POLL_S``: seconds between live-chart refreshes (default 1).
+    ``MIXDP_APP_POLL_S``: seconds between live-chart refreshes (default 0.5).
+
+First contact is fast: the app's default encoder is ``pixels`` (no feature extraction), and
+creating the job manager also starts a background warm-up (imports of the evaluation stack and
+the digits features) so that the first run's first chart point comes within a second.
 """
 
 from __future__ import annotations
@@ -28,18 +32,43 @@ from . import charts
 from .jobs import JobManager
 from .notes import NOTES
 
-#: Offline default of the app (digits; the default encoder ships with an installed package).
+#: Offline default of the app: digits (ships with scikit-learn) on raw pixels, which needs no
+#: feature extraction, so that the demo and every default finish in seconds on a fresh install.
 DEFAULT_DATASET = "digits"
+DEFAULT_APP_ENCODER = "pixels"
 
 
 def default_encoder() -> str:
-    from ..encoders import DEFAULT_ENCODER
+    """The app's default encoder (``pixels``: instant; pre-trained encoders are one click away)."""
+    return DEFAULT_APP_ENCODER
 
-    return DEFAULT_ENCODER
+
+def _prewarm() -> None:
+    """Import the training/evaluation stack and load the default features once, in the
+    background (cold imports of scikit-learn/scipy take seconds on a loaded CPU)."""
+    try:
+        # In the order a first run needs them: its first step record, the page's charts,
+        # then the final evaluation (membership attack: scipy.stats).
+        from ..features.cache import get_features
+        from ..methods import METHODS  # noqa: F401
+        from .. import accounting
+
+        get_features(DEFAULT_DATASET, DEFAULT_APP_ENCODER)
+        accounting.calibrate_steps(noise_multiplier=20.0, target_epsilon=3.0, target_delta=1e-5)
+        import pandas  # noqa: F401
+        import plotly.graph_objects  # noqa: F401
+
+        from ..evaluation import report  # noqa: F401  (sklearn metrics, scipy.stats)
+    except Exception:  # warm-up only: the run reports real errors
+        pass
 
 
 @st.cache_resource(show_spinner=False)
 def _manager(root: str, sync: bool) -> JobManager:
+    import threading
+
+    if not sync:
+        threading.Thread(target=_prewarm, name="mixdp-app-prewarm", daemon=True).start()
     return JobManager(root, sync=sync)
 
 
@@ -51,9 +80,9 @@ def get_manager() -> JobManager:
 
 def poll_seconds() -> float:
     try:
-        return max(0.2, float(os.environ.get("MIXDP_APP_POLL_S", "1")))
+        return max(0.2, float(os.environ.get("MIXDP_APP_POLL_S", "0.5")))
     except ValueError:
-        return 1.0
+        return 0.5
 
 
 # --------------------------------------------------------------------------- navigation
@@ -67,6 +96,7 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("pages/3_compare.py", "Compare", ":material/compare_arrows:"),
     ("pages/4_audit.py", "Privacy audit", ":material/policy:"),
     ("pages/5_runs.py", "Runs", ":material/storage:"),
+    ("pages/6_classroom.py", "Classroom", ":material/school:"),
 )
 PAGE_PATH = {title: path for path, title, _ in PAGES}
 
@@ -90,6 +120,10 @@ def page_setup(title: str) -> JobManager:
     except MixDPError as e:  # e.g. read-only or full MIXDP_HOME: a red message, not a traceback
         st.error(str(e), icon="🚫")
         st.stop()
+    # Live charts redraw every half second: never fade the elements being redrawn (Streamlit
+    # dims "stale" elements during a rerun, which made live charts look like a faded copy).
+    st.markdown("<style>[data-stale='true']{opacity:1 !important;transition:none !important;}</style>",
+                unsafe_allow_html=True)
     if LOGO.is_file():
         st.logo(str(LOGO))
     with st.sidebar:
@@ -103,16 +137,51 @@ def page_setup(title: str) -> JobManager:
 
 
 # --------------------------------------------------------------------------- settings
+SETTINGS_FILE = "app_settings.json"
+_SETTING_KEYS = ("dataset", "encoder", "public_per_class", "imbalance_ratio", "public_from", "seed")
+
+
+def _settings_path() -> Path:
+    return get_manager().store.root / SETTINGS_FILE
+
+
 def data_settings() -> dict[str, Any]:
-    """Dataset / encoder / split settings shared by the pages (session state, not widgets,
-    so they survive page switches)."""
-    s = st.session_state.setdefault("data_settings", {})
+    """Dataset / encoder / split settings shared by the pages.
+
+    Kept in session state (they survive page switches) and persisted in the run store
+    (``app_settings.json``, written by :func:`save_data_settings`), so a new browser session
+    starts from the last settings used on this server."""
+    s = st.session_state.get("data_settings")
+    if s is None:
+        s = {}
+        try:
+            stored = json.loads(_settings_path().read_text())
+            s.update({k: stored[k] for k in _SETTING_KEYS if k in stored})
+        except (OSError, ValueError, TypeError):
+            pass
+        st.session_state["data_settings"] = s
     s.setdefault("dataset", DEFAULT_DATASET)
     s.setdefault("encoder", default_encoder())
     s.setdefault("public_per_class", 5)
     s.setdefault("imbalance_ratio", 1.0)
     s.setdefault("public_from", None)
     s.setdefault("seed", 0)
+    return s
+
+
+def save_data_settings(**values: Any) -> dict[str, Any]:
+    """Update the settings and persist them in the store (no-op write when unchanged)."""
+    s = data_settings()
+    changed = any(s.get(k) != v for k, v in values.items())
+    s.update(values)
+    if changed or not _settings_path().exists():
+        try:
+            from .._io import atomic_write
+
+            text = json.dumps({k: s.get(k) for k in _SETTING_KEYS}, indent=1)
+            atomic_write(_settings_path(), lambda f: f.write(text.encode()))
+        except Exception:  # read-only store: settings stay per session
+            pass
     return s
 
 
@@ -153,8 +222,46 @@ def run_label(rec: Any) -> str:
 STATUS_BADGE = {RUNNING: "🟡 running", COMPLETED: "🟢 completed", FAILED: "🔴 failed", CANCELLED: "⚪ cancelled"}
 
 
+def show_chart(fig: Any, key: str, *, name: str | None = None, live: bool = False) -> None:
+    """Draw a plotly figure with its exports: PNG and SVG (plotly's tool bar also saves PNG)
+    and the plotted data as CSV, all built only when clicked."""
+    config = dict(charts.LIVE_CONFIG if live else charts.PLOTLY_CONFIG)
+    config["toImageButtonOptions"] = {"format": "png", "filename": name or key, "scale": 2}
+    st.plotly_chart(fig, key=key, width="stretch", config=config)
+    if live:
+        return
+    fname = name or key
+    with st.popover("Export", icon=":material/download:"):
+        _exports(fig, key, fname, [st, st, st])
+
+
+def _exports(fig: Any, key: str, fname: str, c: Any) -> None:
+    c[0].download_button("CSV", lambda: charts.figure_csv(fig), file_name=f"{fname}.csv", mime="text/csv",
+                         key=f"{key}-csv", on_click="ignore", icon=":material/download:")
+    c[1].download_button("SVG", lambda: charts.figure_image(fig, "svg"), file_name=f"{fname}.svg",
+                         mime="image/svg+xml", key=f"{key}-svg", on_click="ignore", icon=":material/download:")
+    c[2].download_button("PNG", lambda: charts.figure_image(fig, "png"), file_name=f"{fname}.png",
+                         mime="image/png", key=f"{key}-png", on_click="ignore", icon=":material/download:")
+
+
+def live_pdp(store: Any, run_id: str) -> tuple[Any, int | None]:
+    """Per-instance ε of a run: the final ``pdp_epsilon`` or, while it trains, the
+    ``live_pdp_epsilon`` of the steps so far (with that step). ``(None, None)`` if neither."""
+    try:
+        arr = store.load_artifacts(run_id)
+    except Exception:  # artifact being replaced: next poll
+        return None, None
+    if "pdp_epsilon" in arr:
+        return arr["pdp_epsilon"], None
+    if "live_pdp_epsilon" in arr:
+        return arr["live_pdp_epsilon"], int(arr.get("live_step", 0))
+    return None, None
+
+
 def render_run(manager: JobManager, run_id: str, *, key: str, show_cancel: bool = True) -> str | None:
-    """Draw one run: status, progress, live charts, and on completion the final metrics.
+    """Draw one run from the store: status, progress, live charts (test error, ε spent,
+    minority-class accuracy, clip threshold and the pDP histogram of the steps so far — only
+    those the method has), and on completion the final metrics.
 
     Returns:
         The run's status (``None`` if the run does not exist).
@@ -166,9 +273,11 @@ def render_run(manager: JobManager, run_id: str, *, key: str, show_cancel: bool 
         st.warning(f"Run {run_id} is not in the store (deleted?).")
         return None
     steps = store.steps(run_id)
+    private = rec.metrics.get("private", True) and getattr(forms_methods().get(rec.method), "private", True)
     st.markdown(f"**Run `{rec.run_id}`** — {rec.method} on {rec.dataset} · {rec.encoder} · "
-                f"target ε = {rec.target_epsilon:g}, δ = {rec.config.get('target_delta', 1e-5):g} · "
-                f"seed {rec.seed} — {STATUS_BADGE.get(rec.status, rec.status)}")
+                + (f"target ε = {rec.target_epsilon:g}, δ = {rec.config.get('target_delta', 1e-5):g}"
+                   if private else "non-private reference (ε = ∞)")
+                + f" · seed {rec.seed} — {STATUS_BADGE.get(rec.status, rec.status)}")
     total = next((s.get("total_steps") for s in reversed(steps) if s.get("total_steps")), None)
     if rec.status == RUNNING:
         done = steps[-1]["step"] if steps else 0
@@ -183,14 +292,30 @@ def render_run(manager: JobManager, run_id: str, *, key: str, show_cancel: bool 
         st.error(f"Run failed: {rec.error}")
     elif rec.status == CANCELLED:
         st.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
-    figs = charts.live_figures(steps, target_epsilon=rec.target_epsilon if rec.metrics.get("private", True) else None)
-    c1, c2, c3 = st.columns(3)
-    c1.plotly_chart(figs["test_error"], key=f"{key}-err", width="stretch", config=charts.LIVE_CONFIG)
-    c2.plotly_chart(figs["epsilon"], key=f"{key}-eps", width="stretch", config=charts.LIVE_CONFIG)
-    c3.plotly_chart(figs["clip"], key=f"{key}-clip", width="stretch", config=charts.LIVE_CONFIG)
+    figs = charts.live_figures(steps, target_epsilon=rec.target_epsilon if private else None,
+                               running=rec.status == RUNNING)
+    eps_i, pdp_step = live_pdp(store, run_id) if private else (None, None)
+    if eps_i is not None and len(eps_i):
+        figs["pdp"] = charts.pdp_hist_figure(eps_i, rec.target_epsilon, step=pdp_step,
+                                             total_steps=int(total) if pdp_step is not None and total else None)
+    live = rec.status == RUNNING
+    if not figs and charts.is_one_shot(steps):
+        st.caption("One-shot method: no training curve (a single release); see the final metrics.")
+    order = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip") if k in figs]
+    for row in range(0, len(order), 3):
+        cols = st.columns(3)
+        for col, name in zip(cols, order[row:row + 3]):
+            with col:
+                show_chart(figs[name], key=f"{key}-{name}", name=f"{rec.run_id}_{name}", live=live)
     if rec.status in (COMPLETED, CANCELLED) and rec.metrics.get("test_error") is not None:
         render_final_metrics(rec.metrics, key=key)
     return rec.status
+
+
+def forms_methods() -> dict[str, Any]:
+    from . import forms
+
+    return forms.method_classes()
 
 
 def render_final_metrics(metrics: Mapping[str, Any], *, key: str) -> None:
@@ -208,12 +333,21 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str) -> None:
             st.metric("performance boost vs only-public → paragon", f"{100 * metrics['performance_boost']:.1f} %")
         st.caption(f"{metrics.get('n_private', '?')} private, {metrics.get('n_public', '?')} public, "
                    f"{metrics.get('n_test', '?')} test samples · {metrics.get('steps', '?')} steps · "
-                   f"σ = {metrics.get('noise_multiplier') if metrics.get('noise_multiplier') is not None else '—'} · "
+                   f"σ = {_fmt_sigma(metrics.get('noise_multiplier'))} · "
                    f"{metrics.get('fit_seconds', 0):.1f} s fit")
         note("epsilon", "What does ε mean?")
         note("delta", "What does δ mean?")
         note("attack_auc", "What is attack AUC?")
         note("conversions", "Why several privacy numbers?")
+
+
+def _fmt_sigma(v: Any) -> str:
+    """σ of a run: one number, or one per release (e.g. CoinPress iterations)."""
+    if v is None:
+        return "—"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(f"{float(x):.3g}" for x in v) + "] (per release)"
+    return f"{float(v):.4g}"
 
 
 def config_json(rec: Any) -> str:
@@ -222,3 +356,19 @@ def config_json(rec: Any) -> str:
 
 def fmt_time(t: float | None) -> str:
     return "" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def render_recommendations(runs: Any, *, names: Mapping[str, str] | None = None) -> int:
+    """"Which method at my ε?": one line per (setting, ε) from finished runs
+    (:func:`mixdp_core.evaluation.recommend.recommend`). Returns the number of lines drawn."""
+    from ..evaluation.plots import METHOD_STYLE
+    from ..evaluation.recommend import recommend
+
+    recs = recommend(runs)
+    if not recs:
+        return 0
+    names = dict(names or {m: v[0] for m, v in METHOD_STYLE.items()})
+    st.markdown("**Which method at my ε?** (from the stored runs of this setting)")
+    for r in recs:
+        st.markdown("- " + r.sentence(names))
+    return len(recs)

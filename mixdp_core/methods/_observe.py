@@ -32,3 +32,27 @@ def notify_release(t: int, W: np.ndarray, released: np.ndarray, scale: float) ->
     """Called by the mechanisms (no-op without observers)."""
     for fn in _OBSERVERS.get():
         fn(t, W, released, scale)
+
+
+# ----------------------------------------------------------------------------- live steps
+#: The run's live view: ``fn(rec=..., W=..., pdp_sq=..., problem=..., noise_multiplier=...)``,
+#: called after each NoisyGD-type step with the output weights and the running Σ_t r_{i,t}²
+#: (per-instance DP of the steps so far). The runner installs it to stream quantities the step
+#: records do not carry (minority accuracy, live pDP); library use installs nothing and pays
+#: nothing. It must not mutate what it is given.
+_STEP_OBSERVER: contextvars.ContextVar = contextvars.ContextVar("step_observer", default=None)
+
+
+@contextlib.contextmanager
+def observing_steps(fn):
+    """Install ``fn`` as the live step observer of the current thread for the block."""
+    token = _STEP_OBSERVER.set(fn)
+    try:
+        yield fn
+    finally:
+        _STEP_OBSERVER.reset(token)
+
+
+def step_observer():
+    """The live step observer installed for the current thread, or ``None``."""
+    return _STEP_OBSERVER.get()

@@ -623,7 +623,7 @@ def private_release(
     return noisy, ratio, loss
 
 
-from ._observe import notify_release, observe_releases  # noqa: E402,F401  (white-box audits)
+from ._observe import notify_release, observe_releases, step_observer  # noqa: E402,F401  (audits, live view)
 
 
 def run_noisygd(
@@ -717,6 +717,7 @@ def run_noisygd(
     lam: Optional[float] = None
     n_all = N + Xp.shape[0]
     executed = 0
+    live = step_observer()  # the runner's live view (minority accuracy, pDP so far), else None
 
     for t in range(1, T + 1):
         # --- public quantities (no privacy cost) ---
@@ -798,6 +799,8 @@ def run_noisygd(
             extra={"lr": float(eta), "weight_decay": float(lam)},
         )
         history.append(rec)
+        if live is not None:
+            live(rec=rec, W=out, pdp_sq=pdp, problem=problem, noise_multiplier=sigma)
         if on_step is not None and on_step(rec):
             break
     out = (W_avg if opts.schedule in ("theorem3", "smooth") else W) if executed > 0 else W

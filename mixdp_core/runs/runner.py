@@ -320,6 +320,41 @@ class _StepWriter:
         return self.cancelled
 
 
+class _LiveView:
+    """Observer of NoisyGD-type steps (installed with :func:`mixdp_core.methods._observe.observing_steps`): every ``every_s``
+    seconds (and at the last step) adds ``minority_accuracy`` to the step record's ``extra``
+    and writes the per-instance ε of the steps so far to the run's artifact
+    (``live_pdp_epsilon``, ``live_step``; the final artifact replaces it)."""
+
+    def __init__(self, store: RunStore, run_id: str, split: Any, delta: float, every_s: float = 0.5):
+        self.store, self.run_id, self.split, self.delta, self.every_s = store, run_id, split, float(delta), every_s
+        self.minority = np.asarray(split.minority_classes, dtype=np.int64)
+        self.n_private = int(len(split.y_private))
+        self.last = -math.inf
+
+    def __call__(self, *, rec: Any, W: Any, pdp_sq: Any, problem: Any, noise_multiplier: float) -> None:
+        now = time.monotonic()
+        if now - self.last < self.every_s and rec.step < rec.total_steps:
+            return
+        self.last = now
+        try:
+            X, y = getattr(problem, "X_test", None), getattr(problem, "y_test", None)
+            if X is not None and y is not None and self.minority.size:
+                mask = np.isin(y, self.minority)
+                if mask.any():
+                    pred = (X[mask] @ W).argmax(axis=1)
+                    rec.extra["minority_accuracy"] = float(np.mean(pred == y[mask]))
+            if noise_multiplier and noise_multiplier > 0 and self.n_private:
+                from ..accounting import pdp_epsilon
+
+                sq = np.asarray(pdp_sq[: self.n_private], dtype=np.float64)
+                eps_i = np.asarray(pdp_epsilon(sq, noise_multiplier=float(noise_multiplier), delta=self.delta))
+                self.store.save_artifacts(self.run_id, {"live_pdp_epsilon": eps_i,
+                                                        "live_step": np.asarray(rec.step)})
+        except Exception:  # a live view must never break the run
+            pass
+
+
 def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | None):
     from ..features.cache import get_features
 
@@ -379,9 +414,12 @@ def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | No
 
 
 def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_step: Callable,
-                  *, cache_dir: Any, progress: Callable | None, run_id: str, t0: float):
-    """Features → split → fit → evaluate. Returns ``(metrics, arrays, split_hash)``;
-    ``metrics`` lack ``performance_boost`` (it needs the store) and ``n_step_records``."""
+                  *, cache_dir: Any, progress: Callable | None, run_id: str, t0: float,
+                  live: Callable[[Any], Any] | None = None):
+    """Features → split → fit → evaluate. Returns ``(metrics, arrays)``; ``metrics`` lack
+    ``performance_boost`` (it needs the store) and ``n_step_records``. ``live(split)``, if
+    given, makes the live step observer installed during ``fit``."""
+    from ..methods._observe import observing_steps
     from ..data.splits import make_split
     from ..evaluation.report import evaluate, json_safe
 
@@ -390,7 +428,8 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
     split = make_split(features, config.split_spec(), public_features=public_features)
     model = config.make_method()
     t_fit = time.perf_counter()
-    model.fit(split, on_step=on_step)
+    with observing_steps(live(split) if live is not None else None):
+        model.fit(split, on_step=on_step)
     fit_seconds = time.perf_counter() - t_fit
     ev = evaluate(model, split, delta=config.target_delta, seed=config.seed)
     metrics = dict(ev.metrics)
@@ -471,8 +510,9 @@ def execute(
     t0 = time.perf_counter()
     try:
         with _Heartbeat(store, run_id):
-            metrics, arrays = _fit_evaluate(config, features, public_features, writer, cache_dir=cache_dir,
-                                            progress=progress, run_id=run_id, t0=t0)
+            metrics, arrays = _fit_evaluate(
+                config, features, public_features, writer, cache_dir=cache_dir, progress=progress, run_id=run_id,
+                t0=t0, live=lambda split: _LiveView(store, run_id, split, config.target_delta, flush_every_s))
             writer.close()
             metrics["n_step_records"] = writer.n_records
             store.save_artifacts(run_id, arrays)

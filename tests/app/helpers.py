@@ -21,6 +21,6 @@ def small_config(**kw):
 def page_text(t) -> str:
     """All markdown / caption / info / error text of the current page, joined."""
     parts = []
-    for kind in ("title", "markdown", "caption", "info", "error", "warning", "success", "subheader"):
+    for kind in ("title", "header", "markdown", "caption", "info", "error", "warning", "success", "subheader"):
         parts.extend(str(e.value) for e in getattr(t, kind))
     return "\n".join(parts)

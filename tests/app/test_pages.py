@@ -58,28 +58,41 @@ def test_demo_button_reuses_a_stored_identical_run_and_opens_train(at):
 
 
 # ------------------------------------------------------------------ Data & encoder
-def test_data_page_extracts_features_and_draws_class_counts(at):
+def _charts(t) -> dict:
+    import json
+
+    return {c.proto.id.split("-")[-1] if not getattr(c, "key", None) else c.key: json.loads(c.proto.spec)
+            for c in t.get("plotly_chart")}
+
+
+def test_data_page_draws_split_without_extraction_marks_minority_only_when_imbalanced(at, app_env):
+    import json
+
     at.switch_page("pages/1_data.py").run()
     assert not at.exception, at.exception
     assert at.selectbox(key="data_dataset").value == "digits"  # offline default
-    at.selectbox(key="data_encoder").select("pixels").run()
+    assert at.selectbox(key="data_encoder").value == "pixels"  # instant default
+    # No extraction click: the split comes from the labels; balanced -> no minority class.
+    charts = _charts(at)
+    assert set(charts) == {"data_counts", "data_samples"}, set(charts)
+    counts = charts["data_counts"]
+    assert [tr["name"] for tr in counts["data"]] == ["public", "private"]
+    assert not any("★" in str(x) for x in counts["data"][1]["x"])
+    text = page_text(at)
+    assert "no minority class" in text and "Owner's view, not private" in text
+    assert at.button(key="data_extract").proto.type == "secondary"  # never a red "re-check"
+    assert len(charts["data_samples"]["data"]) >= 10  # at least one public image per class
     at.number_input(key="data_ir").set_value(10.0).run()
+    counts = _charts(at)["data_counts"]
+    private = counts["data"][1]["y"]
+    assert max(private) / min(private) > 5  # the long tail (IR = 10) is visible
+    assert sum("★" in str(x) for x in counts["data"][1]["x"]) >= 2  # minority classes marked
     at.button(key="data_extract").click().run()
     assert not at.exception, at.exception
-    text = page_text(at)
-    assert "Features ready" in text
-    charts = at.get("plotly_chart")
-    assert len(charts) == 1
-    import json
-
-    spec = json.loads(charts[0].proto.spec)
-    names = [tr["name"] for tr in spec["data"]]
-    assert names == ["public", "private"]
-    private = spec["data"][1]["y"]
-    assert max(private) / min(private) > 5  # the long tail (IR = 10) is visible
-    assert sum("★" in str(x) for x in spec["data"][1]["x"]) >= 2  # minority classes marked
-    assert at.session_state["data_settings"]["encoder"] == "pixels"
+    assert "Features ready" in page_text(at)
     assert at.session_state["data_settings"]["imbalance_ratio"] == 10.0
+    saved = json.loads((app_env / "app_settings.json").read_text())  # a new session starts from these
+    assert saved["imbalance_ratio"] == 10.0 and saved["encoder"] == "pixels"
 
 
 def test_data_page_refuses_a_path_outside_the_data_root(at, tmp_path, monkeypatch):
@@ -106,7 +119,10 @@ def test_train_runs_adamix_and_shows_final_metrics(at):
     labels = {m.label: m.value for m in at.metric}
     assert {"test error", "balanced accuracy", "minority-class accuracy", "attack AUC"} <= set(labels)
     assert float(labels["test error"].rstrip(" %")) < 30
-    assert len(at.get("plotly_chart")) == 3  # error, ε spent, τ_t
+    charts = _charts(at)
+    # error, ε spent, minority accuracy, pDP histogram of the run, τ_t: what adamix has
+    assert {"train-test_error", "train-epsilon", "train-minority", "train-pdp", "train-clip"} <= set(charts), set(charts)
+    assert charts["train-test_error"]["layout"]["yaxis"]["range"] == [0, 1.0]
     runs = _store().list_runs()
     assert len(runs) == 1 and runs[0].status == "completed"
     r = runs[0]
@@ -461,3 +477,64 @@ def test_data_page_upload_zip_refuses_path_escape(at):
     at.file_uploader(key="data_zip").upload("imgs.zip", buf.getvalue(), "application/zip").run()
     errs = [e.value for e in at.error]
     assert any("**upload**" in e and "outside the archive folder" in e for e in errs), errs
+
+
+# ------------------------------------------------------------------ Classroom
+def test_classroom_walks_five_steps_from_one_slider(at):
+    import json
+
+    from mixdp_core.app_support.classroom import LESSON_EPSILONS
+
+    at.switch_page("pages/6_classroom.py").run()
+    assert not at.exception, at.exception
+    assert at.select_slider(key="class_eps").value == 1.0
+    assert "Step 1 — The noise added" in page_text(at)
+    # The background lesson cache fills in; wait for it (synchronously) so every step draws.
+    from mixdp_core.app_support.classroom import LessonCache
+
+    cache = next(v for v in __import__("gc").get_objects() if isinstance(v, LessonCache))
+    cache._thread.join(timeout=300)
+    assert cache.done and not cache.errors, cache.errors
+    heads = {2: "The accuracy lost", 3: "The best possible attack", 4: "Each person's privacy loss",
+             5: "What a few public samples change"}
+    for k, head in heads.items():
+        at.button(key="class_next").click().run()
+        assert not at.exception, at.exception
+        assert head in page_text(at), (k, page_text(at)[:500])
+        specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+        assert specs, k
+    # Step 5: one curve per method over the whole grid, fixed 0-100 % axis.
+    names = {tr["name"] for tr in specs[0]["data"]}
+    assert {"AdaMix", "Fully-Private"} <= names
+    assert specs[0]["layout"]["xaxis"]["tickvals"] == list(LESSON_EPSILONS)
+
+
+def test_train_launches_sparse_finetune_with_its_auto_defaults(at):
+    from mixdp_core.app_support import forms
+
+    arch = next(s for s in forms.method_field_specs("sparse_finetune") if s.name == "arch")
+    assert forms.parse_text_value(arch, "auto") == "auto"  # a value, not "empty"
+    with pytest.raises(Exception):
+        forms.parse_text_value(arch, "")
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_method").select("sparse_finetune").run()
+    assert not at.exception, at.exception
+    assert not next(b for b in at.button if "Launch" in b.label).disabled
+    cfg, errors = forms.build_run_config(dict(dataset="digits", encoder="pixels", method="sparse_finetune",
+                                              target_epsilon=3.0, method_params=forms.changed_params(
+                                                  "sparse_finetune", {"arch": "auto", "device": "auto"})))
+    assert errors == {} and cfg.method_params == {}
+
+
+def test_train_disables_sparse_finetune_on_feature_only_data_with_the_reason(app_env):
+    from streamlit.testing.v1 import AppTest
+
+    from .helpers import APP, TIMEOUT
+
+    t = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    t.session_state["data_settings"] = {"dataset": "features:/tmp/x.npz"}
+    t.switch_page("pages/2_train.py").run()
+    t.selectbox(key="train_method").select("sparse_finetune").run()
+    assert not t.exception, t.exception
+    assert "pre-extracted features only" in page_text(t)
+    assert next(b for b in t.button if "Launch" in b.label).disabled

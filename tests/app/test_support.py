@@ -234,9 +234,78 @@ def test_live_figures_from_step_records():
     figs = charts.live_figures(steps, target_epsilon=3.0)
     assert list(figs["test_error"].data[0].x) == [2, 4]
     assert list(figs["epsilon"].data[0].y) == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
-    assert figs["epsilon"].layout.shapes[0].y0 == 3.0  # budget line
-    empty = charts.live_figures([], target_epsilon=None)
-    assert len(empty["clip"].data) == 0
+    budget = next(t for t in figs["epsilon"].data if t.name == "target ε")
+    assert list(budget.y) == [3.0, 3.0]  # budget line, in the legend
+    assert figs["test_error"].layout.yaxis.range == (0, 1.0)  # errors on a fixed 0-100 % axis
+    assert figs["test_error"].layout.showlegend is True
+    assert "minority" not in figs  # not recorded: not drawn
+    waiting = charts.live_figures([], target_epsilon=None, running=True)
+    assert set(waiting) == {"test_error"} and len(waiting["test_error"].data) == 0
+    assert charts.live_figures([], target_epsilon=None) == {}
+    live = [dict(s, extra={"minority_accuracy": 0.5}) for s in steps]
+    assert list(charts.live_figures(live)["minority"].data[0].y) == [0.5] * 5
+    # One-shot methods (prototypes, paragon): no curves at all, not empty 0-4 axes.
+    one = [{"step": 1, "total_steps": 1, "test_error": 0.2, "clip_norm": None, "epsilon_spent": 1.0, "extra": {}}]
+    assert charts.is_one_shot(one) and charts.live_figures(one, target_epsilon=1.0) == {}
+    no_clip = [dict(s, clip_norm=None) for s in steps]
+    assert "clip" not in charts.live_figures(no_clip)
+
+
+def test_compare_axes_legend_and_reference_lines():
+    rows = [{"method": "adamix", "epsilon": 3.0, "n": 1, "test_error_mean": 0.08, "test_error_std": 0.0,
+             "minority_accuracy_mean": 0.9, "minority_accuracy_std": 0.0}]
+    fig = charts.metric_vs_epsilon(rows, "test_error", "t", "test error")
+    assert fig.layout.showlegend is True  # a legend even with one method
+    assert fig.layout.yaxis.range == (0, 1.0) and fig.layout.yaxis.tickformat == ".0%"
+    assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [3.0]
+    lo, hi = fig.layout.xaxis.range
+    assert lo < 0.4771 < hi  # log10(3) inside, with room
+    rows += [{"method": "adamix", "epsilon": e, "n": 3, "test_error_mean": 0.1, "test_error_std": 0.02}
+             for e in (0.5, 1.0)]
+    rows += [{"method": "paragon", "epsilon": None, "n": 2, "test_error_mean": 0.02, "test_error_std": 0.01},
+             {"method": "only_public", "epsilon": None, "n": 2, "test_error_mean": 0.4, "test_error_std": 0.0}]
+    fig = charts.metric_vs_epsilon(rows, "test_error", "t", "test error")
+    assert list(fig.layout.xaxis.tickvals) == [0.5, 1.0, 3.0]  # every ε labelled
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert "Paragon (non-private)" in names and "Only-Public" + " (non-private)" in names
+    curve = next(t for t in fig.data if t.name == "AdaMix")
+    assert list(curve.error_y.array) == [0.02, 0.02, 0.0]  # error bars over seeds
+    mfig = charts.metric_vs_epsilon(rows, "minority_accuracy", "m", "minority accuracy")
+    assert mfig.layout.yaxis.range == (0, 1.0)  # never up to 1.5
+
+
+def test_delta_figure_is_clipped_and_marks_the_run():
+    m = {"mu": 0.9246621004453465, "epsilon": 3.9986612085668307, "delta": 1e-5}
+    fig = charts.delta_curve_figure(m)
+    lo, hi = fig.layout.yaxis.range
+    assert hi == 0.0 and -12 <= lo <= -8  # not 10^-310
+    assert min(fig.data[0].y) >= 10 ** lo
+    point = fig.data[1]
+    assert list(point.x) == [m["epsilon"]] and list(point.y) == [1e-5]
+
+
+def test_exports_csv_svg_png():
+    rows = [{"method": "adamix", "epsilon": e, "n": 2, "test_error_mean": 0.1 * e, "test_error_std": 0.01}
+            for e in (0.5, 1.0)]
+    fig = charts.metric_vs_epsilon(rows, "test_error", "t", "test error")
+    csv = charts.figure_csv(fig).splitlines()
+    assert csv[0] == "trace,x,y,error" and csv[1].startswith("AdaMix,0.5,0.05,0.01")
+    assert charts.figure_image(fig, "svg").lstrip().startswith(b"<?xml")
+    assert charts.figure_image(fig, "png")[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_theory_tradeoff_curve_is_the_accounting_bound():
+    from types import SimpleNamespace
+
+    from mixdp_core.accounting import max_tpr
+
+    rep = SimpleNamespace(epsilon=1.0, delta=1e-5, mu=0.3)
+    fig = charts.tradeoff_figure([("ε = 1", rep)], fpr_mark=0.01)
+    curve = fig.data[0]
+    assert list(curve.y) == pytest.approx(list(max_tpr(rep, list(curve.x))))
+    mark = fig.data[1]
+    assert float(mark.y[0]) == pytest.approx(float(max_tpr(rep, 0.01)))
+    assert fig.layout.xaxis.range == (0, 1) and fig.layout.yaxis.range == (0, 1)
 
 
 def test_delta_curve_passes_through_the_runs_epsilon_delta(app_env):
@@ -343,3 +412,32 @@ def test_form_refuses_budget_too_small_for_sigma():
     assert cfg is None and "epsilon" in errors and "noise_multiplier" in errors["epsilon"]
     cfg, errors = build_run_config({**base, "target_epsilon": one_step * 1.01})
     assert errors == {} and cfg is not None
+
+
+def test_runner_streams_minority_accuracy_and_pdp_of_the_steps_so_far(app_env):
+    """Live view of a NoisyGD run: minority accuracy in the step extras, per-instance ε of the
+    steps so far in the artifact while it trains (never above the final ε_i), final artifact
+    without the live arrays."""
+    from mixdp_core.runs import RunStore
+    from mixdp_core.runs.runner import execute
+
+    store = RunStore()
+    seen = []
+
+    def on_record(rec):
+        if rec.step in (5, 40):
+            arr = store.load_artifacts(store.list_runs(limit=1)[0].run_id)
+            if "live_pdp_epsilon" in arr:
+                seen.append((int(arr["live_step"]), arr["live_pdp_epsilon"].copy()))
+
+    rid = execute(small_config(imbalance_ratio=10.0), store=store, on_record=on_record, flush_every_s=0.0)
+    steps = store.steps(rid)
+    mins = [s["extra"]["minority_accuracy"] for s in steps if "minority_accuracy" in s["extra"]]
+    assert len(mins) == len(steps) and all(0.0 <= m <= 1.0 for m in mins)
+    final = store.load_artifacts(rid)
+    assert "live_pdp_epsilon" not in final and "pdp_epsilon" in final
+    assert [k for k, _ in seen] == [5, 40]  # the view of step t is written before record t is streamed
+    for _, e in seen:
+        assert e.shape == final["pdp_epsilon"].shape
+        assert np.all(e <= final["pdp_epsilon"] + 1e-9)
+    assert np.mean(seen[0][1]) < np.mean(seen[1][1])  # privacy loss grows with the steps

@@ -1,0 +1,181 @@
+"""Classroom mode: what ε means, in five steps on offline data (digits · pixels).
+
+Everything a lesson draws comes from here (the page only reads the ε slider and draws):
+
+1. :func:`noisy_class_means` — the noise the Gaussian mechanism adds at this ε, shown on the
+   average image of each class (one release; each image clipped to norm 1, so adding or
+   removing one image moves a class mean by at most ``1/n_c``);
+2. :func:`lesson_run` ``("adamix" / "paragon")`` — the accuracy lost;
+3. the best possible attack: :func:`mixdp_core.accounting.max_tpr` of the run's report;
+4. the per-sample privacy loss: the run's per-instance ε (pDP);
+5. :func:`lesson_run` ``("fully_private")`` vs ``("adamix")`` — what a few public samples change.
+
+Every ε shown is computed by the accounting module (calibration, run reports).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: The lesson's ε grid (precomputed trainings; the slider moves along it).
+LESSON_EPSILONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+LESSON_DELTA = 1e-5
+LESSON_DATASET, LESSON_ENCODER = "digits", "pixels"
+#: Full-batch steps of every lesson training: σ is calibrated per ε for this many steps
+#: (accounting module), so each training takes a fraction of a second at any ε.
+LESSON_STEPS = 60
+
+
+def noise_multiplier(epsilon: float, *, steps: int = 1, delta: float = LESSON_DELTA) -> float:
+    """σ of ``steps`` Gaussian releases that together are (ε, δ)-DP (accounting module)."""
+    from ..accounting import calibrate_noise
+
+    return float(calibrate_noise(steps=int(steps), target_epsilon=float(epsilon), target_delta=float(delta)))
+
+
+def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int = 0,
+                      cache_dir: Any = None) -> dict[str, Any]:
+    """Average image of each class, in the clear and released with the Gaussian mechanism
+    at (ε, δ) (one release per class: disjoint data, so the classes compose in parallel).
+
+    Returns ``{"class_names", "clean" (C, H, W), "noisy" (C, H, W), "sigma", "noise_std",
+    "counts"}``; images are the per-image standardised pixels clipped to norm 1.
+    """
+    from ..features.cache import get_features
+
+    fs = get_features(LESSON_DATASET, LESSON_ENCODER, cache_dir=cache_dir)
+    X = np.asarray(fs.X_train, dtype=np.float64)
+    X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)  # clip to norm 1
+    y = np.asarray(fs.y_train)
+    C = int(y.max()) + 1
+    s = int(round(np.sqrt(X.shape[1])))
+    sigma = noise_multiplier(epsilon, delta=delta)
+    rng = np.random.default_rng([seed, 0xC1A55])
+    clean, noisy, counts, std = [], [], [], []
+    for c in range(C):
+        Xc = X[y == c]
+        n = len(Xc)
+        m = Xc.mean(axis=0)
+        sd = sigma / n  # sensitivity of the mean of n norm-1 rows: 1/n
+        clean.append(m.reshape(s, s))
+        noisy.append((m + rng.normal(0.0, sd, size=m.shape)).reshape(s, s))
+        counts.append(n)
+        std.append(sd)
+    return {"class_names": [str(n) for n in fs.class_names], "clean": np.stack(clean), "noisy": np.stack(noisy),
+            "sigma": sigma, "noise_std": float(np.mean(std)), "counts": counts}
+
+
+def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: int = 0,
+               delta: float = LESSON_DELTA, cache_dir: Any = None) -> dict[str, Any]:
+    """Train ``method`` at ε on digits · pixels (a second or two) and return what the lesson
+    draws: ``test_error``, ``report`` (``{"epsilon", "delta", "mu"}`` or ``None`` for a
+    non-private method), ``pdp_epsilon`` (per-instance ε or ``None``), ``steps``, ``sigma``.
+    Nothing is written to the run store."""
+    from ..data.splits import make_split
+    from ..evaluation.pdp import per_instance_epsilon
+    from ..features.cache import get_features
+    from ..runs.runner import RunConfig
+
+    from ..methods import METHODS
+
+    params: dict[str, Any] = {}
+    fields = {f.name for f in __import__("dataclasses").fields(METHODS.get(method).config_cls)}
+    if "noise_multiplier" in fields:
+        params["noise_multiplier"] = noise_multiplier(epsilon, steps=LESSON_STEPS, delta=delta)
+    cfg = RunConfig(dataset=LESSON_DATASET, encoder=LESSON_ENCODER, method=method, target_epsilon=float(epsilon),
+                    target_delta=float(delta), public_per_class=int(public_per_class), seed=int(seed),
+                    method_params=params)
+    fs = get_features(LESSON_DATASET, LESSON_ENCODER, cache_dir=cache_dir)
+    split = make_split(fs, cfg.split_spec())
+    model = cfg.make_method()
+    model.fit(split)
+    err = float(np.mean(model.predict(split.X_test) != split.y_test))
+    p = getattr(model, "privacy_", None)
+    report = None if p is None else {"epsilon": float(p.epsilon), "delta": float(p.delta),
+                                     "mu": None if p.mu is None else float(p.mu)}
+    eps_i = per_instance_epsilon(model, delta=float(delta)) if p is not None else None
+    return {"method": method, "epsilon_target": float(epsilon), "test_error": err, "report": report,
+            "pdp_epsilon": None if eps_i is None else np.asarray(eps_i, dtype=float),
+            "steps": getattr(model, "steps_", None), "sigma": getattr(model, "noise_multiplier_", None),
+            "n_private": int(len(split.y_private)), "n_public": int(len(split.y_public))}
+
+
+class _Report:
+    """Attribute view of a ``lesson_run`` report for :func:`mixdp_core.accounting.max_tpr`."""
+
+    def __init__(self, d: dict[str, Any]):
+        self.epsilon, self.delta, self.mu = d["epsilon"], d["delta"], d.get("mu")
+
+
+def report_object(report: dict[str, Any] | None) -> Any:
+    """The object :func:`~mixdp_core.accounting.max_tpr` / ``tradeoff_sentence`` take."""
+    return None if report is None else _Report(report)
+
+
+#: Methods the lesson trains at every ε of the grid (paragon once: it has no ε).
+LESSON_METHODS: tuple[str, ...] = ("adamix", "fully_private")
+
+
+class LessonCache:
+    """The lesson's trainings, computed once per server in a background thread.
+
+    :meth:`start` queues every (method, ε) of the grid, the given ε first, so each lesson step
+    can draw what is ready within a second and fill in the rest as it arrives (the whole grid
+    takes ~15 s on one CPU core). Thread-safe; results are plain dicts from :func:`lesson_run`.
+    """
+
+    def __init__(self, cache_dir: Any = None):
+        import threading
+
+        self.cache_dir = cache_dir
+        self.results: dict[tuple[str, float | None], dict[str, Any]] = {}
+        self.errors: dict[tuple[str, float | None], str] = {}
+        self._lock = threading.Lock()
+        self._thread: Any = None
+        self._priority: float | None = None
+
+    def keys(self) -> list[tuple[str, float | None]]:
+        return [("paragon", None)] + [(m, e) for e in LESSON_EPSILONS for m in LESSON_METHODS]
+
+    @property
+    def done(self) -> bool:
+        return all(k in self.results or k in self.errors for k in self.keys())
+
+    def get(self, method: str, epsilon: float | None) -> dict[str, Any] | None:
+        return self.results.get((method, None if method == "paragon" else float(epsilon)))
+
+    def start(self, priority_epsilon: float | None = None) -> None:
+        """Start (or re-prioritise) the background computation."""
+        import threading
+
+        with self._lock:
+            self._priority = priority_epsilon
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._thread = threading.Thread(target=self._work, name="mixdp-classroom", daemon=True)
+            self._thread.start()
+
+    def _next(self) -> tuple[str, float | None] | None:
+        todo = [k for k in self.keys() if k not in self.results and k not in self.errors]
+        if not todo:
+            return None
+        p = self._priority
+        if p is not None:
+            first = [k for k in todo if k[1] == p]
+            if first:
+                return first[0]
+        return todo[0]
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                k = self._next()
+            if k is None:
+                return
+            method, eps = k
+            try:
+                self.results[k] = lesson_run(method, eps if eps is not None else 1.0, cache_dir=self.cache_dir)
+            except Exception as e:  # noqa: BLE001 - shown by the page, never kills the thread
+                self.errors[k] = f"{type(e).__name__}: {e}"

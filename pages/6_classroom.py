@@ -1,0 +1,160 @@
+"""Classroom: what ε means, in five projector-ready steps on digits · pixels (offline).
+
+One ε slider drives every step; trainings are precomputed on a small ε grid in the
+background (:class:`mixdp_core.app_support.classroom.LessonCache`), so each step draws in
+about a second. No algorithm code here: see ``mixdp_core.app_support.classroom``.
+"""
+
+import streamlit as st
+
+from mixdp_core import accounting
+from mixdp_core.app_support import charts
+from mixdp_core.app_support.classroom import (
+    LESSON_DELTA, LESSON_EPSILONS, LessonCache, noisy_class_means, report_object,
+)
+from mixdp_core.app_support.resources import page_setup, show_chart
+
+manager = page_setup("Classroom")
+# Projector: big type, no sidebar clutter (the sidebar stays one click away).
+st.markdown("""<style>
+[data-testid="stSidebar"][aria-expanded="true"] {min-width: 0; width: 14rem;}
+.stMarkdown p, .stMarkdown li {font-size: 1.45rem; line-height: 1.5;}
+h1 {font-size: 3rem !important;} h2 {font-size: 2.2rem !important;}
+[data-testid="stSelectSlider"] p {font-size: 1.3rem;}
+</style>""", unsafe_allow_html=True)
+
+STEPS = ("1 · The noise", "2 · The accuracy lost", "3 · The best attack", "4 · Each person's loss",
+         "5 · A few public samples")
+
+
+@st.cache_resource(show_spinner=False)
+def lesson() -> LessonCache:
+    return LessonCache()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _means(eps: float):
+    return noisy_class_means(eps)
+
+
+def big(fig, height: int = 520):
+    fig.update_layout(font=dict(size=20), title_font=dict(size=26), height=height,
+                      legend=dict(font=dict(size=18)), margin=dict(l=70, r=30, t=80, b=60))
+    return fig
+
+
+st.title("Classroom: what does ε mean?")
+st.markdown("Handwritten digits (8×8 pixels, offline). Move **ε**, the privacy budget, and walk "
+            "through five steps. Smaller ε = stronger privacy.")
+q = st.query_params
+eps0 = float(q.get("eps", 1.0)) if q.get("eps") in [f"{e:g}" for e in LESSON_EPSILONS] else 1.0
+eps = st.select_slider("ε — privacy budget", options=list(LESSON_EPSILONS), value=eps0, key="class_eps",
+                       format_func=lambda v: f"{v:g}")
+st.markdown("<div style='display:flex;justify-content:space-between;font-size:1.2rem;color:#555;"
+            "margin:-0.8rem 0.3rem 0.6rem 0.3rem'>" + "".join(f"<span>{v:g}</span>" for v in LESSON_EPSILONS)
+            + "</div>", unsafe_allow_html=True)
+step0 = int(q.get("step", 1)) if str(q.get("step", "1")).isdigit() and 1 <= int(q.get("step", 1)) <= 5 else 1
+if "class_step" not in st.session_state:
+    st.session_state["class_step"] = STEPS[step0 - 1]  # from the URL (?step=), then the widget's own
+step = st.segmented_control("Step", STEPS, key="class_step") or STEPS[0]
+k = STEPS.index(step) + 1
+if q.get("eps") != f"{eps:g}" or q.get("step") != str(k):
+    st.query_params.update(eps=f"{eps:g}", step=str(k))
+
+cache = lesson()
+cache.start(priority_epsilon=eps)
+
+
+@st.fragment(run_every=1.0 if not cache.done else None)
+def show_step():
+    run = cache.get("adamix", eps)
+    if k == 1:
+        d = _means(eps)
+        st.header("Step 1 — The noise added")
+        st.markdown(f"To publish the **average image of each digit** with ε = {eps:g}, the Gaussian mechanism "
+                    f"adds noise of standard deviation **σ = {d['sigma']:.2f}** times what one person can change "
+                    f"(σ from the accounting module at δ = {LESSON_DELTA:g}). Top: the true averages. "
+                    "Bottom: what is published.")
+        imgs = {n: [d["clean"][c], d["noisy"][c]] for c, n in enumerate(d["class_names"])}
+        fig = charts.sample_grid_figure(imgs, title=f"True (top) vs published (bottom) class averages at ε = {eps:g}")
+        st.plotly_chart(big(fig, 360), key="class_noise", width="stretch", config=charts.LIVE_CONFIG)
+        return
+    if run is None:
+        st.info(f"Training at ε = {eps:g} … (a few seconds; the lesson's trainings run in the background)")
+        return
+    report = report_object(run["report"])
+    if k == 2:
+        st.header("Step 2 — The accuracy lost")
+        rows = [{"method": "adamix", "epsilon": e, "n": 1, "test_error_mean": r["test_error"], "test_error_std": 0.0}
+                for e in LESSON_EPSILONS if (r := cache.get("adamix", e)) is not None]
+        par = cache.get("paragon", None)
+        if par is not None:
+            rows.append({"method": "paragon", "epsilon": None, "n": 1, "test_error_mean": par["test_error"],
+                         "test_error_std": 0.0})
+        fig = charts.metric_vs_epsilon(rows, "test_error", "Test error vs ε", "test error")
+        fig.add_scatter(x=[eps], y=[run["test_error"]], mode="markers", name=f"your ε = {eps:g}",
+                        marker=dict(size=22, color="#d62728", symbol="star"))
+        show_chart(big(fig), key="class_acc", name="classroom_accuracy")
+        msg = f"At ε = {eps:g} the private model misclassifies **{100 * run['test_error']:.1f} %** of test digits"
+        if par is not None:
+            msg += f"; without privacy: **{100 * par['test_error']:.1f} %**"
+        st.markdown(msg + ".")
+    elif k == 3:
+        st.header("Step 3 — The best possible attack")
+        curves = [(f"ε = {eps:g} (this run)", report)]
+        if eps != LESSON_EPSILONS[-1] and cache.get("adamix", LESSON_EPSILONS[-1]) is not None:
+            curves.append((f"ε = {LESSON_EPSILONS[-1]:g}", report_object(cache.get("adamix", LESSON_EPSILONS[-1])["report"])))
+        fig = charts.tradeoff_figure(curves, fpr_mark=0.01,
+                                     title="Best membership attack any attacker can build (theory bound)")
+        show_chart(big(fig, 560), key="class_attack", name="classroom_attack")
+        st.markdown(accounting.tradeoff_sentence(report, 0.01) + " " + accounting.tradeoff_sentence(report, 0.1))
+    elif k == 4:
+        st.header("Step 4 — Each person's privacy loss")
+        e_i = run["pdp_epsilon"]
+        if e_i is None:
+            st.info("No per-instance accounting for this method.")
+        else:
+            fig = charts.pdp_hist_figure(e_i, run["report"]["epsilon"])
+            fig.update_layout(title=f"Per-person ε at ε = {eps:g} (owner's view, not private)")
+            show_chart(big(fig), key="class_pdp", name="classroom_pdp")
+            import numpy as np
+
+            med = float(np.median(e_i))
+            st.markdown(f"The guarantee is **ε = {run['report']['epsilon']:.3g}** for everyone, a worst case. "
+                        f"What each digit actually lost varies: median **{med:.3g}** "
+                        f"({100 * med / run['report']['epsilon']:.0f} % of the budget), smallest "
+                        f"**{float(np.min(e_i)):.3g}**: samples the model already fits well cost less.")
+    elif k == 5:
+        st.header("Step 5 — What a few public samples change")
+        rows = []
+        for m in ("fully_private", "adamix"):
+            for e in LESSON_EPSILONS:
+                r = cache.get(m, e)
+                if r is not None:
+                    rows.append({"method": m, "epsilon": e, "n": 1, "test_error_mean": r["test_error"],
+                                 "test_error_std": 0.0})
+        fig = charts.metric_vs_epsilon(rows, "test_error", "No public data vs 5 public samples per class",
+                                       "test error")
+        show_chart(big(fig), key="class_public", name="classroom_public")
+        fp = cache.get("fully_private", eps)
+        if fp is not None:
+            st.markdown(f"At ε = {eps:g}: **{100 * fp['test_error']:.1f} %** error with private data only, "
+                        f"**{100 * run['test_error']:.1f} %** when {run['n_public']} public digits "
+                        "(no privacy needed) guide the private learner.")
+    if not cache.done:
+        st.caption(f"{len(cache.results)} / {len(cache.keys())} lesson trainings ready…")
+    elif not st.session_state.get("class_all_drawn"):
+        st.session_state["class_all_drawn"] = True
+        st.rerun()  # everything ready: redraw once and stop polling
+
+
+show_step()
+def _go(n: int) -> None:
+    st.session_state["class_step"] = STEPS[n - 1]
+
+
+c1, _, c2 = st.columns([1, 4, 1])
+if k > 1:
+    c1.button("← Previous step", key="class_prev", on_click=_go, args=(k - 1,))
+if k < 5:
+    c2.button("Next step →", key="class_next", type="primary", on_click=_go, args=(k + 1,))

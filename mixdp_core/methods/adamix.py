@@ -76,8 +76,8 @@ import numpy as np
 from .. import accounting
 from ..errors import ConfigError, DataError
 from ._linear import PUBLIC_L2, fit_logistic, fit_public, l2_normalize, select_l2_cv
-from ._validate import check_choice, check_positive, check_seed
-from .base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
+from ..config import SEED_RANGE, Interval, param
+from .base import METHODS, ROLE_METHOD, ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER, Method, OnStep, PrivacyConfig, StepRecord
 from ._linear import row_norms, softmax_residual
 from .noisygd import (
     clip_threshold,
@@ -105,169 +105,138 @@ THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
 # ----------------------------------------------------------------------------- configs
 
 
+_POS = Interval(0.0, None, closed="neither")
+_NONNEG = Interval(0.0, None)
+_UNIT_OPEN = Interval(0.0, 1.0, closed="neither")
+
+
+def _check_projection(p: Any) -> None:
+    if isinstance(p, str):
+        if p not in PROJECTIONS:
+            raise ConfigError("projection", f"must be one of {', '.join(map(repr, PROJECTIONS))} or an integer "
+                                            f">= 1, got {p!r}")
+    elif isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+        raise ConfigError("projection", f"must be one of {', '.join(map(repr, PROJECTIONS))} or an integer >= 1, "
+                                        f"got {p!r}")
+
+
+#: Named projections of :class:`AdaMixConfig` (an integer k >= 1 is allowed too).
+PROJECTIONS = ("paper", "rank", "public_span", "none")
+
+
 @dataclass(frozen=True, kw_only=True)
 class NonPrivateConfig(PrivacyConfig):
-    """Non-private logistic regression (``paragon``, ``only_public``).
+    """Non-private logistic regression (``paragon``, ``only_public``); each field declares its
+    range and help below.
 
     ``target_epsilon``/``target_delta`` are accepted so sweeps can pass them uniformly, and
     ignored: these methods release nothing privately.
-
-    Args:
-        seed: seed of the cross-validation folds (the solver is deterministic).
-        l2: ridge coefficient on the *mean* loss; ``None`` (default) = chosen by stratified
-            5-fold cross-validation over :data:`~mixdp_core.methods._linear.L2_GRID` on the
-            rows the method trains on (public + private for the paragon, public only for
-            only-public). These methods are non-private, so this costs no privacy, and it
-            never looks at test data; it makes the reference lines near-optimal instead of
-            under-regularized or under-fitted by a fixed guess.
-        max_iter: L-BFGS iterations.
     """
 
-    seed: int = 0
-    l2: Optional[float] = None
-    max_iter: int = 500
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_seed(self.seed)
-        check_positive("l2", self.l2, allow_zero=True, allow_none=True)
-        if isinstance(self.max_iter, bool) or int(self.max_iter) != self.max_iter or self.max_iter < 1:
-            raise ConfigError("max_iter", f"must be an integer >= 1, got {self.max_iter!r}")
+    seed: int = param(0, type=int, range=SEED_RANGE, help="Seed of the cross-validation folds (the solver is "
+                                                           "deterministic).")
+    l2: Optional[float] = param(
+        None, type=float, range=_NONNEG,
+        help="Ridge coefficient on the mean loss; None = the method's rule: paragon picks it by stratified "
+             "5-fold cross-validation on the rows it trains on (non-private: no privacy cost, never looks at test "
+             "data); only_public uses the fixed weak ridge PUBLIC_L2 = 1e-2 of the public fit AdaMix starts from "
+             "(fit_public), so both report the same model.")
+    max_iter: int = param(500, type=int, range=Interval(1, None), help="L-BFGS iterations.")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ZeroShotConfig(PrivacyConfig):
-    """Zero-shot CLIP classifier (Sec. 3.3).
+    """Zero-shot CLIP classifier (Sec. 3.3)."""
 
-    Args:
-        seed: unused (deterministic); uniform interface.
-        beta: scale of the text embeddings, ``> 0`` (paper: 100, CLIP's logit scale).
-    """
-
-    seed: int = 0
-    beta: float = 100.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_seed(self.seed)
-        check_positive("beta", self.beta)
+    seed: int = param(0, type=int, range=SEED_RANGE, help="Unused (deterministic); uniform interface.")
+    beta: float = param(100.0, type=float, range=_POS, help="Scale of the text embeddings (paper: 100, CLIP's "
+                                                             "logit scale).")
 
 
 @dataclass(frozen=True, kw_only=True)
 class NoisyGDConfig(PrivacyConfig):
-    """Hyper-parameters shared by every NoisyGD-type method (privacy fields keyword-only).
+    """Hyper-parameters shared by every NoisyGD-type method; each field declares its range and
+    help below. The (ε, δ) target refers to add/remove-one-private-sample neighbours.
 
-    Args:
-        target_epsilon, target_delta: the (epsilon, delta)-DP target (add/remove one sample).
-        noise_multiplier: sigma > 0 (paper: 20); T is calibrated from it.
-        seed: seed of the Gaussian noise (and of the projection completion).
-        schedule: ``"smooth"`` (default since issue 10, see the module docstring: noisy count,
-            mean-loss scale, descent-lemma step cap, ball projection, rescaled public start),
-            ``"theorem3"`` (former default; eta_t = 2/(lambda(t+1)) on the summed loss and
-            weighted averaging) or ``"constant"`` (``learning_rate``, last iterate, as in the
-            paper's experiments).
-        learning_rate: constant step size on the *summed* loss (paper grid 5e-4 ... 5e-3 for
-            ResNet-50 features); used only with ``schedule="constant"``.
-        weight_decay: lambda on the summed loss; ``None`` = ``weight_decay_rule``.
-        weight_decay_rule: ``"theorem3"`` (lambda = (tau/R) sqrt(2 d / rho), the Thm.-3 choice,
-            d = noise dimension, rho = T/(2 sigma^2)) or ``"worst_case"`` (also balances the
-            optimization term of the bound with the Lipschitz constant N tau; stronger decay).
-            See :func:`~mixdp_core.methods.noisygd.theorem3_weight_decay`.
-        ref_distance: R, the guessed distance ``||w* - w_ref||`` used by the Thm.-3 rule;
-            ``None`` = ``||w_ref||_F`` (public information) or ``sqrt(C) ln C`` when
-            ``w_ref = 0``.
-        public_l2: ridge (mean-loss scale) of the public pre-training; ``None`` =
-            :data:`~mixdp_core.methods._linear.PUBLIC_L2` (1e-2, fixed; formerly ``1/N_pub``,
-            under which public per-sample gradient norms were ~0.99 and the adaptive clip
-            equalled the fixed one), the same fit as ``only_public`` (see ``fit_public``).
-        trust_region: ``smooth`` only: project the iterates onto ``||w - w_ref|| <= R``
-            (Thm. 3's constraint set; default True).
-        init_scale: ``smooth`` with a public start only: ``"noise"`` (default) rescales the
-            public solution as described in :meth:`_NoisyGDMethod._noise_scaled_start`;
-            ``"none"`` starts at it unscaled.
-        honest_tuning: private hyper-parameter selection (candidates :data:`HONEST_GRID`)
-            with a Geometric(``tuning_gamma``) number of repetitions, scored on a held-out
-            ``tuning_val_fraction`` of the private rows with a noisy count; the reported
-            epsilon is that of the whole selection (Papernot & Steinke 2022, Thm. 2) and
-            never exceeds the target. Off by default.
-        tuning_gamma, tuning_val_fraction: see ``honest_tuning`` (E[K] = 1/gamma = 5).
-        eval_every: test error every this many steps; ``None`` = ``max(1, T // 50)``.
-        blas_threads: BLAS threads used during ``fit`` (restored afterwards); ``None`` leaves
-            the process setting. Default 1: on the shared 2-core machine one thread was as fast
-            for the N x D by D x C products and 4.8x faster end to end (benchmarks/train.py).
-        optimistic_tuning: **leaks private information; off by default.** Runs the method once
-            per value of the paper's grid (learning rates for ``constant``, lambda multipliers
-            0.25/1/4 for ``theorem3``) and keeps the run with the lowest *test* error, as the
-            paper did (App. A.6). Every candidate run uses the full budget, so the reported
-            ``privacy_`` is the composition of all runs and exceeds ``target_epsilon``; the test
-            error of the selected run is optimistic.
+    ``schedule="smooth"`` is the default since issue 10 (see the module docstring: noisy count,
+    mean-loss scale, descent-lemma step cap, ball projection, rescaled public start); every
+    input of its step sizes is public or an already released noisy quantity.
     """
 
-    noise_multiplier: float = 20.0
-    seed: int = 0
-    schedule: str = "smooth"
-    learning_rate: float = 1e-3
-    weight_decay: Optional[float] = None
-    weight_decay_rule: str = "theorem3"
-    ref_distance: Optional[float] = None
-    public_l2: Optional[float] = None
-    eval_every: Optional[int] = None
-    optimistic_tuning: bool = False
-    honest_tuning: bool = False
-    tuning_gamma: float = 0.2
-    tuning_val_fraction: float = 0.2
-    blas_threads: Optional[int] = 1
-    trust_region: bool = True
-    init_scale: str = "noise"
+    noise_multiplier: float = param(20.0, type=float, range=_POS, unit="σ",
+                                    help="σ (paper: 20); the number of steps T is calibrated from it.")
+    seed: int = param(0, type=int, range=SEED_RANGE,
+                      help="Seed of the Gaussian noise (and of the projection completion).")
+    schedule: str = param(
+        "smooth", choices=("smooth", "theorem3", "constant"),
+        help="'smooth' (default: noisy count, mean-loss scale, descent-lemma step cap, Thm.-3 ball projection, "
+             "rescaled public start), 'theorem3' (former default: η_t = 2/(λ(t+1)) on the summed loss, weighted "
+             "averaging) or 'constant' (learning_rate, last iterate, as in the paper's experiments).")
+    learning_rate: float = param(1e-3, type=float, range=_POS,
+                                 help="Constant step size on the summed loss (paper grid 5e-4 … 5e-3 for ResNet-50 "
+                                      "features); used only with schedule='constant'.")
+    weight_decay: Optional[float] = param(None, type=float, range=_NONNEG,
+                                          help="λ on the summed loss (> 0 with schedule='theorem3'); None = "
+                                               "weight_decay_rule.")
+    weight_decay_rule: str = param(
+        "theorem3", choices=("theorem3", "worst_case"),
+        help="'theorem3' (λ = (τ/R) sqrt(2 d / ρ), d = noise dimension, ρ = T/(2σ²)) or 'worst_case' (also "
+             "balances the optimization term of Thm. 3 with the Lipschitz constant N τ; stronger decay).",
+        leaks_private=True,
+        privacy_note="'worst_case' sets λ from the exact private count N, which is not accounted (add/remove "
+                     "neighbours); 'theorem3' (default) uses public quantities only.")
+    ref_distance: Optional[float] = param(None, type=float, range=_POS,
+                                          help="R, the guessed distance ||w* − w_ref|| of the Thm.-3 rule and the "
+                                               "trust region; None = ||w_ref||_F (public) or sqrt(C) ln C when "
+                                               "w_ref = 0.")
+    public_l2: Optional[float] = param(None, type=float, range=_NONNEG,
+                                       help="Ridge (mean-loss scale) of the public pre-training; None = PUBLIC_L2 "
+                                            "(1e-2, fixed: the paper's coefficient; the same fit only_public "
+                                            "reports).")
+    eval_every: Optional[int] = param(None, type=int, range=Interval(1, None),
+                                      help="Test error every this many steps; None = max(1, T // 50).")
+    optimistic_tuning: bool = param(
+        False, type=bool, leaks_private=True,
+        privacy_note="runs the method once per value of the paper's grid and keeps the run with the lowest test "
+                     "error (App. A.6); the reported privacy_ composes all runs and exceeds target_epsilon, and "
+                     "the selected test error is optimistic.",
+        help="Tune on the paper's grid using test results, as the paper did. Off by default.")
+    honest_tuning: bool = param(
+        False, type=bool,
+        help="Private hyper-parameter selection (candidates HONEST_GRID) with a Geometric(tuning_gamma) number "
+             "of repetitions, scored on a held-out tuning_val_fraction of the private rows with a noisy count; "
+             "the reported ε is that of the whole selection (Papernot & Steinke 2022, Thm. 2) and never exceeds "
+             "the target. schedule='smooth' only.")
+    tuning_gamma: float = param(0.2, type=float, range=_UNIT_OPEN,
+                                help="γ of the Geometric number of tuning repetitions (E[K] = 1/γ).")
+    tuning_val_fraction: float = param(0.2, type=float, range=_UNIT_OPEN,
+                                       help="Share of the private rows held out to score honest-tuning candidates.")
+    blas_threads: Optional[int] = param(1, type=int, range=Interval(1, None),
+                                        help="BLAS threads during fit (restored afterwards); None leaves the "
+                                             "process setting (benchmarks/train.py measures the best count).")
+    trust_region: bool = param(True, type=bool,
+                               help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's "
+                                    "constraint set).")
+    init_scale: str = param("noise", choices=("noise", "none"),
+                            help="schedule='smooth' with a public start: 'noise' rescales the public solution so "
+                                 "the run's noise cannot flip its predictions; 'none' starts at it unscaled.")
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("noise_multiplier", self.noise_multiplier)
-        check_seed(self.seed)
-        check_choice("schedule", self.schedule, ("smooth", "theorem3", "constant"))
-        check_positive("learning_rate", self.learning_rate)
-        check_positive("weight_decay", self.weight_decay, allow_zero=self.schedule != "theorem3", allow_none=True)
-        check_choice("weight_decay_rule", self.weight_decay_rule, ("theorem3", "worst_case"))
-        check_positive("ref_distance", self.ref_distance, allow_none=True)
-        check_positive("public_l2", self.public_l2, allow_zero=True, allow_none=True)
-        if self.eval_every is not None and (
-            isinstance(self.eval_every, bool) or int(self.eval_every) != self.eval_every or self.eval_every < 1
-        ):
-            raise ConfigError("eval_every", f"must be an integer >= 1 or None, got {self.eval_every!r}")
-        if self.blas_threads is not None and (
-            isinstance(self.blas_threads, bool) or int(self.blas_threads) != self.blas_threads or self.blas_threads < 1
-        ):
-            raise ConfigError("blas_threads", f"must be an integer >= 1 or None, got {self.blas_threads!r}")
-        check_choice("init_scale", self.init_scale, ("noise", "none"))
-        if not isinstance(self.trust_region, bool):
-            raise ConfigError("trust_region", f"must be True or False, got {self.trust_region!r}")
-        if not isinstance(self.honest_tuning, bool):
-            raise ConfigError("honest_tuning", f"must be True or False, got {self.honest_tuning!r}")
+        super().__post_init__()  # every declared field
+        if self.schedule == "theorem3" and self.weight_decay == 0:
+            raise ConfigError("weight_decay", "must be > 0 or None with schedule='theorem3', got 0")
         if self.honest_tuning and self.optimistic_tuning:
             raise ConfigError("honest_tuning", "choose honest_tuning or optimistic_tuning, not both")
         if self.honest_tuning and self.schedule != "smooth":
             raise ConfigError("honest_tuning", "is implemented for schedule='smooth'")
-        if not (isinstance(self.tuning_gamma, (int, float)) and 0 < self.tuning_gamma < 1):
-            raise ConfigError("tuning_gamma", f"must lie in (0, 1), got {self.tuning_gamma!r}")
-        if not (isinstance(self.tuning_val_fraction, (int, float)) and 0 < self.tuning_val_fraction < 1):
-            raise ConfigError("tuning_val_fraction", f"must lie in (0, 1), got {self.tuning_val_fraction!r}")
-        if not isinstance(self.optimistic_tuning, bool):
-            raise ConfigError("optimistic_tuning", f"must be True or False, got {self.optimistic_tuning!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
 class FullyPrivateConfig(NoisyGDConfig):
-    """``fully_private``: NoisyGD from zero on all rows as private.
+    """``fully_private``: NoisyGD from zero on all rows as private."""
 
-    Args:
-        clip_norm: fixed clip threshold tau > 0 (per-sample gradient norms are ``<= sqrt(2)``).
-    """
-
-    clip_norm: float = 1.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("clip_norm", self.clip_norm)
+    clip_norm: float = param(1.0, type=float, range=_POS,
+                             help="Fixed clip threshold τ (per-sample gradient norms are <= sqrt(2)).")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,61 +246,36 @@ class NGDConfig(FullyPrivateConfig):
 
 @dataclass(frozen=True, kw_only=True)
 class AdaMixConfig(NoisyGDConfig):
-    """``adamix`` (Alg. 2) and its ablations.
+    """``adamix`` (Alg. 2) and its ablations; each field declares its range and help below.
 
-    Args:
-        init: ``"public"`` (few-shot logistic regression on public rows), ``"text"``
-            (``beta`` times the CLIP text embeddings, Sec. 3.3) or ``"zero"``.
-        beta: text-init scale (paper: 100).
-        clip: ``"adaptive"`` (tau_t = ``clip_percentile``-th percentile of the public
-            per-sample gradient norms) or ``"fixed"`` (``clip_norm``; ablation).
-        clip_percentile: q in (0, 100] (paper: 90).
-        clip_norm: tau for ``clip="fixed"``.
-        projection: ``"paper"`` (k = round(D * 2000/2048)), ``"rank"`` (rank of the public
-            gradient, <= C-1), ``"public_span"`` (fixed basis of the span of the public
-            features, which holds every public gradient; measured worse than "paper" on
-            CIFAR-10 2-shot and digits 1-shot, kept as an option), ``"none"`` (ablation:
-            adaptive clip only) or an int k >= 1. Default stays "paper": the rank-C and
-            public-span subspaces discard more private signal than noise in every few-shot
-            regime measured (docs/results/fewshot.md).
+    ``projection`` stays ``"paper"`` by default: the rank-C and public-span subspaces discard
+    more private signal than noise in every few-shot regime measured (docs/results/fewshot.md).
     """
 
-    init: str = "public"
-    beta: float = 100.0
-    clip: str = "adaptive"
-    clip_percentile: float = 90.0
-    clip_norm: float = 1.0
-    projection: Any = "paper"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_choice("init", self.init, ("public", "text", "zero"))
-        check_positive("beta", self.beta)
-        check_choice("clip", self.clip, ("adaptive", "fixed"))
-        if not (isinstance(self.clip_percentile, (int, float)) and 0 < self.clip_percentile <= 100):
-            raise ConfigError("clip_percentile", f"must lie in (0, 100], got {self.clip_percentile!r}")
-        check_positive("clip_norm", self.clip_norm)
-        p = self.projection
-        if isinstance(p, str):
-            check_choice("projection", p, ("public_span", "paper", "rank", "none"))
-        elif isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
-            raise ConfigError("projection", f"must be 'paper', 'rank', 'none' or an integer >= 1, got {p!r}")
+    init: str = param("public", choices=("public", "text", "zero"),
+                      help="'public' (the few-shot public fit, as only_public), 'text' (beta × CLIP text embeddings, "
+                           "Sec. 3.3; needs a CLIP encoder) or 'zero'.")
+    beta: float = param(100.0, type=float, range=_POS, help="Text-init scale (paper: 100).")
+    clip: str = param("adaptive", choices=("adaptive", "fixed"),
+                      help="'adaptive' (τ_t = clip_percentile-th percentile of the public per-sample gradient norms) "
+                           "or 'fixed' (clip_norm; ablation).")
+    clip_percentile: float = param(90.0, type=float, range=Interval(0.0, 100.0, closed="right"),
+                                   help="q (paper: 90).")
+    clip_norm: float = param(1.0, type=float, range=_POS, help="τ for clip='fixed'.")
+    projection: Any = param(
+        "paper", check=_check_projection, allowed="'paper', 'rank', 'public_span', 'none' or an integer >= 1",
+        help="'paper' (k = round(D · 2000/2048)), 'rank' (rank of the public gradient, <= C−1), 'public_span' "
+             "(fixed basis of the span of the public features), 'none' (ablation: adaptive clip only) or an "
+             "integer k >= 1.")
 
 
 @dataclass(frozen=True, kw_only=True)
 class PPGDConfig(NoisyGDConfig):
-    """``ppgd`` (see :class:`PPGD`).
+    """``ppgd`` (see :class:`PPGD`)."""
 
-    Args:
-        reuse_l2: strength of the model-reuse regularizer ``reuse_l2/2 ||W - W_priv||^2`` on
-            the mean public loss; ``None`` = ``1/N_pub``.
-    """
-
-    reuse_l2: Optional[float] = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("reuse_l2", self.reuse_l2, allow_zero=True, allow_none=True)
+    reuse_l2: Optional[float] = param(None, type=float, range=_NONNEG,
+                                      help="Strength of the model-reuse regularizer reuse_l2/2 ||W − W_priv||² on the "
+                                           "mean public loss; None = 1/N_pub.")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -386,6 +330,8 @@ class Paragon(_LinearHead):
     Privacy: none (``privacy_ = None``, epsilon = infinity); nothing is released privately.
     """
 
+    role = ROLE_REFERENCE_UPPER
+
     config_cls = NonPrivateConfig
     description = "Non-private paragon: logistic regression on public + private data (ε = ∞)"
     paper = "AdaMix (Golatkar et al. 2022), Tab. 1 'Non-Private (paragon)'"
@@ -419,6 +365,8 @@ class OnlyPublic(Paragon):
     ``None`` as for every non-private method; ``uses_private_data = False``).
     """
 
+    role = ROLE_REFERENCE_LOWER
+
     description = "Only-public: logistic regression on the public samples only (private data unused)"
     paper = "AdaMix (Golatkar et al. 2022), Tab. 1 'Only-Public'"
     uses_private_data = False
@@ -445,6 +393,8 @@ class ZeroShot(Paragon):
     Raises:
         DataError (at fit): the encoder has no text tower.
     """
+
+    role = ROLE_METHOD
 
     config_cls = ZeroShotConfig
     description = "Zero-shot CLIP: class-name text embeddings as weights (no image training)"

@@ -140,8 +140,6 @@ class _LinearHead(PrototypeFamilyMethod):
 
     def _count_event(self):
         """The noisy count's Gaussian mechanism (sensitivity 1, add/remove), or None."""
-        from ... import accounting as acc
-
         cfg = self.config
         if cfg.dataset_size != "noisy_count":
             return None

@@ -17,6 +17,7 @@ lower bound exceeds the claim: a privacy bug). Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import functools
 import contextlib
 import json
 import sys
@@ -26,6 +27,10 @@ from ..errors import ConfigError, MixDPError, UnknownNameError
 from ._common import Progress, fail, number, pairs
 
 ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run")
+
+
+#: ``--executor`` values: in-process, or the sweep engine's backends.
+AUDIT_EXECUTORS = ("sequential", "local", "ray")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -48,8 +53,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--public-per-class", default="5", help="public samples per class, default 5")
     a("--imbalance-ratio", default="1", help="long-tail ratio of the private data (>= 1), default 1")
     a("--param", action="append", default=[], metavar="KEY=VALUE", help="other method config field; repeatable")
-    a("--executor", default="sequential", help="how trainings run: sequential, threads or processes")
-    a("--workers", default=None, help="pool size for threads/processes (default: CPU count)")
+    a("--executor", default="sequential",
+      help="how the audit's trainings run: sequential (in this process), or on the sweep engine's executors: "
+           "local (process pool) or ray (each training a Ray task); default sequential")
+    a("--workers", default=None, help="local processes (default: the CPUs available)")
+    a("--ray-address", default=None, help="Ray address for --executor ray ('auto', 'host:port'; default: a local Ray)")
     a("--dataset-root", default=None, help="dataset folder")
     a("--cache-dir", default=None, help="feature cache folder")
     a("--store", default=None, help="run store folder (default $MIXDP_HOME or the user data folder)")
@@ -66,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.attack not in ATTACK_CHOICES:
             raise ConfigError("attack", f"must be one of {', '.join(ATTACK_CHOICES)}, got {args.attack!r}")
-        if args.executor not in ("sequential", "threads", "processes"):
-            raise ConfigError("executor", f"must be sequential, threads or processes, got {args.executor!r}")
+        if args.executor not in AUDIT_EXECUTORS:
+            raise ConfigError("executor", f"must be one of {', '.join(AUDIT_EXECUTORS)}, got {args.executor!r}")
         K = number("reference_models", args.reference_models, int, "an integer >= 2")
         if K < 2:
             raise ConfigError("reference_models", f"must be an integer >= 2, got {args.reference_models!r}")
@@ -119,10 +127,11 @@ def run(args: argparse.Namespace) -> int:
             for k in ("target_epsilon", "target_delta", "seed"):
                 kw.pop(k, None)
             executor = args.executor
-            if workers and executor != "sequential":
-                from ..evaluation.audit.executor import resolve
+            if executor != "sequential":  # the sweep engine's executors (one engine for sweeps and audits)
+                from ..runs.sweep import map_trainings
 
-                executor = resolve(executor, workers)
+                executor = functools.partial(map_trainings, backend=executor, workers=workers,
+                                             address=args.ray_address)
             result = run_audit(split, config.method, attack=args.attack, epsilon=config.target_epsilon,
                                delta=config.target_delta, seed=config.seed, method_params=kw,
                                reference_models=K, canaries=canaries, trials=trials, confidence=conf,

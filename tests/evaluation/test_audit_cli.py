@@ -58,3 +58,29 @@ def test_bad_arguments_one_line(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
+
+
+def test_audit_runs_its_trainings_on_the_sweep_engine(tmp_path, capsys, monkeypatch):
+    """`--executor local`: the reference models train on the sweep engine's process pool and
+    the audit is the sequential one (every training is seeded; worker processes may sum in
+    another order, so equal to float precision)."""
+    import mixdp_core.runs.sweep as sweep
+
+    calls = []
+    real = sweep.map_trainings
+    monkeypatch.setattr(sweep, "map_trainings", lambda fn, items, **kw: calls.append(len(items)) or real(fn, items, **kw))
+    outs = {}
+    for ex in ("sequential", "local"):
+        rc = main(["audit", "--method", "fully_private", "--epsilon", "3", "--attack", "lira", "--reference-models",
+                   "4", "--json", "--no-progress", "--no-store", "--executor", ex, "--workers", "2"])
+        assert rc == 0
+        outs[ex] = json.loads(capsys.readouterr().out)
+    assert calls and calls[0] >= 4  # the engine ran the reference trainings
+    for k in ("auc", "tpr_at_fpr_0.01", "empirical_epsilon_lower"):
+        assert outs["local"][k] == pytest.approx(outs["sequential"][k], rel=1e-4, abs=1e-9), k
+
+
+def test_audit_executor_must_be_known(capsys):
+    rc = main(["audit", "--executor", "threads", "--no-progress", "--no-store"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "executor" in err and "sequential, local, ray" in err and len(err.splitlines()) == 1

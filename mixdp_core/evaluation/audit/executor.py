@@ -5,10 +5,11 @@ of independent, picklable jobs ``fn(item) -> result``. :func:`map_jobs` runs the
 *executor*: any callable ``executor(fn, items) -> iterable of results in order``.
 
 Built-ins: ``"sequential"`` (default; also what the tests use), ``"threads"`` and
-``"processes"`` (``concurrent.futures`` pools of ``max_workers``). **Sweep engine:** when
-``mixdp_core.runs.sweep`` lands, switch the default with one line,
-``DEFAULT_EXECUTOR = functools.partial(sweep.map_trainings, backend="local")`` below, or pass
-``executor=functools.partial(sweep.map_trainings, backend="ray")`` to any audit function.
+``"processes"`` (``concurrent.futures`` pools of ``max_workers``). **Sweep engine:** the
+layers above this one (``mixdp audit --executor local|ray``, the app) pass
+``executor=functools.partial(mixdp_core.runs.sweep.map_trainings, backend=...)``, so audits
+run their trainings on the same process pool / Ray executors as sweeps (the evaluation layer
+itself does not import ``runs``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 Executor = Callable[[Callable[[Any], Any], Sequence[Any]], Iterable[Any]]
 
-#: The one line to change at merge time (see the module docstring).
+#: Used when no executor is passed (library calls, tests).
 DEFAULT_EXECUTOR: Union[str, Executor] = "sequential"
 
 

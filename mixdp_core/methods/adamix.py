@@ -188,10 +188,9 @@ class NoisyGDConfig(PrivacyConfig):
     weight_decay_rule: str = param(
         "theorem3", choices=("theorem3", "worst_case"),
         help="'theorem3' (λ = (τ/R) sqrt(2 d / ρ), d = noise dimension, ρ = T/(2σ²)) or 'worst_case' (also "
-             "balances the optimization term of Thm. 3 with the Lipschitz constant N τ; stronger decay).",
-        leaks_private=True,
-        privacy_note="'worst_case' sets λ from the exact private count N, which is not accounted (add/remove "
-                     "neighbours); 'theorem3' (default) uses public quantities only.")
+             "balances the optimization term of Thm. 3, on the mean-loss scale set by the released noisy count; "
+             "stronger decay; schedule='smooth' only, since the other schedules would need the exact private "
+             "count).")
     ref_distance: Optional[float] = param(None, type=float, range=_POS,
                                           help="R, the guessed distance ||w* − w_ref|| of the Thm.-3 rule and the "
                                                "trust region; None = ||w_ref||_F (public) or sqrt(C) ln C when "
@@ -232,6 +231,11 @@ class NoisyGDConfig(PrivacyConfig):
         super().__post_init__()  # every declared field
         if self.schedule == "theorem3" and self.weight_decay == 0:
             raise ConfigError("weight_decay", "must be > 0 or None with schedule='theorem3', got 0")
+        if self.weight_decay_rule == "worst_case" and self.schedule != "smooth" and self.weight_decay is None:
+            # On the summed loss its Lipschitz constant is N_private τ: the exact private count,
+            # unaccounted under add/remove neighbours. 'smooth' uses the released noisy count.
+            raise ConfigError("weight_decay_rule", "'worst_case' needs schedule='smooth' (the other schedules "
+                                                   "would set λ from the exact private count, which is private)")
         if self.honest_tuning and self.optimistic_tuning:
             raise ConfigError("honest_tuning", "choose honest_tuning or optimistic_tuning, not both")
         if self.honest_tuning and self.schedule != "smooth":
@@ -638,13 +642,11 @@ class _NoisyGDMethod(_LinearHead):
                     steps=max(T_grad, 1), ref_distance=R,
                     include_optimization=cfg.weight_decay_rule == "worst_case",
                 )
+            # theorem3 / constant: noise term only (the config refuses 'worst_case' here, whose
+            # Lipschitz term would need the exact private count).
             return lambda tau, dim: mult * theorem3_weight_decay(
-                lipschitz=problem.X_private.shape[0] * tau + n_pub_grad * lip_pub,
-                noise_std=cfg.noise_multiplier * tau,
-                dim=dim,
-                steps=T,
-                ref_distance=R,
-                include_optimization=cfg.weight_decay_rule == "worst_case",
+                lipschitz=n_pub_grad * lip_pub, noise_std=cfg.noise_multiplier * tau, dim=dim, steps=T,
+                ref_distance=R, include_optimization=False,
             )
 
         # The noisy count is the run's first release: it gets step record 1 (so steps_,

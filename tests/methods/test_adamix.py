@@ -148,3 +148,17 @@ def test_theorem3_output_is_weighted_average_of_iterates(small_split):
         W = W - 2.0 / (3.0 * (t + 1)) * (Xp.T @ P + 3.0 * W)
     w_bar = sum(2 * t * w for t, w in enumerate(ws, 1)) / (6 * 7)
     np.testing.assert_allclose(res.W, w_bar, rtol=1e-4, atol=1e-5)
+
+
+def test_worst_case_weight_decay_never_reads_the_exact_private_count():
+    """'worst_case' balances Thm. 3's optimization term, whose Lipschitz constant on the summed
+    loss is N_private τ: only the smooth schedule (mean-loss scale from the released noisy
+    count) may use it; the summed-loss schedules refuse it, naming the field."""
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.methods.adamix import AdaMixConfig
+
+    AdaMixConfig(weight_decay_rule="worst_case")  # smooth (default): fine
+    for sched in ("theorem3", "constant"):
+        with pytest.raises(ConfigError, match="weight_decay_rule.*private count"):
+            AdaMixConfig(schedule=sched, weight_decay_rule="worst_case")
+    AdaMixConfig(schedule="theorem3", weight_decay_rule="worst_case", weight_decay=1.0)  # explicit λ: unused rule

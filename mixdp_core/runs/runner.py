@@ -88,6 +88,11 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(_canonical(obj).encode()).hexdigest()[:32]
 
 
+#: Largest long-tail ratio accepted: beyond it the tail classes keep one private sample on
+#: any dataset (n_max / IR < 1), so larger values only hide a typo (e.g. 1e308).
+MAX_IMBALANCE_RATIO = 1e4
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything that determines one experiment (frozen, JSON round-trippable).
@@ -121,8 +126,9 @@ class RunConfig:
     target_epsilon: float = epsilon_param(3.0)
     target_delta: float = delta_param(1e-5)
     public_per_class: int = param(5, type=int, range=Interval(1, None), help="Public samples per class.")
-    imbalance_ratio: float = param(1.0, type=float, range=Interval(1, None),
-                                   help="Long-tail ratio of the private part (1 = balanced).")
+    imbalance_ratio: float = param(1.0, type=float, range=Interval(1, MAX_IMBALANCE_RATIO),
+                                   help="Long-tail ratio of the private part (1 = balanced; the papers use "
+                                        "up to 100).")
     public_from: str | None = param(None, type=str, allowed="a dataset spec",
                                     help="Dataset spec of the public data under domain shift, or None.")
     method_params: dict[str, Any] = param(default_factory=dict, check=_json_mapping("method_params"),

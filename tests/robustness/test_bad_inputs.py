@@ -86,6 +86,8 @@ CONFIG_CASES = [
     ("seed 1.5", ["--seed", "1.5"], "seed"),
     ("public-per-class 0", ["--public-per-class", "0"], "public_per_class"),
     ("imbalance-ratio 0.5", ["--imbalance-ratio", "0.5"], "imbalance_ratio"),
+    ("imbalance-ratio 1e308", ["--imbalance-ratio", "1e308"], "imbalance_ratio"),
+    ("dppl_mean k_pool 100000 > D", ["--method", "dppl_mean", "--param", "k_pool=100000"], "k_pool"),
     ("unknown method", ["--method", "nope"], "method"),
     ("unknown encoder", ["--encoder", "nope"], "encoder"),
     ("unknown dataset", ["--dataset", "nope"], "dataset"),

@@ -218,6 +218,9 @@ class DPPLMean(PrototypeFamilyMethod):
 
         cfg = self.config
         self._reset()
+        if cfg.k_pool > split.dim:
+            raise ConfigError("k_pool", f"must be <= the feature dimension D = {split.dim} (a larger kernel pools "
+                                        f"every feature into one), got {cfg.k_pool}")
         delta = cfg.target_delta
         rho = largest_param(
             lambda r: acc.epsilon(self._event(r), delta=delta),

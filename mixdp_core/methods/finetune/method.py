@@ -48,6 +48,7 @@ import numpy as np
 
 from ...errors import ConfigError, DataError
 from ...config import SEED_RANGE, Interval, param
+from .._private_count import PrivateCountConfig, check_bound
 from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,9 +58,6 @@ if TYPE_CHECKING:  # pragma: no cover
 # torch, opacus and the model code are imported lazily (inside methods) so that importing
 # ``mixdp_core.methods`` to list the registry stays cheap.
 
-ACCOUNTANTS = ("pld", "rdp", "prv")
-#: How the private count N sets q and T (see the module docstring).
-DATASET_SIZES = ("noisy_count", "public_bound", "public")
 #: The allowed values of ``params`` (same as ``selection.PARAM_MODES``, kept torch-free).
 PARAM_MODES = ("cls", "cls_norm", "all", "full")
 
@@ -90,7 +88,7 @@ def _check_image_shape(value: Any) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SparseFinetuneConfig(PrivacyConfig):
+class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
     """Hyper-parameters of sparse DP fine-tuning (defaults follow Sec. 5.8 where sensible
     for CPU-sized data; each field declares its range and help below)."""
 
@@ -134,29 +132,9 @@ class SparseFinetuneConfig(PrivacyConfig):
                             help="SGD momentum of fine-tuning (paper: 0.9, no weight decay).")
     warmup_epochs: float = param(1.0, type=float, range=Interval(0.0, None),
                                  help="Linear LR warm-up length before cosine decay (paper: 1).")
-    accountant: str = param("pld", choices=ACCOUNTANTS,
-                            help="Accountant used for calibration and for the report: 'pld' (default, tightest), "
-                                 "'rdp' or 'prv'.")
-    dataset_size: str = param("noisy_count", choices=DATASET_SIZES,
-                              help="How the private count N sets q and T: 'noisy_count' (default, a Gaussian count "
-                                   "whose cost is accounted), 'public_bound' (uses size_bound) or 'public' (exact N "
-                                   "treated as public and said so in the report: under add/remove neighbours this "
-                                   "costs privacy that is not accounted).")
-    size_bound: Optional[int] = param(None, type=int, range=Interval(1, 10**9),
-                                      help="Public upper bound on the number of private samples; needed by "
-                                           "dataset_size='public_bound'.")
-    count_budget_share: float = param(0.01, type=float, range=Interval(0.0, 0.5, closed="right"),
-                                      help="Share of the GDP budget μ*² spent on the noisy count.")
     seed: int = param(0, type=int, range=SEED_RANGE,
                       help="Seed of initialisation, shuffling, Poisson sampling and noise.")
     device: str = param("auto", type=str, help="'auto' (cuda -> mps -> cpu) or a torch device string.")
-
-
-def _check_bound(cfg) -> None:
-    """``dataset_size="public_bound"`` needs ``size_bound`` (checked in preflight and fit)."""
-    if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
-        raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
-                                        "number of private samples (integer >= 1)")
 
 
 @dataclass
@@ -256,7 +234,7 @@ class SparseFinetune(Method):
         """With a public size bound the DP-SGD step count is known before the data: refuse it
         above the step ceiling (``MIXDP_MAX_STEPS``)."""
         cfg = self.config
-        _check_bound(cfg)
+        check_bound(cfg)
         if cfg.dataset_size == "public_bound":
             from ...accounting import check_steps
 
@@ -413,7 +391,7 @@ class SparseFinetune(Method):
         self.image_shape_ = pretrained.image_shape
         self.pretrain_seconds_ = pretrained.seconds
         self.classes_ = np.arange(C)
-        _check_bound(cfg)
+        check_bound(cfg)
         count_ev = None
         if cfg.dataset_size == "noisy_count":
             count_ev = acc.noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,

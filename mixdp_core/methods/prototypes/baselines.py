@@ -44,28 +44,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
 from .._observe import notify_release
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
-from ...errors import ConfigError
+from .._private_count import PrivateCountConfig, check_bound
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import largest_param
 from .utilities import l2_normalize
-
-
-#: Values of ``dataset_size`` (module docstring).
-DATASET_SIZES = ("noisy_count", "public_bound", "public")
-
-
-def _check_bound(cfg) -> None:
-    """``dataset_size="public_bound"`` needs ``size_bound`` (checked in preflight and fit)."""
-    if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
-        raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
-                                        "number of private samples (integer >= 1)")
 
 
 def _augment(X: np.ndarray) -> np.ndarray:
@@ -91,7 +80,7 @@ def per_example_grad_norms(W: np.ndarray, Xa: np.ndarray, Y: np.ndarray) -> tupl
 
 
 @dataclass(frozen=True, kw_only=True)
-class DPLinearProbeConfig(SeededPrivacyConfig):
+class DPLinearProbeConfig(SeededPrivacyConfig, PrivateCountConfig):
     """DP-SGD linear probe (each field declares its range and help below)."""
 
     epochs: int = param(20, type=int, range=Interval(1, 10_000),
@@ -102,18 +91,6 @@ class DPLinearProbeConfig(SeededPrivacyConfig):
                       help="SGD learning rate, momentum 0.9.")
     clip_norm: float = param(1.0, type=float, range=Interval(0.0, 1e6, closed="right"),
                              help="Per-example gradient clip norm C (C0 of Global-Adapt).")
-    dataset_size: str = param("noisy_count", choices=DATASET_SIZES,
-                              help="How the private count N sets q and T: 'noisy_count' (default, a Gaussian count "
-                                   "whose cost is accounted), 'public_bound' (uses size_bound) or 'public' (exact N "
-                                   "treated as public and said so in the report: under add/remove neighbours this "
-                                   "costs privacy that is not accounted).")
-    size_bound: Optional[int] = param(None, type=int, range=Interval(1, 10**9),
-                                      help="Public upper bound on N, needed by dataset_size='public_bound'.")
-    count_budget_share: float = param(0.01, type=float, range=Interval(0.0, 0.5, closed="right"),
-                                      help="Share of the GDP budget μ*² spent on the noisy count.")
-    accountant: str = param("pld", choices=("pld", "rdp", "prv"),
-                            help="Accountant for calibration and the reported ε: 'pld' (default, tightest), "
-                                 "'rdp' or 'prv'.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,7 +135,7 @@ class _LinearHead(PrototypeFamilyMethod):
         from ...accounting.calibration import check_steps
 
         cfg = self.config
-        _check_bound(cfg)
+        check_bound(cfg)
         if cfg.dataset_size == "public_bound":
             check_steps(self._plan(cfg, cfg.size_bound)[1], field="epochs",
                         hint="lower epochs or size_bound, or raise expected_batch_size")
@@ -173,7 +150,7 @@ class _LinearHead(PrototypeFamilyMethod):
         from ... import accounting as acc
 
         cfg = self.config
-        _check_bound(cfg)
+        check_bound(cfg)
         self._reset()
         Xa = _augment(split.X_private)
         n, C = len(Xa), split.n_classes

@@ -1,0 +1,52 @@
+"""How a DP-SGD method learns the number N of private rows that sets its sampling rate q and
+its step count T (shared by the DP-SGD linear probes and sparse DP fine-tuning).
+
+Under add/remove neighbours N is private. ``dataset_size`` says where N comes from:
+
+* ``"noisy_count"`` (default): a Gaussian count ``N + N(0, σ_c²)`` (sensitivity 1,
+  add/remove) released first, spending ``count_budget_share`` of the GDP budget
+  (:func:`mixdp_core.accounting.noisy_count_event`); σ of the steps is calibrated for the
+  composition of the count with the steps, so the reported ε covers both.
+* ``"public_bound"``: a public upper bound ``size_bound`` (no privacy cost).
+* ``"public"``: the exact N, treated as public and said so in the report; under add/remove
+  neighbours this costs privacy that is *not* accounted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..config import Interval, param
+from ..errors import ConfigError
+
+#: Values of ``dataset_size``.
+DATASET_SIZES = ("noisy_count", "public_bound", "public")
+#: Accountants of DP-SGD calibration and reports, tightest first.
+DPSGD_ACCOUNTANT_CHOICES = ("pld", "rdp", "prv")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivateCountConfig:
+    """Config fields of the private count and the accountant (mixed into DP-SGD configs)."""
+
+    dataset_size: str = param(
+        "noisy_count", choices=DATASET_SIZES,
+        help="How the private count N sets q and T: 'noisy_count' (default, a Gaussian count whose cost is "
+             "accounted), 'public_bound' (uses size_bound) or 'public' (exact N treated as public and said so in "
+             "the report: under add/remove neighbours this costs privacy that is not accounted).")
+    size_bound: Optional[int] = param(None, type=int, range=Interval(1, 10**9),
+                                      help="Public upper bound on the number of private samples; needed by "
+                                           "dataset_size='public_bound'.")
+    count_budget_share: float = param(0.01, type=float, range=Interval(0.0, 0.5, closed="right"),
+                                      help="Share of the GDP budget μ*² spent on the noisy count.")
+    accountant: str = param("pld", choices=DPSGD_ACCOUNTANT_CHOICES,
+                            help="Accountant for calibration and the reported ε: 'pld' (default, tightest), "
+                                 "'rdp' or 'prv'.")
+
+
+def check_bound(cfg: PrivateCountConfig) -> None:
+    """``dataset_size="public_bound"`` needs ``size_bound`` (checked in preflight and fit)."""
+    if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
+        raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
+                                        "number of private samples (integer >= 1)")

@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MixDPError, UnknownNameError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -31,6 +32,39 @@ def fail(prog: str, message: str, code: int) -> int:
     """Print ``<prog>: error: <message>`` on stderr and return ``code``."""
     print(f"{prog}: error: {message}", file=sys.stderr)
     return code
+
+
+#: Ctrl-C message of the commands whose finished runs are stored and reused on a rerun.
+RESUMABLE = "interrupted; finished runs are stored, run the same command to resume"
+
+
+class Outcome:
+    """Exit status set by :func:`one_line_errors` (``None`` while nothing went wrong)."""
+
+    code: int | None = None
+
+
+@contextlib.contextmanager
+def one_line_errors(prog: str, progress: "Progress", *, interrupted: str = "interrupted",
+                    failures: tuple[type[BaseException], ...] = (MixDPError,)):
+    """Turn what a command's work raises into its one-line error and exit status.
+
+    Ctrl-C → 130 (with ``interrupted``), a bad argument found late (``ConfigError``, unknown
+    name) → 2, a failed run (``failures``) → 1; the progress bars are closed either way.
+    Usage: ``with one_line_errors(PROG, prog) as outcome: ...`` then
+    ``if outcome.code is not None: return outcome.code``.
+    """
+    outcome = Outcome()
+    try:
+        yield outcome
+    except KeyboardInterrupt:
+        outcome.code = fail(prog, interrupted, 130)
+    except (ConfigError, UnknownNameError) as e:
+        outcome.code = fail(prog, str(e), 2)
+    except failures as e:
+        outcome.code = fail(prog, str(e), 1)
+    finally:
+        progress.close()
 
 
 def number(field: str, text: Any, kind: type, allowed: str) -> Any:

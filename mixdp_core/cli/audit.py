@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, MixDPError, UnknownNameError
-from ._common import Progress, fail, number, pairs
+from ._common import Progress, fail, number, one_line_errors, pairs
 
 ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run")
 
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             b = prog.bar("audit trainings", total, unit="fit")
             b.update(done - b.n)
 
-    try:
+    with one_line_errors(prog_name, prog, interrupted="interrupted", failures=(MixDPError, ValueError)) as outcome:
         with contextlib.redirect_stdout(sys.stderr):
             feats, pub = _load_features(config, cache_dir=args.cache_dir, progress=prog.features)
             split = make_split(feats, config.split_spec(), public_features=pub)
@@ -136,16 +136,8 @@ def run(args: argparse.Namespace) -> int:
                                delta=config.target_delta, seed=config.seed, method_params=kw,
                                reference_models=K, canaries=canaries, trials=trials, confidence=conf,
                                executor=executor, progress=on_progress)
-    except KeyboardInterrupt:
-        prog.close()
-        return fail(prog_name, "interrupted", 130)
-    except (ConfigError, UnknownNameError) as e:
-        prog.close()
-        return fail(prog_name, str(e), 2)
-    except (MixDPError, ValueError) as e:
-        prog.close()
-        return fail(prog_name, str(e), 1)
-    prog.close()
+    if outcome.code is not None:
+        return outcome.code
     out = result.summary()
     out.update(dataset=config.dataset, encoder=config.encoder, seed=config.seed,
                target_epsilon=config.target_epsilon, imbalance_ratio=config.imbalance_ratio)

@@ -22,8 +22,8 @@ import shlex
 import sys
 from typing import Any
 
-from ..errors import ConfigError, MixDPError, UnknownNameError
-from ._common import Progress, fail, number, number_list, pairs
+from ..errors import ConfigError, UnknownNameError
+from ._common import Progress, fail, number, number_list, one_line_errors, pairs, RESUMABLE
 
 PROG = "mixdp reproduce"
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     command = "mixdp reproduce " + " ".join(shlex.quote(a) for a in sys.argv[2:]) \
         if len(sys.argv) > 2 and sys.argv[1] == "reproduce" else None
-    try:
+    with one_line_errors(PROG, prog, interrupted=RESUMABLE) as outcome:
         with contextlib.redirect_stdout(sys.stderr):
             paths = reproduce(args.name, args.out, params=params, command=command, dataset=args.dataset,
                               encoder=args.encoder, dataset_root=args.dataset_root,
@@ -108,16 +108,8 @@ def run(args: argparse.Namespace) -> int:
                               backend=args.backend, workers=workers, address=args.ray_address,
                               cache_dir=args.cache_dir, on_start=on_start, on_result=on_result,
                               progress=prog.features)
-    except KeyboardInterrupt:
-        prog.close()
-        return fail(PROG, "interrupted; finished runs are stored, run the same command to resume", 130)
-    except (ConfigError, UnknownNameError) as e:
-        prog.close()
-        return fail(PROG, str(e), 2)
-    except MixDPError as e:
-        prog.close()
-        return fail(PROG, str(e), 1)
-    prog.close()
+    if outcome.code is not None:
+        return outcome.code
     for kind in ("png", "md", "json"):
         print(paths[kind])
     return 0

@@ -23,8 +23,8 @@ import json
 import sys
 from typing import Any
 
-from ..errors import ConfigError, MixDPError, UnknownNameError
-from ._common import Progress, fail, number, number_list, pairs
+from ..errors import ConfigError, UnknownNameError
+from ._common import Progress, fail, number, number_list, one_line_errors, pairs, RESUMABLE
 
 PROG = "mixdp sweep"
 
@@ -171,23 +171,15 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"{PROG}: run {r.config.method} ε={r.config.target_epsilon:g} seed {r.config.seed} "
                              f"{r.status}: {r.error}\n")
 
-    try:
+    with one_line_errors(PROG, prog, interrupted=RESUMABLE) as outcome:
         with contextlib.redirect_stdout(sys.stderr):  # stdout is reserved for results
             out = run_sweep(configs, store=store, backend=args.backend, workers=workers, address=args.ray_address,
                             max_retries=retries, ship_code=args.ray_ship_code, spec=spec, sweep_id=args.resume,
                             label=args.label, reuse=not args.no_reuse, cache_dir=args.cache_dir,
                             on_result=on_result, on_start=on_start, progress=prog.features,
                             should_stop=lambda: bool(state.get("closed")))
-    except KeyboardInterrupt:
-        prog.close()
-        return fail(PROG, "interrupted; finished runs are stored, run the same command to resume", 130)
-    except (ConfigError, UnknownNameError) as e:
-        prog.close()
-        return fail(PROG, str(e), 2)
-    except MixDPError as e:
-        prog.close()
-        return fail(PROG, str(e), 1)
-    prog.close()
+    if outcome.code is not None:
+        return outcome.code
     if state.get("closed"):
         return 0
     msg = (f"sweep {out.sweep_id}: {len(out.results)} runs, {out.n_reused} reused, {out.n_failed} not completed, "

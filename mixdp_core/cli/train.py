@@ -23,8 +23,8 @@ import sys
 from typing import Any
 
 from ..config import DELTA, EPSILON
-from ..errors import ConfigError, MixDPError, UnknownNameError
-from ._common import Progress, fail, number, pairs
+from ..errors import ConfigError, UnknownNameError
+from ._common import Progress, fail, number, one_line_errors, pairs
 
 #: Keys of the ``--json`` summary, in order.
 SUMMARY_KEYS = (
@@ -156,20 +156,12 @@ def run(args: argparse.Namespace) -> int:
     prog = Progress(not args.no_progress)
     before = {r.run_id for r in store.list_runs(config_hash=config.config_hash(), status="completed")} \
         if args.reuse else set()
-    try:
+    with one_line_errors("mixdp train", prog, interrupted="interrupted; the run is marked failed") as outcome:
         with contextlib.redirect_stdout(sys.stderr):  # stdout is reserved for the result
             run_id = execute(config, store=store, on_record=prog.step, cache_dir=args.cache_dir,
                              progress=prog.features, reuse=args.reuse, label=args.label)
-    except KeyboardInterrupt:
-        prog.close()
-        return fail("mixdp train", "interrupted; the run is marked failed", 130)
-    except (ConfigError, UnknownNameError) as e:
-        prog.close()
-        return fail("mixdp train", str(e), 2)
-    except MixDPError as e:
-        prog.close()
-        return fail("mixdp train", str(e), 1)
-    prog.close()
+    if outcome.code is not None:
+        return outcome.code
     rec = store.get_run(run_id)
     out = summary(rec, store_root=str(store.root), reused=run_id in before)
     if args.json:

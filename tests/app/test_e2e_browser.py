@@ -329,6 +329,12 @@ def _walk(server, driver, tmp_path):
     ui.wait(lambda d: "running" not in ui.body().split("Run comparison")[-1][:400], timeout=150)
     ui.text_present("At ε = 8", timeout=60)
     ui.text_present("Which method at my ε?", timeout=30)
+
+    def all_runs_drawn(_):  # runs appear as the sweep engine finishes them: wait for the last
+        p = ui.plot("Test error vs ε")
+        return p is not None and len(p["tickvals"] or []) == 4 and len(p["traces"]) >= 3
+
+    ui.wait(all_runs_drawn, 150)
     timings["compare_s"] = time.monotonic() - t0
     cmp = ui.plot("Test error vs ε")
     assert cmp["xtype"] == "log" and cmp["tickvals"] == [0.5, 1, 3, 8], cmp

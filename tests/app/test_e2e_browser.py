@@ -348,7 +348,11 @@ def _walk(server, driver, tmp_path):
     # ---------------------------------------------------------------- Privacy audit: readable δ(ε)
     ui.nav("Privacy audit")
     ui.text_present("Per-instance privacy")
-    ui.text_present("Membership-inference attack")
+    ui.text_present("What the guarantee allows vs what attacks achieve")
+    ui.text_present("no attacker can identify more than")  # the one-sentence reading of the bound
+    ui.wait(lambda d: ui.plot("What the guarantee allows vs what the attacks achieve") is not None, 30)
+    theory = ui.plot("What the guarantee allows vs what the attacks achieve")
+    assert theory["showlegend"] is True and any("best possible attack" in t["name"] for t in theory["traces"])
     ui.wait(lambda d: ui.plot("Privacy curve δ(ε)") is not None, 30)
     delta = ui.plot("Privacy curve δ(ε)")
     assert delta["ytype"] == "log" and delta["yrange"][0] >= -12 and delta["yrange"][1] == 0, delta

@@ -9,7 +9,6 @@ process on first use, which also marks runs left ``running`` by a dead server as
 Home: what mixed DP is, the method families, and a one-click demo run on the offline default.
 """
 
-import time
 
 import streamlit as st
 
@@ -63,11 +62,7 @@ st.markdown(f"One click trains **AdaMix at ε = {demo.target_epsilon:g}** on the
 if st.button("Run the demo", type="primary", key="demo", icon=":material/play_arrow:"):
     job = manager.submit_run(demo, kind="demo", reuse=True)
     st.session_state["train_job"] = job.job_id
-    deadline = time.monotonic() + 3.0
-    rid = manager.run_id(job)
-    while rid is None and not job.finished and time.monotonic() < deadline:
-        time.sleep(0.05)
-        rid = manager.run_id(job)
+    rid = manager.wait_run_id(job)
     select_run(rid)
     st.switch_page("pages/2_train.py", query_params={"run": rid} if rid else None)
 

@@ -7,13 +7,12 @@ reload or a new browser session opening the URL shows it too.
 
 import dataclasses
 import json
-import time
 
 import streamlit as st
 
 from mixdp_core.app_support import forms
 from mixdp_core.app_support.resources import (
-    data_settings, page_setup, note, poll_seconds, render_run, run_label, save_data_settings, select_run,
+    data_settings, page_setup, note, poll_seconds, render_run, save_data_settings, select_run,
     selected_run_id, show_field_errors,
 )
 from mixdp_core.errors import ConfigError
@@ -160,13 +159,7 @@ if launch and not blocked:
                        "its reported ε is the composition of every candidate run.")
         job = manager.submit_run(cfg, kind="train")
         st.session_state["train_job"] = job.job_id
-        # The worker creates the run row first thing: put its id in the URL right away.
-        deadline = time.monotonic() + 3.0
-        rid = manager.run_id(job)
-        while rid is None and not job.finished and time.monotonic() < deadline:
-            time.sleep(0.05)
-            rid = manager.run_id(job)
-        select_run(rid)
+        select_run(manager.wait_run_id(job))  # the run id goes into the URL right away
 
 # ------------------------------------------------------------------ follow the run
 st.divider()

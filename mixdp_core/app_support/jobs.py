@@ -215,6 +215,16 @@ class JobManager:
                 rid = runs[0].run_id
         return rid
 
+    def wait_run_id(self, job: Job, timeout: float = 3.0) -> str | None:
+        """The run id of a just-submitted job, waiting up to ``timeout`` s for its worker to
+        create the run row (the first thing it does), so a page can put it in the URL."""
+        deadline = time.monotonic() + timeout
+        rid = self.run_id(job)
+        while rid is None and not job.finished and time.monotonic() < deadline:
+            time.sleep(0.05)
+            rid = self.run_id(job)
+        return rid
+
     def current_run_id(self, job: Job) -> str | None:
         """Run id of the config being executed now (or the last one)."""
         if not job.configs:

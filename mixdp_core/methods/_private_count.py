@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
+
 from ..config import Interval, param
 from ..errors import ConfigError
 
@@ -50,3 +52,31 @@ def check_bound(cfg: PrivateCountConfig) -> None:
     if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
         raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
                                         "number of private samples (integer >= 1)")
+
+
+def resolve_private_count(cfg: PrivateCountConfig, n_exact: int, *, seed: int) -> tuple[float, object]:
+    """The N a DP-SGD method may use to set q and T, and the accounting event it costs.
+
+    ``"noisy_count"``: releases ``N + N(0, σ_c²)`` — a Gaussian mechanism of L2 sensitivity 1
+    under add/remove of one private row, σ_c from
+    :func:`mixdp_core.accounting.noisy_count_event` — and returns that event, which the caller
+    composes with its steps. ``"public_bound"``: ``size_bound``, no event. ``"public"``: the
+    exact N, no event (its cost is not accounted; the report says so).
+
+    Returns:
+        ``(n_used, count_event)``: ``n_used >= 1``; ``count_event`` is ``None`` unless the count
+        was released.
+    """
+    from .. import accounting
+
+    check_bound(cfg)
+    event = None
+    if cfg.dataset_size == "noisy_count":
+        event = accounting.noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,
+                                             share=cfg.count_budget_share)
+        n_used = float(n_exact + np.random.default_rng([seed, 0xC0]).normal(0.0, event.noise_multiplier))
+    elif cfg.dataset_size == "public_bound":
+        n_used = float(cfg.size_bound)
+    else:
+        n_used = float(n_exact)
+    return max(1.0, n_used), event

@@ -48,7 +48,7 @@ import numpy as np
 
 from ...errors import ConfigError, DataError
 from ...config import SEED_RANGE, Interval, param
-from .._private_count import PrivateCountConfig, check_bound
+from .._private_count import PrivateCountConfig, check_bound, resolve_private_count
 from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -391,17 +391,7 @@ class SparseFinetune(Method):
         self.image_shape_ = pretrained.image_shape
         self.pretrain_seconds_ = pretrained.seconds
         self.classes_ = np.arange(C)
-        check_bound(cfg)
-        count_ev = None
-        if cfg.dataset_size == "noisy_count":
-            count_ev = acc.noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,
-                                             share=cfg.count_budget_share)
-            n_used = float(N + np.random.default_rng([cfg.seed, 0xC0]).normal(0.0, count_ev.noise_multiplier))
-        elif cfg.dataset_size == "public_bound":
-            n_used = float(cfg.size_bound)
-        else:
-            n_used = float(N)
-        n_used = max(1.0, n_used)
+        n_used, count_ev = resolve_private_count(cfg, N, seed=cfg.seed)
         self.n_used_ = n_used
         self.count_event_ = count_ev
         q = min(1.0, cfg.batch_size / n_used)

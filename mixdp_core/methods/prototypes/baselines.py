@@ -51,7 +51,7 @@ import numpy as np
 from .._observe import notify_release
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
-from .._private_count import PrivateCountConfig, check_bound
+from .._private_count import PrivateCountConfig, check_bound, resolve_private_count
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import largest_param
 from .utilities import l2_normalize
@@ -115,16 +115,6 @@ class _LinearHead(PrototypeFamilyMethod):
         self._check_fitted()
         return _augment(X) @ self.coef_
 
-    def _count_event(self):
-        """The noisy count's Gaussian mechanism (sensitivity 1, add/remove), or None."""
-        cfg = self.config
-        if cfg.dataset_size != "noisy_count":
-            return None
-        from ...accounting.calibration import noisy_count_event
-
-        return noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,
-                                 share=cfg.count_budget_share)
-
     @staticmethod
     def _plan(cfg, n_used: float) -> tuple[float, int]:
         q = min(1.0, cfg.expected_batch_size / max(1.0, n_used))
@@ -158,14 +148,7 @@ class _LinearHead(PrototypeFamilyMethod):
         rng = np.random.default_rng([cfg.seed, 0x5CD])
         # N enters only through n_used (module docstring): a noisy count (accounted), a public
         # bound, or the exact count declared public.
-        self.count_event_ = self._count_event()
-        if self.count_event_ is not None:
-            n_used = float(n + np.random.default_rng([cfg.seed, 0xC0]).normal(0.0, self.count_event_.noise_multiplier))
-        elif cfg.dataset_size == "public_bound":
-            n_used = float(cfg.size_bound)
-        else:
-            n_used = float(n)
-        n_used = max(1.0, n_used)
+        n_used, self.count_event_ = resolve_private_count(cfg, n, seed=cfg.seed)
         self.n_used_ = n_used
         q, T = self._plan(cfg, n_used)
         delta = cfg.target_delta

@@ -17,13 +17,38 @@ from ...accounting.calibration import calibrate_em_epsilon
 from .dppl_public import DPPLPublicConfig, _PublicBase
 from .utilities import sample_topk
 
+#: Largest automatic K: the paper's App. C.4.1 finds the best K growing with the budget and
+#: K = 1..3 best at strict budgets (Fig. 18); K = 3 was this library's previous fixed default.
+AUTO_K_MAX = 3
+
+
+def auto_k(pool_size: int, n_classes: int) -> int:
+    """K from public information only: ``min(3, max(1, floor(N_pool / C)))``.
+
+    ``N_pool / C`` is the number of pool candidates per class when the pool is the public
+    split (its per-class count is public). Asking for more prototypes than a class can have
+    forces the joint mechanism to add other classes' samples to every set, and Eq. 7 then
+    averages their distances into the class's score.
+    """
+    return int(min(AUTO_K_MAX, max(1, pool_size // max(n_classes, 1))))
+
 
 @dataclass(frozen=True, kw_only=True)
 class DPPLPublicTopKConfig(DPPLPublicConfig):
-    """Hyper-parameters of DPPL-PublicK: those of :class:`DPPLPublicConfig` plus ``k``."""
+    """Hyper-parameters of DPPL-PublicK: those of :class:`DPPLPublicConfig` plus ``k`` and ``sampling``."""
 
-    k: int = param(3, type=int, range=Interval(1, None),
-                   help="Prototypes per class (at most the pool size, checked at fit).")
+    k: int | None = param(
+        None, type=int, range=Interval(1, None),
+        help="Prototypes per class (at most the pool size, checked at fit). None (default): "
+             "min(3, max(1, floor(pool size / classes))) — public information only: with the public split as "
+             "the pool, a class has about pool/C candidates, and a K above that forces other classes' samples "
+             "into every set (measured: docs/results/prototypes_fidelity.md).")
+    sampling: str = param(
+        "monotone", choices=("monotone", "paper"),
+        help="Scale of the joint exponential mechanism: 'monotone' (default) samples P[S] ∝ exp(ε·min_S u/Δu), "
+             "ε-DP because the paper's −u_(K) shift is the same for every set and min_S u is monotone "
+             "(Lemma 2; K = 1 is then exactly DPPL-Public); 'paper' uses App. C.3's factor 2, "
+             "exp(ε·U(S)/(2Δu)), for reproducing the paper.")
 
 
 @METHODS.register("dppl_public_topk")
@@ -31,20 +56,31 @@ class DPPLPublicTopK(_PublicBase):
     """DPPL-PublicK (Wahdany et al., App. C.3 / C.4).
 
     Mechanism: per class, an unordered K-set ``S`` of pool rows is drawn with
-    ``P[S] ∝ exp(ε_EM · U(S) / (2Δu))``, ``U(S) = min_{s∈S} u_c(s) − u_c,(K)`` (Eq. 5),
-    sampled exactly through the rank of the worst member
-    (:func:`~.utilities.sample_topk`). ``ΔU = Δu = d_max − d_min`` under add/remove of one
-    private sample (Lemma 4); U is not monotone, hence the factor 2: each class's draw is
-    ε_EM-DP and the release is ε_EM-DP by parallel composition over classes.
+    ``P[S] ∝ exp(ε_EM · U(S) / Δu)`` (``sampling='monotone'``) or ``exp(ε_EM · U(S) / (2Δu))``
+    (``'paper'``), ``U(S) = min_{s∈S} u_c(s) − u_c,(K)`` (Eq. 5), sampled exactly through the
+    rank of the worst member (:func:`~.utilities.sample_topk`). Sensitivity under add/remove
+    of one private sample: ``ΔU = Δu = d_max − d_min`` (Lemma 4). U is not monotone, but
+    ``U(S) − U(S')`` does not depend on ``u_(K)``, so the distribution is that of the
+    exponential mechanism of the monotone ``min_{s∈S} u_c(s)`` (sensitivity Δu): ε_EM-DP at the
+    monotone scale (Lemma 2), and ε_EM-DP with the paper's factor 2 a fortiori. The release is
+    ε_EM-DP by parallel composition over the disjoint classes.
+
+    Regime note: with only a few public samples per class in the pool (e.g. 2), K above that
+    number puts other classes' samples into every class's set; ``k=None`` picks K from
+    public information (:func:`auto_k`).
 
     Fitted attributes: ``prototypes_`` ``(C, K, d)``, ``prototype_indices_`` ``(C, K)``,
-    ``epsilon_em_``, ``privacy_``, ``steps_`` (1), ``history_``.
+    ``k_`` (K used), ``epsilon_em_``, ``privacy_``, ``steps_`` (1), ``history_``.
     """
 
     config_cls = DPPLPublicTopKConfig
-    description = "DP prototypes: joint exponential mechanism picks K public prototypes per class (pure ε-DP)"
+    description = ("DP prototypes: joint exponential mechanism picks K public prototypes per class (pure ε-DP); "
+                   "K defaults to the pool's candidates per class (at most 3)")
     paper = "Wahdany et al., Beyond the Mean: DP Prototypes, App. C.3 (after Gillenwater et al. 2022)"
-    monotone = False
+
+    @property
+    def monotone(self) -> bool:  # type: ignore[override]
+        return self.config.sampling == "monotone"
 
     def fit(self, split: Any, *, on_step=None, public_pool: np.ndarray | None = None) -> "DPPLPublicTopK":
         from ... import accounting as acc
@@ -53,16 +89,19 @@ class DPPLPublicTopK(_PublicBase):
         self._reset()
         self.epsilon_em_ = calibrate_em_epsilon(
             target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,
-            monotone=False, calibration=cfg.calibration,
+            monotone=self.monotone, calibration=cfg.calibration,
         )
         pool, U = self._utilities(split, public_pool)
-        if cfg.k > U.shape[1]:
-            raise ConfigError("k", f"must be <= the public pool size {U.shape[1]}, got {cfg.k}")
+        k = auto_k(U.shape[1], split.n_classes) if cfg.k is None else cfg.k
+        if k > U.shape[1]:
+            raise ConfigError("k", f"must be <= the public pool size {U.shape[1]}, got {k}")
         rng = np.random.default_rng([cfg.seed, 0x70C])
         sens = cfg.d_max - cfg.d_min
-        idx = np.stack([sample_topk(U[c], cfg.k, epsilon=self.epsilon_em_, sensitivity=sens, rng=rng)
+        idx = np.stack([sample_topk(U[c], k, epsilon=self.epsilon_em_, sensitivity=sens, rng=rng,
+                                    monotone=self.monotone)
                         for c in range(split.n_classes)])
+        self.k_ = k
         self.prototype_indices_ = idx
         self.prototypes_ = np.asarray(pool[idx.ravel()], dtype=np.float32).reshape(idx.shape + (pool.shape[1],))
-        self._finish(acc.ExponentialMechanism(epsilon=self.epsilon_em_, monotone=False), on_step)
+        self._finish(acc.ExponentialMechanism(epsilon=self.epsilon_em_, monotone=self.monotone), on_step)
         return self

@@ -17,32 +17,17 @@ from ...accounting.calibration import calibrate_em_epsilon
 from .dppl_public import DPPLPublicConfig, _PublicBase
 from .utilities import sample_topk
 
-#: Largest automatic K: the paper's App. C.4.1 finds the best K growing with the budget and
-#: K = 1..3 best at strict budgets (Fig. 18); K = 3 was this library's previous fixed default.
-AUTO_K_MAX = 3
-
-
-def auto_k(pool_size: int, n_classes: int) -> int:
-    """K from public information only: ``min(3, max(1, floor(N_pool / C)))``.
-
-    ``N_pool / C`` is the number of pool candidates per class when the pool is the public
-    split (its per-class count is public). Asking for more prototypes than a class can have
-    forces the joint mechanism to add other classes' samples to every set, and Eq. 7 then
-    averages their distances into the class's score.
-    """
-    return int(min(AUTO_K_MAX, max(1, pool_size // max(n_classes, 1))))
-
-
 @dataclass(frozen=True, kw_only=True)
 class DPPLPublicTopKConfig(DPPLPublicConfig):
     """Hyper-parameters of DPPL-PublicK: those of :class:`DPPLPublicConfig` plus ``k`` and ``sampling``."""
 
-    k: int | None = param(
-        None, type=int, range=Interval(1, None),
-        help="Prototypes per class (at most the pool size, checked at fit). None (default): "
-             "min(3, max(1, floor(pool size / classes))) — public information only: with the public split as "
-             "the pool, a class has about pool/C candidates, and a K above that forces other classes' samples "
-             "into every set (measured: docs/results/prototypes_fidelity.md).")
+    k: int = param(
+        1, type=int, range=Interval(1, None),
+        help="Prototypes per class (at most the pool size, checked at fit). Default 1, from public facts: a "
+             "K-set costs the joint mechanism about (K−1)·log(pool size) nats of ε·gap/Δu (the binom(y−1, K−1) "
+             "count of worse sets), the paper's App. C.4.1 finds the best K small at strict budgets and K = 10 "
+             "only for ρ > 100, and K = 1 is exactly DPPL-Public. K > 1 lost to K = 1 at every ε <= 3 measured in "
+             "docs/results/prototypes_fidelity.md; never set K above the pool's candidates per class.")
     sampling: str = param(
         "monotone", choices=("monotone", "paper"),
         help="Scale of the joint exponential mechanism: 'monotone' (default) samples P[S] ∝ exp(ε·min_S u/Δu), "
@@ -65,9 +50,11 @@ class DPPLPublicTopK(_PublicBase):
     monotone scale (Lemma 2), and ε_EM-DP with the paper's factor 2 a fortiori. The release is
     ε_EM-DP by parallel composition over the disjoint classes.
 
-    Regime note: with only a few public samples per class in the pool (e.g. 2), K above that
-    number puts other classes' samples into every class's set; ``k=None`` picks K from
-    public information (:func:`auto_k`).
+    Regime note: a K-set costs the mechanism about ``log binom(y−1, K−1) ≈ (K−1) log N_pool``
+    nats of utility (``ε · gap / Δu``) before it prefers the best sets over the many mediocre
+    ones; with a few public samples per class (e.g. 2 of a 200-sample pool) K >= 2 therefore
+    loses to K = 1 (DPPL-Public), and K above the class's candidates forces other classes'
+    samples into every set. Hence the default ``k = 1`` (see the field's help).
 
     Fitted attributes: ``prototypes_`` ``(C, K, d)``, ``prototype_indices_`` ``(C, K)``,
     ``k_`` (K used), ``epsilon_em_``, ``privacy_``, ``steps_`` (1), ``history_``.
@@ -75,7 +62,7 @@ class DPPLPublicTopK(_PublicBase):
 
     config_cls = DPPLPublicTopKConfig
     description = ("DP prototypes: joint exponential mechanism picks K public prototypes per class (pure ε-DP); "
-                   "K defaults to the pool's candidates per class (at most 3)")
+                   "default K = 1 (= DPPL-Public): K > 1 pays a set-count penalty and only helps at large budgets")
     paper = "Wahdany et al., Beyond the Mean: DP Prototypes, App. C.3 (after Gillenwater et al. 2022)"
 
     @property
@@ -92,7 +79,7 @@ class DPPLPublicTopK(_PublicBase):
             monotone=self.monotone, calibration=cfg.calibration,
         )
         pool, U = self._utilities(split, public_pool)
-        k = auto_k(U.shape[1], split.n_classes) if cfg.k is None else cfg.k
+        k = cfg.k
         if k > U.shape[1]:
             raise ConfigError("k", f"must be <= the public pool size {U.shape[1]}, got {k}")
         rng = np.random.default_rng([cfg.seed, 0x70C])

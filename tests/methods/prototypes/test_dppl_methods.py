@@ -126,14 +126,17 @@ def test_em_selection_concentrates_at_large_epsilon(digits_split):
         assert set(k.prototype_indices_[c]) == set(np.argsort(-U[c])[:3])
 
 
-@pytest.mark.parametrize("per_class,want", [(1, 1), (2, 2), (5, 3)])
-def test_topk_default_k_from_public_candidates_per_class(digits_fs, per_class, want):
-    from mixdp_core.data.splits import SplitSpec, make_split
+def test_topk_default_k1_is_dppl_public_in_distribution(digits_split):
+    """K = 1 with the monotone scale draws from exactly DPPL-Public's distribution (per class)."""
+    from mixdp_core.methods.prototypes.utilities import em_log_probs, public_utilities, topk_rank_log_probs
 
-    split = make_split(digits_fs, SplitSpec(public_per_class=per_class, seed=0))
-    m = _fit("dppl_public_topk", split, target_epsilon=1.0)
-    assert m.k_ == want and m.prototype_indices_.shape == (10, want)
-    assert _fit("dppl_public_topk", split, target_epsilon=1.0, k=1).k_ == 1
+    m = _fit("dppl_public_topk", digits_split, target_epsilon=1.0)
+    assert m.k_ == 1 and m.prototype_indices_.shape == (10, 1)
+    U = public_utilities(digits_split.X_private, digits_split.y_private, digits_split.X_public, n_classes=10)
+    for c in range(10):
+        us = np.sort(U[c])[::-1]
+        np.testing.assert_allclose(topk_rank_log_probs(us, 1, epsilon=m.epsilon_em_, sensitivity=2.0, monotone=True),
+                                   em_log_probs(us, epsilon=m.epsilon_em_, sensitivity=2.0, monotone=True), atol=1e-12)
 
 
 def test_topk_sampling_scale_is_the_declared_one(monkeypatch, digits_split):
@@ -148,8 +151,8 @@ def test_topk_sampling_scale_is_the_declared_one(monkeypatch, digits_split):
         return real(u, k, **kw)
 
     monkeypatch.setattr(mod, "sample_topk", spy)
-    a = _fit("dppl_public_topk", digits_split, target_epsilon=1.0)
-    b = _fit("dppl_public_topk", digits_split, target_epsilon=1.0, sampling="paper")
+    a = _fit("dppl_public_topk", digits_split, target_epsilon=1.0, k=3)
+    b = _fit("dppl_public_topk", digits_split, target_epsilon=1.0, k=3, sampling="paper")
     assert seen == [True] * 10 + [False] * 10
     assert a.privacy_.pure_epsilon == pytest.approx(b.privacy_.pure_epsilon)
 

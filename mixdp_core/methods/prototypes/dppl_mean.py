@@ -246,7 +246,8 @@ class DPPLMean(PrototypeFamilyMethod):
     """
 
     config_cls = DPPLMeanConfig
-    description = "DP prototypes: per-class CoinPress means (ρ-zCDP), nearest cosine prototype"
+    description = ("DP prototypes: per-class private means (CoinPress; one step by default, the paper's 3 steps "
+                   "diverge below thousands of samples per class), nearest cosine prototype (ρ-zCDP)")
     paper = "Wahdany et al., Beyond the Mean: DP Prototypes, Sec. 4.1 / App. A.4 (CoinPress, Biswas et al. 2020)"
 
     def _event(self, rho: float, steps: int | None = None):

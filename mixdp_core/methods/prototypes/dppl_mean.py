@@ -12,7 +12,8 @@ test point ``x`` (norm ``sqrt(d')``) the noise in its score against a prototype 
 signal-to-noise ratio ``n · sqrt(2ρ) · Δcos`` does not depend on ``d'``. CoinPress's later
 steps pay off only when a step shrinks the ball (``r_1 < r_0``), roughly
 ``n · sqrt(2ρ_1) > R_1 γ / sqrt(d')`` (≈ 57 at d' = 1280 under add/remove, twice that
-under replace-one): thousands of samples per class or ρ far above 0.1. Below that the radius
+under replace-one): with the paper's split about 800 samples per class at ε = 1 (ρ = 0.036) and
+1,500 at ε = 0.5 under add/remove. Below that the radius
 grows at each step (the paper's App. C.2 divergence): at d' = 1280, n = 60, ε = 1 (ρ ≈ 0.036,
 add/remove) the paper's split with the reference clip radius and no norm cap gives radii
 35.8 → 474 → 3479 and a last-step noise norm ≈ 8,800 against class means of norm < 36.
@@ -210,7 +211,7 @@ class DPPLMeanConfig(SeededPrivacyConfig):
              "step's radius is smaller (each is >= min(γ(d', β), ||c|| + sqrt(d')) >= sqrt(d')), so the last "
              "step of t > 1 has more noise than one step with all of ρ (one iteration is also the authors' "
              "dp-learning-ff starting value Ps = [ρ]). The paper's 3 steps: (5/64, 7/64, 52/64), for raw "
-             "features (feature_norm='none') with thousands of samples per class "
+             "features (feature_norm='none') with over ~1,000 samples per class at ε <= 1 "
              "(docs/results/prototypes_fidelity.md).")
     k_pool: int = param(1, type=int, range=Interval(1, None),
                         help="Average-pooling kernel applied to features before estimation and at prediction "
@@ -247,7 +248,7 @@ class DPPLMean(PrototypeFamilyMethod):
 
     config_cls = DPPLMeanConfig
     description = ("DP prototypes: per-class private means (CoinPress; one step by default, the paper's 3 steps "
-                   "diverge below thousands of samples per class), nearest cosine prototype (ρ-zCDP)")
+                   "diverge below ~1,000 samples per class at ε <= 1), nearest cosine prototype (ρ-zCDP)")
     paper = "Wahdany et al., Beyond the Mean: DP Prototypes, Sec. 4.1 / App. A.4 (CoinPress, Biswas et al. 2020)"
 
     def _event(self, rho: float, steps: int | None = None):

@@ -17,6 +17,7 @@ from ...accounting.calibration import calibrate_em_epsilon
 from .dppl_public import DPPLPublicConfig, _PublicBase
 from .utilities import sample_topk
 
+
 @dataclass(frozen=True, kw_only=True)
 class DPPLPublicTopKConfig(DPPLPublicConfig):
     """Hyper-parameters of DPPL-PublicK: those of :class:`DPPLPublicConfig` plus ``k`` and ``sampling``."""
@@ -79,7 +80,7 @@ class DPPLPublicTopK(_PublicBase):
             monotone=self.monotone, calibration=cfg.calibration,
         )
         pool, U = self._utilities(split, public_pool)
-        k = cfg.k
+        k = int(cfg.k)
         if k > U.shape[1]:
             raise ConfigError("k", f"must be <= the public pool size {U.shape[1]}, got {k}")
         rng = np.random.default_rng([cfg.seed, 0x70C])

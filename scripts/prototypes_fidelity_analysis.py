@@ -1,7 +1,7 @@
 """Numbers quoted in docs/results/prototypes_fidelity.md: budgets, CoinPress radii, SNR, TopK gaps.
 
 usage (repository root, after encoding pacs28 as in prototypes_fidelity_experiment.py):
-    PYTHONPATH=$PWD python docs/results/prototypes_fidelity_analysis.py
+    PYTHONPATH=$PWD python scripts/prototypes_fidelity_analysis.py
 """
 import math, numpy as np
 from mixdp_core import accounting as acc

@@ -1,7 +1,7 @@
 """Fidelity experiment behind docs/results/prototypes_fidelity.md (DP prototypes, few public samples).
 
 usage (repository root; PUB = public samples per class, default 2; the rest of 62 are private):
-    PYTHONPATH=$PWD [PUB=10] python docs/results/prototypes_fidelity_experiment.py SRC OUT.json VARIANT...
+    PYTHONPATH=$PWD [PUB=10] python scripts/prototypes_fidelity_experiment.py SRC OUT.json VARIANT...
 SRC: 'pacs28' — EfficientNet-Lite0 features of PACS as 28 (domain, class) classes, first 62 files
 of each folder (sorted by name) for training and the next 18 for test, encoded once with
 ``mixdp encode --dataset image_folder:/tmp/dppl_pacs28 --encoder efficientnet_lite0``

@@ -322,6 +322,16 @@ DEFAULT_BLOCK_ROWS = 384
 #: Without ``block_rows``, an ``X`` of at most this many bytes is processed as one block.
 SINGLE_BLOCK_BYTES = 2 << 20
 
+#: Without ``fused``, :func:`private_release` uses the fused one-pass kernel
+#: (:mod:`mixdp_core.methods._fused_kernel`) for a float32 ``X`` of at least this many bytes.
+#: Why a threshold: importing numba and loading the cached machine code costs ~0.3-0.5 s of
+#: CPU once per process (the first compilation on a machine ~3-5 s), while the kernel saves
+#: ~1.5-2 streaming passes over ``X`` per step (``benchmarks/train.py``). At 32 MiB one pass
+#: is ~3 ms on the development machine, so a run of a few hundred steps (the calibrated T at
+#: sigma = 20, epsilon >= 1) gains more than the import costs; below it (digits: 0.5 MiB) the
+#: numpy kernel keeps the start-up fast (issue 13's 1.5 s CPU budget of a digits run).
+FUSED_MIN_BYTES = 32 << 20
+
 _WORKSPACES = threading.local()
 
 #: The backward product ``(c E)^T X_b`` is taken with ``E^T`` padded by zero rows to a multiple
@@ -420,6 +430,43 @@ def release_workspace(block_rows: int, n_cols: int, C: int, D: int, dtype: Any, 
     return ws
 
 
+def _fused_available() -> bool:
+    """Whether the fused kernel can run (imports numba on the first call: large problems only)."""
+    from .. import _fused_kernel
+
+    return _fused_kernel.available()
+
+
+def _fused_clipped_sum(X, y, W, x_norm, tau, ce_out, loss_out, threads) -> np.ndarray:
+    """``(C, D)`` float64 ``sum_i c_i (p_i - y_i) x_i^T`` by the fused kernel; fills ``ce_out``
+    with ``c_i ||p_i - y_i||`` and ``loss_out``. ``threads`` > 1: contiguous row ranges (the
+    kernel releases the GIL), partial sums added in order."""
+    from .. import _fused_kernel
+
+    N, D = X.shape
+    Xc = np.ascontiguousarray(X, dtype=np.float32)
+    yc = np.ascontiguousarray(y, dtype=np.int64)
+    WT = np.ascontiguousarray(np.asarray(W, dtype=np.float32).T)
+    xn = np.ascontiguousarray(x_norm, dtype=np.float64)
+    C = WT.shape[0]
+
+    def part(lo: int, hi: int) -> np.ndarray:
+        S = np.zeros((C, D))
+        _fused_kernel.clipped_sum(Xc, yc, WT, xn, float(tau), lo, hi, S, ce_out, loss_out)
+        return S
+
+    n_threads = max(1, min(int(threads or 1), -(-N // 4096)))
+    if n_threads == 1:
+        return part(0, N)
+    per = ((N + n_threads - 1) // n_threads + 3) // 4 * 4  # whole groups of 4 rows per thread
+    bounds = [(lo, min(N, lo + per)) for lo in range(0, N, per)]
+    parts = list(_pool(len(bounds)).map(lambda lh: part(*lh), bounds))
+    S = parts[0]
+    for P in parts[1:]:
+        S += P
+    return S
+
+
 def private_release(
     X: np.ndarray,
     y: np.ndarray,
@@ -435,6 +482,7 @@ def private_release(
     ratio_out: Optional[np.ndarray] = None,
     loss_out: Optional[np.ndarray] = None,
     threads: Optional[int] = None,
+    fused: Optional[bool] = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
 
@@ -470,6 +518,13 @@ def private_release(
         threads: worker threads (default 1); each takes a contiguous range of whole blocks
             with its own buffers and partial sum (run BLAS single-threaded meanwhile). The
             result equals the 1-thread one up to float rounding of the partial sums.
+        fused: use the fused one-pass kernel (:mod:`mixdp_core.methods._fused_kernel`: each
+            row of ``X`` read once per step for logits, softmax residual, clip factor and the
+            clipped sum); it computes the same quantity (same sensitivity ``tau``, same noise
+            and projection here). ``None`` (default): when numba is installed, ``X`` is a
+            C-contiguous float32 array of at least :data:`FUSED_MIN_BYTES` and ``X U_r`` needs
+            no product with ``X`` (no projection, or the cached ``X_Qp``); ``True`` forces it
+            (``ValueError`` if the case is not supported), ``False`` keeps the numpy kernel.
 
     Returns:
         ``(released, ratio, loss)``: the back-projected noisy sum ``(D, C)``, ``r_i =
@@ -489,10 +544,10 @@ def private_release(
     U_r = basis.U if basis is not None else None
     has_ur = U_r is not None and U_r.shape[1] > 0
     via_qp = has_ur and basis.coef is not None and X_Qp is not None
-    fused = np.concatenate([Wf, U_r.astype(ft)], axis=1) if has_ur and not via_qp else Wf
+    rhs = np.concatenate([Wf, U_r.astype(ft)], axis=1) if has_ur and not via_qp else Wf
     # column-major right operand: OpenBLAS runs X_b @ W a little faster (2-12 % measured)
-    fused = np.asfortranarray(fused)
-    n_cols = fused.shape[1]
+    rhs = np.asfortranarray(rhs)
+    n_cols = rhs.shape[1]
     complement = basis is not None and basis.mode == "complement"
     m = 0
     if complement:
@@ -516,6 +571,37 @@ def private_release(
     x_norm = np.asarray(x_norm, dtype=np.float64)
     y = np.asarray(y)
 
+    supported = ft == np.float32 and X.dtype == np.float32 and (not has_ur or via_qp)
+    if fused is None:
+        fused = supported and X.flags.c_contiguous and X.nbytes >= FUSED_MIN_BYTES and _fused_available()
+    elif fused and not (supported and _fused_available()):
+        raise ValueError("fused kernel: needs numba, float32 X and no projection or a cached X_Qp")
+    if fused:
+        ST = _fused_clipped_sum(X, y, Wf, x_norm, tau, ratio, loss, threads)
+        # ratio holds c_i ||p_i - y_i|| -> r_i = c_i ||U^T x_i|| ||p_i - y_i|| / tau, block by block
+        pb = max(b, 4096)
+        for a in range(0, N, pb):
+            sl = slice(a, min(N, a + pb))
+            if basis is None:
+                pn = x_norm[sl]  # ||U^T x_i|| = ||x_i||
+            elif complement:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
+                XQ = XB_Qp[sl] @ M_cat if via_qp else XB[sl] @ M_f
+                pn = np.sqrt(np.maximum(np.square(x_norm[sl]) - np.einsum("ij,ij->i", XQ, XQ).astype(np.float64), 0.0))
+            elif via_qp:
+                XU = X_Qp[sl] @ coef
+                pn = np.sqrt(np.einsum("ij,ij->i", XU, XU).astype(np.float64))
+            else:  # a basis without directions: U^T x = 0
+                pn = np.zeros(sl.stop - sl.start)
+            rb = ratio[sl]
+            np.multiply(rb, pn, out=rb)
+            np.divide(rb, tau, out=rb)
+            np.minimum(rb, 1.0, out=rb)
+        S = ST.T.astype(ft)
+        noisy = S if noise is None else S + noise
+        if basis is not None:
+            noisy = basis.project(noisy)
+        return noisy, ratio, loss
+
     def rows(lo: int, hi: int) -> np.ndarray:
         """(sum over rows lo..hi-1 of clipped g_i)^T; fills ratio/loss there."""
         ws = release_workspace(b, n_cols, C, D, ft, m, r)  # this thread's buffers
@@ -526,7 +612,7 @@ def private_release(
                 sl = slice(a, a + nb)
                 Xb = X[sl]
                 Z = ws.Z[:nb]
-                np.matmul(Xb, fused, out=Z)  # forward: reads the block of X (from memory)
+                np.matmul(Xb, rhs, out=Z)  # forward: reads the block of X (from memory)
                 ETp = ws.ET[: ws.Cp * nb].reshape(ws.Cp, nb)
                 ET = ETp[:C]
                 ETp[C:] = 0.0

@@ -118,6 +118,12 @@ class NoisyGDOptions:
             epsilon in the step records includes them.
         eval_every: test error every this many steps (and at the last step).
         seed: seed of the noise and of the projection completion.
+        device: where the private release runs (:func:`mixdp_core.methods._torch_kernel.resolve_device`):
+            ``"cpu"`` (this module's numpy / fused kernel), ``"cuda"`` (the torch kernel on the
+            GPU), ``"auto"`` (CUDA when available and ``X_private`` has at least
+            ``AUTO_CUDA_MIN_BYTES``, else cpu) or ``"torch_cpu"`` (torch on the CPU, for
+            tests). Every device releases the same quantity with the same noise (drawn here,
+            on the host), so the accounting does not depend on it.
     """
 
     noise_multiplier: float
@@ -138,6 +144,7 @@ class NoisyGDOptions:
     smoothness: float = 0.5
     ball_radius: Optional[float] = None
     releases_before: int = 0
+    device: str = "auto"
 
 
 @dataclass
@@ -712,6 +719,17 @@ def private_release(
 from .._observe import notify_release, observe_releases, step_observer  # noqa: E402,F401  (audits, live view)
 
 
+def _release_function(device: str, nbytes: int) -> Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The release kernel of a run: this module's :func:`private_release` (looked up when the
+    run starts) or the torch kernel on the resolved device."""
+    from .._torch_kernel import resolve_device, torch_private_release
+
+    dev = resolve_device(device, nbytes)
+    if dev == "numpy":
+        return private_release
+    return lambda *a, **k: torch_private_release(*a, device=dev, **k)
+
+
 def run_noisygd(
     problem: NoisyGDProblem,
     W_init: np.ndarray,
@@ -749,6 +767,7 @@ def run_noisygd(
     T = int(opts.steps)
     sigma = float(opts.noise_multiplier)
     rng = np.random.default_rng([opts.seed, 0xADA])
+    release = _release_function(opts.device, Xq.nbytes)
 
     xq_norm = row_norms(Xq)
     has_pub = Xp.shape[0] > 0
@@ -828,7 +847,7 @@ def run_noisygd(
 
         # --- Gaussian mechanism: noise sigma * tau in the projected space ---
         z = rng.standard_normal((D, C)).astype(np.float32) * np.float32(sigma * tau)
-        noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, x_norm=xq_norm, XB=XB, X_Qp=X_Qp)
+        noisy, ratio, loss_q = release(Xq, yq, W, tau, basis, noise=z, x_norm=xq_norm, XB=XB, X_Qp=X_Qp)
         pdp += ratio**2
         executed = t
         notify_release(t, W, noisy, tau)

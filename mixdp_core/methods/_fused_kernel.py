@@ -210,3 +210,24 @@ if _numba is not None:
                         S[c, d] += P[c, d]
                         P[c, d] = 0.0
                 since = 0
+
+    @_jit
+    def row_sq_norms(A, MT, lo, hi, out):  # pragma: no cover - compiled
+        """``out[i - lo] = ||A_i M||^2`` (float64) for ``lo <= i < hi``; ``MT`` is ``M^T`` (``(k, m)``).
+
+        The projection norms of the pDP ratio: ``||U^T x_i||^2`` from the cached products of
+        ``X`` with public-data-dependent bases (``A = X Q_p`` or ``[X B | X Q_p]``, a few dozen
+        columns), one row at a time in cache instead of an ``N x k`` temporary per step.
+        """
+        k = MT.shape[0]
+        m = A.shape[1]
+        for i in range(lo, hi):
+            a = A[i]
+            s = 0.0
+            for j in range(k):
+                w = MT[j]
+                t = np.float32(0.0)
+                for q in range(m):
+                    t += a[q] * w[q]
+                s += np.float64(t) * t
+            out[i - lo] = s

@@ -586,17 +586,26 @@ def private_release(
     if fused:
         ST = _fused_clipped_sum(X, y, Wf, x_norm, tau, ratio, loss, threads)
         # ratio holds c_i ||p_i - y_i|| -> r_i = c_i ||U^T x_i|| ||p_i - y_i|| / tau, block by block
+        if basis is not None and (complement or via_qp):
+            from .. import _fused_kernel
+
+            # ||Q^T x_i||^2 (complement) or ||U^T x_i||^2 from the cached (N, <= m + n_pub) products
+            A, Mp = (XB_Qp, M_cat) if complement and via_qp else (XB, M_f) if complement else (X_Qp, coef)
+            A = np.ascontiguousarray(A, dtype=np.float32)
+            MT = np.ascontiguousarray(np.asarray(Mp, dtype=np.float32).T)
         pb = max(b, 4096)
+        sq_all = np.empty(min(pb, N))  # block-sized: no per-step (N,) temporary
         for a in range(0, N, pb):
             sl = slice(a, min(N, a + pb))
+            if basis is not None and (complement or via_qp):
+                sq = sq_all[: sl.stop - sl.start]
+                _fused_kernel.row_sq_norms(A, MT, sl.start, sl.stop, sq)
             if basis is None:
                 pn = x_norm[sl]  # ||U^T x_i|| = ||x_i||
             elif complement:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
-                XQ = XB_Qp[sl] @ M_cat if via_qp else XB[sl] @ M_f
-                pn = np.sqrt(np.maximum(np.square(x_norm[sl]) - np.einsum("ij,ij->i", XQ, XQ).astype(np.float64), 0.0))
+                pn = np.sqrt(np.maximum(np.square(x_norm[sl]) - sq, 0.0))
             elif via_qp:
-                XU = X_Qp[sl] @ coef
-                pn = np.sqrt(np.einsum("ij,ij->i", XU, XU).astype(np.float64))
+                pn = np.sqrt(sq)
             else:  # a basis without directions: U^T x = 0
                 pn = np.zeros(sl.stop - sl.start)
             rb = ratio[sl]

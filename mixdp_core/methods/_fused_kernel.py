@@ -88,26 +88,27 @@ if _numba is not None:
                     m = Z[r, c]
             yi = y[a + r]
             zy = np.float64(Z[r, yi]) - m
-            s = 0.0
+            s = np.float32(0.0)
             for c in range(C):
-                e = np.exp(Z[r, c] - m)
+                e = np.exp(Z[r, c] - m)  # float32, <= 1
                 Z[r, c] = e
                 s += e
-            loss[a + r] = np.log(s) - zy  # -log p_y = log sum exp(z - max) - (z_y - max)
+            loss[a + r] = np.log(np.float64(s)) - zy  # -log p_y = log sum exp(z - max) - (z_y - max)
+            inv = np.float32(1.0) / s  # one division per row, then products
+            for c in range(C):
+                Z[r, c] *= inv
+            Z[r, yi] -= np.float32(1.0)
             en = 0.0
             for c in range(C):
-                p = Z[r, c] / s
-                if c == yi:
-                    p -= 1.0
-                Z[r, c] = p
-                en += p * p
+                en += np.float64(Z[r, c]) * Z[r, c]
             en = np.sqrt(en)
             g = xn[a + r] * en  # ||g_i||_F
             cf = 1.0
             if g > tau:
                 cf = tau / g
+            cf32 = np.float32(cf)
             for c in range(C):
-                Z[r, c] *= cf
+                Z[r, c] *= cf32
             ce[a + r] = cf * en
 
     @_jit
@@ -217,11 +218,43 @@ if _numba is not None:
 
         The projection norms of the pDP ratio: ``||U^T x_i||^2`` from the cached products of
         ``X`` with public-data-dependent bases (``A = X Q_p`` or ``[X B | X Q_p]``, a few dozen
-        columns), one row at a time in cache instead of an ``N x k`` temporary per step.
+        columns), without an ``N x k`` temporary. 4 rows share each load of ``M``'s rows
+        (50,000 x 80 by 80 x 30: 6.3 ms vs 6.8 ms for blocked numpy, 13.5 ms one row at a time).
         """
         k = MT.shape[0]
         m = A.shape[1]
-        for i in range(lo, hi):
+        i = lo
+        while i + 3 < hi:
+            a0 = A[i]
+            a1 = A[i + 1]
+            a2 = A[i + 2]
+            a3 = A[i + 3]
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            for j in range(k):
+                w = MT[j]
+                t0 = np.float32(0.0)
+                t1 = np.float32(0.0)
+                t2 = np.float32(0.0)
+                t3 = np.float32(0.0)
+                for q in range(m):
+                    wq = w[q]
+                    t0 += a0[q] * wq
+                    t1 += a1[q] * wq
+                    t2 += a2[q] * wq
+                    t3 += a3[q] * wq
+                s0 += np.float64(t0) * t0
+                s1 += np.float64(t1) * t1
+                s2 += np.float64(t2) * t2
+                s3 += np.float64(t3) * t3
+            out[i - lo] = s0
+            out[i - lo + 1] = s1
+            out[i - lo + 2] = s2
+            out[i - lo + 3] = s3
+            i += 4
+        while i < hi:
             a = A[i]
             s = 0.0
             for j in range(k):
@@ -231,3 +264,4 @@ if _numba is not None:
                     t += a[q] * w[q]
                 s += np.float64(t) * t
             out[i - lo] = s
+            i += 1

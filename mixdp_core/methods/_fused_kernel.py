@@ -26,9 +26,10 @@ read-modify-write of ``S`` per 4 rows instead of one per row). Partial sums are 
 for 512 rows and then added to a float64 total (more accurate than one float32 running sum).
 
 numba is imported only when this module is; :func:`available` says whether it can be. The
-first call compiles (a few seconds, once per machine: ``cache=True`` stores the machine code
-next to this file or in numba's cache directory); the engine uses this kernel only for
-problems large enough that the import is negligible
+first call compiles (~4 s of CPU, once per machine: ``cache=True`` stores the machine code
+next to this file, or in numba's user-wide cache directory when that is not writable; later
+processes pay ~0.75-0.9 s for the numba import and the cache load); the engine uses this
+kernel only for problems large enough to repay that
 (:data:`mixdp_core.methods.adamix.engine.FUSED_MIN_BYTES`), never on the digits fast path.
 """
 

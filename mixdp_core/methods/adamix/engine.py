@@ -331,13 +331,15 @@ SINGLE_BLOCK_BYTES = 2 << 20
 
 #: Without ``fused``, :func:`private_release` uses the fused one-pass kernel
 #: (:mod:`mixdp_core.methods._fused_kernel`) for a float32 ``X`` of at least this many bytes.
-#: Why a threshold: importing numba and loading the cached machine code costs ~0.3-0.5 s of
-#: CPU once per process (the first compilation on a machine ~3-5 s), while the kernel saves
-#: ~1.5-2 streaming passes over ``X`` per step (``benchmarks/train.py``). At 32 MiB one pass
-#: is ~3 ms on the development machine, so a run of a few hundred steps (the calibrated T at
-#: sigma = 20, epsilon >= 1) gains more than the import costs; below it (digits: 0.5 MiB) the
-#: numpy kernel keeps the start-up fast (issue 13's 1.5 s CPU budget of a digits run).
-FUSED_MIN_BYTES = 32 << 20
+#: Why a threshold: importing numba and loading the cached machine code costs ~0.75-0.9 s of
+#: CPU once per process (the first compilation on a machine ~4 s; measured on the development
+#: machine), while the kernel saves ~2 streaming passes over ``X`` per step
+#: (``benchmarks/train.py``: ``step_over_stream_floor_*`` vs ``*_numpy``). At 64 MiB one pass
+#: is ~5 ms, so the import is repaid after ~80-90 steps; the calibrated T at sigma = 20 is a
+#: few hundred (206 for digits at epsilon = 3). Below it (digits: 0.5 MiB) the numpy kernel
+#: keeps the start-up fast (issue 13's 1.5 s CPU budget of a digits run) and numba is never
+#: imported.
+FUSED_MIN_BYTES = 64 << 20
 
 _WORKSPACES = threading.local()
 

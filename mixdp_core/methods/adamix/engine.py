@@ -188,6 +188,28 @@ def public_span_basis(X_pub: np.ndarray, rel_tol: float = 1e-6) -> Optional[Proj
     return ProjectionBasis("sub", U[:, :r].astype(np.float32), r)
 
 
+def percentile_linear(a: np.ndarray, q: float) -> float:
+    """``np.percentile(a, q)`` (default ``"linear"`` method), bit for bit, for a small 1-d ``a``.
+
+    Why not ``np.percentile``: its generic machinery costs ~70 us per call, paid at every step
+    for a few dozen public norms (~40 ms of a 206-step digits run, a few % of the 1.5 s start-up
+    budget). Same arithmetic as numpy: virtual index ``(n - 1) q / 100`` and numpy's two-sided
+    ``_lerp`` (``b - (b - a)(1 - g)`` when ``g >= 0.5``), so the threshold is unchanged.
+    """
+    v = np.sort(np.asarray(a, dtype=np.float64).ravel())
+    n = v.size
+    vi = (n - 1) * (float(q) / 100.0)
+    if vi >= n - 1:
+        return float(v[-1])
+    if vi <= 0:
+        return float(v[0])
+    lo = math.floor(vi)
+    g = vi - lo
+    x0, x1 = float(v[lo]), float(v[lo + 1])
+    d = x1 - x0
+    return x1 - d * (1.0 - g) if g >= 0.5 else x0 + d * g
+
+
 def clip_threshold(kind: str, pub_norms: np.ndarray, G_pub_mean_norm: float, *, clip_norm: float, percentile: float) -> float:
     """tau_t from public data only (never from private data)."""
     if kind == "fixed":
@@ -195,7 +217,7 @@ def clip_threshold(kind: str, pub_norms: np.ndarray, G_pub_mean_norm: float, *, 
     if pub_norms.size == 0:
         raise ValueError("adaptive clipping needs public samples")
     if kind == "percentile":
-        tau = float(np.percentile(pub_norms, percentile))
+        tau = percentile_linear(pub_norms, percentile)
     elif kind == "public_mean":
         tau = float(G_pub_mean_norm)
     else:  # pragma: no cover - validated by configs

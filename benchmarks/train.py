@@ -391,6 +391,17 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
                 acc.append(time.process_time() - a)
         out["fused_release_gflops"] = flops / float(np.median(rel_f)) / 1e9 if rel_f else None
         out["numpy_release_gflops"] = flops / float(np.median(rel_n)) / 1e9
+        # the BLAS's own rate on a square product: what this core reaches when it is not bound by
+        # the skinny C-column shapes (the "peak" the two rates above compare with)
+        sq = min(1024, max(64, d))
+        Aq = np.random.default_rng(2).standard_normal((sq, sq), dtype=np.float32)
+        Aq @ Aq
+        tq = []
+        for r in range(sub_repeats):
+            a = time.process_time()
+            Aq @ Aq
+            tq.append(time.process_time() - a)
+        out["square_sgemm_gflops"] = 2.0 * sq**3 / max(float(np.median(tq)), 1e-9) / 1e9
 
         # block size of the release (1 thread, CPU time), interleaved with the stream
         W = np.ascontiguousarray(W0)

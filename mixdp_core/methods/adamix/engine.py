@@ -39,6 +39,12 @@ a cached ``N x n_pub`` matrix (when ``n_pub < D``; otherwise ``X U_r`` is fused 
 forward product ``X W``). No per-sample gradient and no ``N x D x k`` product is formed.
 The noise ``U n_t`` (``n_t ~ N(0, s^2 I_k)``) is drawn as ``U U^T z`` with
 ``z ~ N(0, s^2 I_D)``, which has the same distribution.
+
+Kernels: the clipped sum is computed by :func:`private_release` (blocked numpy, or for large
+float32 problems the fused numba kernel of :mod:`mixdp_core.methods._fused_kernel`) or, with
+``device="cuda"``, by the torch kernel of :mod:`mixdp_core.methods._torch_kernel`. All compute
+the same quantity; the noise is drawn here on the host and the projection applied after, so
+the mechanism, its sensitivity and the accounting do not depend on the kernel.
 """
 
 from __future__ import annotations

@@ -17,10 +17,13 @@ Sections (each prints its ratios; ``--only`` picks some):
              at epsilon in {1, 8}: mean test error over seeds for every private method.
 
 ``ratios``   (issue 13) one NoisyGD / AdaMix step of the real loop divided by one streaming
-             pass over X (``X.sum()``), before (the pre-issue-13 kernel, kept in
-             ``benchmarks/_release_v0.py``) and after, the block size and thread count of the
-             release, the torch kernel (CPU; CUDA when available) and Opacus' epoch over one
-             step. Each ratio is the median over interleaved repeats in this process; 1-thread
+             pass over X (``X.sum()``): with the default kernel (the fused numba kernel at this
+             size), with the blocked numpy kernel (``*_numpy``) and before issue 13 (the
+             pre-issue-13 kernel, kept in ``benchmarks/_release_v0.py``); the GFLOP/s of the
+             two BLAS products in cache and of both release kernels; the block size and thread
+             count of the release, the torch kernel (CPU; CUDA when available, else
+             ``torch_cuda_* = null`` and ``torch_cuda_skipped`` says why) and Opacus' epoch
+             over one step. Each ratio is the median over interleaved repeats in this process; 1-thread
              ratios use process CPU time (robust to other processes sharing the cores), thread
              comparisons use wall time. Prints one JSON object as the **last line**.
 
@@ -316,17 +319,23 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
     }
     fast = noisygd.private_release
 
-    def run_with(kernel, opts):
+    fused_min = noisygd.FUSED_MIN_BYTES
+
+    def run_with(kernel, opts, fused=True):
         def run(cb):
             noisygd.private_release = kernel
+            noisygd.FUSED_MIN_BYTES = fused_min if fused else 1 << 62
             try:
                 run_noisygd(prob, W0, W0, opts, on_step=cb)
             finally:
                 noisygd.private_release = fast
+                noisygd.FUSED_MIN_BYTES = fused_min
         return run
 
     out: dict = {"n": n, "d": d, "c": c, "timer_1thread": "process CPU time", "repeats": repeats}
-    ratios: dict = {k: [] for k in ("noisygd", "adamix", "noisygd_before", "adamix_before", "two_gemm", "two_gemm_in_cache")}
+    ratios: dict = {k: [] for k in ("noisygd", "adamix", "noisygd_numpy", "adamix_numpy", "noisygd_before", "adamix_before",
+                                    "two_gemm", "two_gemm_in_cache")}
+    gemm_s: list = []
     R = np.random.default_rng(1).standard_normal((n, c), dtype=np.float32)
     bh = min(512, n)
     Xh, Zh, Th, Eh = X[:bh].copy(), np.empty((bh, c), np.float32), np.empty((c, d), np.float32), R[:bh].T.copy()
@@ -347,12 +356,16 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
                 fl = _stream_cpu(X)
                 ratios[name].append(_cpu_steps(run_with(fast, opts)) / fl)
                 fl = _stream_cpu(X)
-                ratios[name + "_before"].append(_cpu_steps(run_with(private_release_v0, opts)) / fl)
+                ratios[name + "_numpy"].append(_cpu_steps(run_with(fast, opts, fused=False)) / fl)
+                fl = _stream_cpu(X)
+                ratios[name + "_before"].append(_cpu_steps(run_with(private_release_v0, opts, fused=False)) / fl)
             for name, f in (("two_gemm", two_gemm), ("two_gemm_in_cache", two_gemm_in_cache)):
                 fl = _stream_cpu(X)
                 a = time.process_time()
                 f()
                 ratios[name].append((time.process_time() - a) / fl)
+                if name == "two_gemm_in_cache":
+                    gemm_s.append(time.process_time() - a)
             if epoch is not None and r < opacus_repeats:
                 step = _cpu_steps(run_with(fast, variants["noisygd"]))
                 a = time.process_time()
@@ -362,6 +375,33 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             key = f"{name}_over_stream" if name.startswith("two_gemm") else f"step_over_stream_floor_{name}"
             out[key] = float(np.median(v))
         out["opacus_epoch_over_step"] = float(np.median(opacus_ratio)) if opacus_ratio else None
+        out["fused_kernel"] = bool(noisygd._fused_available()) and X.nbytes >= fused_min
+        # arithmetic: one step is 2 products of 2 N D C flops; the GEMM rate in cache is the BLAS
+        # ceiling for these skinny shapes, the fused release rate is what the kernel reaches
+        flops = 4.0 * n * d * c
+        out["two_gemm_in_cache_gflops"] = flops / float(np.median(gemm_s)) / 1e9
+        rel_f, rel_n = [], []
+        Wc, xn0 = np.ascontiguousarray(W0), row_norms(X)
+        for r in range(sub_repeats):
+            for fz, acc in ((True, rel_f), (False, rel_n)):
+                if fz and not out["fused_kernel"]:
+                    continue
+                a = time.process_time()
+                private_release(X, y, Wc, 0.5, None, x_norm=xn0, fused=fz)
+                acc.append(time.process_time() - a)
+        out["fused_release_gflops"] = flops / float(np.median(rel_f)) / 1e9 if rel_f else None
+        out["numpy_release_gflops"] = flops / float(np.median(rel_n)) / 1e9
+        # the BLAS's own rate on a square product: what this core reaches when it is not bound by
+        # the skinny C-column shapes (the "peak" the two rates above compare with)
+        sq = min(1024, max(64, d))
+        Aq = np.random.default_rng(2).standard_normal((sq, sq), dtype=np.float32)
+        Aq @ Aq
+        tq = []
+        for r in range(sub_repeats):
+            a = time.process_time()
+            Aq @ Aq
+            tq.append(time.process_time() - a)
+        out["square_sgemm_gflops"] = 2.0 * sq**3 / max(float(np.median(tq)), 1e-9) / 1e9
 
         # block size of the release (1 thread, CPU time), interleaved with the stream
         W = np.ascontiguousarray(W0)
@@ -371,7 +411,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             for b in blocks:
                 fl = _stream_cpu(X)
                 a = time.process_time()
-                private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=b)
+                private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=b, fused=False)
                 by_block[b].append((time.process_time() - a) / fl)
         med = {b: float(np.median(v)) for b, v in by_block.items()}
         best_b = min(med, key=med.get)
@@ -386,7 +426,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
                 X.sum()
                 fl = time.perf_counter() - a
                 a = time.perf_counter()
-                private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=best_b, threads=t)
+                private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=best_b, threads=t)  # fused when large
                 by_threads[t].append((time.perf_counter() - a) / fl)
         medt = {t: float(np.median(v)) for t, v in by_threads.items()}
         out["release_over_stream_wall_by_threads"] = {str(t): v for t, v in medt.items()}
@@ -405,7 +445,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             tr = []
             for r in range(sub_repeats):
                 a = time.process_time()
-                private_release(X, y, W, 0.5, None, x_norm=xn)
+                private_release(X, y, W, 0.5, None, x_norm=xn, fused=False)
                 t_np = time.process_time() - a
                 a = time.process_time()
                 torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cpu")
@@ -423,8 +463,10 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
                     torch.cuda.synchronize()
                     tc.append((time.perf_counter() - a) / fl)
                 out["torch_cuda_release_over_stream_wall"] = float(np.median(tc))
-            else:
-                out["torch_cuda_release_over_stream_wall"] = None  # skipped: no CUDA device
+                out["torch_cuda_device"] = torch.cuda.get_device_name(0)
+            else:  # no GPU figure is ever made up: null, and the reason beside it
+                out["torch_cuda_release_over_stream_wall"] = None
+                out["torch_cuda_skipped"] = "no CUDA device visible to torch on this machine"
     print(f"\n## issue-13 ratios ({n} x {d}, C = {c}; medians of {repeats} interleaved repeats)")
     print("| quantity | value |")
     print("|---|---|")

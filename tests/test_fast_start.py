@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "sklearn", "matplotlib", "scipy.stats", "pandas")
+HEAVY = ("torch", "sklearn", "matplotlib", "scipy.stats", "pandas", "numba")
 
 
 def test_importing_methods_and_runner_loads_no_heavy_library():
@@ -23,6 +23,25 @@ def test_importing_methods_and_runner_loads_no_heavy_library():
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert json.loads(p.stdout.strip().splitlines()[-1]) == []
+
+
+def test_small_training_run_imports_neither_torch_nor_numba(tmp_path):
+    """The digits fast path (the issue-13 start-up budget) trains AdaMix with the numpy kernel:
+    device='auto' decides on the problem size before looking for a GPU (no torch), and the
+    fused kernel's numba import is reserved for large feature matrices."""
+    code = ("import json, sys\n"
+            "from mixdp_core.cli import main\n"
+            "try:\n"
+            "    main(['train', '--dataset', 'digits', '--encoder', 'pixels', '--method', 'adamix', '--epsilon', '3',"
+            " '--json'])\n"
+            "except SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "print(json.dumps([m for m in ('torch', 'numba', 'llvmlite') if m in sys.modules]))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "MIXDP_HOME": str(tmp_path / "home"), "MIXDP_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-2000:]
     assert json.loads(p.stdout.strip().splitlines()[-1]) == []
 

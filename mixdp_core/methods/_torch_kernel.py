@@ -9,9 +9,11 @@ applied on the host exactly as in the numpy path, so the mechanism, its sensitiv
 under add/remove of one private row) and the accounting are unchanged; only the two products
 with ``X`` and the per-sample clip factors run in torch.
 
-:func:`resolve_release` maps a device option (``"auto" | "numpy" | "cpu" | "cuda"``) to a
-release function, so the NoisyGD loop can switch backend with one config field. ``torch`` is
-imported only when a torch backend is actually used.
+:func:`resolve_release` maps a device option (the methods' ``device`` field: ``"auto" | "cpu" |
+"cuda"``, plus ``"torch_cpu"`` for tests and benchmarks) to a release function, so the NoisyGD
+loop switches backend with one config field. ``torch`` is imported only when a torch backend
+is actually used (never for ``"cpu"``, nor for ``"auto"`` on a small problem or a machine
+without an NVIDIA driver).
 
 Device copies of ``X`` (and of the cached ``XB`` / ``X Q_p``) are kept between steps, keyed by
 the identity of the numpy array: the arrays must not be modified in place during a run.
@@ -28,7 +30,20 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-DEVICES = ("auto", "numpy", "cpu", "cuda")
+#: The ``device`` options of the method configs.
+DEVICES = ("auto", "cpu", "cuda")
+#: Options the engine accepts: also ``"torch_cpu"`` (the torch kernel on the CPU: slower than
+#: the numpy / fused kernels, kept to test the torch path where no GPU is lent).
+ENGINE_DEVICES = DEVICES + ("torch_cpu",)
+
+#: ``"auto"`` picks CUDA only for private features of at least this many bytes. Why: a CUDA run
+#: first pays torch's import and the CUDA context (~1-3 s of CPU, the same order as a whole
+#: digits run) and one copy of ``X`` to the device, while each CPU step costs ~3-5 streaming
+#: passes over ``X`` (``benchmarks/train.py``). At 16 MiB a CPU step is ~5-10 ms, so the
+#: calibrated few hundred steps (sigma = 20) take ~the start-up cost: below it the CPU kernel
+#: finishes first; CIFAR-10-size features (50,000 x 1,280 float32, 256 MiB) are far above.
+#: Chosen from these public orders of magnitude; no GPU was lent to measure it.
+AUTO_CUDA_MIN_BYTES = 16 << 20
 
 _CACHE_LOCK = threading.Lock()
 _DEVICE_CACHE: dict[tuple[int, str], tuple[Any, Any]] = {}
@@ -45,28 +60,43 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def resolve_device(device: str = "auto") -> str:
-    """``"numpy"``, ``"cpu"`` (torch) or ``"cuda"`` for a device option.
+def check_device(device: Any) -> None:
+    """Validator of the configs' ``device`` field: ``"cuda"`` needs a CUDA device now.
 
-    ``"auto"`` is ``"cuda"`` when a CUDA device is usable, else ``"numpy"`` (on CPU the numpy
-    kernel is the faster one: ``benchmarks/train.py``, key ``torch_cpu_step_over_numpy_step``).
+    Raises:
+        ConfigError: ``("device", ...)``, one line, when ``cuda`` is asked on a machine where
+            torch sees no CUDA device (or for an unknown option).
     """
-    if device not in DEVICES:
-        from ..errors import ConfigError
+    resolve_device(device)
 
-        raise ConfigError("device", f"must be one of {', '.join(DEVICES)}; got {device!r}")
+
+def resolve_device(device: str = "auto", nbytes: Optional[int] = None) -> str:
+    """The kernel for a device option: ``"numpy"`` (numpy / fused CPU kernel of the engine),
+    ``"cpu"`` (torch on the CPU) or ``"cuda"``.
+
+    ``"auto"`` is ``"cuda"`` when a CUDA device is usable and ``nbytes`` (the size of the private
+    features; None = unknown, taken as large) is at least :data:`AUTO_CUDA_MIN_BYTES`, else
+    ``"numpy"``: on a CPU the engine's kernels beat torch (``benchmarks/train.py``, key
+    ``torch_cpu_release_over_numpy_release``). ``"cpu"`` is the engine's CPU kernel,
+    ``"torch_cpu"`` torch on the CPU.
+    """
+    from ..errors import ConfigError
+
+    if device not in ENGINE_DEVICES:
+        raise ConfigError("device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
     if device == "auto":
+        if nbytes is not None and nbytes < AUTO_CUDA_MIN_BYTES:
+            return "numpy"  # decided before looking for a GPU: small runs never import torch
         return "cuda" if _cuda_available() else "numpy"
     if device == "cuda" and not _cuda_available():
-        from ..errors import ConfigError
-
-        raise ConfigError("device", "cuda requested but torch sees no CUDA device")
-    return device
+        raise ConfigError("device", "must be 'auto' or 'cpu' on this machine: 'cuda' asked but torch sees no CUDA device")
+    return {"cpu": "numpy", "torch_cpu": "cpu"}.get(device, device)
 
 
-def resolve_release(device: str = "auto") -> Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The release function for ``device`` (same signature as ``private_release``)."""
-    dev = resolve_device(device)
+def resolve_release(device: str = "auto", nbytes: Optional[int] = None) -> Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The release function for ``device`` (same signature as ``private_release``); see
+    :func:`resolve_device`."""
+    dev = resolve_device(device, nbytes)
     if dev == "numpy":
         from .adamix.engine import private_release
 
@@ -122,8 +152,8 @@ def torch_private_release(
 
     Sensitivity of ``U^T sum_i clip_tau(g_i)`` under add/remove of one row: ``tau``; the noise
     ``noise`` (already scaled by ``sigma * tau``) is added on the host before the projection,
-    as in the numpy kernel. ``device``: ``"cpu"`` or ``"cuda"`` (``"auto"`` resolves with
-    :func:`resolve_device`). ``threads`` sets torch's intra-op threads for the call (CPU).
+    as in the numpy kernel. ``device``: the torch device, ``"cpu"`` or ``"cuda"`` (``"auto"``
+    resolves with :func:`resolve_device`, possibly to the numpy kernel). ``threads`` sets torch's intra-op threads for the call (CPU).
     """
     import torch
 

@@ -125,3 +125,16 @@ def test_theorem3_weight_decay_closed_form():
     # more steps (larger epsilon) -> weaker decay, more noise -> stronger decay
     assert theorem3_weight_decay(lipschitz=30.0, noise_std=2.0, dim=100, steps=64, ref_distance=5.0) < lam
     assert theorem3_weight_decay(lipschitz=30.0, noise_std=4.0, dim=100, steps=16, ref_distance=5.0) > lam
+
+
+def test_percentile_linear_equals_numpy_bit_for_bit():
+    from mixdp_core.methods.adamix.engine import percentile_linear
+
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 3, 7, 30, 101):
+        for _ in range(40):
+            a = rng.standard_normal(n) ** 2
+            if n > 2:
+                a[: n // 3] = a[0]  # ties
+            for q in (0.0, 1e-9, 10.0, 50.0, 75.0, 90.0, 99.5, 100.0, float(rng.uniform(0, 100))):
+                assert percentile_linear(a, q) == float(np.percentile(a, q)), (n, q)

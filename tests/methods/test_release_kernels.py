@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from mixdp_core.errors import ConfigError
-from mixdp_core.methods import _torch_kernel
+from mixdp_core.methods import _torch_kernel, make_method
 from mixdp_core.methods.adamix import engine as noisygd
 from mixdp_core.methods._linear import l2_normalize, softmax_residual
 from mixdp_core.methods.adamix.engine import NoisyGDOptions, NoisyGDProblem, private_release, projection_basis, run_noisygd
@@ -71,6 +73,66 @@ def test_numpy_kernel_matches_reference_all_modes_blocks_threads(tau):
             assert np.all(ratio <= 1.0)
 
 
+@pytest.mark.parametrize("C", [5, 6])
+@pytest.mark.parametrize("tau", [0.05, 0.6, 10.0])
+def test_fused_kernel_matches_reference(tau, C):
+    """The fused one-pass kernel (numba) gives the reference release, ratios and losses for
+    every projection mode it supports (odd/even C, N not a multiple of its 4-row groups, a
+    zero row, 1 and 3 threads); the modes needing a product X U_r are refused, not guessed."""
+    X, y, Xp, yp, W = _data(C=C)
+    supported = 0
+    for name, basis, kw, U in _cases(X, Xp, yp, W):
+        ref, ref_ratio, ref_loss = _reference(X, y, W, tau, U)
+        if basis is not None and basis.U.shape[1] > 0 and "X_Qp" not in kw:
+            with pytest.raises(ValueError, match="fused"):
+                private_release(X, y, W, tau, basis, fused=True, **kw)
+            continue
+        supported += 1
+        for threads in (1, 3):
+            rel, ratio, loss = private_release(X, y, W, tau, basis, fused=True, threads=threads, **kw)
+            assert rel.dtype == np.float32, name
+            np.testing.assert_allclose(rel, ref, rtol=1e-4, atol=2e-5 * max(1.0, np.abs(ref).max()), err_msg=name)
+            np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-4, atol=1e-5, err_msg=name)
+            np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-5, err_msg=name)
+            assert np.all(ratio <= 1.0)
+    assert supported >= 4  # none, rank-qp, 2-qp, 20-qp (complement)
+
+
+def test_fused_kernel_equals_numpy_kernel_at_float32_tolerance():
+    """Larger float32 problem: fused and numpy kernels release the same sum (same noise)."""
+    rng = np.random.default_rng(5)
+    N, D, C = 4099, 96, 10
+    X = l2_normalize(rng.standard_normal((N, D)).astype(np.float32))
+    y = rng.integers(0, C, N)
+    W = (rng.standard_normal((D, C)) * 3.0).astype(np.float32)
+    noise = rng.standard_normal((D, C)).astype(np.float32)
+    a = private_release(X, y, W, 0.4, None, noise=noise, fused=False)
+    b = private_release(X, y, W, 0.4, None, noise=noise, fused=True)
+    np.testing.assert_allclose(b[0], a[0], rtol=1e-5, atol=1e-5 * np.abs(a[0]).max())
+    np.testing.assert_allclose(b[1], a[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b[2], a[2], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("projection", [None, "rank", 20])
+def test_noisygd_run_with_fused_kernel_gives_same_weights(monkeypatch, projection):
+    """End to end: run_noisygd picks the fused kernel by size (threshold lowered) and gives the
+    weights and pDP sums of the numpy kernel."""
+    X, y, Xp, yp, W = _data(N=200)
+    prob = NoisyGDProblem(X, y, Xp, yp, None, None, W.shape[1])
+    opts = NoisyGDOptions(noise_multiplier=3.0, steps=5, target_delta=1e-5, projection_dim=projection, seed=4)
+    W0 = np.zeros_like(W)
+    monkeypatch.setattr(noisygd, "FUSED_MIN_BYTES", 1 << 62)
+    ref = run_noisygd(prob, W0, W0, opts)
+    calls = []
+    real = noisygd._fused_clipped_sum
+    monkeypatch.setattr(noisygd, "_fused_clipped_sum", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(noisygd, "FUSED_MIN_BYTES", 0)
+    got = run_noisygd(prob, W0, W0, opts)
+    assert len(calls) == 5
+    np.testing.assert_allclose(got.W, ref.W, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.pdp_sq_ratio_sum, ref.pdp_sq_ratio_sum, rtol=1e-4, atol=1e-6)
+
+
 def test_backward_padding_does_not_change_the_release(monkeypatch):
     X, y, Xp, yp, W = _data(C=6)
     outs = []
@@ -108,22 +170,65 @@ def test_noisygd_run_with_torch_kernel_gives_same_weights(monkeypatch, projectio
     opts = NoisyGDOptions(noise_multiplier=3.0, steps=5, target_delta=1e-5, projection_dim=projection, seed=4)
     W0 = np.zeros_like(W)
     ref = run_noisygd(prob, W0, W0, opts)
-    monkeypatch.setattr(noisygd, "private_release", _torch_kernel.resolve_release("cpu"))
-    got = run_noisygd(prob, W0, W0, opts)
+    got = run_noisygd(prob, W0, W0, dataclasses.replace(opts, device="torch_cpu"))
     np.testing.assert_allclose(got.W, ref.W, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got.pdp_sq_ratio_sum, ref.pdp_sq_ratio_sum, rtol=1e-4, atol=1e-6)
 
 
 def test_device_resolution():
-    assert _torch_kernel.resolve_release("numpy") is private_release
-    with pytest.raises(ConfigError):
+    assert _torch_kernel.resolve_release("cpu") is private_release
+    assert _torch_kernel.resolve_device("torch_cpu") == "cpu"
+    with pytest.raises(ConfigError, match="device"):
         _torch_kernel.resolve_device("tpu")
+    small, large = 1 << 20, _torch_kernel.AUTO_CUDA_MIN_BYTES
+    assert _torch_kernel.resolve_device("auto", small) == "numpy"  # never a GPU for a small problem
     if not torch.cuda.is_available():
-        assert _torch_kernel.resolve_device("auto") == "numpy"
-        with pytest.raises(ConfigError):
+        assert _torch_kernel.resolve_device("auto", large) == "numpy"
+        with pytest.raises(ConfigError, match="device"):
             _torch_kernel.resolve_device("cuda")
     else:
-        assert _torch_kernel.resolve_device("auto") == "cuda"
+        assert _torch_kernel.resolve_device("auto", large) == "cuda"
+
+
+def test_auto_picks_cuda_only_when_available_and_large(monkeypatch):
+    monkeypatch.setattr(_torch_kernel, "_cuda_available", lambda: True)
+    assert _torch_kernel.resolve_device("auto", _torch_kernel.AUTO_CUDA_MIN_BYTES) == "cuda"
+    assert _torch_kernel.resolve_device("auto", _torch_kernel.AUTO_CUDA_MIN_BYTES - 1) == "numpy"
+    assert _torch_kernel.resolve_device("cpu", 1 << 40) == "numpy"
+    monkeypatch.setattr(_torch_kernel, "_cuda_available", lambda: False)
+    assert _torch_kernel.resolve_device("auto", 1 << 40) == "numpy"
+
+
+def test_config_device_field_cuda_without_gpu_is_one_line_config_error(monkeypatch):
+    monkeypatch.setattr(_torch_kernel, "_cuda_available", lambda: False)
+    with pytest.raises(ConfigError) as e:
+        make_method("adamix", device="cuda")
+    assert e.value.field == "device" and "\n" not in str(e.value) and "cuda" in str(e.value)
+    with pytest.raises(ConfigError, match="device"):
+        make_method("ngd", device="tpu")
+    assert make_method("adamix").config.device == "auto"
+
+
+@pytest.mark.parametrize("method", ["adamix", "ngd"])
+def test_fit_on_cuda_path_gives_the_cpu_weights(monkeypatch, small_split, method):
+    """End to end through ``fit``: ``device="cuda"`` reaches the torch kernel and releases the
+    same weights as ``device="cpu"`` for the same seed (same noise draw). Without a GPU the
+    CUDA device is simulated by running the torch kernel on the CPU."""
+    kw = dict(target_epsilon=2.0, noise_multiplier=5.0, seed=3)
+    ref = make_method(method, device="cpu", **kw).fit(small_split)
+    devices = []
+    real = _torch_kernel.torch_private_release
+
+    def on_cpu(*a, device, **k):
+        devices.append(device)
+        return real(*a, device="cpu" if not torch.cuda.is_available() else device, **k)
+
+    monkeypatch.setattr(_torch_kernel, "_cuda_available", lambda: True)
+    monkeypatch.setattr(_torch_kernel, "torch_private_release", on_cpu)
+    got = make_method(method, device="cuda", **kw).fit(small_split)
+    assert devices and set(devices) == {"cuda"} and len(devices) == ref.steps_ - 1  # every gradient step
+    np.testing.assert_allclose(got.W_, ref.W_, rtol=1e-4, atol=1e-5)
+    assert got.steps_ == ref.steps_
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

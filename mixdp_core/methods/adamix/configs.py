@@ -143,6 +143,21 @@ class NoisyGDConfig(PrivacyConfig):
                             help="schedule='smooth' with a public start: 'noise' rescales the public solution so "
                                  "the run's noise cannot flip its predictions; 'none' starts at it unscaled.")
 
+    # --- device of the private release (issue 13): the same mechanism and ε on every device ---
+    @staticmethod
+    def _check_device(value: Any) -> None:
+        from .._torch_kernel import check_device  # lazy: the torch kernel module imports no torch
+
+        check_device(value)
+
+    device: str = param(
+        "auto", choices=("auto", "cpu", "cuda"), check=_check_device,
+        help="Where the private release (the two products with the private features) runs: 'cpu' (numpy, or "
+             "the fused numba kernel for large feature matrices), 'cuda' (torch on the GPU; refused when torch "
+             "sees none), 'auto' (CUDA when torch sees a GPU and the private features take >= 16 MiB, where a "
+             "run outlasts starting CUDA and copying them; else cpu). The noise is drawn on the host, so the "
+             "released quantity, its noise and ε are the same on every device.")
+
     def __post_init__(self) -> None:
         super().__post_init__()  # every declared field
         if self.schedule == "theorem3" and self.weight_decay == 0:

@@ -39,6 +39,12 @@ a cached ``N x n_pub`` matrix (when ``n_pub < D``; otherwise ``X U_r`` is fused 
 forward product ``X W``). No per-sample gradient and no ``N x D x k`` product is formed.
 The noise ``U n_t`` (``n_t ~ N(0, s^2 I_k)``) is drawn as ``U U^T z`` with
 ``z ~ N(0, s^2 I_D)``, which has the same distribution.
+
+Kernels: the clipped sum is computed by :func:`private_release` (blocked numpy, or for large
+float32 problems the fused numba kernel of :mod:`mixdp_core.methods._fused_kernel`) or, with
+``device="cuda"``, by the torch kernel of :mod:`mixdp_core.methods._torch_kernel`. All compute
+the same quantity; the noise is drawn here on the host and the projection applied after, so
+the mechanism, its sensitivity and the accounting do not depend on the kernel.
 """
 
 from __future__ import annotations
@@ -118,6 +124,12 @@ class NoisyGDOptions:
             epsilon in the step records includes them.
         eval_every: test error every this many steps (and at the last step).
         seed: seed of the noise and of the projection completion.
+        device: where the private release runs (:func:`mixdp_core.methods._torch_kernel.resolve_device`):
+            ``"cpu"`` (this module's numpy / fused kernel), ``"cuda"`` (the torch kernel on the
+            GPU), ``"auto"`` (CUDA when available and ``X_private`` has at least
+            ``AUTO_CUDA_MIN_BYTES``, else cpu) or ``"torch_cpu"`` (torch on the CPU, for
+            tests). Every device releases the same quantity with the same noise (drawn here,
+            on the host), so the accounting does not depend on it.
     """
 
     noise_multiplier: float
@@ -138,6 +150,7 @@ class NoisyGDOptions:
     smoothness: float = 0.5
     ball_radius: Optional[float] = None
     releases_before: int = 0
+    device: str = "auto"
 
 
 @dataclass
@@ -181,6 +194,28 @@ def public_span_basis(X_pub: np.ndarray, rel_tol: float = 1e-6) -> Optional[Proj
     return ProjectionBasis("sub", U[:, :r].astype(np.float32), r)
 
 
+def percentile_linear(a: np.ndarray, q: float) -> float:
+    """``np.percentile(a, q)`` (default ``"linear"`` method), bit for bit, for a small 1-d ``a``.
+
+    Why not ``np.percentile``: its generic machinery costs ~70 us per call, paid at every step
+    for a few dozen public norms (~40 ms of a 206-step digits run, a few % of the 1.5 s start-up
+    budget). Same arithmetic as numpy: virtual index ``(n - 1) q / 100`` and numpy's two-sided
+    ``_lerp`` (``b - (b - a)(1 - g)`` when ``g >= 0.5``), so the threshold is unchanged.
+    """
+    v = np.sort(np.asarray(a, dtype=np.float64).ravel())
+    n = v.size
+    vi = (n - 1) * (float(q) / 100.0)
+    if vi >= n - 1:
+        return float(v[-1])
+    if vi <= 0:
+        return float(v[0])
+    lo = math.floor(vi)
+    g = vi - lo
+    x0, x1 = float(v[lo]), float(v[lo + 1])
+    d = x1 - x0
+    return x1 - d * (1.0 - g) if g >= 0.5 else x0 + d * g
+
+
 def clip_threshold(kind: str, pub_norms: np.ndarray, G_pub_mean_norm: float, *, clip_norm: float, percentile: float) -> float:
     """tau_t from public data only (never from private data)."""
     if kind == "fixed":
@@ -188,7 +223,7 @@ def clip_threshold(kind: str, pub_norms: np.ndarray, G_pub_mean_norm: float, *, 
     if pub_norms.size == 0:
         raise ValueError("adaptive clipping needs public samples")
     if kind == "percentile":
-        tau = float(np.percentile(pub_norms, percentile))
+        tau = percentile_linear(pub_norms, percentile)
     elif kind == "public_mean":
         tau = float(G_pub_mean_norm)
     else:  # pragma: no cover - validated by configs
@@ -322,6 +357,18 @@ DEFAULT_BLOCK_ROWS = 384
 #: Without ``block_rows``, an ``X`` of at most this many bytes is processed as one block.
 SINGLE_BLOCK_BYTES = 2 << 20
 
+#: Without ``fused``, :func:`private_release` uses the fused one-pass kernel
+#: (:mod:`mixdp_core.methods._fused_kernel`) for a float32 ``X`` of at least this many bytes.
+#: Why a threshold: importing numba and loading the cached machine code costs ~0.75-0.9 s of
+#: CPU once per process (the first compilation on a machine ~4 s; measured on the development
+#: machine), while the kernel saves ~2 streaming passes over ``X`` per step
+#: (``benchmarks/train.py``: ``step_over_stream_floor_*`` vs ``*_numpy``). At 64 MiB one pass
+#: is ~5 ms, so the import is repaid after ~80-90 steps; the calibrated T at sigma = 20 is a
+#: few hundred (206 for digits at epsilon = 3). Below it (digits: 0.5 MiB) the numpy kernel
+#: keeps the start-up fast (issue 13's 1.5 s CPU budget of a digits run) and numba is never
+#: imported.
+FUSED_MIN_BYTES = 64 << 20
+
 _WORKSPACES = threading.local()
 
 #: The backward product ``(c E)^T X_b`` is taken with ``E^T`` padded by zero rows to a multiple
@@ -420,6 +467,43 @@ def release_workspace(block_rows: int, n_cols: int, C: int, D: int, dtype: Any, 
     return ws
 
 
+def _fused_available() -> bool:
+    """Whether the fused kernel can run (imports numba on the first call: large problems only)."""
+    from .. import _fused_kernel
+
+    return _fused_kernel.available()
+
+
+def _fused_clipped_sum(X, y, W, x_norm, tau, ce_out, loss_out, threads) -> np.ndarray:
+    """``(C, D)`` float64 ``sum_i c_i (p_i - y_i) x_i^T`` by the fused kernel; fills ``ce_out``
+    with ``c_i ||p_i - y_i||`` and ``loss_out``. ``threads`` > 1: contiguous row ranges (the
+    kernel releases the GIL), partial sums added in order."""
+    from .. import _fused_kernel
+
+    N, D = X.shape
+    Xc = np.ascontiguousarray(X, dtype=np.float32)
+    yc = np.ascontiguousarray(y, dtype=np.int64)
+    WT = np.ascontiguousarray(np.asarray(W, dtype=np.float32).T)
+    xn = np.ascontiguousarray(x_norm, dtype=np.float64)
+    C = WT.shape[0]
+
+    def part(lo: int, hi: int) -> np.ndarray:
+        S = np.zeros((C, D))
+        _fused_kernel.clipped_sum(Xc, yc, WT, xn, float(tau), lo, hi, S, ce_out, loss_out)
+        return S
+
+    n_threads = max(1, min(int(threads or 1), -(-N // 4096)))
+    if n_threads == 1:
+        return part(0, N)
+    per = ((N + n_threads - 1) // n_threads + 3) // 4 * 4  # whole groups of 4 rows per thread
+    bounds = [(lo, min(N, lo + per)) for lo in range(0, N, per)]
+    parts = list(_pool(len(bounds)).map(lambda lh: part(*lh), bounds))
+    S = parts[0]
+    for P in parts[1:]:
+        S += P
+    return S
+
+
 def private_release(
     X: np.ndarray,
     y: np.ndarray,
@@ -435,6 +519,7 @@ def private_release(
     ratio_out: Optional[np.ndarray] = None,
     loss_out: Optional[np.ndarray] = None,
     threads: Optional[int] = None,
+    fused: Optional[bool] = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
 
@@ -470,6 +555,13 @@ def private_release(
         threads: worker threads (default 1); each takes a contiguous range of whole blocks
             with its own buffers and partial sum (run BLAS single-threaded meanwhile). The
             result equals the 1-thread one up to float rounding of the partial sums.
+        fused: use the fused one-pass kernel (:mod:`mixdp_core.methods._fused_kernel`: each
+            row of ``X`` read once per step for logits, softmax residual, clip factor and the
+            clipped sum); it computes the same quantity (same sensitivity ``tau``, same noise
+            and projection here). ``None`` (default): when numba is installed, ``X`` is a
+            C-contiguous float32 array of at least :data:`FUSED_MIN_BYTES` and ``X U_r`` needs
+            no product with ``X`` (no projection, or the cached ``X_Qp``); ``True`` forces it
+            (``ValueError`` if the case is not supported), ``False`` keeps the numpy kernel.
 
     Returns:
         ``(released, ratio, loss)``: the back-projected noisy sum ``(D, C)``, ``r_i =
@@ -489,10 +581,10 @@ def private_release(
     U_r = basis.U if basis is not None else None
     has_ur = U_r is not None and U_r.shape[1] > 0
     via_qp = has_ur and basis.coef is not None and X_Qp is not None
-    fused = np.concatenate([Wf, U_r.astype(ft)], axis=1) if has_ur and not via_qp else Wf
+    rhs = np.concatenate([Wf, U_r.astype(ft)], axis=1) if has_ur and not via_qp else Wf
     # column-major right operand: OpenBLAS runs X_b @ W a little faster (2-12 % measured)
-    fused = np.asfortranarray(fused)
-    n_cols = fused.shape[1]
+    rhs = np.asfortranarray(rhs)
+    n_cols = rhs.shape[1]
     complement = basis is not None and basis.mode == "complement"
     m = 0
     if complement:
@@ -516,6 +608,46 @@ def private_release(
     x_norm = np.asarray(x_norm, dtype=np.float64)
     y = np.asarray(y)
 
+    supported = ft == np.float32 and X.dtype == np.float32 and (not has_ur or via_qp)
+    if fused is None:
+        fused = supported and X.flags.c_contiguous and X.nbytes >= FUSED_MIN_BYTES and _fused_available()
+    elif fused and not (supported and _fused_available()):
+        raise ValueError("fused kernel: needs numba, float32 X and no projection or a cached X_Qp")
+    if fused:
+        ST = _fused_clipped_sum(X, y, Wf, x_norm, tau, ratio, loss, threads)
+        # ratio holds c_i ||p_i - y_i|| -> r_i = c_i ||U^T x_i|| ||p_i - y_i|| / tau, block by block
+        if basis is not None and (complement or via_qp):
+            from .. import _fused_kernel
+
+            # ||Q^T x_i||^2 (complement) or ||U^T x_i||^2 from the cached (N, <= m + n_pub) products
+            A, Mp = (XB_Qp, M_cat) if complement and via_qp else (XB, M_f) if complement else (X_Qp, coef)
+            A = np.ascontiguousarray(A, dtype=np.float32)
+            MT = np.ascontiguousarray(np.asarray(Mp, dtype=np.float32).T)
+        pb = max(b, 4096)
+        sq_all = np.empty(min(pb, N))  # block-sized: no per-step (N,) temporary
+        for a in range(0, N, pb):
+            sl = slice(a, min(N, a + pb))
+            if basis is not None and (complement or via_qp):
+                sq = sq_all[: sl.stop - sl.start]
+                _fused_kernel.row_sq_norms(A, MT, sl.start, sl.stop, sq)
+            if basis is None:
+                pn = x_norm[sl]  # ||U^T x_i|| = ||x_i||
+            elif complement:  # ||U^T x||^2 = ||x||^2 - ||Q^T x||^2
+                pn = np.sqrt(np.maximum(np.square(x_norm[sl]) - sq, 0.0))
+            elif via_qp:
+                pn = np.sqrt(sq)
+            else:  # a basis without directions: U^T x = 0
+                pn = np.zeros(sl.stop - sl.start)
+            rb = ratio[sl]
+            np.multiply(rb, pn, out=rb)
+            np.divide(rb, tau, out=rb)
+            np.minimum(rb, 1.0, out=rb)
+        S = ST.T.astype(ft)
+        noisy = S if noise is None else S + noise
+        if basis is not None:
+            noisy = basis.project(noisy)
+        return noisy, ratio, loss
+
     def rows(lo: int, hi: int) -> np.ndarray:
         """(sum over rows lo..hi-1 of clipped g_i)^T; fills ratio/loss there."""
         ws = release_workspace(b, n_cols, C, D, ft, m, r)  # this thread's buffers
@@ -526,7 +658,7 @@ def private_release(
                 sl = slice(a, a + nb)
                 Xb = X[sl]
                 Z = ws.Z[:nb]
-                np.matmul(Xb, fused, out=Z)  # forward: reads the block of X (from memory)
+                np.matmul(Xb, rhs, out=Z)  # forward: reads the block of X (from memory)
                 ETp = ws.ET[: ws.Cp * nb].reshape(ws.Cp, nb)
                 ET = ETp[:C]
                 ETp[C:] = 0.0
@@ -626,6 +758,17 @@ def private_release(
 from .._observe import notify_release, observe_releases, step_observer  # noqa: E402,F401  (audits, live view)
 
 
+def _release_function(device: str, nbytes: int) -> Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The release kernel of a run: this module's :func:`private_release` (looked up when the
+    run starts) or the torch kernel on the resolved device."""
+    from .._torch_kernel import resolve_device, torch_private_release
+
+    dev = resolve_device(device, nbytes)
+    if dev == "numpy":
+        return private_release
+    return lambda *a, **k: torch_private_release(*a, device=dev, **k)
+
+
 def run_noisygd(
     problem: NoisyGDProblem,
     W_init: np.ndarray,
@@ -663,6 +806,7 @@ def run_noisygd(
     T = int(opts.steps)
     sigma = float(opts.noise_multiplier)
     rng = np.random.default_rng([opts.seed, 0xADA])
+    release = _release_function(opts.device, Xq.nbytes)
 
     xq_norm = row_norms(Xq)
     has_pub = Xp.shape[0] > 0
@@ -742,7 +886,7 @@ def run_noisygd(
 
         # --- Gaussian mechanism: noise sigma * tau in the projected space ---
         z = rng.standard_normal((D, C)).astype(np.float32) * np.float32(sigma * tau)
-        noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, x_norm=xq_norm, XB=XB, X_Qp=X_Qp)
+        noisy, ratio, loss_q = release(Xq, yq, W, tau, basis, noise=z, x_norm=xq_norm, XB=XB, X_Qp=X_Qp)
         pdp += ratio**2
         executed = t
         notify_release(t, W, noisy, tau)

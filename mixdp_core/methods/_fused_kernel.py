@@ -1,0 +1,268 @@
+"""Fused one-pass kernel of the NoisyGD / AdaMix private release (numba, float32).
+
+:func:`clipped_sum` computes, for the linear softmax head and rows ``lo .. hi-1`` of ``X``,
+
+    ``S = sum_i c_i x_i (p_i - y_i)^T``  with  ``c_i = min(1, tau / (||x_i|| ||p_i - y_i||))``,
+
+i.e. the sum of the per-sample gradients ``g_i = x_i (p_i - y_i)^T`` clipped to Frobenius norm
+``tau`` (``||g_i||_F = ||x_i|| ||p_i - y_i||``, closed form for the rank-one gradient). This is
+the quantity whose L2 sensitivity under add/remove of one private row is ``tau`` (one term of
+norm ``<= tau`` appears or disappears); the caller
+(:func:`mixdp_core.methods.adamix.engine.private_release`) adds the Gaussian noise calibrated
+by :mod:`mixdp_core.accounting` and applies the projection, exactly as for the numpy kernel,
+so the mechanism is the same and only the arithmetic is reorganized. It also returns the
+per-sample cross-entropy ``-log p_{i, y_i}`` and ``c_i ||p_i - y_i||`` (from which the engine
+forms the per-instance DP ratio ``r_i = c_i ||U^T x_i|| ||p_i - y_i|| / tau``).
+
+Why a compiled kernel: with ``C = 10`` columns the two BLAS products ``X W`` and
+``(c E)^T X`` are skinny, and OpenBLAS runs them at ~35 GFLOP/s on one core even when the
+block is in cache, i.e. ~3.2x the time of one streaming pass ``X.sum()`` before any softmax
+work (``benchmarks/train.py``, key ``two_gemm_in_cache_over_stream``). Here each group of 4
+rows is read from memory once per step and used for both products while it sits in L1: the
+forward dot products are register-blocked 4 rows x 2 classes (6 vector loads per 8 FMAs, so
+the loads do not bound the FMA units), the softmax and clip factor are scalar work on the 4 x C
+logits, and the backward update ``S[c] += sum_r e_{r,c} x_r`` takes 2 classes at a time (one
+read-modify-write of ``S`` per 4 rows instead of one per row). Partial sums are kept in float32
+for 512 rows and then added to a float64 total (more accurate than one float32 running sum).
+
+numba is imported only when this module is; :func:`available` says whether it can be. The
+first call compiles (~4 s of CPU, once per machine: ``cache=True`` stores the machine code
+next to this file, or in numba's user-wide cache directory when that is not writable; later
+processes pay ~0.75-0.9 s for the numba import and the cache load); the engine uses this
+kernel only for problems large enough to repay that
+(:data:`mixdp_core.methods.adamix.engine.FUSED_MIN_BYTES`), never on the digits fast path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # numba is pinned in requirements.txt; without it the engine keeps the numpy kernel
+    import numba as _numba
+except ImportError:  # pragma: no cover - exercised only on installs without numba
+    _numba = None
+
+#: Rows per float32 partial sum before it is added to the float64 total.
+PARTIAL_ROWS = 512
+
+
+def available() -> bool:
+    """Whether numba could be imported (the fused kernel can run)."""
+    return _numba is not None
+
+
+if _numba is not None:
+    _jit = _numba.njit(fastmath=True, cache=True, boundscheck=False, nogil=True)
+
+    @_numba.njit(fastmath=True, cache=True, boundscheck=False, nogil=True, inline="always")
+    def _dot4x2(x0, x1, x2, x3, w0, w1, D):  # pragma: no cover - compiled
+        # 8 independent accumulators; fastmath lets LLVM vectorize the reduction over d
+        a00 = np.float32(0.0)
+        a01 = np.float32(0.0)
+        a10 = np.float32(0.0)
+        a11 = np.float32(0.0)
+        a20 = np.float32(0.0)
+        a21 = np.float32(0.0)
+        a30 = np.float32(0.0)
+        a31 = np.float32(0.0)
+        for d in range(D):
+            u = w0[d]
+            v = w1[d]
+            a00 += x0[d] * u
+            a01 += x0[d] * v
+            a10 += x1[d] * u
+            a11 += x1[d] * v
+            a20 += x2[d] * u
+            a21 += x2[d] * v
+            a30 += x3[d] * u
+            a31 += x3[d] * v
+        return a00, a01, a10, a11, a20, a21, a30, a31
+
+    @_jit
+    def _residual_rows(Z, nr, y, xn, a, tau, ce, loss):  # pragma: no cover - compiled
+        """In place: logits Z[r] -> c_r (p_r - y_r) for the nr rows starting at a."""
+        C = Z.shape[1]
+        for r in range(nr):
+            m = Z[r, 0]
+            for c in range(1, C):
+                if Z[r, c] > m:
+                    m = Z[r, c]
+            yi = y[a + r]
+            zy = np.float64(Z[r, yi]) - m
+            s = np.float32(0.0)
+            for c in range(C):
+                e = np.exp(Z[r, c] - m)  # float32, <= 1
+                Z[r, c] = e
+                s += e
+            loss[a + r] = np.log(np.float64(s)) - zy  # -log p_y = log sum exp(z - max) - (z_y - max)
+            inv = np.float32(1.0) / s  # one division per row, then products
+            for c in range(C):
+                Z[r, c] *= inv
+            Z[r, yi] -= np.float32(1.0)
+            en = 0.0
+            for c in range(C):
+                en += np.float64(Z[r, c]) * Z[r, c]
+            en = np.sqrt(en)
+            g = xn[a + r] * en  # ||g_i||_F
+            cf = 1.0
+            if g > tau:
+                cf = tau / g
+            cf32 = np.float32(cf)
+            for c in range(C):
+                Z[r, c] *= cf32
+            ce[a + r] = cf * en
+
+    @_jit
+    def clipped_sum(X, y, WT, xn, tau, lo, hi, S, ce, loss):  # pragma: no cover - compiled
+        """Add ``sum_{lo <= i < hi} c_i x_i (p_i - y_i)^T`` (transposed, ``(C, D)``) to ``S``.
+
+        Args:
+            X: ``(N, D)`` float32, C-contiguous rows.
+            y: ``(N,)`` int64 labels.
+            WT: ``(C, D)`` float32, the weights transposed.
+            xn: ``(N,)`` float64 row norms ``||x_i||``.
+            tau: clip threshold (> 0).
+            lo, hi: row range.
+            S: ``(C, D)`` float64 accumulator (added to).
+            ce: ``(N,)`` float64, receives ``c_i ||p_i - y_i||`` on ``lo .. hi-1``.
+            loss: ``(N,)`` float64, receives ``-log p_{i, y_i}`` (nats) on ``lo .. hi-1``.
+        """
+        D = X.shape[1]
+        C = WT.shape[0]
+        Z = np.empty((4, C), np.float32)
+        P = np.zeros((C, D), np.float32)  # float32 partial sum over <= PARTIAL_ROWS rows
+        since = 0
+        a = lo
+        while a < hi:
+            nr = min(4, hi - a)
+            if nr == 4:
+                x0 = X[a]
+                x1 = X[a + 1]
+                x2 = X[a + 2]
+                x3 = X[a + 3]
+                c = 0
+                while c < C:
+                    c1 = c + 1 if c + 1 < C else c
+                    r = _dot4x2(x0, x1, x2, x3, WT[c], WT[c1], D)
+                    Z[0, c] = r[0]
+                    Z[1, c] = r[2]
+                    Z[2, c] = r[4]
+                    Z[3, c] = r[6]
+                    Z[0, c1] = r[1]
+                    Z[1, c1] = r[3]
+                    Z[2, c1] = r[5]
+                    Z[3, c1] = r[7]
+                    c += 2
+            else:
+                for r_ in range(nr):
+                    xr = X[a + r_]
+                    for c in range(C):
+                        w = WT[c]
+                        t = np.float32(0.0)
+                        for d in range(D):
+                            t += xr[d] * w[d]
+                        Z[r_, c] = t
+            _residual_rows(Z, nr, y, xn, a, tau, ce, loss)
+            if nr == 4:
+                x0 = X[a]
+                x1 = X[a + 1]
+                x2 = X[a + 2]
+                x3 = X[a + 3]
+                c = 0
+                while c + 1 < C:
+                    s0 = P[c]
+                    s1 = P[c + 1]
+                    e00 = Z[0, c]
+                    e10 = Z[1, c]
+                    e20 = Z[2, c]
+                    e30 = Z[3, c]
+                    e01 = Z[0, c + 1]
+                    e11 = Z[1, c + 1]
+                    e21 = Z[2, c + 1]
+                    e31 = Z[3, c + 1]
+                    for d in range(D):
+                        p = x0[d]
+                        q = x1[d]
+                        u = x2[d]
+                        v = x3[d]
+                        s0[d] += e00 * p + e10 * q + e20 * u + e30 * v
+                        s1[d] += e01 * p + e11 * q + e21 * u + e31 * v
+                    c += 2
+                if c < C:
+                    s0 = P[c]
+                    e00 = Z[0, c]
+                    e10 = Z[1, c]
+                    e20 = Z[2, c]
+                    e30 = Z[3, c]
+                    for d in range(D):
+                        s0[d] += e00 * x0[d] + e10 * x1[d] + e20 * x2[d] + e30 * x3[d]
+            else:
+                for c in range(C):
+                    s0 = P[c]
+                    for r_ in range(nr):
+                        e = Z[r_, c]
+                        xr = X[a + r_]
+                        for d in range(D):
+                            s0[d] += e * xr[d]
+            a += nr
+            since += nr
+            if since >= 512 or a >= hi:  # PARTIAL_ROWS
+                for c in range(C):
+                    for d in range(D):
+                        S[c, d] += P[c, d]
+                        P[c, d] = 0.0
+                since = 0
+
+    @_jit
+    def row_sq_norms(A, MT, lo, hi, out):  # pragma: no cover - compiled
+        """``out[i - lo] = ||A_i M||^2`` (float64) for ``lo <= i < hi``; ``MT`` is ``M^T`` (``(k, m)``).
+
+        The projection norms of the pDP ratio: ``||U^T x_i||^2`` from the cached products of
+        ``X`` with public-data-dependent bases (``A = X Q_p`` or ``[X B | X Q_p]``, a few dozen
+        columns), without an ``N x k`` temporary. 4 rows share each load of ``M``'s rows
+        (50,000 x 80 by 80 x 30: 6.3 ms vs 6.8 ms for blocked numpy, 13.5 ms one row at a time).
+        """
+        k = MT.shape[0]
+        m = A.shape[1]
+        i = lo
+        while i + 3 < hi:
+            a0 = A[i]
+            a1 = A[i + 1]
+            a2 = A[i + 2]
+            a3 = A[i + 3]
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            for j in range(k):
+                w = MT[j]
+                t0 = np.float32(0.0)
+                t1 = np.float32(0.0)
+                t2 = np.float32(0.0)
+                t3 = np.float32(0.0)
+                for q in range(m):
+                    wq = w[q]
+                    t0 += a0[q] * wq
+                    t1 += a1[q] * wq
+                    t2 += a2[q] * wq
+                    t3 += a3[q] * wq
+                s0 += np.float64(t0) * t0
+                s1 += np.float64(t1) * t1
+                s2 += np.float64(t2) * t2
+                s3 += np.float64(t3) * t3
+            out[i - lo] = s0
+            out[i - lo + 1] = s1
+            out[i - lo + 2] = s2
+            out[i - lo + 3] = s3
+            i += 4
+        while i < hi:
+            a = A[i]
+            s = 0.0
+            for j in range(k):
+                w = MT[j]
+                t = np.float32(0.0)
+                for q in range(m):
+                    t += a[q] * w[q]
+                s += np.float64(t) * t
+            out[i - lo] = s
+            i += 1

@@ -162,3 +162,22 @@ def test_worst_case_weight_decay_never_reads_the_exact_private_count():
         with pytest.raises(ConfigError, match="weight_decay_rule.*private count"):
             AdaMixConfig(schedule=sched, weight_decay_rule="worst_case")
     AdaMixConfig(schedule="theorem3", weight_decay_rule="worst_case", weight_decay=1.0)  # explicit λ: unused rule
+
+
+@pytest.mark.parametrize("shape", [(300, 40), (30, 64)])  # N >= D and N < D (Gram of the rows)
+def test_spectral_fit_matches_the_direct_logistic_fit(shape):
+    # Independent computation: the same ridge objective minimized by L-BFGS in feature space.
+    from mixdp_core.methods._linear import fit_logistic_spectral, select_l2_cv, spectral_rows
+
+    rng = np.random.default_rng(0)
+    n, d = shape
+    y = np.arange(n) % 5
+    X = l2_normalize(rng.normal(size=(n, d)) * (1.0 + np.arange(d)) ** -1.0 + rng.normal(size=(5, d))[y])
+    sp = spectral_rows(X)
+    np.testing.assert_allclose(sp.V.T @ sp.V, np.eye(sp.V.shape[1]), atol=1e-8)
+    np.testing.assert_allclose(sp.Z @ sp.V.T, X, atol=1e-5)  # X lies in the span kept
+    for l2 in (1e-1, 1e-3):
+        W_dir = fit_logistic(X, y, 5, l2=l2, max_iter=5000, tol=1e-10)
+        W_sp = sp.V @ fit_logistic_spectral(sp.Z, y, 5, sp.s, l2=l2, max_iter=5000, tol=1e-10)
+        np.testing.assert_allclose(W_sp, W_dir, atol=2e-3 * max(1.0, np.abs(W_dir).max()))
+    assert select_l2_cv(X, y, 5) == select_l2_cv(X, y, 5, basis=sp)

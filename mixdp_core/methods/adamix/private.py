@@ -183,8 +183,8 @@ class NoisyGDMethod(LinearHead):
         2. ``K ~ TNB(tuning_eta, tuning_gamma)`` repetitions. Repetition ``j`` draws a
            candidate (multipliers of the default noise-margin z and Thm.-3 lambda) from
            :data:`HONEST_GRID`: the default with probability :data:`HONEST_DEFAULT_WEIGHT`,
-           else one of the others uniformly (i.i.d. across repetitions), trains on the training part with the full method (noisy
-           count + ``T`` steps; ``mu_run = sqrt(T + 1)/sigma``-GDP) and releases the number
+           else one of the others uniformly (i.i.d. across repetitions), trains on the
+           training part with the full method (noisy count + ``T`` steps; ``mu_run = sqrt(T + 1)/sigma``-GDP) and releases the number
            of validation rows it classifies correctly + ``N(0, 1/mu_run^2)`` (sensitivity 1,
            so also ``mu_run``-GDP). The two parts are disjoint, so one repetition is
            ``mu_run``-GDP (a mixture over which part holds the row; Renyi divergence is

@@ -162,3 +162,46 @@ def test_worst_case_weight_decay_never_reads_the_exact_private_count():
         with pytest.raises(ConfigError, match="weight_decay_rule.*private count"):
             AdaMixConfig(schedule=sched, weight_decay_rule="worst_case")
     AdaMixConfig(schedule="theorem3", weight_decay_rule="worst_case", weight_decay=1.0)  # explicit λ: unused rule
+
+
+@pytest.mark.parametrize("shape", [(300, 40), (30, 64)])  # N >= D and N < D (Gram of the rows)
+def test_spectral_fit_matches_the_direct_logistic_fit(shape):
+    # Independent computation: the same ridge objective minimized by L-BFGS in feature space.
+    from mixdp_core.methods._linear import fit_logistic_spectral, select_l2_cv, spectral_rows
+
+    rng = np.random.default_rng(0)
+    n, d = shape
+    y = np.arange(n) % 5
+    X = l2_normalize(rng.normal(size=(n, d)) * (1.0 + np.arange(d)) ** -1.0 + rng.normal(size=(5, d))[y])
+    sp = spectral_rows(X)
+    np.testing.assert_allclose(sp.V.T @ sp.V, np.eye(sp.V.shape[1]), atol=1e-8)
+    np.testing.assert_allclose(sp.Z @ sp.V.T, X, atol=1e-5)  # X lies in the span kept
+    for l2 in (1e-1, 1e-3):
+        W_dir = fit_logistic(X, y, 5, l2=l2, max_iter=5000, tol=1e-10)
+        W_sp = sp.V @ fit_logistic_spectral(sp.Z, y, 5, sp.s, l2=l2, max_iter=5000, tol=1e-10)
+        np.testing.assert_allclose(W_sp, W_dir, atol=2e-3 * max(1.0, np.abs(W_dir).max()))
+    assert select_l2_cv(X, y, 5) == select_l2_cv(X, y, 5, basis=sp)
+
+
+def test_select_l2_cv_agrees_with_direct_cross_validation(digits_split):
+    # Independent computation: the same stratified folds, each grid value fitted from zero
+    # by L-BFGS in feature space to a tight tolerance; the errors must rank the grid alike.
+    from mixdp_core.methods._linear import L2_GRID, error_rate, select_l2_cv
+
+    X = l2_normalize(np.vstack([digits_split.X_public, digits_split.X_private]))[:400]
+    y = np.concatenate([digits_split.y_public, digits_split.y_private])[:400]
+    rng = np.random.default_rng([0, 0xC5])
+    fold_of = np.empty(len(y), dtype=np.int64)
+    for c in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        fold_of[idx] = np.arange(len(idx)) % 5
+    errs = {}
+    for l2 in L2_GRID:
+        wrong = 0.0
+        for f in range(5):
+            tr, va = fold_of != f, fold_of == f
+            wrong += error_rate(X[va], y[va], fit_logistic(X[tr], y[tr], 10, l2=l2, max_iter=3000, tol=1e-9)) * va.sum()
+        errs[l2] = wrong / len(y)
+    best = min(errs.values())
+    want = max(l2 for l2, e in errs.items() if e <= best + 1e-12)  # ties -> strongest ridge
+    assert select_l2_cv(X, y, 10) == want, errs

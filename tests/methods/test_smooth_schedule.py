@@ -53,12 +53,27 @@ def test_smooth_run_releases_a_noisy_count_and_accounts_it(small_split):
 def test_honest_tuning_reports_the_selection_epsilon(small_split):
     m = make_method("ngd", target_epsilon=3.0, noise_multiplier=5.0, honest_tuning=True, tuning_gamma=0.5,
                     seed=1).fit(small_split)
-    T_rep = accounting.selection_steps(noise_multiplier=5.0, target_epsilon=3.0, target_delta=1e-5, eta=1.0,
+    # default tuning_eta = 0: logarithmic number of repetitions
+    T_rep = accounting.selection_steps(noise_multiplier=5.0, target_epsilon=3.0, target_delta=1e-5, eta=0.0,
                                        gamma=0.5, extra_releases=1)
     mu_run = np.sqrt(T_rep + 1) / 5.0
-    want = accounting.selection_epsilon(mu_run, delta=1e-5, eta=1.0, gamma=0.5)
+    want = accounting.selection_epsilon(mu_run, delta=1e-5, eta=0.0, gamma=0.5)
     assert m.privacy_.epsilon == pytest.approx(want, rel=1e-12)
     assert m.privacy_.epsilon <= 3.0
     assert m.tuning_repetitions_ >= 1 and len(m.history_) == m.tuning_repetitions_
     assert all(h.test_error is None for h in m.history_)  # selection never reads test data
     assert m.steps_ == m.tuning_repetitions_ * (T_rep + 1)  # count + steps per repetition
+
+
+def test_honest_tuning_grid_holds_the_default_and_eta_changes_the_budget(small_split):
+    from mixdp_core.methods.adamix import HONEST_GRID, NOISE_MARGIN_Z
+
+    assert HONEST_GRID[0] == (1.0, 1.0) and len(set(HONEST_GRID)) == len(HONEST_GRID)
+    geo = make_method("adamix", target_epsilon=3.0, noise_multiplier=5.0, honest_tuning=True, tuning_eta=1.0)
+    log = make_method("adamix", target_epsilon=3.0, noise_multiplier=5.0, honest_tuning=True)
+    # Thm. 2's overhead grows with (1 + eta): the logarithmic draw leaves more steps per repetition
+    assert log._selection_plan()[0] > geo._selection_plan()[0]
+    m = log.fit(small_split)
+    zs = [h.extra["candidate_z"] for h in m.history_]
+    assert all(z in {zm * NOISE_MARGIN_Z for zm, _ in HONEST_GRID} for z in zs)
+    assert m.privacy_.epsilon <= 3.0 and "TNB(0, 0.2)" in m.privacy_.mechanism

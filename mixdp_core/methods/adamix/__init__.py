@@ -68,11 +68,14 @@ tuned the learning rate on *test* error (App. A.6): available only as the explic
 ``optimistic_tuning=True`` option, which leaks information and whose composed privacy cost
 is reported. ``honest_tuning=True`` instead runs a private selection with random stopping
 (Papernot & Steinke 2022) on a held-out part of the private data, its whole cost accounted
-by :mod:`mixdp_core.accounting.selection`.
+by :mod:`mixdp_core.accounting.selection`: a logarithmic number of repetitions (TNB(0, 0.2),
+E[K] ~ 2.5) over candidates centred on the defaults (the default itself drawn with
+probability 1/2, see :data:`HONEST_GRID`).
 """
 
 from .configs import (
     BURN_IN_ALIGNMENT,
+    HONEST_DEFAULT_WEIGHT,
     HONEST_GRID,
     NOISE_MARGIN_Z,
     PAPER_LEARNING_RATES,
@@ -90,7 +93,7 @@ from .references import LinearHead, OnlyPublic, Paragon, UnitRows, ZeroShot, tex
 from .private import NGD, PPGD, AdaMix, FullyPrivate, NoisyGDMethod
 
 __all__ = [
-    "AdaMix", "AdaMixConfig", "BURN_IN_ALIGNMENT", "FullyPrivate", "FullyPrivateConfig", "HONEST_GRID",
+    "AdaMix", "AdaMixConfig", "BURN_IN_ALIGNMENT", "FullyPrivate", "FullyPrivateConfig", "HONEST_DEFAULT_WEIGHT", "HONEST_GRID",
     "LinearHead", "NGD", "NGDConfig", "NOISE_MARGIN_Z", "NoisyGDConfig", "NoisyGDMethod", "NonPrivateConfig",
     "OnlyPublic", "PAPER_LEARNING_RATES", "PPGD", "PPGDConfig", "PROJECTIONS", "Paragon", "THEOREM3_LAMBDA_GRID",
     "UnitRows", "ZeroShot", "ZeroShotConfig", "text_init", "unit_rows",

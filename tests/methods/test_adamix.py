@@ -116,12 +116,15 @@ def test_zero_shot_and_text_init(digits_split):
 def test_optimistic_tuning_reports_composed_privacy(small_split):
     m = make_method("ngd", target_epsilon=1.5, noise_multiplier=5.0, optimistic_tuning=True).fit(small_split)
     T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=1.5, target_delta=1e-5)
-    Tg = T - 1  # the noisy count is released once and reused by every candidate
-    assert m.steps_ == 1 + 3 * Tg
-    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(5.0, 1 + 3 * Tg, 1e-5), rel=1e-6)
+    # the noisy count is released once and reused by every candidate; the public-start guard
+    # is released once, after the best candidate
+    Tg = T - 2
+    assert m.steps_ == 1 + 3 * Tg + 1
+    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(5.0, 2 + 3 * Tg, 1e-5), rel=1e-6)
     assert m.privacy_.epsilon > 1.5
     # step records count and account cumulatively over the candidate runs
-    assert [h.step for h in m.history_] == list(range(1, 3 * Tg + 2))
+    assert [h.step for h in m.history_] == list(range(1, 3 * Tg + 3))
+    assert "guard_noisy_gain" in m.history_[-1].extra
     assert m.history_[-1].epsilon_spent == pytest.approx(m.privacy_.epsilon, rel=1e-9)
     assert m.history_[Tg + 1].epsilon_spent == pytest.approx(_gdp.noisygd_epsilon(5.0, Tg + 2, 1e-5), rel=1e-6)
 

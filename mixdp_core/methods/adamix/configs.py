@@ -158,6 +158,14 @@ class NoisyGDConfig(PrivacyConfig):
     init_scale: str = param("noise", choices=("noise", "none"),
                             help="schedule='smooth' with a public start: 'noise' rescales the public solution so "
                                  "the run's noise cannot flip its predictions; 'none' starts at it unscaled.")
+    public_guard: bool = param(
+        True, type=bool,
+        help="schedule='smooth' with a public start: release one noisy paired count on the private rows, "
+             "(#correct of the trained model) − (#correct of the public start) + N(0, σ²), and keep the public "
+             "start unless it is positive, so the private phase cannot make the released model worse than "
+             "Only-Public by more than the noise allows. Sensitivity 1 (add/remove): one more Gaussian release "
+             "of the run, accounted (T = count + guard + gradient steps).",
+        privacy_note="one Gaussian release on private rows, accounted in the run's ε")
 
     # --- device of the private release (issue 13): the same mechanism and ε on every device ---
     @staticmethod

@@ -20,7 +20,15 @@ Figures (digits/pixels by default, any dataset/encoder by argument):
 * ``public_vs_private``— AdaMix Fig. 2: error over public × private samples per class;
 * ``boost_vs_shots``   — Performance Boost vs public shots;
 * ``dppl_imbalance``   — DPPL under imbalance ratios 1–100: minority / balanced accuracy;
-* ``sparse_finetune``  — sparse DP fine-tuning ablation (cls, cls_norm, all, whole network).
+* ``sparse_finetune``  — sparse DP fine-tuning ablation (cls, cls_norm, all, whole network) on
+  digits, an image folder split into source / target classes, or ``--public-from`` a source;
+* ``fewshot``          — the AdaMix family (with private hyper-parameter tuning) at few public
+  shots, with the sorted per-instance ε chart (``docs/results/fewshot.md``);
+* ``prototypes``       — DP prototypes vs baselines at IR 1 and 100 with a held-out unlabelled
+  public pool (``docs/results/prototypes.md``).
+
+``reproduce(..., stem=, section=, doc=)`` names the files and writes the tables as one section
+of a shared markdown file (``scripts/make_results.sh`` builds every committed table that way).
 """
 
 from __future__ import annotations
@@ -193,7 +201,7 @@ def _lines(ax: Any, series: dict[str, list[tuple[float, float | None, float | No
     for i, (label, (m, s)) in enumerate((refs or {}).items()):
         if m is None:
             continue
-        line = ax.axhline(k * m, ls="--" if i % 2 == 0 else ":", lw=1.2, color=f"C{7 + i % 3}", label=f"{label} (non-private)")
+        line = ax.axhline(k * m, ls="--" if i % 2 == 0 else ":", lw=1.2, color=f"C{7 + i % 3}", label=label if "non-private" in label else f"{label} (non-private)")
         if s:
             ax.axhspan(k * (m - s), k * (m + s), color=line.get_color(), alpha=0.12)
     ax.grid(True, alpha=0.3)
@@ -207,7 +215,8 @@ def _setup_line(ctx: Context, rows: list[dict]) -> str:
     m = rows[0]["metrics"] if rows else {}
     seeds = sorted({r["seed"] for r in rows})
     return (f"dataset `{ctx.dataset}`, encoder `{ctx.encoder}` (D = {m.get('dim')}), {m.get('n_classes')} classes, "
-            f"{m.get('n_test')} test samples, δ = {ctx.params.get('delta', 1e-5):g}, seeds {seeds} (split + noise); "
+            f"{m.get('n_public')} public, {m.get('n_private')} private and {m.get('n_test')} test samples "
+            f"(first run of the grid), δ = {ctx.params.get('delta', 1e-5):g}, seeds {seeds} (split + noise); "
             f"dataset options `{json.dumps(ctx.dataset_kwargs)}`, encoder options `{json.dumps(ctx.encoder_kwargs)}`"
             + (f", public samples from `{ctx.public_from}` (domain shift)" if ctx.public_from else ""))
 

@@ -18,7 +18,8 @@ Everything that trains many models goes through here: ``mixdp sweep``, the Compa
   results in item order, the big ``shared`` arrays sent once.
 * Executors (:data:`EXECUTORS`): ``local`` — a process pool (``workers`` processes, default
   the CPUs this process may use; one worker runs inline) that restarts itself and retries
-  the runs in flight when a worker dies; ``ray`` — each run is a Ray task (``max_retries``
+  the runs in flight when a worker dies; on Linux each worker leads its own session, so
+  that the scheduler's autogroups give it its own CPU share (:func:`_own_session`); ``ray`` — each run is a Ray task (``max_retries``
   on worker loss), on a running cluster (``address="auto"`` or ``"host:port"``) or a local
   Ray started for the sweep (``address=None``). Ray is the scheduler; there is none here.
 

@@ -231,3 +231,18 @@ def test_sparse_finetune_on_an_image_folder(env):
     assert "public source class0/class1 (10 images), private class2/class3 (8), test (4)" in md
     rows = json.loads(paths["json"].read_text())["rows"]
     assert all(0 < r["epsilon_spent_max"] <= 1.0 + 1e-9 for r in rows)
+
+
+def test_cli_reproduce_section_flags(env, capsys):
+    from mixdp_core.cli import main
+
+    rc = main(["reproduce", "fewshot", "--out", str(env / "o"), "--store", str(env / "s"), "--seeds", "0",
+               "--epsilons", "3", "--set", 'variants=["only_public","adamix"]', "--public-from", "digits",
+               "--stem", "few_a", "--doc", "few.md", "--section", "digits 2-shot", "--workers", "1", "--no-progress"])
+    assert rc == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(env / "o" / n) for n in ("few_a.png", "few.md", "few_a.json", "few_a_pdp.png")]
+    md = (env / "o" / "few.md").read_text()
+    assert "<!-- BEGIN AUTO digits 2-shot -->" in md and "public samples from `digits` (domain shift)" in md
+    assert main(["reproduce", "fewshot", "--doc", "few.md", "--store", str(env / "s"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.startswith("mixdp reproduce: error: doc")

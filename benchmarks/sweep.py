@@ -10,7 +10,9 @@ caches:
    times on ``--workers`` workers (what a perfect 2-worker sweep would take);
 2. ``local``: ``run_sweep(backend="local", workers=N)`` into a fresh store, wall time
    including pool start, feature shipping, and the driver's store writes;
-   **ratio = local wall / slowest-worker share** (target <= 1.3);
+   **ratio = local wall / slowest-worker share** (target <= 1.3); ``--sessions both``
+   times it with the workers in the driver's session and each in its own session
+   (``LocalExecutor(own_session=...)``), alternated ``--repeats`` times;
 3. ``ray`` (unless ``--no-ray``): the same sweep on a local Ray (started by this script with
    its own temp dir and ``num_cpus = workers``, warmed up before timing);
    **Ray overhead per run = (ray wall − local wall) / runs**.
@@ -67,6 +69,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--sessions", choices=("own", "shared", "both"), default="own",
+                    help="local workers each in its own session (default, see LocalExecutor), in the "
+                         "driver's session, or both side by side")
+    ap.add_argument("--repeats", type=int, default=1, help="local sweeps per session mode (alternated)")
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -82,10 +88,24 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()
 
     s1 = singles(configs, feats)
-    t0 = time.perf_counter()
-    local = run_sweep(configs, store=RunStore(tempfile.mkdtemp(prefix="mixdp_bench_")), workers=args.workers)
-    local_s = time.perf_counter() - t0
-    assert local.n_failed == 0
+    # local sweeps, workers in the driver's session ("shared") and each in its own ("own"),
+    # alternated (shared, own, own, shared, ...) so that a drifting machine load hits both alike
+    walls: dict[str, list[float]] = {"shared": [], "own": []}
+    order = [("shared", "own"), ("own", "shared")]
+    local = None
+    for rep in range(args.repeats):
+        for mode in order[rep % 2]:
+            if mode == "shared" and args.sessions == "own" or mode == "own" and args.sessions == "shared":
+                continue
+            os.environ["MIXDP_WORKER_SESSION"] = "1" if mode == "own" else "0"
+            t0 = time.perf_counter()
+            out = run_sweep(configs, store=RunStore(tempfile.mkdtemp(prefix="mixdp_bench_")), workers=args.workers)
+            walls[mode].append(time.perf_counter() - t0)
+            assert out.n_failed == 0
+            local = local or out
+    os.environ.pop("MIXDP_WORKER_SESSION", None)
+    main_mode = "own" if walls["own"] else "shared"
+    local_s = sum(walls[main_mode]) / len(walls[main_mode])
     s2 = singles(configs, feats)
     single = [(a + b) / 2 for a, b in zip(s1, s2)]
     share = lpt_makespan(single, args.workers)
@@ -93,7 +113,9 @@ def main(argv=None) -> int:
         "runs": n, "workers": args.workers, "sum_single_s": round(sum(single), 3),
         "sum_single_pass1_s": round(sum(s1), 3), "sum_single_pass2_s": round(sum(s2), 3),
         "slowest_worker_share_s": round(share, 3), "local_sweep_s": round(local_s, 3),
-        "ratio_local_vs_share": round(local_s / share, 3),
+        "ratio_local_vs_share": round(local_s / share, 3), "local_mode": main_mode,
+        "local_sweep_s_by_session": {k: [round(x, 3) for x in v] for k, v in walls.items() if v},
+        "ratio_local_vs_share_by_session": {k: round(sum(v) / len(v) / share, 3) for k, v in walls.items() if v},
         "sum_in_sweep_run_s": round(sum(r.metrics.get("wall_seconds") or 0 for r in local.results), 3),
     }
     # the same ratio against the run times measured inside the sweep: engine overhead alone,

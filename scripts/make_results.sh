@@ -1,100 +1,97 @@
 #!/usr/bin/env bash
-# Regenerate every committed result under docs/results/ (AdaMix family, DP prototypes).
+# Regenerate every committed result table under docs/results/ — one `mixdp reproduce` command each.
 #
 # Usage: scripts/make_results.sh CIFAR10_DIR [STORE_DIR] [PACS_DIR]
 #   CIFAR10_DIR: the extracted ../shared/data/cifar10_images_jpg.tar.gz (train/<class>, test/<class>).
-#   STORE_DIR:   run store for these runs (default: a fresh temporary folder).
+#   STORE_DIR:   run store for these runs (default: a fresh temporary folder; an existing store
+#                reuses its completed identical runs, so a killed regeneration resumes).
 #   PACS_DIR:    the extracted ../shared/data/pacs_jpg.tar.gz (PACS/<domain>/<class>), for the
-#                domain-shift row of the few-shot table (skipped if absent).
-# ONLY=adamix|fewshot|prototypes|all selects the part; EPS / SEEDS override the grid.
-# Features are taken from (or extracted into) $MIXDP_CACHE. The CIFAR-10 subset is the first
-# 500 train and 200 test images per class (file-name order), EfficientNet-Lite0 at 128 px.
-# Sparse fine-tuning results: scripts/sparse_finetune_results.py (see docs/results/sparse_finetune.md).
+#                domain-shift section of fewshot.md (skipped, and said so, if not given).
+# Environment: ONLY=digits|cifar10|fewshot|prototypes|sparse_finetune|all (default all) selects
+#   the tables; EPS / SEEDS override the ε and seeds of the AdaMix-family sections (default
+#   0.5,1,3,8 and 0,1), PSEEDS the seeds of prototypes.md and sparse_finetune.md (default 0,1,2);
+#   OUT the output folder (default docs/results); WORKERS the local worker processes; PY the Python.
+# Each command rewrites its own section (between <!-- BEGIN/END AUTO title --> markers) of the
+# markdown file and its PNGs/JSON; the hand-written reading around the sections is kept.
+# Features come from (or are extracted into) $MIXDP_CACHE. The CIFAR-10 subsets are the first n
+# train / 200 test images per class in file-name order (dataset options max_per_class /
+# max_test_per_class), EfficientNet-Lite0 at 128 px.
+# Time (2 shared cores, load average 8-13, 2 workers): measured with SEEDS=0 PSEEDS=0 (full ε grids)
+# 56 min (digits 5, fewshot 16, cifar10 11, prototypes 8.5, sparse_finetune 16); the full grid,
+# extrapolated from the per-figure times and feature-extraction times, ~1 h 50 min with an empty
+# feature cache, ~1 h 35 min with the features already cached.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CIFAR=${1:?usage: scripts/make_results.sh CIFAR10_DIR [STORE_DIR]}
+CIFAR=${1:?usage: scripts/make_results.sh CIFAR10_DIR [STORE_DIR] [PACS_DIR]}
 STORE=${2:-$(mktemp -d)}
 PACS=${3:-}
-EPS=${EPS:-0.5 1 3 8}
-SEEDS=${SEEDS:-0 1}
+EPS=${EPS:-0.5,1,3,8}
+SEEDS=${SEEDS:-0,1}
+PSEEDS=${PSEEDS:-0,1,2}
+OUT=${OUT:-docs/results}
 PY=${PY:-.venv/bin/python}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-CIFAR_ARGS=(--dataset image_folder --dataset-root "$CIFAR" --dataset-arg max_per_class=500
-            --dataset-arg max_test_per_class=200 --encoder efficientnet_lite0 --encoder-arg image_size=128)
 
-GRID=(--epsilons $EPS --seeds $SEEDS)
+R=("$PY" -m mixdp_core.cli reproduce --out "$OUT" --store "$STORE" --no-progress ${WORKERS:+--workers "$WORKERS"})
+EFF=(--encoder efficientnet_lite0 --encoder-arg image_size=128)
+CIFAR500=(--dataset image_folder --dataset-root "$CIFAR" --dataset-arg max_per_class=500 --dataset-arg max_test_per_class=200 "${EFF[@]}")
+AM=(--epsilons "$EPS" --seeds "$SEEDS")
 
-adamix() {
-  $PY scripts/adamix_results.py "${GRID[@]}" --store "$STORE" --dataset digits --encoder pixels \
-    --out docs/results/digits.md --section "digits, pixels (D = 64)" --png docs/results/digits_pixels.png
-  $PY scripts/adamix_results.py "${GRID[@]}" --store "$STORE" --dataset digits --encoder pixels --dataset-arg test_fraction=0.9 \
-    --out docs/results/digits.md --section "digits, pixels, scarce private data (test_fraction = 0.9)" \
-    --png docs/results/digits_pixels_scarce.png
-  $PY scripts/adamix_results.py "${GRID[@]}" --store "$STORE" --dataset digits --encoder efficientnet_lite0 --encoder-arg image_size=128 \
-    --out docs/results/digits.md --section "digits, efficientnet_lite0 features (D = 1280, image_size 128)" \
-    --png docs/results/digits_efficientnet.png
-  $PY scripts/adamix_results.py "${GRID[@]}" --store "$STORE" "${CIFAR_ARGS[@]}" \
-    --out docs/results/cifar10.md --section "CIFAR-10 subset, efficientnet_lite0 features (D = 1280, image_size 128)" \
-    --png docs/results/cifar10_efficientnet.png
+digits() {  # docs/results/digits.md
+  "${R[@]}" adamix_epsilon "${AM[@]}" --doc digits.md --stem digits_pixels --section "digits, pixels (D = 64)"
+  "${R[@]}" adamix_epsilon "${AM[@]}" --dataset-arg test_fraction=0.9 --doc digits.md --stem digits_pixels_scarce \
+    --section "digits, pixels, scarce private data (test_fraction = 0.9)"
+  "${R[@]}" adamix_epsilon "${AM[@]}" "${EFF[@]}" --doc digits.md --stem digits_efficientnet \
+    --section "digits, efficientnet_lite0 features (D = 1280, image_size 128)"
 }
 
-# Few-shot regimes of issue 10 (2 public shots; tens of private samples per class; domain shift).
-FEWSHOT_VARIANTS=(--variants paragon only_public fully_private ngd ppgd adamix adamix_honest)
-fewshot() {
-  local out=docs/results/fewshot.md dir
-  dir=$(mktemp -d)
-  $PY - "$CIFAR" "$dir" <<'PYEOF'
-import sys
-import numpy as np
-from mixdp_core.features import get_features
-fs = get_features(f"image_folder:{sys.argv[1]}", "efficientnet_lite0", encoder_kwargs={"image_size": 128},
-                  max_per_class=500, max_test_per_class=200)
-for n in (22, 62):  # 2 public + 20 / 60 private per class (first n train images per class, file order)
-    idx = np.concatenate([np.flatnonzero(fs.y_train == c)[:n] for c in range(len(fs.class_names))])
-    np.savez(f"{sys.argv[2]}/cifar10_{n}.npz", X_train=fs.X_train[idx], y_train=fs.y_train[idx],
-             X_test=fs.X_test, y_test=fs.y_test, class_names=np.asarray(fs.class_names))
-PYEOF
-  $PY scripts/adamix_results.py "${GRID[@]}" "${FEWSHOT_VARIANTS[@]}" --store "$STORE" --dataset digits --encoder pixels \
-    --public-per-class 1 --out $out --section "digits, pixels, 1 public / class (~125 private / class)" \
-    --png docs/results/fewshot_digits_pixels_1shot.png
-  $PY scripts/adamix_results.py "${GRID[@]}" "${FEWSHOT_VARIANTS[@]}" --store "$STORE" --dataset digits \
-    --encoder efficientnet_lite0 --encoder-arg image_size=128 --public-per-class 2 --out $out \
-    --section "digits, efficientnet_lite0, 2 public / class" --png docs/results/fewshot_digits_eff_2shot.png
-  for n in 62 22; do
-    $PY scripts/adamix_results.py "${GRID[@]}" "${FEWSHOT_VARIANTS[@]}" --store "$STORE" --dataset "features:$dir/cifar10_$n.npz" \
-      --encoder efficientnet_lite0 --public-per-class 2 --out $out \
-      --section "CIFAR-10, efficientnet_lite0 (128 px), 2 public + $((n - 2)) private / class" \
-      --png docs/results/fewshot_cifar10_2shot_$((n - 2)).png
+cifar10() {  # docs/results/cifar10.md
+  "${R[@]}" adamix_epsilon "${AM[@]}" "${CIFAR500[@]}" --doc cifar10.md --stem cifar10_efficientnet \
+    --section "CIFAR-10 subset, efficientnet_lite0 features (D = 1280, image_size 128)"
+}
+
+fewshot() {  # docs/results/fewshot.md: few public shots, tens of private samples per class, domain shift
+  "${R[@]}" fewshot "${AM[@]}" --set public_per_class=1 --doc fewshot.md --stem fewshot_digits_pixels_1shot \
+    --section "digits, pixels, 1 public / class (~125 private / class)"
+  "${R[@]}" fewshot "${AM[@]}" "${EFF[@]}" --doc fewshot.md --stem fewshot_digits_eff_2shot \
+    --section "digits, efficientnet_lite0, 2 public / class"
+  for n in 60 20; do  # 2 public + n private per class: the first n + 2 train images per class
+    "${R[@]}" fewshot "${AM[@]}" --dataset image_folder --dataset-root "$CIFAR" --dataset-arg max_per_class=$((n + 2)) \
+      --dataset-arg max_test_per_class=200 "${EFF[@]}" --doc fewshot.md --stem fewshot_cifar10_2shot_$n \
+      --section "CIFAR-10, efficientnet_lite0 (128 px), 2 public + $n private / class"
   done
   if [ -n "$PACS" ]; then
-    $PY scripts/adamix_results.py "${GRID[@]}" "${FEWSHOT_VARIANTS[@]}" --store "$STORE" --dataset image_folder \
-      --dataset-root "$PACS/art_painting" --public-from "image_folder:$PACS/photo" --encoder efficientnet_lite0 \
-      --encoder-arg image_size=128 --public-per-class 2 --out $out \
-      --section "PACS domain shift: private/test art_painting, 2 public / class from photo" \
-      --png docs/results/fewshot_pacs_photo_to_art.png
+    "${R[@]}" fewshot "${AM[@]}" --dataset image_folder --dataset-root "$PACS/art_painting" \
+      --public-from "image_folder:$PACS/photo" "${EFF[@]}" --doc fewshot.md --stem fewshot_pacs_photo_to_art \
+      --section "PACS domain shift: private/test art_painting, 2 public / class from photo"
+  else
+    echo "make_results.sh: no PACS_DIR given: the PACS section of fewshot.md is left as it is" >&2
   fi
 }
 
-prototypes() {
-  local npz
-  npz=$(mktemp --suffix=.npz)
-  $PY - "$CIFAR" "$npz" <<'PYEOF'
-import sys
-import numpy as np
-from mixdp_core.features import get_features
-fs = get_features(f"image_folder:{sys.argv[1]}", "efficientnet_lite0", encoder_kwargs={"image_size": 128},
-                  max_per_class=500, max_test_per_class=200)
-np.savez(sys.argv[2], X_train=fs.X_train, y_train=fs.y_train, X_test=fs.X_test, y_test=fs.y_test,
-         class_names=np.asarray(fs.class_names))
-PYEOF
-  $PY scripts/prototypes_results.py --out docs/results --tag digits
-  $PY scripts/prototypes_results.py --out docs/results --tag cifar10 --only-extra \
-    --features "cifar10 (500/class subset) / efficientnet_lite0=$npz"
+prototypes() {  # docs/results/prototypes.md
+  "${R[@]}" prototypes --seeds "$PSEEDS" --doc prototypes.md --stem prototypes_digits_pixels --section "digits / pixels"
+  "${R[@]}" prototypes --seeds "$PSEEDS" "${EFF[@]}" --doc prototypes.md --stem prototypes_digits_efficientnet_lite0 \
+    --section "digits / efficientnet_lite0"
+  "${R[@]}" prototypes --seeds "$PSEEDS" "${CIFAR500[@]}" --doc prototypes.md --stem prototypes_cifar10_efficientnet_lite0 \
+    --section "cifar10 (500/class subset) / efficientnet_lite0"
+}
+
+sparse_finetune() {  # docs/results/sparse_finetune.md (the DP-overhead table there: benchmarks/sparse_finetune.py)
+  "${R[@]}" sparse_finetune --seeds "$PSEEDS" --doc sparse_finetune.md --stem sparse_finetune_digits \
+    --section "digits (classes 0–4 → 5–9)"
+  "${R[@]}" sparse_finetune --seeds "$PSEEDS" --dataset image_folder --dataset-root "$CIFAR" --set epochs=10 \
+    --set pretrain_epochs=15 --set batch_size=250 --doc sparse_finetune.md --stem sparse_finetune_cifar10 \
+    --section "CIFAR-10 subset (5 source classes → 5 other classes)"
 }
 
 case "${ONLY:-all}" in
-  adamix) adamix ;;
+  digits) digits ;;
+  cifar10) cifar10 ;;
   fewshot) fewshot ;;
   prototypes) prototypes ;;
-  all) fewshot; adamix; prototypes ;;
+  sparse_finetune) sparse_finetune ;;
+  all) digits; fewshot; cifar10; prototypes; sparse_finetune ;;
+  *) echo "make_results.sh: ONLY must be one of digits, cifar10, fewshot, prototypes, sparse_finetune, all; got ${ONLY}" >&2
+     exit 2 ;;
 esac

@@ -5,12 +5,18 @@ Examples::
     mixdp reproduce --list
     mixdp reproduce adamix_epsilon --out docs/results/reproduce
     mixdp reproduce dppl_imbalance --dataset digits --encoder efficientnet_lite0 --set epsilon=3 --workers 2
+    mixdp reproduce fewshot --dataset image_folder --dataset-root /data/PACS/art_painting \
+        --public-from image_folder:/data/PACS/photo --encoder efficientnet_lite0 \
+        --out docs/results --stem fewshot_pacs --doc fewshot.md --section "PACS photo -> art"
 
 Runs go through the sweep engine into the run store (identical runs are reused, so running a
 figure again only redraws it). Defaults: the offline ``digits`` data with ``pixels``
 features; ``--dataset``/``--encoder`` choose any other. ``--set KEY=VALUE`` overrides a figure
 parameter (VALUE parsed as JSON, e.g. ``--set seeds=[0,1]``); ``--list`` shows each figure's
-parameters. Progress (runs done / total) goes to stderr, the written paths to stdout.
+parameters. ``--stem`` names the files (so one figure can be committed for several datasets),
+``--section TITLE --doc NAME.md`` writes the tables as one section of a shared markdown file
+(``scripts/make_results.sh`` builds ``docs/results/`` that way). Progress (runs done / total)
+goes to stderr, the written paths to stdout.
 """
 
 from __future__ import annotations
@@ -41,6 +47,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--dataset-root", default=None, help="dataset folder")
     a("--dataset-arg", action="append", default=[], metavar="KEY=VALUE", help="dataset loader option; repeatable")
     a("--encoder-arg", action="append", default=[], metavar="KEY=VALUE", help="encoder option; repeatable")
+    a("--public-from", default=None, metavar="SPEC",
+      help="dataset spec of the public samples (domain shift, e.g. image_folder:/data/PACS/photo)")
+    a("--stem", default=None, help="file name stem of the outputs (default: the figure name)")
+    a("--section", default=None, metavar="TITLE",
+      help="write the tables as section TITLE of --doc (hand-written text around it is kept)")
+    a("--doc", default=None, metavar="NAME.md", help="markdown file in --out holding --section (default NAME.md "
+                                                     "of the figure)")
     a("--seeds", default=None, help="comma-separated seeds (overrides the figure's)")
     a("--epsilons", default=None, help="comma-separated target ε (figures with an ε axis)")
     a("--set", action="append", default=[], metavar="KEY=VALUE", help="figure parameter (JSON value); repeatable")
@@ -101,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
         if len(sys.argv) > 2 and sys.argv[1] == "reproduce" else None
     with one_line_errors(PROG, prog, interrupted=RESUMABLE) as outcome:
         with contextlib.redirect_stdout(sys.stderr):
-            paths = reproduce(args.name, args.out, params=params, command=command, dataset=args.dataset,
+            paths = reproduce(args.name, args.out, params=params, command=command, stem=args.stem,
+                              section=args.section, doc=args.doc, public_from=args.public_from, dataset=args.dataset,
                               encoder=args.encoder, dataset_root=args.dataset_root,
                               dataset_kwargs=pairs("dataset_arg", args.dataset_arg),
                               encoder_kwargs=pairs("encoder_arg", args.encoder_arg), store=store,
@@ -110,6 +124,6 @@ def run(args: argparse.Namespace) -> int:
                               progress=prog.features)
     if outcome.code is not None:
         return outcome.code
-    for kind in ("png", "md", "json"):
-        print(paths[kind])
+    for path in dict.fromkeys(paths.values()):
+        print(path)
     return 0

@@ -18,7 +18,8 @@ Everything that trains many models goes through here: ``mixdp sweep``, the Compa
   results in item order, the big ``shared`` arrays sent once.
 * Executors (:data:`EXECUTORS`): ``local`` — a process pool (``workers`` processes, default
   the CPUs this process may use; one worker runs inline) that restarts itself and retries
-  the runs in flight when a worker dies; ``ray`` — each run is a Ray task (``max_retries``
+  the runs in flight when a worker dies; on Linux each worker leads its own session, so
+  that the scheduler's autogroups give it its own CPU share (:func:`_own_session`); ``ray`` — each run is a Ray task (``max_retries``
   on worker loss), on a running cluster (``address="auto"`` or ``"host:port"``) or a local
   Ray started for the sweep (``address=None``). Ray is the scheduler; there is none here.
 
@@ -259,10 +260,41 @@ _SHARED: Any = None  # the shared object of the local worker processes
 _STARTED: Any = None  # shared int array: pid of the worker that started task i
 
 
-def _local_init(shared: Any, started: Any) -> None:
+def _own_session() -> None:
+    """Put this worker in its own session, tied to its parent's life (Linux; no-op elsewhere).
+
+    With ``kernel.sched_autogroup_enabled = 1`` the CFS scheduler shares the CPU between
+    *sessions* first: all workers of one pool in the driver's session get one share between
+    them, so two workers run no faster than one when other sessions are busy. A worker in its
+    own session gets its own share, like Ray's workers (which live in the raylet's session).
+    Leaving the driver's session also leaves its process group, so the terminal's Ctrl-C no
+    longer reaches the workers: the driver terminates them (``imap``'s ``finally``), and
+    ``PR_SET_PDEATHSIG`` kills a worker whose driver died without cleaning up.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        os.setsid()
+    except OSError:  # already a session leader
+        pass
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the driver died before prctl took effect
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
+def _local_init(shared: Any, started: Any, own_session: bool = False) -> None:
     global _SHARED, _STARTED
     _SHARED, _STARTED = shared, started
     sys.stdout = sys.stderr  # stdout of the driver is for results (--json)
+    if own_session:
+        _own_session()
 
 
 def _local_call(fn: Callable, index: int, item: Any, with_shared: bool) -> Any:
@@ -275,15 +307,26 @@ class LocalExecutor:
 
     A worker that dies breaks the pool; the pool is then rebuilt and every task that was in
     flight is submitted again, at most ``max_retries`` times each.
+
+    Args:
+        workers: processes (default: the CPUs this process may use; 1 = inline).
+        max_retries: re-runs of a task whose worker died.
+        own_session: each worker in its own session (Linux, :func:`_own_session`), so that
+            it gets its own CPU share under ``sched_autogroup``; default ``$MIXDP_WORKER_SESSION``
+            (``0`` turns it off), else on.
     """
 
     name = "local"
 
-    def __init__(self, *, workers: int | None = None, max_retries: int = 2, **_: Any):
+    def __init__(self, *, workers: int | None = None, max_retries: int = 2, own_session: bool | None = None,
+                 **_: Any):
         self.workers = int(workers) if workers else default_workers()
         if self.workers < 1:
             raise ConfigError("workers", f"must be an integer >= 1, got {workers!r}")
         self.max_retries = int(max_retries)
+        if own_session is None:
+            own_session = os.environ.get("MIXDP_WORKER_SESSION", "1").strip() not in ("0", "false", "no", "")
+        self.own_session = bool(own_session)
         self._pool: ProcessPoolExecutor | None = None
         self._stop = False
 
@@ -303,7 +346,7 @@ class LocalExecutor:
             ctx.set_forkserver_preload(["mixdp_core.runs.runner", "mixdp_core.runs.sweep", "mixdp_core.methods"])
         self._started = ctx.Array("i", n_items, lock=False)
         return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_local_init,
-                                   initargs=(shared, self._started))
+                                   initargs=(shared, self._started, self.own_session))
 
     def imap(self, fn: Callable, items: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
         """Yield ``(index, result)`` as tasks finish; a failed task yields a :class:`TaskError`."""
@@ -351,6 +394,9 @@ class LocalExecutor:
                             yield i, TaskError(f"worker process lost {attempts[i]} times")
                         else:
                             todo.append(i)
+            except GeneratorExit:  # the consumer stopped (Ctrl-C, error): do not wait for runs in flight
+                self._stop = True
+                raise
             finally:
                 if self._stop:  # cancelled / interrupted: do not wait for runs in flight
                     for p in list((getattr(pool, "_processes", None) or {}).values()):

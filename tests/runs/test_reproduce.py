@@ -17,7 +17,11 @@ TINY = {
     "public_vs_private": {"public": [1, 5], "private": [10, 40], "seeds": [0]},
     "boost_vs_shots": {"shots": [2, 10], "seeds": [0], "methods": ["adamix"]},
     "dppl_imbalance": {"ratios": [1, 50], "seeds": [0], "methods": ["dppl_mean", "dppl_public"]},
+    "fewshot": {"epsilons": [3], "seeds": [0], "public_per_class": 1,
+                "variants": ["paragon", "only_public", "fully_private", "adamix", "adamix_honest"]},
 }
+#: figures whose trainings are not RunConfigs (map_trainings, no run store): tested below
+NOT_STORED = {"sparse_finetune", "prototypes"}
 
 
 @pytest.fixture
@@ -37,7 +41,7 @@ def _png_ok(path) -> tuple[int, int]:
 
 
 def test_every_figure_has_a_tiny_test():
-    assert set(FIGURES.keys()) == set(TINY) | {"sparse_finetune"}
+    assert set(FIGURES.keys()) == set(TINY) | NOT_STORED
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
@@ -78,7 +82,7 @@ def test_adamix_epsilon_table_matches_the_runs(env):
     row = next(r for r in data["rows"] if r["method"] == "adamix")
     assert len(errs) == 2 and row["test_error_mean"] == pytest.approx(np.mean(errs))
     assert row["test_error_std"] == pytest.approx(np.std(errs, ddof=1))
-    assert f"| adamix | {100 * np.mean(errs):.1f} ± {100 * np.std(errs, ddof=1):.1f} |" in paths["md"].read_text()
+    assert f"| AdaMix (paper projection) | {100 * np.mean(errs):.1f} ± {100 * np.std(errs, ddof=1):.1f} |" in paths["md"].read_text()
 
 
 def test_public_vs_private_cap_is_applied(env):
@@ -125,3 +129,120 @@ def test_cli_reproduce_writes_files(env, capsys):
     printed = capsys.readouterr().out.split()
     assert printed == [str(env / "o" / f"dppl_imbalance.{k}") for k in ("png", "md", "json")]
     assert "minority" in (env / "o" / "dppl_imbalance.md").read_text().lower()
+
+
+def test_fewshot_tables_pdp_chart_and_checks(env):
+    store = RunStore(env / "store")
+    paths = reproduce("fewshot", env / "out", params=TINY["fewshot"], store=store, workers=1)
+    md, data = paths["md"].read_text(), json.loads(paths["json"].read_text())
+    _png_ok(paths["pdp"])
+    assert "](fewshot_pdp.png)" in md and "Ordering check" in md and "property checks" in md
+    # ε spent and T of the AdaMix cell are those of the stored run
+    run = next(r for r in data["runs"] if r["label"] == "adamix")
+    rec = store.get_run(run["run_id"])
+    assert f"T = {rec.metrics['steps']}, ε = {rec.metrics['epsilon']:.3f}" in md
+    assert "| AdaMix + private tuning (selection accounted) |" in md
+    # the chart's per-instance ε_i are the stored artifact, each within the target
+    pdp = store.load_artifacts(run["run_id"])["pdp_epsilon"]
+    assert np.all(pdp <= 3 + 1e-9) and f"{np.median(pdp):.3f}" in md
+
+
+def test_leaky_variant_is_labelled():
+    from mixdp_core.runs.reproduce import _display
+    from mixdp_core.runs.sweep import Variant
+
+    assert "test-tuned" in _display(Variant("x", "adamix", {"optimistic_tuning": True}))
+    assert "test-tuned" not in _display(Variant("adamix_honest", "adamix", {"honest_tuning": True}))
+    assert "test-tuned" not in _display(Variant("adamix", "adamix", {}))
+
+
+def test_section_is_replaced_and_hand_written_text_kept(env):
+    store = RunStore(env / "store")
+    out = env / "docs"
+    out.mkdir()
+    (out / "res.md").write_text("# Results\n\nHand-written reading.\n\n<!-- BEGIN AUTO a -->\nold a\n"
+                                "<!-- END AUTO a -->\n\nMore prose.\n")
+    kw = dict(params={"epsilons": [3], "seeds": [0], "variants": ["only_public", "adamix"]}, store=store, workers=1)
+    p1 = reproduce("adamix_epsilon", out, stem="digits_a", section="a", doc="res.md", **kw)
+    p2 = reproduce("adamix_epsilon", out, stem="digits_b", section="b", doc="res.md", **kw)
+    assert p1["md"] == p2["md"] == out / "res.md" and p1["png"] == out / "digits_a.png"
+    text = (out / "res.md").read_text()
+    assert "old a" not in text and text.count("<!-- BEGIN AUTO a -->") == 1 and "### b" in text
+    assert text.index("Hand-written reading.") < text.index("### a") < text.index("More prose.") < text.index("### b")
+    assert "](digits_a.png)" in text and "](digits_b_pdp.png)" in text
+    reproduce("adamix_epsilon", out, stem="digits_a", section="a", doc="res.md", **kw)  # again: replaced in place
+    again = (out / "res.md").read_text()
+    assert again.count("### a") == 1 and again.index("### a") < again.index("More prose.") < again.index("### b")
+    assert not (out / "adamix_epsilon.md").exists()
+    with pytest.raises(Exception, match="doc"):
+        reproduce("adamix_epsilon", out, doc="../x.md", section="a", **kw)
+
+
+def test_public_from_reaches_every_run(env):
+    store = RunStore(env / "store")
+    paths = reproduce("fewshot", env / "out", store=store, workers=1, public_from="digits",
+                      dataset_kwargs={"test_fraction": 0.5},
+                      params={"epsilons": [3], "seeds": [0], "variants": ["only_public", "adamix"]})
+    runs = store.list_runs()
+    assert runs and all(r.config["public_from"] == "digits" for r in runs)
+    assert "public samples from `digits` (domain shift)" in paths["md"].read_text()
+
+
+def test_prototypes_table_matches_fits_and_pool_is_held_out(env, digits_features):
+    from mixdp_core.runs.reproduce import _proto_holdout
+
+    paths = reproduce("prototypes", env / "out", store=RunStore(env / "store"), workers=1,
+                      params={"epsilons": [1, 3], "ratios": [1], "seeds": [0, 1], "methods": ["dppl_public", "dp_ls"]})
+    _png_ok(paths["png"])
+    data, md = json.loads(paths["json"].read_text()), paths["md"].read_text()
+    bal = [r["metrics"]["balanced_accuracy"] for r in data["runs"] if r["label"] == "dp_ls" and r["target_epsilon"] == 3]
+    assert len(bal) == 2 and f"{np.mean(bal):.3f} ± {np.std(bal, ddof=1):.3f}" in md
+    assert all(0 < r["metrics"]["epsilon"] <= r["target_epsilon"] + 1e-9 for r in data["runs"])
+    # the unlabelled pool is removed from the rows a method may see as private (rows tagged by index)
+    from mixdp_core.featureset import FeatureSet
+
+    n = len(digits_features.y_train)
+    tagged = FeatureSet(np.arange(n, dtype=np.float32)[:, None], digits_features.y_train, digits_features.X_test[:, :1],
+                        digits_features.y_test, digits_features.class_names)
+    for seed in (0, 1):
+        base, pool = _proto_holdout(tagged, seed, 0.2)
+        ids_base, ids_pool = set(base.X_train[:, 0].astype(int)), set(pool[:, 0].astype(int))
+        assert len(ids_pool) == int(0.2 * n) and not ids_base & ids_pool and ids_base | ids_pool == set(range(n))
+
+
+def test_sparse_finetune_on_an_image_folder(env):
+    pytest.importorskip("opacus")
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    root = env / "imgs"
+    for split, n in (("train", 6), ("test", 3)):
+        for c in range(4):
+            d = root / split / f"class{c}"
+            d.mkdir(parents=True)
+            for i in range(n):
+                arr = (rng.random((12, 12, 3)) * 60 + 40 * c).astype(np.uint8)
+                Image.fromarray(arr).save(d / f"{i:03d}.png")
+    paths = reproduce("sparse_finetune", env / "out", store=RunStore(env / "store"), workers=1,
+                      dataset="image_folder", dataset_root=str(root),
+                      params={"epsilons": [1.0], "epochs": 1, "pretrain_epochs": 1, "batch_size": 4,
+                              "source_per_class": 5, "private_per_class": 4, "test_per_class": 2})
+    md = paths["md"].read_text()
+    assert "public source class0/class1 (10 images), private class2/class3 (8), test (4)" in md
+    rows = json.loads(paths["json"].read_text())["rows"]
+    assert all(0 < r["epsilon_spent_max"] <= 1.0 + 1e-9 for r in rows)
+
+
+def test_cli_reproduce_section_flags(env, capsys):
+    from mixdp_core.cli import main
+
+    rc = main(["reproduce", "fewshot", "--out", str(env / "o"), "--store", str(env / "s"), "--seeds", "0",
+               "--epsilons", "3", "--set", 'variants=["only_public","adamix"]', "--public-from", "digits",
+               "--stem", "few_a", "--doc", "few.md", "--section", "digits 2-shot", "--workers", "1", "--no-progress"])
+    assert rc == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(env / "o" / n) for n in ("few_a.png", "few.md", "few_a.json", "few_a_pdp.png")]
+    md = (env / "o" / "few.md").read_text()
+    assert "<!-- BEGIN AUTO digits 2-shot -->" in md and "public samples from `digits` (domain shift)" in md
+    assert main(["reproduce", "fewshot", "--doc", "few.md", "--store", str(env / "s"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.startswith("mixdp reproduce: error: doc")

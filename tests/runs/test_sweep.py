@@ -216,3 +216,112 @@ def test_cli_sweep_bad_arguments_one_line(env, capsys, extra, field):
     assert main(["sweep", "--methods", "ngd", "--no-progress", *extra]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith(f"mixdp sweep: error: {field}"), err
+
+
+# ------------------------------------------------------------------------------ worker sessions
+def _session_after(seconds: float) -> tuple[int, int]:
+    import time
+
+    time.sleep(seconds)
+    return os.getsid(0), os.getpid()
+
+
+def _pid_then_sleep(item: str | tuple[str, float]) -> int:
+    import time
+
+    path, seconds = (item, 120.0) if isinstance(item, str) else item
+    Path(path, f"{os.getpid()}.pid").write_text("")
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def _state(pid: int) -> str | None:
+    """The process state letter of ``pid`` (``Z`` = exited, not reaped), ``None`` if gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _gone(pid: int, timeout: float = 10.0) -> bool:
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if _state(pid) in (None, "Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+linux_only = pytest.mark.skipif(not os.path.isdir("/proc/self") or not hasattr(os, "setsid"),
+                                reason="worker sessions and /proc are Linux features")
+
+
+@linux_only
+def test_local_workers_each_lead_their_own_session():
+    from mixdp_core.runs.sweep import LocalExecutor
+
+    own = map_trainings(_session_after, [0.3] * 4, workers=2)
+    assert len({pid for _, pid in own}) == 2  # both workers ran tasks
+    assert all(sid == pid != os.getsid(0) for sid, pid in own)  # session leaders, not the driver's session
+    ex = LocalExecutor(workers=2, own_session=False)
+    try:
+        shared = [r for _, r in ex.imap(_session_after, [0.3] * 2)]
+    finally:
+        ex.close()
+    assert all(sid == os.getsid(0) for sid, _ in shared)
+
+
+@linux_only
+def test_closing_the_stream_terminates_workers_in_flight(tmp_path):
+    """Ctrl-C of the driver no longer reaches workers in their own session: closing the result
+    stream (what run_sweep and map_trainings do when KeyboardInterrupt or an error leaves their
+    loop) must end the workers at once instead of waiting for their runs."""
+    import time
+
+    from mixdp_core.runs.sweep import LocalExecutor
+
+    ex = LocalExecutor(workers=2)
+    stream = ex.imap(_pid_then_sleep, [(str(tmp_path), 0.0), (str(tmp_path), 120.0), (str(tmp_path), 120.0)])
+    first = next(stream)  # item 0 done; the two workers now sleep in items 1 and 2
+    assert first[0] == 0
+    deadline = time.time() + 30
+    while len(list(tmp_path.glob("*.pid"))) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    pids = [int(p.stem) for p in tmp_path.glob("*.pid")]
+    assert len(pids) == 2
+    t0 = time.perf_counter()
+    stream.close()
+    ex.close()
+    assert time.perf_counter() - t0 < 10
+    assert all(_gone(pid) for pid in pids), [(_state(p), p) for p in pids]
+
+
+@linux_only
+def test_workers_die_with_their_driver(tmp_path):
+    """A driver killed with SIGKILL cannot clean up: its workers (own sessions, so no terminal
+    signal reaches them) are ended by PR_SET_PDEATHSIG instead of running on as orphans."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from tests.runs.test_sweep import _pid_then_sleep; "
+            "from mixdp_core.runs.sweep import map_trainings; map_trainings(_pid_then_sleep, [sys.argv[2]] * 2, workers=2)")
+    root = str(Path(__file__).resolve().parents[2])
+    driver = subprocess.Popen([sys.executable, "-c", code, root, str(tmp_path)],
+                              env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=root))
+    try:
+        deadline = time.time() + 60
+        while len(list(tmp_path.glob("*.pid"))) < 2 and time.time() < deadline and driver.poll() is None:
+            time.sleep(0.05)
+        pids = [int(p.stem) for p in tmp_path.glob("*.pid")]
+        assert len(pids) == 2, "the workers did not start"
+    finally:
+        driver.send_signal(signal.SIGKILL)  # only the driver this test started
+        driver.wait(timeout=10)
+    survivors = [pid for pid in pids if not _gone(pid)]
+    for pid in survivors:  # this test's own orphans, so that a failure leaves nothing behind
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, [(_state(p), p) for p in survivors]

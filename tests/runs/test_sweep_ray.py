@@ -1,5 +1,7 @@
-"""The sweep engine on a real Ray head started by this test (own port, own temp dir, stopped
-by its PID): >= 20 digits/pixels runs, one Ray worker process killed mid-sweep, no run lost."""
+"""The sweep engine on real Ray nodes started by these tests (own port, own temp dirs, stopped
+by their PIDs): >= 20 digits/pixels runs with one Ray worker process killed mid-sweep and no
+run lost; and a simulated two-node cluster (a head and a second node joined to it) whose two
+nodes both train runs of one sweep."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import secrets
 import shutil
+from typing import Any
 
 import pytest
 
@@ -65,34 +68,53 @@ def _busy_workers(head_pid: int) -> list[int]:
     return out
 
 
+def _ray_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+                OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0", **AUTH)
+
+
+def _start(args: list[str], tmp: str, log_name: str) -> tuple[subprocess.Popen, Any]:
+    """``ray start --block ARGS`` in its own session (so that it can be stopped by its PID
+    and its process group only); returns once Ray says the node is up."""
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--node-ip-address=127.0.0.1",
+           "--disable-usage-stats", "--object-store-memory=80000000", *args]
+    log_path = Path(tmp) / log_name
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(cmd, env=_ray_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 60
+    while b"Ray runtime started" not in log_path.read_bytes():
+        if proc.poll() is not None or time.time() > deadline:
+            _stop(proc, log)
+            pytest.fail(f"ray start {' '.join(args)} failed: " + log_path.read_text()[-2000:])
+        time.sleep(0.3)
+    return proc, log
+
+
+def _stop(proc: subprocess.Popen, log: Any) -> None:
+    """Stop one node this test started: SIGTERM to its ``ray start --block`` (it stops its
+    own raylet and workers), SIGKILL to its own process group if it hangs."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session, created by _start
+            proc.wait(timeout=10)
+    log.close()
+
+
 @pytest.fixture
 def ray_head():
     port = _free_port()
     tmp = tempfile.mkdtemp(prefix=f"rt{os.getpid() % 100000}_", dir="/tmp")  # short: socket paths
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               OMP_NUM_THREADS="1", RAY_USAGE_STATS_ENABLED="0", **AUTH)
-    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", f"--port={port}",
-           "--node-ip-address=127.0.0.1", f"--temp-dir={tmp}", "--disable-usage-stats", "--include-dashboard=false",
-           "--num-cpus=2", "--object-store-memory=80000000"]
-    log = open(Path(tmp) / "head.log", "wb")
-    head = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    head, log = _start(["--head", f"--port={port}", f"--temp-dir={tmp}", "--include-dashboard=false",
+                        "--num-cpus=2"], tmp, "head.log")
     try:
-        deadline = time.time() + 60
-        while b"Ray runtime started" not in (Path(tmp) / "head.log").read_bytes():
-            if head.poll() is not None or time.time() > deadline:
-                pytest.fail("ray head did not start: " + (Path(tmp) / "head.log").read_text()[-2000:])
-            time.sleep(0.3)
         yield f"127.0.0.1:{port}", head.pid
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        head.send_signal(signal.SIGTERM)  # only the head we started (it stops its own children)
-        try:
-            head.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)  # its own session, created above
-            head.wait(timeout=10)
-        log.close()
+        _stop(head, log)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -140,3 +162,63 @@ def test_ray_sweep_survives_a_killed_worker(ray_head, tmp_path, monkeypatch):
     # resumable: the same sweep again reuses all 24 without touching Ray's workers
     again = run_sweep(configs, store=store, backend="ray", address=address, spec=spec)
     assert again.n_reused == 24 and len(store.list_runs()) == 24
+
+
+def _descendants(root: int) -> set[int]:
+    kids, out, todo = _children(), set(), [root]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+@pytest.mark.timeout(90)
+def test_ray_sweep_runs_on_two_nodes(tmp_path, monkeypatch):
+    """A head (1 CPU) and a second node joined with ``ray start --address`` (1 CPU, its own
+    temp dir and a custom resource): a 24-run sweep through ``--ray-address`` puts runs on
+    both nodes (each run's worker PID is a descendant of one node's ``ray start``, and each
+    node is alive in ``ray.nodes()`` under its own node id)."""
+    from mixdp_core.runs.store import RunStore
+    from mixdp_core.runs.sweep import SweepSpec, run_sweep
+
+    port = _free_port()
+    tmp_head = tempfile.mkdtemp(prefix=f"rh{os.getpid() % 100000}_", dir="/tmp")
+    tmp_node = tempfile.mkdtemp(prefix=f"rn{os.getpid() % 100000}_", dir="/tmp")
+    started: list[tuple[subprocess.Popen, Any]] = []
+    try:
+        started.append(_start(["--head", f"--port={port}", f"--temp-dir={tmp_head}", "--include-dashboard=false",
+                               "--num-cpus=1", "--resources={\"head_node\": 1}"], tmp_head, "head.log"))
+        started.append(_start([f"--address=127.0.0.1:{port}", f"--temp-dir={tmp_node}", "--num-cpus=1",
+                               "--resources={\"second_node\": 1}"], tmp_node, "node.log"))
+        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+        deadline = time.time() + 30
+        while sum(n["Alive"] for n in ray.nodes()) < 2:
+            assert time.time() < deadline, f"second node did not join: {ray.nodes()}"
+            time.sleep(0.3)
+        by_res = {r: n["NodeID"] for n in ray.nodes() if n["Alive"] for r in ("head_node", "second_node")
+                  if r in n["Resources"]}
+        assert set(by_res) == {"head_node", "second_node"} and len(set(by_res.values())) == 2
+
+        monkeypatch.setenv("MIXDP_CACHE", str(tmp_path / "cache"))
+        store = RunStore(tmp_path / "store")
+        spec = SweepSpec(methods=("adamix", "ngd", "ppgd", "fully_private"), epsilons=(0.5, 1, 3), seeds=(0, 1),
+                         params={"noise_multiplier": 20})
+        configs = spec.configs()
+        assert len(configs) >= 20
+        out = run_sweep(configs, store=store, backend="ray", address=f"127.0.0.1:{port}", spec=spec)
+        assert out.status == "completed" and out.n_failed == 0
+        runs = store.list_runs()
+        assert len(runs) == len(configs) and all(r.status == "completed" and r.pid == os.getpid() for r in runs)
+        pids = {r.metrics["worker"]["pid"] for r in runs}
+        per_node = {name: pids & _descendants(proc.pid) for name, (proc, _) in zip(("head_node", "second_node"),
+                                                                                   started)}
+        assert per_node["head_node"] and per_node["second_node"], (per_node, pids)
+        assert pids == per_node["head_node"] | per_node["second_node"]  # no run trained elsewhere
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        for proc, log in reversed(started):  # the worker node first, then the head
+            _stop(proc, log)
+        shutil.rmtree(tmp_head, ignore_errors=True)
+        shutil.rmtree(tmp_node, ignore_errors=True)

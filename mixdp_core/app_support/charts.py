@@ -231,19 +231,26 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
 
 
 def metric_cards(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(label, value)`` pairs for the final metrics of a run."""
+    """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
+    where the split has no minority class)."""
     def pct(v: Any) -> str:
         return "—" if v is None else f"{100 * float(v):.1f} %"
 
     def num(v: Any) -> str:
         return "—" if v is None else f"{float(v):.3f}"
 
-    return [
+    cards = [
         ("test error", pct(metrics.get("test_error"))),
         ("balanced accuracy", pct(metrics.get("balanced_accuracy"))),
         ("minority-class accuracy", pct(metrics.get("minority_accuracy"))),
         ("attack AUC", num(metrics.get("mia_auc"))),
     ]
+    # A balanced split (imbalance ratio 1) has no minority class: no card for it. Older runs
+    # stored a value for a quarter of near-equal classes; their ratio tells them apart.
+    ir = metrics.get("imbalance_ratio")
+    if metrics.get("minority_accuracy") is None or (ir is not None and float(ir) <= 1.0):
+        cards = [c for c in cards if c[0] != "minority-class accuracy"]
+    return cards
 
 
 # --------------------------------------------------------------------------- compare

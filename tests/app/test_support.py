@@ -347,6 +347,62 @@ def test_job_manager_threaded_run_completes_and_is_found_by_label(app_env):
     assert ("digits", "pixels", "{}") in mgr.features_ready
 
 
+def _wait(cond, timeout=120.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_run_process_crash_fails_the_run_not_the_app_and_cancel_works(app_env):
+    """Runs execute in pre-warmed worker processes: a killed worker fails its run (marked
+    failed in the store), the slot gets a fresh process that runs the next job; a cancel
+    reaches a run in a worker process; two runs at once both complete."""
+    import os
+    import signal
+
+    mgr = JobManager(app_env, max_workers=2)
+    try:
+        assert len(mgr.run_processes) == 2 and all(p.alive() for p in mgr.run_processes)
+        long_cfg = small_config(target_epsilon=12.0)  # thousands of steps: seconds
+        job = mgr.submit_run(long_cfg)
+        rid = mgr.wait_run_id(job, timeout=120)
+        assert rid is not None and mgr.wait_first_step(rid, timeout=120)
+        victim = next(p for p in mgr.run_processes if p.alive() and p.pid in {mgr.store.get_run(rid).pid})
+        os.kill(victim.pid, signal.SIGKILL)
+        assert job.wait(120)
+        assert job.state == "failed" and "worker process ended unexpectedly" in job.error
+        rec = mgr.store.get_run(rid)
+        assert rec.status == "failed" and "worker process" in rec.error
+        assert victim.restarts == 1 and victim.alive()
+        # the app (this process) and both slots still work: two runs at once, one cancelled
+        a = mgr.submit_run(small_config(target_epsilon=12.0, seed=1))
+        b = mgr.submit_run(small_config(target_epsilon=2.0, seed=2))
+        ra = mgr.wait_run_id(a, timeout=120)
+        assert mgr.wait_first_step(ra, timeout=120)
+        mgr.cancel(a.job_id)
+        assert a.wait(120) and b.wait(300)
+        assert a.state == "cancelled" and mgr.store.get_run(ra).status == "cancelled"
+        assert mgr.store.steps(ra)  # its history is kept
+        assert b.state == "done" and mgr.store.get_run(mgr.run_id(b)).status == "completed"
+    finally:
+        mgr.close()
+
+
+def test_run_process_reports_a_failing_config(app_env):
+    mgr = JobManager(app_env, max_workers=1)
+    try:
+        job = mgr.submit_run(small_config(dataset="features:/nonexistent.npz"))
+        assert job.wait(120) and job.state == "failed"
+        assert job.error.count("Error:") == 1 and "nonexistent" in job.error  # "Type: message", once
+        assert mgr.store.get_run(job.run_ids[0]).status == "failed"
+        assert mgr.run_processes[0].restarts == 0  # an error in a run is not a crash
+    finally:
+        mgr.close()
+
+
 def test_job_manager_sweep_reuses_and_cancel_before_start(app_env):
     mgr = JobManager(app_env, sync=True)
     cfgs = [small_config(method="only_public"), small_config(method="only_public")]

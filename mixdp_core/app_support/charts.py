@@ -363,25 +363,6 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     return fig
 
 
-def best_method_sentences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One sentence per ε naming the private method with the lowest mean test error."""
-    by_eps: dict[float, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        if r.get("epsilon") is not None and r.get("test_error_mean") is not None:
-            by_eps.setdefault(r["epsilon"], []).append(r)
-    out = []
-    for eps in sorted(by_eps):
-        rs = sorted(by_eps[eps], key=lambda r: r["test_error_mean"])
-        best = rs[0]
-        s = (f"At ε = {eps:g}, the best method is **{_style(best['method'])[0]}** "
-             f"(test error {100 * best['test_error_mean']:.1f} %")
-        if len(rs) > 1:
-            s += f"; next: {_style(rs[1]['method'])[0]} {100 * rs[1]['test_error_mean']:.1f} %"
-        s += f", mean over {best['n']} seed{'s' if best['n'] > 1 else ''})."
-        out.append(s)
-    return out
-
-
 # --------------------------------------------------------------------------- privacy audit
 def pdp_sorted_figure(eps_i: np.ndarray, target_epsilon: float | None):
     """Per-instance ε of every private sample, sorted (AdaMix Fig. 3 left)."""

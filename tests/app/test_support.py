@@ -207,7 +207,7 @@ def _rec(method, eps, err, auc, minority, private=True, seed=0):
         "epsilon": eps if private else None}, seed=seed)
 
 
-def test_aggregate_and_best_method_sentences():
+def test_aggregate_runs_and_compare_figures():
     runs = [_rec("adamix", 1.0, 0.2, 0.51, 0.7), _rec("adamix", 1.0, 0.3, 0.53, 0.6, seed=1),
             _rec("ngd", 1.0, 0.35, 0.5, 0.5), _rec("ngd", 3.0, 0.1, 0.52, 0.8), _rec("adamix", 3.0, 0.15, 0.5, 0.8),
             _rec("paragon", 1.0, 0.05, 0.6, 0.9, private=False)]
@@ -216,10 +216,6 @@ def test_aggregate_and_best_method_sentences():
     assert ad1["n"] == 2 and ad1["test_error_mean"] == pytest.approx(0.25)
     assert ad1["test_error_std"] == pytest.approx(np.std([0.2, 0.3], ddof=1))
     assert next(r for r in rows if r["method"] == "paragon")["epsilon"] is None
-    s = charts.best_method_sentences(rows)
-    assert len(s) == 2
-    assert s[0].startswith("At ε = 1, the best method is **AdaMix**")
-    assert s[1].startswith("At ε = 3, the best method is **NGD (mixed)**")
     fig = charts.metric_vs_epsilon(rows, "test_error", "t", "y")
     names = [t.name for t in fig.data]
     assert "Paragon (non-private)" in names and "AdaMix" in names
@@ -324,6 +320,15 @@ def test_delta_curve_passes_through_the_runs_epsilon_delta(app_env):
     assert float(table["(ε, δ)-DP: ε"]) == pytest.approx(m["epsilon"], rel=1e-3)
     nonpriv = {r["notion"]: r["value"] for r in charts.privacy_table({"private": False, "method": "paragon"})}
     assert nonpriv["(ε, δ)-DP: ε"] == "∞"
+
+
+def test_metric_cards_have_no_minority_card_without_a_minority_class():
+    base = {"test_error": 0.1, "balanced_accuracy": 0.9, "mia_auc": 0.5}
+    assert "minority-class accuracy" in dict(charts.metric_cards(dict(base, minority_accuracy=0.8, imbalance_ratio=10)))
+    assert "minority-class accuracy" not in dict(charts.metric_cards(dict(base, minority_accuracy=None)))
+    # an older run stored a value at ratio 1 (a quarter of near-equal classes): not shown
+    assert "minority-class accuracy" not in dict(charts.metric_cards(dict(base, minority_accuracy=0.8,
+                                                                          imbalance_ratio=1.0)))
 
 
 def test_class_counts_figure_marks_minorities():

@@ -157,8 +157,8 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
                  running: bool = False) -> dict[str, Any]:
     """Figures of a running (or finished) run, only for quantities the method has.
 
-    Keys (present only when the run records the quantity; a running run with no record yet
-    gets the test-error chart only): ``test_error`` (fixed 0-100 % axis), ``epsilon`` (ε spent
+    Keys (present only when the run records the quantity, except that a running run always
+    gets the test-error chart, empty until its first test error): ``test_error`` (fixed 0-100 % axis), ``epsilon`` (ε spent
     with the target ε line), ``minority`` (minority-class accuracy, 0-100 %) and ``clip``
     (clip threshold τ_t). One-shot methods (a single step) get none: a curve of one point
     says nothing; their final metrics say it all.
@@ -176,7 +176,10 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
     def has(col: str) -> bool:
         return len(df) > 0 and col in df and df[col].notna().any()
 
-    if has("test_error") or (running and not len(df)):
+    # While running, the test-error chart is always there (empty at first: a run's first
+    # record is its noisy-count release, with no test error yet), so the charts keep their
+    # places between live redraws instead of shifting (and re-mounting) when it appears.
+    if has("test_error") or running:
         out["test_error"] = _line(df, "test_error", "Test error vs step", "test error", fraction=True)
     if has("epsilon_spent"):
         out["epsilon"] = _line(df, "epsilon_spent", "ε spent vs step", "ε spent", hline=target_epsilon,

@@ -70,7 +70,12 @@ def _manager(root: str, sync: bool) -> JobManager:
 
 def get_manager() -> JobManager:
     """The process-wide :class:`JobManager` of the current run store."""
-    sync = os.environ.get("MIXDP_APP_SYNC_JOBS", "") == "1"
+    import multiprocessing
+
+    # A multiprocessing child (e.g. a sweep worker started from the Compare page) re-imports
+    # the page script as ``__mp_main__``: it must not start job threads and run processes of
+    # its own, so it gets a synchronous manager that never runs anything.
+    sync = os.environ.get("MIXDP_APP_SYNC_JOBS", "") == "1" or multiprocessing.parent_process() is not None
     return _manager(str(default_home()), sync)
 
 

@@ -110,21 +110,26 @@ def steps_frame(steps: Sequence[Mapping[str, Any]]):
     return df
 
 
-#: Most points drawn per live curve (longer histories are thinned evenly).
+#: Most points drawn per curve of a finished run (longer histories are thinned evenly).
 MAX_POINTS = 400
+#: Most points per curve while the run trains, drawn as lines without markers: the browser
+#: redraws every live chart every poll (0.5 s), and on a loaded CPU plotting hundreds of
+#: markers per chart made it fall behind the polls (measured: redraws seconds apart).
+MAX_LIVE_POINTS = 150
 
 
 def _line(df, col: str, title: str, ylabel: str, *, hline: float | None = None, hname: str = "",
-          fraction: bool = False, color: str | None = None):
+          fraction: bool = False, color: str | None = None, live: bool = False):
     go = _go()
     fig = go.Figure()
     d = df[["step", col]].dropna() if len(df) and col in df else df.iloc[0:0] if len(df) else df
-    if len(d) > MAX_POINTS:  # thin long runs evenly (keep the last point): light live redraws
-        keep = np.unique(np.r_[np.linspace(0, len(d) - 1, MAX_POINTS).astype(int), len(d) - 1])
+    cap = MAX_LIVE_POINTS if live else MAX_POINTS
+    if len(d) > cap:  # thin long runs evenly (keep the last point): light redraws
+        keep = np.unique(np.r_[np.linspace(0, len(d) - 1, cap).astype(int), len(d) - 1])
         d = d.iloc[keep]
     if len(d):
-        fig.add_trace(go.Scatter(x=d["step"], y=d[col], mode="lines+markers", name=ylabel,
-                                 marker=dict(size=4, color=color), line=dict(color=color)))
+        fig.add_trace(go.Scatter(x=d["step"], y=d[col], mode="lines" if live and len(d) > 1 else "lines+markers",
+                                 name=ylabel, marker=dict(size=4, color=color), line=dict(color=color)))
     if hline is not None:
         fig.add_trace(go.Scatter(x=[0, _total(df) or 1], y=[hline, hline], mode="lines", name=hname,
                                  line=dict(dash="dash", color="#d62728")))
@@ -180,15 +185,15 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
     # record is its noisy-count release, with no test error yet), so the charts keep their
     # places between live redraws instead of shifting (and re-mounting) when it appears.
     if has("test_error") or running:
-        out["test_error"] = _line(df, "test_error", "Test error vs step", "test error", fraction=True)
+        out["test_error"] = _line(df, "test_error", "Test error vs step", "test error", fraction=True, live=running)
     if has("epsilon_spent"):
         out["epsilon"] = _line(df, "epsilon_spent", "ε spent vs step", "ε spent", hline=target_epsilon,
-                               hname="target ε")
+                               hname="target ε", live=running)
     if has("extra.minority_accuracy"):
         out["minority"] = _line(df, "extra.minority_accuracy", "Minority-class accuracy vs step",
-                                "minority-class accuracy", fraction=True, color=MINORITY_COLOR)
+                                "minority-class accuracy", fraction=True, color=MINORITY_COLOR, live=running)
     if has("clip_norm"):
-        out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t")
+        out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t", live=running)
     return out
 
 

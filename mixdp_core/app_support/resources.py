@@ -9,6 +9,7 @@ Environment:
     ``MIXDP_HOME``: run store folder (see :func:`mixdp_core.runs.default_home`).
     ``MIXDP_APP_SYNC_JOBS=1``: run jobs synchronously in the script thread (tests).
     ``MIXDP_APP_POLL_S``: seconds between live-chart refreshes (default 0.5).
+    ``MIXDP_APP_RUN_PROCESSES=0``: train in job threads instead of the worker processes.
 
 First contact is fast: the app's default encoder is ``pixels`` (no feature extraction);
 creating the job manager starts its pre-warmed run processes (they import the training stack
@@ -65,7 +66,10 @@ def _manager(root: str, sync: bool) -> JobManager:
 
     if not sync:
         threading.Thread(target=_prewarm, name="mixdp-app-prewarm", daemon=True).start()
-    return JobManager(root, sync=sync)
+    # MIXDP_APP_RUN_PROCESSES=0: train in the job threads of this process instead of the
+    # pre-warmed worker processes (e.g. where subprocesses are not allowed).
+    processes = None if os.environ.get("MIXDP_APP_RUN_PROCESSES", "1") != "0" else False
+    return JobManager(root, sync=sync, processes=processes)
 
 
 def get_manager() -> JobManager:

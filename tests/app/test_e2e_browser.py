@@ -161,7 +161,8 @@ class UI:
               tickvals: p.layout && p.layout.xaxis && p.layout.xaxis.tickvals ? Array.from(p.layout.xaxis.tickvals) : null,
               yrange: p.layout && p.layout.yaxis && p.layout.yaxis.range ? Array.from(p.layout.yaxis.range) : null,
               ytype: p._fullLayout && p._fullLayout.yaxis ? p._fullLayout.yaxis.type : null,
-              traces: (p._fullData || []).map(t => ({name: t.name || '', n: t._length || 0}))
+              traces: (p._fullData || []).map(t => ({name: t.name || '', n: t._length || 0,
+                  xmax: t.x && t.x.length ? Math.max(...Array.from(t.x).filter(v => typeof v === 'number')) : null}))
             }));""")
 
     def plot(self, title_start: str) -> dict | None:
@@ -171,6 +172,13 @@ class UI:
         """Points of the chart's largest trace (0 while it is absent, e.g. being redrawn)."""
         p = self.plot(title_start)
         return max((t["n"] for t in p["traces"]), default=0) if p else 0
+
+    def last_step(self, title_start: str) -> float:
+        """Largest x (step) drawn by the chart's first trace: live curves are thinned to a
+        fixed number of points, so the point count stops growing but the last step moves."""
+        p = self.plot(title_start)
+        xs = [t["xmax"] for t in (p["traces"] if p else [])[:1] if t.get("xmax") is not None]
+        return float(xs[0]) if xs else 0.0
 
     def has_points(self, title_start: str) -> bool:
         p = self.plot(title_start)
@@ -285,7 +293,7 @@ def _walk(server, driver, tmp_path):
     ui.nav("Train")
 
     # ---------------------------------------------------------------- live run + a second one beside it
-    ui.type_into("…or type an exact ε (optional)", "12")
+    ui.type_into("…or type an exact ε (optional)", "20")  # thousands of steps: tens of seconds
     t0 = time.monotonic()
     ui.click_button("Launch")
     ui.wait(lambda d: _run_id(d.current_url) not in (None, demo_run), 60)
@@ -296,7 +304,7 @@ def _walk(server, driver, tmp_path):
     timings["launch_first_chart_point_s"] = time.monotonic() - t0
     # While it trains: the time (and share of the steps) between redraws, and minority
     # accuracy (ratio 10) and the pDP histogram of the steps so far, updating live.
-    gaps, jumps, last_n, last_t, total = [], [], ui.npoints("ε spent vs step"), time.monotonic(), None
+    gaps, jumps, last_n, last_t, total = [], [], ui.last_step("ε spent vs step"), time.monotonic(), None
     live_minority = live_pdp = False
     t_first = time.monotonic()
     while time.monotonic() - t0 < 120:
@@ -305,7 +313,7 @@ def _walk(server, driver, tmp_path):
             break
         if live_minority and live_pdp and time.monotonic() - t_first > 6:
             break  # enough redraws seen: launch the second run while this one trains
-        n = ui.npoints("ε spent vs step")
+        n = ui.last_step("ε spent vs step")
         m = re.search(r"step (\d+) / (\d+)", text)
         total = int(m.group(2)) if m else total
         if n != last_n and n > 0:
@@ -320,6 +328,7 @@ def _walk(server, driver, tmp_path):
                 ui.shot("02b_train_live")
         time.sleep(0.05)
     live_seen = live_minority and live_pdp
+    print("LIVE", dict(minority=live_minority, pdp=live_pdp, redraws=len(gaps), gaps=[round(g, 2) for g in gaps]))
     if len(gaps) > 1:  # the first gap includes the wait for the first point
         timings["live_update_max_gap_s"] = max(gaps[1:])
         timings["live_update_median_gap_s"] = sorted(gaps[1:])[len(gaps[1:]) // 2]
@@ -442,5 +451,5 @@ def _walk(server, driver, tmp_path):
     # assertions leave a margin for a loaded CI machine (the real numbers are in timings.json).
     assert timings["demo_final_metrics_s"] <= 30, timings
     assert timings["launch_first_chart_point_s"] <= 3, timings
-    assert (timings.get("live_update_max_gap_s", 0) <= 1.5
-            or timings.get("live_update_max_step_share", 0) <= 0.05), timings
+    assert "live_update_max_gap_s" in timings, timings  # the live charts did redraw
+    assert timings["live_update_max_gap_s"] <= 1.5 or timings.get("live_update_max_step_share", 1) <= 0.05, timings

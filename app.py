@@ -64,6 +64,7 @@ if st.button("Run the demo", type="primary", key="demo", icon=":material/play_ar
     st.session_state["train_job"] = job.job_id
     rid = manager.wait_run_id(job)
     select_run(rid)
+    manager.wait_first_step(rid)  # the Train page opens with a chart point
     st.switch_page("pages/2_train.py", query_params={"run": rid} if rid else None)
 
 st.divider()

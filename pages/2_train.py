@@ -159,7 +159,9 @@ if launch and not blocked:
                        "its reported ε is the composition of every candidate run.")
         job = manager.submit_run(cfg, kind="train")
         st.session_state["train_job"] = job.job_id
-        select_run(manager.wait_run_id(job))  # the run id goes into the URL right away
+        rid = manager.wait_run_id(job)
+        select_run(rid)  # the run id goes into the URL right away
+        manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
 
 # ------------------------------------------------------------------ follow the run
 st.divider()

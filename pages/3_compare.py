@@ -4,7 +4,9 @@ minority accuracy. The selection lives in the URL (shareable, survives a reload)
 import streamlit as st
 
 from mixdp_core.app_support import charts, compare_url, forms
-from mixdp_core.app_support.resources import data_settings, page_setup, note, poll_seconds, show_field_errors
+from mixdp_core.app_support.resources import (
+    data_settings, page_setup, note, poll_seconds, render_recommendations, show_chart, show_field_errors,
+)
 
 manager = page_setup("Compare")
 store = manager.store
@@ -142,14 +144,24 @@ def results():
         st.caption("No finished runs for this selection yet.")
         return
     rows = charts.aggregate_runs(runs)
-    for s in charts.best_method_sentences(rows):
-        st.markdown("- " + s)
+    # "Which method at my ε?": one line per ε (library: evaluation.recommend); a winner is
+    # named only when its lead is beyond seed noise.
+    render_recommendations(runs)
+    sel = _selection()
+    tag = f"{sel['dataset']}_{sel['encoder']}"
     a, b = st.columns(2)
-    a.plotly_chart(charts.metric_vs_epsilon(rows, "test_error", "Test error vs ε", "test error"),
-                   key="cmp_err", width="stretch", config=charts.PLOTLY_CONFIG)
-    b.plotly_chart(charts.auc_vs_error_figure(rows), key="cmp_auc", width="stretch", config=charts.PLOTLY_CONFIG)
-    a.plotly_chart(charts.metric_vs_epsilon(rows, "minority_accuracy", "Minority-class accuracy vs ε",
-                                            "minority-class accuracy"), key="cmp_min", width="stretch", config=charts.PLOTLY_CONFIG)
+    with a:
+        show_chart(charts.metric_vs_epsilon(rows, "test_error", "Test error vs ε", "test error"),
+                   key="cmp_err", name=f"compare_{tag}_test_error")
+    with b:
+        show_chart(charts.auc_vs_error_figure(rows), key="cmp_auc", name=f"compare_{tag}_attack_auc")
+    if any(r.get("minority_accuracy_mean") is not None for r in rows):  # only when there is a minority
+        with a:
+            show_chart(charts.metric_vs_epsilon(rows, "minority_accuracy", "Minority-class accuracy vs ε",
+                                                "minority-class accuracy"), key="cmp_min",
+                       name=f"compare_{tag}_minority_accuracy")
+    else:
+        a.caption("No minority-class accuracy: at imbalance ratio 1 no class is a minority.")
     with b:
         st.dataframe([{"method": r["method"], "ε": "∞" if r["epsilon"] is None else f"{r['epsilon']:g}",
                        "seeds": r["n"], "test error": r["test_error_mean"], "attack AUC": r["mia_auc_mean"],
@@ -165,8 +177,3 @@ def results():
 
 
 results()
-# "Which method at my ε?": one line per ε from the stored runs of this setting (library: evaluation.recommend).
-if not errors and configs:
-    from mixdp_core.app_support.resources import render_recommendations
-
-    render_recommendations([r for r in (store.find_completed(c.config_hash()) for c in configs) if r is not None])

@@ -4,7 +4,7 @@ import streamlit as st
 
 from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts
-from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id
+from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id, show_chart
 from mixdp_core.app_support.audit import (
     ATTACK_LABELS, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
 )
@@ -71,8 +71,8 @@ for a in stored:
     for name, curve in audits.rocs(a.audit_id).items():
         rocs.setdefault(f"{name} [{a.audit_id[-6:]}]", curve)
 log_axes = st.toggle("log–log axes (low false-positive regime)", value=True, key="audit_log")
-st.plotly_chart(charts.theory_vs_attack_figure(report, rocs, log=log_axes), key="audit_theory", width="stretch",
-                config=charts.PLOTLY_CONFIG)
+show_chart(charts.theory_vs_attack_figure(report, rocs, log=log_axes), key="audit_theory",
+           name=f"{rec.run_id}_theory_vs_attack")
 st.markdown(f"### {tradeoff_sentence(report, 0.01)}")
 st.caption("Black line: the best trade-off *any* attack can reach under this run's guarantee "
            "(accounting.max_tpr). Coloured lines: measured attacks. A measured curve above the black line "
@@ -104,8 +104,10 @@ st.caption("Per-instance ε is computed from the private data along the realised
 eps_i = arrays.get("pdp_epsilon")
 if eps_i is not None and len(eps_i):
     a, b = st.columns(2)
-    a.plotly_chart(charts.pdp_sorted_figure(eps_i, target), key="audit_pdp_sorted", width="stretch", config=charts.PLOTLY_CONFIG)
-    b.plotly_chart(charts.pdp_hist_figure(eps_i, target), key="audit_pdp_hist", width="stretch", config=charts.PLOTLY_CONFIG)
+    with a:
+        show_chart(charts.pdp_sorted_figure(eps_i, target), key="audit_pdp_sorted", name=f"{rec.run_id}_pdp_sorted")
+    with b:
+        show_chart(charts.pdp_hist_figure(eps_i, target), key="audit_pdp_hist", name=f"{rec.run_id}_pdp_hist")
     st.caption(f"{len(eps_i)} private samples: median ε_i {m.get('pdp_epsilon_median', float('nan')):.3g}, "
                f"5–95 % range {m.get('pdp_epsilon_q05', float('nan')):.3g} – {m.get('pdp_epsilon_q95', float('nan')):.3g}, "
                f"max {m.get('pdp_epsilon_max', float('nan')):.3g} (target {rec.target_epsilon:g}).")
@@ -116,7 +118,7 @@ note("pdp", "What is per-instance DP?")
 st.subheader("δ(ε) curve of this run")
 fig = charts.delta_curve_figure(m)
 if fig is not None:
-    st.plotly_chart(fig, key="audit_delta", width="stretch", config=charts.PLOTLY_CONFIG)
+    show_chart(fig, key="audit_delta", name=f"{rec.run_id}_delta_curve")
     st.caption("Every point on the curve is a valid (ε, δ) guarantee of the same run; the reported "
                "pair is one of them.")
 else:

@@ -110,21 +110,26 @@ def steps_frame(steps: Sequence[Mapping[str, Any]]):
     return df
 
 
-#: Most points drawn per live curve (longer histories are thinned evenly).
+#: Most points drawn per curve of a finished run (longer histories are thinned evenly).
 MAX_POINTS = 400
+#: Most points per curve while the run trains, drawn as lines without markers: the browser
+#: redraws every live chart every poll (0.5 s), and on a loaded CPU plotting hundreds of
+#: markers per chart made it fall behind the polls (measured: redraws seconds apart).
+MAX_LIVE_POINTS = 150
 
 
 def _line(df, col: str, title: str, ylabel: str, *, hline: float | None = None, hname: str = "",
-          fraction: bool = False, color: str | None = None):
+          fraction: bool = False, color: str | None = None, live: bool = False):
     go = _go()
     fig = go.Figure()
     d = df[["step", col]].dropna() if len(df) and col in df else df.iloc[0:0] if len(df) else df
-    if len(d) > MAX_POINTS:  # thin long runs evenly (keep the last point): light live redraws
-        keep = np.unique(np.r_[np.linspace(0, len(d) - 1, MAX_POINTS).astype(int), len(d) - 1])
+    cap = MAX_LIVE_POINTS if live else MAX_POINTS
+    if len(d) > cap:  # thin long runs evenly (keep the last point): light redraws
+        keep = np.unique(np.r_[np.linspace(0, len(d) - 1, cap).astype(int), len(d) - 1])
         d = d.iloc[keep]
     if len(d):
-        fig.add_trace(go.Scatter(x=d["step"], y=d[col], mode="lines+markers", name=ylabel,
-                                 marker=dict(size=4, color=color), line=dict(color=color)))
+        fig.add_trace(go.Scatter(x=d["step"], y=d[col], mode="lines" if live and len(d) > 1 else "lines+markers",
+                                 name=ylabel, marker=dict(size=4, color=color), line=dict(color=color)))
     if hline is not None:
         fig.add_trace(go.Scatter(x=[0, _total(df) or 1], y=[hline, hline], mode="lines", name=hname,
                                  line=dict(dash="dash", color="#d62728")))
@@ -157,8 +162,8 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
                  running: bool = False) -> dict[str, Any]:
     """Figures of a running (or finished) run, only for quantities the method has.
 
-    Keys (present only when the run records the quantity; a running run with no record yet
-    gets the test-error chart only): ``test_error`` (fixed 0-100 % axis), ``epsilon`` (ε spent
+    Keys (present only when the run records the quantity, except that a running run always
+    gets the test-error chart, empty until its first test error): ``test_error`` (fixed 0-100 % axis), ``epsilon`` (ε spent
     with the target ε line), ``minority`` (minority-class accuracy, 0-100 %) and ``clip``
     (clip threshold τ_t). One-shot methods (a single step) get none: a curve of one point
     says nothing; their final metrics say it all.
@@ -176,16 +181,19 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
     def has(col: str) -> bool:
         return len(df) > 0 and col in df and df[col].notna().any()
 
-    if has("test_error") or (running and not len(df)):
-        out["test_error"] = _line(df, "test_error", "Test error vs step", "test error", fraction=True)
+    # While running, the test-error chart is always there (empty at first: a run's first
+    # record is its noisy-count release, with no test error yet), so the charts keep their
+    # places between live redraws instead of shifting (and re-mounting) when it appears.
+    if has("test_error") or running:
+        out["test_error"] = _line(df, "test_error", "Test error vs step", "test error", fraction=True, live=running)
     if has("epsilon_spent"):
         out["epsilon"] = _line(df, "epsilon_spent", "ε spent vs step", "ε spent", hline=target_epsilon,
-                               hname="target ε")
+                               hname="target ε", live=running)
     if has("extra.minority_accuracy"):
         out["minority"] = _line(df, "extra.minority_accuracy", "Minority-class accuracy vs step",
-                                "minority-class accuracy", fraction=True, color=MINORITY_COLOR)
+                                "minority-class accuracy", fraction=True, color=MINORITY_COLOR, live=running)
     if has("clip_norm"):
-        out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t")
+        out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t", live=running)
     return out
 
 
@@ -231,19 +239,26 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
 
 
 def metric_cards(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(label, value)`` pairs for the final metrics of a run."""
+    """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
+    where the split has no minority class)."""
     def pct(v: Any) -> str:
         return "—" if v is None else f"{100 * float(v):.1f} %"
 
     def num(v: Any) -> str:
         return "—" if v is None else f"{float(v):.3f}"
 
-    return [
+    cards = [
         ("test error", pct(metrics.get("test_error"))),
         ("balanced accuracy", pct(metrics.get("balanced_accuracy"))),
         ("minority-class accuracy", pct(metrics.get("minority_accuracy"))),
         ("attack AUC", num(metrics.get("mia_auc"))),
     ]
+    # A balanced split (imbalance ratio 1) has no minority class: no card for it. Older runs
+    # stored a value for a quarter of near-equal classes; their ratio tells them apart.
+    ir = metrics.get("imbalance_ratio")
+    if metrics.get("minority_accuracy") is None or (ir is not None and float(ir) <= 1.0):
+        cards = [c for c in cards if c[0] != "minority-class accuracy"]
+    return cards
 
 
 # --------------------------------------------------------------------------- compare
@@ -354,25 +369,6 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     _fraction_axis(fig, axis="x")
     fig.update_yaxes(range=[0.4, 1.0], autorange=False)
     return fig
-
-
-def best_method_sentences(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One sentence per ε naming the private method with the lowest mean test error."""
-    by_eps: dict[float, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        if r.get("epsilon") is not None and r.get("test_error_mean") is not None:
-            by_eps.setdefault(r["epsilon"], []).append(r)
-    out = []
-    for eps in sorted(by_eps):
-        rs = sorted(by_eps[eps], key=lambda r: r["test_error_mean"])
-        best = rs[0]
-        s = (f"At ε = {eps:g}, the best method is **{_style(best['method'])[0]}** "
-             f"(test error {100 * best['test_error_mean']:.1f} %")
-        if len(rs) > 1:
-            s += f"; next: {_style(rs[1]['method'])[0]} {100 * rs[1]['test_error_mean']:.1f} %"
-        s += f", mean over {best['n']} seed{'s' if best['n'] > 1 else ''})."
-        out.append(s)
-    return out
 
 
 # --------------------------------------------------------------------------- privacy audit

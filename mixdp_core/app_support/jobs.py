@@ -2,15 +2,21 @@
 
 The app never runs long work in the script thread. A single :class:`JobManager` per run
 store (created once per server process from a ``st.cache_resource`` factory, see
-:mod:`mixdp_core.app_support.resources`) owns a small pool of daemon worker threads; every
-browser session submits jobs to it and polls them (``st.fragment(run_every=...)``).
+:mod:`mixdp_core.app_support.resources`) owns a small pool of daemon worker threads (job
+slots, default 2); every browser session submits jobs to it and polls them
+(``st.fragment(run_every=...)``).
 
-Training jobs call :func:`mixdp_core.runs.runner.execute`, which writes the run row, its step
-records, metrics and artifacts to the :class:`~mixdp_core.runs.store.RunStore`. The pages
-draw from the store, never from the job object, so a closed tab loses nothing: the run keeps
-going in the server process and its history is in the store when the page is reopened.
-Because the worker threads live in the server process, the store's liveness check (pid of the
-writer) marks runs ``failed`` if the server dies; :meth:`JobManager.__init__` calls
+Training jobs (Train page, Home demo) run :func:`mixdp_core.runs.runner.execute` in a
+pre-warmed worker *process* per slot (:class:`~mixdp_core.app_support.run_worker.RunProcess`,
+started with the manager, i.e. with the app): the slot's thread only sends the config and
+relays progress, so a run neither waits for imports nor competes with the pages' redraws for
+the server's GIL, and a crashing run cannot take the server down (the slot gets a fresh
+process). ``execute`` writes the run row, its step records (flushed every
+:data:`APP_FLUSH_S` s, so the live charts get a point that often), metrics and artifacts to
+the :class:`~mixdp_core.runs.store.RunStore`. The pages draw from the store, never from the
+job object, so a closed tab loses nothing: the run keeps going and its history is in the
+store when the page is reopened. The store's liveness check (pid of the writer) marks runs
+``failed`` if their process dies; :meth:`JobManager.__init__` calls
 :meth:`RunStore.recover_interrupted` at app start for runs a previous server left behind.
 
 Each training run of a job is tagged with the store ``label`` ``"<kind>:<job_id>:<index>"``
@@ -25,7 +31,8 @@ run lands in the store as soon as it finishes (``job.run_ids`` fills in as they 
 Cancelling a sweep job starts no further run.
 
 For tests, ``sync=True`` runs every job in the calling thread (no sleeping on real time):
-``submit_*`` returns after the job has finished.
+``submit_*`` returns after the job has finished; ``processes=False`` (or an ``on_record``
+hook, which must see every step in this process) trains in the slot threads instead.
 """
 
 from __future__ import annotations
@@ -47,6 +54,11 @@ DONE = "done"
 FAILED = "failed"
 CANCELLED = "cancelled"
 JOB_STATES = (QUEUED, ACTIVE, DONE, FAILED, CANCELLED)
+#: Seconds a step record of an app run waits before it reaches the store (and the live charts,
+#: which poll every 0.5 s): half the poll period so that each poll finds new points; about
+#: four small SQLite transactions per second per run. The runner's live view (minority
+#: accuracy, pDP so far) runs at the same period, in the run's worker process.
+APP_FLUSH_S = 0.25
 
 
 @dataclass
@@ -128,17 +140,23 @@ class JobManager:
         sync: run each job in the submitting thread (tests).
         cache_dir: feature-cache folder passed to the runner (default of the cache).
         on_record: optional ``on_record(job, step_record)`` hook called on every step of every
-            run (e.g. to observe progress in tests); its return value is ignored.
+            run (e.g. to observe progress in tests); its return value is ignored. Implies
+            ``processes=False``.
+        processes: train runs in pre-warmed worker processes, one per slot (default: yes,
+            unless ``sync`` or ``on_record``).
 
     Attributes:
         store: the :class:`RunStore`.
+        run_processes: the slots' :class:`~mixdp_core.app_support.run_worker.RunProcess` es
+            (empty when training in threads).
         recovered: ids of runs marked ``failed`` by :meth:`RunStore.recover_interrupted`
             when the manager was created (app start).
     """
 
     def __init__(self, root: str | Path | None = None, *, max_workers: int = 2, sync: bool = False,
                  cache_dir: str | Path | None = None, on_record: Callable[[Job, Any], Any] | None = None,
-                 sweep_backend: str | None = None, sweep_workers: int | None = None, ray_address: str | None = None):
+                 sweep_backend: str | None = None, sweep_workers: int | None = None, ray_address: str | None = None,
+                 processes: bool | None = None):
         import os
 
         self.on_record = on_record
@@ -156,9 +174,16 @@ class JobManager:
         self._threads: list[threading.Thread] = []
         #: feature keys (see :func:`feature_key`) known to be in the feature cache.
         self.features_ready: set[tuple[str, str, str]] = set()
+        use_processes = (not self.sync and on_record is None) if processes is None else bool(processes)
+        self.run_processes: list[Any] = []
         if not self.sync:
-            for i in range(max(1, int(max_workers))):
-                t = threading.Thread(target=self._worker, name=f"mixdp-app-worker-{i}", daemon=True)
+            n = max(1, int(max_workers))
+            if use_processes:
+                from .run_worker import RunProcess
+
+                self.run_processes = [RunProcess(self.store.root, cache_dir) for _ in range(n)]
+            for i in range(n):
+                t = threading.Thread(target=self._worker, args=(i,), name=f"mixdp-app-worker-{i}", daemon=True)
                 t.start()
                 self._threads.append(t)
 
@@ -225,6 +250,23 @@ class JobManager:
             rid = self.run_id(job)
         return rid
 
+    def wait_first_step(self, run_id: str | None, timeout: float = 1.5) -> bool:
+        """Wait up to ``timeout`` s until the run has a step record in the store (or has
+        ended), so that the page's first draw after Launch already has a chart point instead
+        of waiting for the next live poll. Returns whether it has one."""
+        if run_id is None:
+            return False
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.store.steps(run_id) or self.store.get_run(run_id).status != RUNNING:
+                    return bool(self.store.steps(run_id))
+            except Exception:  # run deleted meanwhile
+                return False
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
     def current_run_id(self, job: Job) -> str | None:
         """Run id of the config being executed now (or the last one)."""
         if not job.configs:
@@ -256,15 +298,20 @@ class JobManager:
         return self.store.request_cancel(run_id)
 
     # ------------------------------------------------------------------ workers
-    def _worker(self) -> None:
+    def _worker(self, slot: int) -> None:
         while True:
             job = self._queue.get()
             try:
-                self._run_job(job)
+                self._run_job(job, slot)
             finally:
                 self._queue.task_done()
 
-    def _run_job(self, job: Job) -> None:
+    def close(self) -> None:
+        """Stop the worker processes (they also exit by themselves when the server dies)."""
+        for p in self.run_processes:
+            p.close()
+
+    def _run_job(self, job: Job, slot: int | None = None) -> None:
         if job.cancel_event.is_set():
             job.state = CANCELLED
             job.finished_at = time.time()
@@ -276,7 +323,7 @@ class JobManager:
             if job.kind == "features":
                 self._run_features(job)
             elif job.kind in ("train", "demo") or len(job.configs) <= 1:
-                self._run_configs(job)
+                self._run_configs(job, slot)
             else:
                 self._run_sweep(job)
         except BaseException as e:  # noqa: BLE001 - a job failure must never kill the worker
@@ -303,8 +350,44 @@ class JobManager:
         self.features_ready.add(feature_key(req["dataset"], req["encoder"], req.get("encoder_kwargs")))
         job.state = DONE
 
-    def _run_configs(self, job: Job) -> None:
+    def _execute(self, job: Job, index: int, cfg: Any, slot: int | None) -> str:
+        """Run one config: in the slot's worker process when there is one, else here."""
+        def progress(split: str, done: int, total: int) -> None:
+            job.progress.update(split=split, done=int(done), total=int(total))
+
+        if slot is not None and slot < len(self.run_processes):
+            from ..runs.store import FAILED as RUN_FAILED
+            from .run_worker import RunFailed, WorkerDied
+
+            proc = self.run_processes[slot]
+            try:
+                for msg in proc.execute(cfg, label=job.label(index), cache_dir=self.cache_dir,
+                                        flush_every_s=APP_FLUSH_S, should_stop=job.cancel_event.is_set):
+                    if msg[0] == "progress":
+                        progress(*msg[1:])
+                    elif msg[0] == "done":
+                        return msg[1]
+                    elif msg[0] == "error":
+                        job.progress["traceback"] = msg[2]
+                        raise RunFailed(msg[1])  # the runner has marked the run failed
+            except WorkerDied as e:
+                rid = self.run_id(job, index)
+                if rid is not None and self.store.get_run(rid).status == RUNNING:
+                    self.store.finish(rid, RUN_FAILED, error=str(e))
+                raise
+            raise WorkerDied("the run's worker process sent no result")
+
         from ..runs.runner import execute
+
+        def on_record(rec: Any) -> bool:
+            if self.on_record is not None:
+                self.on_record(job, rec)
+            return job.cancel_event.is_set()
+
+        return execute(cfg, store=self.store, on_record=on_record, cache_dir=self.cache_dir,
+                       progress=progress, label=job.label(index), flush_every_s=APP_FLUSH_S)
+
+    def _run_configs(self, job: Job, slot: int | None = None) -> None:
         from ..runs.store import CANCELLED as RUN_CANCELLED
 
         any_failed = False
@@ -319,26 +402,18 @@ class JobManager:
                     job.reused[i] = True
                     continue
 
-            def on_record(rec: Any) -> bool:
-                if self.on_record is not None:
-                    self.on_record(job, rec)
-                return job.cancel_event.is_set()
-
-            def progress(split: str, done: int, total: int) -> None:
-                job.progress.update(split=split, done=int(done), total=int(total))
-
             try:
-                rid = execute(cfg, store=self.store, on_record=on_record, cache_dir=self.cache_dir,
-                              progress=progress, label=job.label(i))
+                rid = self._execute(job, i, cfg, slot)
                 job.run_ids[i] = rid
                 self.features_ready.add(feature_key(cfg.dataset, cfg.encoder, cfg.encoder_kwargs))
                 if cfg.public_from:
                     self.features_ready.add(feature_key(cfg.public_from, cfg.encoder, cfg.encoder_kwargs))
                 if self.store.get_run(rid).status == RUN_CANCELLED:
                     job.cancel_event.set()
-            except Exception as e:  # the runner marked the run failed (history kept)
+            except Exception as e:  # the runner (or _execute, for a dead process) marked the run failed
                 any_failed = True
-                job.errors[i] = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                job.errors[i] = (str(e) if type(e).__name__ == "RunFailed"  # already "Type: message"
+                                 else f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
                 job.error = job.error or job.errors[i]
                 job.run_ids[i] = self.run_id(job, i)
         job.current = len(job.configs)

@@ -9,10 +9,13 @@ Environment:
     ``MIXDP_HOME``: run store folder (see :func:`mixdp_core.runs.default_home`).
     ``MIXDP_APP_SYNC_JOBS=1``: run jobs synchronously in the script thread (tests).
     ``MIXDP_APP_POLL_S``: seconds between live-chart refreshes (default 0.5).
+    ``MIXDP_APP_RUN_PROCESSES=0``: train in job threads instead of the worker processes.
 
-First contact is fast: the app's default encoder is ``pixels`` (no feature extraction), and
-creating the job manager also starts a background warm-up (imports of the evaluation stack and
-the digits features) so that the first run's first chart point comes within a second.
+First contact is fast: the app's default encoder is ``pixels`` (no feature extraction);
+creating the job manager starts its pre-warmed run processes (they import the training stack
+and load the digits features, see :mod:`mixdp_core.app_support.run_worker`) and a background
+warm-up of the page side (plotly, pandas) here, so that a run's first chart point comes within
+about a second of Launch.
 """
 
 from __future__ import annotations
@@ -44,22 +47,16 @@ def default_encoder() -> str:
 
 
 def _prewarm() -> None:
-    """Import the training/evaluation stack and load the default features once, in the
-    background (cold imports of scikit-learn/scipy take seconds on a loaded CPU)."""
+    """Import what the pages need to draw a run (plotly, pandas, the method registry), in
+    the background: the training stack is warmed in the run processes, not here."""
     try:
-        # In the order a first run needs them: its first step record, the page's charts,
-        # then the final evaluation (membership attack: scipy.stats).
-        from ..features.cache import get_features
-        from ..methods import METHODS  # noqa: F401
-        from .. import accounting
-
-        get_features(DEFAULT_DATASET, DEFAULT_APP_ENCODER)
-        accounting.calibrate_steps(noise_multiplier=20.0, target_epsilon=3.0, target_delta=1e-5)
         import pandas  # noqa: F401
-        import plotly.graph_objects  # noqa: F401
+        import plotly.graph_objects as go
 
-        from ..evaluation import report  # noqa: F401  (sklearn metrics, scipy.stats)
-    except Exception:  # warm-up only: the run reports real errors
+        go.Figure(go.Scatter(x=[0], y=[0]))  # plotly loads its trace validators on first use
+        from ..methods import METHODS  # noqa: F401
+        from . import forms  # noqa: F401
+    except Exception:  # warm-up only: the pages report real errors
         pass
 
 
@@ -69,12 +66,20 @@ def _manager(root: str, sync: bool) -> JobManager:
 
     if not sync:
         threading.Thread(target=_prewarm, name="mixdp-app-prewarm", daemon=True).start()
-    return JobManager(root, sync=sync)
+    # MIXDP_APP_RUN_PROCESSES=0: train in the job threads of this process instead of the
+    # pre-warmed worker processes (e.g. where subprocesses are not allowed).
+    processes = None if os.environ.get("MIXDP_APP_RUN_PROCESSES", "1") != "0" else False
+    return JobManager(root, sync=sync, processes=processes)
 
 
 def get_manager() -> JobManager:
     """The process-wide :class:`JobManager` of the current run store."""
-    sync = os.environ.get("MIXDP_APP_SYNC_JOBS", "") == "1"
+    import multiprocessing
+
+    # A multiprocessing child (e.g. a sweep worker started from the Compare page) re-imports
+    # the page script as ``__mp_main__``: it must not start job threads and run processes of
+    # its own, so it gets a synchronous manager that never runs anything.
+    sync = os.environ.get("MIXDP_APP_SYNC_JOBS", "") == "1" or multiprocessing.parent_process() is not None
     return _manager(str(default_home()), sync)
 
 

@@ -10,7 +10,9 @@ Conventions (both papers):
 * optionally at most ``private_per_class`` private samples of every class (seeded choice,
   after the long tail), to measure the value of private samples (AdaMix Fig. 2);
 * **test** = the dataset's test set, untouched;
-* **minority classes** = the smallest 25 % of classes by private count (at least one).
+* **minority classes** = the smallest 25 % of classes by private count (at least one), and
+  only when the private part is made long-tailed (``imbalance_ratio > 1``): a balanced split
+  has no minority class, so no minority-class accuracy.
 
 The split only selects indices; the same ``(features, spec)`` always gives the same split,
 whatever method is trained on it afterwards.
@@ -76,7 +78,8 @@ class Split:
         X_private, y_private: private samples; every privacy guarantee is about these.
         X_test, y_test: held-out evaluation samples (never used for training).
         class_names: the ``C`` class names.
-        minority_classes: sorted class ids of the smallest 25 % of classes by private count.
+        minority_classes: sorted class ids of the smallest 25 % of classes by private count;
+            empty when ``spec.imbalance_ratio <= 1`` (no minority in a balanced split).
         private_counts: ``(C,)`` private samples per class.
         text_embeddings: optional ``(C, D)`` CLIP text embeddings (zero-shot / text init).
         spec: the :class:`SplitSpec` that produced it.
@@ -116,16 +119,26 @@ class Split:
         }
 
 
-def minority_classes(private_counts: np.ndarray, fraction: float = 0.25) -> np.ndarray:
+def minority_classes(private_counts: np.ndarray, imbalance_ratio: float, fraction: float = 0.25) -> np.ndarray:
     """Class ids of the smallest ``fraction`` of classes by private count (ties by id).
 
-    At least one class is returned. With a balanced split the choice is the lowest ids among
-    equals, which keeps the metric defined (and equal to a subset accuracy).
+    Args:
+        private_counts: ``(C,)`` private samples per class.
+        imbalance_ratio: the split's ratio (``SplitSpec.imbalance_ratio``). At ``<= 1`` the
+            private part keeps the dataset's own, near-equal class sizes, so no class is a
+            minority: the result is empty (and minority-class accuracy undefined), rather than
+            an arbitrary quarter of near-equal classes.
+        fraction: share of the classes that are minorities when imbalanced.
+
+    Returns:
+        Sorted int64 class ids; at least one when ``imbalance_ratio > 1``.
     """
+    if float(imbalance_ratio) <= 1.0:
+        return np.zeros(0, dtype=np.int64)
     C = len(private_counts)
     k = max(1, int(np.floor(fraction * C)))
     order = np.lexsort((np.arange(C), private_counts))  # by count, then id
-    return np.sort(order[:k])
+    return np.sort(order[:k]).astype(np.int64)
 
 
 def _take_public(y: np.ndarray, k: int, C: int, rng: np.random.Generator, where: str) -> np.ndarray:
@@ -228,7 +241,7 @@ def make_split(
         X_test=np.ascontiguousarray(features.X_test, dtype=np.float32),
         y_test=np.asarray(features.y_test, dtype=np.int64),
         class_names=list(features.class_names),
-        minority_classes=minority_classes(private_counts),
+        minority_classes=minority_classes(private_counts, spec.imbalance_ratio),
         private_counts=private_counts,
         text_embeddings=features.text_embeddings,
         spec=spec,

@@ -1,20 +1,34 @@
-""""Which method at my ε?": one recommendation per (setting, ε) from stored runs.
+"""""Which method at my ε?": one line per (setting, ε) from stored runs.
 
 A *setting* is everything but the method and the seed that changes the answer: dataset,
 encoder, public samples per class, imbalance ratio and δ. Within a setting, for every ε with
-completed private runs, the recommendation names the private method with the lowest mean
-test error over seeds, its spread (standard deviation over seeds), whether its lead over the
-runner-up is within seed noise (difference of the means below two standard errors of that
-difference; undecidable with a single seed on either side), and the AdaMix paper's
-Performance Boost (:func:`mixdp_core.evaluation.metrics.performance_boost`) against the
-non-private Paragon and Only-Public references of the same setting, where both were run.
+completed private runs, the line names the private method with the lowest mean test error
+over seeds and says how far that can be trusted (:attr:`Recommendation.verdict`):
+
+* ``"only"`` — a single private method was run: nothing to compare;
+* ``"one_seed"`` — the leader or the runner-up has a single seed: the spread across seeds is
+  unknown, so the line claims nothing beyond "lowest error at this seed" (a winner cannot
+  be told from seed noise);
+* ``"tie"`` — equal mean errors (within 10⁻⁹);
+* ``"within_noise"`` / ``"beyond_noise"`` — with ≥ 2 seeds on both sides, whether the lead
+  over the runner-up exceeds seed noise. When both methods were run on the same ≥ 2 seeds
+  (same seed ⇒ same split, so errors are paired), the test is on the per-seed differences
+  ``d_s = err_runner-up(s) − err_best(s)``: the lead is within seed noise when
+  ``mean(d) ≤ 2 · sd(d) / √n`` (two standard errors of the mean paired difference).
+  Otherwise (different seed sets) the unpaired version: ``mean_r − mean_b ≤ 2 · √(sem_b² +
+  sem_r²)`` (the two ±2-standard-error intervals, pooled). The factor 2 is the usual ≈95 %
+  normal quantile, not a tuned constant.
+
+It also gives the AdaMix paper's Performance Boost
+(:func:`mixdp_core.evaluation.metrics.performance_boost`) against the non-private Paragon and
+Only-Public references of the same setting, where both were run.
 
 Input runs are anything with ``method``, ``target_epsilon`` and ``metrics`` (``test_error``,
 ``epsilon``, ``private``, ``dataset``, ``encoder``, ``public_per_class``, ``imbalance_ratio``,
-``delta``/``target_delta``) — e.g. :class:`~mixdp_core.runs.store.RunRecord` — and only runs
-whose ``metrics`` have a ``test_error`` (finished runs) count. The ε of a run is its *target*
-ε; the ε actually spent (from the accounting module, ``metrics["epsilon"]``) is reported as
-the largest over the runs of the group so the UI never shows an ε it did not compute.
+``delta``/``target_delta``) and optionally ``seed`` — e.g. :class:`~mixdp_core.runs.store.RunRecord`
+— and only runs whose ``metrics`` have a ``test_error`` (finished runs) count. The ε of a run is
+its *target* ε; the ε actually spent (from the accounting module, ``metrics["epsilon"]``) is
+reported as the largest over the runs of the group so the UI never shows an ε it did not compute.
 """
 
 from __future__ import annotations
@@ -29,17 +43,32 @@ from .metrics import performance_boost
 
 #: Non-private references of the Performance Boost.
 PARAGON, ONLY_PUBLIC = "paragon", "only_public"
+#: Two standard errors: the ≈95 % normal quantile (1.96) rounded, the usual "2 sigma" rule.
+NOISE_Z = 2.0
+#: Mean errors closer than this are a tie (floating-point equality of fractions in [0, 1]).
+TIE_TOL = 1e-9
+VERDICTS = ("only", "one_seed", "tie", "within_noise", "beyond_noise")
 
 
 @dataclass(frozen=True)
 class MethodStat:
-    """Mean/std of the test error of one method at one ε over ``n`` seeds."""
+    """Test error of one method at one ε over ``n`` seeds.
+
+    Attributes:
+        method: method name.
+        mean, std: mean and sample standard deviation (``ddof=1``; 0 with one seed) of the
+            test error (fraction in [0, 1]).
+        n: number of runs (seeds).
+        epsilon_spent_max: largest ε the accounting module reported over these runs.
+        by_seed: ``{seed: test error}`` of the runs with a known seed (mean over duplicates).
+    """
 
     method: str
     mean: float
     std: float
     n: int
     epsilon_spent_max: Optional[float] = None
+    by_seed: Mapping[int, float] = field(default_factory=dict)
 
     @property
     def sem(self) -> float:
@@ -48,16 +77,59 @@ class MethodStat:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """Lead of the best method over the runner-up (test-error points, fractions).
+
+    Attributes:
+        diff: mean difference ``err_runner_up − err_best`` (≥ 0).
+        se: its standard error (paired: ``sd(d)/√n``; unpaired: ``√(sem_b² + sem_r²)``).
+        paired: whether the per-seed differences of common seeds were used.
+        n: seeds behind ``se`` (common seeds when paired, else the smaller count).
+    """
+
+    diff: float
+    se: float
+    paired: bool
+    n: int
+
+
+def compare_stats(best: MethodStat, runner: MethodStat) -> Comparison | None:
+    """Difference between two methods with its standard error, or ``None`` when either side
+    has a single seed (the spread across seeds is then unknown)."""
+    common = sorted(set(best.by_seed) & set(runner.by_seed))
+    if len(common) >= 2 and len(common) == best.n == runner.n:
+        d = np.asarray([runner.by_seed[s] - best.by_seed[s] for s in common], dtype=float)
+        return Comparison(diff=float(d.mean()), se=float(d.std(ddof=1) / math.sqrt(d.size)), paired=True,
+                          n=int(d.size))
+    if best.n < 2 or runner.n < 2:
+        return None
+    return Comparison(diff=runner.mean - best.mean, se=math.sqrt(best.sem ** 2 + runner.sem ** 2), paired=False,
+                      n=min(best.n, runner.n))
+
+
+def verdict_of(best: MethodStat, runner: Optional[MethodStat], comparison: Optional[Comparison]) -> str:
+    """One of :data:`VERDICTS` (see the module docstring for the rule)."""
+    if runner is None:
+        return "only"
+    if abs(runner.mean - best.mean) <= TIE_TOL and (comparison is None or comparison.se <= TIE_TOL):
+        return "tie"
+    if comparison is None:
+        return "one_seed"
+    return "within_noise" if comparison.diff <= NOISE_Z * comparison.se else "beyond_noise"
+
+
+@dataclass(frozen=True)
 class Recommendation:
-    """The best private method at one ε of one setting.
+    """What can be said about the private methods at one ε of one setting.
 
     Attributes:
         setting: ``{"dataset", "encoder", "public_per_class", "imbalance_ratio", "delta"}``.
         epsilon: the target ε of the runs.
-        best: statistics of the recommended method.
-        runner_up: statistics of the second-best method, or ``None`` if only one was run.
-        within_noise: ``True`` if the lead over the runner-up is within seed noise, ``False``
-            if it is not, ``None`` if it cannot be told (a single method, or one seed).
+        best: statistics of the method with the lowest mean test error (ties: by name).
+        runner_up: statistics of the second one, or ``None`` if only one was run.
+        verdict: one of :data:`VERDICTS`.
+        comparison: the lead over the runner-up with its standard error (``None`` when
+            there is no runner-up or a single seed on either side).
         boost: Performance Boost of the best method vs Paragon/Only-Public, or ``None``.
         references: mean test errors of ``paragon``/``only_public`` in this setting, if run.
         others: statistics of every private method at this ε, best first.
@@ -67,33 +139,51 @@ class Recommendation:
     epsilon: float
     best: MethodStat
     runner_up: Optional[MethodStat] = None
-    within_noise: Optional[bool] = None
+    verdict: str = "only"
+    comparison: Optional[Comparison] = None
     boost: Optional[float] = None
     references: dict[str, float] = field(default_factory=dict)
     others: tuple[MethodStat, ...] = ()
 
+    @property
+    def within_noise(self) -> Optional[bool]:
+        """``True``/``False`` whether the lead is within seed noise; ``None`` if it cannot be
+        told (single method or single seed). A tie counts as within noise."""
+        return {"within_noise": True, "tie": True, "beyond_noise": False}.get(self.verdict)
+
     def sentence(self, names: Mapping[str, str] | None = None) -> str:
-        """One line: ``At ε = 3: AdaMix (8.2 % ± 0.4 % over 3 seeds) ...``."""
+        """The one line shown for this ε (Markdown), worded after :attr:`verdict`: a winner
+        is named only when its lead is beyond seed noise."""
         names = names or {}
 
         def nm(m: str) -> str:
             return names.get(m, m)
 
-        b = self.best
-        spread = f" ± {100 * b.std:.1f} %" if b.n > 1 else ""
-        s = (f"At ε = {self.epsilon:g}: **{nm(b.method)}** ({100 * b.mean:.1f} %{spread} test error, "
-             f"{b.n} seed{'s' if b.n != 1 else ''})")
-        r = self.runner_up
-        if r is None:
-            s += "; the only private method run at this ε"
+        def err(st: MethodStat) -> str:
+            spread = f" ± {100 * st.std:.1f}" if st.n > 1 else ""
+            return f"{100 * st.mean:.1f}{spread} % test error, {st.n} seed{'s' if st.n != 1 else ''}"
+
+        b, r, c = self.best, self.runner_up, self.comparison
+        head = f"At ε = {self.epsilon:g}: "
+        if self.verdict == "only":
+            s = head + f"only **{nm(b.method)}** was run ({err(b)}); nothing to compare it with"
+        elif self.verdict == "one_seed":
+            s = (head + f"lowest error at this seed: **{nm(b.method)}** ({err(b)}), next {nm(r.method)} "
+                 f"({err(r)}). With one seed the spread across seeds is unknown: this is no evidence that "
+                 f"one method is better — run ≥ 2 seeds")
+        elif self.verdict == "tie":
+            s = (head + f"**{nm(b.method)}** and **{nm(r.method)}** tie ({err(b)}; {err(r)}): "
+                 f"no method is better here")
         else:
-            s += f"; next {nm(r.method)} {100 * r.mean:.1f} %"
-            if self.within_noise is True:
-                s += " — **within seed noise**: run more seeds before choosing"
-            elif self.within_noise is False:
-                s += " — lead beyond seed noise (> 2 standard errors)"
+            how = (f"paired difference over {c.n} common seeds {100 * c.diff:.1f} ± {100 * c.se:.1f} points"
+                   if c.paired else f"difference {100 * c.diff:.1f} ± {100 * c.se:.1f} points")
+            if self.verdict == "within_noise":
+                s = (head + f"**{nm(b.method)}** ({err(b)}) and {nm(r.method)} ({err(r)}) are within seed "
+                     f"noise ({how}, not above {NOISE_Z:g} standard errors): no clear winner — run more seeds "
+                     f"before choosing")
             else:
-                s += " — one seed: cannot tell whether the lead is beyond seed noise"
+                s = (head + f"**{nm(b.method)}** has the lowest test error ({err(b)}), ahead of {nm(r.method)} "
+                     f"({err(r)}) by more than seed noise ({how}, above {NOISE_Z:g} standard errors)")
         if self.boost is not None and math.isfinite(self.boost):
             s += f". Performance boost {self.boost:.2f}× (AdaMix paper's PB vs Only-Public → Paragon)"
         elif self.boost is not None:
@@ -116,11 +206,16 @@ def _setting(r: Any) -> tuple:
     )
 
 
-def _stat(method: str, ms: list[Mapping[str, Any]]) -> MethodStat:
-    errs = np.asarray([float(x["test_error"]) for x in ms], dtype=float)
-    spent = [float(x["epsilon"]) for x in ms if x.get("epsilon") is not None]
+def _stat(method: str, ms: list[tuple[Optional[int], Mapping[str, Any]]]) -> MethodStat:
+    errs = np.asarray([float(x["test_error"]) for _, x in ms], dtype=float)
+    spent = [float(x["epsilon"]) for _, x in ms if x.get("epsilon") is not None]
+    seeds: dict[int, list[float]] = {}
+    for seed, x in ms:
+        if seed is not None:
+            seeds.setdefault(int(seed), []).append(float(x["test_error"]))
     return MethodStat(method=method, mean=float(errs.mean()), std=float(errs.std(ddof=1)) if errs.size > 1 else 0.0,
-                      n=int(errs.size), epsilon_spent_max=max(spent) if spent else None)
+                      n=int(errs.size), epsilon_spent_max=max(spent) if spent else None,
+                      by_seed={s: float(np.mean(v)) for s, v in seeds.items()})
 
 
 def recommend(runs: Iterable[Any]) -> list[Recommendation]:
@@ -136,7 +231,8 @@ def recommend(runs: Iterable[Any]) -> list[Recommendation]:
         is_private = m.get("private", m.get("epsilon") is not None) and m.get("epsilon") is not None
         if is_private:
             eps = float(getattr(r, "target_epsilon", m.get("target_epsilon")))
-            private.setdefault(key, {}).setdefault(eps, {}).setdefault(r.method, []).append(m)
+            private.setdefault(key, {}).setdefault(eps, {}).setdefault(r.method, []).append(
+                (getattr(r, "seed", None), m))
         elif r.method in (PARAGON, ONLY_PUBLIC):
             refs.setdefault(key, {}).setdefault(r.method, []).append(m)
     out: list[Recommendation] = []
@@ -147,14 +243,12 @@ def recommend(runs: Iterable[Any]) -> list[Recommendation]:
             stats = sorted((_stat(meth, ms) for meth, ms in private[key][eps].items()), key=lambda s: (s.mean, s.method))
             best = stats[0]
             runner = stats[1] if len(stats) > 1 else None
-            within: Optional[bool] = None
-            if runner is not None and best.n > 1 and runner.n > 1:
-                se = math.sqrt(best.sem ** 2 + runner.sem ** 2)
-                within = bool(runner.mean - best.mean <= 2.0 * se)
+            comp = compare_stats(best, runner) if runner is not None else None
             boost = None
             if PARAGON in ref_err and ONLY_PUBLIC in ref_err:
                 pb = performance_boost(best.mean, err_public=ref_err[ONLY_PUBLIC], err_paragon=ref_err[PARAGON])
                 boost = None if math.isnan(pb) else float(pb)
             out.append(Recommendation(setting=setting, epsilon=eps, best=best, runner_up=runner,
-                                      within_noise=within, boost=boost, references=ref_err, others=tuple(stats)))
+                                      verdict=verdict_of(best, runner, comp), comparison=comp, boost=boost,
+                                      references=ref_err, others=tuple(stats)))
     return out

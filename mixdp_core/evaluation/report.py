@@ -62,7 +62,8 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
 
     Returns:
         :class:`Evaluation` with metrics ``test_error, balanced_accuracy,
-        minority_accuracy, per_class_accuracy, mia_auc, mia_advantage, pdp_epsilon_*,
+        minority_accuracy (``None`` without minority classes: imbalance ratio 1),
+        per_class_accuracy, mia_auc, mia_advantage, pdp_epsilon_*,
         privacy (dict or None), epsilon, delta, mu, rho, steps, noise_multiplier``.
     """
     C = split.n_classes
@@ -90,7 +91,9 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
     metrics: dict[str, Any] = {
         "test_error": test_error(split.y_test, y_pred),
         "balanced_accuracy": balanced_accuracy(split.y_test, y_pred, C),
-        "minority_accuracy": minority_accuracy(split.y_test, y_pred, split.minority_classes),
+        # None (not a number) for a balanced split: it has no minority class.
+        "minority_accuracy": (minority_accuracy(split.y_test, y_pred, split.minority_classes)
+                              if len(split.minority_classes) else None),
         "per_class_accuracy": pca.tolist(),
         "minority_classes": np.asarray(split.minority_classes).tolist(),
         "mia_auc": mia.auc,

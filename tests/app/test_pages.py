@@ -117,11 +117,13 @@ def test_train_runs_adamix_and_shows_final_metrics(at):
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     labels = {m.label: m.value for m in at.metric}
-    assert {"test error", "balanced accuracy", "minority-class accuracy", "attack AUC"} <= set(labels)
+    assert {"test error", "balanced accuracy", "attack AUC"} <= set(labels)
+    assert "minority-class accuracy" not in labels  # imbalance ratio 1: no minority class
     assert float(labels["test error"].rstrip(" %")) < 30
     charts = _charts(at)
-    # error, ε spent, minority accuracy, pDP histogram of the run, τ_t: what adamix has
-    assert {"train-test_error", "train-epsilon", "train-minority", "train-pdp", "train-clip"} <= set(charts), set(charts)
+    # error, ε spent, pDP histogram of the run, τ_t: what adamix has (no minority at ratio 1)
+    assert {"train-test_error", "train-epsilon", "train-pdp", "train-clip"} <= set(charts), set(charts)
+    assert "train-minority" not in charts
     assert charts["train-test_error"]["layout"]["yaxis"]["range"] == [0, 1.0]
     runs = _store().list_runs()
     assert len(runs) == 1 and runs[0].status == "completed"
@@ -208,9 +210,15 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     assert sorted((r.method, r.status) for r in runs) == [
         ("adamix", "completed"), ("adamix", "completed"), ("only_public", "completed"), ("paragon", "completed")]
     text = page_text(at)
-    assert "At ε = 1, the best method is **AdaMix**" in text
-    assert "At ε = 3, the best method is **AdaMix**" in text
-    assert len(at.get("plotly_chart")) == 3
+    # one seed, one method: no winner claimed, one line per ε
+    assert "At ε = 1: only **AdaMix** was run" in text and "At ε = 3: only **AdaMix** was run" in text
+    assert "best method" not in text
+    # imbalance ratio 1: no minority class, so no minority chart (test error and attack AUC)
+    assert len(at.get("plotly_chart")) == 2
+    assert "no class is a minority" in text
+    # every chart has its export (CSV, SVG, PNG)
+    labels = [b.label for b in at.get("download_button")]
+    assert labels.count("CSV") == labels.count("SVG") == labels.count("PNG") == 2, labels
     # the runs went through the sweep engine: one sweep, every run tagged with it
     import sqlite3
 
@@ -249,7 +257,9 @@ def test_compare_link_reopens_the_comparison_in_a_new_session(app_env):
     assert t.multiselect(key="cmp_eps").value == [1.0, 3.0] and t.multiselect(key="cmp_seeds").value == [0, 1]
     text = page_text(t)
     assert "8 runs in this comparison, 8 already stored." in text
-    assert len(t.get("plotly_chart")) == 3 and not t.warning
+    assert len(t.get("plotly_chart")) == 2 and not t.warning  # ratio 1: no minority chart
+    # one method (ngd) at two seeds: one recommendation line per ε, no winner claimed
+    assert "At ε = 1: only **NGD (mixed)** was run" in text and "At ε = 3: only **NGD (mixed)** was run" in text
     # an invalid parameter is dropped with a note, the rest still applies
     t2 = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     t2.query_params["methods"] = "nope"
@@ -272,6 +282,8 @@ def test_privacy_audit_draws_theory_vs_attack_pdp_and_delta_curve(at):
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
     assert titles == ["What the guarantee allows vs what the attacks achieve", "Per-instance ε, sorted",
                       "Histogram of per-instance ε", "Privacy curve δ(ε) of this run"]
+    labels = [b.label for b in at.get("download_button")]  # every chart exports CSV, SVG and PNG
+    assert labels.count("CSV") == labels.count("SVG") == labels.count("PNG") == 4, labels
     text = page_text(at)
     assert "no attacker can identify more than" in text
     assert "not a released guarantee" in text

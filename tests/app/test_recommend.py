@@ -1,7 +1,10 @@
-"""recommend(): one line per ε from stored runs (best mean, spread, seed noise, boost)."""
+"""recommend(): one line per ε from stored runs — a winner is named only when its lead is
+beyond seed noise; one seed → spread unknown; ties; paired vs unpaired test; boost."""
 
+import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from mixdp_core.evaluation.recommend import recommend
@@ -14,28 +17,73 @@ def run(method, eps, err, *, private=True, seed=0, dataset="digits"):
     return SimpleNamespace(method=method, target_epsilon=eps, metrics=m, config={}, seed=seed)
 
 
-def test_best_method_per_eps_with_spread_and_noise():
+def test_lead_beyond_noise_names_a_winner_within_noise_does_not():
     runs = [run("adamix", 1.0, e, seed=i) for i, e in enumerate((0.10, 0.11, 0.12))]
     runs += [run("ngd", 1.0, e, seed=i) for i, e in enumerate((0.30, 0.31, 0.32))]
     runs += [run("adamix", 3.0, e, seed=i) for i, e in enumerate((0.08, 0.10))]
-    runs += [run("ngd", 3.0, e, seed=i) for i, e in enumerate((0.085, 0.095))]
+    runs += [run("ngd", 3.0, e, seed=i) for i, e in enumerate((0.095, 0.086))]
     recs = recommend(runs)
     assert [r.epsilon for r in recs] == [1.0, 3.0]
     r1, r3 = recs
     assert r1.best.method == "adamix" and r1.best.n == 3
     assert r1.best.mean == pytest.approx(0.11) and r1.best.std == pytest.approx(0.01)
-    assert r1.runner_up.method == "ngd" and r1.within_noise is False
-    assert r3.within_noise is True  # means 0.09 vs 0.09: no decision
-    assert "within seed noise" in r3.sentence()
-    assert "beyond seed noise" in r1.sentence()
+    assert r1.runner_up.method == "ngd" and r1.verdict == "beyond_noise" and r1.within_noise is False
+    # paired on the common seeds 0, 1: d = (0.015, -0.014), independent computation of the rule
+    d = np.array([0.095 - 0.08, 0.086 - 0.10])
+    assert r3.comparison.paired and r3.comparison.diff == pytest.approx(d.mean())
+    assert r3.comparison.se == pytest.approx(d.std(ddof=1) / math.sqrt(2))
+    assert r3.verdict == "within_noise" and r3.within_noise is True
+    s1, s3 = r1.sentence({"adamix": "AdaMix"}), r3.sentence({"adamix": "AdaMix"})
+    assert s1.startswith("At ε = 1: **AdaMix** has the lowest test error") and "more than seed noise" in s1
+    assert "within seed noise" in s3 and "no clear winner" in s3 and "lowest test error" not in s3
     assert r1.best.epsilon_spent_max == pytest.approx(0.99)
 
 
-def test_single_seed_is_undecidable_and_single_method_said():
-    recs = recommend([run("adamix", 2.0, 0.1), run("ngd", 2.0, 0.2)])
-    assert recs[0].within_noise is None and "one seed" in recs[0].sentence()
+def test_paired_differences_decide_where_unpaired_intervals_overlap():
+    # Seed effects are large but the ordering is the same at every seed: the paired test sees
+    # a consistent lead (d = 0.02, 0.03, 0.025) while the means' intervals overlap.
+    a = (0.10, 0.20, 0.30)
+    b = (0.12, 0.23, 0.325)
+    recs = recommend([run("adamix", 2.0, e, seed=i) for i, e in enumerate(a)]
+                     + [run("ngd", 2.0, e, seed=i) for i, e in enumerate(b)])
+    r = recs[0]
+    assert r.comparison.paired and r.verdict == "beyond_noise"
+    unpaired_se = math.sqrt(np.var(a, ddof=1) / 3 + np.var(b, ddof=1) / 3)
+    assert np.mean(b) - np.mean(a) <= 2 * unpaired_se  # unpaired: would be "within noise"
+    # different seed sets → unpaired rule → within noise
+    r2 = recommend([run("adamix", 2.0, e, seed=i) for i, e in enumerate(a)]
+                   + [run("ngd", 2.0, e, seed=i + 5) for i, e in enumerate(b)])[0]
+    assert not r2.comparison.paired and r2.comparison.se == pytest.approx(unpaired_se)
+    assert r2.verdict == "within_noise"
+
+
+def test_single_seed_claims_no_winner():
+    r = recommend([run("adamix", 2.0, 0.1), run("ngd", 2.0, 0.2)])[0]
+    assert r.verdict == "one_seed" and r.within_noise is None and r.comparison is None
+    s = r.sentence()
+    assert "lowest error at this seed: **adamix**" in s and "spread across seeds is unknown" in s
+    assert "best" not in s and "winner" not in s and "lowest test error" not in s
+    # one side with 2 seeds, the other with 1: still unknown
+    r = recommend([run("adamix", 2.0, 0.1), run("adamix", 2.0, 0.12, seed=1), run("ngd", 2.0, 0.2)])[0]
+    assert r.verdict == "one_seed"
+
+
+def test_ties_and_single_method():
+    r = recommend([run("adamix", 2.0, 0.1), run("ngd", 2.0, 0.1)])[0]
+    assert r.verdict == "tie" and "tie" in r.sentence() and "no method is better" in r.sentence()
+    r = recommend([run(m, 2.0, e, seed=s) for m in ("adamix", "ngd") for s, e in enumerate((0.1, 0.2))])[0]
+    assert r.verdict == "tie"
     solo = recommend([run("adamix", 2.0, 0.1)])[0]
-    assert solo.runner_up is None and "only private method" in solo.sentence()
+    assert solo.runner_up is None and solo.verdict == "only" and "nothing to compare" in solo.sentence()
+
+
+def test_one_line_per_epsilon_and_setting():
+    runs = [run("adamix", e, 0.1) for e in (0.5, 1.0, 3.0)] + [run("ngd", 1.0, 0.2)]
+    runs += [run("adamix", 1.0, 0.3, dataset="cifar10")]
+    recs = recommend(runs)
+    assert [(r.setting["dataset"], r.epsilon) for r in recs] == [
+        ("cifar10", 1.0), ("digits", 0.5), ("digits", 1.0), ("digits", 3.0)]
+    assert all("\n" not in r.sentence() for r in recs)
 
 
 def test_performance_boost_needs_both_references_of_the_same_setting():

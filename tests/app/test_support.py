@@ -207,7 +207,7 @@ def _rec(method, eps, err, auc, minority, private=True, seed=0):
         "epsilon": eps if private else None}, seed=seed)
 
 
-def test_aggregate_and_best_method_sentences():
+def test_aggregate_runs_and_compare_figures():
     runs = [_rec("adamix", 1.0, 0.2, 0.51, 0.7), _rec("adamix", 1.0, 0.3, 0.53, 0.6, seed=1),
             _rec("ngd", 1.0, 0.35, 0.5, 0.5), _rec("ngd", 3.0, 0.1, 0.52, 0.8), _rec("adamix", 3.0, 0.15, 0.5, 0.8),
             _rec("paragon", 1.0, 0.05, 0.6, 0.9, private=False)]
@@ -216,10 +216,6 @@ def test_aggregate_and_best_method_sentences():
     assert ad1["n"] == 2 and ad1["test_error_mean"] == pytest.approx(0.25)
     assert ad1["test_error_std"] == pytest.approx(np.std([0.2, 0.3], ddof=1))
     assert next(r for r in rows if r["method"] == "paragon")["epsilon"] is None
-    s = charts.best_method_sentences(rows)
-    assert len(s) == 2
-    assert s[0].startswith("At ε = 1, the best method is **AdaMix**")
-    assert s[1].startswith("At ε = 3, the best method is **NGD (mixed)**")
     fig = charts.metric_vs_epsilon(rows, "test_error", "t", "y")
     names = [t.name for t in fig.data]
     assert "Paragon (non-private)" in names and "AdaMix" in names
@@ -326,6 +322,15 @@ def test_delta_curve_passes_through_the_runs_epsilon_delta(app_env):
     assert nonpriv["(ε, δ)-DP: ε"] == "∞"
 
 
+def test_metric_cards_have_no_minority_card_without_a_minority_class():
+    base = {"test_error": 0.1, "balanced_accuracy": 0.9, "mia_auc": 0.5}
+    assert "minority-class accuracy" in dict(charts.metric_cards(dict(base, minority_accuracy=0.8, imbalance_ratio=10)))
+    assert "minority-class accuracy" not in dict(charts.metric_cards(dict(base, minority_accuracy=None)))
+    # an older run stored a value at ratio 1 (a quarter of near-equal classes): not shown
+    assert "minority-class accuracy" not in dict(charts.metric_cards(dict(base, minority_accuracy=0.8,
+                                                                          imbalance_ratio=1.0)))
+
+
 def test_class_counts_figure_marks_minorities():
     s = {"class_names": ["a", "b", "c"], "public": [2, 2, 2], "private": [10, 5, 1], "test": [3, 3, 3],
          "minority": [0, 0, 1]}
@@ -345,6 +350,62 @@ def test_job_manager_threaded_run_completes_and_is_found_by_label(app_env):
     assert rec.status == "completed" and rec.label == job.label(0)
     assert mgr.store.steps(rid)
     assert ("digits", "pixels", "{}") in mgr.features_ready
+
+
+def _wait(cond, timeout=120.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_run_process_crash_fails_the_run_not_the_app_and_cancel_works(app_env):
+    """Runs execute in pre-warmed worker processes: a killed worker fails its run (marked
+    failed in the store), the slot gets a fresh process that runs the next job; a cancel
+    reaches a run in a worker process; two runs at once both complete."""
+    import os
+    import signal
+
+    mgr = JobManager(app_env, max_workers=2)
+    try:
+        assert len(mgr.run_processes) == 2 and all(p.alive() for p in mgr.run_processes)
+        long_cfg = small_config(target_epsilon=12.0)  # thousands of steps: seconds
+        job = mgr.submit_run(long_cfg)
+        rid = mgr.wait_run_id(job, timeout=120)
+        assert rid is not None and mgr.wait_first_step(rid, timeout=120)
+        victim = next(p for p in mgr.run_processes if p.alive() and p.pid in {mgr.store.get_run(rid).pid})
+        os.kill(victim.pid, signal.SIGKILL)
+        assert job.wait(120)
+        assert job.state == "failed" and "worker process ended unexpectedly" in job.error
+        rec = mgr.store.get_run(rid)
+        assert rec.status == "failed" and "worker process" in rec.error
+        assert victim.restarts == 1 and victim.alive()
+        # the app (this process) and both slots still work: two runs at once, one cancelled
+        a = mgr.submit_run(small_config(target_epsilon=12.0, seed=1))
+        b = mgr.submit_run(small_config(target_epsilon=2.0, seed=2))
+        ra = mgr.wait_run_id(a, timeout=120)
+        assert mgr.wait_first_step(ra, timeout=120)
+        mgr.cancel(a.job_id)
+        assert a.wait(120) and b.wait(300)
+        assert a.state == "cancelled" and mgr.store.get_run(ra).status == "cancelled"
+        assert mgr.store.steps(ra)  # its history is kept
+        assert b.state == "done" and mgr.store.get_run(mgr.run_id(b)).status == "completed"
+    finally:
+        mgr.close()
+
+
+def test_run_process_reports_a_failing_config(app_env):
+    mgr = JobManager(app_env, max_workers=1)
+    try:
+        job = mgr.submit_run(small_config(dataset="features:/nonexistent.npz"))
+        assert job.wait(120) and job.state == "failed"
+        assert job.error.count("Error:") == 1 and "nonexistent" in job.error  # "Type: message", once
+        assert mgr.store.get_run(job.run_ids[0]).status == "failed"
+        assert mgr.run_processes[0].restarts == 0  # an error in a run is not a crash
+    finally:
+        mgr.close()
 
 
 def test_job_manager_sweep_reuses_and_cancel_before_start(app_env):

@@ -57,8 +57,15 @@ def test_class_order_of_tail_is_shuffled_by_seed():
 
 
 def test_minority_classes_smallest_quarter():
-    assert minority_classes(np.array([50, 3, 40, 2, 9, 100, 7, 8])).tolist() == [1, 3]
-    assert minority_classes(np.array([5, 5, 5])).tolist() == [0]
+    assert minority_classes(np.array([50, 3, 40, 2, 9, 100, 7, 8]), 10.0).tolist() == [1, 3]
+    assert minority_classes(np.array([5, 5, 5]), 2.0).tolist() == [0]
+
+
+def test_balanced_split_has_no_minority_class():
+    assert minority_classes(np.array([50, 3, 40, 2]), 1.0).size == 0  # ratio 1: none, whatever the counts
+    s = make_split(_fs([100, 90, 80, 100]), SplitSpec(imbalance_ratio=1.0))
+    assert s.minority_classes.size == 0 and s.summary()["minority"] == [0, 0, 0, 0]
+    assert make_split(_fs([100] * 8), SplitSpec(imbalance_ratio=1.5)).minority_classes.size == 2
 
 
 def test_empty_class_is_a_clear_error():
@@ -102,4 +109,4 @@ def test_split_properties(counts, ir, k, seed):
     assert np.all(s.private_counts <= np.array(counts) - k)
     if ir == 1:
         assert s.private_counts.tolist() == [c - k for c in counts]
-    assert len(s.minority_classes) == max(1, len(counts) // 4)
+    assert len(s.minority_classes) == (0 if ir == 1 else max(1, len(counts) // 4))

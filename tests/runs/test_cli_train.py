@@ -29,8 +29,9 @@ def test_train_json(env, capsys):
     diag = d["diagnostics"]
     assert d["method"] == "adamix" and d["noise_multiplier"] == 20.0 and d["delta"] == 1e-5
     assert 0 < d["epsilon"] <= 1.0 and d["steps"] >= 1
-    for k in ("test_error", "balanced_accuracy", "minority_accuracy"):
+    for k in ("test_error", "balanced_accuracy"):
         assert 0.0 <= d[k] <= 1.0
+    assert d["minority_accuracy"] is None  # imbalance ratio 1: no minority class
     assert 0.0 <= diag["mia_auc"] <= 1.0
     assert diag["pdp_epsilon_min"] <= diag["pdp_epsilon_median"] <= diag["pdp_epsilon_max"] <= d["epsilon"] + 1e-9
     assert (env / "home" / "runs.sqlite").exists()

@@ -35,7 +35,8 @@ def with_private(split: Any, X: np.ndarray, y: np.ndarray) -> Any:
     y = np.asarray(y, dtype=np.int64)
     counts = np.bincount(y, minlength=split.n_classes)
     return dataclasses.replace(split, X_private=np.ascontiguousarray(X, dtype=np.float32), y_private=y,
-                               private_counts=counts, minority_classes=minority_classes(counts))
+                               private_counts=counts,
+                               minority_classes=minority_classes(counts, split.spec.imbalance_ratio))
 
 
 @dataclass

@@ -137,9 +137,24 @@ def field_spec(spec: Any) -> FieldSpec:
     help_text = spec.help
     if spec.leaks_private:
         help_text = f"{help_text} Costs privacy: {spec.privacy_note}".strip()
+    choices = _usable_choices(spec) if kind == "choice" else ()
     return FieldSpec(name=spec.name, kind=kind, default=default, optional=spec.optional and kind != "bool",
-                     choices=spec.choices if kind == "choice" else (), leaks_private=spec.leaks_private,
-                     help=help_text)
+                     choices=choices, leaks_private=spec.leaks_private, help=help_text)
+
+
+def _usable_choices(spec: Any) -> tuple[Any, ...]:
+    """The declared choices that the field's own ``check`` accepts on this machine (e.g. no
+    ``device='cuda'`` where torch sees no GPU): a form offers only what it can run."""
+    if spec.check is None:
+        return spec.choices
+    usable = []
+    for c in spec.choices:
+        try:
+            spec.check(c)
+        except ConfigError:
+            continue
+        usable.append(c)
+    return tuple(usable)
 
 
 def method_field_specs(method: str) -> list[FieldSpec]:

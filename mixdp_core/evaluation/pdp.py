@@ -12,6 +12,12 @@ JSON, the store (``pdp_owner_only``) and the UI say so. Families:
   Poisson-subsampled Gaussian at sensitivity ``r_{i,t} = min(‖g_i(w_t)‖, C)/C`` for every row at
   every step (Feldman & Zrnic 2021; Yu et al. 2023;
   :func:`~mixdp_core.accounting.pdp.pdp_epsilon_subsampled_gaussian`).
+* Sparse fine-tuning (``sparse_finetune*``, ``dpsgd_full_network``): the same individual RDP,
+  with the clip ratios of all private rows computed by ``torch.func`` every ``k`` steps
+  (``pdp_overhead`` bounds their cost; ``k = 1`` exact, ``k > 1`` an **estimate**, the
+  metric ``pdp_kind`` says which), accumulated per sample in O(N) memory
+  (:class:`~mixdp_core.accounting.pdp.SubsampledGaussianPDP`). The noisy private count, if
+  any, is charged to every sample in full (here and for the linear probes).
 * DP-LS: both statistics are Gaussian mechanisms with per-sample contributions ``‖x̃‖²`` and
   ``‖x̃‖`` (``= 1`` for every non-zero feature vector), so ε_i = ε for every sample.
 * DPPL-Public: the exponential mechanism's exact per-instance loss
@@ -57,9 +63,7 @@ PDP_QUANTILES: dict[str, float] = {
 
 #: Why a method has no per-instance analysis (shown by the audit page).
 PDP_UNAVAILABLE: dict[str, str] = {
-    "sparse_finetune": "per-sample gradient norms of the rows not in a step's Poisson batch would need a full "
-                       "per-sample backward pass of the network at every step (Yu et al. 2023 approximate it "
-                       "per epoch); not implemented",
+    "sparse_finetune": "the run was trained with pdp_overhead = 0 (no per-sample gradient norms recorded)",
     "paragon": "non-private: no guarantee to refine (ε = ∞)",
     "only_public": "reads no private data (ε_i = 0)",
     "zero_shot": "reads no private data (ε_i = 0)",
@@ -107,7 +111,8 @@ def _family_pdp(model: Any, *, delta: float, split: Any) -> np.ndarray | None:
         return P.pdp_epsilon_gaussian_steps(ratios, sig, delta=delta, extra_mu_sq=extra)
     if name in ("DPLinearProbe", "DPSGDGlobalAdapt") and ratios is not None:
         return P.pdp_epsilon_subsampled_gaussian(ratios, sample_rate=model.sample_rate_,
-                                                 noise_multiplier=model.noise_multiplier_, delta=delta)
+                                                 noise_multiplier=model.noise_multiplier_, delta=delta,
+                                                 also=getattr(model, "count_event_", None))
     if name == "DPLS" and split is not None:
         xs = model._stats(split.X_private)
         nrm = np.linalg.norm(xs, axis=1)
@@ -117,6 +122,9 @@ def _family_pdp(model: Any, *, delta: float, split: Any) -> np.ndarray | None:
         return _dppl_public_pdp(model, split)
     if name == "DPPLPublicTopK" and split is not None:
         return _dppl_public_topk_pdp(model, split)
+    acc = getattr(model, "pdp_accumulator_", None)
+    if acc is not None:  # sparse fine-tuning: running individual RDP, norms every pdp_every_ steps
+        return acc.epsilon(delta=delta, also=getattr(model, "count_event_", None))
     return None
 
 
@@ -180,6 +188,16 @@ def _dppl_public_topk_pdp(model: Any, split: Any, max_cells: float = 5e7) -> np.
             out[rows] = P.pdp_epsilon_topk_exponential(U[c], V[rows], k=model.config.k, epsilon=model.epsilon_em_,
                                                        sensitivity=sens, monotone=bool(model.monotone))
     return out
+
+
+def pdp_kind(model: Any) -> str:
+    """How ε_i was obtained: ``"exact"`` (the realised run's per-instance analysis), or
+    ``"estimate"`` (sparse fine-tuning with norms every ``k > 1`` steps: the steps in between
+    reuse the last norms, Yu et al. 2023)."""
+    k = getattr(model, "pdp_every_", None)
+    if getattr(model, "pdp_accumulator_", None) is not None and k and k > 1:
+        return f"estimate (per-sample norms every {int(k)} steps, reused in between)"
+    return "exact"
 
 
 def pdp_summary(eps_i: np.ndarray | None) -> dict[str, float | None]:

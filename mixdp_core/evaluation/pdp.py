@@ -15,7 +15,7 @@ JSON, the store (``pdp_owner_only``) and the UI say so. Families:
 * Sparse fine-tuning (``sparse_finetune*``, ``dpsgd_full_network``): the same individual RDP,
   with the clip ratios of all private rows computed by ``torch.func`` every ``k`` steps
   (``pdp_overhead`` bounds their cost; ``k = 1`` exact, ``k > 1`` an **estimate**, the
-  metric ``pdp_kind`` says which), accumulated per sample in O(N) memory
+  metric ``pdp_epsilon_kind`` says which), accumulated per sample in O(N) memory
   (:class:`~mixdp_core.accounting.pdp.SubsampledGaussianPDP`). The noisy private count, if
   any, is charged to every sample in full (here and for the linear probes).
 * DP-LS: both statistics are Gaussian mechanisms with per-sample contributions ``‖x̃‖²`` and

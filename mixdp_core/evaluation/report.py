@@ -115,7 +115,7 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
     metrics.update(pdp_summary(eps_i))
     if eps_i is not None:
         metrics["pdp_owner_only"] = True  # data-dependent diagnostic, never a released guarantee
-        metrics["pdp_kind"] = pdp_kind(model)  # "exact" or "estimate (...)"
+        metrics["pdp_epsilon_kind"] = pdp_kind(model)  # "exact" or "estimate (...)": travels with the diagnostics
     arrays: dict[str, np.ndarray] = {
         "y_pred": y_pred.astype(np.int64),
         "per_class_accuracy": pca,

@@ -24,23 +24,28 @@ class HalfNoiseFullyPrivate(FullyPrivate):
         return problem, W_init, W_ref, dataclasses.replace(opts, noise_multiplier=opts.noise_multiplier / 2), n
 
 
-def test_half_noise_mechanism_raises_the_alarm(audit_split):
-    r = run_audit(audit_split, HalfNoiseFullyPrivate, attack="canary-whitebox", epsilon=4.0, trials=1000, seed=0)
+@pytest.mark.parametrize("eps,trials", [(4.0, 1000), (1.0, 10_000)])
+def test_half_noise_mechanism_raises_the_alarm(audit_split, eps, trials):
+    """At ε = 1 the bug is invisible with 1,000 trials; 10,000 (10 trainings × 1,000 Dirac canaries,
+    each training one matrix problem) catch it in a few seconds."""
+    r = run_audit(audit_split, HalfNoiseFullyPrivate, attack="canary-whitebox", epsilon=eps, trials=trials, seed=0)
     s = r.summary()
     # the claim is the accounting module's (for sigma, not sigma/2)
-    assert s["claimed_epsilon"] == pytest.approx(4.0, abs=0.01)
+    assert s["claimed_epsilon"] == pytest.approx(eps, abs=0.02)
+    assert s["n_trials"] == trials
     assert s["alarm"] is True
     assert s["empirical_mu_lower"] > s["claimed_mu"]
 
 
-@pytest.mark.parametrize("method,eps", [("fully_private", 4.0), ("fully_private", 1.0), ("ngd", 2.0)])
-def test_correct_mechanisms_are_not_caught_and_bound_has_power(audit_split, method, eps):
-    r = run_audit(audit_split, method, attack="canary-whitebox", epsilon=eps, trials=1000, seed=1)
+@pytest.mark.parametrize("method,eps,trials", [("fully_private", 4.0, 1000), ("fully_private", 1.0, 1000),
+                                               ("ngd", 2.0, 1000), ("fully_private", 1.0, 10_000)])
+def test_correct_mechanisms_are_not_caught_and_bound_has_power(audit_split, method, eps, trials):
+    r = run_audit(audit_split, method, attack="canary-whitebox", epsilon=eps, trials=trials, seed=1)
     s = r.summary()
     assert s["alarm"] is False
     assert 0.0 <= s["empirical_epsilon_lower"] <= s["claimed_epsilon"]
     assert s["empirical_mu_lower"] <= s["claimed_mu"]
-    assert s["confidence"] == 0.95 and s["n_trials"] == 1000
+    assert s["confidence"] == 0.95 and s["n_trials"] == trials
     if method == "fully_private" and eps == 4.0:
         # the Dirac canary is nearly tight for full-batch DP-GD (Nasr et al. 2023): power check
         assert s["empirical_epsilon_lower"] >= 0.5

@@ -71,6 +71,7 @@ def test_run_metrics_mark_pdp_owner_only(audit_split):
     m = make_method("dppl_mean", target_epsilon=2.0).fit(audit_split)
     ev = evaluate(m, audit_split)
     assert ev.metrics["pdp_owner_only"] is True and "pdp_epsilon" in ev.arrays
+    assert ev.metrics["pdp_epsilon_kind"] == "exact"  # grouped with the owner-only diagnostics (pdp_epsilon_*)
 
 
 def _enumerated_topk_pdp(u, shares, k, *, epsilon, sensitivity):

@@ -33,7 +33,7 @@ Per-instance DP (owner-only diagnostic, ``mixdp_core.evaluation.pdp``): every
 private row is computed at the current weights and charged, as an individual Poisson-subsampled
 Gaussian step (Feldman & Zrnic 2021; Yu et al. 2023), for that step and the following ones up
 to the next computation (``pdp_accumulator_``, memory O(N), not O(N·T)). ``pdp_every_ = 1`` is
-exact; larger k reuses stale norms, an estimate (``pdp_kind``). The extra passes draw no
+exact; larger k reuses stale norms, an estimate (metric ``pdp_epsilon_kind``). The extra passes draw no
 randomness, so the trained network is the same with or without them.
 
 Data: :meth:`SparseFinetune.fit` trains on a :class:`~mixdp_core.data.splits.Split` whose

@@ -230,7 +230,9 @@ class SparseFinetune(Method):
         n_trainable_, n_params_: entries in τ and in the whole network.
         sample_rate_: Poisson rate q; dp_steps_: logical DP-SGD steps executed;
         planned_dp_steps_: steps the noise was calibrated for.
-        epoch_seconds_: wall time of each DP epoch; pretrain_seconds_: of pre-training.
+        epoch_seconds_: wall time of each DP epoch (pDP norm passes included; their share is
+            ``extra["pdp_seconds"]`` of each history record); pretrain_seconds_: of pre-training.
+        pdp_every_, pdp_accumulator_: per-instance DP recording (module docstring).
         mean_, std_, image_shape_: input standardisation and shape.
     """
 
@@ -473,6 +475,7 @@ class SparseFinetune(Method):
                     extra={
                         "lr": float(st.lr_cls),
                         "seconds": float(st.seconds),
+                        "pdp_seconds": float(st.extra.get("pdp_seconds", 0.0)),
                         "dp_steps": float(executed_total[0]),
                     },
                 )

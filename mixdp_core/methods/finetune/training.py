@@ -292,7 +292,7 @@ def dp_sgd_finetune(
     loss_fn = nn.CrossEntropyLoss()
     executed = 0
     pdp_masks = {n: m for n, m in selection.masks.items()}
-    pdp_state: dict[str, Any] = {"ratios": None, "pending": 0}
+    pdp_state: dict[str, Any] = {"ratios": None, "pending": 0, "seconds": 0.0}
 
     def pdp_flush() -> None:
         if pdp_state["ratios"] is not None and pdp_state["pending"]:
@@ -303,12 +303,15 @@ def dp_sgd_finetune(
         # step_index = logical steps executed so far; ratios at w_t for steps t .. t + k - 1
         if step_index % pdp_every == 0:
             pdp_flush()
+            t_pdp = time.perf_counter()
             pdp_state["ratios"] = per_sample_clip_ratios(model, images, labels, pdp_masks, clip_norm=clip_norm,
                                                          batch_size=max_physical_batch_size,
                                                          structure=pdp_structure)
+            pdp_state["seconds"] += time.perf_counter() - t_pdp
 
     for epoch in range(1, epochs + 1):
         t0 = time.perf_counter()
+        pdp_before = pdp_state["seconds"]
         tot, n, steps = 0.0, 0, 0
         lr_now = base.param_groups[0]["lr"]
         with BatchMemoryManager(
@@ -351,6 +354,7 @@ def dp_sgd_finetune(
             train_loss=tot / max(n, 1),
             seconds=time.perf_counter() - t0,
             lr_cls=lr_now,
+            extra={"pdp_seconds": pdp_state["seconds"] - pdp_before},  # included in ``seconds``
         )
         if on_epoch is not None and on_epoch(stats):
             break

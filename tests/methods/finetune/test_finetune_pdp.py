@@ -92,3 +92,16 @@ def test_fit_records_pdp_along_the_run_without_changing_it(digits, pretrained, o
     assert e.shape == (len(digits["ypriv"]),)
     assert np.all(e >= 0) and np.all(e <= m.privacy_.epsilon + 1e-9)
     assert pdp_kind(m) == ("exact" if k == 1 else f"estimate (per-sample norms every {k} steps, reused in between)")
+
+
+def test_run_metrics_carry_pdp_owner_only_and_the_estimate_label(digits_features):
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.evaluation import evaluate
+
+    split = make_split(digits_features, SplitSpec(public_per_class=5, seed=0))
+    m = SparseFinetune(**{**FAST, "target_epsilon": 2.0, "batch_size": 302}).fit(split)  # q = 0.25 as above, k = 4
+    ev = evaluate(m, split)
+    assert ev.metrics["pdp_owner_only"] is True
+    assert ev.metrics["pdp_epsilon_kind"].startswith("estimate (per-sample norms every ")
+    assert ev.arrays["pdp_epsilon"].shape == (len(split.y_private),)
+    assert ev.metrics["pdp_epsilon_max"] <= ev.metrics["epsilon"] + 1e-9

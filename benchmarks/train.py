@@ -94,7 +94,7 @@ def bench_layouts(n, d, c):
 
 def _problem(n, d, c, seed=0, n_pub_per_class=5):
     from mixdp_core.methods._linear import l2_normalize
-    from mixdp_core.methods.noisygd import NoisyGDProblem
+    from mixdp_core.methods.adamix.engine import NoisyGDProblem
 
     rng = np.random.default_rng(seed)
     centers = rng.standard_normal((c, d)).astype(np.float32)
@@ -109,7 +109,7 @@ def bench_step(n, d, c, floor=None, steps=8):
     import threadpoolctl
 
     from mixdp_core.methods._linear import fit_logistic
-    from mixdp_core.methods.noisygd import NoisyGDOptions, projection_dim_for, run_noisygd
+    from mixdp_core.methods.adamix.engine import NoisyGDOptions, projection_dim_for, run_noisygd
 
     prob = _problem(n, d, c)
     W0 = fit_logistic(prob.X_public, prob.y_public, c, l2=1.0 / len(prob.y_public))
@@ -149,7 +149,7 @@ def bench_blocks(n, d, c, rounds=3):
     import threadpoolctl
 
     from mixdp_core.methods._linear import row_norms
-    from mixdp_core.methods.noisygd import private_release
+    from mixdp_core.methods.adamix.engine import private_release
 
     prob = _problem(n, d, c)
     X, y = prob.X_private, prob.y_private
@@ -300,9 +300,9 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
 
     import threadpoolctl
 
-    from mixdp_core.methods import noisygd
+    from mixdp_core.methods.adamix import engine as noisygd
     from mixdp_core.methods._linear import fit_logistic, row_norms
-    from mixdp_core.methods.noisygd import NoisyGDOptions, private_release, projection_dim_for, run_noisygd
+    from mixdp_core.methods.adamix.engine import NoisyGDOptions, private_release, projection_dim_for, run_noisygd
 
     from _release_v0 import private_release_v0
 

@@ -184,7 +184,7 @@ def selection_steps(*, noise_multiplier: float, target_epsilon: float, target_de
     ``sqrt(T + extra_releases) / sigma <= calibrate_selection_mu(...)``; ``extra_releases``
     Gaussian releases of the same noise multiplier per repetition (the noisy count) are
     charged as steps. The noisy validation score is released in parallel (disjoint rows),
-    see :mod:`mixdp_core.methods.adamix`.
+    see :mod:`mixdp_core.methods.adamix.private`.
 
     Raises:
         BudgetError: not even one step fits.

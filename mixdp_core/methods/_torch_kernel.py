@@ -1,7 +1,7 @@
 """Torch implementation of the NoisyGD / AdaMix private release (CPU or CUDA).
 
 :func:`torch_private_release` has the signature of
-:func:`mixdp_core.methods.noisygd.private_release` (plus ``device``) and computes the same
+:func:`mixdp_core.methods.adamix.engine.private_release` (plus ``device``) and computes the same
 quantity: ``U U^T (sum_i clip_tau(g_i) + noise)`` with ``g_i = x_i (p_i - y_i)^T``,
 ``clip_tau(g) = g min(1, tau/||g||_F)`` and ``||g_i||_F = ||x_i|| ||p_i - y_i||``. The noise
 (drawn by the caller, ``N(0, sigma^2 tau^2)`` per coordinate) is added and the projection
@@ -68,7 +68,7 @@ def resolve_release(device: str = "auto") -> Callable[..., tuple[np.ndarray, np.
     """The release function for ``device`` (same signature as ``private_release``)."""
     dev = resolve_device(device)
     if dev == "numpy":
-        from .noisygd import private_release
+        from .adamix.engine import private_release
 
         return private_release
     return functools.partial(torch_private_release, device=dev)
@@ -117,7 +117,7 @@ def torch_private_release(
     threads: Optional[int] = None,
     device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Torch version of :func:`mixdp_core.methods.noisygd.private_release` (same arguments,
+    """Torch version of :func:`mixdp_core.methods.adamix.engine.private_release` (same arguments,
     same returns: ``(released (D, C), ratio (N,), loss (N,))`` as numpy arrays).
 
     Sensitivity of ``U^T sum_i clip_tau(g_i)`` under add/remove of one row: ``tau``; the noise
@@ -129,7 +129,7 @@ def torch_private_release(
 
     dev = resolve_device(device) if device == "auto" else device
     if dev == "numpy":
-        from .noisygd import private_release
+        from .adamix.engine import private_release
 
         return private_release(X, y, W, tau, basis, noise=noise, x_norm=x_norm, XB=XB, X_Qp=X_Qp,
                                block_rows=block_rows, ratio_out=ratio_out, loss_out=loss_out, threads=threads)

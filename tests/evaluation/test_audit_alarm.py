@@ -34,8 +34,9 @@ class HalfNoiseFullyPrivate(FullyPrivate):
     """fully_private with half the noise it accounts for (test only, never registered)."""
 
     def _setup(self, split, d):
-        problem, W_init, W_ref, opts, n = super()._setup(split, d)
-        return problem, W_init, W_ref, dataclasses.replace(opts, noise_multiplier=opts.noise_multiplier / 2), n
+        setup = super()._setup(split, d)
+        opts = setup.options
+        return setup._replace(options=dataclasses.replace(opts, noise_multiplier=opts.noise_multiplier / 2))
 
 
 @pytest.mark.parametrize("eps,trials", [(4.0, 1000), (1.0, 10_000)])

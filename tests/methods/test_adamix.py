@@ -129,7 +129,7 @@ def test_optimistic_tuning_reports_composed_privacy(small_split):
 def test_theorem3_output_is_weighted_average_of_iterates(small_split):
     # With the public gradient only (private part clipped to ~0, noise ~0) the iterates are
     # deterministic; recompute w_bar = 2/(T(T+1)) sum_t t w_t by hand.
-    from mixdp_core.methods.noisygd import NoisyGDOptions, NoisyGDProblem, run_noisygd
+    from mixdp_core.methods.adamix.engine import NoisyGDOptions, NoisyGDProblem, run_noisygd
 
     Xp = l2_normalize(small_split.X_public)
     yp = small_split.y_public

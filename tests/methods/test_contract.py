@@ -6,7 +6,7 @@ contract runs in seconds per method: fit / predict / privacy / reproducibility, 
 through ``on_step`` (the reported privacy is that of the executed steps), refitting resets
 every fitted attribute, ``predict`` before ``fit`` says "not fitted", and the declared
 constraints reject out-of-range values. Hypothesis properties check that the NoisyGD
-release (:func:`mixdp_core.methods.noisygd.private_release`) has sensitivity <= τ under
+release (:func:`mixdp_core.methods.adamix.engine.private_release`) has sensitivity <= τ under
 every clipping rule and projection mode.
 """
 
@@ -192,9 +192,9 @@ def test_declared_ranges_are_enforced(name):
 
     cls = METHODS.get(name).config_cls
     declared = {f.name for f in dataclasses.fields(cls) if SPEC_KEY in f.metadata}
+    undeclared = [spec.name for spec in describe(cls) if spec.name not in declared]
+    assert not undeclared, f"{name}: fields without a param(...) declaration: {undeclared}"
     for spec in describe(cls):
-        if spec.name not in declared:
-            continue  # transitional: adamix.py configs validate in __post_init__
         bad = []
         if spec.choices:
             bad.append("\x00not-a-choice")
@@ -217,7 +217,7 @@ def test_declared_ranges_are_enforced(name):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from mixdp_core.methods import noisygd  # noqa: E402
+from mixdp_core.methods.adamix import engine as noisygd  # noqa: E402
 
 CLIP_RULES = ("fixed", "percentile", "public_mean")
 PROJECTIONS = ("none", "sub", "complement")

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from mixdp_core.errors import ConfigError
-from mixdp_core.methods import _torch_kernel, noisygd
+from mixdp_core.methods import _torch_kernel
+from mixdp_core.methods.adamix import engine as noisygd
 from mixdp_core.methods._linear import l2_normalize, softmax_residual
-from mixdp_core.methods.noisygd import NoisyGDOptions, NoisyGDProblem, private_release, projection_basis, run_noisygd
+from mixdp_core.methods.adamix.engine import NoisyGDOptions, NoisyGDProblem, private_release, projection_basis, run_noisygd
 
 
 def _data(N=301, D=24, C=5, n_pub=8, seed=0):

@@ -8,7 +8,7 @@ import pytest
 from mixdp_core import accounting
 from mixdp_core.methods import make_method
 from mixdp_core.methods._linear import softmax_residual
-from mixdp_core.methods.noisygd import clipped_smoothness
+from mixdp_core.methods.adamix.engine import clipped_smoothness
 
 
 def _clipped_grad(x, y, W, tau):

@@ -15,7 +15,7 @@ full-batch DP-GD nearly tight). The feature space is extended by ``M`` coordinat
 real row has at 0; canary ``j`` is the row ``e_{D+j}`` with a random label, added to the private
 rows iff its coin ``b_j`` is heads. The audited method is then trained **through its own code
 path** (``run_noisygd``: its clipping, its noise, its step rule); a white-box observer
-(:func:`mixdp_core.methods.noisygd.observe_releases`) reads every released noisy sum ``R_t`` and
+(:func:`mixdp_core.methods.adamix.engine.observe_releases`) reads every released noisy sum ``R_t`` and
 the iterate ``W_t`` and accumulates, for each canary,
 
 .. math:: s_j = \sum_t \langle R_t[D+j, :], u_{j,t} \rangle / τ_t,\qquad
@@ -53,10 +53,10 @@ from .stats import epsilon_lower_bound, membership_metrics, one_run_epsilon_lowe
 def is_noisygd_family(method: Any) -> bool:
     """True for methods trained by ``run_noisygd`` (fully_private, ngd, adamix, ppgd)."""
     from ...methods import METHODS
-    from ...methods.adamix import _NoisyGDMethod
+    from ...methods.adamix import NoisyGDMethod
 
     cls = METHODS.get(method) if isinstance(method, str) else method
-    return issubclass(cls, _NoisyGDMethod)
+    return issubclass(cls, NoisyGDMethod)
 
 
 def is_dpsgd_linear(method: Any) -> bool:

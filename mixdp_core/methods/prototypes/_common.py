@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._validate import check_choice, check_float, check_int  # noqa: F401  (re-exported to the family)
-from ...config import SEED_RANGE, Interval, param
+from ...config import SEED_RANGE, param
 from ..base import Method, PrivacyConfig, StepRecord
 
 

@@ -3,6 +3,20 @@
 For every class ``c`` the prototype is a CoinPress estimate (Biswas et al., 2020) of the mean
 of the (optionally average-pooled) private features of that class; a test point gets the
 label of the nearest prototype in cosine distance.
+
+Regime (why the default is one step; measured in ``docs/results/prototypes_fidelity.md``).
+With rows rescaled to norm ``sqrt(d')`` (``feature_norm='sqrt_d'``) and one step, the
+prototype is the class sum plus ``N(0, d'/(2ρ) I)``, divided by the noisy count ``ñ``. For a
+test point ``x`` (norm ``sqrt(d')``) the noise in its score against a prototype has sd about
+``d' / (n sqrt(2ρ))`` while the gap between its class and another is about ``d' · Δcos``: the
+signal-to-noise ratio ``n · sqrt(2ρ) · Δcos`` does not depend on ``d'``. CoinPress's later
+steps pay off only when a step shrinks the ball (``r_1 < r_0``), roughly
+``n · sqrt(2ρ_1) > R_1 γ / sqrt(d')`` (≈ 57 at d' = 1280 under add/remove, twice that
+under replace-one): with the paper's split about 800 samples per class at ε = 1 (ρ = 0.036) and
+1,500 at ε = 0.5 under add/remove. Below that the radius
+grows at each step (the paper's App. C.2 divergence): at d' = 1280, n = 60, ε = 1 (ρ ≈ 0.036,
+add/remove) the paper's split with the reference clip radius and no norm cap gives radii
+35.8 → 474 → 3479 and a last-step noise norm ≈ 8,800 against class means of norm < 36.
 """
 
 from __future__ import annotations
@@ -22,6 +36,8 @@ from .utilities import avg_pool, cosine_scores, l2_normalize
 
 #: ρ_i / ρ of the three CoinPress steps used in the paper (Sec. 4.1).
 PAPER_BUDGET_SPLIT = (5 / 64, 7 / 64, 52 / 64)
+#: The default: all of ρ in one step (see ``DPPLMeanConfig.budget_split`` for why).
+ONE_STEP_SPLIT = (1.0,)
 
 
 def gaussian_tailbound(d: int, beta: float) -> float:
@@ -48,6 +64,32 @@ def _noisy_count(n: int, *, neighbouring: str, count_rho: float, rng: np.random.
     raise ConfigError("neighbouring", f"must be 'replace' or 'add_remove', got {neighbouring!r}")
 
 
+#: The reference CoinPress code's stand-in for the Gaussian tail of the projection of a point
+#: on the direction ``c - μ`` ("3 in place of sqrt(log(2/beta))"; Biswas et al. 2020's
+#: ``multivariate_mean_step`` and the DPPL authors' ``lib/coinpress.py`` both use 3).
+COINPRESS_DIRECTION_TAIL = 3.0
+
+
+def clip_radius(r: float, gamma: float, *, centre_norm: float = 0.0, norm_bound: float | None = None) -> float:
+    """Projection radius ``R_i`` of one CoinPress step (a function of public/released values only).
+
+    ``R_i = min(sqrt(r² + 2·3·r + γ²), r + γ)``, as in the CoinPress reference code and the
+    DPPL authors' code: for ``x = μ + z`` with ``||μ − c|| <= r`` and ``z ~ N(0, I)``,
+    ``||x − c||² = ||μ − c||² + 2<μ − c, z> + ||z||² <= r² + 2·3·r + γ²`` with high
+    probability, which is tighter than ``(r + γ)²`` whenever γ > 3 (every d >= 3). The paper's
+    App. A.4 text states only ``r + γ``.
+
+    ``norm_bound``: when every row is known to have norm ``<= norm_bound`` (``feature_norm =
+    'sqrt_d'`` rescales every row to exactly ``sqrt(d)``: public by construction), no point is
+    farther than ``||c|| + norm_bound`` from the centre ``c``, so the radius is also capped
+    there. The cap clips nothing and only removes noise.
+    """
+    R = min(math.sqrt(r * r + 2.0 * COINPRESS_DIRECTION_TAIL * r + gamma * gamma), r + gamma)
+    if norm_bound is not None:
+        R = min(R, centre_norm + norm_bound)
+    return R
+
+
 def coinpress_step(
     X: np.ndarray,
     c: np.ndarray,
@@ -58,10 +100,11 @@ def coinpress_step(
     n_eff: float,
     neighbouring: str,
     rng: np.random.Generator,
+    norm_bound: float | None = None,
 ) -> tuple[np.ndarray, float, dict[str, float]]:
     """One CoinPress step (``rho_i``-zCDP); see :func:`coinpress_mean` for the sensitivities."""
     n, d = X.shape
-    R = r + gamma
+    R = clip_radius(r, gamma, centre_norm=float(np.linalg.norm(c)), norm_bound=norm_bound)
     diff = X - c
     norms = np.linalg.norm(diff, axis=1)
     diff *= np.minimum(1.0, R / np.maximum(norms, 1e-300))[:, None]
@@ -73,6 +116,8 @@ def coinpress_step(
         c_new = c + (diff.sum(axis=0) + _gaussian_noise(rng, sd_sum, d)) / n_eff
         sd = sd_sum / n_eff
     r_new = math.sqrt(1.0 / n_eff + sd**2) * gamma
+    if norm_bound is not None:  # the true mean lies in B(0, norm_bound): within ||c_new|| + bound
+        r_new = min(r_new, float(np.linalg.norm(c_new)) + norm_bound)
     return c_new, r_new, {"clip_radius": R, "noise_sd": sd, "radius": r_new}
 
 
@@ -86,11 +131,13 @@ def coinpress_mean(
     r0: float | None = None,
     neighbouring: str = "replace",
     count_rho: float = 0.0,
+    norm_bound: float | None = None,
 ) -> tuple[np.ndarray, list[dict[str, float]]]:
     """CoinPress private mean of the rows of ``X`` (Biswas et al. 2020, Alg. 1; paper App. A.4).
 
     Step ``i`` (``ρ_i``-zCDP): project every point onto the ball ``B(c_{i-1}, R_i)``,
-    ``R_i = r_{i-1} + γ`` (γ: :func:`gaussian_tailbound`), release the noisy mean, and shrink
+    ``R_i = min(sqrt(r_{i-1}² + 6 r_{i-1} + γ²), r_{i-1} + γ)`` (:func:`clip_radius`; γ:
+    :func:`gaussian_tailbound`), release the noisy mean, and shrink
     the radius to ``r_i = sqrt(1/n + s_i^2) · γ`` (``s_i``: noise sd per coordinate). Start:
     ``c_0 = 0``, ``r_0 = sqrt(d)``.
 
@@ -116,6 +163,8 @@ def coinpress_mean(
         c0, r0: initial centre and radius (default ``0`` and ``sqrt(d)``).
         neighbouring: ``"replace"`` or ``"add_remove"`` (see above).
         count_rho: budget of the noisy count (``"add_remove"`` only, > 0).
+        norm_bound: a public bound on every row's norm (``None``: none known); caps the
+            projection radius at ``||c|| + norm_bound`` (:func:`clip_radius`).
 
     Returns:
         ``(c_t, history)``: the last released centre and, per step, a dict with
@@ -132,7 +181,7 @@ def coinpress_mean(
     history: list[dict[str, float]] = []
     for rho_i in rhos:
         c, r, info = coinpress_step(X, c, r, rho_i=rho_i, gamma=gamma, n_eff=n_eff,
-                                    neighbouring=neighbouring, rng=rng)
+                                    neighbouring=neighbouring, rng=rng, norm_bound=norm_bound)
         history.append(info)
     return c, history
 
@@ -155,9 +204,15 @@ class DPPLMeanConfig(SeededPrivacyConfig):
     """
 
     budget_split: tuple[float, ...] = param(
-        PAPER_BUDGET_SPLIT, check=_check_budget_split,
-        help="ρ_i / ρ per CoinPress step, positive, summing to 1; its length is the number of steps t "
-             "(paper: 3 steps, (5/64, 7/64, 52/64)).")
+        ONE_STEP_SPLIT, check=_check_budget_split,
+        help="ρ_i / ρ per CoinPress step, positive, summing to 1; its length is the number of steps t. "
+             "Default (1.0,): one step, chosen from public facts only — with feature_norm='sqrt_d' every row has "
+             "norm sqrt(d'), the first step's projection radius is that bound (nothing is clipped) and no later "
+             "step's radius is smaller (each is >= min(γ(d', β), ||c|| + sqrt(d')) >= sqrt(d')), so the last "
+             "step of t > 1 has more noise than one step with all of ρ (one iteration is also the authors' "
+             "dp-learning-ff starting value Ps = [ρ]). The paper's 3 steps: (5/64, 7/64, 52/64), for raw "
+             "features (feature_norm='none') with over ~1,000 samples per class at ε <= 1 "
+             "(docs/results/prototypes_fidelity.md).")
     k_pool: int = param(1, type=int, range=Interval(1, None),
                         help="Average-pooling kernel applied to features before estimation and at prediction "
                              "(reduces d to ceil(d / k_pool)).")
@@ -192,7 +247,8 @@ class DPPLMean(PrototypeFamilyMethod):
     """
 
     config_cls = DPPLMeanConfig
-    description = "DP prototypes: per-class CoinPress means (ρ-zCDP), nearest cosine prototype"
+    description = ("DP prototypes: per-class private means (CoinPress; one step by default, the paper's 3 steps "
+                   "diverge below ~1,000 samples per class at ε <= 1), nearest cosine prototype (ρ-zCDP)")
     paper = "Wahdany et al., Beyond the Mean: DP Prototypes, Sec. 4.1 / App. A.4 (CoinPress, Biswas et al. 2020)"
 
     def _event(self, rho: float, steps: int | None = None):
@@ -244,14 +300,15 @@ class DPPLMean(PrototypeFamilyMethod):
         # step's sensitivity, r = (||proj(x_j) - c|| + R)/(2R) (replace) or ||proj(x_j) - c||/R.
         rows = [np.flatnonzero(y == c) for c in range(C)]
         pdp_ratios = np.zeros((len(y), len(step_rhos)))
+        bound = self._norm_bound(d)
         for i, rho_i in enumerate(step_rhos, start=1):
             for c in range(C):
-                R_c = radii[c] + gamma
+                R_c = clip_radius(radii[c], gamma, centre_norm=float(np.linalg.norm(centres[c])), norm_bound=bound)
                 dn = np.minimum(np.linalg.norm(groups[c] - centres[c], axis=1), R_c)
                 pdp_ratios[rows[c], i - 1] = (dn + R_c) / (2 * R_c) if cfg.neighbouring == "replace" else dn / R_c
                 centres[c], radii[c], info = coinpress_step(
                     groups[c], centres[c], radii[c], rho_i=rho_i, gamma=gamma, n_eff=n_eff[c],
-                    neighbouring=cfg.neighbouring, rng=rng,
+                    neighbouring=cfg.neighbouring, rng=rng, norm_bound=bound,
                 )
                 self.coinpress_history_[c].append(info)
             self.steps_ = i
@@ -277,6 +334,10 @@ class DPPLMean(PrototypeFamilyMethod):
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         self._check_fitted()
         return cosine_scores(self._features(X, np.float32), self.prototypes_)
+
+    def _norm_bound(self, d: int) -> float | None:
+        """Public bound on the rows' norm: ``sqrt(d')`` after ``feature_norm='sqrt_d'``, else none."""
+        return math.sqrt(d) if self.config.feature_norm == "sqrt_d" else None
 
     def _features(self, X: np.ndarray, dtype) -> np.ndarray:
         Z = avg_pool(np.asarray(X, dtype=dtype), self.config.k_pool)

@@ -250,20 +250,30 @@ def sample_em(
     return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(p) - 1))
 
 
-def topk_rank_log_probs(u_sorted_desc: np.ndarray, k: int, *, epsilon: float, sensitivity: float) -> np.ndarray:
+def topk_rank_log_probs(
+    u_sorted_desc: np.ndarray, k: int, *, epsilon: float, sensitivity: float, monotone: bool = False
+) -> np.ndarray:
     """Log-probabilities over the rank ``y`` of the worst member of the released K-set.
 
     Joint exponential mechanism for *unordered* top-K (App. C.3, after Gillenwater et al.
     2022). The set utility ``U(S) = min_{s∈S} u_s − u_(K)`` (Eq. 5) has sensitivity
-    ``ΔU = Δu`` (Lemma 4) but is not monotone, so sets are drawn with
-    ``P[S] ∝ exp(ε U(S) / (2Δu))`` (ε-DP). Exactly ``binom(y−1, K−1)`` K-sets have their
-    worst member at rank ``y`` (1-based, ``y >= K``); hence
-    ``P[y] ∝ binom(y−1, K−1) · exp(ε (u_(y) − u_(K)) / (2Δu))``.
+    ``ΔU = Δu`` (Lemma 4). Exactly ``binom(y−1, K−1)`` K-sets have their worst member at
+    rank ``y`` (1-based, ``y >= K``); hence
+    ``P[y] ∝ binom(y−1, K−1) · exp(scale · (u_(y) − u_(K)))`` with
 
-    Note: the paper's Eq. 6 writes ``binom(y, K)`` (the number of K-sets inside the top y,
-    not those whose worst member is y); ``binom(y−1, K−1)`` is the count that makes the
-    two-stage sampler equal to the set-level exponential mechanism, which is what the
-    privacy proof needs (checked by brute force in the tests).
+    * ``monotone=False`` (the paper's App. C.3 analysis): ``scale = ε / (2Δu)`` because U is
+      not monotone (its ``−u_(K)`` term moves against ``min u_s``);
+    * ``monotone=True``: ``scale = ε / Δu``. The ``−u_(K)`` term is the same for every set S,
+      so it cancels in the normalisation: the mechanism *is* the exponential mechanism of
+      ``U'(S) = min_{s∈S} u_s``, and U' is positively monotone with sensitivity Δu (adding one
+      private sample raises every ``u_s`` by a value in ``[0, Δu]``, hence ``min_S u_s`` too;
+      Lemma 5), so Lemma 2 (McSherry & Talwar) gives ε-DP at the monotone scale. For K = 1
+      this is exactly DPPL-Public's mechanism.
+
+    Note: the paper's Eq. 6 writes ``binom(y, K)`` and the authors' code uses
+    ``binom(y−1, K)`` (the log-count of 0-based position ``y−1``), which gives the exact
+    top-K set probability 0; ``binom(y−1, K−1)`` is the count that makes the two-stage
+    sampler equal to the set-level exponential mechanism (checked by brute force in the tests).
 
     Returns:
         ``(N − K + 1,)`` log-probabilities for ranks ``y = K..N``.
@@ -272,12 +282,14 @@ def topk_rank_log_probs(u_sorted_desc: np.ndarray, k: int, *, epsilon: float, se
     N = len(u)
     y = np.arange(k, N + 1)
     log_count = gammaln(y) - gammaln(k) - gammaln(y - k + 1)  # log binom(y-1, k-1)
-    z = log_count + epsilon * (u[k - 1 :] - u[k - 1]) / (2.0 * sensitivity)
+    scale = epsilon / (sensitivity if monotone else 2.0 * sensitivity)
+    z = log_count + scale * (u[k - 1 :] - u[k - 1])
     return z - logsumexp(z)
 
 
 def sample_topk(
-    u: np.ndarray, k: int, *, epsilon: float, sensitivity: float, rng: np.random.Generator
+    u: np.ndarray, k: int, *, epsilon: float, sensitivity: float, rng: np.random.Generator,
+    monotone: bool = False,
 ) -> np.ndarray:
     """Draw an unordered K-set of candidate indices with the joint EM (App. C.3).
 
@@ -291,7 +303,7 @@ def sample_topk(
     if not (1 <= k <= len(u)):
         raise ConfigError("k", f"must lie in [1, {len(u)}] (pool size), got {k}")
     order = np.argsort(-u, kind="stable")
-    lp = topk_rank_log_probs(u[order], k, epsilon=epsilon, sensitivity=sensitivity)
+    lp = topk_rank_log_probs(u[order], k, epsilon=epsilon, sensitivity=sensitivity, monotone=monotone)
     p = np.exp(lp)
     cdf = np.cumsum(p)
     j = int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(p) - 1))
@@ -300,14 +312,15 @@ def sample_topk(
     return np.sort(order[np.concatenate([others, [y - 1]]).astype(int)])
 
 
-def topk_set_log_prob(u: np.ndarray, S: Sequence[int], k: int, *, epsilon: float, sensitivity: float) -> float:
+def topk_set_log_prob(u: np.ndarray, S: Sequence[int], k: int, *, epsilon: float, sensitivity: float,
+                      monotone: bool = False) -> float:
     """Brute-force-free log P[S] of the joint top-K mechanism (for tests and diagnostics)."""
     u = np.asarray(u, dtype=np.float64)
     order = np.argsort(-u, kind="stable")
     rank = np.empty(len(u), dtype=int)
     rank[order] = np.arange(1, len(u) + 1)
     y = int(max(rank[list(S)]))
-    lp = topk_rank_log_probs(u[order], k, epsilon=epsilon, sensitivity=sensitivity)
+    lp = topk_rank_log_probs(u[order], k, epsilon=epsilon, sensitivity=sensitivity, monotone=monotone)
     return float(lp[y - k] - (gammaln(y) - gammaln(k) - gammaln(y - k + 1)))
 
 

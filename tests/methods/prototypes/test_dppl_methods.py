@@ -44,7 +44,8 @@ def test_contract(name, digits_split):
     ("dppl_mean", {"budget_split": (0.5, 0.6)}), ("dppl_mean", {"k_pool": 0}), ("dppl_mean", {"beta": 1.0}),
     ("dppl_mean", {"neighbouring": "swap"}), ("dppl_public", {"d_min": 1.0, "d_max": 0.5}),
     ("dppl_public", {"d_max": 2.5}), ("dppl_public", {"public_pool": "pool.csv"}),
-    ("dppl_public", {"calibration": "naive"}), ("dppl_public_topk", {"k": 0}), ("dp_ls", {"cov_fraction": 1.0}),
+    ("dppl_public", {"calibration": "naive"}), ("dppl_public_topk", {"k": 0}),
+    ("dppl_public_topk", {"sampling": "fast"}), ("dp_ls", {"cov_fraction": 1.0}),
     ("dp_linear_probe", {"lr": -1.0}), ("dpsgd_global_adapt", {"target_unclipped": 0.0}),
     ("dppl_public", {"target_epsilon": -1.0}), ("dppl_mean", {"seed": -2}),
 ])
@@ -55,7 +56,7 @@ def test_invalid_config_raises(name, bad):
 
 @pytest.mark.parametrize("eps", [0.1, 1.0, 8.0])
 def test_dppl_mean_privacy_is_gaussian_composition(eps, digits_split):
-    m = _fit("dppl_mean", digits_split, target_epsilon=eps, neighbouring="replace")
+    m = _fit("dppl_mean", digits_split, target_epsilon=eps, neighbouring="replace", budget_split=(5 / 64, 7 / 64, 52 / 64))
     # independent: Gaussian releases with noise multipliers σ_i compose to μ = sqrt(Σ 1/σ_i²)
     mu = math.sqrt(sum(1 / s**2 for s in m.noise_multiplier_))
     assert mu == pytest.approx(math.sqrt(2 * m.rho_), rel=1e-9)
@@ -69,29 +70,31 @@ def test_dppl_mean_default_is_add_remove(digits_split):
     """The product accounts every method under add/remove neighbours (same ε for all)."""
     m = _fit("dppl_mean", digits_split, target_epsilon=1.0)
     assert m.config.neighbouring == "add_remove"
-    assert len(m.noise_multiplier_) == 4  # noisy count + 3 CoinPress steps
+    assert m.config.budget_split == (1.0,)
+    assert len(m.noise_multiplier_) == 2  # noisy count + one CoinPress step
     assert m.privacy_.epsilon <= 1.0
 
 
 def test_dppl_mean_add_remove_spends_count_budget(digits_split):
-    m = _fit("dppl_mean", digits_split, target_epsilon=1.0, neighbouring="add_remove", count_fraction=0.1)
+    m = _fit("dppl_mean", digits_split, target_epsilon=1.0, neighbouring="add_remove", count_fraction=0.1, budget_split=(5 / 64, 7 / 64, 52 / 64))
     assert len(m.noise_multiplier_) == 4
     assert 1 / (2 * m.noise_multiplier_[0] ** 2) == pytest.approx(0.1 * m.rho_)
     assert gdp_epsilon(math.sqrt(2 * m.rho_), 1e-5) <= 1.0 + 1e-6
 
 
 def test_dppl_mean_early_stop_reports_executed_steps(digits_split):
-    full = _fit("dppl_mean", digits_split, target_epsilon=1.0, neighbouring="replace")
-    m = make_method("dppl_mean", target_epsilon=1.0, neighbouring="replace").fit(digits_split, on_step=lambda r: r.step == 1)
+    full = _fit("dppl_mean", digits_split, target_epsilon=1.0, neighbouring="replace", budget_split=(5 / 64, 7 / 64, 52 / 64))
+    m = make_method("dppl_mean", target_epsilon=1.0, neighbouring="replace", budget_split=(5 / 64, 7 / 64, 52 / 64)).fit(digits_split, on_step=lambda r: r.step == 1)
     assert m.steps_ == 1 and len(m.history_) == 1
     assert m.rho_ == pytest.approx(full.rho_ * 5 / 64)
     assert m.privacy_.epsilon == pytest.approx(gdp_epsilon(math.sqrt(2 * m.rho_), 1e-5), rel=1e-4)
     assert m.privacy_.epsilon < full.privacy_.epsilon
 
 
-@pytest.mark.parametrize("name,monotone", [("dppl_public", True), ("dppl_public_topk", False)])
-def test_em_methods_pure_calibration(name, monotone, digits_split):
-    m = _fit(name, digits_split, target_epsilon=1.0)
+@pytest.mark.parametrize("name,kw", [("dppl_public", {}), ("dppl_public_topk", {}),
+                                     ("dppl_public_topk", {"sampling": "paper"})])
+def test_em_methods_pure_calibration(name, kw, digits_split):
+    m = _fit(name, digits_split, target_epsilon=1.0, **kw)
     # a pure ε-DP mechanism is (ε, δ)-DP; the accountant may certify a slightly larger ε_EM at δ > 0
     assert m.privacy_.epsilon <= 1.0 + 1e-9
     assert 1.0 <= m.epsilon_em_ <= 1.001
@@ -121,6 +124,37 @@ def test_em_selection_concentrates_at_large_epsilon(digits_split):
     k = _fit("dppl_public_topk", digits_split, target_epsilon=1e4, k=3)
     for c in range(10):
         assert set(k.prototype_indices_[c]) == set(np.argsort(-U[c])[:3])
+
+
+def test_topk_default_k1_is_dppl_public_in_distribution(digits_split):
+    """K = 1 with the monotone scale draws from exactly DPPL-Public's distribution (per class)."""
+    from mixdp_core.methods.prototypes.utilities import em_log_probs, public_utilities, topk_rank_log_probs
+
+    m = _fit("dppl_public_topk", digits_split, target_epsilon=1.0)
+    assert m.k_ == 1 and m.prototype_indices_.shape == (10, 1)
+    U = public_utilities(digits_split.X_private, digits_split.y_private, digits_split.X_public, n_classes=10)
+    for c in range(10):
+        us = np.sort(U[c])[::-1]
+        np.testing.assert_allclose(topk_rank_log_probs(us, 1, epsilon=m.epsilon_em_, sensitivity=2.0, monotone=True),
+                                   em_log_probs(us, epsilon=m.epsilon_em_, sensitivity=2.0, monotone=True), atol=1e-12)
+
+
+def test_topk_sampling_scale_is_the_declared_one(monkeypatch, digits_split):
+    """'monotone' samples at ε/Δu, 'paper' at ε/(2Δu); both report the same pure ε."""
+    from mixdp_core.methods.prototypes import dppl_public_topk as mod
+
+    seen = []
+    real = mod.sample_topk
+
+    def spy(u, k, **kw):
+        seen.append(kw["monotone"])
+        return real(u, k, **kw)
+
+    monkeypatch.setattr(mod, "sample_topk", spy)
+    a = _fit("dppl_public_topk", digits_split, target_epsilon=1.0, k=3)
+    b = _fit("dppl_public_topk", digits_split, target_epsilon=1.0, k=3, sampling="paper")
+    assert seen == [True] * 10 + [False] * 10
+    assert a.privacy_.pure_epsilon == pytest.approx(b.privacy_.pure_epsilon)
 
 
 def test_public_pool_sources(digits_split, tmp_path):

@@ -19,6 +19,7 @@ from mixdp_core.methods.prototypes.utilities import (
     public_utilities,
     sample_em,
     sample_topk,
+    topk_rank_log_probs,
     topk_set_log_prob,
 )
 
@@ -101,47 +102,96 @@ def test_em_sampling_frequencies(monotone):
     assert _chi2_pvalue(counts, other) < 1e-6
 
 
-def _brute_force_topk(u, k, eps, sens):
+def _brute_force_topk(u, k, eps, sens, monotone=False):
+    """Set-level exponential mechanism by enumeration: P[S] ∝ exp(scale · (min_S u − u_(K)))."""
     order = np.sort(u)[::-1]
     uk = order[k - 1]
     sets = list(itertools.combinations(range(len(u)), k))
-    logw = np.array([eps * (min(u[list(S)]) - uk) / (2 * sens) for S in sets])
+    scale = eps / (sens if monotone else 2 * sens)
+    logw = np.array([scale * (min(u[list(S)]) - uk) for S in sets])
     p = np.exp(logw - logw.max())
     return sets, p / p.sum()
 
 
+@pytest.mark.parametrize("monotone", [False, True])
 @pytest.mark.parametrize("k", [1, 2, 3])
-def test_topk_set_probabilities_match_joint_em(k):
+def test_topk_set_probabilities_match_joint_em(k, monotone):
     u = np.array([5.0, 1.0, 3.0, 3.0, 0.0, 4.5, 2.0])
     eps, sens = 2.0, 1.5
-    sets, p = _brute_force_topk(u, k, eps, sens)
-    lp = np.array([topk_set_log_prob(u, S, k, epsilon=eps, sensitivity=sens) for S in sets])
+    sets, p = _brute_force_topk(u, k, eps, sens, monotone)
+    lp = np.array([topk_set_log_prob(u, S, k, epsilon=eps, sensitivity=sens, monotone=monotone) for S in sets])
     np.testing.assert_allclose(np.exp(lp), p, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(np.exp(lp).sum(), 1.0)
 
 
+@pytest.mark.parametrize("monotone", [False, True])
 @pytest.mark.parametrize("k", [2, 3])
-def test_topk_sampling_frequencies(k):
+def test_topk_sampling_frequencies(k, monotone):
     u = np.array([5.0, 1.0, 3.0, 3.0, 0.0, 4.5])
     eps, sens = 3.0, 1.0
-    sets, p = _brute_force_topk(u, k, eps, sens)
+    sets, p = _brute_force_topk(u, k, eps, sens, monotone)
     index = {S: i for i, S in enumerate(sets)}
     rng = np.random.default_rng(7)
     counts = np.zeros(len(sets))
     for _ in range(20_000):
-        S = sample_topk(u, k, epsilon=eps, sensitivity=sens, rng=rng)
+        S = sample_topk(u, k, epsilon=eps, sensitivity=sens, rng=rng, monotone=monotone)
         assert len(set(S.tolist())) == k
         counts[index[tuple(S.tolist())]] += 1
     assert _chi2_pvalue(counts, p) > 1e-3
+    # the other scale (factor 2 vs none) is rejected by the same draws
+    _, q = _brute_force_topk(u, k, eps, sens, not monotone)
+    assert _chi2_pvalue(counts, q) < 1e-6
     # the paper's Eq. 6 weight binom(y, K) (instead of binom(y-1, K-1)) is a different set
     # distribution, and these draws reject it
     order = np.argsort(-u, kind="stable")
     rank = np.empty(len(u), dtype=int)
     rank[order] = np.arange(1, len(u) + 1)
     uk = u[order][k - 1]
+    scale = eps / (sens if monotone else 2 * sens)
     q = np.array([math.comb(max(rank[list(S)]), k) / math.comb(max(rank[list(S)]) - 1, k - 1)
-                  * math.exp(eps * (min(u[list(S)]) - uk) / (2 * sens)) for S in sets])
+                  * math.exp(scale * (min(u[list(S)]) - uk)) for S in sets])
     assert _chi2_pvalue(counts, q / q.sum()) < 1e-6
+    # the authors' code weights rank y by binom(y-1, K) (log_binom of the 0-based position),
+    # which gives the exact top-K set probability 0; the joint EM samples it often
+    top = index[tuple(sorted(order[:k].tolist()))]
+    assert math.comb(k - 1, k) == 0 and counts[top] > 0.05 * counts.sum()
+
+
+def test_topk_k1_monotone_is_the_plain_exponential_mechanism():
+    u = np.array([5.0, 1.0, 3.0, 3.0, 0.0, 4.5, 2.0])
+    us = np.sort(u)[::-1]
+    np.testing.assert_allclose(topk_rank_log_probs(us, 1, epsilon=1.3, sensitivity=0.7, monotone=True),
+                               em_log_probs(us, epsilon=1.3, sensitivity=0.7, monotone=True), atol=1e-12)
+
+
+def _max_log_ratio(u, u2, k, eps, sens, scale_factor):
+    """max over K-sets of |log P_D[S] − log P_D'[S]| by enumeration, P[S] ∝ exp(f·ε·min_S u/Δ)."""
+    sets = list(itertools.combinations(range(len(u)), k))
+    def logp(v):
+        z = np.array([scale_factor * eps * min(v[list(S)]) / sens for S in sets])
+        return z - np.logaddexp.reduce(z)
+    return float(np.max(np.abs(logp(u) - logp(u2))))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_topk_monotone_scale_is_epsilon_dp_by_enumeration(k):
+    """Add one private sample: every utility u_s grows by a_s in [0, Δ] (Lemma 5). Over random
+    and extreme a, the monotone scale never exceeds ε; a doubled scale does (the check has teeth)."""
+    rng = np.random.default_rng(11)
+    eps, sens, N = 1.0, 2.0, 7
+    worst, worst_doubled = 0.0, 0.0
+    for trial in range(300):
+        u = rng.uniform(0, 10, size=N)
+        if trial % 3 == 0:
+            a = sens * rng.integers(0, 2, size=N).astype(float)   # extreme: each summand 0 or Δ
+        else:
+            a = rng.uniform(0, sens, size=N)
+        for u_d, u_d2 in ((u, u + a), (u + a, u)):                # add and remove
+            worst = max(worst, _max_log_ratio(u_d, u_d2, k, eps, sens, 1.0))
+            worst_doubled = max(worst_doubled, _max_log_ratio(u_d, u_d2, k, eps, sens, 2.0))
+    assert worst <= eps + 1e-9
+    assert worst > 0.9 * eps          # the bound is nearly attained
+    assert worst_doubled > 1.5 * eps  # an over-scaled sampler is caught
 
 
 def test_topk_rejects_k_larger_than_pool():

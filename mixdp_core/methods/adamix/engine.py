@@ -1,7 +1,7 @@
 """NoisyGD engine (AdaMix Alg. 1 and Alg. 2) for the linear softmax head.
 
 One loop implements every private method of the AdaMix family; the methods in
-:mod:`mixdp_core.methods.adamix` only choose its options.
+:mod:`mixdp_core.methods.adamix` (:mod:`.private`) only choose its options.
 
 Privacy (add/remove one private sample, AdaMix Sec. 3.1, Prop. 2 and 5). At step ``t`` the
 only quantity computed from private data and released is
@@ -51,9 +51,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .. import accounting
-from ._linear import error_rate, row_norms, softmax_residual, xt_dot
-from .base import OnStep, StepRecord
+from ... import accounting
+from .._linear import error_rate, row_norms, softmax_residual, xt_dot
+from ..base import OnStep, StepRecord
 
 #: Paper's projection ratio (AdaMix App. A.6: 2000 of 2048 ResNet-50 dims, 500 of 512 CLIP).
 PAPER_PROJECTION_RATIO = 2000.0 / 2048.0
@@ -623,7 +623,7 @@ def private_release(
     return noisy, ratio, loss
 
 
-from ._observe import notify_release, observe_releases, step_observer  # noqa: E402,F401  (audits, live view)
+from .._observe import notify_release, observe_releases, step_observer  # noqa: E402,F401  (audits, live view)
 
 
 def run_noisygd(

@@ -1,0 +1,206 @@
+"""Configs of the AdaMix family: every field declares its type, range, help and privacy cost
+(:func:`mixdp_core.config.param`); the library constants of the ``smooth`` schedule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ...config import SEED_RANGE, Interval, param
+from ...errors import ConfigError
+from ..base import PrivacyConfig
+
+#: Learning rates the paper searched for ResNet-50 features (App. A.6), sum-loss scale.
+PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
+#: z-score of the noise-scaled start (see ``NoisyGDMethod._noise_scaled_start``).
+NOISE_MARGIN_Z = 3.0
+#: Assumed alignment of the clipped private gradients in the burn-in horizon (see there).
+BURN_IN_ALIGNMENT = 0.3
+#: Candidates (noise-margin z of the start, multiplier of the Thm.-3 lambda) drawn by
+#: ``honest_tuning`` (private selection with random stopping).
+HONEST_GRID: tuple[tuple[float, float], ...] = tuple((z, m) for z in (0.5, 1.0, 2.0, 4.0) for m in (0.25, 1.0, 4.0))
+#: Multipliers of the Thm.-3 lambda searched by optimistic tuning.
+THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+_POS = Interval(0.0, None, closed="neither")
+_NONNEG = Interval(0.0, None)
+_UNIT_OPEN = Interval(0.0, 1.0, closed="neither")
+
+
+def _check_projection(p: Any) -> None:
+    if isinstance(p, str):
+        if p not in PROJECTIONS:
+            raise ConfigError("projection", f"must be one of {', '.join(map(repr, PROJECTIONS))} or an integer "
+                                            f">= 1, got {p!r}")
+    elif isinstance(p, bool) or not isinstance(p, (int, np.integer)) or p < 1:
+        raise ConfigError("projection", f"must be one of {', '.join(map(repr, PROJECTIONS))} or an integer >= 1, "
+                                        f"got {p!r}")
+
+
+#: Named projections of :class:`AdaMixConfig` (an integer k >= 1 is allowed too).
+PROJECTIONS = ("paper", "rank", "public_span", "none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NonPrivateConfig(PrivacyConfig):
+    """Non-private logistic regression (``paragon``, ``only_public``); each field declares its
+    range and help below.
+
+    ``target_epsilon``/``target_delta`` are accepted so sweeps can pass them uniformly, and
+    ignored: these methods release nothing privately.
+    """
+
+    seed: int = param(0, type=int, range=SEED_RANGE, help="Seed of the cross-validation folds (the solver is "
+                                                           "deterministic).")
+    l2: Optional[float] = param(
+        None, type=float, range=_NONNEG,
+        help="Ridge coefficient on the mean loss; None = the method's rule: paragon picks it by stratified "
+             "5-fold cross-validation on the rows it trains on (non-private: no privacy cost, never looks at test "
+             "data); only_public uses the fixed weak ridge PUBLIC_L2 = 1e-2 of the public fit AdaMix starts from "
+             "(fit_public), so both report the same model.")
+    max_iter: int = param(500, type=int, range=Interval(1, None), help="L-BFGS iterations.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZeroShotConfig(PrivacyConfig):
+    """Zero-shot CLIP classifier (Sec. 3.3)."""
+
+    seed: int = param(0, type=int, range=SEED_RANGE, help="Unused (deterministic); uniform interface.")
+    beta: float = param(100.0, type=float, range=_POS, help="Scale of the text embeddings (paper: 100, CLIP's "
+                                                             "logit scale).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyGDConfig(PrivacyConfig):
+    """Hyper-parameters shared by every NoisyGD-type method; each field declares its range and
+    help below. The (ε, δ) target refers to add/remove-one-private-sample neighbours.
+
+    ``schedule="smooth"`` is the default since issue 10 (see the module docstring: noisy count,
+    mean-loss scale, descent-lemma step cap, ball projection, rescaled public start); every
+    input of its step sizes is public or an already released noisy quantity.
+    """
+
+    noise_multiplier: float = param(20.0, type=float, range=_POS, unit="σ",
+                                    help="σ (paper: 20); the number of steps T is calibrated from it.")
+    seed: int = param(0, type=int, range=SEED_RANGE,
+                      help="Seed of the Gaussian noise (and of the projection completion).")
+    schedule: str = param(
+        "smooth", choices=("smooth", "theorem3", "constant"),
+        help="'smooth' (default: noisy count, mean-loss scale, descent-lemma step cap, Thm.-3 ball projection, "
+             "rescaled public start), 'theorem3' (former default: η_t = 2/(λ(t+1)) on the summed loss, weighted "
+             "averaging) or 'constant' (learning_rate, last iterate, as in the paper's experiments).")
+    learning_rate: float = param(1e-3, type=float, range=_POS,
+                                 help="Constant step size on the summed loss (paper grid 5e-4 … 5e-3 for ResNet-50 "
+                                      "features); used only with schedule='constant'.")
+    weight_decay: Optional[float] = param(None, type=float, range=_NONNEG,
+                                          help="λ on the summed loss (> 0 with schedule='theorem3'); None = "
+                                               "weight_decay_rule.")
+    weight_decay_rule: str = param(
+        "theorem3", choices=("theorem3", "worst_case"),
+        help="'theorem3' (λ = (τ/R) sqrt(2 d / ρ), d = noise dimension, ρ = T/(2σ²)) or 'worst_case' (also "
+             "balances the optimization term of Thm. 3, on the mean-loss scale set by the released noisy count; "
+             "stronger decay; schedule='smooth' only, since the other schedules would need the exact private "
+             "count).")
+    ref_distance: Optional[float] = param(None, type=float, range=_POS,
+                                          help="R, the guessed distance ||w* − w_ref|| of the Thm.-3 rule and the "
+                                               "trust region; None = ||w_ref||_F (public) or sqrt(C) ln C when "
+                                               "w_ref = 0.")
+    public_l2: Optional[float] = param(None, type=float, range=_NONNEG,
+                                       help="Ridge (mean-loss scale) of the public pre-training; None = PUBLIC_L2 "
+                                            "(1e-2, fixed: the paper's coefficient; the same fit only_public "
+                                            "reports).")
+    eval_every: Optional[int] = param(None, type=int, range=Interval(1, None),
+                                      help="Test error every this many steps; None = max(1, T // 50).")
+    optimistic_tuning: bool = param(
+        False, type=bool, leaks_private=True,
+        privacy_note="runs the method once per value of the paper's grid and keeps the run with the lowest test "
+                     "error (App. A.6); the reported privacy_ composes all runs and exceeds target_epsilon, and "
+                     "the selected test error is optimistic.",
+        help="Tune on the paper's grid using test results, as the paper did. Off by default.")
+    honest_tuning: bool = param(
+        False, type=bool,
+        help="Private hyper-parameter selection (candidates HONEST_GRID) with a Geometric(tuning_gamma) number "
+             "of repetitions, scored on a held-out tuning_val_fraction of the private rows with a noisy count; "
+             "the reported ε is that of the whole selection (Papernot & Steinke 2022, Thm. 2) and never exceeds "
+             "the target. schedule='smooth' only.")
+    tuning_gamma: float = param(0.2, type=float, range=_UNIT_OPEN,
+                                help="γ of the Geometric number of tuning repetitions (E[K] = 1/γ).")
+    tuning_val_fraction: float = param(0.2, type=float, range=_UNIT_OPEN,
+                                       help="Share of the private rows held out to score honest-tuning candidates.")
+    blas_threads: Optional[int] = param(1, type=int, range=Interval(1, None),
+                                        help="BLAS threads during fit (restored afterwards); None leaves the "
+                                             "process setting (benchmarks/train.py measures the best count).")
+    trust_region: bool = param(True, type=bool,
+                               help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's "
+                                    "constraint set).")
+    init_scale: str = param("noise", choices=("noise", "none"),
+                            help="schedule='smooth' with a public start: 'noise' rescales the public solution so "
+                                 "the run's noise cannot flip its predictions; 'none' starts at it unscaled.")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()  # every declared field
+        if self.schedule == "theorem3" and self.weight_decay == 0:
+            raise ConfigError("weight_decay", "must be > 0 or None with schedule='theorem3', got 0")
+        if self.weight_decay_rule == "worst_case" and self.schedule != "smooth" and self.weight_decay is None:
+            # On the summed loss its Lipschitz constant is N_private τ: the exact private count,
+            # unaccounted under add/remove neighbours. 'smooth' uses the released noisy count.
+            raise ConfigError("weight_decay_rule", "'worst_case' needs schedule='smooth' (the other schedules "
+                                                   "would set λ from the exact private count, which is private)")
+        if self.honest_tuning and self.optimistic_tuning:
+            raise ConfigError("honest_tuning", "choose honest_tuning or optimistic_tuning, not both")
+        if self.honest_tuning and self.schedule != "smooth":
+            raise ConfigError("honest_tuning", "is implemented for schedule='smooth'")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FullyPrivateConfig(NoisyGDConfig):
+    """``fully_private``: NoisyGD from zero on all rows as private."""
+
+    clip_norm: float = param(1.0, type=float, range=_POS,
+                             help="Fixed clip threshold τ (per-sample gradient norms are <= sqrt(2)).")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NGDConfig(FullyPrivateConfig):
+    """``ngd``: public init + NoisyGD with fixed clip, decay centred at the public solution."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdaMixConfig(NoisyGDConfig):
+    """``adamix`` (Alg. 2) and its ablations; each field declares its range and help below.
+
+    ``projection`` stays ``"paper"`` by default: the rank-C and public-span subspaces discard
+    more private signal than noise in every few-shot regime measured (docs/results/fewshot.md).
+    """
+
+    init: str = param("public", choices=("public", "text", "zero"),
+                      help="'public' (the few-shot public fit, as only_public), 'text' (beta × CLIP text embeddings, "
+                           "Sec. 3.3; needs a CLIP encoder) or 'zero'.")
+    beta: float = param(100.0, type=float, range=_POS, help="Text-init scale (paper: 100).")
+    clip: str = param("adaptive", choices=("adaptive", "fixed"),
+                      help="'adaptive' (τ_t = clip_percentile-th percentile of the public per-sample gradient norms) "
+                           "or 'fixed' (clip_norm; ablation).")
+    clip_percentile: float = param(90.0, type=float, range=Interval(0.0, 100.0, closed="right"),
+                                   help="q (paper: 90).")
+    clip_norm: float = param(1.0, type=float, range=_POS, help="τ for clip='fixed'.")
+    projection: Any = param(
+        "paper", check=_check_projection, allowed="'paper', 'rank', 'public_span', 'none' or an integer >= 1",
+        help="'paper' (k = round(D · 2000/2048)), 'rank' (rank of the public gradient, <= C−1), 'public_span' "
+             "(fixed basis of the span of the public features), 'none' (ablation: adaptive clip only) or an "
+             "integer k >= 1.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPGDConfig(NoisyGDConfig):
+    """``ppgd`` (see :class:`PPGD`)."""
+
+    reuse_l2: Optional[float] = param(None, type=float, range=_NONNEG,
+                                      help="Strength of the model-reuse regularizer reuse_l2/2 ||W − W_priv||² on the "
+                                           "mean public loss; None = 1/N_pub.")
+

@@ -1,0 +1,158 @@
+"""Non-private references of the AdaMix family (``paragon``, ``only_public``) and ``zero_shot``,
+plus the linear head they share with the private methods."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from ...errors import DataError
+from .._linear import PUBLIC_L2, fit_logistic, fit_public, l2_normalize, select_l2_cv
+from ..base import METHODS, ROLE_METHOD, ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER, Method, OnStep, StepRecord
+from .configs import NonPrivateConfig, ZeroShotConfig
+
+# ----------------------------------------------------------------------------- helpers
+
+
+class UnitRows(NamedTuple):
+    """A split's three feature matrices with every row scaled to unit L2 norm (the head's input).
+
+    ``private`` is DP-protected; ``public`` may be read freely; ``test`` is for evaluation only.
+    """
+
+    private: np.ndarray
+    public: np.ndarray
+    test: np.ndarray
+
+
+def unit_rows(split: Any) -> UnitRows:
+    """Unit-norm rows of ``split``'s private, public and test features (``(0, D)`` if no public)."""
+    return UnitRows(
+        private=l2_normalize(split.X_private),
+        public=l2_normalize(split.X_public) if len(split.X_public) else np.zeros((0, split.dim), np.float32),
+        test=l2_normalize(split.X_test),
+    )
+
+
+def text_init(split: Any, beta: float, method: str) -> np.ndarray:
+    """``W = beta [enc(c_1), ..., enc(c_C)]`` (Sec. 3.3), shape ``(D, C)``.
+
+    Raises:
+        DataError: the split has no text embeddings (encoder without a text tower).
+    """
+    T = getattr(split, "text_embeddings", None)
+    if T is None:
+        raise DataError(
+            f"text_embeddings: method {method!r} needs CLIP text embeddings, but these features "
+            f"come from an encoder without a text tower; use a CLIP encoder (clip_vit_b32 or "
+            f"clip_rn50) or another init"
+        )
+    T = np.asarray(T, dtype=np.float32)
+    if T.shape != (split.n_classes, split.dim):
+        raise DataError(f"text_embeddings: expected shape ({split.n_classes}, {split.dim}), got {T.shape}")
+    return (np.float32(beta) * l2_normalize(T)).T.copy()
+
+
+class LinearHead(Method):
+    """Shared prediction for linear heads on normalized features."""
+
+    family: ClassVar[str] = "adamix"
+    W_: np.ndarray
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "W_"):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(split) first")
+        return l2_normalize(X) @ self.W_
+
+
+# ----------------------------------------------------------------------------- non-private
+
+
+@METHODS.register("paragon")
+class Paragon(LinearHead):
+    """Non-private upper bound: logistic regression on public + private rows.
+
+    Privacy: none (``privacy_ = None``, epsilon = infinity); nothing is released privately.
+    """
+
+    role = ROLE_REFERENCE_UPPER
+
+    config_cls = NonPrivateConfig
+    description = "Non-private paragon: logistic regression on public + private data (ε = ∞)"
+    paper = "AdaMix (Golatkar et al. 2022), Tab. 1 'Non-Private (paragon)'"
+    private = False
+
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "Paragon":
+        self._reset()
+        d = unit_rows(split)
+        X = np.vstack([d.public, d.private])
+        y = np.concatenate([split.y_public, split.y_private])
+        l2 = self.config.l2 if self.config.l2 is not None else select_l2_cv(X, y, split.n_classes, seed=self.config.seed)
+        self.l2_ = float(l2)
+        self.W_ = fit_logistic(X, y, split.n_classes, l2=l2, max_iter=self.config.max_iter)
+        self._finish(split, d.test, on_step)
+        return self
+
+    def _finish(self, split: Any, Xt: np.ndarray, on_step: OnStep | None) -> None:
+        err = float(np.mean((Xt @ self.W_).argmax(1) != split.y_test))
+        rec = StepRecord(step=1, total_steps=1, test_error=err)
+        self.history_ = [rec]
+        self.steps_ = 1
+        if on_step is not None:
+            on_step(rec)
+
+
+@METHODS.register("only_public")
+class OnlyPublic(Paragon):
+    """Few-shot baseline: logistic regression on the public rows only.
+
+    Privacy: the private rows are never read, so their privacy loss is 0 (``privacy_`` stays
+    ``None`` as for every non-private method; ``uses_private_data = False``).
+    """
+
+    role = ROLE_REFERENCE_LOWER
+
+    description = "Only-public: logistic regression on the public samples only (private data unused)"
+    paper = "AdaMix (Golatkar et al. 2022), Tab. 1 'Only-Public'"
+    uses_private_data = False
+
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "OnlyPublic":
+        self._reset()
+        d = unit_rows(split)
+        if len(split.y_public) == 0:
+            raise DataError("X_public: only_public needs at least one public sample")
+        # The same function (and ridge) as the public start of adamix / ngd: see fit_public.
+        self.l2_ = float(self.config.l2 if self.config.l2 is not None else PUBLIC_L2)
+        self.W_ = fit_public(d.public, split.y_public, split.n_classes, l2=self.l2_,
+                             max_iter=max(self.config.max_iter, 1000))
+        self._finish(split, d.test, on_step)
+        return self
+
+
+@METHODS.register("zero_shot")
+class ZeroShot(Paragon):
+    """CLIP zero-shot classifier ``W = beta [enc(c_1), ..., enc(c_C)]`` (Sec. 3.3).
+
+    Privacy: uses only the class names (public), so no private data is read.
+
+    Raises:
+        DataError (at fit): the encoder has no text tower.
+    """
+
+    role = ROLE_METHOD
+
+    config_cls = ZeroShotConfig
+    description = "Zero-shot CLIP: class-name text embeddings as weights (no image training)"
+    paper = "AdaMix (Golatkar et al. 2022), Sec. 3.3; Radford et al. 2021"
+    needs_text = True
+    uses_private_data = False
+
+    def fit(self, split: Any, *, on_step: OnStep | None = None) -> "ZeroShot":
+        self._reset()
+        self.W_ = text_init(split, self.config.beta, "zero_shot")
+        self._finish(split, l2_normalize(split.X_test), on_step)
+        return self
+
+
+# ----------------------------------------------------------------------------- private

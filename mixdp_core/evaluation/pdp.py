@@ -173,7 +173,8 @@ def _dppl_public_topk_pdp(model: Any, split: Any, max_cells: float = 5e7) -> np.
     Sample ``i`` only enters its own class's draw (parallel composition over classes), so
     ε_i is that draw's exact pure per-instance loss
     (:func:`~mixdp_core.accounting.pdp.pdp_epsilon_topk_exponential`), with the sampler's
-    own exponent ``ε_EM/(2Δu)`` (``monotone = False``).
+    own exponent: ``ε_EM/Δu`` (``sampling="monotone"``) or ``ε_EM/(2Δu)`` (``"paper"``), read
+    from the fitted method's ``monotone``.
     """
     from ..accounting import pdp as P
 

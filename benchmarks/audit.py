@@ -135,11 +135,11 @@ def issue11(split):
         out[k] = v
         print(json.dumps({k: v}, default=str), file=sys.stderr, flush=True)
 
-    for eps in (1.0, 3.0):
-        m = make_method("dppl_public_topk", target_epsilon=eps, k=3).fit(split)
+    for sampling, k, eps in ((s_, k_, e_) for s_ in ("monotone", "paper") for k_ in (1, 3) for e_ in (1.0, 3.0)):
+        m = make_method("dppl_public_topk", target_epsilon=eps, k=k, sampling=sampling).fit(split)
         t = time.perf_counter()
         e = per_instance_epsilon(m, delta=1e-5, split=split)
-        log(f"pdp_dppl_public_topk_k3_eps{eps:g}", dict(_q(e), epsilon=m.privacy_.epsilon, epsilon_em=m.epsilon_em_,
+        log(f"pdp_dppl_public_topk_{sampling}_k{k}_eps{eps:g}", dict(_q(e), epsilon=m.privacy_.epsilon, epsilon_em=m.epsilon_em_,
                                                          pool=int(len(split.y_public)), seconds=round(time.perf_counter() - t, 3),
                                                          kind=pdp_kind(m)))
     ft = dict(pretrain_epochs=10, epochs=5, width=8, gn_groups=4, device="cpu")

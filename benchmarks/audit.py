@@ -9,10 +9,16 @@ Speed targets (2 shared CPU cores, sequential executor, features from the cache)
 feature-based family, private vs non-private, class-matched vs not) and prints it as a
 markdown table. The last line of stdout is always one JSON object.
 
+``--issue11`` measures what issue 11 added: pDP quantiles of DPPL-Public-TopK and sparse
+fine-tuning (with the cost of the norm passes, side by side in one process), the ε = 1 alarm of
+the half-noise NoisyGD mechanism (1,000 vs 10,000 white-box trials, and the time of 10,000), the
+correct mechanism at 10,000 trials over several seeds, and the DP-SGD alarm (privacy-profile test).
+
 Usage::
 
     python benchmarks/audit.py                      # speed only
     python benchmarks/audit.py --results            # + the results grid (a few minutes)
+    python benchmarks/audit.py --issue11 --no-speed # only the issue-11 measurements
     python benchmarks/audit.py --dataset image_folder --dataset-arg root=/tmp/cifar10 --encoder efficientnet_lite0
 """
 
@@ -26,6 +32,8 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the planted bugs (half-noise mechanisms) are test-only classes
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "evaluation"))
 
 
 def _split(dataset, encoder, ir=1.0, dataset_kwargs=None, encoder_kwargs=None):
@@ -101,12 +109,73 @@ def results(split, split_ir10, quick=False):
     for m in ("dppl_mean", "fully_private"):
         add("black-box canary 100", split, m, "canary", epsilon=4.0, trials=100)
     # the planted bug: half the noise it accounts for
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "evaluation"))
     from test_audit_alarm import HalfNoiseFullyPrivate
 
     for eps in (1.0, 4.0):
         add("half-noise bug, white-box 1000", split, HalfNoiseFullyPrivate, "canary-whitebox", epsilon=eps, trials=1000)
     return rows
+
+
+def _q(e):
+    import numpy as np
+
+    return {k: round(float(v), 4) for k, v in zip(("min", "q05", "median", "q95", "max"),
+                                                    np.quantile(e, [0, 0.05, 0.5, 0.95, 1]))}
+
+
+def issue11(split):
+    """pDP of the new families, ε = 1 alarm and 10k-trial timing, DP-SGD alarm (module docstring)."""
+    from mixdp_core.evaluation.audit import run_audit
+    from mixdp_core.evaluation.pdp import pdp_kind, per_instance_epsilon
+    from mixdp_core.methods import make_method
+
+    out = {}
+
+    def log(k, v):
+        out[k] = v
+        print(json.dumps({k: v}, default=str), file=sys.stderr, flush=True)
+
+    for sampling, k, eps in ((s_, k_, e_) for s_ in ("monotone", "paper") for k_ in (1, 3) for e_ in (1.0, 3.0)):
+        m = make_method("dppl_public_topk", target_epsilon=eps, k=k, sampling=sampling).fit(split)
+        t = time.perf_counter()
+        e = per_instance_epsilon(m, delta=1e-5, split=split)
+        log(f"pdp_dppl_public_topk_{sampling}_k{k}_eps{eps:g}", dict(_q(e), epsilon=m.privacy_.epsilon, epsilon_em=m.epsilon_em_,
+                                                         pool=int(len(split.y_public)), seconds=round(time.perf_counter() - t, 3),
+                                                         kind=pdp_kind(m)))
+    ft = dict(pretrain_epochs=10, epochs=5, width=8, gn_groups=4, device="cpu")
+    for clip in (1.0, 5.0):
+        for ov in (1.0, 1000.0):  # about once per epoch (k = ceil(1/q)) / every step (exact)
+            m = make_method("sparse_finetune", target_epsilon=3.0, clip_norm=clip, pdp_overhead=ov, **ft).fit(split)
+            e = per_instance_epsilon(m, delta=1e-5, split=split)
+            # cost of the norm passes: their share of the DP epochs' wall time, in the same run
+            pdp_s = sum(r.extra["pdp_seconds"] for r in m.history_)
+            log(f"pdp_sparse_finetune_clip{clip:g}_overhead{ov:g}",
+                dict(_q(e), epsilon=m.privacy_.epsilon, k=m.pdp_every_, steps=m.dp_steps_, kind=pdp_kind(m),
+                     dp_epochs_seconds=round(sum(m.epoch_seconds_), 2), pdp_seconds=round(pdp_s, 2),
+                     pdp_share=round(pdp_s / max(sum(m.epoch_seconds_), 1e-9), 3)))
+    from test_audit_alarm import DPSGD_PARAMS, HalfNoiseFullyPrivate, HalfNoiseNoBiasDPSGD, NoBiasDPSGD
+
+    for trials in (1000, 10_000):
+        t = time.perf_counter()
+        s = run_audit(split, HalfNoiseFullyPrivate, attack="canary-whitebox", epsilon=1.0, trials=trials).summary()
+        log(f"half_noise_noisygd_eps1_{trials}", dict(alarm=s["alarm"], mu_lower=s["empirical_mu_lower"],
+                                                       claimed_mu=s["claimed_mu"], eps_lower=s["empirical_epsilon_lower"],
+                                                       seconds=round(time.perf_counter() - t, 2)))
+    for seed in range(5):
+        t = time.perf_counter()
+        s = run_audit(split, "fully_private", attack="canary-whitebox", epsilon=1.0, trials=10_000, seed=seed).summary()
+        log(f"correct_noisygd_eps1_10000_seed{seed}", dict(alarm=s["alarm"], mu_lower=s["empirical_mu_lower"],
+                                                           claimed_mu=s["claimed_mu"],
+                                                           seconds=round(time.perf_counter() - t, 2)))
+    for meth in (HalfNoiseNoBiasDPSGD, NoBiasDPSGD):
+        for eps in (1.0, 2.0, 4.0):
+            t = time.perf_counter()
+            s = run_audit(split, meth, attack="canary-whitebox", epsilon=eps, trials=5000,
+                          method_params=DPSGD_PARAMS).summary()
+            log(f"{meth.__name__}_eps{eps:g}_5000", dict(alarm=s["alarm"], profile_violation=s["profile_violation"],
+                                                         eps_lower=s["empirical_epsilon_lower"], auc=s["auc"],
+                                                         seconds=round(time.perf_counter() - t, 2)))
+    return out
 
 
 def markdown(rows):
@@ -137,12 +206,17 @@ def main():
     ap.add_argument("--encoder-arg", action="append", default=[])
     ap.add_argument("--results", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smaller results grid")
+    ap.add_argument("--issue11", action="store_true", help="pDP of the new families and the alarm measurements")
+    ap.add_argument("--no-speed", action="store_true", help="skip the speed targets")
     a = ap.parse_args()
     dkw = {k: json.loads(v) if v[:1].isdigit() else v for k, v in (x.split("=", 1) for x in a.dataset_arg)}
     ekw = {k: json.loads(v) for k, v in (x.split("=", 1) for x in a.encoder_arg)} or None
     split = _split(a.dataset, a.encoder, dataset_kwargs=dkw, encoder_kwargs=ekw)
     out = {"dataset": a.dataset, "encoder": a.encoder, "n_private": int(len(split.y_private)), "dim": split.dim}
-    out.update(speed(split))
+    if not a.no_speed:
+        out.update(speed(split))
+    if a.issue11:
+        out["issue11"] = issue11(split)
     if a.results:
         rows = results(split, _split(a.dataset, a.encoder, ir=10.0, dataset_kwargs=dkw, encoder_kwargs=ekw),
                        quick=a.quick)

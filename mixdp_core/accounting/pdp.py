@@ -78,41 +78,100 @@ def pdp_epsilon_gaussian_steps(ratios: np.ndarray, noise_multipliers: np.ndarray
     return np.asarray(gaussian_epsilon(mu, delta=d), dtype=np.float64).reshape(mu.shape)
 
 
-def pdp_epsilon_subsampled_gaussian(ratios: np.ndarray, *, sample_rate: float, noise_multiplier: float,
-                                    delta: float, levels: int = 32) -> np.ndarray:
-    r"""Per-instance ε_i of DP-SGD along the realised trajectory (individual RDP).
+class SubsampledGaussianPDP:
+    r"""Running individual RDP of DP-SGD, one sample at a time along the realised trajectory.
 
     Feldman & Zrnic 2021 ("Individual Privacy Accounting via a Rényi Filter", Thm. 3.3 / Sec. 4)
     and Yu et al. 2023 ("Individual Privacy Accounting for Differentially Private Stochastic
     Gradient Descent", Eq. (4)): at step ``t`` sample ``i``'s clipped gradient has norm
     ``r_{i,t} C`` with ``r_{i,t} = min(‖g_i(w_t)‖, C)/C ≤ 1``; the step is, for that sample, a
-    Poisson-subsampled Gaussian with noise multiplier ``σ / r_{i,t}``, whose RDP
-    ``τ_t(α)`` (the accounting module's :func:`~.backends.subsampled_gaussian_rdp`) composes
-    additively; ε_i is the RDP→(ε, δ) conversion of ``Σ_t τ_t(α)`` minimised over orders.
+    Poisson-subsampled Gaussian (add/remove of sample ``i``, sensitivity ``r_{i,t} C``) with
+    noise multiplier ``σ / r_{i,t}``, whose RDP ``τ_t(α)`` (the accounting module's
+    :func:`~.backends.subsampled_gaussian_rdp`) composes additively; ε_i is the RDP→(ε, δ)
+    conversion of ``Σ_t τ_t(α)`` minimised over orders.
 
-    Ratios are rounded *up* to ``levels`` equally spaced values (RDP grows with r, so this
-    is conservative) so that only ``levels`` RDP curves are evaluated.
+    Ratios are rounded *up* to ``levels`` equally spaced values (RDP grows with r, so this is
+    conservative); the state is, per sample, the number of steps charged at each level — an
+    ``(N, levels + 1)`` integer table whose product with the ``levels`` RDP curves is
+    ``Σ_t τ_t(α)``. Memory is ``O(N · levels)`` whatever the number of steps.
+
+    Args:
+        n: number of private samples.
+        sample_rate, noise_multiplier: q and σ of the run.
+        levels: ratio quantisation (32: ratios are over-charged by at most 1/32).
+    """
+
+    def __init__(self, n: int, *, sample_rate: float, noise_multiplier: float, levels: int = 32) -> None:
+        self.sample_rate = float(sample_rate)
+        if not 0.0 < self.sample_rate <= 1.0:
+            raise ValueError(f"sample_rate: must lie in (0, 1], got {sample_rate}")
+        self.noise_multiplier = V.positive("noise_multiplier", noise_multiplier)
+        self.levels = int(levels)
+        self.counts = np.zeros((int(n), self.levels + 1), dtype=np.int64)
+
+    @property
+    def steps(self) -> int:
+        """Steps charged so far (the same for every sample)."""
+        return int(self.counts[0].sum()) if len(self.counts) else 0
+
+    def add(self, ratios: np.ndarray, steps: int = 1) -> None:
+        """Charge every sample ``steps`` steps at its ratio ``r_i ∈ [0, 1]`` (``(N,)``)."""
+        r = np.clip(np.asarray(ratios, dtype=np.float64).ravel(), 0.0, 1.0)
+        if r.size != len(self.counts):
+            raise ValueError(f"ratios: expected {len(self.counts)} values, got {r.size}")
+        lev = np.ceil(r * self.levels - 1e-9).astype(np.int64)  # 0 = no contribution
+        self.counts[np.arange(r.size), lev] += int(steps)
+
+    def add_steps(self, ratios: np.ndarray) -> None:
+        """Charge the columns of an ``(N, T)`` ratio matrix, one step each."""
+        r = np.clip(np.asarray(ratios, dtype=np.float64), 0.0, 1.0)
+        lev = np.ceil(r * self.levels - 1e-9).astype(np.int64)
+        for i, row in enumerate(lev):
+            self.counts[i] += np.bincount(row, minlength=self.levels + 1)
+
+    def rdp(self, orders: np.ndarray) -> np.ndarray:
+        """``(N, len(orders))`` accumulated individual RDP ``Σ_t τ_t(α)``."""
+        from .backends import subsampled_gaussian_rdp
+
+        grid = np.arange(1, self.levels + 1) / self.levels
+        table = np.zeros((self.levels + 1, len(orders)))
+        for k in range(1, self.levels + 1):
+            table[k] = subsampled_gaussian_rdp(self.sample_rate, self.noise_multiplier / grid[k - 1], orders)
+        return self.counts @ table
+
+    def epsilon(self, *, delta: float, also: object = None) -> np.ndarray:
+        """ε_i at δ; ``also``: an accounting event charged in full to every sample (e.g. the
+        noisy private count, a Gaussian of sensitivity 1 that every sample moves by 1)."""
+        from .conversions import INT_ORDERS, rdp_eps_per_order
+        from .events import _rdp
+
+        d = V.open_unit("delta", delta)
+        orders = np.asarray(INT_ORDERS, dtype=np.float64)
+        rdp = self.rdp(orders)
+        if also is not None:
+            rdp = rdp + np.asarray(_rdp(also, orders), dtype=np.float64)[None, :]
+        eps = np.array([np.min(rdp_eps_per_order(orders, r, delta=d)) if r.any() else 0.0 for r in rdp])
+        return np.maximum(eps, 0.0)
+
+
+def pdp_epsilon_subsampled_gaussian(ratios: np.ndarray, *, sample_rate: float, noise_multiplier: float,
+                                    delta: float, levels: int = 32, also: object = None) -> np.ndarray:
+    r"""Per-instance ε_i of DP-SGD along the realised trajectory (individual RDP).
+
+    The ``(N, T)`` ratios ``r_{i,t}`` of every sample at every step, charged with
+    :class:`SubsampledGaussianPDP` (see there for the analysis and the rounding).
 
     Args:
         ratios: ``(N, T)`` r_{i,t}.
         sample_rate, noise_multiplier: q and σ of the run.
         delta: δ.
+        also: an event every sample is charged in full (the noisy count), or ``None``.
     """
-    from .backends import subsampled_gaussian_rdp
-    from .conversions import INT_ORDERS, rdp_eps_per_order
-
-    r = np.clip(np.asarray(ratios, dtype=np.float64), 0.0, 1.0)
-    d = V.open_unit("delta", delta)
-    grid = np.arange(1, levels + 1) / levels
-    lev = np.ceil(r * levels - 1e-9).astype(np.int64)  # 0 = no contribution
-    orders = np.asarray(INT_ORDERS, dtype=np.float64)
-    table = np.zeros((levels + 1, orders.size))
-    for k in range(1, levels + 1):
-        table[k] = subsampled_gaussian_rdp(float(sample_rate), float(noise_multiplier) / grid[k - 1], orders)
-    counts = np.stack([np.bincount(row, minlength=levels + 1) for row in lev])  # (N, levels+1)
-    rdp = counts @ table  # (N, orders)
-    eps = np.array([np.min(rdp_eps_per_order(orders, rdp_i, delta=d)) if rdp_i.any() else 0.0 for rdp_i in rdp])
-    return np.maximum(eps, 0.0)
+    r = np.atleast_2d(np.asarray(ratios, dtype=np.float64))
+    acc = SubsampledGaussianPDP(r.shape[0], sample_rate=sample_rate, noise_multiplier=noise_multiplier,
+                                levels=levels)
+    acc.add_steps(r)
+    return acc.epsilon(delta=delta, also=also)
 
 
 def pdp_epsilon_exponential(log_probs: np.ndarray, log_probs_without: np.ndarray) -> np.ndarray:
@@ -126,3 +185,80 @@ def pdp_epsilon_exponential(log_probs: np.ndarray, log_probs_without: np.ndarray
     """
     lp = np.asarray(log_probs, dtype=np.float64).reshape(1, -1)
     return np.max(np.abs(np.asarray(log_probs_without, dtype=np.float64) - lp), axis=1)
+
+
+def _topk_log_normaliser(u_desc: np.ndarray, k: int, scale: float) -> np.ndarray:
+    """``log Σ_S exp(scale · min_{s∈S} u_s)`` over all K-subsets, rows of ``u_desc`` sorted descending.
+
+    Exactly ``binom(y−1, K−1)`` K-sets have their worst member at rank ``y`` (ties broken by
+    position), so the sum over ``binom(P, K)`` sets is a sum over ``P − K + 1`` ranks.
+    """
+    from scipy.special import gammaln, logsumexp
+
+    u = np.atleast_2d(u_desc)
+    y = np.arange(k, u.shape[1] + 1)
+    log_count = gammaln(y) - gammaln(k) - gammaln(y - k + 1)
+    return logsumexp(log_count[None, :] + scale * u[:, k - 1:], axis=1)
+
+
+def pdp_epsilon_topk_exponential(utilities: np.ndarray, shares: np.ndarray, *, k: int, epsilon: float,
+                                 sensitivity: float, monotone: bool = False) -> np.ndarray:
+    r"""Exact per-instance (pure) ε_i of the joint exponential mechanism over unordered K-sets.
+
+    Mechanism (DPPL-PublicK, Wahdany et al. App. C.3): ``P_D[S] ∝ exp(s · min_{j∈S} u_j)``
+    over the K-subsets ``S`` of the pool, ``s = ε/(2Δu)`` (``ε/Δu`` if ``monotone``); the
+    constant ``−u_(K)`` of Eq. 5 cancels in the normalisation. Neighbouring relation:
+    add/remove one private sample ``z_i`` of the class; removing it lowers every utility by
+    its share, ``u' = u − v_i`` with ``0 <= v_{i,j} <= Δu`` (sensitivity Δu). Then
+
+    .. math:: \log\frac{P_{D∖z_i}[S]}{P_D[S]} = s\,Δ_i(S) − (\log Z'_i − \log Z),\qquad
+              Δ_i(S) = \min_{S} u' − \min_{S} u \in [−Δu, 0],
+
+    affine in Δ_i(S), so Wang's (2019) ``ε_i = max_S |log P_{D∖z_i}[S] − log P_D[S]|`` is
+    attained at the largest or the smallest Δ_i(S). Both are found without enumerating the
+    ``binom(P, K)`` sets: fix the member ``m`` that is worst under ``u`` (the others come from
+    the ranks above it, ``A_m``); the largest Δ keeps the ``K−1`` members of ``A_m`` with the
+    largest ``u'``, the smallest Δ includes the member of ``A_m`` with the smallest ``u'``.
+    ``log Z`` and ``log Z'_i`` are sums over ranks (``binom(y−1, K−1)`` sets per worst rank y).
+    Cost ``O(N · P · K)`` for N samples and P candidates; exact (tested against enumeration of
+    every K-subset).
+
+    Args:
+        utilities: ``(P,)`` utilities ``u`` of the class on the real data.
+        shares: ``(N, P)`` each sample's share ``v_i`` (``u − v_i`` = utilities without it).
+        k: set size K (1 <= K <= P).
+        epsilon, sensitivity: ε of the mechanism and Δu (the sampler's exponent).
+        monotone: whether the sampler used ``ε/Δu`` (monotone utility) instead of ``ε/(2Δu)``.
+
+    Returns:
+        ``(N,)`` pure ε_i >= 0 (δ = 0).
+    """
+    u = np.asarray(utilities, dtype=np.float64).ravel()
+    v = np.atleast_2d(np.asarray(shares, dtype=np.float64))
+    P = u.size
+    k = int(k)
+    if not 1 <= k <= P:
+        raise ValueError(f"k: must lie in [1, {P}] (pool size), got {k}")
+    if v.shape[1] != P:
+        raise ValueError(f"shares: expected shape (N, {P}), got {v.shape}")
+    scale = float(epsilon) / (float(sensitivity) * (1.0 if monotone else 2.0))
+    order = np.argsort(-u, kind="stable")
+    us = u[order]  # real utilities, descending
+    up = us[None, :] - v[:, order]  # (N, P) utilities without sample i, in the real data's order
+    log_z = _topk_log_normaliser(us[None, :], k, scale)[0]
+    log_z_without = _topk_log_normaliser(-np.sort(-up, axis=1), k, scale)
+    d_lo = np.full(len(v), np.inf)
+    d_hi = np.full(len(v), -np.inf)
+    run_min = np.full(len(v), np.inf)  # min of u' over the ranks above m
+    top = np.full((len(v), max(k - 1, 0)), -np.inf)  # the K−1 largest u' above m, ascending
+    for j in range(P):
+        if j >= k - 1:
+            worst_other_hi = top[:, 0] if k > 1 else np.inf
+            d_hi = np.maximum(d_hi, np.minimum(up[:, j], worst_other_hi) - us[j])
+            worst_other_lo = run_min if k > 1 else np.inf
+            d_lo = np.minimum(d_lo, np.minimum(up[:, j], worst_other_lo) - us[j])
+        run_min = np.minimum(run_min, up[:, j])
+        if k > 1:
+            top = np.sort(np.concatenate([top, up[:, j:j + 1]], axis=1), axis=1)[:, 1:]
+    shift = log_z_without - log_z
+    return np.maximum(np.abs(scale * d_hi - shift), np.abs(scale * d_lo - shift))

@@ -12,13 +12,22 @@ JSON, the store (``pdp_owner_only``) and the UI say so. Families:
   Poisson-subsampled Gaussian at sensitivity ``r_{i,t} = min(‖g_i(w_t)‖, C)/C`` for every row at
   every step (Feldman & Zrnic 2021; Yu et al. 2023;
   :func:`~mixdp_core.accounting.pdp.pdp_epsilon_subsampled_gaussian`).
+* Sparse fine-tuning (``sparse_finetune*``, ``dpsgd_full_network``): the same individual RDP,
+  with the clip ratios of all private rows computed by ``torch.func`` every ``k`` steps
+  (``pdp_overhead`` bounds their cost; ``k = 1`` exact, ``k > 1`` an **estimate**, the
+  metric ``pdp_epsilon_kind`` says which), accumulated per sample in O(N) memory
+  (:class:`~mixdp_core.accounting.pdp.SubsampledGaussianPDP`). The noisy private count, if
+  any, is charged to every sample in full (here and for the linear probes).
 * DP-LS: both statistics are Gaussian mechanisms with per-sample contributions ``‖x̃‖²`` and
   ``‖x̃‖`` (``= 1`` for every non-zero feature vector), so ε_i = ε for every sample.
 * DPPL-Public: the exponential mechanism's exact per-instance loss
   ``max_j |log P_D(j) - log P_{D∖z_i}(j)|`` (:func:`~mixdp_core.accounting.pdp.pdp_epsilon_exponential`),
   a pure (δ = 0) ε_i.
-* No per-instance analysis (:data:`PDP_UNAVAILABLE` says why): DPPL-Public-TopK, sparse
-  fine-tuning (``sparse_finetune*``, ``dpsgd_full_network``), non-private methods.
+* DPPL-Public-TopK: the joint top-K exponential mechanism's exact per-instance loss
+  ``max_S |log P_D[S] - log P_{D∖z_i}[S]|`` over all K-sets, found without enumerating them
+  (:func:`~mixdp_core.accounting.pdp.pdp_epsilon_topk_exponential`; pure, δ = 0).
+* No per-instance analysis (:data:`PDP_UNAVAILABLE` says why): non-private methods and
+  methods that read no private data.
 
 Per-instance DP of NoisyGD-type methods (AdaMix paper, App. C, Prop. 14).
 
@@ -54,11 +63,7 @@ PDP_QUANTILES: dict[str, float] = {
 
 #: Why a method has no per-instance analysis (shown by the audit page).
 PDP_UNAVAILABLE: dict[str, str] = {
-    "dppl_public_topk": "the top-K set exponential mechanism draws a rank with binomial set counts; the "
-                        "per-instance change of that distribution has no closed form used here",
-    "sparse_finetune": "per-sample gradient norms of the rows not in a step's Poisson batch would need a full "
-                       "per-sample backward pass of the network at every step (Yu et al. 2023 approximate it "
-                       "per epoch); not implemented",
+    "sparse_finetune": "the run was trained with pdp_overhead = 0 (no per-sample gradient norms recorded)",
     "paragon": "non-private: no guarantee to refine (ε = ∞)",
     "only_public": "reads no private data (ε_i = 0)",
     "zero_shot": "reads no private data (ε_i = 0)",
@@ -106,7 +111,8 @@ def _family_pdp(model: Any, *, delta: float, split: Any) -> np.ndarray | None:
         return P.pdp_epsilon_gaussian_steps(ratios, sig, delta=delta, extra_mu_sq=extra)
     if name in ("DPLinearProbe", "DPSGDGlobalAdapt") and ratios is not None:
         return P.pdp_epsilon_subsampled_gaussian(ratios, sample_rate=model.sample_rate_,
-                                                 noise_multiplier=model.noise_multiplier_, delta=delta)
+                                                 noise_multiplier=model.noise_multiplier_, delta=delta,
+                                                 also=getattr(model, "count_event_", None))
     if name == "DPLS" and split is not None:
         xs = model._stats(split.X_private)
         nrm = np.linalg.norm(xs, axis=1)
@@ -114,13 +120,22 @@ def _family_pdp(model: Any, *, delta: float, split: Any) -> np.ndarray | None:
         return P.pdp_epsilon_gaussian_steps(np.stack([nrm**2, nrm], axis=1), np.array([sA, sb]), delta=delta)
     if name == "DPPLPublic" and split is not None:
         return _dppl_public_pdp(model, split)
+    if name == "DPPLPublicTopK" and split is not None:
+        return _dppl_public_topk_pdp(model, split)
+    acc = getattr(model, "pdp_accumulator_", None)
+    if acc is not None:  # sparse fine-tuning: running individual RDP, norms every pdp_every_ steps
+        return acc.epsilon(delta=delta, also=getattr(model, "count_event_", None))
     return None
 
 
-def _dppl_public_pdp(model: Any, split: Any, max_cells: int = 5e7) -> np.ndarray | None:
-    """Exact per-instance ε_i of the per-class exponential mechanism of DPPL-Public."""
-    from ..accounting import pdp as P
-    from ..methods.prototypes.utilities import em_log_probs, l2_normalize, load_public_pool, public_utilities
+def _public_shares(model: Any, split: Any, max_cells: float) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """``(U, V, Δu)``: per-class utilities ``(C, P)`` and each private sample's share ``(N, P)``.
+
+    ``V[i, j] = clip(1 + cos(x_i, p_j), d_min, d_max) − d_min ∈ [0, Δu]`` is what sample ``i``
+    adds to its class's utility of candidate ``j`` (Eq. 14), so ``U[y_i] − V[i]`` are the
+    utilities without it (add/remove neighbours). ``None`` above ``max_cells`` entries.
+    """
+    from ..methods.prototypes.utilities import l2_normalize, load_public_pool, public_utilities
 
     cfg = model.config
     pool = np.asarray(load_public_pool(cfg.public_pool, split, None), dtype=np.float64)
@@ -129,8 +144,19 @@ def _dppl_public_pdp(model: Any, split: Any, max_cells: int = 5e7) -> np.ndarray
     U = public_utilities(split.X_private, split.y_private, pool, n_classes=split.n_classes,
                          d_min=cfg.d_min, d_max=cfg.d_max)
     cos = l2_normalize(np.asarray(split.X_private, np.float64)) @ l2_normalize(pool).T
-    V = np.clip(1.0 + cos, cfg.d_min, cfg.d_max) - cfg.d_min  # (N, P): each sample's utility share
-    sens = cfg.d_max - cfg.d_min
+    V = np.clip(1.0 + cos, cfg.d_min, cfg.d_max) - cfg.d_min
+    return U, V, cfg.d_max - cfg.d_min
+
+
+def _dppl_public_pdp(model: Any, split: Any, max_cells: float = 5e7) -> np.ndarray | None:
+    """Exact per-instance ε_i of the per-class exponential mechanism of DPPL-Public."""
+    from ..accounting import pdp as P
+    from ..methods.prototypes.utilities import em_log_probs
+
+    got = _public_shares(model, split, max_cells)
+    if got is None:
+        return None
+    U, V, sens = got
     out = np.zeros(len(split.y_private))
     for c in range(split.n_classes):
         rows = np.flatnonzero(split.y_private == c)
@@ -139,6 +165,40 @@ def _dppl_public_pdp(model: Any, split: Any, max_cells: int = 5e7) -> np.ndarray
                         for i in rows]) if rows.size else np.zeros((0, lp.size))
         out[rows] = P.pdp_epsilon_exponential(lp, lpw)
     return out
+
+
+def _dppl_public_topk_pdp(model: Any, split: Any, max_cells: float = 5e7) -> np.ndarray | None:
+    """Exact per-instance ε_i of DPPL-PublicK's per-class joint top-K exponential mechanism.
+
+    Sample ``i`` only enters its own class's draw (parallel composition over classes), so
+    ε_i is that draw's exact pure per-instance loss
+    (:func:`~mixdp_core.accounting.pdp.pdp_epsilon_topk_exponential`), with the sampler's
+    own exponent: ``ε_EM/Δu`` (``sampling="monotone"``) or ``ε_EM/(2Δu)`` (``"paper"``), read
+    from the fitted method's ``monotone``.
+    """
+    from ..accounting import pdp as P
+
+    got = _public_shares(model, split, max_cells)
+    if got is None:
+        return None
+    U, V, sens = got
+    out = np.zeros(len(split.y_private))
+    for c in range(split.n_classes):
+        rows = np.flatnonzero(split.y_private == c)
+        if rows.size:
+            out[rows] = P.pdp_epsilon_topk_exponential(U[c], V[rows], k=model.config.k, epsilon=model.epsilon_em_,
+                                                       sensitivity=sens, monotone=bool(model.monotone))
+    return out
+
+
+def pdp_kind(model: Any) -> str:
+    """How ε_i was obtained: ``"exact"`` (the realised run's per-instance analysis), or
+    ``"estimate"`` (sparse fine-tuning with norms every ``k > 1`` steps: the steps in between
+    reuse the last norms, Yu et al. 2023)."""
+    k = getattr(model, "pdp_every_", None)
+    if getattr(model, "pdp_accumulator_", None) is not None and k and k > 1:
+        return f"estimate (per-sample norms every {int(k)} steps, reused in between)"
+    return "exact"
 
 
 def pdp_summary(eps_i: np.ndarray | None) -> dict[str, float | None]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .metrics import balanced_accuracy, minority_accuracy, per_class_accuracy, test_error
 from .mia import cross_entropy_losses, loss_threshold_attack
-from .pdp import pdp_summary, per_instance_epsilon
+from .pdp import pdp_kind, pdp_summary, per_instance_epsilon
 
 
 def _finite_or_none(x: Any) -> Any:
@@ -118,6 +118,7 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
     metrics.update(pdp_summary(eps_i))
     if eps_i is not None:
         metrics["pdp_owner_only"] = True  # data-dependent diagnostic, never a released guarantee
+        metrics["pdp_epsilon_kind"] = pdp_kind(model)  # "exact" or "estimate (...)": travels with the diagnostics
     arrays: dict[str, np.ndarray] = {
         "y_pred": y_pred.astype(np.int64),
         "per_class_accuracy": pca,

@@ -4,16 +4,30 @@
 σ/2 while ``privacy_`` is still computed (by the accounting module) for σ: a privacy bug of
 exactly the kind audits exist for. The white-box Dirac-canary audit runs through the real
 ``run_noisygd`` code path, so it sees the real noise.
+
+DP-SGD: ``NoBiasDPSGD`` is the real ``dp_linear_probe`` training loop (Poisson sampling,
+per-example clipping, Gaussian noise, momentum; accounted by the accounting module) on features
+without the bias coordinate, so that each Dirac canary's row is its own (independent trials);
+``HalfNoiseNoBiasDPSGD`` draws σ/2 and still reports σ.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from unittest import mock
 
+import numpy as np
 import pytest
+from scipy import stats as st
 
+from mixdp_core import accounting
 from mixdp_core.evaluation.audit import run_audit
+from mixdp_core.evaluation.audit.stats import epsilon_lower_bound
 from mixdp_core.methods.adamix import FullyPrivate
+from mixdp_core.methods.prototypes import baselines
+from mixdp_core.methods.prototypes.baselines import DPLinearProbe
+from mixdp_core.methods.prototypes.utilities import l2_normalize
 
 
 class HalfNoiseFullyPrivate(FullyPrivate):
@@ -25,23 +39,28 @@ class HalfNoiseFullyPrivate(FullyPrivate):
         return setup._replace(options=dataclasses.replace(opts, noise_multiplier=opts.noise_multiplier / 2))
 
 
-def test_half_noise_mechanism_raises_the_alarm(audit_split):
-    r = run_audit(audit_split, HalfNoiseFullyPrivate, attack="canary-whitebox", epsilon=4.0, trials=1000, seed=0)
+@pytest.mark.parametrize("eps,trials", [(4.0, 1000), (1.0, 10_000)])
+def test_half_noise_mechanism_raises_the_alarm(audit_split, eps, trials):
+    """At ε = 1 the bug is invisible with 1,000 trials; 10,000 (10 trainings × 1,000 Dirac canaries,
+    each training one matrix problem) catch it in a few seconds."""
+    r = run_audit(audit_split, HalfNoiseFullyPrivate, attack="canary-whitebox", epsilon=eps, trials=trials, seed=0)
     s = r.summary()
     # the claim is the accounting module's (for sigma, not sigma/2)
-    assert s["claimed_epsilon"] == pytest.approx(4.0, abs=0.01)
+    assert s["claimed_epsilon"] == pytest.approx(eps, abs=0.02)
+    assert s["n_trials"] == trials
     assert s["alarm"] is True
     assert s["empirical_mu_lower"] > s["claimed_mu"]
 
 
-@pytest.mark.parametrize("method,eps", [("fully_private", 4.0), ("fully_private", 1.0), ("ngd", 2.0)])
-def test_correct_mechanisms_are_not_caught_and_bound_has_power(audit_split, method, eps):
-    r = run_audit(audit_split, method, attack="canary-whitebox", epsilon=eps, trials=1000, seed=1)
+@pytest.mark.parametrize("method,eps,trials", [("fully_private", 4.0, 1000), ("fully_private", 1.0, 1000),
+                                               ("ngd", 2.0, 1000), ("fully_private", 1.0, 10_000)])
+def test_correct_mechanisms_are_not_caught_and_bound_has_power(audit_split, method, eps, trials):
+    r = run_audit(audit_split, method, attack="canary-whitebox", epsilon=eps, trials=trials, seed=1)
     s = r.summary()
     assert s["alarm"] is False
     assert 0.0 <= s["empirical_epsilon_lower"] <= s["claimed_epsilon"]
     assert s["empirical_mu_lower"] <= s["claimed_mu"]
-    assert s["confidence"] == 0.95 and s["n_trials"] == 1000
+    assert s["confidence"] == 0.95 and s["n_trials"] == trials
     if method == "fully_private" and eps == 4.0:
         # the Dirac canary is nearly tight for full-batch DP-GD (Nasr et al. 2023): power check
         assert s["empirical_epsilon_lower"] >= 0.5
@@ -54,3 +73,95 @@ def test_dependent_canary_rows_canaries_use_the_one_run_bound_and_stay_below_the
     assert s["bound_method"] == "one_run"  # bias row / projection couple canaries: not independent trials
     assert s["alarm"] is False and 0.0 <= s["empirical_epsilon_lower"] <= s["claimed_epsilon"]
     assert s["auc"] > 0.55  # the white-box statistic sees the canaries
+
+
+# ----------------------------------------------------------------------------- DP-SGD
+
+
+def _no_bias(X):
+    return l2_normalize(np.asarray(X, dtype=np.float64))
+
+
+class NoBiasDPSGD(DPLinearProbe):
+    """dp_linear_probe without the bias coordinate (test only, never registered)."""
+
+    audit_bias_row = False
+
+    def fit(self, split, **kw):
+        with mock.patch.object(baselines, "_augment", _no_bias):
+            return super().fit(split, **kw)
+
+    def decision_function(self, X):
+        with mock.patch.object(baselines, "_augment", _no_bias):
+            return super().decision_function(X)
+
+
+_calibrate = accounting.calibrate_dpsgd_noise  # the real solver (patched below)
+
+
+@functools.lru_cache(maxsize=None)
+def _half_sigma(**kw):
+    return _calibrate(**kw) / 2
+
+
+class HalfNoiseNoBiasDPSGD(NoBiasDPSGD):
+    """Draws noise σ/2 while ``privacy_`` is the accounting module's report for σ (test only)."""
+
+    def fit(self, split, **kw):
+        with mock.patch.object(accounting, "calibrate_dpsgd_noise", _half_sigma):
+            return super().fit(split, **kw)
+
+    def _event(self, sigma, q, t):
+        return super()._event(2 * sigma, q, t)
+
+    def _epsilon_spent(self, sigma, q, t, T, delta):  # the progress curve claims σ too
+        return super()._epsilon_spent(2 * sigma, q, t, T, delta)
+
+
+#: q = 500/2000 = 0.25, T = ceil(3/q) = 12 steps; a public size bound so the step size does not
+#: depend on how many canaries were included.
+DPSGD_PARAMS = dict(dataset_size="public_bound", size_bound=2000, expected_batch_size=500, epochs=3, clip_norm=0.5)
+
+
+def test_dpsgd_half_noise_mechanism_raises_the_alarm(audit_split):
+    s = run_audit(audit_split, HalfNoiseNoBiasDPSGD, attack="canary-whitebox", epsilon=4.0, trials=5000, seed=0,
+                  method_params=DPSGD_PARAMS).summary()
+    assert s["claimed_epsilon"] == pytest.approx(4.0, abs=0.02)  # the accounting module's, for σ
+    assert s["bound_method"] == "clopper_pearson_split" and s["n_trials"] == 5000  # independent trials
+    assert s["empirical_mu_lower"] is None  # q < 1: not a Gaussian claim, its privacy profile is tested
+    assert s["empirical_epsilon_lower"] < s["claimed_epsilon"]  # the single (ε, δ) point alone misses it ...
+    assert s["profile_violation"] > 0 and s["alarm"] is True  # ... the claimed curve δ(ε) does not
+
+
+@pytest.mark.parametrize("eps", [1.0, 4.0])
+def test_dpsgd_correct_mechanism_is_not_caught(audit_split, eps):
+    s = run_audit(audit_split, NoBiasDPSGD, attack="canary-whitebox", epsilon=eps, trials=5000, seed=0,
+                  method_params=DPSGD_PARAMS).summary()
+    assert s["bound_method"] == "clopper_pearson_split"
+    assert s["alarm"] is False and s["profile_violation"] <= 0
+    assert 0.0 <= s["empirical_epsilon_lower"] <= s["claimed_epsilon"]
+    assert s["auc"] > 0.55  # the canaries are seen
+
+
+def test_real_dpsgd_probe_keeps_the_one_run_bound_without_a_size_bound(audit_split):
+    """With the bias row (or a count that includes the canaries) the canaries are not independent."""
+    from mixdp_core.evaluation.audit.canary import independent_canary_rows
+
+    assert not independent_canary_rows("dp_linear_probe", DPSGD_PARAMS)
+    assert not independent_canary_rows(NoBiasDPSGD, dict(DPSGD_PARAMS, dataset_size="noisy_count"))
+    assert independent_canary_rows(NoBiasDPSGD, DPSGD_PARAMS)
+
+
+@pytest.mark.parametrize("shift,refuted", [(2.0, True), (1.0, False)])
+def test_profile_test_against_the_gaussian_closed_form(shift, refuted):
+    """Trials of N(shift·μ, 1) vs N(0, 1) against the μ-GDP profile, written in closed form
+    (Balle & Wang 2018: δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)), not by the accounting module."""
+    mu = 1.0
+    eps = np.linspace(0.0, 8.0, 49)
+    prof = st.norm.cdf(-eps / mu + mu / 2) - np.exp(eps) * st.norm.cdf(-eps / mu - mu / 2)
+    rng = np.random.default_rng(3)
+    b = epsilon_lower_bound(rng.normal(shift * mu, 1.0, 5000), rng.normal(0.0, 1.0, 5000), delta=1e-5,
+                            profile=(eps, prof), seed=0)
+    assert (b.profile_violation > 0) is refuted
+    assert prof[0] == pytest.approx(accounting.delta(accounting.GaussianMechanism(noise_multiplier=1 / mu),
+                                                     epsilon=0.0), abs=1e-3)

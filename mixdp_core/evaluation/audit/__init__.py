@@ -71,11 +71,14 @@ class AuditResult:
     @property
     def alarm(self) -> bool:
         """True iff a lower bound exceeds the claim (a privacy bug): ε_lo > ε, or, for μ-GDP
-        claims, μ_lo > μ (both statements hold jointly at the bound's confidence)."""
+        claims, μ_lo > μ, or, for claims with a privacy profile (DP-SGD), the profile is
+        refuted at some ε (the statements hold jointly at the bound's confidence)."""
         if self.bound is None or self.claimed_epsilon is None:
             return False
         if self.bound.epsilon_lower > self.claimed_epsilon:
             return True
+        if self.bound.profile_violation is not None and self.bound.profile_violation > 0.0:
+            return True  # the claimed privacy profile δ(ε) is refuted at some ε (stats.epsilon_lower_bound)
         return bool(self.bound.mu_lower is not None and self.claimed_mu is not None
                     and self.bound.mu_lower > self.claimed_mu)
 
@@ -111,6 +114,7 @@ class AuditResult:
             "bound_method": None if b is None else b.method,
             "bound_details": None if b is None else b.details,
             "empirical_mu_lower": None if b is None else b.mu_lower,
+            "profile_violation": None if b is None else b.profile_violation,
             "alarm": self.alarm,
             "per_class_auc": m.get("per_class_auc"),
             "wall_seconds": self.wall_seconds,

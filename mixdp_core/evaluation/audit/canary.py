@@ -68,6 +68,15 @@ def is_dpsgd_linear(method: Any) -> bool:
     return issubclass(cls, _LinearHead)
 
 
+def has_bias_row(method: Any) -> bool:
+    """Whether the method's weights end with a bias row shared by every input row (the DP-SGD
+    probes: yes; a class may declare ``audit_bias_row = False`` when its features have none)."""
+    from ...methods import METHODS
+
+    cls = METHODS.get(method) if isinstance(method, str) else method
+    return is_dpsgd_linear(cls) and bool(getattr(cls, "audit_bias_row", True))
+
+
 def whitebox_available(method: Any) -> bool:
     """Methods whose releases the white-box observer sees."""
     return is_noisygd_family(method) or is_dpsgd_linear(method)
@@ -84,6 +93,11 @@ def independent_canary_rows(method: Any, params: dict[str, Any]) -> bool:
     from ...methods.adamix import AdaMix
 
     cls = METHODS.get(method) if isinstance(method, str) else method
+    if is_dpsgd_linear(method):
+        # DP-SGD: Poisson coins and noise rows are drawn independently per row, so the canaries'
+        # rows are independent iff no row is shared (no bias coordinate) and the step size does
+        # not depend on how many canaries were included (a public size bound, not a count).
+        return (not has_bias_row(cls)) and params.get("dataset_size") == "public_bound"
     if not is_noisygd_family(method):
         return False
     if issubclass(cls, AdaMix):
@@ -163,13 +177,14 @@ class WhiteboxOutput:
     epsilon: Optional[float]
     delta: Optional[float]
     mu: Optional[float]
+    profile: Optional[tuple[np.ndarray, np.ndarray]] = None  # claimed (ε_k, δ(ε_k)) where not μ-GDP
 
 
 def run_whitebox_job(job: WhiteboxJob) -> WhiteboxOutput:
     """Train with the canaries through the method's own ``run_noisygd`` and observe releases."""
     from ...methods._observe import observe_releases
 
-    bias = is_dpsgd_linear(job.method)  # DP-SGD probes append a bias coordinate (last row of W)
+    bias = has_bias_row(job.method)  # DP-SGD probes append a bias coordinate (last row of W)
     sp = job.split
     D = sp.dim
     M = len(job.labels)
@@ -209,7 +224,25 @@ def run_whitebox_job(job: WhiteboxJob) -> WhiteboxOutput:
         model.fit(aug)
     rep = model.privacy_
     return WhiteboxOutput(stat, steps[0], ratio / max(steps[0], 1), float(rep.epsilon), float(rep.delta),
-                          None if rep.mu is None else float(rep.mu))
+                          None if rep.mu is None else float(rep.mu),
+                          claimed_profile(model) if rep.mu is None else None)
+
+
+def claimed_profile(model: Any, points: int = 49) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """The claimed privacy profile ``(ε_k, δ(ε_k))`` of a fitted DP-SGD probe, or ``None``.
+
+    The event is the one the method reports (``_event(σ, q, steps)``: the noisy count, if any,
+    composed with the Poisson-subsampled Gaussian steps), δ(ε) from the accounting module's
+    default accountant on ``points`` values of ε in ``[0, 4ε + 4]`` (ε the reported one).
+    """
+    from ... import accounting
+
+    make = getattr(model, "_event", None)
+    if make is None or getattr(model, "sample_rate_", None) is None:
+        return None
+    ev = make(float(model.noise_multiplier_), float(model.sample_rate_), int(model.steps_))
+    eps = np.linspace(0.0, 4.0 * float(model.privacy_.epsilon) + 4.0, int(points))
+    return eps, np.array([accounting.delta(ev, epsilon=float(e)) for e in eps])
 
 
 def whitebox_canary_audit(
@@ -227,7 +260,11 @@ def whitebox_canary_audit(
     canary is in a step's Poisson batch with probability q only, and its gradient also touches
     the shared bias row, so the canaries' statistics are *not* independent trials: the bound is
     the one-run bound of Steinke et al. (valid under that dependence) on a single training with
-    ``trials`` canaries, and no Clopper–Pearson bound is reported.
+    ``trials`` canaries, and no Clopper–Pearson bound is reported. A DP-SGD probe without a bias
+    row (``audit_bias_row = False``) trained with ``dataset_size="public_bound"`` has independent
+    canary rows (each row's Poisson coins and noise are its own, the step size is public), so its
+    canaries are independent trials and get the Clopper–Pearson bound; the mechanism is then not
+    Gaussian (q < 1), so the bound is on ε directly (no μ).
     """
     if not whitebox_available(method):
         raise ValueError(f"white-box Dirac canaries need a NoisyGD-family method (fully_private, ngd, adamix, "
@@ -262,15 +299,18 @@ def whitebox_canary_audit(
     s = np.concatenate([o.stat for o in outs])
     b = np.concatenate([j.included for j in jobs])
     out = membership_metrics(s[b], s[~b])
+    gdp = outs[0].mu is not None
     out["epsilon_bound"] = epsilon_lower_bound(s[b], s[~b], delta=delta, confidence=confidence, seed=seed,
-                                               gdp=outs[0].mu is not None)
+                                               gdp=gdp, profile=None if gdp else outs[0].profile)
     out["one_run_bound"] = one_run_epsilon_lower_bound(outs[0].stat, jobs[0].included, delta=delta,
                                                        confidence=confidence)
     r = np.concatenate([o.mean_ratio[j.included] for o, j in zip(outs, jobs)])
     out["canary_mean_ratio"] = float(r.mean()) if r.size else None
     out["steps"] = outs[0].steps
     out["n_runs"] = runs
-    out["canary_type"] = "Dirac gradient canaries on unused coordinates (white-box, NoisyGD releases)"
+    out["canary_type"] = ("Dirac gradient canaries on unused coordinates (white-box, "
+                          + ("DP-SGD releases without a bias row, claimed privacy profile tested)"
+                             if is_dpsgd_linear(method) else "NoisyGD releases)"))
     out["report"] = outs[0]
     return out
 

@@ -177,6 +177,9 @@ class EpsilonBound:
         details: threshold, counts and rate bounds (JSON-safe scalars).
         mu_lower: where asked for (claims that are μ-GDP), the lower bound on μ of the same
             kind (see :func:`epsilon_lower_bound`); ``None`` otherwise.
+        profile_violation: where asked for (a claimed privacy profile δ(ε)), the largest
+            ``TPR_lo − (e^ε FPR_hi + δ(ε))`` over the profile's ε (either direction); > 0
+            refutes the claimed profile at ``confidence``. ``None`` otherwise.
     """
 
     epsilon_lower: float
@@ -186,6 +189,16 @@ class EpsilonBound:
     method: str
     details: dict[str, Any] = field(default_factory=dict)
     mu_lower: Optional[float] = None
+    profile_violation: Optional[float] = None
+
+
+def _profile_violation(fpr_hi: np.ndarray, fnr_hi: np.ndarray, eps: np.ndarray, deltas: np.ndarray):
+    """``max_k max(1 − FNR − e^{ε_k} FPR − δ_k, 1 − FPR − e^{ε_k} FNR − δ_k)`` and its argmax k (vectorized)."""
+    e = np.exp(np.asarray(eps, dtype=np.float64))[None, :]
+    d = np.asarray(deltas, dtype=np.float64)[None, :]
+    f, n = np.asarray(fpr_hi, dtype=np.float64)[:, None], np.asarray(fnr_hi, dtype=np.float64)[:, None]
+    v = np.maximum(1.0 - n - e * f - d, 1.0 - f - e * n - d)
+    return v.max(axis=1), v.argmax(axis=1)
 
 
 def _mu_from_rates(fpr_hi: np.ndarray, fnr_hi: np.ndarray) -> np.ndarray:
@@ -203,6 +216,7 @@ def epsilon_lower_bound(
     confidence: float = 0.95,
     seed: int = 0,
     gdp: bool = False,
+    profile: Optional[tuple[np.ndarray, np.ndarray]] = None,
 ) -> EpsilonBound:
     """Empirical ε lower bound from independent trials (Jagielski et al. 2020, Alg. 2).
 
@@ -228,7 +242,9 @@ def epsilon_lower_bound(
     """
     p = np.asarray(pos_scores, dtype=np.float64).ravel()
     n = np.asarray(neg_scores, dtype=np.float64).ravel()
-    alpha = (1.0 - float(confidence)) / (2.0 if gdp else 1.0)
+    if gdp and profile is not None:
+        raise ValueError("epsilon_lower_bound: pass gdp=True or profile=..., not both")
+    alpha = (1.0 - float(confidence)) / (2.0 if (gdp or profile is not None) else 1.0)
     if p.size < 2 or n.size < 2:
         return EpsilonBound(0.0, confidence, delta, int(p.size + n.size), "clopper_pearson_split",
                             {"reason": "need at least 2 trials of each kind"})
@@ -260,8 +276,19 @@ def epsilon_lower_bound(
         _, fpm, fnm, fhm, nhm = bound_at(np.array([cand[jm]]), pe, ne)
         mu_lo = float(_mu_from_rates(fhm, nhm)[0])
         details.update(mu_threshold=float(cand[jm]), mu_false_pos=int(fpm[0]), mu_false_neg=int(fnm[0]))
+    viol = None
+    if profile is not None:
+        pe_grid, pd_grid = (np.asarray(x, dtype=np.float64).ravel() for x in profile)
+        v_sel, _ = _profile_violation(fh_s, nh_s, pe_grid, pd_grid)
+        jp = int(np.argmax(v_sel))
+        _, fpp, fnp, fhp, nhp = bound_at(np.array([cand[jp]]), pe, ne)
+        v, k = _profile_violation(fhp, nhp, pe_grid, pd_grid)
+        viol = float(v[0])
+        details.update(profile_threshold=float(cand[jp]), profile_false_pos=int(fpp[0]),
+                       profile_false_neg=int(fnp[0]), profile_epsilon=float(pe_grid[k[0]]),
+                       profile_delta=float(pd_grid[k[0]]))
     return EpsilonBound(float(eps[0]), float(confidence), float(delta), int(p.size + n.size),
-                        "clopper_pearson_split", details, mu_lower=mu_lo)
+                        "clopper_pearson_split", details, mu_lower=mu_lo, profile_violation=viol)
 
 
 # --------------------------------------------------------------------------- one run

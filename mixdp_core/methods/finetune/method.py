@@ -28,6 +28,14 @@ composition. ``"public_bound"`` uses the public bound ``size_bound`` instead;
 ``"public"`` takes the exact N as public and the report's mechanism says so. σ is
 calibrated and ε reported with PLD by default (the RDP ε is kept in ``epsilon_rdp_``).
 
+Per-instance DP (owner-only diagnostic, ``mixdp_core.evaluation.pdp``): every
+``pdp_every_ = ceil(1/(q·pdp_overhead))`` steps the clip ratio ``min(‖g_i‖, C)/C`` of every
+private row is computed at the current weights and charged, as an individual Poisson-subsampled
+Gaussian step (Feldman & Zrnic 2021; Yu et al. 2023), for that step and the following ones up
+to the next computation (``pdp_accumulator_``, memory O(N), not O(N·T)). ``pdp_every_ = 1`` is
+exact; larger k reuses stale norms, an estimate (metric ``pdp_epsilon_kind``). The extra passes draw no
+randomness, so the trained network is the same with or without them.
+
 Data: :meth:`SparseFinetune.fit` trains on a :class:`~mixdp_core.data.splits.Split` whose
 feature matrices are flattened images (``pixels`` encoder: digits give 64 = 8×8 values,
 reshaped to ``(N, 1, 8, 8)``; ``image_shape`` overrides the inference), with the split's
@@ -132,6 +140,15 @@ class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
                             help="SGD momentum of fine-tuning (paper: 0.9, no weight decay).")
     warmup_epochs: float = param(1.0, type=float, range=Interval(0.0, None),
                                  help="Linear LR warm-up length before cosine decay (paper: 1).")
+    pdp_overhead: float = param(
+        1.0, type=float, range=Interval(0.0, 1000.0),
+        help="Per-instance DP (owner-only diagnostic) budget: the per-sample gradient norms of all private "
+             "rows are recomputed every k = ceil(1/(q·overhead)) DP-SGD steps, at most 'overhead' times the "
+             "per-sample gradients training computes (1: about once per epoch, as Yu et al. 2023); k = 1 is "
+             "exact, k > 1 an estimate; 0 = no pDP.",
+        leaks_private=True,
+        privacy_note="the pDP values read every private row's gradient norm and are not covered by the run's "
+                     "ε: shown to the data owner only, never released")
     seed: int = param(0, type=int, range=SEED_RANGE,
                       help="Seed of initialisation, shuffling, Poisson sampling and noise.")
     device: str = param("auto", type=str, help="'auto' (cuda -> mps -> cpu) or a torch device string.")
@@ -213,7 +230,9 @@ class SparseFinetune(Method):
         n_trainable_, n_params_: entries in τ and in the whole network.
         sample_rate_: Poisson rate q; dp_steps_: logical DP-SGD steps executed;
         planned_dp_steps_: steps the noise was calibrated for.
-        epoch_seconds_: wall time of each DP epoch; pretrain_seconds_: of pre-training.
+        epoch_seconds_: wall time of each DP epoch (pDP norm passes included; their share is
+            ``extra["pdp_seconds"]`` of each history record); pretrain_seconds_: of pre-training.
+        pdp_every_, pdp_accumulator_: per-instance DP recording (module docstring).
         mean_, std_, image_shape_: input standardisation and shape.
     """
 
@@ -386,6 +405,7 @@ class SparseFinetune(Method):
             ytest = _as_labels(test_labels, len(Xtest), "test_labels")
 
         from ... import accounting as acc
+        from ...accounting.pdp import SubsampledGaussianPDP
 
         self.mean_, self.std_ = pretrained.mean.clone(), pretrained.std.clone()
         self.image_shape_ = pretrained.image_shape
@@ -412,6 +432,13 @@ class SparseFinetune(Method):
         def eps_after(t: int, fast: bool) -> float:
             return acc.dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=t, delta=cfg.target_delta,
                                      accountant=cfg.accountant, also=count_ev, fast=fast)
+
+        # pDP (owner-only): norm passes every k steps cost N per-sample gradients against q·N per
+        # step, i.e. a share 1/(q·k) of training's per-sample gradients; k keeps it <= overhead.
+        self.pdp_every_ = (max(1, math.ceil(1.0 / (q * cfg.pdp_overhead) - 1e-9))
+                           if cfg.pdp_overhead > 0 else 0)
+        self.pdp_accumulator_ = (SubsampledGaussianPDP(N, sample_rate=q, noise_multiplier=sigma)
+                                 if self.pdp_every_ else None)
 
         device = self._device()
         Xs = self._standardise(Xpriv)
@@ -448,6 +475,7 @@ class SparseFinetune(Method):
                     extra={
                         "lr": float(st.lr_cls),
                         "seconds": float(st.seconds),
+                        "pdp_seconds": float(st.extra.get("pdp_seconds", 0.0)),
                         "dp_steps": float(executed_total[0]),
                     },
                 )
@@ -471,6 +499,8 @@ class SparseFinetune(Method):
                 generator=gen,
                 on_epoch=on_epoch,
                 n_used=n_used,
+                pdp_every=self.pdp_every_,
+                pdp_accumulator=self.pdp_accumulator_,
             )
         for p in model.parameters():
             p.requires_grad_(False)

@@ -23,17 +23,71 @@ multiplier σ and sampling rate q, accounted in ``mixdp_core.accounting`` as
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from .selection import Selection
+
+
+def per_sample_clip_ratios(
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    masks: dict[str, torch.Tensor],
+    *,
+    clip_norm: float,
+    batch_size: int = 256,
+    structure: Optional[nn.Module] = None,
+) -> torch.Tensor:
+    """``r_i = min(‖m ⊙ ∇_τ ℓ(f(x_i), y_i)‖, C)/C`` of every row at the current weights.
+
+    The per-sample gradient over the trainable parameters τ (``requires_grad``), each conv
+    weight multiplied by its entry mask ``m`` exactly as the DP-SGD loop does before clipping,
+    so ``r_i C`` is the norm of the contribution sample ``i`` would make to a step taken now
+    (the per-instance analysis of :class:`~mixdp_core.accounting.pdp.SubsampledGaussianPDP`).
+    Computed with ``torch.func`` (``vmap`` of ``grad``), independently of Opacus, in batches
+    of ``batch_size`` rows; parameters are not modified. ``structure``: a hook-free copy of
+    ``model``'s architecture to run the functional call on (Opacus' full backward hooks on
+    ``model`` itself are not functorch-compatible); ``model``'s current values are used.
+
+    Returns:
+        ``(N,)`` float64 ratios in ``[0, 1]`` on the CPU.
+    """
+    from torch.func import functional_call, grad, vmap
+
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    params = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    buffers = {n: b.detach() for n, b in model.named_buffers()}
+    device = next(model.parameters()).device
+    mk = {n: m.to(device=device, dtype=params[n].dtype) for n, m in masks.items() if n in params}
+
+    def loss_one(ps, x, y):
+        out = functional_call(net, (ps, buffers), (x[None],))
+        return nn.functional.cross_entropy(out, y[None])
+
+    net = structure if structure is not None else model
+    per_sample = vmap(grad(loss_one), in_dims=(None, 0, 0))
+    out = []
+    was_training = net.training
+    net.train()  # the loop's mode (GroupNorm: the same in both)
+    for i in range(0, len(images), batch_size):
+        xb, yb = images[i : i + batch_size].to(device), labels[i : i + batch_size].to(device)
+        g = per_sample(params, xb, yb)
+        sq = torch.zeros(len(xb), dtype=torch.float64, device=device)
+        for n in names:
+            gi = g[n] * mk[n] if n in mk else g[n]
+            sq += gi.reshape(len(xb), -1).double().pow(2).sum(1)
+        out.append((sq.sqrt() / clip_norm).clamp(max=1.0).cpu())
+    net.train(was_training)
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
 
 
 def cosine_warmup_lambda(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
@@ -151,6 +205,8 @@ def dp_sgd_finetune(
     generator: Optional[torch.Generator] = None,
     on_epoch: Optional[Callable[[EpochStats], bool]] = None,
     n_used: Optional[float] = None,
+    pdp_every: int = 0,
+    pdp_accumulator: Any = None,
 ) -> int:
     """Fine-tune the transfer parameters τ of ``model`` with masked DP-SGD (see module doc).
 
@@ -172,6 +228,13 @@ def dp_sgd_finetune(
         on_epoch: called after every epoch; returning ``True`` stops before the next step.
         n_used: the count gradients are normalised by (q·n_used): a noisy or public count
             of the private samples; ``None`` uses ``len(images)`` (only when N is public).
+        pdp_every: per-instance DP (owner-only diagnostic): every ``k = pdp_every`` logical
+            steps, before the step, the clip ratios of *all* private rows are computed at the
+            current weights (:func:`per_sample_clip_ratios`) and charged for this step and the
+            next ``k − 1`` (Yu et al. 2023 compute them once per epoch; ``k = 1`` is exact,
+            ``k > 1`` an estimate for the steps in between). 0 = off.
+        pdp_accumulator: receives ``add(ratios, steps)`` (a
+            :class:`~mixdp_core.accounting.pdp.SubsampledGaussianPDP`); needed iff ``pdp_every``.
 
     Returns:
         The number of logical DP-SGD steps executed (what the accountant must charge).
@@ -183,6 +246,8 @@ def dp_sgd_finetune(
 
     N = len(images)
     device = next(model.parameters()).device
+    # hook-free twin for the pDP norm passes (functorch cannot run through Opacus' hooks)
+    pdp_structure = copy.deepcopy(model) if pdp_every else None
     gsm = GradSampleModule(model, loss_reduction="mean")
     gsm.train()
     named = dict(model.named_parameters())
@@ -226,14 +291,37 @@ def dp_sgd_finetune(
     sched = torch.optim.lr_scheduler.LambdaLR(base, cosine_warmup_lambda(total, warmup))
     loss_fn = nn.CrossEntropyLoss()
     executed = 0
+    pdp_masks = {n: m for n, m in selection.masks.items()}
+    pdp_state: dict[str, Any] = {"ratios": None, "pending": 0, "seconds": 0.0}
+
+    def pdp_flush() -> None:
+        if pdp_state["ratios"] is not None and pdp_state["pending"]:
+            pdp_accumulator.add(pdp_state["ratios"].numpy(), pdp_state["pending"])
+        pdp_state["pending"] = 0
+
+    def pdp_before_step(step_index: int) -> None:
+        # step_index = logical steps executed so far; ratios at w_t for steps t .. t + k - 1
+        if step_index % pdp_every == 0:
+            pdp_flush()
+            t_pdp = time.perf_counter()
+            pdp_state["ratios"] = per_sample_clip_ratios(model, images, labels, pdp_masks, clip_norm=clip_norm,
+                                                         batch_size=max_physical_batch_size,
+                                                         structure=pdp_structure)
+            pdp_state["seconds"] += time.perf_counter() - t_pdp
+
     for epoch in range(1, epochs + 1):
         t0 = time.perf_counter()
+        pdp_before = pdp_state["seconds"]
         tot, n, steps = 0.0, 0, 0
         lr_now = base.param_groups[0]["lr"]
         with BatchMemoryManager(
             data_loader=loader, max_physical_batch_size=max_physical_batch_size, optimizer=optimizer
         ) as mem_loader:
             for xb, yb in mem_loader:
+                if pdp_every and not optimizer._is_last_step_skipped and pdp_state.get("at") != executed + steps:
+                    # first physical batch of a logical step (the previous one was a real step)
+                    pdp_state["at"] = executed + steps
+                    pdp_before_step(executed + steps)
                 optimizer.zero_grad(set_to_none=True)
                 if len(xb) == 0:
                     # Empty Poisson sample: the step still releases pure noise.
@@ -257,6 +345,8 @@ def dp_sgd_finetune(
                 if not optimizer._is_last_step_skipped:
                     steps += 1
                     sched.step()
+                    if pdp_every:
+                        pdp_state["pending"] += 1
         executed += steps
         stats = EpochStats(
             epoch=epoch,
@@ -264,9 +354,12 @@ def dp_sgd_finetune(
             train_loss=tot / max(n, 1),
             seconds=time.perf_counter() - t0,
             lr_cls=lr_now,
+            extra={"pdp_seconds": pdp_state["seconds"] - pdp_before},  # included in ``seconds``
         )
         if on_epoch is not None and on_epoch(stats):
             break
+    if pdp_every:
+        pdp_flush()
     optimizer.zero_grad(set_to_none=True)
     gsm.remove_hooks()
     for p in model.parameters():

@@ -198,7 +198,12 @@ class _LinearHead(PrototypeFamilyMethod):
             W = W - cfg.lr * V
             if self.adaptive:
                 b_bar = (unclipped + rng.normal(0.0, sigma_b)) / (q * n_used)
-                Z = Z * math.exp(-cfg.threshold_lr * (b_bar - cfg.target_unclipped))
+                # Post-processing of the released noisy fraction. A tiny Poisson batch makes that
+                # fraction very noisy (n_used small), and an unbounded geometric update then
+                # underflowed Z to 0 (division by zero at the next step, found on digits): the
+                # exponent and Z are kept in a finite range (per-sample norms here are <= sqrt(2)).
+                step = float(np.clip(-cfg.threshold_lr * (b_bar - cfg.target_unclipped), -20.0, 20.0))
+                Z = float(np.clip(Z * math.exp(step), 1e-6, 1e6))
                 self.threshold_history_.append(Z)
             self.steps_ = t
             if t % report_every == 0 or t == T:

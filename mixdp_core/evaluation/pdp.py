@@ -109,10 +109,6 @@ def _family_pdp(model: Any, *, delta: float, split: Any) -> np.ndarray | None:
         if model.config.neighbouring == "add_remove":  # the noisy count comes first, charged in full
             extra, sig = 1.0 / sig[0] ** 2, sig[1:]
         return P.pdp_epsilon_gaussian_steps(ratios, sig, delta=delta, extra_mu_sq=extra)
-    if name in ("DPLinearProbe", "DPSGDGlobalAdapt") and ratios is not None:
-        return P.pdp_epsilon_subsampled_gaussian(ratios, sample_rate=model.sample_rate_,
-                                                 noise_multiplier=model.noise_multiplier_, delta=delta,
-                                                 also=getattr(model, "count_event_", None))
     if name == "DPLS" and split is not None:
         xs = model._stats(split.X_private)
         nrm = np.linalg.norm(xs, axis=1)
@@ -123,7 +119,8 @@ def _family_pdp(model: Any, *, delta: float, split: Any) -> np.ndarray | None:
     if name == "DPPLPublicTopK" and split is not None:
         return _dppl_public_topk_pdp(model, split)
     acc = getattr(model, "pdp_accumulator_", None)
-    if acc is not None:  # sparse fine-tuning: running individual RDP, norms every pdp_every_ steps
+    if acc is not None:  # DP-SGD probes and sparse fine-tuning: running individual RDP (sparse
+        # fine-tuning computes the norms every pdp_every_ steps; the probes at every step)
         return acc.epsilon(delta=delta, also=getattr(model, "count_event_", None))
     return None
 

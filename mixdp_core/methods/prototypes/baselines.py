@@ -174,14 +174,17 @@ class _LinearHead(PrototypeFamilyMethod):
         # Per-instance DP (owner-only diagnostic, evaluation/pdp.py; Feldman & Zrnic 2021, Yu et
         # al. 2023): every row's step contribution relative to the accounted sensitivity,
         # from its gradient norm at W_t whether or not it is sampled.
-        pdp_ratios = np.zeros((n, T), dtype=np.float32)
+        # Running individual RDP: O(N x 33) memory whatever T (an N x T ratio table was kept before).
+        from ...accounting.pdp import SubsampledGaussianPDP
+
+        self.pdp_accumulator_ = SubsampledGaussianPDP(n, sample_rate=q, noise_multiplier=sigma)
         for t in range(1, T + 1):
             all_norms = np.linalg.norm(Xa, axis=1) * np.linalg.norm(_softmax(Xa @ W) - Y, axis=1)
             if self.adaptive:
                 r_g = np.minimum(all_norms / Z, 1.0)
-                pdp_ratios[:, t - 1] = sigma * np.sqrt(r_g**2 / sigma_g**2 + (all_norms <= Z) / sigma_b**2)
+                self.pdp_accumulator_.add(sigma * np.sqrt(r_g**2 / sigma_g**2 + (all_norms <= Z) / sigma_b**2))
             else:
-                pdp_ratios[:, t - 1] = np.minimum(all_norms / C0, 1.0)
+                self.pdp_accumulator_.add(np.minimum(all_norms / C0, 1.0))
             mask = rng.random(n) < q
             Xb, Yb = Xa[mask], Y[mask]
             R, norms = per_example_grad_norms(W, Xb, Yb)
@@ -214,7 +217,6 @@ class _LinearHead(PrototypeFamilyMethod):
                 if self._emit(on_step, rec):
                     break
         self.coef_ = W
-        self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
         self.sample_rate_ = q
         self.noise_multiplier_ = sigma
         ev = self._event(sigma, q, self.steps_)

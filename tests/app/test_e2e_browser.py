@@ -391,7 +391,10 @@ def _walk(server, driver, tmp_path):
     # one seed: no winner claimed, the spread is said to be unknown (one line per ε)
     ui.text_present("spread across seeds is unknown", timeout=60)
     assert "the best method is" not in ui.body()
-    assert ui.body().count("lowest error at this seed") == 4
+    # one line per ε: "lowest error at this seed" or, where two methods end equal (e.g. AdaMix's
+    # public-start guard keeping the Only-Public model), a tie
+    body = ui.body()
+    assert body.count("lowest error at this seed") + body.count("no method is better here") == 4, body
 
     def all_runs_drawn(_):  # runs appear as the sweep engine finishes them: wait for the last
         p = ui.plot("Test error vs ε")

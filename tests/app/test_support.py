@@ -494,9 +494,10 @@ def test_runner_streams_minority_accuracy_and_pdp_of_the_steps_so_far(app_env):
     rid = execute(small_config(imbalance_ratio=10.0), store=store, on_record=on_record, flush_every_s=0.0)
     steps = store.steps(rid)
     # every gradient step carries it; the smooth schedule's first release is the noisy count
-    # of the private rows (no model update, so nothing new to evaluate)
-    grad_steps = [s for s in steps if "noisy_count" not in s["extra"]]
-    assert len(grad_steps) == len(steps) - 1
+    # of the private rows and its last the public-start guard (no gradient step)
+    releases = [s for s in steps if "noisy_count" in s["extra"] or "guard_noisy_gain" in s["extra"]]
+    grad_steps = [s for s in steps if s not in releases]
+    assert len(releases) == 2 and len(grad_steps) == len(steps) - 2
     mins = [s["extra"]["minority_accuracy"] for s in grad_steps if "minority_accuracy" in s["extra"]]
     assert len(mins) == len(grad_steps) and all(0.0 <= m <= 1.0 for m in mins)
     final = store.load_artifacts(rid)

@@ -60,6 +60,14 @@ class NoisyGDMethod(LinearHead):
     def _setup(self, split: Any, d: UnitRows) -> RunSetup:
         raise NotImplementedError
 
+    def _options(self, **choices: Any) -> NoisyGDOptions:
+        """The loop's options: the method's ``choices`` (clip rule, projection, public gradient)
+        plus what every private method takes from its config (σ, δ, schedule, learning rate,
+        seed); ``steps`` is set once T is known."""
+        cfg = self.config
+        return NoisyGDOptions(noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+                              schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed, **choices)
+
     def _public_init(self, split: Any, d: UnitRows) -> np.ndarray:
         if len(split.y_public) == 0:
             raise DataError(f"X_public: {type(self).__name__} with a public init needs public samples")
@@ -442,10 +450,8 @@ class FullyPrivate(NoisyGDMethod):
         empty = np.zeros((0, split.dim), np.float32)
         prob = NoisyGDProblem(Xq, yq, empty, np.zeros(0, np.int64), d.test, split.y_test, C)
         W0 = np.zeros((split.dim, C), np.float32)
-        opts = NoisyGDOptions(
-            noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+        opts = self._options(
             clip="fixed", clip_norm=cfg.clip_norm, projection_dim=None, use_public_gradient=False,
-            schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed,
         )
         return RunSetup(prob, W0, opts)
 
@@ -468,10 +474,8 @@ class NGD(NoisyGDMethod):
         W0 = self._public_init(split, d)
         self._public_start = True
         prob = NoisyGDProblem(d.private, split.y_private, d.public, split.y_public, d.test, split.y_test, split.n_classes)
-        opts = NoisyGDOptions(
-            noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+        opts = self._options(
             clip="fixed", clip_norm=cfg.clip_norm, projection_dim=None, use_public_gradient=True,
-            schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed,
         )
         return RunSetup(prob, W0, opts)
 
@@ -504,12 +508,11 @@ class AdaMix(NoisyGDMethod):
         if len(split.y_public) == 0 and (cfg.clip == "adaptive" or cfg.projection != "none"):
             raise DataError("X_public: adaptive clipping and projection need public samples")
         prob = NoisyGDProblem(d.private, split.y_private, d.public, split.y_public, d.test, split.y_test, C)
-        opts = NoisyGDOptions(
-            noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+        opts = self._options(
             clip="percentile" if cfg.clip == "adaptive" else "fixed", clip_norm=cfg.clip_norm,
             clip_percentile=float(cfg.clip_percentile),
             projection_dim=projection_dim_for(split.dim, cfg.projection, C),
-            use_public_gradient=True, schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed,
+            use_public_gradient=True,
         )
         return RunSetup(prob, W0, opts)
 
@@ -546,10 +549,8 @@ class PPGD(NoisyGDMethod):
         C = split.n_classes
         prob = NoisyGDProblem(d.private, split.y_private, d.public, split.y_public, d.test, split.y_test, C)
         W0 = np.zeros((split.dim, C), np.float32)
-        opts = NoisyGDOptions(
-            noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
+        opts = self._options(
             clip="public_mean", projection_dim=None, use_public_gradient=False,
-            schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed,
         )
         return RunSetup(prob, W0, opts)
 

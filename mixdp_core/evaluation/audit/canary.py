@@ -15,7 +15,7 @@ full-batch DP-GD nearly tight). The feature space is extended by ``M`` coordinat
 real row has at 0; canary ``j`` is the row ``e_{D+j}`` with a random label, added to the private
 rows iff its coin ``b_j`` is heads. The audited method is then trained **through its own code
 path** (``run_noisygd``: its clipping, its noise, its step rule); a white-box observer
-(:func:`mixdp_core.methods.adamix.engine.observe_releases`) reads every released noisy sum ``R_t`` and
+(:func:`mixdp_core.methods._observe.observe_releases`) reads every released noisy sum ``R_t`` and
 the iterate ``W_t`` and accumulates, for each canary,
 
 .. math:: s_j = \sum_t \langle R_t[D+j, :], u_{j,t} \rangle / τ_t,\qquad

@@ -755,7 +755,7 @@ def private_release(
     return noisy, ratio, loss
 
 
-from .._observe import notify_release, observe_releases, step_observer  # noqa: E402,F401  (audits, live view)
+from .._observe import notify_release, step_observer  # noqa: E402  (audits, live view)
 
 
 def _release_function(device: str, nbytes: int) -> Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import accounting
 from ...errors import DataError
-from .._linear import fit_logistic, fit_public, l2_normalize, row_norms, softmax_residual
+from .._linear import error_rate, fit_logistic, fit_public, l2_normalize, row_norms, softmax_residual
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
@@ -156,7 +156,7 @@ class NoisyGDMethod(LinearHead):
         self.guard_kept_private_ = bool(keep)
         test_error = None
         if problem.X_test is not None and problem.y_test is not None and len(problem.y_test):
-            test_error = float(np.mean((problem.X_test @ W).argmax(1) != problem.y_test))
+            test_error = error_rate(problem.X_test, problem.y_test, W)
         rec = StepRecord(
             step=step, total_steps=total, test_error=test_error,
             epsilon_spent=float(accounting.privacy_curve_points(
@@ -346,13 +346,20 @@ class NoisyGDMethod(LinearHead):
         # The noisy count is the run's first release: it gets step record 1 (so steps_,
         # history and the accounting all count n_count + gradient steps releases).
         opts.releases_before = 0
+        if not cfg.optimistic_tuning:
+            candidates = [(opts, getattr(self, "_lambda_mult", 1.0))]
+        elif cfg.schedule == "constant":
+            candidates = [(dataclasses.replace(opts, learning_rate=lr), 1.0) for lr in PAPER_LEARNING_RATES]
+        else:
+            candidates = [(opts, m) for m in THEOREM3_LAMBDA_GRID]
+        # releases of the whole run: the count, every candidate's gradient steps, the guard (= T
+        # without optimistic tuning)
+        total_releases = n_count + T_grad * len(candidates) + n_guard
         head: list[StepRecord] = []
         stop_now = False
         if n_count:
-            n_cand = len(THEOREM3_LAMBDA_GRID if cfg.schedule != "constant" else PAPER_LEARNING_RATES)
             rec0 = StepRecord(
-                step=1, total_steps=T if not cfg.optimistic_tuning else n_count + T_grad * n_cand + n_guard,
-                test_error=None,
+                step=1, total_steps=total_releases, test_error=None,
                 epsilon_spent=float(accounting.privacy_curve(
                     noise_multiplier=cfg.noise_multiplier, steps=1, delta=cfg.target_delta)[0]),
                 extra={"noisy_count": float(n_hat_priv - 2.0 * cfg.noise_multiplier)},
@@ -360,12 +367,6 @@ class NoisyGDMethod(LinearHead):
             head.append(rec0)
             stop_now = bool(on_step(rec0)) if on_step is not None else False
 
-        if not cfg.optimistic_tuning:
-            candidates = [(opts, getattr(self, "_lambda_mult", 1.0))]
-        elif cfg.schedule == "constant":
-            candidates = [(dataclasses.replace(opts, learning_rate=lr), 1.0) for lr in PAPER_LEARNING_RATES]
-        else:
-            candidates = [(opts, m) for m in THEOREM3_LAMBDA_GRID]
 
         total_steps, best, pdp_total, all_hist = n_count, None, None, list(head)
         stopped = stop_now
@@ -378,7 +379,7 @@ class NoisyGDMethod(LinearHead):
             # the count is released once and reused by every candidate (post-processing)
             res = run_noisygd(
                 problem, W_init, W_ref, o, on_step=cb, weight_decay_fn=wd_fn(mult),
-                step_offset=total_steps, total_steps=n_count + T_grad * len(candidates) + n_guard,
+                step_offset=total_steps, total_steps=total_releases,
             ) if T_grad > 0 else None
             if res is None:
                     res = NoisyGDResult(W=W_init.copy(), steps=0, pdp_sq_ratio_sum=np.zeros(problem.X_private.shape[0]))
@@ -401,7 +402,7 @@ class NoisyGDMethod(LinearHead):
         self.guard_kept_private_ = None
         if n_guard and not stopped and res.steps > 0:
             self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + 1,
-                                              total=n_count + T_grad * len(candidates) + n_guard)
+                                              total=total_releases)
             total_steps += 1
             history = history + [rec]
             if on_step is not None:
@@ -543,7 +544,6 @@ class PPGD(NoisyGDMethod):
     paper = "Wang & Zhou, AAAI 2020 (PPSGD) as adapted in AdaMix Sec. 4"
 
     def _setup(self, split: Any, d: UnitRows) -> RunSetup:
-        cfg = self.config
         if len(split.y_public) == 0:
             raise DataError("X_public: ppgd needs public samples")
         C = split.n_classes

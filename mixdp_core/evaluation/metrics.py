@@ -48,14 +48,17 @@ def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | N
     return float(np.nanmean(per_class_accuracy(y_true, y_pred, C)))
 
 
-def minority_accuracy(y_true: np.ndarray, y_pred: np.ndarray, minority_classes: np.ndarray) -> float:
+def minority_accuracy(y_true: np.ndarray, y_pred: np.ndarray, minority_classes: np.ndarray) -> float | None:
     """Accuracy on the test samples whose label is a minority class.
 
     Minority classes are the smallest 25 % of classes by *private* count
     (:attr:`mixdp_core.data.splits.Split.minority_classes`); the accuracy is sample-weighted
-    over their test samples. ``nan`` if none of them has a test sample.
+    over their test samples. ``None`` when there is no minority class (a balanced split,
+    imbalance ratio 1: the quantity does not exist); ``nan`` if none of them has a test sample.
     """
     y_true, y_pred = _check(y_true, y_pred)
+    if len(minority_classes) == 0:
+        return None
     mask = np.isin(y_true, np.asarray(minority_classes, dtype=np.int64))
     if not mask.any():
         return float("nan")

@@ -92,8 +92,7 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         "test_error": test_error(split.y_test, y_pred),
         "balanced_accuracy": balanced_accuracy(split.y_test, y_pred, C),
         # None (not a number) for a balanced split: it has no minority class.
-        "minority_accuracy": (minority_accuracy(split.y_test, y_pred, split.minority_classes)
-                              if len(split.minority_classes) else None),
+        "minority_accuracy": minority_accuracy(split.y_test, y_pred, split.minority_classes),
         "per_class_accuracy": pca.tolist(),
         "minority_classes": np.asarray(split.minority_classes).tolist(),
         "mia_auc": mia.auc,

@@ -606,9 +606,8 @@ def _proto_train(item: tuple[str, float, int, float], shared: Mapping[str, Any])
     pr = m.privacy_
     return {"label": label, "ir": ir, "seed": seed, "target_epsilon": eps,
             "metrics": {"balanced_accuracy": balanced_accuracy(split.y_test, pred, split.n_classes),
-                        # no minority class at imbalance ratio 1: no minority metric (None, not nan)
-                        "minority_accuracy": (minority_accuracy(split.y_test, pred, split.minority_classes)
-                                              if len(split.minority_classes) else None),
+                        # None at imbalance ratio 1 (no minority class), not nan
+                        "minority_accuracy": minority_accuracy(split.y_test, pred, split.minority_classes),
                         "epsilon": pr.epsilon, "delta": pr.delta, "rho": pr.rho, "pure_epsilon": pr.pure_epsilon,
                         "mechanism": pr.mechanism, "seconds": time.perf_counter() - t0,
                         "n_private": int(len(split.y_private)), "pool_size": int(len(pool))}}

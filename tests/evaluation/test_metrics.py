@@ -31,6 +31,7 @@ def test_error_and_accuracies_hand_computed():
     # minority = classes {1, 2}: 3 test samples, 2 correct
     assert minority_accuracy(y, p, np.array([1, 2])) == pytest.approx(2 / 3)
     assert np.isnan(minority_accuracy(y, p, np.array([3])))
+    assert minority_accuracy(y, p, np.array([], dtype=np.int64)) is None  # balanced split: no minority class
 
 
 def test_balanced_accuracy_matches_sklearn_random():

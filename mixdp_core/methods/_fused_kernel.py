@@ -339,8 +339,10 @@ if _numba is not None:
         The projection norms of the pDP ratio: ``||U^T x_i||^2`` from the cached products of
         ``X`` with public-data-dependent bases (``A = X Q_p`` or ``[X B | X Q_p]``, a few dozen
         columns), without an ``N x k`` temporary. 4 rows x 2 columns of ``M`` per pass
-        (:func:`_dot4x2`: 8 independent accumulators; 4 rows x 1 column left the FMA latency
-        exposed): 50,000 x 80 by 80 x 30 in ~3 ms vs 6.3 ms (``benchmarks/train.py``).
+        (:func:`_dot4x2`: 8 independent accumulators instead of 4 with one column at a time):
+        50,000 x 80 by 80 x 30 in 0.21-0.22 of a stream pass over ``X`` vs 0.235-0.26 one
+        column at a time (side by side, load ~4; ``benchmarks/train.py``,
+        ``pdp_norms_over_stream``).
         """
         k = MT.shape[0]
         m = A.shape[1]

@@ -305,3 +305,23 @@ def test_fused_kernel_exp_is_float32_accurate():
     assert np.max(np.abs(out[ok] - ref[ok]) / ref[ok]) < 4e-7
     assert np.max(np.abs(out - ref)) < 1.2e-7
     assert out[-1] == 1.0
+
+
+@pytest.mark.parametrize("basis_kind", ["none", "20-qp"])
+def test_fused_release_sensitivity_add_remove_one_row(basis_kind):
+    """Add/remove neighbours through the fused kernel (last column rebuilt from the zero row
+    sum): the noiseless release moves by at most tau in Frobenius norm (float32 slack), and
+    by exactly the removed row's clipped gradient, projected."""
+    X, y, Xp, yp, W = _data(N=203, C=6)
+    tau = 0.05
+    name_basis = {n: (b, kw, U) for n, b, kw, U in _cases(X, Xp, yp, W)}
+    basis, kw, U = name_basis[basis_kind]
+    full, _, _ = private_release(X, y, W, tau, basis, fused=True, **kw)
+    for j in (0, 7, 101, 202):
+        keep = np.arange(len(y)) != j
+        kw_j = {k: v[keep] for k, v in kw.items()}
+        part, _, _ = private_release(np.ascontiguousarray(X[keep]), y[keep], W, tau, basis, fused=True, **kw_j)
+        diff = np.linalg.norm(full.astype(np.float64) - part)
+        ref_j, _, _ = _reference(X[j:j + 1], y[j:j + 1], W, tau, U)
+        assert diff <= tau * (1 + 1e-4)
+        np.testing.assert_allclose(full.astype(np.float64) - part, ref_j, atol=1e-5)

@@ -23,7 +23,8 @@ Sections (each prints its ratios; ``--only`` picks some):
              two BLAS products in cache and of both release kernels; the block size and thread
              count of the release, the torch kernel (CPU; CUDA when available, else
              ``torch_cuda_* = null`` and ``torch_cuda_skipped`` says why) and Opacus' epoch
-             over one step. Each ratio is the median over interleaved repeats in this process; 1-thread
+             over one step, and AdaMix's projection norms alone (``pdp_norms_over_stream``,
+             fused path). Each ratio is the median over interleaved repeats in this process; 1-thread
              ratios use process CPU time (robust to other processes sharing the cores), thread
              comparisons use wall time. Prints one JSON object as the **last line**.
 
@@ -389,7 +390,29 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
                 a = time.process_time()
                 private_release(X, y, Wc, 0.5, None, x_norm=xn0, fused=fz)
                 acc.append(time.process_time() - a)
+        # nominal rate: the fused kernel multiplies only C - 1 classes with X (exact identities,
+        # see mixdp_core/methods/_fused_kernel.py), its true arithmetic is (C - 1) / C of this
         out["fused_release_gflops"] = flops / float(np.median(rel_f)) / 1e9 if rel_f else None
+        if out["fused_kernel"]:
+            # AdaMix's extra per step on the fused path: the pDP projection norms ||A_i M||^2 from
+            # the cached [X B | X Q_p] (N x (D - k + n_pub)) by the (D - k + n_pub) x (D - k) map
+            from mixdp_core.methods import _fused_kernel
+
+            k_pap = projection_dim_for(d, "paper", c)
+            cols = (d - k_pap) + len(prob.y_public)
+            rng_a = np.random.default_rng(3)
+            A = rng_a.standard_normal((n, cols), dtype=np.float32)
+            MT = np.ascontiguousarray(rng_a.standard_normal((d - k_pap, cols), dtype=np.float32))
+            sq_out = np.empty(n)
+            _fused_kernel.row_sq_norms(A, MT, 0, n, sq_out)
+            pr = []
+            for r in range(sub_repeats):
+                fl = _stream_cpu(X)
+                a = time.process_time()
+                _fused_kernel.row_sq_norms(A, MT, 0, n, sq_out)
+                pr.append((time.process_time() - a) / fl)
+            out["pdp_norms_over_stream"] = float(np.median(pr))
+            del A
         out["numpy_release_gflops"] = flops / float(np.median(rel_n)) / 1e9
         # the BLAS's own rate on a square product: what this core reaches when it is not bound by
         # the skinny C-column shapes (the "peak" the two rates above compare with)

@@ -73,12 +73,13 @@ def test_numpy_kernel_matches_reference_all_modes_blocks_threads(tau):
             assert np.all(ratio <= 1.0)
 
 
-@pytest.mark.parametrize("C", [5, 6])
+@pytest.mark.parametrize("C", [3, 4, 5, 6])
 @pytest.mark.parametrize("tau", [0.05, 0.6, 10.0])
 def test_fused_kernel_matches_reference(tau, C):
     """The fused one-pass kernel (numba) gives the reference release, ratios and losses for
-    every projection mode it supports (odd/even C, N not a multiple of its 4-row groups, a
-    zero row, 1 and 3 threads); the modes needing a product X U_r are refused, not guessed."""
+    every projection mode it supports (C - 1 = 2, 3, 4, 5 shifted classes: the 4 x 3 and 4 x 2
+    forward blocks and their remainders; N not a multiple of its 4-row groups, a zero row,
+    1 and 3 threads); the modes needing a product X U_r are refused, not guessed."""
     X, y, Xp, yp, W = _data(C=C)
     supported = 0
     for name, basis, kw, U in _cases(X, Xp, yp, W):
@@ -96,6 +97,16 @@ def test_fused_kernel_matches_reference(tau, C):
             np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-5, err_msg=name)
             assert np.all(ratio <= 1.0)
     assert supported >= 4  # none, rank-qp, 2-qp, 20-qp (complement)
+
+
+def test_fused_kernel_two_classes_matches_reference():
+    """C = 2: one shifted class (the 4 x 2 block with its duplicate column), no projection."""
+    X, y, Xp, yp, W = _data(C=2)
+    ref, ref_ratio, ref_loss = _reference(X, y, W, 0.3, np.eye(X.shape[1]))
+    rel, ratio, loss = private_release(X, y, W, 0.3, None, fused=True)
+    np.testing.assert_allclose(rel, ref, rtol=1e-4, atol=2e-5 * max(1.0, np.abs(ref).max()))
+    np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-5)
 
 
 def test_fused_kernel_equals_numpy_kernel_at_float32_tolerance():
@@ -242,3 +253,75 @@ def test_cuda_release_equals_numpy_release():
         b = _torch_kernel.torch_private_release(X, y, W, 0.6, basis, noise=noise, device="cuda", **kw)
         for u, v in zip(a, b):
             np.testing.assert_allclose(v, u, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("k", [1, 2, 7, 30])
+def test_fused_row_sq_norms_match_numpy(k):
+    """The pDP projection norms ||A_i M||^2 of the fused path (4 rows x 2 columns of M per pass,
+    odd k and a row range not a multiple of 4) against float64 numpy."""
+    from mixdp_core.methods import _fused_kernel
+
+    if not _fused_kernel.available():
+        pytest.skip("numba not installed")
+    rng = np.random.default_rng(k)
+    A = rng.standard_normal((203, 80)).astype(np.float32)
+    M = rng.standard_normal((80, k)).astype(np.float32)
+    lo, hi = 5, 202
+    out = np.full(hi - lo, np.nan)
+    _fused_kernel.row_sq_norms(A, np.ascontiguousarray(M.T), lo, hi, out)
+    ref = np.square(A[lo:hi].astype(np.float64) @ M.astype(np.float64)).sum(1)
+    np.testing.assert_allclose(out, ref, rtol=2e-5, atol=1e-6 * ref.max())
+
+
+def test_shifted_weights_give_the_softmax_of_the_full_logits():
+    """Logits relative to the last class (the fused kernel's operand) give the same softmax."""
+    from mixdp_core.methods import _fused_kernel
+
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((40, 12)).astype(np.float32)
+    W = rng.standard_normal((12, 7)).astype(np.float32)
+    VT = _fused_kernel.shifted_weights(W)
+    assert VT.shape == (6, 12) and VT.dtype == np.float32 and VT.flags.c_contiguous
+    Z = np.concatenate([X.astype(np.float64) @ VT.T.astype(np.float64), np.zeros((40, 1))], axis=1)
+    P = np.exp(Z - Z.max(1, keepdims=True))
+    P /= P.sum(1, keepdims=True)
+    Zf = X.astype(np.float64) @ W.astype(np.float64)
+    Pf = np.exp(Zf - Zf.max(1, keepdims=True))
+    Pf /= Pf.sum(1, keepdims=True)
+    np.testing.assert_allclose(P, Pf, rtol=1e-5, atol=1e-7)
+
+
+def test_fused_kernel_exp_is_float32_accurate():
+    """The kernel's vectorizable exp (Cody-Waite + Cephes polynomial) against float64 exp."""
+    from mixdp_core.methods import _fused_kernel
+
+    if not _fused_kernel.available():
+        pytest.skip("numba not installed")
+    x = np.concatenate([np.linspace(-100.0, 0.0, 400_001), -np.logspace(-12, 0, 1000), [0.0]]).astype(np.float32)
+    out = np.empty_like(x)
+    _fused_kernel.expf_array(x, out)
+    ref = np.exp(x.astype(np.float64))
+    ok = x >= -87.0
+    assert np.max(np.abs(out[ok] - ref[ok]) / ref[ok]) < 4e-7
+    assert np.max(np.abs(out - ref)) < 1.2e-7
+    assert out[-1] == 1.0
+
+
+@pytest.mark.parametrize("basis_kind", ["none", "20-qp"])
+def test_fused_release_sensitivity_add_remove_one_row(basis_kind):
+    """Add/remove neighbours through the fused kernel (last column rebuilt from the zero row
+    sum): the noiseless release moves by at most tau in Frobenius norm (float32 slack), and
+    by exactly the removed row's clipped gradient, projected."""
+    X, y, Xp, yp, W = _data(N=203, C=6)
+    tau = 0.05
+    name_basis = {n: (b, kw, U) for n, b, kw, U in _cases(X, Xp, yp, W)}
+    basis, kw, U = name_basis[basis_kind]
+    full, _, _ = private_release(X, y, W, tau, basis, fused=True, **kw)
+    for j in (0, 7, 101, 202):
+        keep = np.arange(len(y)) != j
+        kw_j = {k: v[keep] for k, v in kw.items()}
+        part, _, _ = private_release(np.ascontiguousarray(X[keep]), y[keep], W, tau, basis, fused=True, **kw_j)
+        diff = np.linalg.norm(full.astype(np.float64) - part)
+        ref_j, _, _ = _reference(X[j:j + 1], y[j:j + 1], W, tau, U)
+        assert diff <= tau * (1 + 1e-4)
+        np.testing.assert_allclose(full.astype(np.float64) - part, ref_j, atol=1e-5)

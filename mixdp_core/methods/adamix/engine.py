@@ -483,13 +483,13 @@ def _fused_clipped_sum(X, y, W, x_norm, tau, ce_out, loss_out, threads) -> np.nd
     N, D = X.shape
     Xc = np.ascontiguousarray(X, dtype=np.float32)
     yc = np.ascontiguousarray(y, dtype=np.int64)
-    WT = np.ascontiguousarray(np.asarray(W, dtype=np.float32).T)
+    VT = _fused_kernel.shifted_weights(W)  # (C - 1, D): logits relative to the last class
     xn = np.ascontiguousarray(x_norm, dtype=np.float64)
-    C = WT.shape[0]
+    C = VT.shape[0] + 1
 
     def part(lo: int, hi: int) -> np.ndarray:
         S = np.zeros((C, D))
-        _fused_kernel.clipped_sum(Xc, yc, WT, xn, float(tau), lo, hi, S, ce_out, loss_out)
+        _fused_kernel.clipped_sum(Xc, yc, VT, xn, float(tau), lo, hi, S, ce_out, loss_out)
         return S
 
     n_threads = max(1, min(int(threads or 1), -(-N // 4096)))

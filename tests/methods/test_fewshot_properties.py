@@ -97,3 +97,29 @@ def test_public_guard_keeps_adamix_near_only_public_under_domain_shift():
     assert err[True] <= pub + 0.015, (err, pub)
     assert all(m.privacy_.epsilon <= 0.5 + 1e-9 for m in runs[True])
     assert all(m.steps_ == m.calibrated_steps_ for m in runs[True])  # count + grad steps + guard = T
+
+
+def test_public_guard_is_a_one_sided_test_at_one_noise_std():
+    """When the private phase changed no prediction (true paired gain 0), the guard releases
+    the private model only if N(0, sigma^2) > GUARD_Z sigma: over 400 noise seeds that happens
+    1 - Phi(1) ~ 15.9 % of the time (a threshold of 0 would keep it half the time)."""
+    from scipy.stats import binomtest, norm
+
+    from mixdp_core.methods.adamix import GUARD_Z
+    from mixdp_core.methods.adamix.engine import NoisyGDProblem
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 6)).astype(np.float32)
+    y = rng.integers(0, 3, 50)
+    W_start = rng.standard_normal((6, 3)).astype(np.float32)
+    W_private = 2.0 * W_start  # same argmax on every row: paired gain exactly 0
+    prob = NoisyGDProblem(X, y, X[:0], y[:0], None, None, 3)
+    kept = 0
+    for s in range(400):
+        m = make_method("adamix", target_epsilon=1.0, seed=s)
+        W, rec = m._public_guard(prob, W_private, W_start, step=5, total=5)
+        kept += bool(m.guard_kept_private_)
+        assert np.array_equal(W, W_private if m.guard_kept_private_ else W_start)
+        assert rec.extra["guard_kept_private"] == float(rec.extra["guard_noisy_gain"] > GUARD_Z * 20.0)
+    assert GUARD_Z == 1.0
+    assert binomtest(kept, 400, 1.0 - norm.cdf(GUARD_Z)).pvalue > 1e-3, kept

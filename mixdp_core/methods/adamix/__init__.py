@@ -84,6 +84,7 @@ from .configs import (
     BURN_IN_ALIGNMENT,
     HONEST_DEFAULT_WEIGHT,
     HONEST_GRID,
+    GUARD_Z,
     NOISE_MARGIN_Z,
     PAPER_LEARNING_RATES,
     PROJECTIONS,
@@ -101,7 +102,7 @@ from .private import NGD, PPGD, AdaMix, FullyPrivate, NoisyGDMethod
 
 __all__ = [
     "AdaMix", "AdaMixConfig", "BURN_IN_ALIGNMENT", "FullyPrivate", "FullyPrivateConfig", "HONEST_DEFAULT_WEIGHT", "HONEST_GRID",
-    "LinearHead", "NGD", "NGDConfig", "NOISE_MARGIN_Z", "NoisyGDConfig", "NoisyGDMethod", "NonPrivateConfig",
+    "LinearHead", "NGD", "NGDConfig", "GUARD_Z", "NOISE_MARGIN_Z", "NoisyGDConfig", "NoisyGDMethod", "NonPrivateConfig",
     "OnlyPublic", "PAPER_LEARNING_RATES", "PPGD", "PPGDConfig", "PROJECTIONS", "Paragon", "THEOREM3_LAMBDA_GRID",
     "UnitRows", "ZeroShot", "ZeroShotConfig", "text_init", "unit_rows",
 ]

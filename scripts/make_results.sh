@@ -64,8 +64,25 @@ fewshot() {  # docs/results/fewshot.md: few public shots, tens of private sample
     "${R[@]}" fewshot "${AM[@]}" --dataset image_folder --dataset-root "$PACS/art_painting" \
       --public-from "image_folder:$PACS/photo" "${EFF[@]}" --doc fewshot.md --stem fewshot_pacs_photo_to_art \
       --section "PACS domain shift: private/test art_painting, 2 public / class from photo"
+    # Many classes: the 28 (domain, class) pairs of PACS and the 10 CIFAR-10 classes, 62 train
+    # (2 public + 60 private) and 18 test images each, in file-name order (symbolic links).
+    MANY="$STORE/many38"
+    if [ ! -d "$MANY/test" ]; then
+      rm -rf "$MANY"
+      for src in "$PACS"/*/*/ "$CIFAR"/train/*/; do
+        src=${src%/}; cls=$(basename "$(dirname "$src")")_$(basename "$src")
+        [ "$(basename "$(dirname "$src")")" = train ] && cls=cifar_$(basename "$src")
+        mkdir -p "$MANY/train/$cls" "$MANY/test/$cls"
+        mapfile -t files < <(ls "$src" | sort)
+        [ "${#files[@]}" -ge 80 ] || { echo "make_results.sh: fewer than 80 images in $src" >&2; exit 1; }
+        for f in "${files[@]:0:62}"; do ln -s "$src/$f" "$MANY/train/$cls/$f"; done
+        for f in "${files[@]:62:18}"; do ln -s "$src/$f" "$MANY/test/$cls/$f"; done
+      done
+    fi
+    "${R[@]}" fewshot "${AM[@]}" --dataset image_folder --dataset-root "$MANY" "${EFF[@]}" --doc fewshot.md \
+      --stem fewshot_many38 --section "38 classes (28 PACS domain x class + 10 CIFAR-10), 2 public + 60 private / class"
   else
-    echo "make_results.sh: no PACS_DIR given: the PACS section of fewshot.md is left as it is" >&2
+    echo "make_results.sh: no PACS_DIR given: the PACS and many-class sections of fewshot.md are left as they are" >&2
   fi
 }
 

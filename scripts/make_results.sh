@@ -65,7 +65,8 @@ fewshot() {  # docs/results/fewshot.md: few public shots, tens of private sample
       --public-from "image_folder:$PACS/photo" "${EFF[@]}" --doc fewshot.md --stem fewshot_pacs_photo_to_art \
       --section "PACS domain shift: private/test art_painting, 2 public / class from photo"
     # Many classes: the 28 (domain, class) pairs of PACS and the 10 CIFAR-10 classes, 62 train
-    # (2 public + 60 private) and 18 test images each, in file-name order (symbolic links).
+    # (2 public + 60 private) and 18 test images each, in file-name order (copies: the image
+    # loader refuses links that leave the dataset folder).
     MANY="$STORE/many38"
     if [ ! -d "$MANY/test" ]; then
       rm -rf "$MANY"
@@ -75,8 +76,8 @@ fewshot() {  # docs/results/fewshot.md: few public shots, tens of private sample
         mkdir -p "$MANY/train/$cls" "$MANY/test/$cls"
         mapfile -t files < <(ls "$src" | sort)
         [ "${#files[@]}" -ge 80 ] || { echo "make_results.sh: fewer than 80 images in $src" >&2; exit 1; }
-        for f in "${files[@]:0:62}"; do ln -s "$src/$f" "$MANY/train/$cls/$f"; done
-        for f in "${files[@]:62:18}"; do ln -s "$src/$f" "$MANY/test/$cls/$f"; done
+        for f in "${files[@]:0:62}"; do cp "$src/$f" "$MANY/train/$cls/$f"; done
+        for f in "${files[@]:62:18}"; do cp "$src/$f" "$MANY/test/$cls/$f"; done
       done
     fi
     "${R[@]}" fewshot "${AM[@]}" --dataset image_folder --dataset-root "$MANY" "${EFF[@]}" --doc fewshot.md \

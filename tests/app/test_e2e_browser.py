@@ -62,7 +62,7 @@ def _free_port() -> int:
 @pytest.fixture
 def server(tmp_path):
     port = _free_port()
-    env = dict(os.environ, MIXDP_APP_POLL_S="0.5", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
+    env = dict({k: v for k, v in os.environ.items() if k != "MIXDP_APP_POLL_S"}, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
                MIXDP_HOME=str(tmp_path / "home"))  # fresh store; the feature cache is that of the install
     log = open(tmp_path / "streamlit.log", "w")
     proc = subprocess.Popen(
@@ -173,12 +173,25 @@ class UI:
         p = self.plot(title_start)
         return max((t["n"] for t in p["traces"]), default=0) if p else 0
 
-    def last_step(self, title_start: str) -> float:
-        """Largest x (step) drawn by the chart's first trace: live curves are thinned to a
-        fixed number of points, so the point count stops growing but the last step moves."""
-        p = self.plot(title_start)
-        xs = [t["xmax"] for t in (p["traces"] if p else [])[:1] if t.get("xmax") is not None]
-        return float(xs[0]) if xs else 0.0
+    def live_charts(self) -> list[dict]:
+        """Title, newest point and text labels of every live (Vega-Lite, SVG) chart."""
+        return self.d.execute_script("""
+            return Array.from(document.querySelectorAll('[data-testid=stVegaLiteChart]')).map(c => {
+              const t = c.querySelector('.role-title-text');
+              return {title: t ? t.textContent : '',
+                      newest: Array.from(c.querySelectorAll('[aria-roledescription=point]'))
+                                   .map(p => p.getAttribute('aria-label') || ''),
+                      labels: Array.from(c.querySelectorAll('.role-mark text')).map(x => x.textContent)};
+            });""")
+
+    def live(self, title_start: str) -> dict | None:
+        return next((c for c in self.live_charts() if c["title"].startswith(title_start)), None)
+
+    def live_step(self, title_start: str) -> float:
+        """Step of the newest point of a live chart (its SVG label: "step: 1,234; ..."), 0 if none."""
+        c = self.live(title_start)
+        m = re.search(r"step: ([\d,.]+)", " ".join(c["newest"])) if c else None
+        return float(m.group(1).replace(",", "")) if m else 0.0
 
     def has_points(self, title_start: str) -> bool:
         p = self.plot(title_start)
@@ -300,11 +313,12 @@ def _walk(server, driver, tmp_path):
     long_run = _run_id(driver.current_url)
     # First chart point: the run's first record is its noisy-count release (ε spent); the
     # first test error comes with the first gradient steps.
-    ui.wait(lambda d: ui.has_points("ε spent vs step") or ui.has_points("Test error vs step"), 60)
+    ui.wait(lambda d: ui.live_step("ε spent vs step") > 0 or ui.live_step("Test error vs step") > 0
+            or ui.has_points("ε spent vs step"), 60)
     timings["launch_first_chart_point_s"] = time.monotonic() - t0
     # While it trains: the time (and share of the steps) between redraws, and minority
     # accuracy (ratio 10) and the pDP histogram of the steps so far, updating live.
-    gaps, jumps, last_n, last_t, total = [], [], ui.last_step("ε spent vs step"), time.monotonic(), None
+    gaps, jumps, last_n, last_t, total = [], [], ui.live_step("ε spent vs step"), time.monotonic(), None
     live_minority = live_pdp = False
     t_first = time.monotonic()
     while time.monotonic() - t0 < 120:
@@ -313,7 +327,7 @@ def _walk(server, driver, tmp_path):
             break
         if live_minority and live_pdp and (len(gaps) >= 5 or time.monotonic() - t_first > 20):
             break  # enough redraws seen: launch the second run while this one trains
-        n = ui.last_step("ε spent vs step")
+        n = ui.live_step("ε spent vs step")
         m = re.search(r"step (\d+) / (\d+)", text)
         total = int(m.group(2)) if m else total
         if n != last_n and n > 0:
@@ -322,8 +336,9 @@ def _walk(server, driver, tmp_path):
             jumps.append(abs(n - last_n))
             last_n, last_t = n, now
         if not (live_minority and live_pdp):
-            live_minority = live_minority or ui.has_points("Minority-class accuracy vs step")
-            live_pdp = live_pdp or ui.plot("Histogram of per-instance ε · step") is not None
+            live_minority = live_minority or ui.live_step("Minority-class accuracy vs step") > 0
+            pdp = ui.live("Histogram of per-instance ε")
+            live_pdp = live_pdp or (pdp is not None and any(x.startswith("steps 1–") for x in pdp["labels"]))
             if live_minority and live_pdp:
                 ui.shot("02b_train_live")
         time.sleep(0.05)

@@ -266,7 +266,8 @@ def live_line_chart(x: np.ndarray, y: np.ndarray, title: str, ylabel: str, *, to
             {"mark": {"type": "line", "clip": True},
              "encoding": {"color": {"field": "series", "type": "nominal", "title": None,
                                     "scale": {"domain": names, "range": colors},
-                                    "legend": {"orient": "bottom"}},
+                                    # a legend only where there is more than one line
+                                    "legend": {"orient": "bottom"} if hline is not None else None},
                           "strokeDash": {"field": "series", "type": "nominal", "legend": None,
                                          "scale": {"domain": names, "range": dashes}}}},
             {"transform": [{"filter": "datum.newest"}],

@@ -363,7 +363,8 @@ def _walk(server, driver, tmp_path):
     ui.text_present("Final metrics", timeout=180)
     timings["two_runs_s"] = time.monotonic() - t0
     assert live_seen, "the long run finished before its live charts could be seen"
-    assert "minority-class accuracy" in ui.metric_labels()  # ratio 10: minority classes exist
+    # ratio 10: minority classes exist (the metric cards come just after the heading)
+    ui.wait(lambda d: "minority-class accuracy" in ui.metric_labels(), 30)
     ui.shot("02_train")
 
     # ---------------------------------------------------------------- sparse_finetune from the form
@@ -465,12 +466,16 @@ def _walk(server, driver, tmp_path):
         shutil.copy(tmp_path / "timings.json", Path(extra) / "timings.json")
     assert all(p.stat().st_size > 10_000 for p in shots)
     # Speed (checked last so that a slow machine still gets every other check). Issue 14's
-    # targets are 1 s to the first point and a redraw every 0.5 s or 5 % of the steps. NOT MET
-    # yet (idle 2-core machine, two walks: first point 1.6 / 2.2 s, largest redraw gap 1.2 / 5.3 s,
-    # i.e. up to 13 / 41 % of the steps; see timings.json and the README): the assertions below guard against regressions
-    # with a margin for a loaded CI machine, they do not claim the targets.
+    # targets are 1 s to the first point and a redraw every 0.5 s or 5 % of the steps. Measured
+    # with this walk on the shared 2-core machine under load (load average 4-5, i.e. about 2×
+    # slower than idle): first point 2.0 s, redraws 0.57 s median, 1.3 s at most, 6.7 % of the
+    # steps at most (the previous plotly live charts in the same conditions: 5.8 s, 5.1 s,
+    # 28 %); see timings.json and the README. The bounds below guard those numbers with about
+    # 2× margin for a loaded CI machine; they do not claim the targets.
     assert timings["demo_final_metrics_s"] <= 30, timings
-    assert timings["launch_first_chart_point_s"] <= 5, timings
+    assert timings["launch_first_chart_point_s"] <= 4, timings
     # (that the live charts were seen while the run trained is asserted above; the cadence is
     # measured only when the run lasted for two redraws or more)
-    assert timings.get("live_update_max_gap_s", 0.0) <= 15, timings
+    assert timings.get("live_update_max_gap_s", 0.0) <= 3, timings
+    assert timings.get("live_update_median_gap_s", 0.0) <= 1.5, timings
+    assert timings.get("live_update_max_step_share", 0.0) <= 0.2, timings

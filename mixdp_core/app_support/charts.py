@@ -210,7 +210,9 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
 #: Vega-Lite options of the live charts: SVG (a few hundred marks; text readable in the page)
 #: and no action menu.
 LIVE_EMBED = {"renderer": "svg", "actions": False}
-LIVE_HEIGHT = 230
+#: Height in pixels of a live chart with its title and axes (Streamlit fits the spec into it),
+#: that of the finished run's charts, so that the page does not jump when the run ends.
+LIVE_HEIGHT = 300
 
 
 def thin(x: np.ndarray, y: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -330,7 +332,8 @@ def live_pdp_chart(eps_i: np.ndarray, target_epsilon: float | None, *, step: int
          "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "ε_i (owner's view, not private)",
                             "scale": {"domain": [0, top * 1.05]}},
                       "x2": {"field": "hi"},
-                      "y": {"field": "count", "type": "quantitative", "title": "private samples"}}},
+                      "y": {"field": "count", "type": "quantitative", "title": "private samples"},
+                      "y2": {"datum": 0}}},
         {"transform": [{"filter": "datum.label != ''"}],
          "mark": {"type": "text", "align": "right", "baseline": "top", "dx": -4, "dy": 4, "fontSize": 12},
          "encoding": {"text": {"field": "label"}, "x": {"value": "width"}, "y": {"value": 0}}},

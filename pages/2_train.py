@@ -162,6 +162,7 @@ if launch and not blocked:
         rid = manager.wait_run_id(job)
         select_run(rid)  # the run id goes into the URL right away
         manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
+        st.session_state["train_first_draw"] = rid  # this draw: only the charts with that point
 
 # ------------------------------------------------------------------ follow the run
 st.divider()
@@ -218,7 +219,8 @@ def follow():
         return
     if st.query_params.get("run") != rid:
         st.query_params["run"] = rid
-    status = render_run(manager, rid, key="train")
+    first = st.session_state.pop("train_first_draw", None) == rid
+    status = render_run(manager, rid, key="train", first_draw=first)
     if status != "running" and active and st.session_state.get("train_drawn") != rid:
         st.session_state["train_drawn"] = rid
         st.rerun()  # finished: redraw once without polling

@@ -112,9 +112,8 @@ def steps_frame(steps: Sequence[Mapping[str, Any]]):
 
 #: Most points drawn per curve of a finished run (longer histories are thinned evenly).
 MAX_POINTS = 400
-#: Most points per curve while the run trains, drawn as lines without markers: the browser
-#: redraws every live chart every poll (0.5 s), and on a loaded CPU plotting hundreds of
-#: markers per chart made it fall behind the polls (measured: redraws seconds apart).
+#: Most points per curve while the run trains (:func:`live_line_chart`; the browser redraws
+#: every live chart at every poll, so a bounded number of points keeps redraws light).
 MAX_LIVE_POINTS = 150
 
 
@@ -195,6 +194,157 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
     if has("clip_norm"):
         out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t", live=running)
     return out
+
+
+# --------------------------------------------------------------------------- light live charts
+# While a run trains its charts are redrawn several times a second. Plotly charts were too
+# heavy for that (measured on a loaded 2-core machine: 0.3 s of server time per redraw to
+# build validated figures, and in the browser every changed plotly chart is mounted afresh,
+# about 1 s of main-thread work per redraw of four charts, so redraws came seconds apart).
+# The live charts are therefore small Vega-Lite specs that stay the same for the whole run
+# (titles, fixed axes, colours) with the changing points as data: Streamlit then only swaps
+# the data of the chart already drawn instead of drawing it anew. Each chart marks its newest
+# point (its SVG label carries the step, which the browser test reads). The finished run is
+# drawn with the full plotly charts and their exports (:func:`live_figures`).
+
+#: Vega-Lite options of the live charts: SVG (a few hundred marks; text readable in the page)
+#: and no action menu.
+LIVE_EMBED = {"renderer": "svg", "actions": False}
+#: Height in pixels of a live chart with its title and axes (Streamlit fits the spec into it),
+#: that of the finished run's charts, so that the page does not jump when the run ends.
+LIVE_HEIGHT = 300
+
+
+def thin(x: np.ndarray, y: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``cap`` (≥ 2) points evenly spread over the history, always keeping the first
+    and the last (the newest step is what a live chart is watched for)."""
+    if len(x) <= cap:
+        return x, y
+    keep = np.unique(np.r_[np.linspace(0, len(x) - 1, cap).astype(int), len(x) - 1])
+    return x[keep], y[keep]
+
+
+def live_line_chart(x: np.ndarray, y: np.ndarray, title: str, ylabel: str, *, total: float | None,
+                    hline: float | None = None, hname: str = "", fraction: bool = False,
+                    color: str | None = None) -> tuple[dict[str, Any], Any]:
+    """Vega-Lite spec and data of one live curve (same title and axes as :func:`_line`),
+    thinned to :data:`MAX_LIVE_POINTS` points, the newest one marked.
+
+    The spec depends only on the run (title, the planned number of steps, the target), never
+    on the points, so successive redraws only replace the data.
+
+    Args:
+        x: steps of the records carrying the quantity; y: its values (same length).
+        total: planned number of steps (fixes the x axis to the whole run), or ``None``.
+        hline: a dashed reference line (e.g. the target ε) named ``hname``.
+        fraction: the quantity is a fraction: fixed 0-100 % axis.
+
+    Returns:
+        ``(spec, frame)``: the frame has columns ``step, value, series, newest``.
+    """
+    import pandas as pd
+
+    x, y = thin(np.asarray(x, dtype=float), np.asarray(y, dtype=float), MAX_LIVE_POINTS)
+    newest = np.zeros(len(x), dtype=bool)
+    newest[-1:] = True
+    frame = pd.DataFrame({"step": x, "value": y, "series": ylabel, "newest": newest})
+    names, colors, dashes = [ylabel], [color or PUBLIC_COLOR], [[1, 0]]
+    if hline is not None:
+        frame = pd.concat([frame, pd.DataFrame({"step": [0.0, float(total or 1)], "value": [hline, hline],
+                                                "series": hname, "newest": False})], ignore_index=True)
+        names.append(hname), colors.append("#d62728"), dashes.append([6, 4])
+    xscale: dict[str, Any] = {"domain": [0, float(total) * 1.02]} if total else {}
+    yscale: dict[str, Any] = {"domain": [0, 1]} if fraction else {"zero": True}
+    if hline is not None and not fraction:
+        yscale = {"domain": [0, float(hline) * 1.1]}
+    yaxis: dict[str, Any] = {"format": ".0%"} if fraction else {}
+    spec = {
+        "title": title, "height": LIVE_HEIGHT, "usermeta": {"embedOptions": LIVE_EMBED},
+        "encoding": {
+            "x": {"field": "step", "type": "quantitative", "title": "step", "scale": xscale},
+            "y": {"field": "value", "type": "quantitative", "title": ylabel, "scale": yscale, "axis": yaxis},
+        },
+        "layer": [
+            {"mark": {"type": "line", "clip": True},
+             "encoding": {"color": {"field": "series", "type": "nominal", "title": None,
+                                    "scale": {"domain": names, "range": colors},
+                                    # a legend only where there is more than one line
+                                    "legend": {"orient": "bottom"} if hline is not None else None},
+                          "strokeDash": {"field": "series", "type": "nominal", "legend": None,
+                                         "scale": {"domain": names, "range": dashes}}}},
+            {"transform": [{"filter": "datum.newest"}],
+             "mark": {"type": "point", "filled": True, "size": 45, "color": color or PUBLIC_COLOR}},
+        ],
+    }
+    return spec, frame
+
+
+def live_charts(series: Any, *, target_epsilon: float | None = None) -> dict[str, tuple[dict[str, Any], Any]]:
+    """Vega-Lite charts of a running run (the live counterpart of :func:`live_figures`: same
+    keys and titles; the test-error chart is always there, empty until the first test error).
+
+    Args:
+        series: the run's :class:`~mixdp_core.app_support.live.RunSeries`.
+        target_epsilon: drawn as the budget line on the ε chart (``None``: non-private).
+
+    Returns:
+        name → ``(spec, frame)`` (see :func:`live_line_chart`).
+    """
+    if series.one_shot():
+        return {}
+    total = series.total_steps
+    out = {"test_error": live_line_chart(*series.arrays("test_error"), "Test error vs step", "test error",
+                                         total=total, fraction=True)}
+    if series.has("epsilon"):
+        out["epsilon"] = live_line_chart(*series.arrays("epsilon"), "ε spent vs step", "ε spent", total=total,
+                                         hline=target_epsilon, hname="target ε")
+    if series.has("minority"):
+        out["minority"] = live_line_chart(*series.arrays("minority"), "Minority-class accuracy vs step",
+                                          "minority-class accuracy", total=total, fraction=True,
+                                          color=MINORITY_COLOR)
+    if series.has("clip"):
+        out["clip"] = live_line_chart(*series.arrays("clip"), "Clip threshold τ_t vs step", "τ_t", total=total)
+    return out
+
+
+def live_pdp_chart(eps_i: np.ndarray, target_epsilon: float | None, *, step: int | None = None,
+                   total_steps: int | None = None, bins: int = 40) -> tuple[dict[str, Any], Any]:
+    """Vega-Lite spec and data of the per-instance ε histogram while the run trains (the live
+    counterpart of :func:`pdp_hist_figure`), binned here (``bins`` bars) rather than shipping
+    every sample's ε at each redraw. The steps it covers are drawn from the data (a label in
+    the chart), so that the spec stays the same while the histogram grows.
+
+    Returns:
+        ``(spec, frame)``: bars ``lo, hi, count`` and one ``label`` row.
+    """
+    import pandas as pd
+
+    e = np.asarray(eps_i, dtype=float)
+    top = max(float(target_epsilon or 0.0), float(e.max()) if e.size else 0.0) or 1.0
+    counts, edges = np.histogram(e, bins=bins, range=(0.0, top))
+    label = "" if step is None else f"steps 1–{step}" + (f" of {total_steps}" if total_steps else "")
+    frame = pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "count": counts.astype(float), "label": ""})
+    frame = pd.concat([frame, pd.DataFrame({"lo": [np.nan], "hi": [np.nan], "count": [np.nan], "label": [label]})],
+                      ignore_index=True)
+    layers: list[dict[str, Any]] = [
+        {"transform": [{"filter": "datum.label == ''"}],
+         "mark": {"type": "bar", "color": PRIVATE_COLOR},
+         "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "ε_i (owner's view, not private)",
+                            "scale": {"domain": [0, top * 1.05]}},
+                      "x2": {"field": "hi"},
+                      "y": {"field": "count", "type": "quantitative", "title": "private samples"},
+                      "y2": {"datum": 0}}},
+        {"transform": [{"filter": "datum.label != ''"}],
+         "mark": {"type": "text", "align": "right", "baseline": "top", "dx": -4, "dy": 4, "fontSize": 12},
+         "encoding": {"text": {"field": "label"}, "x": {"value": "width"}, "y": {"value": 0}}},
+    ]
+    if target_epsilon is not None:
+        layers.insert(1, {"data": {"values": [{}]},  # one rule, not one per row
+                          "mark": {"type": "rule", "color": "#d62728", "strokeDash": [6, 4]},
+                          "encoding": {"x": {"datum": float(target_epsilon), "type": "quantitative"}}})
+    spec = {"title": "Histogram of per-instance ε · live", "height": LIVE_HEIGHT,
+            "usermeta": {"embedOptions": LIVE_EMBED}, "layer": layers}
+    return spec, frame
 
 
 # --------------------------------------------------------------------------- metrics

@@ -55,10 +55,11 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 JOB_STATES = (QUEUED, ACTIVE, DONE, FAILED, CANCELLED)
 #: Seconds a step record of an app run waits before it reaches the store (and the live charts,
-#: which poll every 0.5 s): half the poll period so that each poll finds new points; about
-#: four small SQLite transactions per second per run. The runner's live view (minority
+#: which poll every 0.25 s, :data:`~mixdp_core.app_support.resources.POLL_S`): shorter than
+#: the poll period so that each poll finds new points; five small SQLite transactions per
+#: second per run. The runner's live view (minority
 #: accuracy, pDP so far) runs at the same period, in the run's worker process.
-APP_FLUSH_S = 0.25
+APP_FLUSH_S = 0.2
 
 
 @dataclass

@@ -402,6 +402,19 @@ class RunStore:
             ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def steps_after(self, run_id: str, after: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """The run's step records written after the cursor ``after``, in order, and the new
+        cursor (pass it back to read only newer records; ``0`` reads them all).
+
+        Why: a live chart polls a run several times a second, and re-reading (and
+        re-parsing) thousands of records at every poll was the slowest part of a redraw.
+        """
+        with self._connect() as con:
+            rows = con.execute(
+                "SELECT id, record_json FROM steps WHERE run_id=? AND id>? ORDER BY id", (run_id, int(after))
+            ).fetchall()
+        return [json.loads(r[1]) for r in rows], (rows[-1][0] if rows else int(after))
+
     def finish(self, run_id: str, status: str, *, metrics: Mapping[str, Any] | None = None,
                error: str | None = None) -> None:
         """Set the final status (``completed``/``failed``/``cancelled``), metrics and error."""

@@ -62,7 +62,7 @@ def _free_port() -> int:
 @pytest.fixture
 def server(tmp_path):
     port = _free_port()
-    env = dict(os.environ, MIXDP_APP_POLL_S="0.5", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
+    env = dict({k: v for k, v in os.environ.items() if k != "MIXDP_APP_POLL_S"}, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
                MIXDP_HOME=str(tmp_path / "home"))  # fresh store; the feature cache is that of the install
     log = open(tmp_path / "streamlit.log", "w")
     proc = subprocess.Popen(
@@ -173,12 +173,25 @@ class UI:
         p = self.plot(title_start)
         return max((t["n"] for t in p["traces"]), default=0) if p else 0
 
-    def last_step(self, title_start: str) -> float:
-        """Largest x (step) drawn by the chart's first trace: live curves are thinned to a
-        fixed number of points, so the point count stops growing but the last step moves."""
-        p = self.plot(title_start)
-        xs = [t["xmax"] for t in (p["traces"] if p else [])[:1] if t.get("xmax") is not None]
-        return float(xs[0]) if xs else 0.0
+    def live_charts(self) -> list[dict]:
+        """Title, newest point and text labels of every live (Vega-Lite, SVG) chart."""
+        return self.d.execute_script("""
+            return Array.from(document.querySelectorAll('[data-testid=stVegaLiteChart]')).map(c => {
+              const t = c.querySelector('.role-title-text');
+              return {title: t ? t.textContent : '',
+                      newest: Array.from(c.querySelectorAll('[aria-roledescription=point]'))
+                                   .map(p => p.getAttribute('aria-label') || ''),
+                      labels: Array.from(c.querySelectorAll('.role-mark text')).map(x => x.textContent)};
+            });""")
+
+    def live(self, title_start: str) -> dict | None:
+        return next((c for c in self.live_charts() if c["title"].startswith(title_start)), None)
+
+    def live_step(self, title_start: str) -> float:
+        """Step of the newest point of a live chart (its SVG label: "step: 1,234; ..."), 0 if none."""
+        c = self.live(title_start)
+        m = re.search(r"step: ([\d,.]+)", " ".join(c["newest"])) if c else None
+        return float(m.group(1).replace(",", "")) if m else 0.0
 
     def has_points(self, title_start: str) -> bool:
         p = self.plot(title_start)
@@ -246,7 +259,8 @@ def _walk(server, driver, tmp_path):
     ui.click_button("Run the demo")
     ui.wait(lambda d: _run_id(d.current_url) is not None, 30)
     timings["demo_url_s"] = time.monotonic() - t0
-    ui.wait(lambda d: ui.has_points("Test error vs step") or "Final metrics" in ui.body(), 30)
+    ui.wait(lambda d: ui.live_step("ε spent vs step") > 0 or ui.live_step("Test error vs step") > 0
+            or ui.has_points("Test error vs step") or "Final metrics" in ui.body(), 30)  # live or final
     timings["demo_first_chart_point_s"] = time.monotonic() - t0
     ui.text_present("Final metrics", timeout=40)
     timings["demo_final_metrics_s"] = time.monotonic() - t0
@@ -300,11 +314,12 @@ def _walk(server, driver, tmp_path):
     long_run = _run_id(driver.current_url)
     # First chart point: the run's first record is its noisy-count release (ε spent); the
     # first test error comes with the first gradient steps.
-    ui.wait(lambda d: ui.has_points("ε spent vs step") or ui.has_points("Test error vs step"), 60)
+    ui.wait(lambda d: ui.live_step("ε spent vs step") > 0 or ui.live_step("Test error vs step") > 0
+            or ui.has_points("ε spent vs step"), 60)
     timings["launch_first_chart_point_s"] = time.monotonic() - t0
     # While it trains: the time (and share of the steps) between redraws, and minority
     # accuracy (ratio 10) and the pDP histogram of the steps so far, updating live.
-    gaps, jumps, last_n, last_t, total = [], [], ui.last_step("ε spent vs step"), time.monotonic(), None
+    gaps, jumps, last_n, last_t, total = [], [], ui.live_step("ε spent vs step"), time.monotonic(), None
     live_minority = live_pdp = False
     t_first = time.monotonic()
     while time.monotonic() - t0 < 120:
@@ -313,7 +328,7 @@ def _walk(server, driver, tmp_path):
             break
         if live_minority and live_pdp and (len(gaps) >= 5 or time.monotonic() - t_first > 20):
             break  # enough redraws seen: launch the second run while this one trains
-        n = ui.last_step("ε spent vs step")
+        n = ui.live_step("ε spent vs step")
         m = re.search(r"step (\d+) / (\d+)", text)
         total = int(m.group(2)) if m else total
         if n != last_n and n > 0:
@@ -322,8 +337,9 @@ def _walk(server, driver, tmp_path):
             jumps.append(abs(n - last_n))
             last_n, last_t = n, now
         if not (live_minority and live_pdp):
-            live_minority = live_minority or ui.has_points("Minority-class accuracy vs step")
-            live_pdp = live_pdp or ui.plot("Histogram of per-instance ε · step") is not None
+            live_minority = live_minority or ui.live_step("Minority-class accuracy vs step") > 0
+            pdp = ui.live("Histogram of per-instance ε")
+            live_pdp = live_pdp or (pdp is not None and any(x.startswith("steps 1–") for x in pdp["labels"]))
             if live_minority and live_pdp:
                 ui.shot("02b_train_live")
         time.sleep(0.05)
@@ -348,7 +364,8 @@ def _walk(server, driver, tmp_path):
     ui.text_present("Final metrics", timeout=180)
     timings["two_runs_s"] = time.monotonic() - t0
     assert live_seen, "the long run finished before its live charts could be seen"
-    assert "minority-class accuracy" in ui.metric_labels()  # ratio 10: minority classes exist
+    # ratio 10: minority classes exist (the metric cards come just after the heading)
+    ui.wait(lambda d: "minority-class accuracy" in ui.metric_labels(), 30)
     ui.shot("02_train")
 
     # ---------------------------------------------------------------- sparse_finetune from the form
@@ -450,12 +467,18 @@ def _walk(server, driver, tmp_path):
         shutil.copy(tmp_path / "timings.json", Path(extra) / "timings.json")
     assert all(p.stat().st_size > 10_000 for p in shots)
     # Speed (checked last so that a slow machine still gets every other check). Issue 14's
-    # targets are 1 s to the first point and a redraw every 0.5 s or 5 % of the steps. NOT MET
-    # yet (idle 2-core machine, two walks: first point 1.6 / 2.2 s, largest redraw gap 1.2 / 5.3 s,
-    # i.e. up to 13 / 41 % of the steps; see timings.json and the README): the assertions below guard against regressions
-    # with a margin for a loaded CI machine, they do not claim the targets.
+    # targets are 1 s to the first point and a redraw every 0.5 s or 5 % of the steps: NOT MET
+    # on the shared 2-core machine these were measured on (load average 3-5, no idle machine
+    # to be had; six walks): first point 1.8-5.2 s, redraws 0.46-1.01 s median, 0.56-2.65 s
+    # at most, 4.7-13 % of the steps at most (the best walk: 1.8 s, 0.46 / 0.56 s, 5.6 %). The plotly live charts before, same machine and
+    # load: first point 5.4-5.8 s, redraws 5-9 s apart, 28-34 % of the steps (README,
+    # timings.json). The first point mostly waits for the run's first record and for the
+    # browser setting up the new charts. The cadence bounds are tightened with about 2× margin
+    # over the loaded numbers; the first-point bound stays where it was.
     assert timings["demo_final_metrics_s"] <= 30, timings
     assert timings["launch_first_chart_point_s"] <= 5, timings
     # (that the live charts were seen while the run trained is asserted above; the cadence is
     # measured only when the run lasted for two redraws or more)
-    assert timings.get("live_update_max_gap_s", 0.0) <= 15, timings
+    assert timings.get("live_update_max_gap_s", 0.0) <= 5, timings
+    assert timings.get("live_update_median_gap_s", 0.0) <= 2, timings
+    assert timings.get("live_update_max_step_share", 0.0) <= 0.3, timings

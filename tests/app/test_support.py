@@ -247,6 +247,122 @@ def test_live_figures_from_step_records():
     assert "clip" not in charts.live_figures(no_clip)
 
 
+def _records(n: int, *, total: int = 1000, minority_from: int = 0) -> list[dict]:
+    return [{"step": i, "total_steps": total, "test_error": 0.5 / i if i % 3 == 0 else None, "clip_norm": 1.0 + i,
+             "epsilon_spent": 0.01 * i, "train_loss": 1.0,
+             "extra": {"minority_accuracy": 0.25} if minority_from and i >= minority_from else {}}
+            for i in range(1, n + 1)]
+
+
+def test_store_reads_only_the_step_records_after_the_cursor(tmp_path):
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path, recover=False)
+    rid = store.create_run({"method": "adamix"}, config_hash="h")
+    other = store.create_run({"method": "ngd"}, config_hash="g")
+    recs = _records(7)
+    store.append_steps(rid, recs[:4])
+    store.append_steps(other, recs[:2])  # interleaved rows of another run are not read
+    first, cursor = store.steps_after(rid)
+    assert first == recs[:4] and cursor > 0
+    assert store.steps_after(rid, cursor) == ([], cursor)  # nothing new: same cursor
+    store.append_steps(rid, recs[4:])
+    more, cursor2 = store.steps_after(rid, cursor)
+    assert more == recs[4:] and cursor2 > cursor
+    assert first + more == store.steps(rid)
+
+
+def test_live_series_grows_incrementally_like_a_full_read(tmp_path):
+    from mixdp_core.app_support import live
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path, recover=False)
+    rid = store.create_run({"method": "adamix"}, config_hash="h")
+    recs = _records(50, minority_from=20)
+    series = None
+    for lo in range(0, 50, 7):  # the run flushes batches while the page polls
+        store.append_steps(rid, recs[lo:lo + 7])
+        series = live.run_series(store, rid)
+    full = live.RunSeries(rid)
+    full.add(store.steps(rid))
+    assert series is live.run_series(store, rid)  # one series per run and store, shared by sessions
+    assert series.version == 50 and series.last_step == 50 and series.total_steps == 1000
+    for name in live.COLUMNS:
+        for a, b in zip(series.arrays(name), full.arrays(name)):
+            assert np.array_equal(a, b)
+    x, y = series.arrays("minority")
+    assert x[0] == 20 and len(x) == 31 and set(y) == {0.25}
+    x, y = series.arrays("test_error")
+    assert list(x[:3]) == [3, 6, 9] and y[0] == pytest.approx(0.5 / 3)
+    # charts keep their places: one that appears later is appended, never inserted before
+    assert series.chart_order(["test_error", "epsilon", "clip"]) == ["test_error", "epsilon", "clip"]
+    assert series.chart_order(["test_error", "epsilon", "minority", "clip"]) == [
+        "test_error", "epsilon", "clip", "minority"]
+
+
+def test_live_pdp_is_reread_only_when_the_artifact_changes(tmp_path):
+    from mixdp_core.app_support import live
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path, recover=False)
+    rid = store.create_run({"method": "adamix"}, config_hash="h")
+    assert live.live_pdp(store, rid) == (None, None)
+    store.save_artifacts(rid, {"live_pdp_epsilon": np.array([0.5, 1.0]), "live_step": np.asarray(3)})
+    e1, step = live.live_pdp(store, rid)
+    assert step == 3 and list(e1) == [0.5, 1.0]
+    assert live.live_pdp(store, rid)[0] is e1  # unchanged file: the cached array
+    store.save_artifacts(rid, {"pdp_epsilon": np.array([0.7, 0.9, 1.1])})  # the run's final artifact
+    e2, step = live.live_pdp(store, rid)
+    assert step is None and list(e2) == [0.7, 0.9, 1.1]
+
+
+def _vega_valid(spec: dict, frame) -> None:
+    """Validate a live chart against the Vega-Lite schema (Altair's validator)."""
+    import altair as alt
+
+    rows = frame.astype(object).where(frame.notna(), None).to_dict("records")
+    alt.LayerChart.from_dict(dict(spec, data={"values": rows}))
+
+
+def test_live_charts_are_valid_vega_lite_whose_spec_does_not_depend_on_the_points():
+    from mixdp_core.app_support import live
+
+    early, late = live.RunSeries("r"), live.RunSeries("r")
+    early.add(_records(30, minority_from=10))
+    late.add(_records(900, minority_from=10))
+    a = charts.live_charts(early, target_epsilon=3.0)
+    b = charts.live_charts(late, target_epsilon=3.0)
+    assert set(a) == set(b) == {"test_error", "epsilon", "minority", "clip"}
+    for name in a:
+        _vega_valid(*b[name])
+        # the same spec for 30 and 900 records: a redraw only swaps the chart's data
+        assert a[name][0] == b[name][0], name
+    spec, frame = b["epsilon"]
+    assert spec["title"] == "ε spent vs step" and spec["encoding"]["x"]["scale"]["domain"] == [0, 1020.0]
+    curve = frame[frame.series == "ε spent"]
+    assert len(curve) <= charts.MAX_LIVE_POINTS + 1 and curve.step.iloc[0] == 1
+    assert curve.step.iloc[-1] == 900 and curve.newest.sum() == 1 and curve.newest.iloc[-1]  # newest marked
+    assert list(frame[frame.series == "target ε"].value) == [3.0, 3.0]  # the budget line, in the legend
+    assert b["test_error"][0]["encoding"]["y"]["scale"]["domain"] == [0, 1]  # fixed 0-100 % axis
+    waiting = live.RunSeries("w")
+    assert set(charts.live_charts(waiting)) == {"test_error"}  # empty until the first record
+    one = live.RunSeries("o")
+    one.add([{"step": 1, "total_steps": 1, "test_error": 0.2, "epsilon_spent": 1.0, "extra": {}}])
+    assert charts.live_charts(one, target_epsilon=1.0) == {}  # one-shot: no curves
+
+
+def test_live_pdp_histogram_counts_every_sample_and_names_its_steps():
+    eps = np.array([0.1, 0.2, 0.2, 2.9, 3.0])
+    spec, frame = charts.live_pdp_chart(eps, 3.0, step=40, total_steps=100, bins=10)
+    _vega_valid(spec, frame)
+    bars = frame[frame.label == ""]
+    assert bars["count"].sum() == len(eps) and bars.lo.min() == 0 and bars.hi.max() == pytest.approx(3.0)
+    assert bars["count"].tolist() == np.histogram(eps, bins=10, range=(0, 3.0))[0].tolist()
+    assert frame[frame.label != ""].label.tolist() == ["steps 1–40 of 100"]
+    spec2, _ = charts.live_pdp_chart(eps * 0.5, 3.0, step=80, total_steps=100, bins=10)
+    assert spec2 == spec  # the steps covered are data, not spec: the chart is not drawn anew
+
+
 def test_compare_axes_legend_and_reference_lines():
     rows = [{"method": "adamix", "epsilon": 3.0, "n": 1, "test_error_mean": 0.08, "test_error_std": 0.0,
              "minority_accuracy_mean": 0.9, "minority_accuracy_std": 0.0}]

@@ -208,3 +208,52 @@ def test_select_l2_cv_agrees_with_direct_cross_validation(digits_split):
     best = min(errs.values())
     want = max(l2 for l2, e in errs.items() if e <= best + 1e-12)  # ties -> strongest ridge
     assert select_l2_cv(X, y, 10) == want, errs
+
+
+def test_averaged_logit_noise_std_matches_a_monte_carlo_of_the_schedule():
+    """The closed form (backward recursion) against 20,000 simulated noise paths of the capped
+    Thm.-3 schedule with the t-weighted average (independent computation)."""
+    from mixdp_core.methods.adamix.engine import averaged_logit_noise_std
+
+    rng = np.random.default_rng(0)
+    for cap, lam, T, s in ((2.0, 0.05, 60, 0.02), (1.5, 0.0, 12, 0.1), (1.0, 0.5, 40, 0.03)):
+        t = np.arange(1, T + 1)
+        eta = np.full(T, cap) if lam == 0 else np.minimum(cap, 2.0 / (lam * (t + 1)))
+        e = np.zeros(20_000)
+        avg = np.zeros(20_000)
+        for i in range(T):  # iterate i+1 enters the average, then takes its noisy step
+            avg += 2.0 * (i + 1) / (T * (T + 1)) * e
+            e = (1.0 - eta[i] * lam) * e - eta[i] * s * rng.standard_normal(e.shape)
+        want = float(avg.std())
+        got = averaged_logit_noise_std(step_cap=cap, weight_decay=lam, steps=T, noise_std=s)
+        assert abs(got - want) <= 0.03 * want, (cap, lam, T, got, want)
+    assert averaged_logit_noise_std(step_cap=1.0, weight_decay=0.1, steps=1, noise_std=1.0) == 0.0
+
+
+def test_released_noise_start_bounds_the_noise_of_the_released_model():
+    """init_scale='released_noise': the start's margin is z = 3 times sqrt(2) nu with nu the
+    modelled logit noise of the released average; the model ignores the loss curvature, so the
+    noise measured across noise seeds (same split, guard off) must not exceed it."""
+    import math
+
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.methods.adamix import NOISE_MARGIN_Z
+
+    from .conftest import digits_featureset
+    from mixdp_core.methods.adamix.references import unit_rows
+
+    sp = make_split(digits_featureset(), SplitSpec(public_per_class=2, seed=0))
+    d = unit_rows(sp)
+    runs = [make_method("adamix", target_epsilon=3.0, seed=s, public_guard=False, init_scale="released_noise").fit(sp)
+            for s in range(6)]
+    default = make_method("adamix", target_epsilon=3.0, seed=0, public_guard=False).fit(sp)
+    assert runs[0].steps_ > 100 and runs[0].init_scale_ != default.init_scale_  # past the burn-in: the rule differs
+    noise = float(np.stack([d.public @ m.W_ for m in runs]).std(axis=0, ddof=1).mean())
+    W_pub = fit_public(d.public, sp.y_public, sp.n_classes, l2=None)
+    Z = d.public @ W_pub
+    idx = np.arange(len(sp.y_public))
+    zy = Z[idx, sp.y_public].copy()
+    Z[idx, sp.y_public] = -np.inf
+    margin = float(np.median(zy - Z.max(axis=1)))
+    nu = np.mean([m.init_scale_ for m in runs]) * margin / (NOISE_MARGIN_Z * math.sqrt(2.0))
+    assert 0.0 < noise <= nu, (noise, nu)

@@ -65,8 +65,8 @@ schedule:
 6. **Public-start guard** (``public_guard=True``; ``adamix`` and ``ngd``): the run's last
    release is a noisy paired count on the private rows, (#correct of the trained model) −
    (#correct of the public start) + N(0, sigma^2) (sensitivity 1, accounted as one of the
-   ``T`` releases), and the public start is released unless it is positive
-   (:meth:`.private.NoisyGDMethod._public_guard`). Measured where the private phase hurt
+   ``T`` releases), and the public start is released unless it exceeds one noise std
+   (:data:`GUARD_Z` = 1, a one-sided test; :meth:`.private.NoisyGDMethod._public_guard`). Measured where the private phase hurt
    (digits, private/test pixels shifted, 2 clean public per class, eps 0.5, seeds 0-3):
    26.7 % → 24.2 % against Only-Public's 23.1 %; elsewhere within ±1 point of unguarded.
 

@@ -246,6 +246,35 @@ def clipped_smoothness(tau: float, beta: float = 0.5) -> float:
     return float(min(beta, 2.0 * tau))
 
 
+def averaged_logit_noise_std(*, step_cap: float, weight_decay: float, steps: int, noise_std: float) -> float:
+    """Std of one logit's noise in the released t-weighted average of the ``smooth`` schedule.
+
+    Model (public inputs only): a unit-norm row ``x`` sees, at step ``t``, the noise
+    ``x . (eta_t n_t / n_hat)`` of std ``eta_t s`` (``s = sigma tau / n_hat``, the mean-scale
+    noise std per coordinate); the iterates follow the linear recursion
+    ``e_{t+1} = (1 - eta_t lambda) e_t - eta_t s xi_t`` (weight decay contracts, the loss
+    curvature is ignored, so this over-estimates), ``e_1 = 0`` at the start, with
+    ``eta_t = min(step_cap, 2 / (lambda (t + 1)))`` as in :func:`run_noisygd`, and the output is
+    ``sum_t 2 t e_t / (T (T + 1))`` (Thm. 3's average; the last step's noise never enters it).
+
+    Returns:
+        ``s * sqrt(sum_j (eta_j A_j)^2)`` with ``A_j`` the total weight the average puts on the
+        noise of step ``j`` (backward recursion ``A_j = c_{j+1} + (1 - eta_{j+1} lambda) A_{j+1}``).
+    """
+    T = int(steps)
+    if T <= 1 or noise_std <= 0:
+        return 0.0
+    t = np.arange(1, T + 1, dtype=float)
+    eta = np.full(T, float(step_cap))
+    if weight_decay > 0:
+        eta = np.minimum(eta, 2.0 / (weight_decay * (t + 1.0)))
+    c = 2.0 * t / (T * (T + 1.0))  # c[t-1]: weight of iterate t
+    A = np.zeros(T + 1)  # A[j]: weight on the noise injected at step j (enters iterates j+1..T)
+    for j in range(T - 1, 0, -1):
+        A[j] = c[j] + (1.0 - eta[j] * weight_decay) * A[j + 1]
+    return float(noise_std * math.sqrt(float(np.sum((eta[: T - 1] * A[1:T]) ** 2))))
+
+
 def theorem3_weight_decay(
     *, lipschitz: float, noise_std: float, dim: int, steps: int, ref_distance: float, include_optimization: bool = False
 ) -> float:

@@ -30,6 +30,7 @@ from .configs import (
 )
 from .engine import (
     NoisyGDOptions,
+    averaged_logit_noise_std,
     NoisyGDProblem,
     NoisyGDResult,
     clip_threshold,
@@ -106,7 +107,9 @@ class NoisyGDMethod(LinearHead):
         PACS rise (6 seeds, epsilon 0.5/1/3: 50.2/52.6/44.4 -> 50.2/56.1/46.1) and costs digits
         1-shot ~1 point at epsilon 3/8. Without noise (sigma -> 0, same T and alpha) a smaller
         alpha is never worse on either set: the trade-off is the noise's, and which side wins
-        depends on data that only the private rows can tell.
+        depends on data that only the private rows can tell. That rule is the option
+        ``init_scale="released_noise"`` (:func:`.engine.averaged_logit_noise_std`, step cap
+        ``1/(min(1/2, 2 tau) + lambda)`` and the Thm.-3 lambda of the run).
         """
         cfg = self.config
         Xp, yp = problem.X_public, problem.y_public
@@ -124,7 +127,10 @@ class NoisyGDMethod(LinearHead):
         k = D if k is None else (max(C - 1, 1) if k == "rank" else min(int(k), D))
         # burn-in: steps until the (at most N tau per step) signal can outgrow the noise
         # sigma tau sqrt(k C t): t* = sigma^2 k C / n_hat^2, at least 1, at most T.
-        horizon = min(float(T_grad), max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2) / BURN_IN_ALIGNMENT**2)
+        burn_in = max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2) / BURN_IN_ALIGNMENT**2
+        horizon = min(float(T_grad), burn_in)
+        # init_scale='released_noise' past the burn-in: the noise of the released average instead
+        released = cfg.init_scale == "released_noise" and T_grad > burn_in
         alpha = 1.0
         for _ in range(4):  # fixed point: tau depends on the scale of the start
             Ep, _ = softmax_residual(Xp @ (W_pub * np.float32(alpha)), yp)
@@ -133,6 +139,14 @@ class NoisyGDMethod(LinearHead):
                                  clip_norm=opts.clip_norm, percentile=opts.clip_percentile)
             eta = 1.0 / clipped_smoothness(tau, opts.smoothness)
             nu = eta * cfg.noise_multiplier * tau * math.sqrt(8.0 * horizon / 15.0) / n_hat
+            if released:
+                mult = getattr(self, "_lambda_mult", 1.0)
+                lam = mult * (float(cfg.weight_decay) if cfg.weight_decay is not None else theorem3_weight_decay(
+                    lipschitz=tau, noise_std=cfg.noise_multiplier * tau / n_hat, dim=k * C, steps=T_grad,
+                    ref_distance=self._ref_distance(W_pub * np.float32(alpha), C),
+                    include_optimization=cfg.weight_decay_rule == "worst_case"))
+                nu = averaged_logit_noise_std(step_cap=1.0 / (1.0 / eta + lam), weight_decay=lam, steps=T_grad,
+                                              noise_std=cfg.noise_multiplier * tau / n_hat)
             alpha = getattr(self, "_margin_z", NOISE_MARGIN_Z) * math.sqrt(2.0) * nu / margin
         return (W_pub * np.float32(alpha)).astype(np.float32), float(alpha)
 
@@ -327,7 +341,7 @@ class NoisyGDMethod(LinearHead):
             n_hat = n_hat_priv + n_pub_grad
             opts.n_hat_private = n_hat_priv
         self.init_scale_ = 1.0
-        if smooth and cfg.init_scale == "noise" and self._public_start:
+        if smooth and cfg.init_scale in ("noise", "released_noise") and self._public_start:
             W_init, self.init_scale_ = self._noise_scaled_start(W_init, problem, opts, T_grad, n_hat)
             W_ref = W_init
         opts.steps = T_grad

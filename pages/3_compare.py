@@ -17,7 +17,10 @@ SEED_CHOICES = list(range(10))
 private = [n for n, c in methods.items() if c.private]
 references = [n for n, c in methods.items() if not c.private and c.uses_private_data is not None
               and not c.needs_text]
-default_methods = [m for m in ("adamix", "ngd") if m in private] or private[:2]
+# AdaMix against Fully-Private: what the public data buy (the paper's comparison). Not AdaMix
+# against NGD: both end with the public-start guard, and where it keeps the public start in both
+# the two runs are the same model.
+default_methods = [m for m in ("adamix", "fully_private") if m in private] or private[:2]
 
 # A shared / reloaded URL pre-fills the selection (once per distinct URL in this session).
 query = st.query_params.to_dict()

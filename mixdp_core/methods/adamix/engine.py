@@ -32,7 +32,9 @@ public gradient ``G_pub(w_t)`` (``D x C``, rank ``r <= C``), top directions firs
 of 512 CLIP dims) the basis is completed orthonormally: we drop the ``m = D - k`` directions
 ``Q = orth((I - U_r U_r^T) B)`` with ``B`` a fixed data-independent Gaussian ``D x m``
 matrix, i.e. ``U U^T = I - Q Q^T``. Then ``||U^T x||^2 = ||x||^2 - ||Q^T x||^2`` and
-``X Q = (X B - (X U_r)(U_r^T B)) R^{-1}`` need only ``X B`` (once) and ``X U_r``. Since
+``X Q = (X B - (X U_r)(U_r^T B)) R^{-1}`` need only ``X B`` (once) and ``X U_r`` (the fused
+path uses the cheaper low-rank form of :func:`_complement_maps`: ``||P_B x||^2`` once per run,
+then ``2 r`` dot products per row). Since
 ``G_pub = X_pub^T E_pub``, ``U_r = Q_p U~_r`` with ``X_pub^T = Q_p R_p`` (thin QR, once) and
 ``U~`` the left singular vectors of the small ``R_p E_pub``; so ``X U_r = (X Q_p) U~_r`` from
 a cached ``N x n_pub`` matrix (when ``n_pub < D``; otherwise ``X U_r`` is fused with the
@@ -378,9 +380,11 @@ def projection_basis(
     triangular ``R`` of ``Q R = (I - U_r U_r^T) B`` with ``R^T R = B^T B - K K^T``
     (``K = B^T U_r``, ``U_r`` orthonormal): a Cholesky factorization of an ``m x m`` matrix
     from the run's cached ``B^T B`` instead of a QR of the ``D x m`` matrix at every step
-    (Householder QR when the Cholesky factor is ill-conditioned, cond > 1e4, where squaring
-    the condition number would cost accuracy; a Gaussian ``B`` with ``m << D`` has
-    cond ~ (sqrt(D) + sqrt(m)) / (sqrt(D) - sqrt(m)), 1.4 at D = 1,280, m = 30).
+    (0.013 vs 0.053 of a stream pass over the 50,000 x 1,280 ``X``, medians of 15 interleaved
+    rounds). Householder QR is kept as the fallback when the Cholesky factorization fails or
+    its diagonal spans more than 1e4 (forming ``R^T R`` squares the condition number); a
+    Gaussian ``B`` with ``m << D`` has condition ~ (sqrt(D) + sqrt(m)) / (sqrt(D) - sqrt(m)),
+    1.4 at D = 1,280, m = 30. ``Q`` is formed only when read (:attr:`ProjectionBasis.Q`).
     """
     if public_qr is not None and E_pub is not None:
         Qp, Rp = public_qr

@@ -341,11 +341,11 @@ def _b_gram(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     hit = _B_GRAMS.get(key)
     if hit is not None and hit[0]() is B:
         return hit[1]
-    B64 = np.asarray(B, dtype=np.float64)
+    B64 = np.array(B, dtype=np.float64)  # a copy: the entry must not keep B itself alive
     BtB = B64.T @ B64
     val = (B64, BtB, np.linalg.inv(BtB))
     try:
-        ref = weakref.ref(B, lambda _r, k=key: _B_GRAMS.pop(k, None))
+        ref = weakref.ref(B, lambda _r, k=key, d=_B_GRAMS: d.pop(k, None))  # d: alive at exit
     except TypeError:
         return val
     if len(_B_GRAMS) >= 4:
@@ -552,7 +552,7 @@ def _complement_base(XB: np.ndarray, B: np.ndarray, x_norm: np.ndarray) -> np.nd
         Y = np.asarray(XB[a:a + 8192], dtype=np.float64) @ L
         base[a:a + 8192] -= np.einsum("ij,ij->i", Y, Y)
     try:
-        drop = lambda _r, k=key: _BASES.pop(k, None)  # noqa: E731
+        drop = lambda _r, k=key, d=_BASES: d.pop(k, None)  # noqa: E731  (d: alive at exit)
         refs = tuple(weakref.ref(o, drop) for o in (XB, B, x_norm))
     except TypeError:
         return base

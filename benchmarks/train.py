@@ -24,7 +24,7 @@ Sections (each prints its ratios; ``--only`` picks some):
              count of the release, the torch kernel (CPU; CUDA when available, else
              ``torch_cuda_* = null`` and ``torch_cuda_skipped`` says why) and Opacus' epoch
              over one step, and AdaMix's projection norms alone (``pdp_norms_over_stream``,
-             fused path). Each ratio is the median over interleaved repeats in this process; 1-thread
+             fused path; ``pdp_norms_dense_over_stream`` the dense map it replaced). Each ratio is the median over interleaved repeats in this process; 1-thread
              ratios use process CPU time (robust to other processes sharing the cores), thread
              comparisons use wall time. Prints one JSON object as the **last line**.
 
@@ -308,7 +308,19 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
     from mixdp_core.methods._linear import fit_logistic, row_norms
     from mixdp_core.methods.adamix.engine import NoisyGDOptions, private_release, projection_dim_for, run_noisygd
 
-    from _release_v0 import private_release_v0
+    from _release_v0 import private_release_v0 as _v0
+
+    def private_release_v0(*a, ratio_out=None, loss_out=None, **k):
+        """The pre-issue-13 kernel behind the engine's current call (it fills the run's reused
+        ``(N,)`` buffers: two copies, ~0.004 of a stream pass)."""
+        noisy, ratio, loss = _v0(*a, **k)
+        if ratio_out is not None:
+            ratio_out[...] = ratio
+            ratio = ratio_out
+        if loss_out is not None:
+            loss_out[...] = loss
+            loss = loss_out
+        return noisy, ratio, loss
 
     prob = _problem(n, d, c)
     X, y = prob.X_private, prob.y_private
@@ -394,25 +406,45 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
         # see mixdp_core/methods/_fused_kernel.py), its true arithmetic is (C - 1) / C of this
         out["fused_release_gflops"] = flops / float(np.median(rel_f)) / 1e9 if rel_f else None
         if out["fused_kernel"]:
-            # AdaMix's extra per step on the fused path: the pDP projection norms ||A_i M||^2 from
-            # the cached [X B | X Q_p] (N x (D - k + n_pub)) by the (D - k + n_pub) x (D - k) map
+            # AdaMix's extra per step on the fused path: the pDP projection norms ||U^T x_i||^2 of
+            # the paper projection from the cached [X B | X Q_p] by the engine's low-rank maps
+            # (r (m + 2 n_pub) multiply-adds per row), and, side by side, the dense ||A_i M||^2
+            # with the (m + n_pub) x m map of X Q (m (m + n_pub); the path before this change)
             from mixdp_core.methods import _fused_kernel
+            from mixdp_core.methods.adamix.engine import (
+                _complement_base,
+                _complement_maps,
+                _side_by_side,
+                projection_basis,
+            )
+            from mixdp_core.methods._linear import softmax_residual
 
             k_pap = projection_dim_for(d, "paper", c)
-            cols = (d - k_pap) + len(prob.y_public)
-            rng_a = np.random.default_rng(3)
-            A = rng_a.standard_normal((n, cols), dtype=np.float32)
-            MT = np.ascontiguousarray(rng_a.standard_normal((d - k_pap, cols), dtype=np.float32))
+            Xp_, yp_ = prob.X_public, prob.y_public
+            Bm = np.random.default_rng(3).standard_normal((d, d - k_pap)).astype(np.float32)
+            qr_ = np.linalg.qr(Xp_.T.astype(np.float64))
+            Ep_, _ = softmax_residual(Xp_ @ W0, yp_)
+            bas = projection_basis(Xp_.T @ Ep_, k_pap, Bm, public_qr=qr_, E_pub=Ep_)
+            XB_, XQp_ = X @ Bm, X @ qr_[0].astype(np.float32)
+            A = _side_by_side(XB_, XQp_, np.float32)
+            base = _complement_base(XB_, Bm, xn0)
+            MT = np.ascontiguousarray(np.random.default_rng(3).standard_normal((d - k_pap, A.shape[1]), dtype=np.float32))
             sq_out = np.empty(n)
             _fused_kernel.row_sq_norms(A, MT, 0, n, sq_out)
-            pr = []
+            pr, pd = [], []
             for r in range(sub_repeats):
                 fl = _stream_cpu(X)
                 a = time.process_time()
-                _fused_kernel.row_sq_norms(A, MT, 0, n, sq_out)
+                M1T, M2T = _complement_maps(bas, XQp_.shape[1])
+                _fused_kernel.sq_norms_lowrank(A, M1T, d - k_pap, M2T, base, 0, n, sq_out)
                 pr.append((time.process_time() - a) / fl)
+                fl = _stream_cpu(X)
+                a = time.process_time()
+                _fused_kernel.row_sq_norms(A, MT, 0, n, sq_out)
+                pd.append((time.process_time() - a) / fl)
             out["pdp_norms_over_stream"] = float(np.median(pr))
-            del A
+            out["pdp_norms_dense_over_stream"] = float(np.median(pd))
+            del A, XB_, XQp_
         out["numpy_release_gflops"] = flops / float(np.median(rel_n)) / 1e9
         # the BLAS's own rate on a square product: what this core reaches when it is not bound by
         # the skinny C-column shapes (the "peak" the two rates above compare with)

@@ -386,3 +386,77 @@ if _numba is not None:
                 s += np.float64(t) * t
             out[i - lo] = s
             i += 1
+
+
+    @_numba.njit(fastmath=True, cache=True, boundscheck=False, nogil=True, inline="always")
+    def _sq4(a0, a1, a2, a3, MT, D, acc):  # pragma: no cover - compiled
+        # acc[0..3] += ||a_q M||^2 for the 4 rows: 3 columns of M per pass (12 accumulators,
+        # :func:`_dot4x3`), the last 1-2 columns 2 at a time
+        k = MT.shape[0]
+        j = 0
+        while j + 2 < k:
+            r = _dot4x3(a0, a1, a2, a3, MT[j], MT[j + 1], MT[j + 2], D)
+            for q in range(4):
+                acc[q] += (np.float64(r[3 * q]) * r[3 * q] + np.float64(r[3 * q + 1]) * r[3 * q + 1]
+                           + np.float64(r[3 * q + 2]) * r[3 * q + 2])
+            j += 3
+        while j < k:
+            j1 = j + 1 if j + 1 < k else j
+            r = _dot4x2(a0, a1, a2, a3, MT[j], MT[j1], D)
+            for q in range(4):
+                acc[q] += np.float64(r[2 * q]) * r[2 * q]
+                if j1 != j:
+                    acc[q] += np.float64(r[2 * q + 1]) * r[2 * q + 1]
+            j += 2
+
+    @_jit
+    def sq_norms_lowrank(A, M1T, off, M2T, base, lo, hi, out):  # pragma: no cover - compiled
+        """``out[i - lo] = max(0, base[i] - ||A_i M_1||^2 + ||A_i[off:] M_2||^2)`` (float64).
+
+        AdaMix's ``complement`` projection norm ``||U^T x_i||^2`` from the cached
+        ``A = [X B | X Q_p]`` (see the engine's ``_complement_norm_maps``): ``base = ||x||^2 -
+        ||P_B x||^2`` is fixed for a run, ``M_1`` (``(m + n_pub) x r``) and ``M_2 = coef``
+        (``n_pub x r``) change with the step, ``r <= C - 1``: ``r (m + 2 n_pub)``
+        multiply-adds per row instead of ``m (m + n_pub)`` for ``Q^T x``. 4 rows x 3 columns
+        per pass (:func:`_sq4`). Measured (50,000 rows, m = 30, n_pub = 50, r = 9, 1 thread,
+        side by side, medians / minima of 11-15 interleaved rounds, load ~4): 0.14-0.15 /
+        0.13-0.145 of a stream pass over the 50,000 x 1,280 ``X``, vs 0.26 / 0.20 for
+        :func:`row_sq_norms` with the dense 80 x 30 map of ``X Q``, 0.22 / 0.18 for the same
+        low-rank maps by BLAS on 4,096-row blocks, 0.19 / 0.14 with 4 x 2 blocks; a first
+        version through the ``Q^T x = R^{-T} (b - K u)`` Woodbury form with the ``O(r^2)``
+        float64 work per row was slower (0.28-0.45).
+        """
+        D1 = A.shape[1]
+        D2 = D1 - off
+        acc = np.zeros(4)
+        i = lo
+        while i + 3 < hi:
+            a0 = A[i]
+            a1 = A[i + 1]
+            a2 = A[i + 2]
+            a3 = A[i + 3]
+            acc[:] = 0.0
+            _sq4(a0, a1, a2, a3, M1T, D1, acc)
+            for q in range(4):
+                acc[q] = -acc[q]
+            _sq4(a0[off:], a1[off:], a2[off:], a3[off:], M2T, D2, acc)
+            for q in range(4):
+                v = base[i + q] + acc[q]
+                out[i - lo + q] = v if v > 0.0 else 0.0
+            i += 4
+        while i < hi:
+            a = A[i]
+            s = 0.0
+            for j in range(M1T.shape[0]):
+                t = np.float32(0.0)
+                for q in range(D1):
+                    t += a[q] * M1T[j, q]
+                s -= np.float64(t) * t
+            for j in range(M2T.shape[0]):
+                t = np.float32(0.0)
+                for q in range(D2):
+                    t += a[off + q] * M2T[j, q]
+                s += np.float64(t) * t
+            v = base[i] + s
+            out[i - lo] = v if v > 0.0 else 0.0
+            i += 1

@@ -39,6 +39,12 @@ def _reference(X, y, W, tau, U):
     return U @ proj.sum(0), np.linalg.norm(proj, axis=(1, 2)) / tau, loss
 
 
+def _complement_q(U_r, B):
+    """Orthonormal basis of ``(I - U_r U_r^T) B`` by numpy's Householder QR (float64)."""
+    U64, B64 = np.asarray(U_r, np.float64), np.asarray(B, np.float64)
+    return np.linalg.qr(B64 - U64 @ (U64.T @ B64))[0]
+
+
 def _cases(X, Xp, yp, W):
     D = X.shape[1]
     Ep, _ = softmax_residual(Xp @ W, yp)
@@ -51,8 +57,9 @@ def _cases(X, Xp, yp, W):
         qbasis = projection_basis(G, k, B if k == 20 else None, public_qr=qr, E_pub=Ep)
         if basis.mode == "sub":
             U = basis.U.astype(np.float64)
-        else:
-            U = np.linalg.svd(basis.Q.astype(np.float64), full_matrices=True)[0][:, basis.Q.shape[1]:]
+        else:  # independent of the engine's R / lazy Q: Householder QR of (I - U_r U_r^T) B
+            Q_ref = _complement_q(basis.U, B)
+            U = np.linalg.svd(Q_ref, full_matrices=True)[0][:, Q_ref.shape[1]:]
         kw = {"XB": X @ B} if basis.mode == "complement" else {}
         out.append((f"{k}", basis, kw, U))
         out.append((f"{k}-qp", qbasis, {**kw, "X_Qp": (X @ qr[0]).astype(np.float32)}, U))
@@ -325,3 +332,95 @@ def test_fused_release_sensitivity_add_remove_one_row(basis_kind):
         ref_j, _, _ = _reference(X[j:j + 1], y[j:j + 1], W, tau, U)
         assert diff <= tau * (1 + 1e-4)
         np.testing.assert_allclose(full.astype(np.float64) - part, ref_j, atol=1e-5)
+
+
+def _complement_basis(D=40, m=12, n_pub=9, C=5, seed=0, B=None):
+    rng = np.random.default_rng(seed)
+    Xp = l2_normalize(rng.standard_normal((n_pub, D)).astype(np.float32))
+    yp = rng.integers(0, C, n_pub)
+    W = rng.standard_normal((D, C)).astype(np.float32)
+    Ep, _ = softmax_residual(Xp @ W, yp)
+    qr = np.linalg.qr(Xp.T.astype(np.float64))
+    if B is None:
+        B = rng.standard_normal((D, m)).astype(np.float32)
+    basis = projection_basis(Xp.T @ Ep, D - B.shape[1], B, public_qr=qr, E_pub=Ep)
+    assert basis.mode == "complement" and basis.U.shape[1] == C - 1
+    return basis, B, qr
+
+
+@pytest.mark.parametrize("near_singular", [False, True])
+def test_complement_basis_without_qr_spans_the_householder_basis(near_singular):
+    """The per-step basis from the Cholesky factor of B^T B - K K^T (no QR of the D x m matrix):
+    the lazily formed Q is orthonormal, spans (I - U_r U_r^T) B (projector equal to the one of
+    numpy's Householder QR), Q R reproduces that matrix, and project() without Q equals
+    V - Q Q^T V. With a column of B almost inside span U_r (an ill-conditioned factor) the
+    Householder fallback gives the same guarantees."""
+    basis, B, qr = _complement_basis()
+    if near_singular:  # B's first column = U_r's first direction + 1e-5 noise: cond(R) ~ 1e5
+        B = B.copy()
+        B[:, 0] = basis.U[:, 0] + 1e-5 * np.random.default_rng(9).standard_normal(B.shape[0]).astype(np.float32)
+        basis = _rebuilt_with(basis, B)
+    Q = basis.Q.astype(np.float64)
+    m = B.shape[1]
+    np.testing.assert_allclose(Q.T @ Q, np.eye(m), atol=2e-5)
+    Q_ref = _complement_q(basis.U64, B)
+    np.testing.assert_allclose(Q @ Q.T, Q_ref @ Q_ref.T, atol=5e-5)
+    Bp = B.astype(np.float64) - basis.U64 @ (basis.U64.T @ B.astype(np.float64))
+    np.testing.assert_allclose(basis.Q.astype(np.float64) @ basis.R, Bp, atol=1e-4 * np.abs(Bp).max())
+    V = np.random.default_rng(4).standard_normal((B.shape[0], 5)).astype(np.float32)
+    P = basis.project(V)
+    assert P.dtype == np.float32
+    np.testing.assert_allclose(P, V - Q_ref @ (Q_ref.T @ V), atol=5e-5 * np.abs(V).max())
+
+
+def _rebuilt_with(basis, B):
+    """A basis with the same public directions U_r and another B, from projection_basis."""
+    from mixdp_core.methods.adamix.engine import _b_gram
+
+    B64, BtB, _ = _b_gram(B)
+    K = B64.T @ basis.U64
+    try:  # the Cholesky factor is unusable: it fails or its diagonal spans more than 1e4
+        d = np.abs(np.diag(np.linalg.cholesky(BtB - K @ K.T)))
+        assert d.min() < d.max() * 1e-4
+    except np.linalg.LinAlgError:
+        pass
+    # drive projection_basis with a G_pub whose left singular vectors are U_r
+    G = basis.U64 @ np.diag(np.arange(basis.U64.shape[1], 0, -1.0))
+    rebuilt = projection_basis(G, B.shape[0] - B.shape[1], B)
+    assert rebuilt._Q is not None  # the Householder fallback formed Q
+    return rebuilt
+
+
+@pytest.mark.parametrize("n_rows", [1, 3, 4, 203])
+def test_complement_projection_norms_match_explicit_q(n_rows):
+    """||U^T x_i||^2 = ||x||^2 - ||Q^T x||^2 by the low-rank maps of the fused path (the cached
+    ||P_B x||^2 and two r-column maps of [X B | X Q_p]; row ranges with and without a 4-row
+    remainder, r = 4 odd/even pairs) against float64 with numpy's Householder Q."""
+    from mixdp_core.methods import _fused_kernel
+    from mixdp_core.methods.adamix.engine import _complement_base, _complement_maps
+
+    if not _fused_kernel.available():
+        pytest.skip("numba not installed")
+    basis, B, qr = _complement_basis(C=6)
+    rng = np.random.default_rng(n_rows)
+    X = l2_normalize(rng.standard_normal((n_rows + 5, B.shape[0])).astype(np.float32)) * 1.7
+    xn = np.linalg.norm(X.astype(np.float64), axis=1)
+    XB = X @ B
+    XQp = (X @ qr[0]).astype(np.float32)
+    A = np.ascontiguousarray(np.concatenate([XB, XQp], axis=1))
+    M1T, M2T = _complement_maps(basis, XQp.shape[1])
+    base = _complement_base(XB, B, xn)
+    lo, hi = 2, 2 + n_rows
+    out = np.full(n_rows, np.nan)
+    _fused_kernel.sq_norms_lowrank(A, M1T, B.shape[1], M2T, base, lo, hi, out)
+    Q_ref = _complement_q(basis.U, B)
+    X64 = X[lo:hi].astype(np.float64)
+    ref = np.square(xn[lo:hi]) - np.square(X64 @ Q_ref).sum(1)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=2e-6 * np.square(xn).max())
+    # no public directions (r = 0): ||U^T x||^2 = ||x||^2 - ||P_B x||^2
+    M1T0, M2T0 = _complement_maps(basis, 0)
+    out0 = np.full(n_rows, np.nan)
+    _fused_kernel.sq_norms_lowrank(np.ascontiguousarray(XB), M1T0, B.shape[1], M2T0, base, lo, hi, out0)
+    QB = np.linalg.qr(B.astype(np.float64))[0]
+    np.testing.assert_allclose(out0, np.square(xn[lo:hi]) - np.square(X64 @ QB).sum(1), rtol=1e-4,
+                               atol=2e-6 * np.square(xn).max())

@@ -52,7 +52,7 @@ class RunSeries:
         self.values: dict[str, list[float]] = {k: [] for k in COLUMNS}
         self.total_steps: int | None = None
         self.cursor = 0
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entrant: chart building holds it around arrays()
         #: figures built for (version, options): reused by every session while nothing changed
         self.figures: dict[Any, Any] = {}
         #: (key, figure) of the last pDP histogram drawn (rebuilt when the artifact changed)
@@ -113,8 +113,11 @@ class RunSeries:
 
     def arrays(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, values)`` of the records that carry series ``name``."""
-        x = np.asarray(self.steps, dtype=float)
-        y = np.asarray(self.values[name], dtype=float)
+        with self.lock:
+            # add() appends the step before the values: a consistent prefix of both lists
+            n = min(len(self.steps), len(self.values[name]))
+            x = np.asarray(self.steps[:n], dtype=float)
+            y = np.asarray(self.values[name][:n], dtype=float)
         keep = ~np.isnan(y)
         return x[keep], y[keep]
 
@@ -146,8 +149,8 @@ def live_pdp(store: Any, run_id: str) -> tuple[Any, int | None]:
     """Per-instance ε of a run (owner's view): the final ``pdp_epsilon`` or, while it trains,
     the ``live_pdp_epsilon`` of the steps so far with that step. ``(None, None)`` if neither.
 
-    The artifact is re-read only when its file changed (size or modification time): the
-    run rewrites it about twice a second while live polls come more often."""
+    The artifact is re-read only when its file changed (inode, size or modification time):
+    the run's live view rewrites it at most every ``APP_FLUSH_S`` (0.2 s) of training."""
     path = store.artifact_path(run_id)
     try:
         st = path.stat()

@@ -25,6 +25,7 @@ about a second of Launch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -277,18 +278,21 @@ def _live_charts(store: Any, series: Any, run_id: str, target_epsilon: float | N
     """Vega-Lite ``(spec, frame)`` charts of a running run (:func:`charts.live_charts`), built
     once per new batch of records and shared by every session that follows the run; the
     pDP histogram is rebuilt only when the run rewrote its artifact."""
-    key = ("lines", series.version, target_epsilon)
+    # Built under the series lock: another session's update() may append records meanwhile,
+    # and the key must name the records the charts were built from.
     with series.lock:
+        key = ("lines", series.version, target_epsilon)
         figs = series.figures.get(key)
-    if figs is None:
-        figs = charts.live_charts(series, target_epsilon=target_epsilon)
-        with series.lock:
+        if figs is None:
+            figs = charts.live_charts(series, target_epsilon=target_epsilon)
             series.figures[key] = figs
     figs = dict(figs)
     if target_epsilon is not None:
         eps_i, step = live.live_pdp(store, run_id)
         if eps_i is not None and len(eps_i):
-            pkey = (id(eps_i), step, series.total_steps, target_epsilon)
+            # keyed on the content (a reloaded array may reuse a freed one's id())
+            pkey = (hashlib.blake2b(memoryview(eps_i.copy(order="C")), digest_size=16).digest(), step,
+                    series.total_steps, target_epsilon)
             cached = series.pdp_figure
             if cached is None or cached[0] != pkey:
                 cached = (pkey, charts.live_pdp_chart(eps_i, target_epsilon, step=step,

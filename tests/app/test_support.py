@@ -623,3 +623,39 @@ def test_runner_streams_minority_accuracy_and_pdp_of_the_steps_so_far(app_env):
         assert e.shape == final["pdp_epsilon"].shape
         assert np.all(e <= final["pdp_epsilon"] + 1e-9)
     assert np.mean(seen[0][1]) < np.mean(seen[1][1])  # privacy loss grows with the steps
+
+
+def test_live_series_arrays_stay_consistent_while_another_session_appends():
+    """Several sessions share one RunSeries: arrays() read while add() appends (steps first,
+    values after) must never pair steps with a shorter value list (it raised IndexError)."""
+    import sys
+    import threading
+
+    from mixdp_core.app_support import live
+
+    s = live.RunSeries("r")
+    stop = threading.Event()
+
+    def writer():
+        for i in range(1, 20_001):
+            if stop.is_set():
+                return
+            s.add([{"step": i, "total_steps": 20_000, "test_error": 0.5, "epsilon_spent": 1e-4 * i}])
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        reads = 0
+        while t.is_alive() and reads < 3000:
+            for name in ("test_error", "epsilon"):
+                x, y = s.arrays(name)
+                assert len(x) == len(y)
+            reads += 1
+        charts.live_charts(s, target_epsilon=1.0)
+    finally:
+        stop.set()
+        t.join()
+        sys.setswitchinterval(old)
+    assert s.version > 0

@@ -6,7 +6,8 @@
 #   STORE_DIR:   run store for these runs (default: a fresh temporary folder; an existing store
 #                reuses its completed identical runs, so a killed regeneration resumes).
 #   PACS_DIR:    the extracted ../shared/data/pacs_jpg.tar.gz (PACS/<domain>/<class>), for the
-#                domain-shift section of fewshot.md (skipped, and said so, if not given).
+#                domain-shift and the 38-class sections of fewshot.md (skipped, and said so, if
+#                not given; the 38-class folder is built under STORE_DIR; bash >= 4).
 # Environment: ONLY=digits|cifar10|fewshot|prototypes|sparse_finetune|all (default all) selects
 #   the tables; EPS / SEEDS override the ε and seeds of the AdaMix-family sections (default
 #   0.5,1,3,8 and 0,1), PSEEDS the seeds of prototypes.md and sparse_finetune.md (default 0,1,2);
@@ -68,17 +69,22 @@ fewshot() {  # docs/results/fewshot.md: few public shots, tens of private sample
     # (2 public + 60 private) and 18 test images each, in file-name order (copies: the image
     # loader refuses links that leave the dataset folder).
     MANY="$STORE/many38"
-    if [ ! -d "$MANY/test" ]; then
-      rm -rf "$MANY"
+    if [ ! -f "$MANY/.complete" ]; then  # built into a side folder, marked complete last
+      rm -rf "$MANY" "$MANY.partial"
+      FINAL=$MANY
+      MANY="$MANY.partial"
       for src in "$PACS"/*/*/ "$CIFAR"/train/*/; do
         src=${src%/}; cls=$(basename "$(dirname "$src")")_$(basename "$src")
         [ "$(basename "$(dirname "$src")")" = train ] && cls=cifar_$(basename "$src")
         mkdir -p "$MANY/train/$cls" "$MANY/test/$cls"
-        mapfile -t files < <(ls "$src" | sort)
+        mapfile -t files < <(ls "$src" | LC_ALL=C sort)  # code-point order, as the image loader
         [ "${#files[@]}" -ge 80 ] || { echo "make_results.sh: fewer than 80 images in $src" >&2; exit 1; }
         for f in "${files[@]:0:62}"; do cp "$src/$f" "$MANY/train/$cls/$f"; done
         for f in "${files[@]:62:18}"; do cp "$src/$f" "$MANY/test/$cls/$f"; done
       done
+      mv "$MANY" "$FINAL"
+      MANY=$FINAL
+      touch "$MANY/.complete"
     fi
     "${R[@]}" fewshot "${AM[@]}" --dataset image_folder --dataset-root "$MANY" "${EFF[@]}" --doc fewshot.md \
       --stem fewshot_many38 --section "38 classes (28 PACS domain x class + 10 CIFAR-10), 2 public + 60 private / class"

@@ -120,6 +120,7 @@ def test_public_guard_is_a_one_sided_test_at_one_noise_std():
         W, rec = m._public_guard(prob, W_private, W_start, step=5, total=5)
         kept += bool(m.guard_kept_private_)
         assert np.array_equal(W, W_private if m.guard_kept_private_ else W_start)
-        assert rec.extra["guard_kept_private"] == float(rec.extra["guard_noisy_gain"] > GUARD_Z * 20.0)
+        assert rec.extra["guard_kept_private"] == float(
+            rec.extra["guard_noisy_gain"] > GUARD_Z * m.config.noise_multiplier)
     assert GUARD_Z == 1.0
     assert binomtest(kept, 400, 1.0 - norm.cdf(GUARD_Z)).pvalue > 1e-3, kept

@@ -150,7 +150,7 @@ def live_pdp(store: Any, run_id: str) -> tuple[Any, int | None]:
     the ``live_pdp_epsilon`` of the steps so far with that step. ``(None, None)`` if neither.
 
     The artifact is re-read only when its file changed (inode, size or modification time):
-    the run's live view rewrites it at most every ``APP_FLUSH_S`` (0.2 s) of training."""
+    the run's live view rewrites it at most every 0.5 s (``_LiveView.PDP_EVERY_S``)."""
     path = store.artifact_path(run_id)
     try:
         st = path.stat()

@@ -328,15 +328,21 @@ class _StepWriter:
 
 class _LiveView:
     """Observer of NoisyGD-type steps (installed with :func:`mixdp_core.methods._observe.observing_steps`): every ``every_s``
-    seconds (and at the last step) adds ``minority_accuracy`` to the step record's ``extra``
-    and writes the per-instance ε of the steps so far to the run's artifact
-    (``live_pdp_epsilon``, ``live_step``; the final artifact replaces it)."""
+    seconds (and at the last step) adds ``minority_accuracy`` to the step record's ``extra``;
+    at most every ``max(every_s, PDP_EVERY_S)`` seconds (and at the last step) it writes the
+    per-instance ε of the steps so far to the run's artifact (``live_pdp_epsilon``,
+    ``live_step``; the final artifact replaces it)."""
+
+    #: The per-instance ε artifact is rewritten at most this often (s): it costs a pDP
+    #: conversion of every private row and a compressed write, in the training process.
+    PDP_EVERY_S = 0.5
 
     def __init__(self, store: RunStore, run_id: str, split: Any, delta: float, every_s: float = 0.5):
         self.store, self.run_id, self.split, self.delta, self.every_s = store, run_id, split, float(delta), every_s
         self.minority = np.asarray(split.minority_classes, dtype=np.int64)
         self.n_private = int(len(split.y_private))
         self.last = -math.inf
+        self.last_pdp = -math.inf
 
     def __call__(self, *, rec: Any, W: Any, pdp_sq: Any, problem: Any, noise_multiplier: float) -> None:
         now = time.monotonic()
@@ -350,7 +356,10 @@ class _LiveView:
                 if mask.any():
                     pred = (X[mask] @ W).argmax(axis=1)
                     rec.extra["minority_accuracy"] = float(np.mean(pred == y[mask]))
-            if noise_multiplier and noise_multiplier > 0 and self.n_private:
+            last_step = rec.step >= rec.total_steps
+            if (noise_multiplier and noise_multiplier > 0 and self.n_private
+                    and (last_step or now - self.last_pdp >= max(self.every_s, self.PDP_EVERY_S))):
+                self.last_pdp = now
                 from ..accounting import pdp_epsilon
 
                 sq = np.asarray(pdp_sq[: self.n_private], dtype=np.float64)

@@ -591,12 +591,15 @@ def test_form_refuses_budget_too_small_for_sigma():
     assert errors == {} and cfg is not None
 
 
-def test_runner_streams_minority_accuracy_and_pdp_of_the_steps_so_far(app_env):
+def test_runner_streams_minority_accuracy_and_pdp_of_the_steps_so_far(app_env, monkeypatch):
     """Live view of a NoisyGD run: minority accuracy in the step extras, per-instance ε of the
     steps so far in the artifact while it trains (never above the final ε_i), final artifact
-    without the live arrays."""
+    without the live arrays. (The pDP rewrite period, 0.5 s in the app, is set to 0 here so
+    that every step writes it.)"""
     from mixdp_core.runs import RunStore
-    from mixdp_core.runs.runner import execute
+    from mixdp_core.runs.runner import _LiveView, execute
+
+    monkeypatch.setattr(_LiveView, "PDP_EVERY_S", 0.0)
 
     store = RunStore()
     seen = []
@@ -659,3 +662,27 @@ def test_live_series_arrays_stay_consistent_while_another_session_appends():
         t.join()
         sys.setswitchinterval(old)
     assert s.version > 0
+
+
+def test_live_view_rewrites_the_pdp_artifact_at_most_every_half_second(monkeypatch):
+    """The live view adds minority accuracy at every call (every_s = 0) but rewrites the costly
+    per-instance ε artifact only every PDP_EVERY_S seconds, and at the last step."""
+    from types import SimpleNamespace
+
+    from mixdp_core.runs import runner
+
+    clock = [100.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    saved = []
+    store = SimpleNamespace(save_artifacts=lambda rid, arr: saved.append(int(arr["live_step"])))
+    split = SimpleNamespace(minority_classes=[0], y_private=np.zeros(4, np.int64))
+    view = runner._LiveView(store, "r", split, 1e-5, every_s=0.0)
+    problem = SimpleNamespace(X_test=np.eye(2, dtype=np.float32), y_test=np.array([0, 1]))
+    W = np.eye(2, dtype=np.float32)
+    for t in range(1, 11):
+        rec = SimpleNamespace(step=t, total_steps=10, extra={})
+        view(rec=rec, W=W, pdp_sq=np.full(4, 0.01 * t), problem=problem, noise_multiplier=20.0)
+        assert rec.extra["minority_accuracy"] == 1.0
+        clock[0] += 0.2
+    # calls at 0, 0.2, ..., 1.8 s: written at 0, 0.6 and 1.2 s (>= 0.5 s apart) and at the last step
+    assert saved == [1, 4, 7, 10], saved

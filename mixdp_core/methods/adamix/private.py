@@ -30,9 +30,9 @@ from .configs import (
 )
 from .engine import (
     NoisyGDOptions,
-    averaged_logit_noise_std,
     NoisyGDProblem,
     NoisyGDResult,
+    averaged_logit_noise_std,
     clip_threshold,
     clipped_smoothness,
     projection_dim_for,
@@ -99,7 +99,7 @@ class NoisyGDMethod(LinearHead):
         0.5/1/3 against 51.0/54.0/44.7 now, but digits with mirrored private images
         56.0/35.6/16.0/11.2 against 56.0/26.0/10.9/9.9 at 0.5/1/3/8) and ``4 lambda`` (PACS 46.1/43.4 at
         epsilon 0.5/1, but 51.4 vs 44.7 at epsilon 3; 28-class PACS 43.0 vs 36.6 at epsilon 3).
-        A third, measured in session 4 and rejected for the same reason: once ``T`` exceeds the
+        A third, measured later (issue 10) and rejected for the same reason: once ``T`` exceeds the
         burn-in, set ``nu`` to the exact std of the *released average's* logit noise under the
         run's schedule (capped step, Thm.-3 decay, t-weighted average; a linear recursion in public
         quantities). It fixes CIFAR-10 2+60 at epsilon 3/8, where Fully-Private beats this rule

@@ -313,14 +313,10 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
     def private_release_v0(*a, ratio_out=None, loss_out=None, **k):
         """The pre-issue-13 kernel behind the engine's current call (it fills the run's reused
         ``(N,)`` buffers: two copies, ~0.004 of a stream pass)."""
+        from mixdp_core.methods._linear import into
+
         noisy, ratio, loss = _v0(*a, **k)
-        if ratio_out is not None:
-            ratio_out[...] = ratio
-            ratio = ratio_out
-        if loss_out is not None:
-            loss_out[...] = loss
-            loss = loss_out
-        return noisy, ratio, loss
+        return noisy, into(ratio_out, ratio), into(loss_out, loss)
 
     prob = _problem(n, d, c)
     X, y = prob.X_private, prob.y_private

@@ -36,6 +36,16 @@ def l2_normalize(X: np.ndarray) -> np.ndarray:
     return X / n[:, None]
 
 
+def into(out: np.ndarray | None, values: np.ndarray) -> np.ndarray:
+    """``values`` copied into the caller's reused buffer ``out`` (and ``out`` returned), or
+    ``values`` itself when no buffer was given (the ``ratio_out`` / ``loss_out`` arguments of
+    the release kernels)."""
+    if out is None:
+        return values
+    out[...] = values
+    return out
+
+
 def row_norms(X: np.ndarray) -> np.ndarray:
     """``(N,)`` float64 Euclidean norms of the rows of ``X``."""
     return np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))

@@ -234,12 +234,9 @@ def torch_private_release(
     finally:
         if prev_threads is not None:
             torch.set_num_threads(prev_threads)
-    if ratio_out is not None:
-        ratio_out[...] = ratio
-        ratio = ratio_out
-    if loss_out is not None:
-        loss_out[...] = loss
-        loss = loss_out
+    from ._linear import into
+
+    ratio, loss = into(ratio_out, ratio), into(loss_out, loss)
     noisy = S if noise is None else S + noise
     if basis is not None:
         noisy = basis.project(noisy)

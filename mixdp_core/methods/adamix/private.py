@@ -140,15 +140,26 @@ class NoisyGDMethod(LinearHead):
             eta = 1.0 / clipped_smoothness(tau, opts.smoothness)
             nu = eta * cfg.noise_multiplier * tau * math.sqrt(8.0 * horizon / 15.0) / n_hat
             if released:
-                mult = getattr(self, "_lambda_mult", 1.0)
-                lam = mult * (float(cfg.weight_decay) if cfg.weight_decay is not None else theorem3_weight_decay(
-                    lipschitz=tau, noise_std=cfg.noise_multiplier * tau / n_hat, dim=k * C, steps=T_grad,
-                    ref_distance=self._ref_distance(W_pub * np.float32(alpha), C),
-                    include_optimization=cfg.weight_decay_rule == "worst_case"))
+                lam = self._smooth_weight_decay(tau, k * C, steps=T_grad, n_hat=n_hat,
+                                                ref_distance=self._ref_distance(W_pub * np.float32(alpha), C),
+                                                mult=getattr(self, "_lambda_mult", 1.0))
                 nu = averaged_logit_noise_std(step_cap=1.0 / (1.0 / eta + lam), weight_decay=lam, steps=T_grad,
                                               noise_std=cfg.noise_multiplier * tau / n_hat)
             alpha = getattr(self, "_margin_z", NOISE_MARGIN_Z) * math.sqrt(2.0) * nu / margin
         return (W_pub * np.float32(alpha)).astype(np.float32), float(alpha)
+
+    def _smooth_weight_decay(self, tau: float, dim: int, *, steps: int, n_hat: float, ref_distance: float,
+                             mult: float = 1.0) -> float:
+        """lambda of the ``smooth`` schedule (mean-loss scale): ``weight_decay`` if set, else the
+        Thm.-3 rule with gradient sum / ``n_hat`` and noise std ``sigma tau / n_hat``; times
+        ``mult`` (the tuning multipliers)."""
+        cfg = self.config
+        if cfg.weight_decay is not None:
+            return float(cfg.weight_decay) * mult
+        return mult * theorem3_weight_decay(
+            lipschitz=tau, noise_std=cfg.noise_multiplier * tau / n_hat, dim=dim, steps=max(steps, 1),
+            ref_distance=ref_distance, include_optimization=cfg.weight_decay_rule == "worst_case",
+        )
 
     def _public_guard(self, problem: NoisyGDProblem, W_private: np.ndarray, W_start: np.ndarray, *,
                       step: int, total: int) -> tuple[np.ndarray, StepRecord]:
@@ -357,12 +368,8 @@ class NoisyGDMethod(LinearHead):
             if cfg.weight_decay is not None:
                 return lambda tau, dim: float(cfg.weight_decay) * mult
             if smooth:
-                # Thm.-3 rule on the mean loss: gradient sum / n_hat, noise std sigma tau / n_hat
-                return lambda tau, dim: mult * theorem3_weight_decay(
-                    lipschitz=tau, noise_std=cfg.noise_multiplier * tau / n_hat, dim=dim,
-                    steps=max(T_grad, 1), ref_distance=R,
-                    include_optimization=cfg.weight_decay_rule == "worst_case",
-                )
+                return lambda tau, dim: self._smooth_weight_decay(tau, dim, steps=T_grad, n_hat=n_hat,
+                                                                  ref_distance=R, mult=mult)
             # theorem3 / constant: noise term only (the config refuses 'worst_case' here, whose
             # Lipschitz term would need the exact private count).
             return lambda tau, dim: mult * theorem3_weight_decay(

@@ -360,27 +360,49 @@ class ProjectionBasis:
         return V - (self.B @ Y.astype(dt) - self.U @ (self.BtU.T @ Y).astype(dt))
 
 
-_B_GRAMS: dict = {}
+class _DerivedCache:
+    """Values computed from arrays, kept while every source array lives (weak references, so a
+    finished run's arrays free their entries; at most ``limit`` entries). The sources must not
+    change in place: the key is their identity, not their content."""
+
+    def __init__(self, limit: int = 4):
+        self._d: dict = {}
+        self._lock = threading.Lock()
+        self.limit = limit
+
+    def get(self, sources: tuple, compute: Callable[[], Any], extra: tuple = ()) -> Any:
+        key = tuple(id(o) for o in sources) + tuple(extra)
+        with self._lock:
+            hit = self._d.get(key)
+            if hit is not None and all(w() is o for w, o in zip(hit[0], sources)):
+                return hit[1]
+        value = compute()
+        d = self._d
+        try:
+            drop = lambda _r, k=key, d=d: d.pop(k, None)  # noqa: E731  (d: alive at exit)
+            refs = tuple(weakref.ref(o, drop) for o in sources)
+        except TypeError:  # not weak-referenceable (e.g. a memmap subclass): no caching
+            return value
+        with self._lock:
+            if len(d) >= self.limit:
+                d.clear()
+            d[key] = (refs, value)
+        return value
+
+
+_B_GRAMS = _DerivedCache()
 
 
 def _b_gram(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(B64, B^T B, (B^T B)^{-1})`` in float64 for a run's fixed ``B``, computed once per array
     (kept while ``B`` lives; ``B`` must not change in place)."""
-    key = id(B)
-    hit = _B_GRAMS.get(key)
-    if hit is not None and hit[0]() is B:
-        return hit[1]
-    B64 = np.array(B, dtype=np.float64)  # a copy: the entry must not keep B itself alive
-    BtB = B64.T @ B64
-    val = (B64, BtB, np.linalg.inv(BtB))
-    try:
-        ref = weakref.ref(B, lambda _r, k=key, d=_B_GRAMS: d.pop(k, None))  # d: alive at exit
-    except TypeError:
-        return val
-    if len(_B_GRAMS) >= 4:
-        _B_GRAMS.clear()
-    _B_GRAMS[key] = (ref, val)
-    return val
+
+    def compute():
+        B64 = np.array(B, dtype=np.float64)  # a copy: the entry must not keep B itself alive
+        BtB = B64.T @ B64
+        return B64, BtB, np.linalg.inv(BtB)
+
+    return _B_GRAMS.get((B,), compute)
 
 
 def projection_basis(
@@ -535,31 +557,18 @@ def _pool(n: int):
         return pool
 
 
-_SIDE_BY_SIDE: dict = {}
+_SIDE_BY_SIDE = _DerivedCache()
 
 
 def _side_by_side(A: np.ndarray, B: np.ndarray, dtype: Any) -> np.ndarray:
     """``[A | B]`` as one C-contiguous array, built once per pair of arrays (a run's cached
     ``X B`` and ``X Q_p``) and kept while both live. The arrays must not change in place."""
-    key = (id(A), id(B), np.dtype(dtype))
-    with _POOLS_LOCK:
-        hit = _SIDE_BY_SIDE.get(key)
-        if hit is not None and hit[0]() is A and hit[1]() is B:
-            return hit[2]
-    out = np.concatenate([np.asarray(A, dtype=dtype), np.asarray(B, dtype=dtype)], axis=1)
-    try:
-        drop = lambda _r, k=key: _SIDE_BY_SIDE.pop(k, None)  # noqa: E731
-        entry = (weakref.ref(A, drop), weakref.ref(B, drop), out)
-    except TypeError:  # not weak-referenceable (e.g. a memmap subclass): no caching
-        return out
-    with _POOLS_LOCK:
-        if len(_SIDE_BY_SIDE) >= 4:
-            _SIDE_BY_SIDE.clear()
-        _SIDE_BY_SIDE[key] = entry
-    return out
+    return _SIDE_BY_SIDE.get(
+        (A, B), lambda: np.concatenate([np.asarray(A, dtype=dtype), np.asarray(B, dtype=dtype)], axis=1),
+        extra=(np.dtype(dtype),))
 
 
-_BASES: dict = {}
+_BASES = _DerivedCache()
 
 
 def _complement_base(XB: np.ndarray, B: np.ndarray, x_norm: np.ndarray) -> np.ndarray:
@@ -570,25 +579,16 @@ def _complement_base(XB: np.ndarray, B: np.ndarray, x_norm: np.ndarray) -> np.nd
     three arrays live (none may change in place); the per-step part is in
     :func:`_complement_maps`.
     """
-    key = (id(XB), id(B), id(x_norm))
-    hit = _BASES.get(key)
-    if hit is not None and all(w() is o for w, o in zip(hit[0], (XB, B, x_norm))):
-        return hit[1]
-    L = np.linalg.cholesky(_b_gram(B)[2])  # H = (B^T B)^{-1} = L L^T: b^T H b = ||L^T b||^2
-    N = XB.shape[0]
-    base = np.square(np.asarray(x_norm, dtype=np.float64))
-    for a in range(0, N, 8192):
-        Y = np.asarray(XB[a:a + 8192], dtype=np.float64) @ L
-        base[a:a + 8192] -= np.einsum("ij,ij->i", Y, Y)
-    try:
-        drop = lambda _r, k=key, d=_BASES: d.pop(k, None)  # noqa: E731  (d: alive at exit)
-        refs = tuple(weakref.ref(o, drop) for o in (XB, B, x_norm))
-    except TypeError:
+
+    def compute():
+        L = np.linalg.cholesky(_b_gram(B)[2])  # H = (B^T B)^{-1} = L L^T: b^T H b = ||L^T b||^2
+        base = np.square(np.asarray(x_norm, dtype=np.float64))
+        for a in range(0, XB.shape[0], 8192):
+            Y = np.asarray(XB[a:a + 8192], dtype=np.float64) @ L
+            base[a:a + 8192] -= np.einsum("ij,ij->i", Y, Y)
         return base
-    if len(_BASES) >= 4:
-        _BASES.clear()
-    _BASES[key] = (refs, base)
-    return base
+
+    return _BASES.get((XB, B, x_norm), compute)
 
 
 def _complement_maps(basis: ProjectionBasis, n_pub: int) -> tuple[np.ndarray, np.ndarray]:

@@ -56,7 +56,7 @@ class RunSeries:
         #: figures built for (version, options): reused by every session while nothing changed
         self.figures: dict[Any, Any] = {}
         #: (key, figure) of the last pDP histogram drawn (rebuilt when the artifact changed)
-        self.pdp_figure: tuple[Any, Any] | None = None
+        self.pdp_figure: tuple[Any, Any, Any] | None = None  # (eps_i array, key, chart)
         #: live charts in the order they first appeared (see :meth:`chart_order`)
         self.order: list[str] = []
 

@@ -25,7 +25,6 @@ about a second of Launch.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -290,15 +289,15 @@ def _live_charts(store: Any, series: Any, run_id: str, target_epsilon: float | N
     if target_epsilon is not None:
         eps_i, step = live.live_pdp(store, run_id)
         if eps_i is not None and len(eps_i):
-            # keyed on the content (a reloaded array may reuse a freed one's id())
-            pkey = (hashlib.blake2b(memoryview(eps_i.copy(order="C")), digest_size=16).digest(), step,
-                    series.total_steps, target_epsilon)
+            # live_pdp returns the same array object until the artifact changes; the entry
+            # holds that array, so an identity test cannot match a reloaded one at a reused id()
+            pkey = (step, series.total_steps, target_epsilon)
             cached = series.pdp_figure
-            if cached is None or cached[0] != pkey:
-                cached = (pkey, charts.live_pdp_chart(eps_i, target_epsilon, step=step,
-                                                      total_steps=series.total_steps if step is not None else None))
+            if cached is None or cached[0] is not eps_i or cached[1] != pkey:
+                cached = (eps_i, pkey, charts.live_pdp_chart(
+                    eps_i, target_epsilon, step=step, total_steps=series.total_steps if step is not None else None))
                 series.pdp_figure = cached
-            figs["pdp"] = cached[1]
+            figs["pdp"] = cached[2]
     return figs
 
 

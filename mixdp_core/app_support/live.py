@@ -55,7 +55,7 @@ class RunSeries:
         self.lock = threading.RLock()  # re-entrant: chart building holds it around arrays()
         #: figures built for (version, options): reused by every session while nothing changed
         self.figures: dict[Any, Any] = {}
-        #: (key, figure) of the last pDP histogram drawn (rebuilt when the artifact changed)
+        #: the last pDP histogram drawn (rebuilt when the artifact changed)
         self.pdp_figure: tuple[Any, Any, Any] | None = None  # (eps_i array, key, chart)
         #: live charts in the order they first appeared (see :meth:`chart_order`)
         self.order: list[str] = []

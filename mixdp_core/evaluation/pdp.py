@@ -45,7 +45,7 @@ are shown only to the data owner.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -145,6 +145,17 @@ def _public_shares(model: Any, split: Any, max_cells: float) -> tuple[np.ndarray
     return U, V, cfg.d_max - cfg.d_min
 
 
+def _per_class(split: Any, one_class: Callable[[int, np.ndarray], np.ndarray]) -> np.ndarray:
+    """ε_i of every private row from a per-class mechanism: a row enters only its own class's
+    draw (parallel composition), so ``one_class(c, rows)`` gives the ε_i of class ``c``'s rows."""
+    out = np.zeros(len(split.y_private))
+    for c in range(split.n_classes):
+        rows = np.flatnonzero(split.y_private == c)
+        if rows.size:
+            out[rows] = one_class(c, rows)
+    return out
+
+
 def _dppl_public_pdp(model: Any, split: Any, max_cells: float = 5e7) -> np.ndarray | None:
     """Exact per-instance ε_i of the per-class exponential mechanism of DPPL-Public."""
     from ..accounting import pdp as P
@@ -154,14 +165,14 @@ def _dppl_public_pdp(model: Any, split: Any, max_cells: float = 5e7) -> np.ndarr
     if got is None:
         return None
     U, V, sens = got
-    out = np.zeros(len(split.y_private))
-    for c in range(split.n_classes):
-        rows = np.flatnonzero(split.y_private == c)
+
+    def one_class(c: int, rows: np.ndarray) -> np.ndarray:
         lp = em_log_probs(U[c], epsilon=model.epsilon_em_, sensitivity=sens, monotone=True)
         lpw = np.stack([em_log_probs(U[c] - V[i], epsilon=model.epsilon_em_, sensitivity=sens, monotone=True)
-                        for i in rows]) if rows.size else np.zeros((0, lp.size))
-        out[rows] = P.pdp_epsilon_exponential(lp, lpw)
-    return out
+                        for i in rows])
+        return P.pdp_epsilon_exponential(lp, lpw)
+
+    return _per_class(split, one_class)
 
 
 def _dppl_public_topk_pdp(model: Any, split: Any, max_cells: float = 5e7) -> np.ndarray | None:
@@ -179,13 +190,8 @@ def _dppl_public_topk_pdp(model: Any, split: Any, max_cells: float = 5e7) -> np.
     if got is None:
         return None
     U, V, sens = got
-    out = np.zeros(len(split.y_private))
-    for c in range(split.n_classes):
-        rows = np.flatnonzero(split.y_private == c)
-        if rows.size:
-            out[rows] = P.pdp_epsilon_topk_exponential(U[c], V[rows], k=model.config.k, epsilon=model.epsilon_em_,
-                                                       sensitivity=sens, monotone=bool(model.monotone))
-    return out
+    return _per_class(split, lambda c, rows: P.pdp_epsilon_topk_exponential(
+        U[c], V[rows], k=model.config.k, epsilon=model.epsilon_em_, sensitivity=sens, monotone=bool(model.monotone)))
 
 
 def pdp_kind(model: Any) -> str:

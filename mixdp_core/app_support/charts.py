@@ -268,8 +268,8 @@ def live_line_chart(x: np.ndarray, y: np.ndarray, title: str, ylabel: str, *, to
             {"mark": {"type": "line", "clip": True},
              "encoding": {"color": {"field": "series", "type": "nominal", "title": None,
                                     "scale": {"domain": names, "range": colors},
-                                    # a legend only where there is more than one line
-                                    "legend": {"orient": "bottom"} if hline is not None else None},
+                                    # a legend always, also for a single line (issue 14)
+                                    "legend": {"orient": "bottom"}},
                           "strokeDash": {"field": "series", "type": "nominal", "legend": None,
                                          "scale": {"domain": names, "range": dashes}}}},
             {"transform": [{"filter": "datum.newest"}],

@@ -55,11 +55,13 @@ FAILED = "failed"
 CANCELLED = "cancelled"
 JOB_STATES = (QUEUED, ACTIVE, DONE, FAILED, CANCELLED)
 #: Seconds a step record of an app run waits before it reaches the store (and the live charts,
-#: which poll every 0.25 s, :data:`~mixdp_core.app_support.resources.POLL_S`): shorter than
-#: the poll period so that each poll finds new points; five small SQLite transactions per
-#: second per run. The runner's live view (minority
-#: accuracy, pDP so far) runs at the same period, in the run's worker process.
-APP_FLUSH_S = 0.2
+#: which poll every 0.2 s, :data:`~mixdp_core.app_support.resources.POLL_S`): half the poll
+#: period, so that every poll finds new points; ten small SQLite transactions per second per
+#: run (benchmarks/app_latency.py measures what the browser shows). The
+#: run's first record is written at once. The runner's live view runs at the same period in the
+#: run's worker process: minority accuracy (one prediction on the test rows, milliseconds) every
+#: 0.1 s, the pDP of the steps so far at most every 0.5 s (``_LiveView.PDP_EVERY_S``).
+APP_FLUSH_S = 0.1
 
 
 @dataclass

@@ -292,7 +292,8 @@ class _StepWriter:
     """``on_step`` callback: hands StepRecords to a batched :class:`~mixdp_core.runs.store.StepWriter`
     and polls the cancel flag.
 
-    Records reach the database when the oldest unwritten one is ``flush_every_s`` old (also
+    The first record is written at once; later ones reach the database when the oldest
+    unwritten one is ``flush_every_s`` old (also
     between steps, from the writer's background thread), every ``max_steps`` records and at the
     end, so a run killed mid-way loses at most ``flush_every_s`` seconds of history; the cancel
     flag is read after each flush.
@@ -301,7 +302,8 @@ class _StepWriter:
     def __init__(self, store: RunStore, run_id: str, on_record: Callable | None, flush_every_s: float = 1.0,
                  max_steps: int = 256):
         self.store, self.run_id, self.on_record = store, run_id, on_record
-        self.writer = store.step_writer(run_id, max_age_s=flush_every_s, max_steps=max_steps)
+        # the first record at once: it is the live charts' first point (Launch -> first point)
+        self.writer = store.step_writer(run_id, max_age_s=flush_every_s, max_steps=max_steps, write_first=True)
         self.cancelled = False
         self.n_records = 0
         self._seen_flushes = 0

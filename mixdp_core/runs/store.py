@@ -386,9 +386,10 @@ class RunStore:
             raise storage_error(e, self.db_path, what="store", fix=_FIX) from None
 
     def step_writer(self, run_id: str, *, max_age_s: float = 1.0, max_steps: int = 256,
-                    background: bool = True) -> "StepWriter":
+                    background: bool = True, write_first: bool = False) -> "StepWriter":
         """A batched writer of the run's step records (see :class:`StepWriter`)."""
-        return StepWriter(self, run_id, max_age_s=max_age_s, max_steps=max_steps, background=background)
+        return StepWriter(self, run_id, max_age_s=max_age_s, max_steps=max_steps, background=background,
+                          write_first=write_first)
 
     def add_step(self, run_id: str, record: Mapping[str, Any]) -> None:
         """Append one step record."""
@@ -678,7 +679,9 @@ class StepWriter:
       and, with ``background=True``, by a daemon thread every ``max_age_s / 20``, so records
       also reach the database during long gaps between steps);
     * ``max_steps`` records are buffered;
-    * :meth:`flush` or :meth:`close` is called (the runner does both at the end of a run).
+    * :meth:`flush` or :meth:`close` is called (the runner does both at the end of a run);
+    * with ``write_first=True``, at the first record (the runner's choice: a live chart gets
+      its first point as soon as the run has one, instead of up to ``max_age_s`` later).
 
     A committed WAL transaction survives the death of the process (SIGKILL included), so after
     a kill the run's history holds every record appended more than ``max_age_s`` (plus the
@@ -692,13 +695,14 @@ class StepWriter:
     """
 
     def __init__(self, store: RunStore, run_id: str, *, max_age_s: float = 1.0, max_steps: int = 256,
-                 background: bool = True):
+                 background: bool = True, write_first: bool = False):
         if not (max_age_s >= 0):
             raise ConfigError("max_age_s", f"must be >= 0 (0: write at every append), got {max_age_s!r}")
         if int(max_steps) < 1:
             raise ConfigError("max_steps", f"must be >= 1, got {max_steps!r}")
         self.store, self.run_id = store, run_id
         self.max_age_s, self.max_steps = float(max_age_s), int(max_steps)
+        self.write_first = bool(write_first)
         self._lock = threading.RLock()
         self._pending: list[tuple[str, Any, str]] = []
         self._oldest: float | None = None
@@ -723,7 +727,8 @@ class StepWriter:
 
     def _due(self, now: float) -> bool:
         return bool(self._pending) and (
-            len(self._pending) >= self.max_steps or now - self._oldest >= 0.9 * self.max_age_s)
+            len(self._pending) >= self.max_steps or now - self._oldest >= 0.9 * self.max_age_s
+            or (self.write_first and self.n_flushes == 0))
 
     def append(self, record: Mapping[str, Any]) -> bool:
         """Buffer one record (``StepRecord.to_dict()``); returns whether a flush happened."""

@@ -228,6 +228,42 @@ class UI:
             shutil.copy(p, Path(extra) / p.name)
 
 
+#: Installed in every page the browser opens: a timeline of what the user sees, in the browser's
+#: own clock, so that the timings do not include the test's polling (a WebDriver round trip
+#: every 0.25 s). ``clicks``: [time, button text]; ``pts``: live-chart title -> [time, step of
+#: its newest point] each time that point changes (a MutationObserver sees the SVG change).
+TIMELINE_JS = r"""
+window.__mixdp = {clicks: [], pts: {}};
+document.addEventListener('click', e => {
+  const b = e.target.closest && e.target.closest('button');
+  if (b) window.__mixdp.clicks.push([Date.now(), b.innerText.trim()]);
+}, true);
+new MutationObserver(() => {
+  document.querySelectorAll('[data-testid=stVegaLiteChart]').forEach(c => {
+    const t = c.querySelector('.role-title-text'), p = c.querySelector('[aria-roledescription=point]');
+    const m = p && /step: ([\d,.]+)/.exec(p.getAttribute('aria-label') || '');
+    if (!t || !m) return;
+    const step = parseFloat(m[1].replace(/,/g, '')), pts = window.__mixdp.pts;
+    const a = (pts[t.textContent] = pts[t.textContent] || []);
+    if (!a.length || a[a.length - 1][1] !== step) a.push([Date.now(), step]);
+  });
+}).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ['aria-label']});
+"""
+
+
+def _timeline(driver, button: str, chart: str) -> tuple[float | None, list[tuple[float, float]]]:
+    """From the browser's timeline: seconds from the last click on ``button`` to the first
+    point (step > 0) of the live chart ``chart``, and that chart's later ``(time, step)`` changes."""
+    tl = driver.execute_script("return window.__mixdp")
+    clicks = [t for t, text in tl["clicks"] if button in text]
+    if not clicks:
+        return None, []
+    pts = [(t, s) for t, s in tl["pts"].get(chart, []) if t >= clicks[-1] and s > 0]
+    if not pts:
+        return None, []
+    return (pts[0][0] - clicks[-1]) / 1000.0, [((t - clicks[-1]) / 1000.0, s) for t, s in pts]
+
+
 def _run_id(url: str) -> str | None:
     from urllib.parse import parse_qs, urlparse
 
@@ -248,6 +284,7 @@ def _walk(server, driver, tmp_path):
     timings: dict[str, float] = {}
     ui = UI(driver, shots, tmp_path)
     t_start = time.monotonic()
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_JS})
     driver.get(server)
     ui.text_present("Mixed DP")
     ui.text_present("Run the demo")
@@ -316,10 +353,10 @@ def _walk(server, driver, tmp_path):
     # first test error comes with the first gradient steps.
     ui.wait(lambda d: ui.live_step("ε spent vs step") > 0 or ui.live_step("Test error vs step") > 0
             or ui.has_points("ε spent vs step"), 60)
-    timings["launch_first_chart_point_s"] = time.monotonic() - t0
+    timings["launch_first_chart_point_polled_s"] = time.monotonic() - t0  # incl. the test's polling
     # While it trains: the time (and share of the steps) between redraws, and minority
     # accuracy (ratio 10) and the pDP histogram of the steps so far, updating live.
-    gaps, jumps, last_n, last_t, total = [], [], ui.live_step("ε spent vs step"), time.monotonic(), None
+    gaps, last_n, last_t, total = [], ui.live_step("ε spent vs step"), time.monotonic(), None
     live_minority = live_pdp = False
     t_first = time.monotonic()
     while time.monotonic() - t0 < 120:
@@ -334,7 +371,6 @@ def _walk(server, driver, tmp_path):
         if n != last_n and n > 0:
             now = time.monotonic()
             gaps.append(now - last_t)
-            jumps.append(abs(n - last_n))
             last_n, last_t = n, now
         if not (live_minority and live_pdp):
             live_minority = live_minority or ui.live_step("Minority-class accuracy vs step") > 0
@@ -342,15 +378,23 @@ def _walk(server, driver, tmp_path):
             live_pdp = live_pdp or (pdp is not None and any(x.startswith("steps 1–") for x in pdp["labels"]))
             if live_minority and live_pdp:
                 ui.shot("02b_train_live")
-        time.sleep(0.05)
+        time.sleep(0.2)  # the timings come from the browser's own timeline: no need to poll hard
     live_seen = live_minority and live_pdp
-    print("LIVE", dict(minority=live_minority, pdp=live_pdp, redraws=len(gaps), gaps=[round(g, 2) for g in gaps]))
-    if len(gaps) > 1:  # the first gap includes the wait for the first point
-        timings["live_update_max_gap_s"] = max(gaps[1:])
-        timings["live_update_median_gap_s"] = sorted(gaps[1:])[len(gaps[1:]) // 2]
-        timings["live_redraws"] = len(gaps)
+    # What the user saw, in the browser's clock: Launch click -> first point of the ε chart
+    # (the run's first record), then each change of its newest point.
+    first, seen = _timeline(driver, "Launch", "ε spent vs step")
+    assert first is not None, "the browser timeline has no live point after Launch"
+    timings["launch_first_chart_point_s"] = first
+    b_gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:])]
+    b_jumps = [b[1] - a[1] for a, b in zip(seen, seen[1:])]
+    print("LIVE", dict(minority=live_minority, pdp=live_pdp, first=round(first, 3), redraws=len(seen),
+                       gaps=[round(g, 2) for g in b_gaps], polled_gaps=[round(g, 2) for g in gaps]))
+    if b_gaps:
+        timings["live_update_max_gap_s"] = max(b_gaps)
+        timings["live_update_median_gap_s"] = sorted(b_gaps)[len(b_gaps) // 2]
+        timings["live_redraws"] = len(seen)
         if total:
-            timings["live_update_max_step_share"] = max(jumps[1:]) / total
+            timings["live_update_max_step_share"] = max(b_jumps) / total
     driver.refresh()  # reload: the run is still there (from the URL and the store)
     ui.wait(lambda d: long_run in ui.body(), 60)
     assert "Launch a run to see its live charts here" not in ui.body()
@@ -466,16 +510,14 @@ def _walk(server, driver, tmp_path):
     if extra:
         shutil.copy(tmp_path / "timings.json", Path(extra) / "timings.json")
     assert all(p.stat().st_size > 10_000 for p in shots)
-    # Speed (checked last so that a slow machine still gets every other check). Issue 14's
-    # targets are 1 s to the first point and a redraw every 0.5 s or 5 % of the steps: NOT MET
-    # on the shared 2-core machine these were measured on (load average 3-5, no idle machine
-    # to be had; six walks): first point 1.8-5.2 s, redraws 0.46-1.01 s median, 0.56-2.65 s
-    # at most, 4.7-13 % of the steps at most (the best walk: 1.8 s, 0.46 / 0.56 s, 5.6 %). The plotly live charts before, same machine and
-    # load: first point 5.4-5.8 s, redraws 5-9 s apart, 28-34 % of the steps (README,
-    # timings.json). The first point mostly waits for the run's first record and for the
-    # browser setting up the new charts. The cadence bounds are tightened with about 2× margin
-    # over the loaded numbers; the first-point bound is 8 s, ~1.5x the worst loaded walk (5.2 s:
-    # a 5 s bound failed once under a load spike), so that a loaded CI machine does not flake.
+    # Speed (checked last so that a slow machine still gets every other check), in the
+    # browser's own clock (TIMELINE_JS). Issue 14's targets: 1 s from the Launch click to the
+    # first point, a redraw every 0.5 s or 5 % of the steps. Measured on the shared 2-core
+    # machine at load 1-3 (README, benchmarks/app_latency.py): first point 0.44-1.10 s over 18
+    # launches (median 0.73-0.86 s per series of six), newest point changing every 0.18-0.31 s
+    # (median), 0.36-0.79 s at most. Under load 3-5 the first point took
+    # 1.8-5.2 s (measured by polling then, about 0.5 s more). The bounds are regression bounds
+    # with a margin for a loaded CI machine, not the targets.
     assert timings["demo_final_metrics_s"] <= 30, timings
     assert timings["launch_first_chart_point_s"] <= 8, timings
     # (that the live charts were seen while the run trained is asserted above; the cadence is

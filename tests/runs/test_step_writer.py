@@ -94,3 +94,19 @@ def test_writer_batches_by_count_and_age(tmp_path):
     w3 = st.step_writer(rid, max_age_s=0)
     assert w3.append({"step": 11}) and len(st.steps(rid)) == 12
     w3.close()
+
+
+def test_write_first_writes_the_first_record_at_once(tmp_path):
+    """The runner's writer: the first record is in the store before max_age_s (the live
+    charts' first point), the next ones are batched as usual."""
+    st = RunStore(tmp_path)
+    rid = st.create_run({"method": "x"}, config_hash="h")
+    w = st.step_writer(rid, max_age_s=60.0, max_steps=100, background=False, write_first=True)
+    assert w.append({"step": 1}) is True and [s["step"] for s in st.steps(rid)] == [1]
+    assert [w.append({"step": i}) for i in (2, 3)] == [False, False]
+    assert [s["step"] for s in st.steps(rid)] == [1] and w.n_flushes == 1
+    w.close()
+    assert [s["step"] for s in st.steps(rid)] == [1, 2, 3]
+    plain = st.step_writer(rid, max_age_s=60.0, max_steps=100, background=False)
+    assert plain.append({"step": 4}) is False  # default: batched from the first record
+    plain.close()

@@ -1,0 +1,97 @@
+"""What a user of the Train page sees: Launch click -> first live chart point, and the time
+between changes of the newest point while the run trains, in the browser's own clock.
+
+Starts ``streamlit run app.py`` on a fresh run store, opens the Train page in headless
+Chromium (the end-to-end test's driver and its in-page timeline, ``TIMELINE_JS``), launches
+``--launches`` AdaMix runs on digits · pixels at ε = 20, 19, ... (thousands of steps, several
+seconds each) and prints, per launch and over all of them, the first-point latency and the
+median / largest gap between redraws in the first ``--window`` seconds.
+
+    python benchmarks/app_latency.py --sessions 2 --launches 3
+
+Needs the Debian ``chromium`` / ``chromium-driver`` packages and ``selenium`` (``make
+browser``). Run it on a quiet machine and compare configurations in one invocation
+(e.g. ``MIXDP_APP_POLL_S``): absolute times move with the machine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.app.test_e2e_browser import TIMELINE_JS, UI, _chrome, _free_port, _timeline  # noqa: E402
+
+
+def session(launches: int, window: float) -> list[tuple[float | None, list[float]]]:
+    """One server and one browser session; returns (first point s, gaps s) per launch."""
+    tmp = Path(tempfile.mkdtemp(prefix="mixdp-latency-"))
+    port = _free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MIXDP_HOME=str(tmp / "home"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=open(tmp / "streamlit.log", "w"), stderr=subprocess.STDOUT)
+    out = []
+    driver = None
+    try:
+        time.sleep(7)  # server start and the pre-warmed run workers
+        driver = _chrome(tmp / "profile")
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_JS})
+        ui = UI(driver, [], tmp)
+        driver.get(f"http://127.0.0.1:{port}/train")
+        ui.text_present("Launch")
+        time.sleep(4)
+        for i in range(launches):
+            ui.type_into("…or type an exact ε (optional)", str(20 - i))
+            time.sleep(0.5)
+            ui.click_button("Launch")
+            time.sleep(window + 0.5)
+            first, seen = _timeline(driver, "Launch", "ε spent vs step")
+            gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:]) if b[0] <= window]
+            out.append((first, gaps))
+            ui.text_present("Final metrics", timeout=120)
+            time.sleep(1)
+    finally:
+        if driver is not None:
+            driver.quit()
+        proc.terminate()
+        proc.wait(timeout=30)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=2, help="fresh server + browser sessions")
+    ap.add_argument("--launches", type=int, default=3, help="launches per session")
+    ap.add_argument("--window", type=float, default=5.0, help="seconds of redraws measured per launch")
+    args = ap.parse_args()
+    firsts, max_gaps, med_gaps = [], [], []
+    for s in range(args.sessions):
+        for k, (first, gaps) in enumerate(session(args.launches, args.window)):
+            line = f"session {s} launch {k}: first point {first:.2f} s" if first is not None else \
+                f"session {s} launch {k}: no live point seen"
+            if gaps:
+                line += f", redraw gaps median {statistics.median(gaps):.2f} s, max {max(gaps):.2f} s"
+                max_gaps.append(max(gaps))
+                med_gaps.append(statistics.median(gaps))
+            if first is not None:
+                firsts.append(first)
+            print(line, flush=True)
+    if firsts:
+        print(f"first point: median {statistics.median(firsts):.2f} s, range {min(firsts):.2f}-{max(firsts):.2f} s "
+              f"({len(firsts)} launches); redraw gap: median of medians {statistics.median(med_gaps):.2f} s, "
+              f"largest {max(max_gaps):.2f} s; load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -124,3 +124,72 @@ def test_public_guard_is_a_one_sided_test_at_one_noise_std():
             rec.extra["guard_noisy_gain"] > GUARD_Z * m.config.noise_multiplier)
     assert GUARD_Z == 1.0
     assert binomtest(kept, 400, 1.0 - norm.cdf(GUARD_Z)).pvalue > 1e-3, kept
+
+
+def test_checkpoint_test_is_one_sided_sensitivity_one_and_finds_a_better_early_average():
+    """The early-checkpoint test: (i) its paired count changes by at most 1 when a private row
+    is removed (add/remove sensitivity 1), (ii) with no true difference it releases the earlier
+    average only when N(0, sigma^2) > GUARD_Z sigma (1 - Phi(1) of 400 noise seeds), (iii) an
+    earlier average that is right on every row where the final one is wrong wins."""
+    from scipy.stats import binomtest, norm
+
+    from mixdp_core.methods.adamix import GUARD_Z
+    from mixdp_core.methods.adamix.engine import NoisyGDProblem
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 6)).astype(np.float32)
+    y = rng.integers(0, 3, 200)
+    W_final = rng.standard_normal((6, 3)).astype(np.float32)
+    prob = NoisyGDProblem(X, y, X[:0], y[:0], None, None, 3)
+    m = make_method("adamix", target_epsilon=1.0, seed=3)
+    W_other = rng.standard_normal((6, 3)).astype(np.float32)
+    full = m._noisy_paired_gain(prob, W_other, W_final, stream=0x6A4E)
+    for i in range(0, 200, 17):  # same noise draw (same seed and stream): the difference is row i's term
+        keep = np.arange(200) != i
+        sub = NoisyGDProblem(X[keep], y[keep], X[:0], y[:0], None, None, 3)
+        assert abs(full - m._noisy_paired_gain(sub, W_other, W_final, stream=0x6A4E)) <= 1.0
+    kept = 0
+    for s in range(400):
+        m = make_method("adamix", target_epsilon=1.0, seed=s)
+        W, rec = m._checkpoint_test(prob, W_final, 3.0 * W_final, early_step=4, step=20, total=22)
+        kept += bool(m.checkpoint_kept_early_)
+        assert rec.extra["checkpoint_kept_early"] == float(rec.extra["checkpoint_noisy_gain"]
+                                                           > GUARD_Z * m.config.noise_multiplier)
+    assert binomtest(kept, 400, 1.0 - norm.cdf(GUARD_Z)).pvalue > 1e-3, kept
+    # an earlier average right on every row (one-hot on the label) against a final one that
+    # is wrong on most: a gain of > 100 rows, 5 noise stds
+    Xo = np.eye(3, dtype=np.float32)[y]
+    probo = NoisyGDProblem(Xo, y, Xo[:0], y[:0], None, None, 3)
+    W_good, W_bad = np.eye(3, dtype=np.float32), np.roll(np.eye(3, dtype=np.float32), 1, axis=1)
+    m = make_method("adamix", target_epsilon=1.0, seed=0)
+    W, rec = m._checkpoint_test(probo, W_bad, W_good, early_step=4, step=20, total=22)
+    assert m.checkpoint_kept_early_ and np.array_equal(W, W_good)
+
+
+def test_early_checkpoint_is_one_accounted_release_of_the_run(small_split):
+    """With the default early_checkpoint the run spends one of its T releases on the test
+    (count + gradient steps + checkpoint test + guard = T, the reported ε that of T composed
+    Gaussian releases), streams its record after the last gradient step, and its checkpoint is
+    a quarter of the way in; without it the gradient phase gets that release back."""
+    from mixdp_core import accounting
+    from mixdp_core.methods.adamix import CHECKPOINT_DIVISOR
+
+    on = make_method("adamix", target_epsilon=3.0, seed=0).fit(small_split)
+    off = make_method("adamix", target_epsilon=3.0, seed=0, early_checkpoint=False).fit(small_split)
+    T = on.calibrated_steps_
+    assert on.steps_ == off.steps_ == T
+    rec = [h for h in on.history_ if "checkpoint_noisy_gain" in h.extra]
+    assert len(rec) == 1 and rec[0].step == T - 1 and "guard_noisy_gain" in on.history_[-1].extra
+    assert rec[0].extra["checkpoint_step"] == (T - 3) // CHECKPOINT_DIVISOR
+    assert not any("checkpoint_noisy_gain" in h.extra for h in off.history_)
+    grad = lambda m: sum(1 for h in m.history_ if not ({"noisy_count", "guard_noisy_gain",  # noqa: E731
+                                                          "checkpoint_noisy_gain"} & set(h.extra)))
+    assert grad(off) == grad(on) + 1 == T - 2
+    eps_T = accounting.privacy_report(accounting.ComposedGaussian(noise_multiplier=20.0, steps=T), delta=1e-5).epsilon
+    assert on.privacy_.epsilon == pytest.approx(eps_T, rel=1e-9) and on.privacy_.epsilon <= 3.0 + 1e-9
+    assert on.history_[-1].epsilon_spent == pytest.approx(eps_T, rel=1e-9)
+    # pDP: every private row is charged the count, the checkpoint test and the guard
+    assert np.all(on.pdp_sq_ratio_sum_ >= 3.0 - 1e-9)
+    # the test needs >= 8 gradient steps after it: at eps = 0.5 (T = 8) there is none
+    small = make_method("adamix", target_epsilon=0.5, seed=0).fit(small_split)
+    assert small.checkpoint_kept_early_ is None and small.steps_ == small.calibrated_steps_

@@ -164,6 +164,8 @@ class NoisyGDResult:
     history: list[StepRecord] = field(default_factory=list)
     pdp_sq_ratio_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))
     clip_norms: list[float] = field(default_factory=list)
+    #: the output (released average) after ``snapshot_at`` steps, if asked and reached
+    snapshot: Optional[np.ndarray] = None
 
 
 def projection_dim_for(D: int, spec: Any, n_classes: int) -> Any:
@@ -951,6 +953,7 @@ def run_noisygd(
     weight_decay_fn: Callable[[float, Optional[int]], float] | None = None,
     step_offset: int = 0,
     total_steps: Optional[int] = None,
+    snapshot_at: Optional[int] = None,
 ) -> NoisyGDResult:
     """Run NoisyGD / AdaMix (Alg. 1 / Alg. 2) for at most ``opts.steps`` steps.
 
@@ -966,6 +969,8 @@ def run_noisygd(
             (optimistic tuning); step records then number steps and report epsilon
             cumulatively, ``epsilon_spent`` being that of ``step_offset + t`` composed steps.
         total_steps: planned total shown in the records (default ``step_offset + T``).
+        snapshot_at: keep a copy of the output after this many steps (``result.snapshot``;
+            post-processing of the releases so far, e.g. for the early-checkpoint test).
 
     Returns:
         :class:`NoisyGDResult` with the output weights (weighted average for ``theorem3``,
@@ -1038,6 +1043,7 @@ def run_noisygd(
     n_all = N + Xp.shape[0]
     executed = 0
     live = step_observer()  # the runner's live view (minority accuracy, pDP so far), else None
+    snapshot: Optional[np.ndarray] = None
 
     for t in range(1, T + 1):
         # --- public quantities (no privacy cost) ---
@@ -1104,6 +1110,8 @@ def run_noisygd(
             if dist > R_ball:
                 W = W_ref + (W - W_ref) * np.float32(R_ball / dist)
         out = W_avg if averaged else W
+        if t == snapshot_at:
+            snapshot = np.array(out, dtype=np.float32)
         clip_norms.append(tau)
 
         test_err = None
@@ -1125,4 +1133,5 @@ def run_noisygd(
         if on_step is not None and on_step(rec):
             break
     out = (W_avg if opts.schedule in ("theorem3", "smooth") else W) if executed > 0 else W
-    return NoisyGDResult(W=np.array(out, dtype=np.float32), steps=executed, history=history, pdp_sq_ratio_sum=pdp, clip_norms=clip_norms)
+    return NoisyGDResult(W=np.array(out, dtype=np.float32), steps=executed, history=history, pdp_sq_ratio_sum=pdp,
+                         clip_norms=clip_norms, snapshot=snapshot)

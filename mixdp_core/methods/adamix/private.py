@@ -16,7 +16,9 @@ from .._linear import error_rate, fit_logistic, fit_public, l2_normalize, row_no
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
+    CHECKPOINT_DIVISOR,
     GUARD_Z,
+    MIN_CHECKPOINT_STEPS,
     HONEST_DEFAULT_WEIGHT,
     HONEST_GRID,
     NOISE_MARGIN_Z,
@@ -185,10 +187,7 @@ class NoisyGDMethod(LinearHead):
         unbiased (it never saw these rows).
         """
         cfg = self.config
-        X, y = problem.X_private, problem.y_private
-        gain = float(np.sum((X @ W_private).argmax(1) == y)) - float(np.sum((X @ W_start).argmax(1) == y))
-        rng = np.random.default_rng([cfg.seed, 0x6A4D])  # seeded apart from the other releases
-        noisy_gain = gain + cfg.noise_multiplier * float(rng.standard_normal())
+        noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D)
         keep = noisy_gain > GUARD_Z * cfg.noise_multiplier
         W = W_private if keep else W_start.copy()
         self.guard_kept_private_ = bool(keep)
@@ -200,6 +199,55 @@ class NoisyGDMethod(LinearHead):
             epsilon_spent=float(accounting.privacy_curve_points(
                 noise_multiplier=cfg.noise_multiplier, steps=step, delta=cfg.target_delta, points=1)[1][-1]),
             extra={"guard_noisy_gain": float(noisy_gain), "guard_kept_private": float(keep)},
+        )
+        return W, rec
+
+    def _noisy_paired_gain(self, problem: NoisyGDProblem, W_new: np.ndarray, W_base: np.ndarray, *,
+                           stream: int) -> float:
+        """``sum_i [1(W_new classifies x_i right) - 1(W_base classifies x_i right)] + N(0, sigma^2)``
+        over the private rows: the Gaussian mechanism on a sum of terms in {-1, 0, 1}, so adding
+        or removing one private row changes it by at most 1 (**L2 sensitivity 1**, add/remove),
+        noise multiplier ``sigma``; ``W_new`` and ``W_base`` must be public or post-processing
+        of earlier releases. The caller accounts it as one release. ``stream`` keeps the draw
+        apart from the run's other releases (same seed)."""
+        cfg = self.config
+        X, y = problem.X_private, problem.y_private
+        gain = float(np.sum((X @ W_new).argmax(1) == y)) - float(np.sum((X @ W_base).argmax(1) == y))
+        rng = np.random.default_rng([cfg.seed, stream])
+        return gain + cfg.noise_multiplier * float(rng.standard_normal())
+
+    def _checkpoint_test(self, problem: NoisyGDProblem, W_final: np.ndarray, W_early: np.ndarray, *,
+                         early_step: int, step: int, total: int) -> tuple[np.ndarray, StepRecord]:
+        """Carry the earlier average to the guard only if a noisy paired count says it is better.
+
+        Released (Gaussian mechanism, add/remove one private row, **L2 sensitivity 1**, noise
+        multiplier ``sigma``; :meth:`_noisy_paired_gain`): ``D = sum_i [1(W_early right) -
+        1(W_final right)] + N(0, sigma^2)`` over the private rows, where ``W_early`` is the
+        released average after ``early_step = T_grad // CHECKPOINT_DIVISOR`` gradient steps and
+        ``W_final`` the run's final average (both post-processing of the gradient releases).
+        Accounted as one more release of the run's ``ComposedGaussian(sigma, T)``. Output:
+        ``W_early`` if ``D > GUARD_Z * sigma`` else ``W_final`` (post-processing): a one-sided
+        test that keeps the final average unless the earlier one wins by one noise std.
+
+        Why (issue 10, "more budget never hurts"): a larger epsilon buys more noisy steps, and
+        under a domain shift the noise of the later steps can outgrow their private signal
+        (:data:`~.configs.CHECKPOINT_DIVISOR`); the run then asks its private rows, once,
+        whether it was better a quarter of the way in.
+        """
+        cfg = self.config
+        noisy_gain = self._noisy_paired_gain(problem, W_early, W_final, stream=0x6A4E)
+        early = noisy_gain > GUARD_Z * cfg.noise_multiplier
+        W = W_early if early else W_final
+        self.checkpoint_kept_early_ = bool(early)
+        test_error = None
+        if problem.X_test is not None and problem.y_test is not None and len(problem.y_test):
+            test_error = error_rate(problem.X_test, problem.y_test, W)
+        rec = StepRecord(
+            step=step, total_steps=total, test_error=test_error,
+            epsilon_spent=float(accounting.privacy_curve_points(
+                noise_multiplier=cfg.noise_multiplier, steps=step, delta=cfg.target_delta, points=1)[1][-1]),
+            extra={"checkpoint_noisy_gain": float(noisy_gain), "checkpoint_kept_early": float(early),
+                   "checkpoint_step": float(early_step)},
         )
         return W, rec
 
@@ -310,7 +358,7 @@ class NoisyGDMethod(LinearHead):
         _, run = best
         self._reset()
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
-                     "count_releases_", "guard_kept_private_"):
+                     "count_releases_", "guard_kept_private_", "checkpoint_kept_early_"):
             setattr(self, attr, getattr(run, attr, None))
         self.steps_ = K * T_rep
         self.history_ = history
@@ -342,7 +390,12 @@ class NoisyGDMethod(LinearHead):
         n_count = 1 if smooth else 0  # releases spent on the noisy count
         # The public-start guard (one release at the end) only when a gradient step is left.
         n_guard = 1 if (smooth and cfg.public_guard and self._public_start and T - n_count >= 2) else 0
-        T_grad = T - n_count - n_guard
+        # The early-checkpoint test (one release) only with the guard, one candidate run and
+        # enough gradient steps left for a checkpoint a quarter of the way in.
+        n_check = 1 if (n_guard and cfg.early_checkpoint and not cfg.optimistic_tuning
+                        and T - n_count - n_guard - 1 >= MIN_CHECKPOINT_STEPS) else 0
+        T_grad = T - n_count - n_guard - n_check
+        early_step = max(1, T_grad // CHECKPOINT_DIVISOR) if n_check else None
         n_hat = None
         if smooth:
             # Post-processing of the released count: an upper confidence bound (+2 sigma),
@@ -388,7 +441,7 @@ class NoisyGDMethod(LinearHead):
             candidates = [(opts, m) for m in THEOREM3_LAMBDA_GRID]
         # releases of the whole run: the count, every candidate's gradient steps, the guard (= T
         # without optimistic tuning)
-        total_releases = n_count + T_grad * len(candidates) + n_guard
+        total_releases = n_count + T_grad * len(candidates) + n_check + n_guard
         head: list[StepRecord] = []
         stop_now = False
         if n_count:
@@ -413,7 +466,7 @@ class NoisyGDMethod(LinearHead):
             # the count is released once and reused by every candidate (post-processing)
             res = run_noisygd(
                 problem, W_init, W_ref, o, on_step=cb, weight_decay_fn=wd_fn(mult),
-                step_offset=total_steps, total_steps=total_releases,
+                step_offset=total_steps, total_steps=total_releases, snapshot_at=early_step,
             ) if T_grad > 0 else None
             if res is None:
                     res = NoisyGDResult(W=W_init.copy(), steps=0, pdp_sq_ratio_sum=np.zeros(problem.X_private.shape[0]))
@@ -434,6 +487,14 @@ class NoisyGDMethod(LinearHead):
         self.W_ = res.W if res.steps > 0 else W_init.copy()
         history = all_hist if cfg.optimistic_tuning else head + res.history
         self.guard_kept_private_ = None
+        self.checkpoint_kept_early_ = None
+        if n_check and not stopped and res.snapshot is not None:
+            self.W_, rec = self._checkpoint_test(problem, self.W_, res.snapshot, early_step=early_step,
+                                                 step=total_steps + 1, total=total_releases)
+            total_steps += 1
+            history = history + [rec]
+            if on_step is not None and on_step(rec):
+                stopped = True  # cancelled here: the guard is not released
         if n_guard and not stopped and res.steps > 0:
             self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + 1,
                                               total=total_releases)
@@ -441,15 +502,16 @@ class NoisyGDMethod(LinearHead):
             history = history + [rec]
             if on_step is not None:
                 on_step(rec)
-        self.steps_ = total_steps  # Gaussian releases executed: count + gradient steps + guard
+        self.steps_ = total_steps  # Gaussian releases executed: count + gradient steps + checkpoint test + guard
         self.history_ = history
         self.noise_multiplier_ = float(cfg.noise_multiplier)
-        # pDP: the count and the guard each add (1/sigma)^2 to every private row's mu^2
-        # (sensitivity 1 each; ratio 1 is the worst case, so this is an upper bound for the guard).
-        self.pdp_sq_ratio_sum_ = pdp_total[:n_report].copy() + n_count + (self.guard_kept_private_ is not None)
-        # Every release (the count, each gradient step, the guard) is a Gaussian mechanism with
-        # noise multiplier sigma (noise std / sensitivity): they compose, as executed, to
-        # ComposedGaussian(sigma, n_count + steps + guard).
+        # pDP: the count, the checkpoint test and the guard each add (1/sigma)^2 to every private
+        # row's mu^2 (sensitivity 1 each; ratio 1 is the worst case, an upper bound for the tests).
+        self.pdp_sq_ratio_sum_ = (pdp_total[:n_report].copy() + n_count + (self.checkpoint_kept_early_ is not None)
+                                  + (self.guard_kept_private_ is not None))
+        # Every release (the count, each gradient step, the checkpoint test, the guard) is a
+        # Gaussian mechanism with noise multiplier sigma (noise std / sensitivity): they compose,
+        # as executed, to ComposedGaussian(sigma, n_count + steps + checkpoint test + guard).
         self.privacy_ = accounting.privacy_report(
             accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=max(1, total_steps)),
             delta=cfg.target_delta,

@@ -97,7 +97,8 @@ class NoisyGDMethod(LinearHead):
         first ~3 steps the noise of the capped constant-step phase grows faster than the
         private signal while lambda halves (lambda ~ 1/sqrt(T)). The default early-checkpoint
         test (:meth:`_checkpoint_test`) catches that rise after the fact, at the price of one
-        release: 6 seeds, epsilon 0.5/1/3/8: 50.2/49.6/44.4/38.6 % (52.6 at epsilon 1 without it). Two rules that remove that
+        release: 6 seeds, epsilon 0.5/1/3/8: 50.2/49.6/44.4/38.6 % (52.6 at epsilon 1 without it).
+        Two rules that remove that
         rise there were measured and rejected because they do not hold across regimes:
         ``H = T`` (margin against the whole run's noise; PACS 51.0/51.2/40.6 at epsilon
         0.5/1/3 against 51.0/54.0/44.7 now, but digits with mirrored private images

@@ -323,25 +323,34 @@ def live_pdp_chart(eps_i: np.ndarray, target_epsilon: float | None, *, step: int
     top = max(float(target_epsilon or 0.0), float(e.max()) if e.size else 0.0) or 1.0
     counts, edges = np.histogram(e, bins=bins, range=(0.0, top))
     label = "" if step is None else f"steps 1–{step}" + (f" of {total_steps}" if total_steps else "")
-    frame = pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "count": counts.astype(float), "label": ""})
-    frame = pd.concat([frame, pd.DataFrame({"lo": [np.nan], "hi": [np.nan], "count": [np.nan], "label": [label]})],
-                      ignore_index=True)
+    frame = pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "count": counts.astype(float), "label": "",
+                          "series": "private samples (ε_i)"})
+    frame = pd.concat([frame, pd.DataFrame({"lo": [np.nan], "hi": [np.nan], "count": [np.nan], "label": [label],
+                                            "series": [""]})], ignore_index=True)
+    # one colour scale for the bars and the budget rule: the legend names both (issue 14)
+    names, colors = ["private samples (ε_i)"], [PRIVATE_COLOR]
+    if target_epsilon is not None:
+        names, colors = names + ["target ε"], colors + ["#d62728"]
+    color = {"field": "series", "type": "nominal", "scale": {"domain": names, "range": colors},
+             "legend": {"orient": "bottom", "title": None}}
     layers: list[dict[str, Any]] = [
         {"transform": [{"filter": "datum.label == ''"}],
-         "mark": {"type": "bar", "color": PRIVATE_COLOR},
+         "mark": {"type": "bar"},
          "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "ε_i (owner's view, not private)",
                             "scale": {"domain": [0, top * 1.05]}},
                       "x2": {"field": "hi"},
                       "y": {"field": "count", "type": "quantitative", "title": "private samples"},
-                      "y2": {"datum": 0}}},
+                      "y2": {"datum": 0},
+                      "color": color}},
         {"transform": [{"filter": "datum.label != ''"}],
          "mark": {"type": "text", "align": "right", "baseline": "top", "dx": -4, "dy": 4, "fontSize": 12},
          "encoding": {"text": {"field": "label"}, "x": {"value": "width"}, "y": {"value": 0}}},
     ]
     if target_epsilon is not None:
-        layers.insert(1, {"data": {"values": [{}]},  # one rule, not one per row
-                          "mark": {"type": "rule", "color": "#d62728", "strokeDash": [6, 4]},
-                          "encoding": {"x": {"datum": float(target_epsilon), "type": "quantitative"}}})
+        layers.insert(1, {"data": {"values": [{"series": "target ε"}]},  # one rule, not one per row
+                          "mark": {"type": "rule", "strokeDash": [6, 4]},
+                          "encoding": {"x": {"datum": float(target_epsilon), "type": "quantitative"},
+                                       "color": color}})
     spec = {"title": "Histogram of per-instance ε · live", "height": LIVE_HEIGHT,
             "usermeta": {"embedOptions": LIVE_EMBED}, "layer": layers}
     return spec, frame

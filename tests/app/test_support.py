@@ -363,6 +363,11 @@ def test_live_pdp_histogram_counts_every_sample_and_names_its_steps():
     assert frame[frame.label != ""].label.tolist() == ["steps 1–40 of 100"]
     spec2, _ = charts.live_pdp_chart(eps * 0.5, 3.0, step=80, total_steps=100, bins=10)
     assert spec2 == spec  # the steps covered are data, not spec: the chart is not drawn anew
+    # a legend names the bars and the budget rule (one shared colour scale)
+    colors = [layer["encoding"]["color"] for layer in spec["layer"] if "color" in layer.get("encoding", {})]
+    assert len(colors) == 2 and all(c["field"] == "series" and c["legend"] for c in colors)
+    assert colors[0]["scale"]["domain"] == ["private samples (ε_i)", "target ε"]
+    assert set(frame[frame.label == ""].series) == {"private samples (ε_i)"}
 
 
 def test_compare_axes_legend_and_reference_lines():
@@ -615,10 +620,12 @@ def test_runner_streams_minority_accuracy_and_pdp_of_the_steps_so_far(app_env, m
     rid = execute(small_config(imbalance_ratio=10.0), store=store, on_record=on_record, flush_every_s=0.0)
     steps = store.steps(rid)
     # every gradient step carries it; the smooth schedule's first release is the noisy count
-    # of the private rows and its last the public-start guard (no gradient step)
-    releases = [s for s in steps if "noisy_count" in s["extra"] or "guard_noisy_gain" in s["extra"]]
+    # of the private rows and its last two the early-checkpoint test and the public-start
+    # guard (no gradient step)
+    tests_ = ("noisy_count", "checkpoint_noisy_gain", "guard_noisy_gain")
+    releases = [s for s in steps if any(k in s["extra"] for k in tests_)]
     grad_steps = [s for s in steps if s not in releases]
-    assert len(releases) == 2 and len(grad_steps) == len(steps) - 2
+    assert len(releases) == 3 and len(grad_steps) == len(steps) - 3
     mins = [s["extra"]["minority_accuracy"] for s in grad_steps if "minority_accuracy" in s["extra"]]
     assert len(mins) == len(grad_steps) and all(0.0 <= m <= 1.0 for m in mins)
     final = store.load_artifacts(rid)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,27 +27,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.app.test_e2e_browser import TIMELINE_JS, UI, _chrome, _free_port, _timeline  # noqa: E402
+from tests.app.test_e2e_browser import TIMELINE_JS, UI, _chrome, _timeline, start_server, stop_server  # noqa: E402
 
 
 def session(launches: int, window: float) -> list[tuple[float | None, list[float]]]:
     """One server and one browser session; returns (first point s, gaps s) per launch."""
     tmp = Path(tempfile.mkdtemp(prefix="mixdp-latency-"))
-    port = _free_port()
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", MIXDP_HOME=str(tmp / "home"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=open(tmp / "streamlit.log", "w"), stderr=subprocess.STDOUT)
+    proc, url, log = start_server(tmp, keep_poll_env=True)
     out = []
     driver = None
     try:
-        time.sleep(7)  # server start and the pre-warmed run workers
+        time.sleep(7)  # the pre-warmed run workers
         driver = _chrome(tmp / "profile")
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_JS})
         ui = UI(driver, [], tmp)
-        driver.get(f"http://127.0.0.1:{port}/train")
+        driver.get(f"{url}/train")
         ui.text_present("Launch")
         time.sleep(4)
         for i in range(launches):
@@ -64,8 +57,7 @@ def session(launches: int, window: float) -> list[tuple[float | None, list[float
     finally:
         if driver is not None:
             driver.quit()
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop_server(proc, log)
     return out
 
 

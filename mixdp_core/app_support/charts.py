@@ -21,6 +21,8 @@ LIVE_CONFIG = {"displaylogo": False, "displayModeBar": False}
 PUBLIC_COLOR = "#1f77b4"
 PRIVATE_COLOR = "#ff7f0e"
 MINORITY_COLOR = "#d62728"
+#: The budget (target ε) line of every chart that draws one, dashed.
+BUDGET_COLOR = "#d62728"
 
 
 def _go():
@@ -131,7 +133,7 @@ def _line(df, col: str, title: str, ylabel: str, *, hline: float | None = None, 
                                  name=ylabel, marker=dict(size=4, color=color), line=dict(color=color)))
     if hline is not None:
         fig.add_trace(go.Scatter(x=[0, _total(df) or 1], y=[hline, hline], mode="lines", name=hname,
-                                 line=dict(dash="dash", color="#d62728")))
+                                 line=dict(dash="dash", color=BUDGET_COLOR)))
     total = _total(df)
     if total:
         fig.update_xaxes(range=[0, float(total) * 1.02])
@@ -252,7 +254,7 @@ def live_line_chart(x: np.ndarray, y: np.ndarray, title: str, ylabel: str, *, to
     if hline is not None:
         frame = pd.concat([frame, pd.DataFrame({"step": [0.0, float(total or 1)], "value": [hline, hline],
                                                 "series": hname, "newest": False})], ignore_index=True)
-        names.append(hname), colors.append("#d62728"), dashes.append([6, 4])
+        names.append(hname), colors.append(BUDGET_COLOR), dashes.append([6, 4])
     xscale: dict[str, Any] = {"domain": [0, float(total) * 1.02]} if total else {}
     yscale: dict[str, Any] = {"domain": [0, 1]} if fraction else {"zero": True}
     if hline is not None and not fraction:
@@ -330,7 +332,7 @@ def live_pdp_chart(eps_i: np.ndarray, target_epsilon: float | None, *, step: int
     # one colour scale for the bars and the budget rule: the legend names both (issue 14)
     names, colors = ["private samples (ε_i)"], [PRIVATE_COLOR]
     if target_epsilon is not None:
-        names, colors = names + ["target ε"], colors + ["#d62728"]
+        names, colors = names + ["target ε"], colors + [BUDGET_COLOR]
     color = {"field": "series", "type": "nominal", "scale": {"domain": names, "range": colors},
              "legend": {"orient": "bottom", "title": None}}
     layers: list[dict[str, Any]] = [
@@ -537,7 +539,7 @@ def pdp_sorted_figure(eps_i: np.ndarray, target_epsilon: float | None):
     e = np.sort(np.asarray(eps_i, dtype=float))
     fig = go.Figure(go.Scatter(x=np.arange(1, len(e) + 1), y=e, mode="lines", name="ε_i (sorted)"))
     if target_epsilon is not None:
-        fig.add_hline(y=target_epsilon, line_dash="dash", line_color="#d62728", annotation_text="target ε")
+        fig.add_hline(y=target_epsilon, line_dash="dash", line_color=BUDGET_COLOR, annotation_text="target ε")
     return _layout(fig, "Per-instance ε, sorted", "private samples (sorted)", "ε_i", height=340)
 
 
@@ -552,7 +554,7 @@ def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: in
     if target_epsilon is not None:
         top = float(np.histogram(e, bins=40)[0].max()) if e.size else 1.0
         fig.add_trace(go.Scatter(x=[target_epsilon, target_epsilon], y=[0, top], mode="lines", name="target ε",
-                                 line=dict(dash="dash", color="#d62728")))
+                                 line=dict(dash="dash", color=BUDGET_COLOR)))
         fig.update_xaxes(range=[0, max(float(target_epsilon), float(e.max()) if e.size else 0.0) * 1.05])
     title = "Histogram of per-instance ε"
     if step is not None:

@@ -397,7 +397,7 @@ class NoisyGDMethod(LinearHead):
         n_check = 1 if (n_guard and cfg.early_checkpoint and not cfg.optimistic_tuning
                         and T - n_count - n_guard - 1 >= MIN_CHECKPOINT_STEPS) else 0
         T_grad = T - n_count - n_guard - n_check
-        early_step = max(1, T_grad // CHECKPOINT_DIVISOR) if n_check else None
+        early_step = T_grad // CHECKPOINT_DIVISOR if n_check else None  # >= 2: T_grad >= MIN_CHECKPOINT_STEPS
         n_hat = None
         if smooth:
             # Post-processing of the released count: an upper confidence bound (+2 sigma),

@@ -257,3 +257,14 @@ def test_released_noise_start_bounds_the_noise_of_the_released_model():
     margin = float(np.median(zy - Z.max(axis=1)))
     nu = np.mean([m.init_scale_ for m in runs]) * margin / (NOISE_MARGIN_Z * math.sqrt(2.0))
     assert 0.0 < noise <= nu, (noise, nu)
+
+
+@pytest.mark.parametrize("projection", ["paper", "rank", "public_span", "none", 16])
+def test_every_projection_choice_fits_with_the_noise_scaled_start(small_split, projection):
+    """Each projection the config accepts runs end to end with the default start rule, whose
+    noise dimension is the engine's projection dimension (``public_span``: rank of X_pub;
+    it used to crash there, reading the engine's ``"span"`` marker as an integer)."""
+    m = make_method("adamix", target_epsilon=3.0, seed=0, projection=projection).fit(small_split)
+    assert 0 < m.init_scale_ <= 1.0
+    assert _err(m, small_split) < 0.5
+    assert m.privacy_.epsilon <= 3.0 + 1e-9

@@ -38,6 +38,7 @@ from .engine import (
     clip_threshold,
     clipped_smoothness,
     projection_dim_for,
+    public_span_basis,
     run_noisygd,
     theorem3_weight_decay,
 )
@@ -129,7 +130,10 @@ class NoisyGDMethod(LinearHead):
             return W_pub, 1.0
         D, C = W_pub.shape
         k = opts.projection_dim
-        k = D if k is None else (max(C - 1, 1) if k == "rank" else min(int(k), D))
+        if k == "span":  # the engine projects on span(X_pub^T): its dimension is rank(X_pub)
+            basis = public_span_basis(Xp)
+            k = None if basis is None else basis.dim
+        k = D if k is None else (max(C - 1, 1) if k == "rank" else min(max(int(k), 1), D))
         # burn-in: steps until the (at most N tau per step) signal can outgrow the noise
         # sigma tau sqrt(k C t): t* = sigma^2 k C / n_hat^2, at least 1, at most T.
         burn_in = max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2) / BURN_IN_ALIGNMENT**2

@@ -298,6 +298,15 @@ def _property_lines(mean: Mapping[tuple, float | None], eps: Sequence[float]) ->
     return lines
 
 
+def _cap(value: Any) -> int | None:
+    """A figure's ``private_per_class`` parameter: ``None`` (all private rows) or an int >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
+        raise ConfigError("private_per_class", f"must be null (all) or an integer >= 1, got {value!r}")
+    return int(value)
+
+
 def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping[str, Any], title: str) -> FigureOutput:
     """Test error vs target ε of ``variants`` (one sweep), with: ε spent and steps T per cell;
     utility / MIA / pDP / Performance Boost at ``detail_epsilon``; the sorted per-instance ε_i
@@ -309,7 +318,7 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
     ir = float(p.get("imbalance_ratio", 1.0))
     rows = ctx.sweep(ctx.spec(methods=tuple(variants), epsilons=tuple(eps), seeds=tuple(p["seeds"]),
                               public_per_class=(int(p["public_per_class"]),), imbalance_ratios=(ir,),
-                              params=dict(params)))
+                              private_per_class=(_cap(p.get("private_per_class")),), params=dict(params)))
     err = _agg(rows, ("label", "target_epsilon"), "test_error")
     spent, steps = defaultdict(list), defaultdict(list)
     for r in rows:
@@ -397,8 +406,9 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
     extra = {"pdp": (f"Sorted per-instance ε_i at target ε = {de:g} (seed {p['seeds'][0]}; cf. AdaMix Fig. 3)",
                      draw_pdp)} if pdp else {}
     return FigureOutput("\n".join(md), out_rows, draw, _setup_line(ctx, rows) +
-                        f", {p['public_per_class']} public samples per class, imbalance ratio {ir:g}, "
-                        f"method params `{json.dumps(dict(params))}`", extra)
+                        f", {p['public_per_class']} public samples per class"
+                        + (f", at most {cap} private samples per class" if (cap := _cap(p.get("private_per_class"))) else "")
+                        + f", imbalance ratio {ir:g}, method params `{json.dumps(dict(params))}`", extra)
 
 
 @figure("adamix_epsilon", "AdaMix family: test error vs ε", "AdaMix (Golatkar et al. 2022), Table 1 / Fig. 4",
@@ -412,8 +422,8 @@ def _adamix_epsilon(ctx: Context) -> FigureOutput:
 
 @figure("fewshot", "AdaMix family in few-shot regimes: test error vs ε",
         "AdaMix (Golatkar et al. 2022), Table 1 / Fig. 3-4, few public shots (issue 10)",
-        epsilons=[0.5, 1, 3, 8], seeds=[0, 1], public_per_class=2, noise_multiplier=20.0, detail_epsilon=3.0,
-        variants=["paragon", "only_public", "fully_private", "ngd", "ppgd", "adamix", "adamix_honest"])
+        epsilons=[0.5, 1, 3, 8], seeds=[0, 1], public_per_class=2, private_per_class=None, noise_multiplier=20.0,
+        detail_epsilon=3.0, variants=["paragon", "only_public", "fully_private", "ngd", "ppgd", "adamix", "adamix_honest"])
 def _fewshot(ctx: Context) -> FigureOutput:
     return _error_vs_epsilon(ctx, _variants(ctx.params, ADAMIX_FAMILY),
                              {"noise_multiplier": float(ctx.params["noise_multiplier"])},

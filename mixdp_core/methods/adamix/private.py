@@ -23,6 +23,7 @@ from .configs import (
     HONEST_GRID,
     NOISE_MARGIN_Z,
     PAPER_LEARNING_RATES,
+    REF_DISTANCE_SCALE,
     THEOREM3_LAMBDA_GRID,
     AdaMixConfig,
     FullyPrivateConfig,
@@ -260,7 +261,8 @@ class NoisyGDMethod(LinearHead):
     def _ref_distance(self, W_ref: np.ndarray, C: int) -> float:
         if self.config.ref_distance is not None:
             return float(self.config.ref_distance)
-        return max(float(np.linalg.norm(W_ref)), math.sqrt(C) * math.log(C))
+        # Thm. 3's worst-case lambda over-regularizes: the guess is scaled (REF_DISTANCE_SCALE)
+        return REF_DISTANCE_SCALE * max(float(np.linalg.norm(W_ref)), math.sqrt(C) * math.log(C))
 
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "NoisyGDMethod":
         if self.config.blas_threads is None:

@@ -268,3 +268,24 @@ def test_every_projection_choice_fits_with_the_noise_scaled_start(small_split, p
     assert 0 < m.init_scale_ <= 1.0
     assert _err(m, small_split) < 0.5
     assert m.privacy_.epsilon <= 3.0 + 1e-9
+
+
+def test_default_ref_distance_is_the_scaled_public_guess(small_split):
+    """R of the Thm.-3 rule and the trust region: REF_DISTANCE_SCALE (2) times max(||w_ref||_F,
+    sqrt(C) ln C), w_ref the (rescaled) public start; lambda is inversely proportional to R
+    (same tau, noise dimension and T), and a user's ref_distance replaces the guess."""
+    import math
+
+    from mixdp_core.methods.adamix.configs import REF_DISTANCE_SCALE
+
+    assert REF_DISTANCE_SCALE == 2.0
+    C = small_split.n_classes
+    m = make_method("adamix", target_epsilon=3.0, seed=0).fit(small_split)
+    W = fit_public(l2_normalize(small_split.X_public), small_split.y_public, C) * np.float32(m.init_scale_)
+    expected = 2.0 * max(float(np.linalg.norm(W)), math.sqrt(C) * math.log(C))
+    assert m.ref_distance_ == pytest.approx(expected, rel=1e-5)
+    fp = make_method("fully_private", target_epsilon=3.0, seed=0).fit(small_split)
+    assert fp.ref_distance_ == pytest.approx(2.0 * math.sqrt(C) * math.log(C))
+    given = make_method("adamix", target_epsilon=3.0, seed=0, ref_distance=5.0).fit(small_split)
+    assert given.ref_distance_ == 5.0
+    assert given.weight_decay_ * 5.0 == pytest.approx(m.weight_decay_ * m.ref_distance_, rel=1e-4)

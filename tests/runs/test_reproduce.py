@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from mixdp_core.errors import ConfigError
 from mixdp_core.runs.reproduce import FIGURES, reproduce
 from mixdp_core.runs.store import RunStore
 
@@ -246,3 +247,19 @@ def test_cli_reproduce_section_flags(env, capsys):
     assert "<!-- BEGIN AUTO digits 2-shot -->" in md and "public samples from `digits` (domain shift)" in md
     assert main(["reproduce", "fewshot", "--doc", "few.md", "--store", str(env / "s"), "--no-progress"]) == 2
     assert capsys.readouterr().err.startswith("mixdp reproduce: error: doc")
+
+
+def test_fewshot_private_per_class_caps_every_run(env):
+    """The few-shot figure's private_per_class reaches every run of its sweep (the 38-class
+    3 + 30 section of docs/results/fewshot.md) and is named in the setup line; a bad cap is a
+    one-line error naming the field."""
+    store = RunStore(env / "store")
+    params = dict(TINY["fewshot"], variants=["only_public", "adamix"], private_per_class=7)
+    paths = reproduce("fewshot", env / "out", params=params, store=store, workers=1)
+    data = json.loads(paths["json"].read_text())
+    assert data["runs"] and all(r["private_per_class"] == 7 for r in data["runs"])
+    rec = store.get_run(next(r for r in data["runs"] if r["label"] == "adamix")["run_id"])
+    assert rec.metrics["n_private"] == 7 * 10  # digits: 10 classes, each with > 8 training rows
+    assert "at most 7 private samples per class" in paths["md"].read_text()
+    with pytest.raises(ConfigError, match="private_per_class: must be null"):
+        reproduce("fewshot", env / "out2", params=dict(params, private_per_class=0), store=store, workers=1)

@@ -421,6 +421,7 @@ class NoisyGDMethod(LinearHead):
         opts.releases_before = n_count
         opts.eval_every = cfg.eval_every if cfg.eval_every is not None else max(1, T_grad // 50)
         R = self._ref_distance(W_ref, split.n_classes)
+        self.ref_distance_ = float(R)
         opts.ball_radius = R if (smooth and cfg.trust_region) else None
         opts.device = cfg.device  # kernel of the private release (same mechanism on every device)
         lip_pub = math.sqrt(2.0)  # ||g_j|| <= ||x_j|| ||p_j - y_j|| <= sqrt(2) for public rows

@@ -10,6 +10,8 @@ Environment:
     ``MIXDP_APP_SYNC_JOBS=1``: run jobs synchronously in the script thread (tests).
     ``MIXDP_APP_POLL_S``: seconds between live-chart refreshes (default 0.2, at least 0.2).
     ``MIXDP_APP_RUN_PROCESSES=0``: train in job threads instead of the worker processes.
+    ``MIXDP_APP_RUN_NICE``: niceness added to the worker processes (default 5, 0 = none; see
+    :data:`mixdp_core.app_support.run_worker.RUN_NICE`).
 
 Live charts are light: while a run trains, :func:`render_run` reads only its new step records
 and draws small Vega-Lite charts whose specs stay fixed, so a redraw only swaps their data

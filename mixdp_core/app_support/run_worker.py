@@ -64,6 +64,29 @@ def prewarm(cache_dir: str | Path | None = None) -> None:
         pass
 
 
+#: Niceness added to the run processes (``MIXDP_APP_RUN_NICE`` overrides; 0 keeps the server's).
+#: Why: on a machine with fewer free cores than busy processes (2 cores: the run, the server,
+#: the browser), the run would take an equal share of CPU from the server that redraws its
+#: live charts; a lower priority lets the redraw run as soon as it is due, and the run uses
+#: whatever CPU is left (all of it while the page waits for the next poll).
+RUN_NICE = 5
+
+
+def lower_priority() -> int:
+    """Add :data:`RUN_NICE` (or ``MIXDP_APP_RUN_NICE``) to this process's niceness; return the
+    increment applied (0 where the platform has no ``os.nice``)."""
+    raw = os.environ.get("MIXDP_APP_RUN_NICE", str(RUN_NICE))
+    try:
+        inc = int(raw)
+    except ValueError:
+        print(f"MIXDP_APP_RUN_NICE: must be an integer 0-19, got {raw!r}; using {RUN_NICE}", file=sys.stderr)
+        inc = RUN_NICE
+    if inc <= 0 or not hasattr(os, "nice"):
+        return 0
+    os.nice(min(inc, 19))
+    return min(inc, 19)
+
+
 def serve(conn: Connection, root: str, cache_dir: str | None) -> None:
     """Child main loop: warm up, then execute one config at a time (see the module docstring)."""
     jobs: "queue.Queue[Any]" = queue.Queue()
@@ -252,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m mixdp_core.app_support.run_worker FD ROOT [CACHE_DIR]`` (started by
     :class:`RunProcess`, not by hand)."""
     argv = sys.argv[1:] if argv is None else argv
+    lower_priority()
     conn = Connection(int(argv[0]))
     serve(conn, argv[1], (argv[2] if len(argv) > 2 else "") or None)
 

@@ -201,8 +201,8 @@ class NoisyGDConfig(PrivacyConfig):
         help="schedule='smooth' with a public start: 'noise' (default) rescales the public solution so the noise "
              "of the run's burn-in cannot flip its predictions; 'released_noise' sizes it, once the run outlasts "
              "the burn-in, against the noise of the released average instead (a smaller start at large ε: "
-             "CIFAR-10 2+60 at ε = 3 / 8 41.6 / 36.5 % vs 51.0 / 45.6 %, but PACS photo→art at ε = 1 56.1 vs "
-             "52.6 %); 'none' starts at it unscaled. Public inputs only.")
+             "CIFAR-10 2+60 at ε = 3 / 8 41.5 / 35.2 % vs 48.5 / 41.2 %, but PACS photo→art at ε = 1 54.6 vs "
+             "52.3 %; seeds 0-3); 'none' starts at it unscaled. Public inputs only.")
     public_guard: bool = param(
         True, type=bool,
         help="schedule='smooth' with a public start: release one noisy paired count on the private rows, "

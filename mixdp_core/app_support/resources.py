@@ -99,7 +99,9 @@ def get_manager() -> JobManager:
 #: (incremental reads, light charts: :mod:`.live`) and the browser's round trip adds about as
 #: much, so a poll every 0.2 s (records reach the store every
 #: :data:`~mixdp_core.app_support.jobs.APP_FLUSH_S` = 0.1 s, so each poll finds new points)
-#: shows a new point about every 0.25-0.3 s.
+#: shows a new point about every 0.25-0.3 s. A faster poll does not help: 0.1 s against 0.2 s
+#: (``benchmarks/app_latency.py``, two alternating pairs of four launches) gave median gaps of
+#: 0.15 s but largest gaps of 0.54-1.02 s against 0.40-0.41 s: the browser falls behind.
 POLL_S = 0.2
 
 

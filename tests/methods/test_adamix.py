@@ -265,7 +265,7 @@ def test_every_projection_choice_fits_with_the_noise_scaled_start(small_split, p
     noise dimension is the engine's projection dimension (``public_span``: rank of X_pub;
     it used to crash there, reading the engine's ``"span"`` marker as an integer)."""
     m = make_method("adamix", target_epsilon=3.0, seed=0, projection=projection).fit(small_split)
-    assert 0 < m.init_scale_ <= 1.0
+    assert np.isfinite(m.init_scale_) and m.init_scale_ > 0  # same predictions as the public start
     assert _err(m, small_split) < 0.5
     assert m.privacy_.epsilon <= 3.0 + 1e-9
 

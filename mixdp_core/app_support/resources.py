@@ -76,6 +76,11 @@ def _manager(root: str, sync: bool) -> JobManager:
     import threading
 
     if not sync:
+        # pandas first, in this thread: plotly peeks at ``sys.modules["pandas"]`` without the
+        # import lock, so a page drawing a figure while the warm-up thread was still importing
+        # pandas failed ("partially initialized module 'pandas' has no attribute 'Series'")
+        import pandas  # noqa: F401
+
         threading.Thread(target=_prewarm, name="mixdp-app-prewarm", daemon=True).start()
     # MIXDP_APP_RUN_PROCESSES=0: train in the job threads of this process instead of the
     # pre-warmed worker processes (e.g. where subprocesses are not allowed).
@@ -99,9 +104,11 @@ def get_manager() -> JobManager:
 #: (incremental reads, light charts: :mod:`.live`) and the browser's round trip adds about as
 #: much, so a poll every 0.2 s (records reach the store every
 #: :data:`~mixdp_core.app_support.jobs.APP_FLUSH_S` = 0.1 s, so each poll finds new points)
-#: shows a new point about every 0.25-0.3 s. A faster poll does not help: 0.1 s against 0.2 s
+#: shows a new point about every 0.2 s. A faster poll does not help: 0.1 s against 0.2 s
 #: (``benchmarks/app_latency.py``, two alternating pairs of four launches) gave median gaps of
-#: 0.15 s but largest gaps of 0.54-1.02 s against 0.40-0.41 s: the browser falls behind.
+#: 0.15 s but largest gaps of 0.54-1.02 s against 0.40-0.41 s under load, and on a quiet
+#: machine median gaps of 0.13-0.14 s, largest 0.55-0.57 s against 0.32-0.37 s, with no smaller
+#: share of the steps per redraw: a redraw takes the browser about 0.11 s of its main thread.
 POLL_S = 0.2
 
 
@@ -161,7 +168,7 @@ def page_setup(title: str) -> JobManager:
         running = sum(1 for j in manager.jobs() if not j.finished)
         if running:
             st.caption(f"{running} background job(s) running")
-    warm_live_charts()
+    warm_chart_renderers()
     return manager
 
 
@@ -313,15 +320,24 @@ def show_live_chart(chart: tuple[Mapping[str, Any], Any], key: str) -> None:
     st.vega_lite_chart(frame, dict(spec), key=key, width="stretch")
 
 
-def warm_live_charts() -> None:
-    """Draw an empty, one-pixel Vega-Lite chart in the sidebar of every page
-    (:func:`page_setup`), so that the browser has loaded the live charts' renderer before a
-    run is launched rather than at its first live chart (measured on a loaded 2-core machine: about 3 s between Launch and the first live
-    point when the renderer was loaded then)."""
+def warm_chart_renderers() -> None:
+    """Draw an empty, one-pixel Vega-Lite chart and an empty, static 10-pixel plotly chart in
+    the sidebar of every page (:func:`page_setup`), so that the browser has loaded both chart
+    renderers before a run is launched rather than when its first chart arrives. Measured on
+    the shared 2-core machine: about 3 s between Launch and the first live point when the
+    Vega renderer was loaded then; the demo's final charts came 3.6-3.7 s after the click
+    without the plotly warm-up (a 4.7 MB script to load) and 1.0-2.7 s with it (three
+    alternating pairs)."""
+    import plotly.graph_objects as go
+
     with st.sidebar:
         st.vega_lite_chart(None, {"width": 1, "height": 1, "mark": "point", "config": {"view": {"stroke": None}},
                                   "usermeta": {"embedOptions": charts.LIVE_EMBED}},
                            key="live-charts-warmup", width="content")
+        fig = go.Figure(layout=dict(width=10, height=10, margin=dict(l=0, r=0, t=0, b=0),  # plotly's least
+                                    xaxis=dict(visible=False), yaxis=dict(visible=False)))
+        st.plotly_chart(fig, key="final-charts-warmup", width="content",
+                        config={"staticPlot": True, "displayModeBar": False})
 
 
 #: Live charts drawn by the first draw after Launch (:func:`render_run` ``first_draw``).

@@ -254,21 +254,26 @@ class UI:
 #: every 0.25 s). ``clicks``: [time, button text]; ``pts``: live-chart title -> [time, step of
 #: its newest point] each time that point changes (a MutationObserver sees the SVG change).
 TIMELINE_JS = r"""
-window.__mixdp = {clicks: [], pts: {}};
+window.__mixdp = {clicks: [], pts: {}, labels: {}};
 document.addEventListener('click', e => {
   const b = e.target.closest && e.target.closest('button');
   if (b) window.__mixdp.clicks.push([Date.now(), b.innerText.trim()]);
 }, true);
 new MutationObserver(() => {
   document.querySelectorAll('[data-testid=stVegaLiteChart]').forEach(c => {
-    const t = c.querySelector('.role-title-text'), p = c.querySelector('[aria-roledescription=point]');
+    const t = c.querySelector('.role-title-text');
+    if (!t) return;
+    const lab = Array.from(c.querySelectorAll('.role-mark text'), x => x.textContent).filter(x => x);
+    if (lab.length) window.__mixdp.labels[t.textContent] = lab;
+    const p = c.querySelector('[aria-roledescription=point]');
     const m = p && /step: ([\d,.]+)/.exec(p.getAttribute('aria-label') || '');
-    if (!t || !m) return;
+    if (!m) return;
     const step = parseFloat(m[1].replace(/,/g, '')), pts = window.__mixdp.pts;
     const a = (pts[t.textContent] = pts[t.textContent] || []);
     if (!a.length || a[a.length - 1][1] !== step) a.push([Date.now(), step]);
   });
-}).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ['aria-label']});
+}).observe(document, {subtree: true, childList: true, characterData: true, attributes: true,
+                      attributeFilter: ['aria-label']});
 """
 
 
@@ -283,6 +288,29 @@ def _timeline(driver, button: str, chart: str) -> tuple[float | None, list[tuple
     if not pts:
         return None, []
     return (pts[0][0] - clicks[-1]) / 1000.0, [((t - clicks[-1]) / 1000.0, s) for t, s in pts]
+
+
+def _cadence(driver, store, run_id: str, button: str = "Launch") -> dict[str, float]:
+    """Issue 14's live-chart timings of ``run_id`` (launched by the last click on ``button``),
+    in the browser's clock: Launch -> first point of its ε chart, and the time and share of the
+    run's steps between successive changes of the newest point."""
+    first, seen = _timeline(driver, button, "ε spent vs step")
+    out: dict[str, float] = {} if first is None else {"launch_first_chart_point_s": first}
+    total = next((r["total_steps"] for r in reversed(store.steps(run_id)) if r.get("total_steps")), None)
+    gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:])]
+    jumps = [b[1] - a[1] for a, b in zip(seen, seen[1:])]
+    print("LIVE", run_id, dict(redraws=len(seen), total=total, gaps=[round(g, 2) for g in gaps],
+                               steps=[int(s) for _, s in seen]))
+    if gaps:
+        out.update(live_update_max_gap_s=max(gaps), live_update_median_gap_s=sorted(gaps)[len(gaps) // 2],
+                   live_redraws=len(seen))
+        if total:
+            out["live_update_max_step_share"] = max(jumps) / total
+    return out
+
+
+#: Issue 14's speed targets (seconds): first point after Launch, largest and median redraw gap.
+TARGETS = {"launch_first_chart_point_s": 1.0, "live_update_max_gap_s": 0.5, "live_update_median_gap_s": 0.3}
 
 
 def _run_id(url: str) -> str | None:
@@ -317,12 +345,22 @@ def _walk(server, driver, tmp_path):
     ui.click_button("Run the demo")
     ui.wait(lambda d: _run_id(d.current_url) is not None, 30)
     timings["demo_url_s"] = time.monotonic() - t0
-    ui.wait(lambda d: ui.live_step("ε spent vs step") > 0 or ui.live_step("Test error vs step") > 0
-            or ui.has_points("Test error vs step") or "Final metrics" in ui.body(), 30)  # live or final
-    timings["demo_first_chart_point_s"] = time.monotonic() - t0
+    demo_run = _run_id(driver.current_url)
+    # while it trains, only the run store and the page's own timeline are read (see the live
+    # run below: Selenium's text reads would take the browser's time from the redraws)
+    from mixdp_core.runs import RunStore
+
+    store = RunStore(tmp_path / "home", recover=False)
+    while store.get_run(demo_run).status == "running" and time.monotonic() - t0 < 40:
+        time.sleep(0.25)
     ui.text_present("Final metrics", timeout=40)
     timings["demo_final_metrics_s"] = time.monotonic() - t0
-    demo_run = _run_id(driver.current_url)
+    # the first point the user saw: the first live point, or the final charts if the run
+    # ended before its first redraw
+    live = [_timeline(driver, "Run the demo", c) for c in ("ε spent vs step", "Test error vs step")]
+    firsts = [f for f, _ in live if f is not None]
+    timings["demo_first_chart_point_s"] = min(firsts) if firsts else timings["demo_final_metrics_s"]
+    timings["demo_live_redraws"] = max(len(seen) for _, seen in live)
     body = ui.body()
     assert demo_run in body and "completed" in body
     labels = ui.metric_labels()
@@ -365,57 +403,47 @@ def _walk(server, driver, tmp_path):
     ui.nav("Train")
 
     # ---------------------------------------------------------------- live run + a second one beside it
-    ui.type_into("…or type an exact ε (optional)", "20")  # thousands of steps: tens of seconds
+    ui.type_into("…or type an exact ε (optional)", "20")  # thousands of steps: about 5 s here
+    driver.execute_script("window.__mixdp.labels = {}")  # the live labels of this run only
     t0 = time.monotonic()
     ui.click_button("Launch")
     ui.wait(lambda d: _run_id(d.current_url) not in (None, demo_run), 60)
     long_run = _run_id(driver.current_url)
-    # First chart point: the run's first record is its noisy-count release (ε spent); the
-    # first test error comes with the first gradient steps.
-    ui.wait(lambda d: ui.live_step("ε spent vs step") > 0 or ui.live_step("Test error vs step") > 0
-            or ui.has_points("ε spent vs step"), 60)
-    timings["launch_first_chart_point_polled_s"] = time.monotonic() - t0  # incl. the test's polling
-    # While it trains: the time (and share of the steps) between redraws, and minority
-    # accuracy (ratio 10) and the pDP histogram of the steps so far, updating live.
-    gaps, last_n, last_t, total = [], ui.live_step("ε spent vs step"), time.monotonic(), None
+    # While it trains, the test reads only the page's own timeline (TIMELINE_JS: a few
+    # hundred bytes per read) and the run store. Why: Selenium's text reads walk the page with
+    # getComputedStyle, 100-300 ms of the browser's main thread each (measured with the
+    # browser's profiler); polled every 0.25 s they delayed the very redraws timed here.
+    load = os.getloadavg()[0]
+    pdp_title = "Histogram of per-instance ε · live"
     live_minority = live_pdp = False
-    t_first = time.monotonic()
+    t_first = None
     while time.monotonic() - t0 < 120:
-        text = driver.execute_script("return document.body.innerText")
-        if "Final metrics" in text and long_run in text:
+        time.sleep(0.5)
+        tl = driver.execute_script("return window.__mixdp")
+        click = max(t for t, text in tl["clicks"] if "Launch" in text)
+        if t_first is None and any(t >= click and s > 0 for t, s in tl["pts"].get("ε spent vs step", [])):
+            t_first = time.monotonic()
+            timings["launch_first_chart_point_polled_s"] = t_first - t0  # incl. the test's polling
+        # minority accuracy (ratio 10) and the pDP histogram of the steps so far, live
+        live_minority = any(t >= click and s > 0 for t, s in tl["pts"].get("Minority-class accuracy vs step", []))
+        live_pdp = any(x.startswith("steps 1–") for x in tl["labels"].get(pdp_title, []))
+        if store.get_run(long_run).status != "running":
             break
-        if live_minority and live_pdp and (len(gaps) >= 5 or time.monotonic() - t_first > 20):
+        if live_minority and live_pdp and t_first is not None and time.monotonic() - t_first > 3:
             break  # enough redraws seen: launch the second run while this one trains
-        n = ui.live_step("ε spent vs step")
-        m = re.search(r"step (\d+) / (\d+)", text)
-        total = int(m.group(2)) if m else total
-        if n != last_n and n > 0:
-            now = time.monotonic()
-            gaps.append(now - last_t)
-            last_n, last_t = n, now
-        if not (live_minority and live_pdp):
-            live_minority = live_minority or ui.live_step("Minority-class accuracy vs step") > 0
-            pdp = ui.live("Histogram of per-instance ε")
-            live_pdp = live_pdp or (pdp is not None and any(x.startswith("steps 1–") for x in pdp["labels"]))
-            if live_minority and live_pdp:
-                ui.shot("02b_train_live")
-        time.sleep(0.2)  # the timings come from the browser's own timeline: no need to poll hard
     live_seen = live_minority and live_pdp
+    timings["load_average_live"] = max(load, os.getloadavg()[0])  # 1-min, while the run trained
+    # issue 14's speed targets are asserted (at the end) unless the machine was busier than
+    # this walk's own browser, server and run make it (load 1.4-2.2 on 2 cores here)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    timings["targets_asserted"] = timings["load_average_live"] <= cores + 0.5
     # What the user saw, in the browser's clock: Launch click -> first point of the ε chart
     # (the run's first record), then each change of its newest point.
-    first, seen = _timeline(driver, "Launch", "ε spent vs step")
-    assert first is not None, "the browser timeline has no live point after Launch"
-    timings["launch_first_chart_point_s"] = first
-    b_gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:])]
-    b_jumps = [b[1] - a[1] for a, b in zip(seen, seen[1:])]
-    print("LIVE", dict(minority=live_minority, pdp=live_pdp, first=round(first, 3), redraws=len(seen),
-                       gaps=[round(g, 2) for g in b_gaps], polled_gaps=[round(g, 2) for g in gaps]))
-    if b_gaps:
-        timings["live_update_max_gap_s"] = max(b_gaps)
-        timings["live_update_median_gap_s"] = sorted(b_gaps)[len(b_gaps) // 2]
-        timings["live_redraws"] = len(seen)
-        if total:
-            timings["live_update_max_step_share"] = max(b_jumps) / total
+    cadence = _cadence(driver, store, long_run)
+    assert "launch_first_chart_point_s" in cadence, "the browser timeline has no live point after Launch"
+    timings.update(cadence)
+    if live_seen and store.get_run(long_run).status == "running":
+        ui.shot("02b_train_live")  # after the timeline was read: a screenshot takes the browser's time
     driver.refresh()  # reload: the run is still there (from the URL and the store)
     ui.wait(lambda d: long_run in ui.body(), 60)
     assert "Launch a run to see its live charts here" not in ui.body()
@@ -532,17 +560,42 @@ def _walk(server, driver, tmp_path):
         shutil.copy(tmp_path / "timings.json", Path(extra) / "timings.json")
     assert all(p.stat().st_size > 10_000 for p in shots)
     # Speed (checked last so that a slow machine still gets every other check), in the
-    # browser's own clock (TIMELINE_JS). Issue 14's targets: 1 s from the Launch click to the
-    # first point, a redraw every 0.5 s or 5 % of the steps. Measured on the shared 2-core
-    # machine at load 1-3 (README, benchmarks/app_latency.py): first point 0.44-1.10 s over 18
-    # launches (median 0.73-0.86 s per series of six), newest point changing every 0.18-0.31 s
-    # (median), 0.36-0.79 s at most (0.89-0.92 s in a later series at load 2.8). Under load 3-5 the first point took
-    # 1.8-5.2 s (measured by polling then, about 0.5 s more). The bounds are regression bounds
-    # with a margin for a loaded CI machine, not the targets.
+    # browser's own clock (TIMELINE_JS). Issue 14's targets: the demo's final metrics within
+    # 30 s, 1 s from the Launch click to the first point, a redraw every 0.5 s or 5 % of the
+    # steps. Measured on the shared 2-core machine, 1-min load average 1.4-2.2 with this test's
+    # own browser, server and run (README): first point 0.38-0.50 s, redraws every 0.19-0.20 s
+    # (median), 0.32-0.38 s at most, at most 7.1-9.1 % of the steps (the run does about 1,000
+    # steps a second: 5 % of them take 0.22-0.25 s, faster than the browser redraws, about
+    # 0.11 s of its main thread per redraw). The first point and the 0.5 s redraw are asserted when the
+    # machine was not busier than this walk makes it while the run trained (1-min load average
+    # at most its cores + 0.5), with one more launch if a moment's spike missed them; on a
+    # busier machine (a shared CI runner) regression bounds only: there the first point took
+    # up to 5.2 s (load 3-5, session 4) and the largest gap 0.51-0.52 s (load 3.2-3.8).
     assert timings["demo_final_metrics_s"] <= 30, timings
-    assert timings["launch_first_chart_point_s"] <= 8, timings
+    quiet = timings["targets_asserted"]
+    if quiet and any(timings.get(k, 0.0) > v for k, v in TARGETS.items()):
+        # one more launch, measured the same way: a moment's spike on a shared machine (its
+        # neighbours do not show in the load average) should not decide the walk
+        driver.get(server + "/train")
+        ui.text_present("Launch")
+        time.sleep(2)
+        ui.type_into("…or type an exact ε (optional)", "19")
+        ui.click_button("Launch")
+        ui.wait(lambda d: _run_id(d.current_url) not in (None, demo_run, long_run, second_run), 60)
+        rid, t1 = _run_id(driver.current_url), time.monotonic()
+        while store.get_run(rid).status == "running" and time.monotonic() - t1 < 120:
+            time.sleep(0.5)
+        again = _cadence(driver, store, rid)
+        timings["retry"] = again
+        if all(again.get(k, 0.0) <= v for k, v in TARGETS.items()):
+            timings.update(again)
+        (tmp_path / "timings.json").write_text(__import__("json").dumps(timings, indent=1))
+        if extra:
+            shutil.copy(tmp_path / "timings.json", Path(extra) / "timings.json")
+        print("TIMINGS (after one more launch)", timings)
+    assert timings["launch_first_chart_point_s"] <= (TARGETS["launch_first_chart_point_s"] if quiet else 8.0), timings
     # (that the live charts were seen while the run trained is asserted above; the cadence is
     # measured only when the run lasted for two redraws or more)
-    assert timings.get("live_update_max_gap_s", 0.0) <= 5, timings
-    assert timings.get("live_update_median_gap_s", 0.0) <= 2, timings
+    assert timings.get("live_update_max_gap_s", 0.0) <= (TARGETS["live_update_max_gap_s"] if quiet else 5.0), timings
+    assert timings.get("live_update_median_gap_s", 0.0) <= (TARGETS["live_update_median_gap_s"] if quiet else 2.0), timings
     assert timings.get("live_update_max_step_share", 0.0) <= 0.3, timings

@@ -62,7 +62,21 @@ def _charts(t) -> dict:
     import json
 
     return {c.proto.id.split("-")[-1] if not getattr(c, "key", None) else c.key: json.loads(c.proto.spec)
-            for c in t.get("plotly_chart")}
+            for c in t.main.get("plotly_chart")}
+
+
+def test_every_page_warms_both_chart_renderers_in_its_sidebar(at, app_env):
+    """The browser loads the Vega-Lite and plotly renderers with the page, not with a run's
+    first chart (resources.warm_chart_renderers)."""
+    import json
+
+    for page in ("pages/1_data.py", "pages/2_train.py", "pages/3_compare.py"):
+        at.switch_page(page).run()
+        assert not at.exception, at.exception
+        side = at.sidebar
+        assert [c.key for c in side.get("plotly_chart")] == ["final-charts-warmup"], page
+        vega = side.get("vega_lite_chart")
+        assert len(vega) == 1 and json.loads(vega[0].proto.spec)["width"] == 1, page
 
 
 def test_data_page_draws_split_without_extraction_marks_minority_only_when_imbalanced(at, app_env):
@@ -214,7 +228,7 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     assert "At ε = 1: only **AdaMix** was run" in text and "At ε = 3: only **AdaMix** was run" in text
     assert "best method" not in text
     # imbalance ratio 1: no minority class, so no minority chart (test error and attack AUC)
-    assert len(at.get("plotly_chart")) == 2
+    assert len(at.main.get("plotly_chart")) == 2
     assert "no class is a minority" in text
     # every chart has its export (CSV, SVG, PNG)
     labels = [b.label for b in at.get("download_button")]
@@ -257,7 +271,7 @@ def test_compare_link_reopens_the_comparison_in_a_new_session(app_env):
     assert t.multiselect(key="cmp_eps").value == [1.0, 3.0] and t.multiselect(key="cmp_seeds").value == [0, 1]
     text = page_text(t)
     assert "8 runs in this comparison, 8 already stored." in text
-    assert len(t.get("plotly_chart")) == 2 and not t.warning  # ratio 1: no minority chart
+    assert len(t.main.get("plotly_chart")) == 2 and not t.warning  # ratio 1: no minority chart
     # one method (ngd) at two seeds: one recommendation line per ε, no winner claimed
     assert "At ε = 1: only **NGD (mixed)** was run" in text and "At ε = 3: only **NGD (mixed)** was run" in text
     # an invalid parameter is dropped with a note, the rest still applies
@@ -279,7 +293,7 @@ def test_privacy_audit_draws_theory_vs_attack_pdp_and_delta_curve(at):
     assert at.selectbox(key="audit_run").value == rid
     import json
 
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.main.get("plotly_chart")]
     assert titles == ["What the guarantee allows vs what the attacks achieve", "Per-instance ε, sorted",
                       "Histogram of per-instance ε", "Privacy curve δ(ε) of this run"]
     labels = [b.label for b in at.get("download_button")]  # every chart exports CSV, SVG and PNG
@@ -305,7 +319,7 @@ def test_privacy_audit_runs_a_whitebox_audit_stores_and_reopens_it(at):
     assert a.summary["alarm"] is False and 0 <= a.summary["empirical_epsilon_lower"] <= a.summary["claimed_epsilon"]
     import json
 
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    spec = json.loads(at.main.get("plotly_chart")[0].proto.spec)
     names = [d.get("name", "") for d in spec["data"]]
     assert any("Dirac canary" in n for n in names) and any("best possible attack" in n for n in names)
     assert "Audits of this run" in page_text(at)
@@ -513,7 +527,7 @@ def test_classroom_walks_five_steps_from_one_slider(at):
         at.button(key="class_next").click().run()
         assert not at.exception, at.exception
         assert head in page_text(at), (k, page_text(at)[:500])
-        specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+        specs = [json.loads(c.proto.spec) for c in at.main.get("plotly_chart")]
         assert specs, k
     # Step 5: one curve per method over the whole grid, fixed 0-100 % axis.
     names = {tr["name"] for tr in specs[0]["data"]}

@@ -73,18 +73,27 @@ RUN_NICE = 5
 
 
 def lower_priority() -> int:
-    """Add :data:`RUN_NICE` (or ``MIXDP_APP_RUN_NICE``) to this process's niceness; return the
-    increment applied (0 where the platform has no ``os.nice``)."""
+    """Add :data:`RUN_NICE` (or ``MIXDP_APP_RUN_NICE``, an integer 0-19) to this process's
+    niceness; return the increment actually applied (0 where the platform has no ``os.nice``
+    or refuses it). A bad value is reported on stderr (one line) and replaced: a non-integer by
+    :data:`RUN_NICE`, an integer outside 0-19 by the nearest end; the run goes on either way."""
     raw = os.environ.get("MIXDP_APP_RUN_NICE", str(RUN_NICE))
     try:
         inc = int(raw)
     except ValueError:
         print(f"MIXDP_APP_RUN_NICE: must be an integer 0-19, got {raw!r}; using {RUN_NICE}", file=sys.stderr)
         inc = RUN_NICE
-    if inc <= 0 or not hasattr(os, "nice"):
+    if not 0 <= inc <= 19:
+        print(f"MIXDP_APP_RUN_NICE: must be an integer 0-19, got {raw!r}; using {min(max(inc, 0), 19)}",
+              file=sys.stderr)
+        inc = min(max(inc, 0), 19)
+    if inc == 0 or not hasattr(os, "nice"):
         return 0
-    os.nice(min(inc, 19))
-    return min(inc, 19)
+    try:
+        old = os.nice(0)
+        return os.nice(inc) - old  # less than inc when the niceness reaches its limit (19)
+    except OSError:  # a sandbox may refuse it: run at the server's priority
+        return 0
 
 
 def serve(conn: Connection, root: str, cache_dir: str | None) -> None:

@@ -302,7 +302,8 @@ def _cap(value: Any) -> int | None:
     """A figure's ``private_per_class`` parameter: ``None`` (all private rows) or an int >= 1."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or int(value) != value or value < 1):
         raise ConfigError("private_per_class", f"must be null (all) or an integer >= 1, got {value!r}")
     return int(value)
 
@@ -316,9 +317,10 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
     p = ctx.params
     eps = [float(e) for e in p["epsilons"]]
     ir = float(p.get("imbalance_ratio", 1.0))
+    cap = _cap(p.get("private_per_class"))
     rows = ctx.sweep(ctx.spec(methods=tuple(variants), epsilons=tuple(eps), seeds=tuple(p["seeds"]),
                               public_per_class=(int(p["public_per_class"]),), imbalance_ratios=(ir,),
-                              private_per_class=(_cap(p.get("private_per_class")),), params=dict(params)))
+                              private_per_class=(cap,), params=dict(params)))
     err = _agg(rows, ("label", "target_epsilon"), "test_error")
     spent, steps = defaultdict(list), defaultdict(list)
     for r in rows:
@@ -407,7 +409,7 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
                      draw_pdp)} if pdp else {}
     return FigureOutput("\n".join(md), out_rows, draw, _setup_line(ctx, rows) +
                         f", {p['public_per_class']} public samples per class"
-                        + (f", at most {cap} private samples per class" if (cap := _cap(p.get("private_per_class"))) else "")
+                        + (f", at most {cap} private samples per class" if cap else "")
                         + f", imbalance ratio {ir:g}, method params `{json.dumps(dict(params))}`", extra)
 
 

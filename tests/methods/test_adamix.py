@@ -270,6 +270,25 @@ def test_every_projection_choice_fits_with_the_noise_scaled_start(small_split, p
     assert m.privacy_.epsilon <= 3.0 + 1e-9
 
 
+def test_public_span_of_full_rank_public_rows_is_no_projection(small_split):
+    """``public_span`` when rank(X_pub) = D: span(X_pub^T) is all of R^D, so the run is that of
+    ``projection="none"`` (same start, same noise, same released weights)."""
+    import dataclasses
+
+    from mixdp_core.methods.adamix.engine import resolve_span
+
+    cols = np.argsort(small_split.X_public.var(0))[-16:]  # 16 varied pixels < 30 public rows
+    sp = dataclasses.replace(small_split, X_public=small_split.X_public[:, cols],
+                             X_private=small_split.X_private[:, cols], X_test=small_split.X_test[:, cols],
+                             text_embeddings=None)
+    assert resolve_span(sp.X_public) == (None, None)
+    assert resolve_span(small_split.X_public)[1] == np.linalg.matrix_rank(small_split.X_public) < 64
+    span = make_method("adamix", target_epsilon=3.0, seed=0, projection="public_span").fit(sp)
+    none = make_method("adamix", target_epsilon=3.0, seed=0, projection="none").fit(sp)
+    assert span.init_scale_ == none.init_scale_
+    np.testing.assert_array_equal(span.W_, none.W_)
+
+
 def test_default_ref_distance_is_the_scaled_public_guess(small_split):
     """R of the Thm.-3 rule and the trust region: REF_DISTANCE_SCALE (2) times max(||w_ref||_F,
     sqrt(C) ln C), w_ref the (rescaled) public start; lambda is inversely proportional to R
@@ -289,3 +308,9 @@ def test_default_ref_distance_is_the_scaled_public_guess(small_split):
     given = make_method("adamix", target_epsilon=3.0, seed=0, ref_distance=5.0).fit(small_split)
     assert given.ref_distance_ == 5.0
     assert given.weight_decay_ * 5.0 == pytest.approx(m.weight_decay_ * m.ref_distance_, rel=1e-4)
+    # PPGD keeps the paper's unscaled guess from its start W = 0 (the scale was not measured there)
+    pp = make_method("ppgd", target_epsilon=3.0, seed=0).fit(small_split)
+    assert pp.ref_distance_ == pytest.approx(math.sqrt(C) * math.log(C))
+    # honest tuning reports the R of the repetition it released
+    hon = make_method("adamix", target_epsilon=3.0, seed=0, honest_tuning=True).fit(small_split)
+    assert hon.ref_distance_ is not None and hon.ref_distance_ >= 2.0 * math.sqrt(C) * math.log(C) - 1e-6

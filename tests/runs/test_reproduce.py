@@ -261,5 +261,6 @@ def test_fewshot_private_per_class_caps_every_run(env):
     rec = store.get_run(next(r for r in data["runs"] if r["label"] == "adamix")["run_id"])
     assert rec.metrics["n_private"] == 7 * 10  # digits: 10 classes, each with > 8 training rows
     assert "at most 7 private samples per class" in paths["md"].read_text()
-    with pytest.raises(ConfigError, match="private_per_class: must be null"):
-        reproduce("fewshot", env / "out2", params=dict(params, private_per_class=0), store=store, workers=1)
+    for bad in (0, 2.5, float("nan"), float("inf"), True, "7"):  # `--set` parses JSON: NaN / Infinity too
+        with pytest.raises(ConfigError, match="private_per_class: must be null"):
+            reproduce("fewshot", env / "out2", params=dict(params, private_per_class=bad), store=store, workers=1)

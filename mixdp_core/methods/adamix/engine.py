@@ -198,6 +198,13 @@ def public_span_basis(X_pub: np.ndarray, rel_tol: float = 1e-6) -> Optional[Proj
     return ProjectionBasis("sub", U[:, :r].astype(np.float32), r)
 
 
+def resolve_span(X_pub: np.ndarray) -> tuple[Optional[ProjectionBasis], Optional[int]]:
+    """``projection_dim="span"``: the basis of ``span(X_pub^T)`` and its dimension, or
+    ``(None, None)`` (no public rows, or rank ``D``: no projection)."""
+    basis = public_span_basis(X_pub) if X_pub.shape[0] > 0 else None
+    return basis, (None if basis is None else basis.dim)
+
+
 def percentile_linear(a: np.ndarray, q: float) -> float:
     """``np.percentile(a, q)`` (default ``"linear"`` method), bit for bit, for a small 1-d ``a``.
 
@@ -995,10 +1002,7 @@ def run_noisygd(
         # Fixed basis of span(X_pub^T): every public gradient G_pub(w) = X_pub^T E(w), at
         # every w, lies in span(X_pub^T) (x) R^C, so this is the union of AdaMix's subspaces
         # U_t over all iterates. Public data only.
-        span_basis = public_span_basis(Xp) if has_pub else None
-        k = None if span_basis is None else span_basis.dim
-        if span_basis is None:
-            k = None
+        span_basis, k = resolve_span(Xp)
     if k is not None and k != "rank" and k >= D:
         k = None  # projecting on all of R^D is the identity
         span_basis = None

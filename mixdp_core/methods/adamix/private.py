@@ -39,7 +39,7 @@ from .engine import (
     clip_threshold,
     clipped_smoothness,
     projection_dim_for,
-    public_span_basis,
+    resolve_span,
     run_noisygd,
     theorem3_weight_decay,
 )
@@ -132,8 +132,7 @@ class NoisyGDMethod(LinearHead):
         D, C = W_pub.shape
         k = opts.projection_dim
         if k == "span":  # the engine projects on span(X_pub^T): its dimension is rank(X_pub)
-            basis = public_span_basis(Xp)
-            k = None if basis is None else basis.dim
+            _, k = resolve_span(Xp)
         k = D if k is None else (max(C - 1, 1) if k == "rank" else min(max(int(k), 1), D))
         # burn-in: steps until the (at most N tau per step) signal can outgrow the noise
         # sigma tau sqrt(k C t): t* = sigma^2 k C / n_hat^2, at least 1, at most T.
@@ -258,11 +257,14 @@ class NoisyGDMethod(LinearHead):
             extra=extra,
         )
 
+    #: Factor on the public guess of R (:data:`REF_DISTANCE_SCALE`; PPGD keeps the paper's 1).
+    _REF_SCALE = REF_DISTANCE_SCALE
+
     def _ref_distance(self, W_ref: np.ndarray, C: int) -> float:
         if self.config.ref_distance is not None:
             return float(self.config.ref_distance)
         # Thm. 3's worst-case lambda over-regularizes: the guess is scaled (REF_DISTANCE_SCALE)
-        return REF_DISTANCE_SCALE * max(float(np.linalg.norm(W_ref)), math.sqrt(C) * math.log(C))
+        return self._REF_SCALE * max(float(np.linalg.norm(W_ref)), math.sqrt(C) * math.log(C))
 
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "NoisyGDMethod":
         if self.config.blas_threads is None:
@@ -366,7 +368,7 @@ class NoisyGDMethod(LinearHead):
         _, run = best
         self._reset()
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
-                     "count_releases_", "guard_kept_private_", "checkpoint_kept_early_"):
+                     "count_releases_", "guard_kept_private_", "checkpoint_kept_early_", "ref_distance_"):
             setattr(self, attr, getattr(run, attr, None))
         self.steps_ = K * T_rep
         self.history_ = history
@@ -647,6 +649,9 @@ class PPGD(NoisyGDMethod):
     config_cls = PPGDConfig
     description = "PPGD: private NoisyGD with public-gradient clipping, then model reuse on public data"
     paper = "Wang & Zhou, AAAI 2020 (PPSGD) as adapted in AdaMix Sec. 4"
+    #: R = sqrt(C) ln C from its start W = 0: the scale measured for the public-start methods
+    #: (issue 10) was not measured for PPGD, so the paper's guess is kept
+    _REF_SCALE = 1.0
 
     def _setup(self, split: Any, d: UnitRows) -> RunSetup:
         if len(split.y_public) == 0:
@@ -658,9 +663,6 @@ class PPGD(NoisyGDMethod):
             clip="public_mean", projection_dim=None, use_public_gradient=False,
         )
         return RunSetup(prob, W0, opts)
-
-    def _ref_distance(self, W_ref: np.ndarray, C: int) -> float:
-        return float(self.config.ref_distance) if self.config.ref_distance is not None else math.sqrt(C) * math.log(C)
 
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "PPGD":
         super().fit(split, on_step=on_step)

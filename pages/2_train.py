@@ -73,7 +73,9 @@ with st.form("train_form"):
                     + "".join(f"<span>{v:g}</span>" for v in forms.EPSILON_GRID) + "</div>",
                     unsafe_allow_html=True)
         exact = st.text_input("…or type an exact ε (optional)", key="train_eps_exact",
-                              placeholder="e.g. 2.5", disabled=not mcls.private)
+                              placeholder="e.g. 2.5", disabled=not mcls.private,
+                              help="When filled, this ε is used and the slider above is ignored "
+                                   "(the run's header shows the target ε it was launched with).")
     with b:
         delta = st.selectbox("δ", forms.DELTA_CHOICES, index=forms.DELTA_CHOICES.index(1e-5), key="train_delta",
                              format_func=lambda v: f"{v:.0e}")

@@ -587,7 +587,7 @@ def _walk(server, driver, tmp_path):
             time.sleep(0.5)
         again = _cadence(driver, store, rid)
         timings["retry"] = again
-        if all(again.get(k, 0.0) <= v for k, v in TARGETS.items()):
+        if "launch_first_chart_point_s" in again and all(again.get(k, 0.0) <= v for k, v in TARGETS.items()):
             timings.update(again)
         (tmp_path / "timings.json").write_text(__import__("json").dumps(timings, indent=1))
         if extra:

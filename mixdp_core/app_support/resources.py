@@ -328,16 +328,19 @@ def warm_chart_renderers() -> None:
     Vega renderer was loaded then; the demo's final charts came 3.6-3.7 s after the click
     without the plotly warm-up (a 4.7 MB script to load) and 1.0-2.7 s with it (three
     alternating pairs)."""
-    import plotly.graph_objects as go
+    try:  # a warm-up only: it must never take a page down
+        import plotly.graph_objects as go
 
-    with st.sidebar:
-        st.vega_lite_chart(None, {"width": 1, "height": 1, "mark": "point", "config": {"view": {"stroke": None}},
-                                  "usermeta": {"embedOptions": charts.LIVE_EMBED}},
-                           key="live-charts-warmup", width="content")
-        fig = go.Figure(layout=dict(width=10, height=10, margin=dict(l=0, r=0, t=0, b=0),  # plotly's least
-                                    xaxis=dict(visible=False), yaxis=dict(visible=False)))
-        st.plotly_chart(fig, key="final-charts-warmup", width="content",
-                        config={"staticPlot": True, "displayModeBar": False})
+        with st.sidebar:
+            st.vega_lite_chart(None, {"width": 1, "height": 1, "mark": "point", "config": {"view": {"stroke": None}},
+                                      "usermeta": {"embedOptions": charts.LIVE_EMBED}},
+                               key="live-charts-warmup", width="content")
+            fig = go.Figure(layout=dict(width=10, height=10, margin=dict(l=0, r=0, t=0, b=0),  # plotly's least
+                                        xaxis=dict(visible=False), yaxis=dict(visible=False)))
+            st.plotly_chart(fig, key="final-charts-warmup", width="content",
+                            config={"staticPlot": True, "displayModeBar": False})
+    except Exception:
+        pass
 
 
 #: Live charts drawn by the first draw after Launch (:func:`render_run` ``first_draw``).

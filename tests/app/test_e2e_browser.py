@@ -19,7 +19,6 @@ as root) and the ``selenium`` package; skipped with the reason otherwise.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -189,35 +188,6 @@ class UI:
     def plot(self, title_start: str) -> dict | None:
         return next((p for p in self.plots() if str(p["title"]).startswith(title_start)), None)
 
-    def npoints(self, title_start: str) -> int:
-        """Points of the chart's largest trace (0 while it is absent, e.g. being redrawn)."""
-        p = self.plot(title_start)
-        return max((t["n"] for t in p["traces"]), default=0) if p else 0
-
-    def live_charts(self) -> list[dict]:
-        """Title, newest point and text labels of every live (Vega-Lite, SVG) chart."""
-        return self.d.execute_script("""
-            return Array.from(document.querySelectorAll('[data-testid=stVegaLiteChart]')).map(c => {
-              const t = c.querySelector('.role-title-text');
-              return {title: t ? t.textContent : '',
-                      newest: Array.from(c.querySelectorAll('[aria-roledescription=point]'))
-                                   .map(p => p.getAttribute('aria-label') || ''),
-                      labels: Array.from(c.querySelectorAll('.role-mark text')).map(x => x.textContent)};
-            });""")
-
-    def live(self, title_start: str) -> dict | None:
-        return next((c for c in self.live_charts() if c["title"].startswith(title_start)), None)
-
-    def live_step(self, title_start: str) -> float:
-        """Step of the newest point of a live chart (its SVG label: "step: 1,234; ..."), 0 if none."""
-        c = self.live(title_start)
-        m = re.search(r"step: ([\d,.]+)", " ".join(c["newest"])) if c else None
-        return float(m.group(1).replace(",", "")) if m else 0.0
-
-    def has_points(self, title_start: str) -> bool:
-        p = self.plot(title_start)
-        return p is not None and any(t["n"] > 0 for t in p["traces"])
-
     def metric_labels(self) -> list[str]:
         return [e.text.strip() for e in self.d.find_elements(By.CSS_SELECTOR, "[data-testid='stMetricLabel']")]
 
@@ -290,12 +260,15 @@ def _timeline(driver, button: str, chart: str) -> tuple[float | None, list[tuple
     return (pts[0][0] - clicks[-1]) / 1000.0, [((t - clicks[-1]) / 1000.0, s) for t, s in pts]
 
 
-def _cadence(driver, store, run_id: str, button: str = "Launch") -> dict[str, float]:
+def _cadence(driver, store, run_id: str, button: str = "Launch", window_s: float | None = None) -> dict[str, float]:
     """Issue 14's live-chart timings of ``run_id`` (launched by the last click on ``button``),
     in the browser's clock: Launch -> first point of its ε chart, and the time and share of the
-    run's steps between successive changes of the newest point."""
+    run's steps between successive changes of the newest point (those within ``window_s`` of
+    the first point, if given)."""
     first, seen = _timeline(driver, button, "ε spent vs step")
     out: dict[str, float] = {} if first is None else {"launch_first_chart_point_s": first}
+    if first is not None and window_s is not None:
+        seen = [(t, s) for t, s in seen if t <= first + window_s]
     total = next((r["total_steps"] for r in reversed(store.steps(run_id)) if r.get("total_steps")), None)
     gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:])]
     jumps = [b[1] - a[1] for a, b in zip(seen, seen[1:])]
@@ -311,6 +284,11 @@ def _cadence(driver, store, run_id: str, button: str = "Launch") -> dict[str, fl
 
 #: Issue 14's speed targets (seconds): first point after Launch, largest and median redraw gap.
 TARGETS = {"launch_first_chart_point_s": 1.0, "live_update_max_gap_s": 0.5, "live_update_median_gap_s": 0.3}
+#: 1-min load average up to which the targets are asserted (the walk itself makes 1.4-2.2).
+QUIET_LOAD = 2.5
+#: Seconds of redraws measured after a launch's first point (the first launch's loop reads its
+#: timeline about this long after the first point; the retry is cut to the same window).
+CADENCE_WINDOW_S = 3.5
 
 
 def _run_id(url: str) -> str | None:
@@ -330,7 +308,7 @@ def test_every_page_end_to_end(server, driver, tmp_path):
 
 def _walk(server, driver, tmp_path):
     shots: list[Path] = []
-    timings: dict[str, float] = {}
+    timings: dict[str, Any] = {}
     ui = UI(driver, shots, tmp_path)
     t_start = time.monotonic()
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_JS})
@@ -420,7 +398,7 @@ def _walk(server, driver, tmp_path):
     while time.monotonic() - t0 < 120:
         time.sleep(0.5)
         tl = driver.execute_script("return window.__mixdp")
-        click = max(t for t, text in tl["clicks"] if "Launch" in text)
+        click = max((t for t, text in tl["clicks"] if "Launch" in text), default=float("inf"))
         if t_first is None and any(t >= click and s > 0 for t, s in tl["pts"].get("ε spent vs step", [])):
             t_first = time.monotonic()
             timings["launch_first_chart_point_polled_s"] = t_first - t0  # incl. the test's polling
@@ -429,21 +407,23 @@ def _walk(server, driver, tmp_path):
         live_pdp = any(x.startswith("steps 1–") for x in tl["labels"].get(pdp_title, []))
         if store.get_run(long_run).status != "running":
             break
-        if live_minority and live_pdp and t_first is not None and time.monotonic() - t_first > 3:
+        if live_minority and live_pdp and t_first is not None and time.monotonic() - t_first > CADENCE_WINDOW_S - 0.5:
             break  # enough redraws seen: launch the second run while this one trains
     live_seen = live_minority and live_pdp
     timings["load_average_live"] = max(load, os.getloadavg()[0])  # 1-min, while the run trained
     # issue 14's speed targets are asserted (at the end) unless the machine was busier than
-    # this walk's own browser, server and run make it (load 1.4-2.2 on 2 cores here)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    timings["targets_asserted"] = timings["load_average_live"] <= cores + 0.5
+    # this walk's own browser, server and run make it (load 1.4-2.2 on 2 cores here): an
+    # absolute bound, so that a many-core machine busy with other tests does not count as quiet
+    timings["targets_asserted"] = timings["load_average_live"] <= QUIET_LOAD
     # What the user saw, in the browser's clock: Launch click -> first point of the ε chart
     # (the run's first record), then each change of its newest point.
-    cadence = _cadence(driver, store, long_run)
+    cadence = _cadence(driver, store, long_run, window_s=CADENCE_WINDOW_S)
     assert "launch_first_chart_point_s" in cadence, "the browser timeline has no live point after Launch"
     timings.update(cadence)
     if live_seen and store.get_run(long_run).status == "running":
         ui.shot("02b_train_live")  # after the timeline was read: a screenshot takes the browser's time
+    else:
+        print("02b_train_live not retaken: the run ended before its live charts were all seen")
     driver.refresh()  # reload: the run is still there (from the URL and the store)
     ui.wait(lambda d: long_run in ui.body(), 60)
     assert "Launch a run to see its live charts here" not in ui.body()
@@ -484,9 +464,7 @@ def _walk(server, driver, tmp_path):
     ui.nav("Runs")
     ui.text_present("stored runs")
     ui.text_present("Run details")
-    from mixdp_core.runs import RunStore
-
-    status = {r.run_id: r.status for r in RunStore(tmp_path / "home", recover=False).list_runs()}
+    status = {r.run_id: r.status for r in store.list_runs()}
     assert all(status.get(rid) == "completed" for rid in (demo_run, long_run, second_run)), status
     ui.shot("05_runs")
 
@@ -568,7 +546,7 @@ def _walk(server, driver, tmp_path):
     # steps a second: 5 % of them take 0.22-0.25 s, faster than the browser redraws, about
     # 0.11 s of its main thread per redraw). The first point and the 0.5 s redraw are asserted when the
     # machine was not busier than this walk makes it while the run trained (1-min load average
-    # at most its cores + 0.5), with one more launch if a moment's spike missed them; on a
+    # at most QUIET_LOAD), with one more launch if a moment's spike missed them; on a
     # busier machine (a shared CI runner) regression bounds only: there the first point took
     # up to 5.2 s (load 3-5, session 4) and the largest gap 0.51-0.52 s (load 3.2-3.8).
     assert timings["demo_final_metrics_s"] <= 30, timings
@@ -585,9 +563,9 @@ def _walk(server, driver, tmp_path):
         rid, t1 = _run_id(driver.current_url), time.monotonic()
         while store.get_run(rid).status == "running" and time.monotonic() - t1 < 120:
             time.sleep(0.5)
-        again = _cadence(driver, store, rid)
+        again = _cadence(driver, store, rid, window_s=CADENCE_WINDOW_S)
         timings["retry"] = again
-        if "launch_first_chart_point_s" in again and all(again.get(k, 0.0) <= v for k, v in TARGETS.items()):
+        if all(k in again and again[k] <= v for k, v in TARGETS.items()):
             timings.update(again)
         (tmp_path / "timings.json").write_text(__import__("json").dumps(timings, indent=1))
         if extra:

@@ -301,7 +301,7 @@ class PPGDConfig(NoisyGDConfig):
                                       help="Strength of the model-reuse regularizer reuse_l2/2 ||W − W_priv||² on the "
                                            "mean public loss; None = 1/N_pub.")
     ref_distance: Optional[float] = param(None, type=float, range=_POS,
-                                          help="R, the guessed distance ||w* − w_0|| of the Thm.-3 rule (from w_0 = 0); "
-                                               "None = sqrt(C) ln C (the paper's guess, not scaled: "
-                                               "REF_DISTANCE_SCALE was measured for the public-start methods only).")
+                                          help="R, the guessed distance ||w* − w_0|| of the Thm.-3 rule and the trust "
+                                               "region (from w_0 = 0); None = sqrt(C) ln C (the paper's guess, not "
+                                               "scaled: REF_DISTANCE_SCALE was not measured for PPGD).")
 

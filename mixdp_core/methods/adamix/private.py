@@ -649,8 +649,8 @@ class PPGD(NoisyGDMethod):
     config_cls = PPGDConfig
     description = "PPGD: private NoisyGD with public-gradient clipping, then model reuse on public data"
     paper = "Wang & Zhou, AAAI 2020 (PPSGD) as adapted in AdaMix Sec. 4"
-    #: R = sqrt(C) ln C from its start W = 0: the scale measured for the public-start methods
-    #: (issue 10) was not measured for PPGD, so the paper's guess is kept
+    #: R = sqrt(C) ln C from its start W = 0: REF_DISTANCE_SCALE (issue 10) was not measured
+    #: for PPGD, so the paper's guess is kept
     _REF_SCALE = 1.0
 
     def _setup(self, split: Any, d: UnitRows) -> RunSetup:

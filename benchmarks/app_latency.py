@@ -28,12 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mixdp_core.runs import RunStore  # noqa: E402
-from tests.app.test_e2e_browser import TIMELINE_JS, UI, _chrome, _run_id, _timeline, start_server, stop_server  # noqa: E402
+from tests.app.test_e2e_browser import TIMELINE_JS, UI, _cadence, _chrome, _run_id, start_server, stop_server  # noqa: E402
 
 
-def session(launches: int, window: float) -> list[tuple[float | None, list[float], float | None]]:
-    """One server and one browser session; returns (first point s, gaps s, largest share of
-    the run's steps between two redraws) per launch."""
+def session(launches: int, window: float) -> list[dict[str, float]]:
+    """One server and one browser session; returns, per launch, the walk's cadence figures
+    (``_cadence``: first point, median and largest redraw gap, largest share of the run's
+    steps between two redraws) over the first ``window`` s after the first point."""
     tmp = Path(tempfile.mkdtemp(prefix="mixdp-latency-"))
     proc, url, log = start_server(tmp, keep_poll_env=True)
     out = []
@@ -46,24 +47,19 @@ def session(launches: int, window: float) -> list[tuple[float | None, list[float
         driver.get(f"{url}/train")
         ui.text_present("Launch")
         time.sleep(4)
+        store = RunStore(tmp / "home", recover=False)
         for i in range(launches):
             ui.type_into("…or type an exact ε (optional)", str(20 - i))
             time.sleep(0.5)
             ui.click_button("Launch")
-            time.sleep(window + 0.5)
-            first, seen = _timeline(driver, "Launch", "ε spent vs step")
-            gaps = [b[0] - a[0] for a, b in zip(seen, seen[1:]) if b[0] <= window]
+            time.sleep(1.0)
             # the end of the run from the store, not from the page: Selenium's text reads take
             # 100-300 ms of the browser's main thread each and would delay the redraws timed here
-            store, rid, deadline = RunStore(tmp / "home", recover=False), _run_id(driver.current_url), time.time() + 120
+            rid, deadline = _run_id(driver.current_url), time.time() + 120
             while store.get_run(rid).status == "running" and time.time() < deadline:
                 time.sleep(0.5)
             time.sleep(1.5)
-            # the whole run, once finished
-            _, seen = _timeline(driver, "Launch", "ε spent vs step")
-            total = next((r["total_steps"] for r in reversed(store.steps(rid)) if r.get("total_steps")), 0)
-            jumps = [b[1] - a[1] for a, b in zip(seen, seen[1:])]
-            out.append((first, gaps, max(jumps) / total if jumps and total else None))
+            out.append(_cadence(driver, store, rid, window_s=window))
     finally:
         if driver is not None:
             driver.quit()
@@ -77,25 +73,29 @@ def main() -> None:
     ap.add_argument("--launches", type=int, default=3, help="launches per session")
     ap.add_argument("--window", type=float, default=5.0, help="seconds of redraws measured per launch")
     args = ap.parse_args()
-    firsts, max_gaps, med_gaps, shares = [], [], [], []
+    rows = []
     for s in range(args.sessions):
-        for k, (first, gaps, share) in enumerate(session(args.launches, args.window)):
-            line = f"session {s} launch {k}: first point {first:.2f} s" if first is not None else \
-                f"session {s} launch {k}: no live point seen"
-            if gaps:
-                line += f", redraw gaps median {statistics.median(gaps):.2f} s, max {max(gaps):.2f} s"
-                max_gaps.append(max(gaps))
-                med_gaps.append(statistics.median(gaps))
-            if share is not None:
-                line += f", largest share of the steps between redraws {100 * share:.1f} %"
-                shares.append(share)
-            if first is not None:
-                firsts.append(first)
+        for k, c in enumerate(session(args.launches, args.window)):
+            if "launch_first_chart_point_s" not in c:
+                print(f"session {s} launch {k}: no live point seen", flush=True)
+                continue
+            line = f"session {s} launch {k}: first point {c['launch_first_chart_point_s']:.2f} s"
+            if "live_update_max_gap_s" in c:
+                line += (f", redraw gaps median {c['live_update_median_gap_s']:.2f} s, "
+                         f"max {c['live_update_max_gap_s']:.2f} s")
+            if "live_update_max_step_share" in c:
+                line += f", largest share of the steps between redraws {100 * c['live_update_max_step_share']:.1f} %"
             print(line, flush=True)
-    if firsts:
+            rows.append(c)
+    if rows:
+        firsts = [c["launch_first_chart_point_s"] for c in rows]
+        med = [c["live_update_median_gap_s"] for c in rows if "live_update_median_gap_s" in c]
+        mx = [c["live_update_max_gap_s"] for c in rows if "live_update_max_gap_s" in c]
+        sh = [c["live_update_max_step_share"] for c in rows if "live_update_max_step_share" in c]
         print(f"first point: median {statistics.median(firsts):.2f} s, range {min(firsts):.2f}-{max(firsts):.2f} s "
-              f"({len(firsts)} launches); redraw gap: median of medians {statistics.median(med_gaps):.2f} s, "
-              f"largest {max(max_gaps):.2f} s; largest step share {100 * max(shares or [0]):.1f} %; load average {os.getloadavg()[0]:.1f}")
+              f"({len(firsts)} launches); redraw gap: median of medians {statistics.median(med or [0]):.2f} s, "
+              f"largest {max(mx or [0]):.2f} s; largest step share {100 * max(sh or [0]):.1f} %; "
+              f"load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from mixdp_core.runs import RunStore  # noqa: E402
-from tests.app.test_e2e_browser import TIMELINE_JS, UI, _cadence, _chrome, _run_id, start_server, stop_server  # noqa: E402
+from tests.app.test_e2e_browser import (  # noqa: E402
+    TIMELINE_JS, UI, _cadence, _chrome, _run_id, _wait_run_end, start_server, stop_server)
 
 
 def session(launches: int, window: float) -> list[dict[str, float]]:
@@ -53,11 +54,8 @@ def session(launches: int, window: float) -> list[dict[str, float]]:
             time.sleep(0.5)
             ui.click_button("Launch")
             time.sleep(1.0)
-            # the end of the run from the store, not from the page: Selenium's text reads take
-            # 100-300 ms of the browser's main thread each and would delay the redraws timed here
-            rid, deadline = _run_id(driver.current_url), time.time() + 120
-            while store.get_run(rid).status == "running" and time.time() < deadline:
-                time.sleep(0.5)
+            rid = _run_id(driver.current_url)
+            _wait_run_end(store, rid, time.monotonic() + 120)
             time.sleep(1.5)
             out.append(_cadence(driver, store, rid, window_s=window))
     finally:

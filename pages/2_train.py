@@ -12,8 +12,8 @@ import streamlit as st
 
 from mixdp_core.app_support import forms
 from mixdp_core.app_support.resources import (
-    data_settings, page_setup, note, poll_seconds, render_run, save_data_settings, select_run,
-    selected_run_id, show_field_errors,
+    LIVE_POLL_S, begin_live_page, data_settings, page_setup, note, render_cancel, render_run, save_data_settings,
+    select_run, selected_run_id, show_field_errors, live_seconds,
 )
 from mixdp_core.errors import ConfigError
 
@@ -194,7 +194,7 @@ else:
         active = False
 
 
-@st.fragment(run_every=poll_seconds() if active else None)
+@st.fragment(run_every=LIVE_POLL_S if active else None)
 def follow():
     j = manager.get(st.session_state.get("train_job"))
     rid = selected_run_id()
@@ -222,13 +222,19 @@ def follow():
     if st.query_params.get("run") != rid:
         st.query_params["run"] = rid
     first = st.session_state.pop("train_first_draw", None) == rid
-    status = render_run(manager, rid, key="train", first_draw=first)
+    # while it trains, the server pushes redraws (fragment reruns: for a while; see live_seconds)
+    status = render_run(manager, rid, key="train", first_draw=first, live_s=live_seconds("train"))
     if status != "running" and active and st.session_state.get("train_drawn") != rid:
         st.session_state["train_drawn"] = rid
         st.rerun()  # finished: redraw once without polling
 
 
-follow()
-with st.sidebar:
+with st.sidebar:  # before follow(): its live redraws keep the script running a while
     note("epsilon", "What does ε mean?")
     note("delta", "What does δ mean?")
+if active:
+    live_rid = url_run or (manager.current_run_id(job) if job is not None else None)
+    if live_rid is not None:
+        render_cancel(manager, live_rid, key="train")
+begin_live_page("train")
+follow()

@@ -3,8 +3,8 @@
 import streamlit as st
 
 from mixdp_core.app_support.resources import (
-    STATUS_BADGE, config_json, fmt_time, page_setup, poll_seconds, render_run, run_label, select_run,
-    selected_run_id,
+    LIVE_POLL_S, STATUS_BADGE, begin_live_page, config_json, fmt_time, live_seconds, page_setup, render_cancel,
+    render_run, run_label, select_run, selected_run_id,
 )
 from mixdp_core.runs.store import STATUSES
 
@@ -80,16 +80,19 @@ if b3.button("Delete run", key="runs_delete", disabled=not confirm):
         st.rerun()
 
 
-@st.fragment(run_every=poll_seconds() if rec.status == "running" else None)
+@st.fragment(run_every=LIVE_POLL_S if rec.status == "running" else None)
 def details():
-    status = render_run(manager, rid, key="runs", show_cancel=True)
+    status = render_run(manager, rid, key="runs", live_s=live_seconds("runs"))
     if rec.status == "running" and status != "running":
         st.rerun()  # finished: redraw the page once (table, buttons) and stop polling
 
 
-details()
 if rec.label:
     st.caption(f"label: {rec.label}")
 with st.expander("Configuration and software versions"):
     st.code(config_json(rec), language="json")
     st.json(rec.versions, expanded=False)
+if rec.status == "running":
+    render_cancel(manager, rid, key="runs")
+begin_live_page("runs")
+details()  # last: while the run trains, its live redraws keep the script running a while

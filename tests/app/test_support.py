@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import numpy as np
@@ -695,3 +696,81 @@ def test_live_view_rewrites_the_pdp_artifact_at_most_every_half_second(monkeypat
         clock[0] += 0.2
     # calls at 0, 0.2, ..., 1.8 s: written at 0, 0.6 and 1.2 s (>= 0.5 s apart) and at the last step
     assert saved == [1, 4, 7, 10], saved
+
+
+def _live_loop_script():
+    """AppTest script: draw a running run with ``live_s`` = 10 s while a thread appends its
+    records and then finishes it (the store and run id come through ``st.session_state``)."""
+    import time
+
+    import streamlit as st
+
+    from mixdp_core.app_support import resources
+
+    store, rid = st.session_state["store"], st.session_state["rid"]
+
+    class Manager:  # render_run reads only the store
+        pass
+
+    m = Manager()
+    m.store = store
+    t0 = time.monotonic()
+    status = resources.render_run(m, rid, key="t", live_s=st.session_state["live_s"])
+    st.session_state["result"] = (status, time.monotonic() - t0)
+
+
+def test_live_redraws_are_pushed_in_place_until_the_run_ends(tmp_path):
+    """render_run with live_s > 0 keeps redrawing the progress and the charts in their slots
+    while records arrive, and returns as soon as the run ended (not at its deadline)."""
+    import threading
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path, recover=False)
+    cfg = {"method": "adamix", "dataset": "digits", "encoder": "pixels", "seed": 0, "target_epsilon": 3.0}
+    rid = store.create_run(cfg, config_hash="h")
+    recs = _records(60)
+    store.append_steps(rid, recs[:3])
+
+    def train():  # 57 more records in batches over ~0.6 s, then the run's end
+        for lo in range(3, 60, 6):
+            time.sleep(0.06)
+            store.append_steps(rid, recs[lo:lo + 6])
+        store.finish(rid, "completed", metrics={"test_error": 0.1})
+
+    at = AppTest.from_function(_live_loop_script, default_timeout=30)
+    at.session_state["store"], at.session_state["rid"], at.session_state["live_s"] = store, rid, 10.0
+    th = threading.Thread(target=train)
+    th.start()
+    at.run()
+    th.join()
+    assert not at.exception, at.exception
+    status, elapsed = at.session_state["result"]
+    assert status == "completed"
+    assert 0.5 <= elapsed < 3.0  # pushed while the run trained; returned at its end, long before 10 s
+    # the progress bar was redrawn in place up to the last record (one bar, not one per redraw)
+    bars = at.get("progress")
+    assert len(bars) == 1 and "step 60 / 1000" in bars[0].proto.text
+    # three live charts (the records carry test error, ε spent, clip), each in its one slot,
+    # with the last record
+    vega = at.get("vega_lite_chart")
+    titles = sorted(json.loads(c.proto.spec)["title"] for c in vega)
+    assert titles == ["Clip threshold τ_t vs step", "Test error vs step", "ε spent vs step"], titles
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+
+    eps = next(c for c in vega if json.loads(c.proto.spec)["title"] == "ε spent vs step")
+    frame = convert_arrow_bytes_to_pandas_df(eps.proto.data.data)
+    assert frame.loc[frame["newest"], "step"].tolist() == [60.0]
+
+    # live_s = 0: one draw of what is there, no waiting
+    rid2 = store.create_run(cfg, config_hash="g")
+    store.append_steps(rid2, recs[:3])
+    at2 = AppTest.from_function(_live_loop_script, default_timeout=30)
+    at2.session_state["store"], at2.session_state["rid"], at2.session_state["live_s"] = store, rid2, 0.0
+    at2.run()
+    status, elapsed = at2.session_state["result"]
+    assert status == "running" and elapsed < 1.0
+    assert "step 3 / 1000" in at2.get("progress")[0].proto.text

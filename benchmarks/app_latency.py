@@ -10,8 +10,10 @@ median / largest gap between redraws in the first ``--window`` seconds.
     python benchmarks/app_latency.py --sessions 2 --launches 3
 
 Needs the Debian ``chromium`` / ``chromium-driver`` packages and ``selenium`` (``make
-browser``). Run it on a quiet machine and compare configurations in one invocation
-(e.g. ``MIXDP_APP_POLL_S``): absolute times move with the machine's load.
+browser``). Run it on a quiet machine: absolute times move with the machine's load. To compare
+two versions, check each out in its own ``git worktree`` and run them alternately, each from
+its own tree (``cd <tree> && PYTHONPATH=<tree> python benchmarks/app_latency.py``), so that
+both see the same machine.
 """
 
 from __future__ import annotations

@@ -8,15 +8,17 @@ creating it calls :meth:`RunStore.recover_interrupted` (app start).
 Environment:
     ``MIXDP_HOME``: run store folder (see :func:`mixdp_core.runs.default_home`).
     ``MIXDP_APP_SYNC_JOBS=1``: run jobs synchronously in the script thread (tests).
-    ``MIXDP_APP_POLL_S``: seconds between live-chart refreshes (default 0.2, at least 0.2).
+    ``MIXDP_APP_POLL_S``: seconds between progress polls of the Data and Compare pages
+    (default 0.2, at least 0.2; a running run's live charts are pushed, see :data:`LIVE_PUSH_S`).
     ``MIXDP_APP_RUN_PROCESSES=0``: train in job threads instead of the worker processes.
     ``MIXDP_APP_RUN_NICE``: niceness added to the worker processes (default 5, 0 = none; see
     :data:`mixdp_core.app_support.run_worker.RUN_NICE`).
 
-Live charts are light: while a run trains, :func:`render_run` reads only its new step records
-and draws small Vega-Lite charts whose specs stay fixed, so a redraw only swaps their data
-(:mod:`mixdp_core.app_support.live`); the full plotly charts with their exports come once the
-run has ended.
+Live charts are light and pushed: while a run trains, :func:`render_run` reads only its new
+step records and draws small Vega-Lite charts whose specs stay fixed, so a redraw only swaps
+their data (:mod:`mixdp_core.app_support.live`), and the server redraws them in place every
+:data:`LIVE_PUSH_S` s while records arrive instead of waiting for the browser's next poll; the
+full plotly charts with their exports come once the run has ended.
 
 First contact is fast: the app's default encoder is ``pixels`` (no feature extraction);
 creating the job manager starts its pre-warmed run processes (they import the training stack
@@ -99,21 +101,19 @@ def get_manager() -> JobManager:
     return _manager(str(default_home()), sync)
 
 
-#: Seconds between two redraws of a live chart. Issue 14 asks for a redraw at least every
-#: 0.5 s (or 5 % of the steps, whichever is sooner): a redraw costs the server about 15-30 ms
-#: (incremental reads, light charts: :mod:`.live`) and the browser's round trip adds about as
-#: much, so a poll every 0.2 s (records reach the store every
-#: :data:`~mixdp_core.app_support.jobs.APP_FLUSH_S` = 0.1 s, so each poll finds new points)
-#: shows a new point about every 0.2 s. A faster poll does not help: 0.1 s against 0.2 s
-#: (``benchmarks/app_latency.py``, two alternating pairs of four launches) gave median gaps of
-#: 0.15 s but largest gaps of 0.54-1.02 s against 0.40-0.41 s under load, and on a quiet
-#: machine median gaps of 0.13-0.14 s, largest 0.55-0.57 s against 0.32-0.37 s, with no smaller
-#: share of the steps per redraw: a redraw takes the browser about 0.11 s of its main thread.
+#: Seconds between two polls of a page's progress fragment (feature extraction on the Data
+#: page, a sweep on Compare). A running run's view does not poll for its redraws: the server
+#: pushes them (:func:`render_run` ``live_s``, :data:`LIVE_PUSH_S`). Polled redraws were
+#: measured there first: a poll costs the browser about 0.11 s of its main thread (the rerun's
+#: round trip and the fragment's clear-and-redraw), and a 0.1 s poll against 0.2 s
+#: (``benchmarks/app_latency.py``) gave median gaps of 0.13-0.14 s but largest gaps of
+#: 0.55-0.57 s against 0.32-0.37 s, with no smaller share of the steps per redraw.
 POLL_S = 0.2
 
 
 def poll_seconds() -> float:
-    """Live-chart poll period in seconds (``MIXDP_APP_POLL_S``, at least 0.2)."""
+    """Progress poll period of the Data and Compare pages in seconds (``MIXDP_APP_POLL_S``,
+    at least 0.2)."""
     try:
         return max(0.2, float(os.environ.get("MIXDP_APP_POLL_S", str(POLL_S))))
     except ValueError:
@@ -458,6 +458,9 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     return rec.status
 
 
+#: Seconds at most between two messages of a pushed live view, so that a click elsewhere on the
+#: page (which Streamlit handles when the script next sends something) waits at most this long.
+LIVE_YIELD_S = 0.25
 #: Live chart slots: every live chart the run page can draw (two rows of three).
 _LIVE_SLOTS = 6
 
@@ -474,14 +477,17 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
     rows = [st.columns(3) for _ in range(_LIVE_SLOTS // 3)]
     slots = [col.empty() for cols in rows for col in cols]
     drawn: dict[str, Any] = {}  # chart name -> the (spec, frame) object last sent
-    shown = [None]  # progress text last sent
+    shown: list[Any] = [None, 0.0]  # progress text last sent, and when
 
     def draw(series: Any, limit_first: bool) -> None:
         total, done = series.total_steps, series.last_step
         text = f"step {done} / {total}" if total else "preparing (loading features, calibrating)…"
-        if text != shown[0]:
+        # Re-sent at least every LIVE_YIELD_S even when unchanged: Streamlit answers a click
+        # elsewhere on the page (navigation, Cancel) only when the script sends something, and
+        # a run can go seconds without a record (public pre-training, calibration).
+        if text != shown[0] or time.monotonic() - shown[1] >= LIVE_YIELD_S:
             progress.progress(min(1.0, done / total) if total else 0.0, text=text)
-            shown[0] = text
+            shown[0], shown[1] = text, time.monotonic()
         if series.one_shot():
             caption.caption("One-shot method: no training curve (a single release); see the final metrics.")
         figs = _live_charts(store, series, run_id, target)

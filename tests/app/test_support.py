@@ -712,11 +712,24 @@ def _live_loop_script():
     class Manager:  # render_run reads only the store
         pass
 
+    from streamlit.delta_generator import DeltaGenerator
+
     m = Manager()
     m.store = store
-    t0 = time.monotonic()
-    status = resources.render_run(m, rid, key="t", live_s=st.session_state["live_s"])
-    st.session_state["result"] = (status, time.monotonic() - t0)
+    sends, progress = [], DeltaGenerator.progress
+
+    def counted(self, *a, **k):  # when the live view sent its progress bar
+        sends.append(time.monotonic())
+        return progress(self, *a, **k)
+
+    DeltaGenerator.progress = counted
+    try:
+        t0 = time.monotonic()
+        status = resources.render_run(m, rid, key="t", live_s=st.session_state["live_s"])
+        st.session_state["result"] = (status, time.monotonic() - t0)
+    finally:
+        DeltaGenerator.progress = progress
+    st.session_state["sends"] = [t - t0 for t in sends]
 
 
 def test_live_redraws_are_pushed_in_place_until_the_run_ends(tmp_path):
@@ -774,3 +787,32 @@ def test_live_redraws_are_pushed_in_place_until_the_run_ends(tmp_path):
     status, elapsed = at2.session_state["result"]
     assert status == "running" and elapsed < 1.0
     assert "step 3 / 1000" in at2.get("progress")[0].proto.text
+
+
+def test_live_view_keeps_sending_while_a_run_writes_no_records(tmp_path):
+    """A run can go seconds without a record (public pre-training): the pushed view still
+    sends something every LIVE_YIELD_S, because Streamlit answers a click elsewhere on the
+    page (navigation, Cancel) only when the script sends."""
+    import threading
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from mixdp_core.app_support.resources import LIVE_YIELD_S
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path, recover=False)
+    cfg = {"method": "adamix", "dataset": "digits", "encoder": "pixels", "seed": 0, "target_epsilon": 3.0}
+    rid = store.create_run(cfg, config_hash="h")
+    store.append_steps(rid, _records(3))
+    th = threading.Thread(target=lambda: (time.sleep(1.5), store.finish(rid, "completed")))
+    at = AppTest.from_function(_live_loop_script, default_timeout=30)
+    at.session_state["store"], at.session_state["rid"], at.session_state["live_s"] = store, rid, 10.0
+    th.start()
+    at.run()
+    th.join()
+    assert not at.exception, at.exception
+    sends = at.session_state["sends"]
+    assert at.session_state["result"][0] == "completed"
+    gaps = [b - a for a, b in zip([0.0] + sends, sends + [at.session_state["result"][1]])]
+    assert len(sends) >= 4 and max(gaps) <= LIVE_YIELD_S + 0.2, gaps  # (+ one 0.1 s tick, + slack)

@@ -12,7 +12,7 @@ import streamlit as st
 
 from mixdp_core.app_support import forms
 from mixdp_core.app_support.resources import (
-    LIVE_POLL_S, begin_live_page, data_settings, page_setup, note, render_cancel, render_run, save_data_settings,
+    begin_live_page, data_settings, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
     select_run, selected_run_id, show_field_errors, live_seconds,
 )
 from mixdp_core.errors import ConfigError
@@ -194,7 +194,7 @@ else:
         active = False
 
 
-@st.fragment(run_every=LIVE_POLL_S if active else None)
+@st.fragment(run_every=poll_seconds() if active else None)
 def follow():
     j = manager.get(st.session_state.get("train_job"))
     rid = selected_run_id()

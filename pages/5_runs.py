@@ -3,7 +3,7 @@
 import streamlit as st
 
 from mixdp_core.app_support.resources import (
-    LIVE_POLL_S, STATUS_BADGE, begin_live_page, config_json, fmt_time, live_seconds, page_setup, render_cancel,
+    STATUS_BADGE, begin_live_page, config_json, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id,
 )
 from mixdp_core.runs.store import STATUSES
@@ -80,7 +80,7 @@ if b3.button("Delete run", key="runs_delete", disabled=not confirm):
         st.rerun()
 
 
-@st.fragment(run_every=LIVE_POLL_S if rec.status == "running" else None)
+@st.fragment(run_every=poll_seconds() if rec.status == "running" else None)
 def details():
     status = render_run(manager, rid, key="runs", live_s=live_seconds("runs"))
     if rec.status == "running" and status != "running":

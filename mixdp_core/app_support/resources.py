@@ -8,8 +8,8 @@ creating it calls :meth:`RunStore.recover_interrupted` (app start).
 Environment:
     ``MIXDP_HOME``: run store folder (see :func:`mixdp_core.runs.default_home`).
     ``MIXDP_APP_SYNC_JOBS=1``: run jobs synchronously in the script thread (tests).
-    ``MIXDP_APP_POLL_S``: seconds between progress polls of the Data and Compare pages
-    (default 0.2, at least 0.2; a running run's live charts are pushed, see :data:`LIVE_PUSH_S`).
+    ``MIXDP_APP_POLL_S``: seconds between progress polls (default 0.2, at least 0.2; a
+    running run's live charts are pushed in between, see :data:`LIVE_PUSH_S`).
     ``MIXDP_APP_RUN_PROCESSES=0``: train in job threads instead of the worker processes.
     ``MIXDP_APP_RUN_NICE``: niceness added to the worker processes (default 5, 0 = none; see
     :data:`mixdp_core.app_support.run_worker.RUN_NICE`).
@@ -102,8 +102,9 @@ def get_manager() -> JobManager:
 
 
 #: Seconds between two polls of a page's progress fragment (feature extraction on the Data
-#: page, a sweep on Compare). A running run's view does not poll for its redraws: the server
-#: pushes them (:func:`render_run` ``live_s``, :data:`LIVE_PUSH_S`). Polled redraws were
+#: and Train pages, a sweep on Compare, and the run view's next fragment rerun). A running
+#: run's view does not poll for its redraws: the server pushes them within a fragment rerun
+#: (:func:`render_run` ``live_s``, :data:`LIVE_PUSH_S`). Polled redraws were
 #: measured there first: a poll costs the browser about 0.11 s of its main thread (the rerun's
 #: round trip and the fragment's clear-and-redraw), and a 0.1 s poll against 0.2 s
 #: (``benchmarks/app_latency.py``) gave median gaps of 0.13-0.14 s but largest gaps of
@@ -112,8 +113,8 @@ POLL_S = 0.2
 
 
 def poll_seconds() -> float:
-    """Progress poll period of the Data and Compare pages in seconds (``MIXDP_APP_POLL_S``,
-    at least 0.2)."""
+    """Progress poll period of the pages' fragments in seconds (``MIXDP_APP_POLL_S``, at
+    least 0.2)."""
     try:
         return max(0.2, float(os.environ.get("MIXDP_APP_POLL_S", str(POLL_S))))
     except ValueError:
@@ -359,14 +360,11 @@ LIVE_PUSH_S = 0.1
 LIVE_LOOP_S = 30.0
 #: Seconds a full page run keeps pushing redraws: none. Until the script run ends, the
 #: browser keeps the previous run's elements that were not redrawn yet (e.g. the final
-#: charts of the run shown before Launch) under the live ones; the fragment's poll takes
-#: over 0.2 s later with :data:`LIVE_LOOP_S`.
+#: charts of the run shown before Launch) under the live ones; the fragment's poll
+#: (:data:`POLL_S`) takes over at most 0.2 s later with :data:`LIVE_LOOP_S`. (A 0.1 s poll
+#: did not shorten that hand-over in the benchmark, and it would poll twice as often while a
+#: job extracts features, when nothing is pushed.)
 LIVE_FIRST_S = 0.0
-#: Seconds between the live fragment's polls (``run_every`` of the Train and Runs pages'
-#: run view). A poll that arrives while the fragment pushes redraws waits for it (Streamlit
-#: merges them into one rerun), so polls cost nothing then; the period is the wait between
-#: the page's first draw after Launch (:data:`LIVE_FIRST_S`) and the pushed redraws.
-LIVE_POLL_S = 0.1
 
 
 def begin_live_page(key: str) -> None:

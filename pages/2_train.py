@@ -221,6 +221,12 @@ def follow():
         return
     if st.query_params.get("run") != rid:
         st.query_params["run"] = rid
+    if (st.session_state.get("train_cancel_for") != rid and st.session_state.get("train_rerun_for") != rid
+            and any(r.run_id == rid for r in store.list_runs(status="running", limit=50))):
+        # the page body drew no Cancel button for this run (its id came after the page's run,
+        # e.g. queued behind other jobs): run the page once more so that it does
+        st.session_state["train_rerun_for"] = rid
+        st.rerun()
     first = st.session_state.pop("train_first_draw", None) == rid
     # while it trains, the server pushes redraws (fragment reruns: for a while; see live_seconds)
     status = render_run(manager, rid, key="train", first_draw=first, live_s=live_seconds("train"))
@@ -232,9 +238,9 @@ def follow():
 with st.sidebar:  # before follow(): its live redraws keep the script running a while
     note("epsilon", "What does ε mean?")
     note("delta", "What does δ mean?")
-if active:
-    live_rid = url_run or (manager.current_run_id(job) if job is not None else None)
-    if live_rid is not None:
-        render_cancel(manager, live_rid, key="train")
+live_rid = (url_run or (manager.current_run_id(job) if job is not None else None)) if active else None
+if live_rid is not None:
+    render_cancel(manager, live_rid, key="train")
+st.session_state["train_cancel_for"] = live_rid  # (follow() checks it: see there)
 begin_live_page("train")
 follow()

@@ -456,8 +456,8 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     return rec.status
 
 
-#: Seconds at most between two messages of a pushed live view, so that a click elsewhere on the
-#: page (which Streamlit handles when the script next sends something) waits at most this long.
+#: Seconds at most between two messages of a pushed live view: Streamlit stops a script run
+#: (superseded by a click elsewhere on the page, or its tab closed) when it next sends something.
 LIVE_YIELD_S = 0.25
 #: Live chart slots: every live chart the run page can draw (two rows of three).
 _LIVE_SLOTS = 6
@@ -474,29 +474,32 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
     # the slots whose chart changed.
     rows = [st.columns(3) for _ in range(_LIVE_SLOTS // 3)]
     slots = [col.empty() for cols in rows for col in cols]
-    drawn: dict[str, Any] = {}  # chart name -> the (spec, frame) object last sent
-    shown: list[Any] = [None, 0.0]  # progress text last sent, and when
+    drawn: dict[int, Any] = {}  # slot -> the (spec, frame) object last sent there
+    shown: list[Any] = [None, 0.0, False]  # progress text last sent, when, one-shot caption sent
 
     def draw(series: Any, limit_first: bool) -> None:
         total, done = series.total_steps, series.last_step
         text = f"step {done} / {total}" if total else "preparing (loading features, calibrating)…"
-        # Re-sent at least every LIVE_YIELD_S even when unchanged: Streamlit answers a click
-        # elsewhere on the page (navigation, Cancel) only when the script sends something, and
-        # a run can go seconds without a record (public pre-training, calibration).
+        # Re-sent at least every LIVE_YIELD_S even when unchanged: the script runner handles a
+        # stop request (another click started a new run of the page, the tab was closed) only
+        # when the script sends something, and a run can go seconds without a record (public
+        # pre-training, calibration); otherwise this loop would keep reading the store for up
+        # to LIVE_LOOP_S s beside the page's new run.
         if text != shown[0] or time.monotonic() - shown[1] >= LIVE_YIELD_S:
             progress.progress(min(1.0, done / total) if total else 0.0, text=text)
             shown[0], shown[1] = text, time.monotonic()
-        if series.one_shot():
+        if series.one_shot() and not shown[2]:
             caption.caption("One-shot method: no training curve (a single release); see the final metrics.")
+            shown[2] = True
         figs = _live_charts(store, series, run_id, target)
         names = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip") if k in figs]
         order = series.chart_order([k for k in names if not limit_first or k in FIRST_DRAW_CHARTS])
-        for slot, name in zip(slots, order):
+        for i, (slot, name) in enumerate(zip(slots, order)):
             chart = figs[name]
-            if drawn.get(name) is not chart:  # cached per records version: same object = no news
+            if drawn.get(i) is not chart:  # cached per records version: same object = no news
                 with slot:
                     show_live_chart(chart, key=None)
-                drawn[name] = chart
+                drawn[i] = chart
 
     series = live.run_series(store, run_id)
     draw(series, first_draw)
@@ -504,11 +507,14 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
     deadline, tick = now + max(0.0, live_s), now
     status = RUNNING
     while tick + LIVE_PUSH_S < deadline:
-        tick += LIVE_PUSH_S  # a fixed rate: the time a redraw takes is not added to the period
+        # a fixed rate (the redraw's own time is not added to the period), without bursts of
+        # back-to-back redraws to catch up after a stall
+        tick = max(tick + LIVE_PUSH_S, time.monotonic())
         time.sleep(max(0.0, tick - time.monotonic()))
+        # the status first: records written before the run's end are then in this draw
+        status = store.get_run(run_id).status  # its end is in the run's row (about 1 ms to read)
         series = live.run_series(store, run_id)
         draw(series, False)
-        status = store.get_run(run_id).status  # its end is in the run's row (about 1 ms to read)
         if status != RUNNING:
             break
     return status

@@ -460,7 +460,13 @@ def _walk(server, driver, tmp_path):
     ft_run = _run_id(driver.current_url)
     ui.wait(lambda d: ft_run in ui.body() and "sparse_finetune on digits · pixels" in ui.body(), 60)
     ui.click_button("Cancel run")  # it stops at its next epoch (after public pre-training)
-    _wait_run_end(store, ft_run, time.monotonic() + 90)  # the click is answered while the charts are pushed
+    # the click is answered at once while the live charts are pushed (a button inside the live
+    # fragment would wait for its rerun: up to 30 s)
+    deadline = time.monotonic() + 5
+    while not store.is_cancel_requested(ft_run) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert store.is_cancel_requested(ft_run) or store.get_run(ft_run).status == "cancelled"
+    _wait_run_end(store, ft_run, time.monotonic() + 90)
     assert store.get_run(ft_run).status == "cancelled", store.get_run(ft_run).status
     # Prototypes: only the quantities the method has. DPPL-Mean's default is one CoinPress
     # step (a one-shot release), so no step chart at all: no empty test-error or clip charts.

@@ -564,3 +564,29 @@ def test_train_disables_sparse_finetune_on_feature_only_data_with_the_reason(app
     assert not t.exception, t.exception
     assert "pre-extracted features only" in page_text(t)
     assert next(b for b in t.button if "Launch" in b.label).disabled
+
+
+def test_a_running_run_has_its_cancel_button_in_the_page_body_on_train_and_runs(at):
+    """While a run trains, Train (opened from its URL) and Runs show "Cancel run" outside the
+    live fragment (a click inside the fragment would wait for its pushed redraws); the click
+    asks the run to stop. The progress and live charts are drawn from the store."""
+    store = _store()
+    cfg = small_config().to_dict()
+    rid = store.create_run(cfg, config_hash="running")  # this process: alive, so "running"
+    store.append_steps(rid, [{"step": i, "total_steps": 500, "epsilon_spent": 0.01 * i, "clip_norm": 1.0,
+                              "test_error": 0.3 if i % 5 == 0 else None} for i in range(1, 21)])
+    at.query_params["run"] = rid
+    at.switch_page("pages/2_train.py").run()
+    assert not at.exception, at.exception
+    assert "step 20 / 500" in at.get("progress")[0].proto.text
+    assert not store.is_cancel_requested(rid)
+    at.button(key="train-cancel").click().run()
+    assert not at.exception, at.exception
+    assert store.is_cancel_requested(rid)
+
+    rid2 = store.create_run(cfg, config_hash="running-2")
+    at.switch_page("pages/5_runs.py").run()
+    at.selectbox(key="runs_pick").set_value(rid2).run()
+    assert not at.exception, at.exception
+    at.button(key="runs-cancel").click().run()
+    assert store.is_cancel_requested(rid2) and not at.exception, at.exception

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import zipfile
 
 import numpy as np
@@ -733,7 +734,7 @@ def _live_loop_script():
     st.session_state["sends"] = [t - t0 for t in sends]
 
 
-def test_live_redraws_are_pushed_in_place_until_the_run_ends(tmp_path):
+def test_live_redraws_are_pushed_in_place_until_the_run_ends(tmp_path, monkeypatch):
     """render_run with live_s > 0 keeps redrawing the progress and the charts in their slots
     while records arrive, and returns as soon as the run ended (not at its deadline)."""
     import threading
@@ -743,6 +744,9 @@ def test_live_redraws_are_pushed_in_place_until_the_run_ends(tmp_path):
 
     from mixdp_core.runs.store import RunStore
 
+    # AppTest leaves its script as sys.modules["__main__"]: later process pools (forkserver,
+    # spawn) would re-run this function's script in their children
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
     store = RunStore(tmp_path, recover=False)
     cfg = {"method": "adamix", "dataset": "digits", "encoder": "pixels", "seed": 0, "target_epsilon": 3.0}
     rid = store.create_run(cfg, config_hash="h")
@@ -790,7 +794,7 @@ def test_live_redraws_are_pushed_in_place_until_the_run_ends(tmp_path):
     assert "step 3 / 1000" in at2.get("progress")[0].proto.text
 
 
-def test_live_view_keeps_sending_while_a_run_writes_no_records(tmp_path):
+def test_live_view_keeps_sending_while_a_run_writes_no_records(tmp_path, monkeypatch):
     """A run can go seconds without a record (public pre-training): the pushed view still
     sends something every LIVE_YIELD_S, because Streamlit stops a superseded script run (a
     click elsewhere started a new one, the tab closed) only when the script sends."""
@@ -802,6 +806,9 @@ def test_live_view_keeps_sending_while_a_run_writes_no_records(tmp_path):
     from mixdp_core.app_support.resources import LIVE_YIELD_S
     from mixdp_core.runs.store import RunStore
 
+    # AppTest leaves its script as sys.modules["__main__"]: later process pools (forkserver,
+    # spawn) would re-run this function's script in their children
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
     store = RunStore(tmp_path, recover=False)
     cfg = {"method": "adamix", "dataset": "digits", "encoder": "pixels", "seed": 0, "target_epsilon": 3.0}
     rid = store.create_run(cfg, config_hash="h")

@@ -12,8 +12,8 @@ import streamlit as st
 
 from mixdp_core.app_support import forms
 from mixdp_core.app_support.resources import (
-    begin_live_page, data_settings, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
-    select_run, selected_run_id, show_field_errors, live_seconds,
+    data_settings, live_seconds, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
+    select_run, selected_run_id, show_field_errors,
 )
 from mixdp_core.errors import ConfigError
 
@@ -174,16 +174,24 @@ if job is not None and url_run is not None and manager.current_run_id(job) not i
     job = None  # the URL names another run (opened from Runs or a link): show that one
 running = store.list_runs(status="running", limit=10)
 others = [r for r in running if r.run_id != url_run]
-if others:
-    st.markdown("**Runs in progress on this server** (every run keeps going when you leave; open one to follow it):")
-    cols = st.columns(min(3, len(others)))
-    for i, r in enumerate(others):
-        if cols[i % len(cols)].button(f"Open {r.run_id} · {r.method} · ε={r.target_epsilon:g}", key=f"follow-{r.run_id}"):
-            st.session_state.pop("train_job", None)
-            select_run(r.run_id)
-            st.rerun()
+# Below the divider, a fixed number of nodes (one box, one line, then follow()'s): a page run
+# whose live view keeps the script running then replaces every node of the previous run's
+# page, so nothing of it lingers (Streamlit keeps an earlier run's elements that were not
+# redrawn yet until the script run ends). The box is emptied first (st.empty): its content
+# varies.
+with st.empty().container():
+    if others:
+        st.markdown("**Runs in progress on this server** (every run keeps going when you leave; open one to follow it):")
+        cols = st.columns(min(3, len(others)))
+        for i, r in enumerate(others):
+            if cols[i % len(cols)].button(f"Open {r.run_id} · {r.method} · ε={r.target_epsilon:g}",
+                                          key=f"follow-{r.run_id}"):
+                st.session_state.pop("train_job", None)
+                select_run(r.run_id)
+                st.rerun()
+line = st.empty()  # "Launch a run…" or the running run's Cancel button
 if job is None and url_run is None:
-    st.caption("Launch a run to see its live charts here.")
+    line.caption("Launch a run to see its live charts here.")
     active = False
 elif job is not None and not job.finished:
     active = True
@@ -198,25 +206,26 @@ else:
 def follow():
     j = manager.get(st.session_state.get("train_job"))
     rid = selected_run_id()
+    box = st.empty().container()  # one node before the run's view (see above)
     if j is not None and (rid is None or rid == manager.current_run_id(j)):
         rid = manager.current_run_id(j) or rid
         if rid is None:
             if j.finished:
-                st.error(f"The run could not start: {j.error}")
+                box.error(f"The run could not start: {j.error}")
             else:
                 p = j.progress
                 if p.get("total"):
-                    st.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): "
+                    box.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): "
                                                               f"{p['done']} / {p['total']}")
                 else:
-                    st.info("Queued / preparing…")
+                    box.info("Queued / preparing…")
             return
         p = j.progress if not j.finished else {}
         if p.get("total") and p.get("done", 0) < p["total"]:
-            st.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): "
-                                                     f"{p['done']} / {p['total']} images (cached for later runs)")
+            box.progress(p["done"] / p["total"], text=f"extracting features ({p.get('split')}): "
+                                                      f"{p['done']} / {p['total']} images (cached for later runs)")
         if j.reused[0]:
-            st.info("An identical completed run was found in the store and is shown instead of re-running.")
+            box.info("An identical completed run was found in the store and is shown instead of re-running.")
     if rid is None:
         return
     if st.query_params.get("run") != rid:
@@ -228,8 +237,8 @@ def follow():
         st.session_state["train_rerun_for"] = rid
         st.rerun()
     first = st.session_state.pop("train_first_draw", None) == rid
-    # while it trains, the server pushes redraws (fragment reruns: for a while; see live_seconds)
-    status = render_run(manager, rid, key="train", first_draw=first, live_s=live_seconds("train"))
+    # while it trains, the server pushes redraws for a while (see live_seconds)
+    status = render_run(manager, rid, key="train", first_draw=first, live_s=live_seconds())
     if status != "running" and active and st.session_state.get("train_drawn") != rid:
         st.session_state["train_drawn"] = rid
         st.rerun()  # finished: redraw once without polling
@@ -240,7 +249,7 @@ with st.sidebar:  # before follow(): its live redraws keep the script running a 
     note("delta", "What does δ mean?")
 live_rid = (url_run or (manager.current_run_id(job) if job is not None else None)) if active else None
 if live_rid is not None:
-    render_cancel(manager, live_rid, key="train")
+    with line:
+        render_cancel(manager, live_rid, key="train")
 st.session_state["train_cancel_for"] = live_rid  # (follow() checks it: see there)
-begin_live_page("train")
 follow()

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from mixdp_core.app_support.resources import (
-    STATUS_BADGE, begin_live_page, config_json, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
+    STATUS_BADGE, config_json, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id,
 )
 from mixdp_core.runs.store import STATUSES
@@ -82,7 +82,7 @@ if b3.button("Delete run", key="runs_delete", disabled=not confirm):
 
 @st.fragment(run_every=poll_seconds() if rec.status == "running" else None)
 def details():
-    status = render_run(manager, rid, key="runs", live_s=live_seconds("runs"))
+    status = render_run(manager, rid, key="runs", live_s=live_seconds())
     if rec.status == "running" and status != "running":
         st.rerun()  # finished: redraw the page once (table, buttons) and stop polling
 
@@ -92,7 +92,8 @@ if rec.label:
 with st.expander("Configuration and software versions"):
     st.code(config_json(rec), language="json")
     st.json(rec.versions, expanded=False)
+line = st.empty()  # one node either way (see render_run): the running run's Cancel button
 if rec.status == "running":
-    render_cancel(manager, rid, key="runs")
-begin_live_page("runs")
+    with line:
+        render_cancel(manager, rid, key="runs")
 details()  # last: while the run trains, its live redraws keep the script running a while

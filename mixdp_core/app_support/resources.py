@@ -352,32 +352,20 @@ FIRST_DRAW_CHARTS = ("test_error", "epsilon")
 #: (:func:`render_run` ``live_s``): the run's records reach the store every
 #: :data:`~mixdp_core.app_support.jobs.APP_FLUSH_S` = 0.1 s.
 LIVE_PUSH_S = 0.1
-#: Seconds a fragment rerun keeps pushing redraws (:func:`live_seconds`) before it returns
-#: and the page's ``run_every`` poll starts the next one. Bounded so that a script run
+#: Seconds a script run (the page's, then each fragment rerun) keeps pushing redraws
+#: (:func:`live_seconds`) before it returns and the page's ``run_every`` poll starts the next
+#: fragment rerun. The page's own run pushes too: a hand-over to the fragment right after the
+#: first point cost the browser 0.2-0.4 s, when the run's first records come fastest (up to
+#: 5.9 % of its steps between the first two points). Bounded so that a script run
 #: does not outlive the page's session for long; widgets that must answer at once while a
 #: run trains (:func:`render_cancel`) live outside the fragment, because Streamlit queues a
 #: click inside a fragment behind the fragment's running rerun.
 LIVE_LOOP_S = 30.0
-#: Seconds a full page run keeps pushing redraws: none. Until the script run ends, the
-#: browser keeps the previous run's elements that were not redrawn yet (e.g. the final
-#: charts of the run shown before Launch) under the live ones; the fragment's poll
-#: (:data:`POLL_S`) takes over at most 0.2 s later with :data:`LIVE_LOOP_S`. (A 0.1 s poll
-#: did not shorten that hand-over in the benchmark, and it would poll twice as often while a
-#: job extracts features, when nothing is pushed.)
-LIVE_FIRST_S = 0.0
-
-
-def begin_live_page(key: str) -> None:
-    """Mark this script run as a full page run, before calling the page's live fragment
-    (see :func:`live_seconds`)."""
-    st.session_state[f"_live_full_run_{key}"] = True
-
-
-def live_seconds(key: str) -> float:
-    """How long the live fragment ``key`` keeps pushing redraws in this script run:
-    :data:`LIVE_FIRST_S` when the page body ran it (:func:`begin_live_page`), else (a
-    fragment rerun) :data:`LIVE_LOOP_S`."""
-    return LIVE_FIRST_S if st.session_state.pop(f"_live_full_run_{key}", False) else LIVE_LOOP_S
+def live_seconds() -> float:
+    """How long a page's live view keeps pushing redraws in one script run: :data:`LIVE_LOOP_S`,
+    or 0 with synchronous jobs (``MIXDP_APP_SYNC_JOBS=1``, the page tests: a run launched
+    there has ended before it is drawn, and a run seen running is drawn once)."""
+    return 0.0 if os.environ.get("MIXDP_APP_SYNC_JOBS", "") == "1" else LIVE_LOOP_S
 
 
 def render_cancel(manager: JobManager, run_id: str, *, key: str) -> None:
@@ -433,10 +421,15 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     if running:
         return _render_live(manager, rec, target=target, first_draw=first_draw, live_s=live_s)
     steps = store.steps(run_id)
+    # The same six nodes as the live view (_render_live): a full page run that draws a live
+    # view where a finished run was shown replaces every node, so nothing of the finished run
+    # stays on the page while the live view keeps the script running (Streamlit keeps an
+    # earlier script run's elements that were not redrawn yet until the run ends).
+    status_slot, caption_slot = st.empty(), st.empty()
     if rec.status == FAILED:
-        st.error(f"Run failed: {rec.error}")
+        status_slot.error(f"Run failed: {rec.error}")
     elif rec.status == CANCELLED:
-        st.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
+        status_slot.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
     total = next((s.get("total_steps") for s in reversed(steps) if s.get("total_steps")), None)
     figs = charts.live_figures(steps, target_epsilon=target)
     eps_i, pdp_step = live_pdp(store, run_id) if private else (None, None)
@@ -444,15 +437,15 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
         figs["pdp"] = charts.pdp_hist_figure(eps_i, rec.target_epsilon, step=pdp_step,
                                              total_steps=int(total) if pdp_step is not None and total else None)
     if not figs and charts.is_one_shot(steps):
-        st.caption("One-shot method: no training curve (a single release); see the final metrics.")
+        caption_slot.caption("One-shot method: no training curve (a single release); see the final metrics.")
     order = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip") if k in figs]
-    for row in range(0, len(order), 3):
-        cols = st.columns(3)
-        for col, name in zip(cols, order[row:row + 3]):
-            with col:
-                show_chart(figs[name], key=f"{key}-{name}", name=f"{rec.run_id}_{name}")
-    if rec.status in (COMPLETED, CANCELLED) and rec.metrics.get("test_error") is not None:
-        render_final_metrics(rec.metrics, key=key)
+    cells = [col for _ in range(_LIVE_SLOTS // 3) for col in st.columns(3)]
+    for cell, name in zip(cells, order):
+        with cell, st.container():  # one node per column, as the live view's slot
+            show_chart(figs[name], key=f"{key}-{name}", name=f"{rec.run_id}_{name}")
+    with st.container():
+        if rec.status in (COMPLETED, CANCELLED) and rec.metrics.get("test_error") is not None:
+            render_final_metrics(rec.metrics, key=key)
     return rec.status
 
 
@@ -474,6 +467,7 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
     # the slots whose chart changed.
     rows = [st.columns(3) for _ in range(_LIVE_SLOTS // 3)]
     slots = [col.empty() for cols in rows for col in cols]
+    st.empty()  # where the finished run's final metrics go (see render_run)
     drawn: dict[int, Any] = {}  # slot -> the (spec, frame) object last sent there
     shown: list[Any] = [None, 0.0, False]  # progress text last sent, when, one-shot caption sent
 
@@ -494,12 +488,21 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
         figs = _live_charts(store, series, run_id, target)
         names = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip") if k in figs]
         order = series.chart_order([k for k in names if not limit_first or k in FIRST_DRAW_CHARTS])
+        mounts = 0
         for i, (slot, name) in enumerate(zip(slots, order)):
             chart = figs[name]
-            if drawn.get(i) is not chart:  # cached per records version: same object = no news
-                with slot:
-                    show_live_chart(chart, key=None)
-                drawn[i] = chart
+            if drawn.get(i) is chart:  # cached per records version: same object = no news
+                continue
+            if i not in drawn:
+                # A new chart costs the browser 0.1-0.2 s to set up (a Vega view): one per
+                # redraw after the first, so that the charts that appear together (clip
+                # threshold, pDP histogram) do not stall the redraws of the others.
+                if mounts and not limit_first:
+                    continue
+                mounts += 1
+            with slot:
+                show_live_chart(chart, key=None)
+            drawn[i] = chart
 
     series = live.run_series(store, run_id)
     draw(series, first_draw)

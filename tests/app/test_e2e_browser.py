@@ -389,6 +389,9 @@ def _walk(server, driver, tmp_path):
                       ).send_keys(Keys.ENTER)
     ui.wait(lambda d: "★" in ui.body() and "minority" in (ui.plot("Samples per class") or {}).get("title", ""), 60)
     ui.nav("Train")
+    # launched from the demo run's finished view, which the live view must replace entirely
+    driver.get(server + "/train?run=" + demo_run)
+    ui.text_present("Final metrics")
 
     # ---------------------------------------------------------------- live run + a second one beside it
     ui.type_into("…or type an exact ε (optional)", "20")  # thousands of steps: about 5 s here
@@ -432,6 +435,11 @@ def _walk(server, driver, tmp_path):
     timings.update(cadence)
     if live_seen and store.get_run(long_run).status == "running":
         ui.shot("02b_train_live")  # after the timeline was read: a screenshot takes the browser's time
+        if store.get_run(long_run).status == "running":
+            # no stale copy: nothing of the demo's view (shown before Launch) is left under the live one
+            body = ui.body()
+            print("STALE CHECK", [t for t in ("Final metrics", "Privacy of the run as executed", demo_run) if t in body])
+            assert not any(t in body for t in ("Final metrics", "Privacy of the run as executed", demo_run)), body
     else:
         print("02b_train_live not retaken: the run ended before its live charts were all seen")
     driver.refresh()  # reload: the run is still there (from the URL and the store)

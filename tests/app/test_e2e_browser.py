@@ -567,8 +567,8 @@ def _walk(server, driver, tmp_path):
     # browser's own clock (TIMELINE_JS). Issue 14's targets: the demo's final metrics within
     # 30 s, 1 s from the Launch click to the first point, a redraw every 0.5 s or 5 % of the
     # steps, whichever is sooner. Measured on the shared 2-core machine with the server's
-    # pushed redraws, 1-min load average 2.2-2.9 with this test's own browser, server and run
-    # (README): first point 0.71-0.88 s, redraws every 0.09-0.11 s (median), 0.28-0.39 s at
+    # pushed redraws, 1-min load average 2.1-2.9 with this test's own browser, server and run
+    # (README): first point 0.49-0.88 s, redraws every 0.09-0.11 s (median), 0.27-0.39 s at
     # most, at most 1.9-3.3 % of the steps (the run does about 1,000 steps a second). The
     # targets (TARGETS) are asserted when the machine was not busier than this walk makes it
     # while the run trained (1-min load average at most QUIET_LOAD), with one more launch if a

@@ -314,11 +314,11 @@ def _live_charts(store: Any, series: Any, run_id: str, target_epsilon: float | N
     return figs
 
 
-def show_live_chart(chart: tuple[Mapping[str, Any], Any], key: str | None = None) -> None:
+def show_live_chart(chart: tuple[Mapping[str, Any], Any]) -> None:
     """Draw a live Vega-Lite chart ``(spec, frame)``. Its spec stays the same while the run
     trains, so a redraw in the same place only replaces its data in the browser."""
     spec, frame = chart
-    st.vega_lite_chart(frame, dict(spec), key=key, width="stretch")
+    st.vega_lite_chart(frame, dict(spec), width="stretch")
 
 
 def warm_chart_renderers() -> None:
@@ -439,8 +439,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     if not figs and charts.is_one_shot(steps):
         caption_slot.caption("One-shot method: no training curve (a single release); see the final metrics.")
     order = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip") if k in figs]
-    cells = [col for _ in range(_LIVE_SLOTS // 3) for col in st.columns(3)]
-    for cell, name in zip(cells, order):
+    for cell, name in zip(_chart_cells(), order):
         with cell, st.container():  # one node per column, as the live view's slot
             show_chart(figs[name], key=f"{key}-{name}", name=f"{rec.run_id}_{name}")
     with st.container():
@@ -452,8 +451,14 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
 #: Seconds at most between two messages of a pushed live view: Streamlit stops a script run
 #: (superseded by a click elsewhere on the page, or its tab closed) when it next sends something.
 LIVE_YIELD_S = 0.25
-#: Live chart slots: every live chart the run page can draw (two rows of three).
-_LIVE_SLOTS = 6
+#: Chart cells of a run's view, live or finished: every chart the run page can draw.
+_CHART_ROWS, _CHART_COLS = 2, 3
+
+
+def _chart_cells() -> list[Any]:
+    """The run view's chart cells (two rows of three columns), the same whether the run is
+    live or finished (see :func:`render_run`), row by row."""
+    return [col for _ in range(_CHART_ROWS) for col in st.columns(_CHART_COLS)]
 
 
 def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_draw: bool,
@@ -465,8 +470,7 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
     # Fixed slots: a chart keeps its place (Streamlit identifies an element by its place on
     # the page, and a moved chart is set up anew by the browser) and a redraw replaces only
     # the slots whose chart changed.
-    rows = [st.columns(3) for _ in range(_LIVE_SLOTS // 3)]
-    slots = [col.empty() for cols in rows for col in cols]
+    slots = [cell.empty() for cell in _chart_cells()]
     st.empty()  # where the finished run's final metrics go (see render_run)
     drawn: dict[int, Any] = {}  # slot -> the (spec, frame) object last sent there
     shown: list[Any] = [None, 0.0, False]  # progress text last sent, when, one-shot caption sent
@@ -501,7 +505,7 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
                     continue
                 mounts += 1
             with slot:
-                show_live_chart(chart, key=None)
+                show_live_chart(chart)
             drawn[i] = chart
 
     series = live.run_series(store, run_id)

@@ -6,6 +6,7 @@ from mixdp_core.app_support.resources import (
     STATUS_BADGE, config_json, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id,
 )
+from mixdp_core.runs.owner_view import OWNER_NOTE
 from mixdp_core.runs.store import STATUSES
 
 manager = page_setup("Runs")
@@ -17,9 +18,12 @@ c1, c2, c3 = st.columns(3)
 statuses = c1.multiselect("Status", list(STATUSES), default=list(STATUSES), key="runs_status")
 methods = sorted({r.method for r in all_runs if r.method})
 meth = c2.multiselect("Method", methods, default=[], key="runs_method", placeholder="all methods")
-text = c3.text_input("Search (id, dataset, encoder, label)", key="runs_search")
+text = c3.text_input("Search (id, method, dataset, encoder, label)", key="runs_search")
 runs = [r for r in all_runs if r.status in statuses and (not meth or r.method in meth)
-        and (not text or any(text.lower() in str(x).lower() for x in (r.run_id, r.dataset, r.encoder, r.label)))]
+        and (not text or any(text.lower() in str(x).lower()
+                             for x in (r.run_id, r.method, r.dataset, r.encoder, r.label)))]
+owner = st.toggle("Show owner-only diagnostics (not private)", value=False, key="runs_owner",
+                  help=OWNER_NOTE + " Exports include them only with this on, grouped under 'owner_only'.")
 
 
 def _row(r):
@@ -28,7 +32,9 @@ def _row(r):
         "run_id": r.run_id, "status": STATUS_BADGE.get(r.status, r.status), "method": r.method,
         "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
         "target ε": r.target_epsilon if m.get("private", True) else None,
-        "ε spent": m.get("epsilon"), "test error": m.get("test_error"), "attack AUC": m.get("mia_auc"),
+        "ε spent": m.get("epsilon"), "guarantee": m.get("epsilon_label"), "noise": m.get("noise"),
+        "test error": m.get("test_error"),
+        **({"attack AUC (owner only)": m.get("mia_auc")} if owner else {}),
         "minority acc.": m.get("minority_accuracy"), "created": fmt_time(r.created_at),
         "duration (s)": round(r.duration_s, 1) if r.duration_s is not None else None,
         "label": r.label, "error": r.error,
@@ -39,15 +45,15 @@ st.caption(f"{len(runs)} of {len(all_runs)} stored runs (store: `{store.root}`)"
 st.dataframe([_row(r) for r in runs], hide_index=True, key="runs_table", width="stretch",
              column_config={"test error": st.column_config.NumberColumn(format="%.3f"),
                             "ε spent": st.column_config.NumberColumn(format="%.3f"),
-                            "attack AUC": st.column_config.NumberColumn(format="%.3f"),
+                            "attack AUC (owner only)": st.column_config.NumberColumn(format="%.3f"),
                             "minority acc.": st.column_config.NumberColumn(format="%.3f")})
 
 e1, e2, _ = st.columns([1, 1, 3])
 ids = [r.run_id for r in runs]
 if runs:
-    e1.download_button("Export CSV", store.export(run_ids=ids, fmt="csv"), file_name="mixdp_runs.csv",
+    e1.download_button("Export CSV", store.export(run_ids=ids, fmt="csv", owner_view=owner), file_name="mixdp_runs.csv",
                        mime="text/csv", key="runs_csv")
-    e2.download_button("Export JSON", store.export(run_ids=ids, fmt="json"), file_name="mixdp_runs.json",
+    e2.download_button("Export JSON", store.export(run_ids=ids, fmt="json", owner_view=owner), file_name="mixdp_runs.json",
                        mime="application/json", key="runs_json")
 else:
     st.info("No runs match. Launch one on the *Train* page.")

@@ -72,9 +72,11 @@ def show_step():
         d = _means(eps)
         st.header("Step 1 — The noise added")
         st.markdown(f"To publish the **average image of each digit** with ε = {eps:g}, the Gaussian mechanism "
-                    f"adds noise of standard deviation **σ = {d['sigma']:.2f}** times what one person can change "
-                    f"(σ from the accounting module at δ = {LESSON_DELTA:g}). Top: the true averages. "
-                    "Bottom: what is published.")
+                    f"publishes each digit's **sum of images** and its **number of images**, each with noise of "
+                    f"standard deviation **σ = {d['sigma']:.2f}** times what one person can change "
+                    f"(σ from the accounting module at δ = {LESSON_DELTA:g}); the published average is the noisy "
+                    "sum divided by the noisy count. Top: the true averages. Bottom: what is published.")
+        st.caption(d["mechanism"])
         imgs = {n: [d["clean"][c], d["noisy"][c]] for c, n in enumerate(d["class_names"])}
         fig = charts.sample_grid_figure(imgs, title=f"True (top) vs published (bottom) class averages at ε = {eps:g}")
         st.plotly_chart(big(fig, 360), key="class_noise", width="stretch", config=charts.LIVE_CONFIG)

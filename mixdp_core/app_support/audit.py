@@ -15,6 +15,7 @@ ATTACK_LABELS: dict[str, str] = {
     "loss": "Loss threshold, class-matched",
     "one-run": "One-run canary audit (Steinke et al.)",
     "canary": "Black-box canary trials",
+    "seed-replay": "Seed replay (the adversary knows the run's published seed)",
 }
 
 
@@ -34,7 +35,7 @@ def attack_available(rec: Any, attack: str) -> tuple[bool, str]:
     cls = METHODS.get(rec.method)
     if not cls.uses_private_data:
         return False, f"{rec.method} never reads private data: there is no membership to infer."
-    if cls.family == "finetune" and attack in ("lira", "rmia", "canary"):
+    if cls.family == "finetune" and attack in ("lira", "rmia", "canary", "seed-replay"):
         return False, ("network fine-tuning takes minutes per training; use the one-run audit "
                        "(one training) or the CLI with a process pool")
     if attack == "canary-whitebox" and not whitebox_available(rec.method):

@@ -3,8 +3,8 @@
 Everything a lesson draws comes from here (the page only reads the ε slider and draws):
 
 1. :func:`noisy_class_means` — the noise the Gaussian mechanism adds at this ε, shown on the
-   average image of each class (one release; each image clipped to norm 1, so adding or
-   removing one image moves a class mean by at most ``1/n_c``);
+   average image of each class (a noisy sum of images clipped to norm 1 and a noisy count,
+   both sensitivity 1 under add/remove, both accounted);
 2. :func:`lesson_run` ``("adamix" / "paragon")`` — the accuracy lost;
 3. the best possible attack: :func:`mixdp_core.accounting.max_tpr` of the run's report;
 4. the per-sample privacy loss: the run's per-instance ε (pDP);
@@ -35,15 +35,37 @@ def noise_multiplier(epsilon: float, *, steps: int = 1, delta: float = LESSON_DE
     return float(calibrate_noise(steps=int(steps), target_epsilon=float(epsilon), target_delta=float(delta)))
 
 
+#: Releases per class in the lesson's mechanism: the noisy sum and the noisy count.
+CLASS_MEAN_RELEASES = 2
+#: What the lesson's first step releases, in words (shown on the page).
+CLASS_MEAN_MECHANISM = (
+    "Neighbouring data sets: add or remove one image. Each image is clipped to norm 1; per class the "
+    "mechanism releases the sum of the clipped images (L2 sensitivity 1) and the number of images "
+    "(sensitivity 1), each with Gaussian noise of std σ, σ calibrated by the accounting module so that "
+    "the two releases together are (ε, δ)-DP; the classes hold disjoint images, so they compose in "
+    "parallel. The noisy average image is noisy sum ÷ noisy count (post-processing). The exact count "
+    "is never used: dividing by it would make the sensitivity 1/n, which is not the sensitivity under "
+    "add/remove (n itself changes).")
+
+
 def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int = 0,
-                      cache_dir: Any = None) -> dict[str, Any]:
-    """Average image of each class, in the clear and released with the Gaussian mechanism
-    at (ε, δ) (one release per class: disjoint data, so the classes compose in parallel).
+                      cache_dir: Any = None, noise: str = "secure") -> dict[str, Any]:
+    """Average image of each class, in the clear and released at (ε, δ).
+
+    Mechanism (:data:`CLASS_MEAN_MECHANISM`), add/remove one image: per class ``c``,
+    ``S̃_c = Σ_{i∈c} clip(x_i) + N(0, σ² I)`` (L2 sensitivity 1, rows clipped to norm 1) and
+    ``ñ_c = n_c + N(0, σ²)`` (sensitivity 1), σ from
+    :func:`mixdp_core.accounting.calibrate_noise` for two unit-sensitivity Gaussian releases
+    (μ = √2/σ GDP); classes are disjoint, so parallel composition keeps (ε, δ). The image
+    shown is ``S̃_c / max(ñ_c, 1)``.
 
     Returns ``{"class_names", "clean" (C, H, W), "noisy" (C, H, W), "sigma", "noise_std",
-    "counts"}``; images are the per-image standardised pixels clipped to norm 1.
+    "counts", "noisy_counts", "mechanism"}``; ``noise_std`` is the typical per-pixel std of
+    the noisy mean, ``σ / n_c`` averaged over the classes (a teaching aid computed from the
+    exact counts: owner's view); ``counts`` are the exact counts (owner's view too).
     """
     from ..features.cache import get_features
+    from ..randomness import noise_rng
 
     fs = get_features(LESSON_DATASET, LESSON_ENCODER, cache_dir=cache_dir)
     X = np.asarray(fs.X_train, dtype=np.float64)
@@ -51,20 +73,22 @@ def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int 
     y = np.asarray(fs.y_train)
     C = int(y.max()) + 1
     s = int(round(np.sqrt(X.shape[1])))
-    sigma = noise_multiplier(epsilon, delta=delta)
-    rng = np.random.default_rng([seed, 0xC1A55])
-    clean, noisy, counts, std = [], [], [], []
+    sigma = noise_multiplier(epsilon, steps=CLASS_MEAN_RELEASES, delta=delta)
+    rng = noise_rng(noise, seed, 0xC1A55)
+    clean, noisy, counts, noisy_counts, std = [], [], [], [], []
     for c in range(C):
         Xc = X[y == c]
         n = len(Xc)
-        m = Xc.mean(axis=0)
-        sd = sigma / n  # sensitivity of the mean of n norm-1 rows: 1/n
-        clean.append(m.reshape(s, s))
-        noisy.append((m + rng.normal(0.0, sd, size=m.shape)).reshape(s, s))
+        noisy_sum = Xc.sum(axis=0) + rng.normal(0.0, sigma, size=X.shape[1])
+        n_tilde = float(np.rint(n + rng.normal(0.0, sigma)))
+        clean.append(Xc.mean(axis=0).reshape(s, s))
+        noisy.append((noisy_sum / max(n_tilde, 1.0)).reshape(s, s))
         counts.append(n)
-        std.append(sd)
+        noisy_counts.append(n_tilde)
+        std.append(sigma / n)
     return {"class_names": [str(n) for n in fs.class_names], "clean": np.stack(clean), "noisy": np.stack(noisy),
-            "sigma": sigma, "noise_std": float(np.mean(std)), "counts": counts}
+            "sigma": sigma, "noise_std": float(np.mean(std)), "counts": counts, "noisy_counts": noisy_counts,
+            "mechanism": CLASS_MEAN_MECHANISM}
 
 
 def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: int = 0,

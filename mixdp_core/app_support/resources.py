@@ -536,6 +536,9 @@ def forms_methods() -> dict[str, Any]:
 def render_final_metrics(metrics: Mapping[str, Any], *, key: str) -> None:
     """Final utility metrics and the privacy numbers side by side."""
     st.subheader("Final metrics")
+    if metrics.get("noise") == "reproducible":
+        st.warning(f"Research option: {metrics.get('noise_label')}. Run `mixdp audit --attack seed-replay` "
+                   "(or the Privacy audit page) to see what this costs.")
     cols = st.columns(4)
     for col, (label, value) in zip(cols, charts.metric_cards(metrics)):
         col.metric(label, value)
@@ -546,7 +549,8 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str) -> None:
     with right:
         if metrics.get("performance_boost") is not None:
             st.metric("performance boost vs only-public → paragon", f"{100 * metrics['performance_boost']:.1f} %")
-        st.caption(f"{metrics.get('n_private', '?')} private, {metrics.get('n_public', '?')} public, "
+        st.caption(f"{metrics.get('n_private', '?')} private (exact count: owner's view, not private), "
+                   f"{metrics.get('n_public', '?')} public, "
                    f"{metrics.get('n_test', '?')} test samples · {metrics.get('steps', '?')} steps · "
                    f"σ = {_fmt_sigma(metrics.get('noise_multiplier'))} · "
                    f"{metrics.get('fit_seconds', 0):.1f} s fit")

@@ -8,7 +8,8 @@ Example::
 Attacks: ``loss`` (class-matched loss threshold on one run), ``lira`` / ``rmia`` (K reference
 models trained by the method itself on random halves of the private set), ``canary``
 (black-box mislabeled canary, one training per trial), ``canary-whitebox`` (Dirac gradient
-canaries, NoisyGD family), ``one-run`` (Steinke et al. 2023). With ``--json`` exactly one JSON
+canaries, NoisyGD family), ``one-run`` (Steinke et al. 2023), ``seed-replay`` (replays each
+training from its published seed: alarms on ``--param noise=reproducible``). With ``--json`` exactly one JSON
 object is printed on stdout, with ``claimed_epsilon`` from the accounting module,
 ``empirical_epsilon_lower`` with its ``confidence`` and ``n_trials``, and ``alarm`` (true when a
 lower bound exceeds the claim: a privacy bug). Progress goes to stderr.
@@ -26,7 +27,7 @@ from typing import Any
 from ..errors import ConfigError, MixDPError, UnknownNameError
 from ._common import Progress, fail, number, one_line_errors, pairs
 
-ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run")
+ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run", "seed-replay")
 
 
 #: ``--executor`` values: in-process, or the sweep engine's backends.
@@ -48,7 +49,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--reference-models", default="16", help="K reference models (lira, rmia), default 16")
     a("--canaries", default="1000", help="canaries per training (canary-whitebox, one-run), default 1000")
     a("--trials", default=None, help="independent trials (canary: trainings, default 100; "
-                                     "canary-whitebox: canaries in all, default 1000)")
+                                     "canary-whitebox: canaries in all, default 1000; seed-replay: trials of "
+                                     "two trainings each, default enough to refute the target ε, at most 400)")
     a("--confidence", default="0.95", help="confidence of the ε lower bound, default 0.95")
     a("--public-per-class", default="5", help="public samples per class, default 5")
     a("--imbalance-ratio", default="1", help="long-tail ratio of the private data (>= 1), default 1")

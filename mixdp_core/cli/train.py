@@ -29,7 +29,8 @@ from ._common import Progress, fail, number, one_line_errors, pairs
 #: Keys of the ``--json`` summary, in order.
 SUMMARY_KEYS = (
     "run_id", "status", "method", "dataset", "encoder", "seed", "epsilon", "target_epsilon",
-    "delta", "mu", "accountant", "epsilon_rdp", "mechanism", "noise_multiplier", "steps",
+    "epsilon_label", "delta", "mu", "accountant", "epsilon_rdp", "mechanism", "noise", "noise_label",
+    "noise_multiplier", "steps",
     "test_error", "balanced_accuracy", "minority_accuracy", "performance_boost", "wall_seconds",
     "reused", "store", "diagnostics",
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import randomness
 from .metrics import balanced_accuracy, minority_accuracy, per_class_accuracy, test_error
 from .mia import cross_entropy_losses, loss_threshold_attack
 from .pdp import pdp_kind, pdp_summary, per_instance_epsilon
@@ -49,6 +50,20 @@ class Evaluation:
 
     metrics: dict[str, Any]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _reads_private(model: Any) -> bool:
+    return bool(getattr(type(model), "uses_private_data", True))
+
+
+def _epsilon_label(model: Any, pdict: dict | None) -> str:
+    """ε in words for tables and exports: the number, ``0`` for a method that reads no private
+    data (Only-Public, zero-shot) and ``∞`` for a non-private one (paragon)."""
+    if pdict is not None and pdict.get("epsilon") is not None:
+        return f"{float(pdict['epsilon']):.4g}"
+    if not _reads_private(model):
+        return "0 (reads no private data)"
+    return "∞ (not private)"
 
 
 def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 0) -> Evaluation:
@@ -101,11 +116,18 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         "mia_class_matched": True,
         "mia_auc_unmatched": mia_unmatched.auc,
         "privacy": pdict,
-        "epsilon": pdict.get("epsilon") if pdict else None,
+        # Only-Public reads no private row: ε = 0 is its guarantee, a number; paragon is not
+        # private: ε = ∞, which JSON cannot hold, so it stays null and the label says ∞.
+        "epsilon": pdict.get("epsilon") if pdict else (0.0 if not _reads_private(model) else None),
+        "epsilon_label": _epsilon_label(model, pdict),
         "delta": pdict.get("delta") if pdict else delta,
         "mu": pdict.get("mu") if pdict else None,
         "rho": pdict.get("rho") if pdict else None,
         "private": privacy is not None,
+        # Where the released noise came from; "reproducible" runs are not private against
+        # anyone who knows the seed, and every view of the run says so.
+        "noise": randomness.noise_source_of(model.config) if privacy is not None else None,
+        "noise_label": randomness.label(randomness.noise_source_of(model.config)) if privacy is not None else None,
         "steps": getattr(model, "steps_", None),
         "noise_multiplier": getattr(model, "noise_multiplier_", None),
         "n_public": int(len(split.y_public)),

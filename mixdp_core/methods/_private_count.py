@@ -17,10 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-import numpy as np
-
 from ..config import Interval, param
 from ..errors import ConfigError
+from ..randomness import noise_rng, noise_source_of, snap_count
 
 #: Values of ``dataset_size``.
 DATASET_SIZES = ("noisy_count", "public_bound", "public")
@@ -57,10 +56,21 @@ def check_bound(cfg: PrivateCountConfig) -> None:
 def resolve_private_count(cfg: PrivateCountConfig, n_exact: int, *, seed: int) -> tuple[float, object]:
     """The N a DP-SGD method may use to set q and T, and the accounting event it costs.
 
-    ``"noisy_count"``: releases ``N + N(0, σ_c²)`` — a Gaussian mechanism of L2 sensitivity 1
-    under add/remove of one private row, σ_c from
-    :func:`mixdp_core.accounting.noisy_count_event` — and returns that event, which the caller
-    composes with its steps. ``"public_bound"``: ``size_bound``, no event. ``"public"``: the
+    ``"noisy_count"``: releases ``round(N + N(0, σ_c²))`` — a Gaussian mechanism of L2
+    sensitivity 1 under add/remove of one private row, σ_c from
+    :func:`mixdp_core.accounting.noisy_count_event`, noise from ``cfg.noise``
+    (:func:`mixdp_core.randomness.noise_rng`), snapped to the integers
+    (:func:`~mixdp_core.randomness.snap_count`) — and returns that event, which the caller
+    composes with its steps.
+
+    q and T are then chosen from this *released* count, and the report composes the count
+    with the steps as if q and T had been fixed in advance. No theorem we can cite covers
+    that adaptivity for the PLD accountant (``docs/privacy.md``, "Adaptive choice"); an RDP
+    filter at one order fixed in advance (Feldman & Zrnic 2021) would, at some cost in
+    tightness. Where that matters, ``dataset_size="public_bound"`` makes the choice from
+    public information.
+
+    ``"public_bound"``: ``size_bound``, no event. ``"public"``: the
     exact N, no event (its cost is not accounted; the report says so).
 
     Returns:
@@ -74,7 +84,8 @@ def resolve_private_count(cfg: PrivateCountConfig, n_exact: int, *, seed: int) -
     if cfg.dataset_size == "noisy_count":
         event = accounting.noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,
                                              share=cfg.count_budget_share)
-        n_used = float(n_exact + np.random.default_rng([seed, 0xC0]).normal(0.0, event.noise_multiplier))
+        rng = noise_rng(noise_source_of(cfg), seed, 0xC0)
+        n_used = snap_count(n_exact + rng.normal(0.0, event.noise_multiplier))
     elif cfg.dataset_size == "public_bound":
         n_used = float(cfg.size_bound)
     else:

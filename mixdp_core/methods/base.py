@@ -33,8 +33,9 @@ from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
 
-from ..config import delta_param, epsilon_param, validate
+from ..config import delta_param, epsilon_param, param, validate
 from ..errors import ConfigError
+from ..randomness import NOISE_SOURCES, REPRODUCIBLE_WARNING, SECURE
 from ..registry import Registry
 
 
@@ -87,10 +88,18 @@ class PrivacyConfig:
     Args:
         target_epsilon: ε > 0 of the (ε, δ)-DP guarantee the run must satisfy.
         target_delta: δ in (0, 1). Default 1e-5.
+        noise: where the mechanism's randomness comes from (:mod:`mixdp_core.randomness`):
+            ``"secure"`` (default; ChaCha20 keyed from the OS at every run, never stored) or
+            ``"reproducible"`` (from the seed: not private against anyone who knows it).
     """
 
     target_epsilon: float = epsilon_param(3.0)
     target_delta: float = delta_param(1e-5)
+    noise: str = param(SECURE, choices=NOISE_SOURCES,
+                       help="Randomness of every private release: 'secure' (default: a cryptographic generator "
+                            "keyed from the OS at every run, never stored, so the same seed gives different noise) "
+                            "or 'reproducible' (from the seed, for replaying research runs).",
+                       privacy_note=f"'reproducible': {REPRODUCIBLE_WARNING}.")
 
     def __post_init__(self) -> None:
         validate(self)

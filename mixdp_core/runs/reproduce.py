@@ -106,7 +106,7 @@ class Context:
 _KEEP = ("test_error", "balanced_accuracy", "minority_accuracy", "epsilon", "delta", "steps", "mia_auc",
          "mia_advantage", "performance_boost", "pdp_epsilon_min", "pdp_epsilon_median", "pdp_epsilon_q95",
          "pdp_epsilon_max", "n_private", "n_public",
-         "n_test", "dim", "n_classes")
+         "n_test", "dim", "n_classes", "epsilon_label", "noise")
 
 
 @dataclass

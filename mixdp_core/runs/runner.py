@@ -31,6 +31,7 @@ import numpy as np
 
 from ..config import SEED_RANGE, Interval, delta_param, epsilon_param, param, validate
 from ..errors import ConfigError, UnknownNameError
+from .owner_view import DIAGNOSTIC_KEYS, OWNER_NOTE, OWNER_PREFIXES
 from .store import CANCELLED, COMPLETED, FAILED, RunStore
 
 #: RunConfig fields forwarded to the method config when the method has them.
@@ -386,16 +387,7 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
     return feats, pub
 
 
-#: Metrics computed on the private data without a DP guarantee: for the data owner only.
-DIAGNOSTIC_KEYS = (
-    "mia_auc", "mia_advantage", "mia_n_per_side", "pdp_epsilon_min", "pdp_epsilon_median",
-    "pdp_epsilon_max", "pdp_epsilon_mean", "n_private", "train_loss",
-)
-DIAGNOSTICS_NOTE = (
-    "Owner-only diagnostics: computed on the private data without a privacy guarantee "
-    "(membership-inference scores, per-instance DP, exact private count, train loss). "
-    "They are not covered by the reported epsilon; do not publish them."
-)
+DIAGNOSTICS_NOTE = OWNER_NOTE  # one wording for the CLI's --json, exports and pages
 
 
 def diagnostics(metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -406,7 +398,7 @@ def diagnostics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """
     out: dict[str, Any] = {"note": DIAGNOSTICS_NOTE}
     for k in metrics:
-        if k in DIAGNOSTIC_KEYS or k.startswith(("pdp_epsilon_", "mia_")):
+        if k in DIAGNOSTIC_KEYS or k.startswith(OWNER_PREFIXES):
             out[k] = metrics[k]
     return out
 

@@ -245,6 +245,15 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
+def _iso(t: Any) -> Any:
+    """Unix seconds as ISO 8601 UTC (exports), ``None`` kept."""
+    if not isinstance(t, (int, float)):
+        return t
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(float(t), tz=_dt.timezone.utc).isoformat(timespec="seconds")
+
+
 class RunStore:
     """The run database and its artifacts folder.
 
@@ -614,9 +623,17 @@ class RunStore:
         run_ids: Iterable[str] | None = None,
         fmt: str = "json",
         include_steps: bool = True,
+        owner_view: bool = False,
         **filters: Any,
     ) -> str:
         """Export runs as JSON (records with config, metrics and steps) or CSV (one flat row each).
+
+        By default the export is the *public* view: every owner-only value (computed on the
+        private data without a DP guarantee, :mod:`mixdp_core.runs.owner_view`) is left out
+        of metrics and step records. ``owner_view=True`` adds them, grouped under
+        ``owner_only`` (JSON) or ``owner_only.*`` columns (CSV) with the owner note — never
+        flat beside the released values. Times are ISO 8601 UTC; runs with reproducible noise
+        carry ``noise_label`` saying they are not private against anyone who knows the seed.
 
         Args:
             path: file to write; ``None`` returns the text only.
@@ -632,12 +649,21 @@ class RunStore:
             raise ConfigError("fmt", f"must be 'json' or 'csv', got {fmt!r}")
         recs = [self.get_run(r) for r in run_ids] if run_ids is not None else self.list_runs(
             newest_first=False, **filters)
+        from .owner_view import owner_block, public_metrics, public_steps
+
         if fmt == "json":
             out = []
             for r in recs:
                 d = r.to_dict()
+                steps = self.steps(r.run_id) if include_steps or owner_view else []
+                d["metrics"] = public_metrics(r.metrics)
                 if include_steps:
-                    d["steps"] = self.steps(r.run_id)
+                    d["steps"] = public_steps(steps)
+                if owner_view:
+                    d["owner_only"] = owner_block(r.metrics, steps)
+                for k in ("created_at", "finished_at"):
+                    if isinstance(d.get(k), (int, float)):
+                        d[k] = _iso(d[k])
                 out.append(d)
             text = json.dumps(out, indent=2, sort_keys=True, default=_json_default)
         else:
@@ -647,11 +673,15 @@ class RunStore:
                     "run_id": r.run_id, "status": r.status, "method": r.method,
                     "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
                     "target_epsilon": r.target_epsilon, "config_hash": r.config_hash,
-                    "created_at": r.created_at, "finished_at": r.finished_at, "error": r.error,
+                    "created_at": _iso(r.created_at), "finished_at": _iso(r.finished_at), "error": r.error,
                 }
-                for k, v in r.metrics.items():
+                for k, v in public_metrics(r.metrics).items():
                     if v is None or isinstance(v, (int, float, str, bool)):
                         row[f"metric.{k}"] = v
+                if owner_view:
+                    for k, v in owner_block(r.metrics).items():
+                        if v is None or isinstance(v, (int, float, str, bool)):
+                            row[f"owner_only.{k}"] = v
                 for k, v in r.config.items():
                     if isinstance(v, (int, float, str, bool)) or v is None:
                         row.setdefault(f"config.{k}", v)

@@ -72,12 +72,16 @@ def test_audit_runs_its_trainings_on_the_sweep_engine(tmp_path, capsys, monkeypa
     outs = {}
     for ex in ("sequential", "local"):
         rc = main(["audit", "--method", "fully_private", "--epsilon", "3", "--attack", "lira", "--reference-models",
-                   "4", "--json", "--no-progress", "--no-store", "--executor", ex, "--workers", "2"])
+                   "4", "--json", "--no-progress", "--no-store", "--executor", ex, "--workers", "2",
+                   "--param", "noise=reproducible"])
         assert rc == 0
         outs[ex] = json.loads(capsys.readouterr().out)
     assert calls and calls[0] >= 4  # the engine ran the reference trainings
-    for k in ("auc", "tpr_at_fpr_0.01", "empirical_epsilon_lower"):
+    for k in ("auc", "empirical_epsilon_lower"):
         assert outs["local"][k] == pytest.approx(outs["sequential"][k], rel=1e-4, abs=1e-9), k
+    # a TPR at a fixed FPR is a step function of the scores: float-order differences between
+    # processes may move one member across the threshold (1/2800 here), no more
+    assert outs["local"]["tpr_at_fpr_0.01"] == pytest.approx(outs["sequential"]["tpr_at_fpr_0.01"], abs=1e-3)
 
 
 def test_audit_executor_must_be_known(capsys):

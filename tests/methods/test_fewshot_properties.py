@@ -33,7 +33,7 @@ def fewshot_splits():
 
 
 def _curve(method, splits, **params):
-    return np.array([np.mean([_err(make_method(method, target_epsilon=e, seed=s, **params).fit(sp), sp)
+    return np.array([np.mean([_err(make_method(method, target_epsilon=e, seed=s, noise="reproducible", **params).fit(sp), sp)
                               for s, sp in zip(SEEDS, splits)]) for e in EPS])
 
 
@@ -64,13 +64,16 @@ def test_only_public_is_the_adamix_start(fewshot_splits):
 
 
 def test_gain_and_paper_ordering_in_scarce_fewshot(fewshot_splits):
+    # The property tests of this module replay their noise (noise="reproducible") so that
+    # their outcome is a fixed function of the code at the seeds they were written for, not a
+    # new coin flip at every CI run; the secure default is covered by tests/privacy.
     # property 3: >= 10 % relative error reduction over Only-Public at eps = 3 and
     # paragon < AdaMix < Only-Public < Fully-Private where private data are scarce
     splits = fewshot_splits["scarce"]
     par = np.mean([_err(make_method("paragon").fit(sp), sp) for sp in splits])
     pub = np.mean([_err(make_method("only_public").fit(sp), sp) for sp in splits])
-    ada = np.mean([_err(make_method("adamix", target_epsilon=3.0, seed=s).fit(sp), sp) for s, sp in zip(SEEDS, splits)])
-    fp = np.mean([_err(make_method("fully_private", target_epsilon=3.0, seed=s).fit(sp), sp)
+    ada = np.mean([_err(make_method("adamix", target_epsilon=3.0, seed=s, noise="reproducible").fit(sp), sp) for s, sp in zip(SEEDS, splits)])
+    fp = np.mean([_err(make_method("fully_private", target_epsilon=3.0, seed=s, noise="reproducible").fit(sp), sp)
                   for s, sp in zip(SEEDS, splits)])
     assert ada <= 0.9 * pub, (ada, pub)
     assert par < ada < pub < fp, (par, ada, pub, fp)
@@ -90,7 +93,7 @@ def test_public_guard_keeps_adamix_near_only_public_under_domain_shift():
     splits = [make_split(shifted, SplitSpec(public_per_class=2, seed=s, public_from="clean"), public_features=fs)
               for s in seeds]
     pub = np.mean([_err(make_method("only_public").fit(sp), sp) for sp in splits])
-    runs = {g: [make_method("adamix", target_epsilon=0.5, seed=s, public_guard=g).fit(sp) for s, sp in zip(seeds, splits)]
+    runs = {g: [make_method("adamix", target_epsilon=0.5, seed=s, public_guard=g, noise="reproducible").fit(sp) for s, sp in zip(seeds, splits)]
             for g in (False, True)}
     err = {g: np.mean([_err(m, sp) for m, sp in zip(runs[g], splits)]) for g in runs}
     assert err[False] > pub + 0.025, (err, pub)  # the setting really breaks property 1 unguarded
@@ -141,7 +144,7 @@ def test_checkpoint_test_is_one_sided_sensitivity_one_and_finds_a_better_early_a
     y = rng.integers(0, 3, 200)
     W_final = rng.standard_normal((6, 3)).astype(np.float32)
     prob = NoisyGDProblem(X, y, X[:0], y[:0], None, None, 3)
-    m = make_method("adamix", target_epsilon=1.0, seed=3)
+    m = make_method("adamix", target_epsilon=1.0, seed=3, noise="reproducible")  # same draw twice
     W_other = rng.standard_normal((6, 3)).astype(np.float32)
     full = m._noisy_paired_gain(prob, W_other, W_final, stream=0x6A4E)
     for i in range(0, 200, 17):  # same noise draw (same seed and stream): the difference is row i's term

@@ -137,7 +137,8 @@ def test_noisygd_run_with_fused_kernel_gives_same_weights(monkeypatch, projectio
     weights and pDP sums of the numpy kernel."""
     X, y, Xp, yp, W = _data(N=200)
     prob = NoisyGDProblem(X, y, Xp, yp, None, None, W.shape[1])
-    opts = NoisyGDOptions(noise_multiplier=3.0, steps=5, target_delta=1e-5, projection_dim=projection, seed=4)
+    opts = NoisyGDOptions(noise_multiplier=3.0, steps=5, target_delta=1e-5, projection_dim=projection, seed=4,
+                          noise="reproducible")  # the same draw for both kernels
     W0 = np.zeros_like(W)
     monkeypatch.setattr(noisygd, "FUSED_MIN_BYTES", 1 << 62)
     ref = run_noisygd(prob, W0, W0, opts)
@@ -185,7 +186,8 @@ def test_torch_cpu_release_equals_numpy_release():
 def test_noisygd_run_with_torch_kernel_gives_same_weights(monkeypatch, projection):
     X, y, Xp, yp, W = _data(N=200)
     prob = NoisyGDProblem(X, y, Xp, yp, None, None, W.shape[1])
-    opts = NoisyGDOptions(noise_multiplier=3.0, steps=5, target_delta=1e-5, projection_dim=projection, seed=4)
+    opts = NoisyGDOptions(noise_multiplier=3.0, steps=5, target_delta=1e-5, projection_dim=projection, seed=4,
+                          noise="reproducible")  # the same draw for both kernels
     W0 = np.zeros_like(W)
     ref = run_noisygd(prob, W0, W0, opts)
     got = run_noisygd(prob, W0, W0, dataclasses.replace(opts, device="torch_cpu"))
@@ -232,7 +234,7 @@ def test_fit_on_cuda_path_gives_the_cpu_weights(monkeypatch, small_split, method
     """End to end through ``fit``: ``device="cuda"`` reaches the torch kernel and releases the
     same weights as ``device="cpu"`` for the same seed (same noise draw). Without a GPU the
     CUDA device is simulated by running the torch kernel on the CPU."""
-    kw = dict(target_epsilon=2.0, noise_multiplier=5.0, seed=3)
+    kw = dict(target_epsilon=2.0, noise_multiplier=5.0, seed=3, noise="reproducible")
     ref = make_method(method, device="cpu", **kw).fit(small_split)
     devices = []
     real = _torch_kernel.torch_private_release

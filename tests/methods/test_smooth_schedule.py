@@ -60,9 +60,11 @@ def test_honest_tuning_reports_the_selection_epsilon(small_split):
     want = accounting.selection_epsilon(mu_run, delta=1e-5, eta=0.0, gamma=0.5)
     assert m.privacy_.epsilon == pytest.approx(want, rel=1e-12)
     assert m.privacy_.epsilon <= 3.0
-    assert m.tuning_repetitions_ >= 1 and len(m.history_) == m.tuning_repetitions_
+    # K stays inside the mechanism: one record (the released repetition), its releases only
+    assert len(m.history_) == 1 and not hasattr(m, "tuning_repetitions_")
     assert all(h.test_error is None for h in m.history_)  # selection never reads test data
-    assert m.steps_ == m.tuning_repetitions_ * (T_rep + 1)  # count + steps per repetition
+    assert m.steps_ == T_rep + 1  # count + steps of the released repetition
+    assert m.expected_repetitions_ == pytest.approx(accounting.tnb_expected_count(0.0, 0.5))
 
 
 def test_honest_tuning_grid_holds_the_default_and_eta_changes_the_budget(small_split):

@@ -64,8 +64,10 @@ def test_figure_writes_png_table_json(env, name):
     assert ids == {r.run_id for r in store.list_runs()}  # every number traces to a stored run
     for r in data["runs"]:
         eps = r["metrics"]["epsilon"]
-        if r["method"] in ("paragon", "only_public"):
-            assert eps is None
+        if r["method"] == "paragon":  # ε = ∞: null in JSON, the label says so
+            assert eps is None and r["metrics"]["epsilon_label"].startswith("∞")
+        elif r["method"] == "only_public":  # reads no private row: ε = 0
+            assert eps == 0.0 and r["metrics"]["epsilon_label"].startswith("0")
         else:  # the accountant's ε of the run as executed, within the target
             assert 0 < eps <= r["target_epsilon"] + 1e-9
     again = reproduce(name, env / "out2", params=TINY[name], store=store, workers=1)

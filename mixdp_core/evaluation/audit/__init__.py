@@ -39,7 +39,7 @@ from .stats import (
 )
 
 #: Attacks of ``mixdp audit --attack``.
-ATTACKS: tuple[str, ...] = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run")
+ATTACKS: tuple[str, ...] = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run", "seed-replay")
 
 
 @dataclass
@@ -73,6 +73,8 @@ class AuditResult:
         """True iff a lower bound exceeds the claim (a privacy bug): ε_lo > ε, or, for μ-GDP
         claims, μ_lo > μ, or, for claims with a privacy profile (DP-SGD), the profile is
         refuted at some ε (the statements hold jointly at the bound's confidence)."""
+        if self.extra.get("replay_refutes"):
+            return True  # the release was replayed bit for bit from its published seed (replay.py)
         if self.bound is None or self.claimed_epsilon is None:
             return False
         if self.bound.epsilon_lower > self.claimed_epsilon:
@@ -217,6 +219,17 @@ def run_audit(
         extra.update(canary_type=res["canary_type"], canary_mean_ratio=res["canary_mean_ratio"],
                      steps=res["steps"], n_runs=res["n_runs"], one_run_epsilon_lower=ob.epsilon_lower,
                      one_run_n_canaries=ob.n_trials)
+    elif attack == "seed-replay":
+        from .replay import seed_replay_audit
+
+        res = seed_replay_audit(method, params, split, trials=trials, **kw)
+        metrics, bound, rep = res, res["epsilon_bound"], res["report"]
+        rocs["seed replay"] = (res["fpr"], res["tpr"])
+        extra.update(exact_replays_with_canary=res["exact_in"], exact_replays_without_canary=res["exact_out"],
+                     trials_with_canary=res["n_in"], trials_without_canary=res["n_out"],
+                     replay_refutes=res["replay_refutes"], noise=res["noise"],
+                     bound_note=("the adversary knows each run's seed and replays its training on the data with "
+                                 "the canary; a release reproduced bit for bit refutes any finite ε"))
     else:  # one-run
         res = one_run_audit(method, params, split, canaries=canaries, **kw)
         metrics, bound, rep = res, res["epsilon_bound"], res["report"]

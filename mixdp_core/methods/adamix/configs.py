@@ -194,7 +194,7 @@ class NoisyGDConfig(PrivacyConfig):
                                    "vs 58 with the geometric γ = 0.2).")
     tuning_val_fraction: float = param(0.2, type=float, range=_UNIT_OPEN,
                                        help="Share of the private rows held out to score honest-tuning candidates.")
-    blas_threads: Optional[int] = param(1, type=int, range=Interval(1, None),
+    blas_threads: Optional[int] = param(1, type=int, range=Interval(1, None), optional=True,
                                         help="BLAS threads during fit (restored afterwards); None leaves the "
                                              "process setting (benchmarks/train.py measures the best count).")
     trust_region: bool = param(True, type=bool,

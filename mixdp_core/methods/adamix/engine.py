@@ -60,6 +60,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ... import accounting
+from ...randomness import SECURE, noise_rng
 from .._linear import error_rate, row_norms, softmax_residual, xt_dot
 from ..base import OnStep, StepRecord
 
@@ -147,6 +148,7 @@ class NoisyGDOptions:
     weight_decay: float = 1.0
     eval_every: int = 10
     seed: int = 0
+    noise: str = SECURE
     n_hat: Optional[float] = None
     n_hat_private: Optional[float] = None
     smoothness: float = 0.5
@@ -989,7 +991,7 @@ def run_noisygd(
     C = problem.n_classes
     T = int(opts.steps)
     sigma = float(opts.noise_multiplier)
-    rng = np.random.default_rng([opts.seed, 0xADA])
+    rng = noise_rng(opts.noise, opts.seed, 0xADA)
     release = _release_function(opts.device, Xq.nbytes)
 
     xq_norm = row_norms(Xq)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ... import accounting
 from ...errors import DataError
+from ...randomness import noise_rng, snap_count
 from .._linear import error_rate, fit_logistic, fit_public, l2_normalize, row_norms, softmax_residual
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
@@ -72,7 +73,8 @@ class NoisyGDMethod(LinearHead):
         seed); ``steps`` is set once T is known."""
         cfg = self.config
         return NoisyGDOptions(noise_multiplier=cfg.noise_multiplier, steps=0, target_delta=cfg.target_delta,
-                              schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed, **choices)
+                              schedule=cfg.schedule, learning_rate=cfg.learning_rate, seed=cfg.seed, noise=cfg.noise,
+                              **choices)
 
     def _public_init(self, split: Any, d: UnitRows) -> np.ndarray:
         if len(split.y_public) == 0:
@@ -212,7 +214,7 @@ class NoisyGDMethod(LinearHead):
         cfg = self.config
         X, y = problem.X_private, problem.y_private
         gain = float(np.sum((X @ W_new).argmax(1) == y)) - float(np.sum((X @ W_base).argmax(1) == y))
-        rng = np.random.default_rng([cfg.seed, stream])
+        rng = noise_rng(cfg.noise, cfg.seed, stream)
         return gain + cfg.noise_multiplier * float(rng.standard_normal())
 
     def _checkpoint_test(self, problem: NoisyGDProblem, W_final: np.ndarray, W_early: np.ndarray, *,
@@ -301,8 +303,8 @@ class NoisyGDMethod(LinearHead):
         one more NoisyGD step (``mu^2 = 1/sigma^2``); the run composes ``1 + T_grad``
         releases, which is the calibrated ``T``. Seeded apart from the gradient noise.
         """
-        rng = np.random.default_rng([self.config.seed, 0xC0417])
-        return float(n_private + self.config.noise_multiplier * rng.standard_normal())
+        rng = noise_rng(self.config.noise, self.config.seed, 0xC0417)
+        return snap_count(n_private + self.config.noise_multiplier * rng.standard_normal())
 
     def _fit(self, split: Any, on_step: OnStep | None) -> "NoisyGDMethod":
         if self.config.honest_tuning:
@@ -339,7 +341,7 @@ class NoisyGDMethod(LinearHead):
         as executed; it never exceeds ``target_epsilon``. No test data is read.
         """
         cfg = self.config
-        rng = np.random.default_rng([cfg.seed, 0x7E57])
+        rng = noise_rng(cfg.noise, cfg.seed, 0x7E57)  # K, the parts and the scores: inside the mechanism
         n_priv = len(split.y_private)
         val = rng.random(n_priv) < cfg.tuning_val_fraction
         sub = dataclasses.replace(split, X_private=split.X_private[~val], y_private=split.y_private[~val])
@@ -350,8 +352,7 @@ class NoisyGDMethod(LinearHead):
         T_rep = T_grad + 1  # count + gradient steps of one repetition
         mu_run = math.sqrt(T_rep) / sigma
         best = None
-        history: list[StepRecord] = []
-        for j in range(K):
+        for _ in range(K):
             pick = 0 if rng.random() < HONEST_DEFAULT_WEIGHT else 1 + int(rng.integers(len(HONEST_GRID) - 1))
             z_mult, mult = HONEST_GRID[pick]
             z = z_mult * NOISE_MARGIN_Z
@@ -361,28 +362,31 @@ class NoisyGDMethod(LinearHead):
             run._fit_once(sub, None)
             correct = float(np.sum((Xv @ run.W_).argmax(1) == yv)) if len(yv) else 0.0
             score = correct + rng.normal(0.0, 1.0 / mu_run)
-            history.append(StepRecord(step=j + 1, total_steps=K, test_error=None,
-                                      extra={"candidate_z": z, "lambda_mult": mult, "noisy_val_correct": score}))
             if best is None or score > best[0]:
-                best = (score, run)
-        _, run = best
+                best = (score, z, mult, run)
+        # Papernot & Steinke's theorem covers releasing the best repetition (its output and
+        # its noisy score) with K hidden: K, the other repetitions and their scores end here.
+        score, z, mult, run = best
+        del best, K
         self._reset()
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
                      "count_releases_", "guard_kept_private_", "checkpoint_kept_early_", "ref_distance_"):
             setattr(self, attr, getattr(run, attr, None))
-        self.steps_ = K * T_rep
-        self.history_ = history
+        self.steps_ = T_rep  # the released repetition's releases (count + gradient steps)
+        self.history_ = [StepRecord(step=1, total_steps=1, test_error=None,
+                                    extra={"candidate_z": z, "lambda_mult": mult, "noisy_val_correct": score})]
         self.pdp_sq_ratio_sum_ = None  # per-instance accounting of the selection is not derived
         eps = accounting.selection_epsilon(mu_run, delta=cfg.target_delta, eta=cfg.tuning_eta, gamma=cfg.tuning_gamma)
+        expected = accounting.tnb_expected_count(cfg.tuning_eta, cfg.tuning_gamma)
         self.privacy_ = accounting.PrivacyReport(
             epsilon=float(eps), delta=float(cfg.target_delta), mu=None, rho=None, pure_epsilon=None,
             mechanism=(f"private selection (Papernot & Steinke 2022, TNB({cfg.tuning_eta:g}, {cfg.tuning_gamma:g}), "
-                       f"K = {K} run(s)) "
+                       f"expected {expected:.3g} run(s); the number run is hidden) "
                        f"of {mu_run:.4g}-GDP repetitions (count + {T_rep - 1} NoisyGD steps, sigma = "
                        f"{sigma:.4g}; noisy validation count)"),
             accountant="rdp",
         )
-        self.tuning_repetitions_ = K
+        self.expected_repetitions_ = float(expected)
         self.calibrated_steps_ = T_rep - 1
         self.stopped_early_ = False
         return self

@@ -56,6 +56,7 @@ import numpy as np
 
 from ...errors import ConfigError, DataError
 from ...config import SEED_RANGE, Interval, param
+from ...randomness import REPRODUCIBLE, noise_rng
 from .._private_count import PrivateCountConfig, check_bound, resolve_private_count
 from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
 
@@ -501,6 +502,7 @@ class SparseFinetune(Method):
                 n_used=n_used,
                 pdp_every=self.pdp_every_,
                 pdp_accumulator=self.pdp_accumulator_,
+                noise_rng=None if cfg.noise == REPRODUCIBLE else noise_rng(cfg.noise, cfg.seed + 1, 0xD5),
             )
         for p in model.parameters():
             p.requires_grad_(False)

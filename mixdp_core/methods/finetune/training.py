@@ -30,6 +30,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -207,6 +208,7 @@ def dp_sgd_finetune(
     n_used: Optional[float] = None,
     pdp_every: int = 0,
     pdp_accumulator: Any = None,
+    noise_rng: Any = None,
 ) -> int:
     """Fine-tune the transfer parameters τ of ``model`` with masked DP-SGD (see module doc).
 
@@ -235,6 +237,10 @@ def dp_sgd_finetune(
             ``k > 1`` an estimate for the steps in between). 0 = off.
         pdp_accumulator: receives ``add(ratios, steps)`` (a
             :class:`~mixdp_core.accounting.pdp.SubsampledGaussianPDP`); needed iff ``pdp_every``.
+        noise_rng: a ``np.random.Generator`` (:func:`mixdp_core.randomness.noise_rng`) that,
+            when given, draws both the Poisson sample and the Gaussian noise instead of
+            ``generator`` — both are part of the mechanism: amplification by subsampling holds
+            only if the sample is as unpredictable as the noise.
 
     Returns:
         The number of logical DP-SGD steps executed (what the accountant must charge).
@@ -267,13 +273,14 @@ def dp_sgd_finetune(
     if generator is not None and device.type != "cpu":
         noise_generator = torch.Generator(device=device)
         noise_generator.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
-    optimizer = DPOptimizer(
+    optimizer = (DPOptimizer if noise_rng is None else _RngDPOptimizer)(
         base,
         noise_multiplier=noise_multiplier,
         max_grad_norm=clip_norm,
         expected_batch_size=expected_batch,
         loss_reduction="mean",
         generator=noise_generator,
+        **({} if noise_rng is None else {"rng": noise_rng}),
     )
     masks = [(named[n], m.to(device=device, dtype=named[n].dtype)) for n, m in selection.masks.items()]
 
@@ -285,6 +292,8 @@ def dp_sgd_finetune(
     optimizer.attach_step_hook(mask_noised_grad)
 
     loader = DPDataLoader(TensorDataset(images, labels), sample_rate=sample_rate, generator=generator)
+    if noise_rng is not None:
+        _draw_sample_from(loader.batch_sampler, noise_rng)
     steps_per_epoch = len(loader)
     total = steps_per_epoch * epochs
     warmup = int(round(warmup_epochs * steps_per_epoch))
@@ -367,3 +376,52 @@ def dp_sgd_finetune(
             if hasattr(p, attr):
                 delattr(p, attr)
     return executed
+
+
+def _draw_sample_from(sampler: Any, rng: Any) -> None:
+    """Make Opacus' Poisson sampler draw its masks from ``rng`` (a numpy Generator).
+
+    ``DataLoader`` forbids replacing its ``batch_sampler``; the sampler object itself is
+    re-classed to a subclass that differs only in where its coins come from (same ``q``,
+    same number of logical steps), so ``BatchMemoryManager`` and the accounting see the
+    sampler they expect."""
+    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+
+    class _RngPoissonSampler(UniformWithReplacementSampler):
+        def __iter__(self):
+            for _ in range(self.steps):
+                mask = self._rng.random(self.num_samples) < self.sample_rate
+                yield np.flatnonzero(mask).tolist()
+
+    sampler.__class__ = _RngPoissonSampler
+    sampler._rng = rng
+
+
+def _rng_dp_optimizer_cls() -> type:
+    from opacus.optimizers import DPOptimizer
+    from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
+
+    class RngDPOptimizer(DPOptimizer):
+        """Opacus' DPOptimizer with its Gaussian noise drawn from a numpy Generator (the
+        secure source of :mod:`mixdp_core.randomness`): std ``σ·C`` per coordinate of the
+        summed clipped gradient, exactly as :meth:`DPOptimizer.add_noise`."""
+
+        def __init__(self, *args: Any, rng: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self._rng = rng
+
+        def add_noise(self) -> None:
+            std = float(self.noise_multiplier * self.max_grad_norm)
+            for p in self.params:
+                _check_processed_flag(p.summed_grad)
+                ref = p.summed_grad
+                z = torch.from_numpy(self._rng.standard_normal(tuple(ref.shape), dtype=np.float32))
+                noise = (z * std).to(device=ref.device, dtype=ref.dtype)
+                p.grad = (ref + noise).view_as(p)
+                _mark_as_processed(p.summed_grad)
+
+    return RngDPOptimizer
+
+
+def _RngDPOptimizer(*args: Any, **kwargs: Any) -> Any:
+    return _rng_dp_optimizer_cls()(*args, **kwargs)

@@ -51,6 +51,7 @@ import numpy as np
 from .._observe import notify_release
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
+from ...randomness import noise_rng
 from .._private_count import PrivateCountConfig, check_bound, resolve_private_count
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import largest_param
@@ -145,7 +146,7 @@ class _LinearHead(PrototypeFamilyMethod):
         Xa = _augment(split.X_private)
         n, C = len(Xa), split.n_classes
         Y = np.eye(C)[np.asarray(split.y_private)]
-        rng = np.random.default_rng([cfg.seed, 0x5CD])
+        rng = noise_rng(cfg.noise, cfg.seed, 0x5CD)
         # N enters only through n_used (module docstring): a noisy count (accounted), a public
         # bound, or the exact count declared public.
         n_used, self.count_event_ = resolve_private_count(cfg, n, seed=cfg.seed)
@@ -293,17 +294,27 @@ class DPLSConfig(SeededPrivacyConfig):
                                   "added to λ, keeping the system well conditioned.")
 
 
+#: L2 sensitivity of DP-LS's released upper triangle of ``Σ x̃ x̃^T`` (see :class:`DPLS`).
+DPLS_COV_SENSITIVITY = math.sqrt(0.75)
+
+
 @METHODS.register("dp_ls")
 class DPLS(PrototypeFamilyMethod):
     """DP-LS (Mehta et al., TMLR 2023): ridge regression on one-hot targets from noisy statistics.
 
     With ``x̃ = [x/||x||, 1]/sqrt(2)`` (``||x̃|| = 1``) and one-hot ``y`` (``||y|| = 1``):
 
-    * ``A = Σ x̃ x̃^T`` — Frobenius sensitivity ``||x̃||² = 1`` (add/remove); released as
-      ``A + E``, ``E`` symmetric with i.i.d. ``N(0, σ_A²)`` upper triangle;
+    * ``A = Σ x̃ x̃^T`` — what is released is its upper triangle (diagonal included), ``A + E``
+      with ``E`` symmetric and an i.i.d. ``N(0, σ_A²)`` upper triangle. Adding/removing one
+      row moves those ``D(D+1)/2`` coordinates by ``x̃_i x̃_j`` (i ≤ j), of squared L2 norm
+      ``(||x̃||⁴ + Σ x̃_i⁴)/2 = (1 + Σ x̃_i⁴)/2 ≤ 3/4`` (the last coordinate is 1/√2, the others
+      hold squared norm 1/2, so ``Σ x̃_i⁴ ≤ 1/4 + 1/4``): sensitivity
+      :data:`DPLS_COV_SENSITIVITY` ``= √¾``, attained by a row on one axis;
     * ``b = Σ x̃ y^T`` — sensitivity ``||x̃||·||y|| = 1``; released with ``N(0, σ_b²)``.
 
-    ``σ_A = 1/sqrt(2 ρ f)``, ``σ_b = 1/sqrt(2 ρ (1−f))``, ρ the largest budget whose (ε, δ)
+    ``σ_A = √¾/sqrt(2 ρ f)``, ``σ_b = 1/sqrt(2 ρ (1−f))`` (each a Gaussian mechanism with
+    noise multiplier ``1/sqrt(2 ρ f)``, resp. ``1/sqrt(2 ρ (1−f))``, in units of its
+    sensitivity), ρ the largest budget whose (ε, δ)
     (accounting module, composition of the two Gaussians) is within the target; weights
     ``W = (A + E + λ I)^{-1} (b + noise)``, ``λ = reg + noise_reg · 2 σ_A sqrt(d+1)``.
     """
@@ -336,9 +347,9 @@ class DPLS(PrototypeFamilyMethod):
         Xs = self._stats(split.X_private)
         D, C = Xs.shape[1], split.n_classes
         Y = np.eye(C)[np.asarray(split.y_private)]
-        sA = 1.0 / math.sqrt(2.0 * rho * cfg.cov_fraction)
+        sA = DPLS_COV_SENSITIVITY / math.sqrt(2.0 * rho * cfg.cov_fraction)
         sb = 1.0 / math.sqrt(2.0 * rho * (1 - cfg.cov_fraction))
-        rng = np.random.default_rng([cfg.seed, 0x715])
+        rng = noise_rng(cfg.noise, cfg.seed, 0x715)
         E = np.triu(rng.normal(0.0, sA, size=(D, D)))
         E = E + np.triu(E, 1).T
         A = Xs.T @ Xs + E

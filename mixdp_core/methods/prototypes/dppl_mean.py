@@ -30,6 +30,7 @@ import numpy as np
 from ...errors import ConfigError, DataError
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
+from ...randomness import noise_rng
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import largest_param
 from .utilities import avg_pool, cosine_scores, l2_normalize
@@ -290,7 +291,7 @@ class DPPLMean(PrototypeFamilyMethod):
         for c, g in enumerate(groups):
             if len(g) == 0:
                 raise DataError(f"y_private: class {c} has no private samples")
-        rng = np.random.default_rng([cfg.seed, 0xD99])
+        rng = noise_rng(cfg.noise, cfg.seed, 0xD99)
         gamma = gaussian_tailbound(d, cfg.beta)
         n_eff = [_noisy_count(len(g), neighbouring=cfg.neighbouring, count_rho=count_rho, rng=rng) for g in groups]
         centres = np.zeros((C, d))

@@ -31,6 +31,7 @@ import numpy as np
 from ...errors import ConfigError
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
+from ...randomness import noise_rng
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import calibrate_em_epsilon
 from .utilities import (
@@ -124,7 +125,7 @@ class DPPLPublic(_PublicBase):
             monotone=True, calibration=cfg.calibration,
         )
         pool, U = self._utilities(split, public_pool)
-        rng = np.random.default_rng([cfg.seed, 0xE11])
+        rng = noise_rng(cfg.noise, cfg.seed, 0xE11)
         sens = cfg.d_max - cfg.d_min
         idx = np.array([sample_em(U[c], epsilon=self.epsilon_em_, sensitivity=sens, monotone=True, rng=rng)
                         for c in range(split.n_classes)])

@@ -13,6 +13,7 @@ import numpy as np
 from ...errors import ConfigError
 from ..base import METHODS
 from ...config import Interval, param
+from ...randomness import noise_rng
 from ...accounting.calibration import calibrate_em_epsilon
 from .dppl_public import DPPLPublicConfig, _PublicBase
 from .utilities import sample_topk
@@ -83,7 +84,7 @@ class DPPLPublicTopK(_PublicBase):
         k = int(cfg.k)
         if k > U.shape[1]:
             raise ConfigError("k", f"must be <= the public pool size {U.shape[1]}, got {k}")
-        rng = np.random.default_rng([cfg.seed, 0x70C])
+        rng = noise_rng(cfg.noise, cfg.seed, 0x70C)
         sens = cfg.d_max - cfg.d_min
         idx = np.stack([sample_topk(U[c], k, epsilon=self.epsilon_em_, sensitivity=sens, rng=rng,
                                     monotone=self.monotone)

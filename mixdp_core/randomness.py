@@ -1,0 +1,104 @@
+"""Where every private release draws its noise.
+
+A DP guarantee is a statement about the *distribution* of the released value; it holds only
+if the adversary cannot predict the noise. A generator seeded with a published seed can be
+replayed: the noisy count gives back the exact count and the released weights give back
+membership, whatever the arithmetic of the accountant says. So:
+
+* ``"secure"`` (default): a fresh ``np.random.Generator`` over **ChaCha20** (``randomgen``,
+  20 rounds — the stream cipher the Linux kernel's CSPRNG uses), keyed with 256 bits from the
+  operating system (:mod:`secrets`) at every call. The key is never stored, logged or
+  returned, so nothing the product writes lets anyone recompute a draw; the same seed twice
+  gives different released values. Data splits stay reproducible from the run's seed: they
+  use the seed, never this module.
+* ``"reproducible"``: numpy's PCG64 seeded with ``[seed, stream]`` (the behaviour of earlier
+  versions), for research that must replay a run bit for bit. **Not private against anyone
+  who knows the seed** — the report, the UI and every export say so
+  (:data:`REPRODUCIBLE_WARNING`), and ``mixdp audit --attack seed-replay`` raises its alarm
+  on such runs.
+
+Floating-point attacks (Mironov 2012): the support of ``x + noise`` computed in doubles
+depends on ``x``, which can reveal ``x`` from one output. What the product does about it:
+integer-valued releases (noisy counts) are snapped to the integer grid
+(:func:`snap_count`), a grid far coarser than the doubles' spacing, so the output's support
+no longer depends on the exact count (Mironov's snapping, with rounding to integers); vector
+releases (gradients) are never published step by step — only the final model after many
+noisy steps and further arithmetic is — and their noise comes from full 53-bit (float64) or
+24-bit (float32) uniforms of ChaCha20 through numpy's ziggurat. No formal proof covers the
+float arithmetic of the vector releases; ``docs/privacy.md`` states this limit.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError
+
+#: Values of every private config's ``noise`` field.
+NOISE_SOURCES: tuple[str, ...] = ("secure", "reproducible")
+SECURE, REPRODUCIBLE = NOISE_SOURCES
+
+#: Label every report, page and export of a run with reproducible noise carries.
+REPRODUCIBLE_WARNING = ("noise reproducible from the seed: NOT private against anyone who knows the seed "
+                        "(research option)")
+#: What the report says of the default source.
+SECURE_LABEL = "secure: ChaCha20 keyed from the OS at every run; key never stored"
+
+
+def noise_rng(source: str, seed: int, stream: int) -> np.random.Generator:
+    """The generator one private release draws from.
+
+    Args:
+        source: ``"secure"`` or ``"reproducible"`` (:data:`NOISE_SOURCES`).
+        seed: the run's seed (used only by ``"reproducible"``).
+        stream: a constant naming the release inside the method (keeps reproducible draws of
+            different releases independent).
+
+    Raises:
+        ConfigError: ``source`` is not one of :data:`NOISE_SOURCES` (field ``noise``).
+    """
+    if source == SECURE:
+        import randomgen  # a numpy BitGenerator of a real stream cipher
+
+        return np.random.Generator(randomgen.ChaCha(key=secrets.randbits(256), counter=0, rounds=20))
+    if source == REPRODUCIBLE:
+        return np.random.default_rng([int(seed), int(stream)])
+    raise ConfigError("noise", f"must be one of {', '.join(NOISE_SOURCES)}, got {source!r}")
+
+
+def noise_source_of(config: Any) -> str:
+    """The ``noise`` field of a method config (``"secure"`` when it has none)."""
+    return str(getattr(config, "noise", SECURE))
+
+
+def torch_noise_seed(source: str, seed: int, stream: int) -> int:
+    """A 63-bit seed for a ``torch.Generator`` that draws vector noise on an accelerator.
+
+    ``"secure"``: 63 fresh bits from the OS, never stored — unpredictable to anyone who
+    reads the run's records; torch's generators (Philox on CUDA, MT19937 on CPU) are not
+    cryptographic, so the CPU paths draw from :func:`noise_rng` instead and this is used only
+    where the noise must be generated on the device. ``"reproducible"``: derived from
+    ``(seed, stream)``.
+    """
+    if source == SECURE:
+        return secrets.randbits(63)
+    if source == REPRODUCIBLE:
+        return int(np.random.SeedSequence([int(seed), int(stream)]).generate_state(1, np.uint64)[0] >> np.uint64(1))
+    raise ConfigError("noise", f"must be one of {', '.join(NOISE_SOURCES)}, got {source!r}")
+
+
+def snap_count(value: float) -> float:
+    """Round a noisy count to the integer grid (post-processing: costs no privacy).
+
+    The grid's spacing (1) is far coarser than the doubles' spacing near any count, so the
+    support of the released value no longer depends on the exact count (Mironov 2012's
+    floating-point attack reads the exact input off that support)."""
+    return float(np.rint(value))
+
+
+def label(source: str) -> str:
+    """One line saying where a run's noise came from (reports, pages, exports)."""
+    return REPRODUCIBLE_WARNING if source == REPRODUCIBLE else SECURE_LABEL

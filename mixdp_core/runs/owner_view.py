@@ -1,0 +1,67 @@
+"""What of a run only the data owner may see, and the public view of a run for exports.
+
+A run's store row keeps everything (the app's charts need it), but some of it is computed on
+the private data *without* a DP guarantee: membership-inference scores, per-instance ε, the
+exact private count and per-class private counts (the split summary), the minority classes
+they imply, the exact train loss at every step. The reported ε does not cover them.
+
+Every export (``RunStore.export``, the Runs page's download buttons) therefore leaves them
+out by default; with ``owner_view=True`` they are included, but only grouped under
+``owner_only`` with :data:`OWNER_NOTE` — never flat beside the released values — as the
+CLI's ``--json`` does under ``diagnostics``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+#: Metrics computed on the private data without a DP guarantee: for the data owner only.
+DIAGNOSTIC_KEYS = (
+    "mia_auc", "mia_advantage", "mia_n_per_side", "pdp_epsilon_min", "pdp_epsilon_median",
+    "pdp_epsilon_max", "pdp_epsilon_mean", "n_private", "train_loss",
+)
+#: Other metrics that read the private data in the clear: the split's per-class counts,
+#: the minority classes they imply, and the grouped block itself.
+OWNER_METRIC_KEYS = DIAGNOSTIC_KEYS + ("split", "minority_classes", "diagnostics", "pdp_owner_only",
+                                      "pdp_epsilon_kind", "mia_class_matched")
+#: Prefixes of owner-only metric names (every per-instance-DP and membership-attack figure).
+OWNER_PREFIXES = ("pdp_epsilon_", "mia_")
+#: Step-record fields computed on the private data in the clear.
+OWNER_STEP_KEYS = ("train_loss",)
+
+OWNER_NOTE = (
+    "Owner-only diagnostics: computed on the private data without a privacy guarantee "
+    "(membership-inference scores, per-instance DP, exact private count and per-class counts, "
+    "minority classes, train loss). They are not covered by the reported epsilon; do not publish them."
+)
+
+
+def is_owner_only(key: str) -> bool:
+    """Whether metric ``key`` is owner-only (see the module docstring)."""
+    return key in OWNER_METRIC_KEYS or key.startswith(OWNER_PREFIXES)
+
+
+def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` without any owner-only key."""
+    return {k: v for k, v in metrics.items() if not is_owner_only(k)}
+
+
+def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The owner-only values of a run, grouped under :data:`OWNER_NOTE`.
+
+    ``steps``: the run's step records; their owner-only fields come back as
+    ``{"step_<field>": [value per step]}``."""
+    out: dict[str, Any] = {"note": OWNER_NOTE}
+    for k, v in metrics.items():
+        if is_owner_only(k) and k != "diagnostics":
+            out[k] = v
+    steps = list(steps)
+    for f in OWNER_STEP_KEYS:
+        if any(f in s for s in steps):
+            out[f"step_{f}"] = [s.get(f) for s in steps]
+    return out
+
+
+def public_steps(steps: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Step records without their owner-only fields."""
+    return [{k: v for k, v in s.items() if k not in OWNER_STEP_KEYS} for s in steps]

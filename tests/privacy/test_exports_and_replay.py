@@ -1,0 +1,98 @@
+"""Exports keep the owner's view apart; the seed-replay audit alarms on reproducible noise only."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from mixdp_core.runs.owner_view import OWNER_NOTE, is_owner_only
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    from mixdp_core.runs.runner import RunConfig, execute
+    from mixdp_core.runs.store import RunStore
+
+    tmp = tmp_path_factory.mktemp("exports")
+    store = RunStore(tmp / "store")
+    cfg = RunConfig(dataset="digits", encoder="pixels", method="fully_private", target_epsilon=2.0,
+                    imbalance_ratio=10.0, method_params={"noise_multiplier": 30.0})
+    rid = execute(cfg, store=store, cache_dir=tmp / "cache")
+    return store, rid
+
+
+OWNER_SAMPLES = ("mia_auc", "pdp_epsilon_max", "n_private", "split", "minority_classes")
+
+
+def test_json_export_leaves_the_owners_view_out_by_default(stored):
+    store, rid = stored
+    rec = store.get_run(rid)
+    assert all(k in rec.metrics for k in OWNER_SAMPLES)  # the store keeps them (charts need them)
+    d = json.loads(store.export(run_ids=[rid], fmt="json"))[0]
+    assert not [k for k in d["metrics"] if is_owner_only(k)]
+    assert all(k not in d["metrics"] for k in OWNER_SAMPLES)
+    assert "owner_only" not in d
+    assert d["steps"] and all("train_loss" not in s for s in d["steps"])
+    assert isinstance(d["created_at"], str) and d["created_at"].endswith("+00:00")  # ISO 8601, not epochs
+
+
+def test_json_export_groups_the_owners_view_under_the_note_when_asked(stored):
+    store, rid = stored
+    d = json.loads(store.export(run_ids=[rid], fmt="json", owner_view=True))[0]
+    o = d["owner_only"]
+    assert o["note"] == OWNER_NOTE
+    assert all(k in o for k in OWNER_SAMPLES)
+    assert len(o["step_train_loss"]) == len(d["steps"])
+    assert not [k for k in d["metrics"] if is_owner_only(k)]  # still never flat
+
+
+def test_csv_export_public_by_default_and_prefixed_when_asked(stored):
+    store, rid = stored
+    rows = list(csv.DictReader(io.StringIO(store.export(run_ids=[rid], fmt="csv"))))
+    cols = set(rows[0])
+    assert not [c for c in cols if c.startswith("metric.") and is_owner_only(c[len("metric."):])]
+    assert "metric.test_error" in cols and "metric.noise" in cols
+    rows = list(csv.DictReader(io.StringIO(store.export(run_ids=[rid], fmt="csv", owner_view=True))))
+    assert rows[0]["owner_only.note"] == OWNER_NOTE and rows[0]["owner_only.mia_auc"]
+    assert not rows[0]["created_at"].replace(".", "").isdigit()
+
+
+def _replay(noise: str):
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.evaluation.audit import run_audit
+    from tests.methods.conftest import digits_featureset
+
+    split = make_split(digits_featureset(n_train=200), SplitSpec(public_per_class=3, seed=2))
+    return run_audit(split, "dp_ls", attack="seed-replay", epsilon=1.0, seed=0,
+                     method_params={"noise": noise}, trials=60)
+
+
+def test_seed_replay_alarms_on_reproducible_noise():
+    r = _replay("reproducible")
+    assert r.alarm
+    s = r.summary()
+    assert s["exact_replays_with_canary"] == s["trials_with_canary"] >= 2
+    assert s["exact_replays_without_canary"] == 0
+    assert s["empirical_epsilon_lower"] > 0.5 and s["auc"] == 1.0
+
+
+def test_seed_replay_is_silent_on_secure_noise():
+    r = _replay("secure")
+    s = r.summary()
+    assert not r.alarm
+    assert s["exact_replays_with_canary"] == 0 and s["exact_replays_without_canary"] == 0
+    assert s["empirical_epsilon_lower"] <= 1.0
+
+
+def test_default_trials_can_refute_the_claim():
+    from mixdp_core.evaluation.audit.replay import MAX_DEFAULT_TRIALS, default_trials
+    from mixdp_core.evaluation.audit.stats import epsilon_lower_bound
+    import numpy as np
+
+    n = default_trials(1.0)
+    pos, neg = np.zeros(n // 2), -np.ones(n - n // 2)  # a perfect attack with that many trials
+    assert epsilon_lower_bound(pos, neg, delta=1e-5).epsilon_lower > 1.0
+    assert default_trials(50.0) == MAX_DEFAULT_TRIALS

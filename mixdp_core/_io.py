@@ -27,6 +27,13 @@ def storage_error(exc: BaseException, path: str | os.PathLike, *, what: str, fix
         why = "the disk is full"
     elif no in _READONLY or "readonly" in msg or "read-only" in msg or "permission denied" in msg:
         why = "it is read-only or not writable"
+    elif "database is locked" in msg or "database table is locked" in msg or "busy" in msg:
+        # not a space problem: the generic fix ("free some space") would mislead
+        return StorageError(f"{what}: {str(path)!r} is held by another process (a write lock was not released "
+                            f"in time); wait for it to finish, or use another store (MIXDP_HOME, CLI: --store)")
+    elif "not a database" in msg or "malformed" in msg or "file is encrypted" in msg:
+        return StorageError(f"{what}: {str(path)!r} is not a readable run database (corrupt or another kind of "
+                            f"file); move it aside or use another store (MIXDP_HOME, CLI: --store)")
     elif isinstance(exc, sqlite3.Error) and ("unable to open" in msg or "disk i/o" in msg):
         why = f"the database cannot be opened or written ({exc})"
     else:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
@@ -387,19 +388,78 @@ EPSILON = ParamSpec(name="target_epsilon", type=float, default=3.0, range=Interv
 DELTA = ParamSpec(name="target_delta", type=float, default=1e-5, range=Interval(0, 1, closed="neither"),
                   help="δ in (0, 1) of the (ε, δ)-DP guarantee; well below 1/N.", unit="δ", alias="delta")
 
+# What a *run* may ask for (configs: ``RunConfig`` and every method config), inside the
+# mathematical domains above that the accounting module's functions take:
+#: ε below 1e-3 needs more noise than any float run can use (the accountants' inverses
+#: underflow: 1e-300 was a math domain error); above 1000 the (ε, δ) statement says nothing
+#: (e^1000 overflows a double).
+RUN_EPSILON = dataclasses.replace(EPSILON, range=Interval(1e-3, 1e3),
+                                  help="ε of the (ε, δ)-DP guarantee the run must satisfy, 0.001 to 1000 "
+                                       "(ignored by non-private reference methods).")
+#: δ is the probability that the ε statement may fail; above 0.1 a run could publish a record
+#: in the clear with that probability and still "satisfy" it, so no useful run asks for more.
+RUN_DELTA = dataclasses.replace(DELTA, range=Interval(0, 0.1, closed="right"),
+                                help="δ in (0, 0.1] of the (ε, δ)-DP guarantee; well below 1/N.")
+
 
 #: Seeds: numpy's generators and SQLite take them as 32-bit unsigned integers.
 SEED_RANGE = Interval(0, 2**32 - 1)
 
 
+_FLOAT_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+_INT_TEXT = re.compile(r"[+-]?\d+")
+
+
+def parse_number(field: str, text: Any, kind: type, allowed: str) -> Any:
+    """``text`` as an ``int`` or ``float``, in one format only: ASCII digits, an optional sign,
+    for floats a decimal point and exponent (``inf`` is parsed and left to the range check;
+    NaN is refused). Python's ``float()`` also takes full-width and Arabic-Indic digits,
+    ``1_0`` and surrounding spaces; a typed number means what it shows, so those are refused.
+    Integers are digits only (``1e3`` is not an integer count). ``None`` stays ``None``;
+    numbers (not strings) pass through the same checks.
+
+    Raises:
+        ConfigError: naming ``field`` and ``allowed``.
+    """
+    if text is None:
+        return None
+    bad = ConfigError(field, f"must be {allowed}, got {_short(text)}")
+    if isinstance(text, bool):
+        raise bad
+    if isinstance(text, (int, float)):
+        if kind is int and not (isinstance(text, int) or float(text).is_integer()):
+            raise bad
+        if isinstance(text, float) and math.isnan(text):
+            raise bad
+        return int(text) if kind is int else float(text)
+    if not isinstance(text, str):
+        raise bad
+    t = text.strip()
+    if not t.isascii() or not (_INT_TEXT if kind is int else _FLOAT_TEXT).fullmatch(t):
+        raise bad
+    try:
+        v = int(t) if kind is int else float(t)
+    except (ValueError, OverflowError):
+        raise bad from None
+    if kind is float and math.isnan(v):
+        raise bad
+    return v
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (errors never echo a whole list)."""
+    r = repr(value)
+    return r if len(r) <= limit else r[: limit - 15] + f"... ({len(r)} chars)"
+
+
 def epsilon_param(default: float = 3.0) -> Any:
-    """The ``target_epsilon`` field (declaration :data:`EPSILON`)."""
-    return param(default, **_kw(EPSILON))
+    """The ``target_epsilon`` field of a run's config (declaration :data:`RUN_EPSILON`)."""
+    return param(default, **_kw(RUN_EPSILON))
 
 
 def delta_param(default: float = 1e-5) -> Any:
-    """The ``target_delta`` field (declaration :data:`DELTA`)."""
-    return param(default, **_kw(DELTA))
+    """The ``target_delta`` field of a run's config (declaration :data:`RUN_DELTA`)."""
+    return param(default, **_kw(RUN_DELTA))
 
 
 def _kw(spec: ParamSpec) -> dict[str, Any]:

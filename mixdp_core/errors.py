@@ -21,8 +21,16 @@ class ConfigError(MixDPError, ValueError):
         message: what is allowed, e.g. ``"must be > 0, got -1"``.
     """
 
+    #: Longest message kept: an error names the field and the range, it never echoes a
+    #: whole list (a value of 100,000 items once made a 129 KB "one-line" error).
+    MAX_MESSAGE_CHARS = 600
+
     def __init__(self, field: str, message: str):
         self.field = field
+        if len(message) > self.MAX_MESSAGE_CHARS:
+            message = message[: self.MAX_MESSAGE_CHARS - 30] + f"... ({len(message)} chars cut)"
+        #: what is allowed, without the field (pages show it under the field's widget)
+        self.message = message
         super().__init__(f"{field}: {message}")
 
 

@@ -20,6 +20,30 @@ from .errors import DataError
 DEFAULT_MAX_FEATURE_ABS = 1e6
 
 
+#: Largest feature dimension D the methods take (``$MIXDP_MAX_FEATURE_DIM`` overrides): the
+#: DP linear methods hold D x C weights, D x k projection bases and per-step D-sized work; a
+#: 200,000-column file ran adamix into 10.9 GB. 65,536 covers every shipped encoder and
+#: 128-px pixels (49,152).
+DEFAULT_MAX_FEATURE_DIM = 65_536
+
+
+def max_feature_dim() -> int:
+    try:
+        v = int(os.environ.get("MIXDP_MAX_FEATURE_DIM", "") or DEFAULT_MAX_FEATURE_DIM)
+    except ValueError:
+        v = DEFAULT_MAX_FEATURE_DIM
+    return v if v > 0 else DEFAULT_MAX_FEATURE_DIM
+
+
+def check_feature_dim(d: int, where: str = "X_train") -> None:
+    """Refuse ``d`` feature columns above :func:`max_feature_dim` (before any training)."""
+    lim = max_feature_dim()
+    if int(d) > lim:
+        raise DataError(f"{where}: {int(d):,} feature columns; the methods take at most {lim:,} "
+                        f"(reduce the dimension, e.g. a smaller image_size or an encoder; MIXDP_MAX_FEATURE_DIM "
+                        f"sets the limit)")
+
+
 def max_feature_abs() -> float:
     try:
         v = float(os.environ.get("MIXDP_MAX_FEATURE_ABS", "") or DEFAULT_MAX_FEATURE_ABS)
@@ -87,6 +111,7 @@ class FeatureSet:
                 raise DataError(f"{xn}: has no samples")
             if X.shape[1] == 0:
                 raise DataError(f"{xn}: has no feature columns (shape {X.shape})")
+            check_feature_dim(X.shape[1], xn)
             if X.dtype.kind not in "fiu":
                 raise DataError(f"{xn}: must be a numeric (float) array, got dtype {X.dtype}")
             if y.dtype.kind not in "iuf":

@@ -21,6 +21,9 @@ if not runs:
 ids = [r.run_id for r in runs]
 by_id = {r.run_id: r for r in runs}
 sel = selected_run_id()
+if sel and sel not in by_id:  # a link to a missing or unfinished run: say so, never show another run silently
+    st.warning(f"Run `{str(sel)[:64]}` from the link is not a finished run in this store; showing the newest "
+               "finished run instead.")
 rid = st.selectbox("Run", ids, index=ids.index(sel) if sel in ids else 0, key="audit_run",
                    format_func=lambda i: run_label(by_id[i]))
 if rid != sel:

@@ -104,10 +104,14 @@ def test_budget_declared_once():
     from mixdp_core.methods import METHODS
     from mixdp_core.runs.runner import RunConfig
 
+    # what a run may ask for: one declaration each, inside the mathematical domains above
+    from mixdp_core.config import RUN_DELTA, RUN_EPSILON
+
+    assert RUN_EPSILON.range.lo > 0 and RUN_DELTA.range.hi < 1
     for cls in [RunConfig] + [m.config_cls for _, m in METHODS.items()]:
         specs = {s.name: s for s in describe(cls)}
-        assert specs["target_epsilon"].range == EPSILON.range and specs["target_epsilon"].field == "epsilon"
-        assert specs["target_delta"].range == DELTA.range and specs["target_delta"].field == "delta"
+        assert specs["target_epsilon"].range == RUN_EPSILON.range and specs["target_epsilon"].field == "epsilon"
+        assert specs["target_delta"].range == RUN_DELTA.range and specs["target_delta"].field == "delta"
 
 
 def test_interval_describe():

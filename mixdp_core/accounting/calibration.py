@@ -170,6 +170,12 @@ def calibrate_steps(*, noise_multiplier: float, target_epsilon: float, target_de
     if T < 1:
         eps1 = float(gaussian_epsilon(1.0 / s, delta=d))
         s1 = calibrate_noise(steps=1, target_epsilon=e, target_delta=d)
+        if not math.isfinite(eps1) or eps1 > 1e3:  # no ε is worth suggesting: name the noise
+            raise BudgetError(
+                "noise_multiplier",
+                f"noise_multiplier={s:g} is too small: one full-batch step would spend more than epsilon=1000 "
+                f"at delta={d:g}; target_epsilon={e:g} needs noise_multiplier >= {s1:.4g}",
+            )
         raise BudgetError(
             "epsilon",
             f"target_epsilon={e:g} is too small for noise_multiplier={s:g} at delta={d:g}: a single "

@@ -34,11 +34,11 @@ def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequen
         if key in q and str(q[key]).strip():
             try:
                 sel[key] = fn(str(q[key]))
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, KeyError):  # ConfigError is a ValueError
                 bad.append(key)
 
     def _methods(t: str) -> list[str]:
-        ms = [m.strip() for m in t.split(",") if m.strip()]
+        ms = list(dict.fromkeys(m.strip() for m in t.split(",") if m.strip()))  # each once, in order
         if not ms or any(m not in methods for m in ms):
             raise ValueError(t)
         return ms
@@ -63,6 +63,21 @@ def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequen
             raise ValueError(t)
         return match[0]
 
+    def _dataset(t: str) -> str:
+        # a shared link may name a file: the same resolution as every other spec, confined to
+        # the data root (a link to features:/etc/... is dropped, never read)
+        from ..data.paths import resolve_dataset_spec
+        from .jobs import app_data_folders
+
+        return resolve_dataset_spec(t.strip(), confine=True, also=app_data_folders())
+
+    def _encoder(t: str) -> str:
+        from ..encoders import ENCODERS
+
+        if t.strip() not in ENCODERS.keys():
+            raise ValueError(t)
+        return t.strip()
+
     def _pos_int(t: str) -> int:
         v = int(t)
         if v < 1:
@@ -75,8 +90,8 @@ def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequen
             raise ValueError(t)
         return v
 
-    parse("dataset", lambda t: t.strip())
-    parse("encoder", lambda t: t.strip())
+    parse("dataset", _dataset)
+    parse("encoder", _encoder)
     parse("methods", _methods)
     parse("epsilons", _eps)
     parse("seeds", _seeds)

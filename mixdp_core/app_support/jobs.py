@@ -47,6 +47,14 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..runs.store import RUNNING, RunStore
+from ..data.paths import confine_run_paths
+
+
+def app_data_folders(cache_dir: Any = None) -> tuple:
+    """Folders besides the data root that app runs may read: the app's own upload folder."""
+    from .forms import uploads_dir
+
+    return (uploads_dir(cache_dir),)
 
 QUEUED = "queued"
 ACTIVE = "running"
@@ -205,18 +213,36 @@ class JobManager:
         return uuid.uuid4().hex[:10]
 
     def submit_run(self, config: Any, *, kind: str = "train", reuse: bool = False) -> Job:
-        """Queue one training run of ``config`` (a ``RunConfig``)."""
+        """Queue one training run of ``config`` (a ``RunConfig``).
+
+        Raises:
+            ConfigError: a path of the config lies outside the data root (every launch from
+                the app goes through here or :meth:`submit_sweep`)."""
+        confine_run_paths(config, also=app_data_folders(self.cache_dir))
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=[config], reuse=reuse))
 
     def submit_sweep(self, configs: Sequence[Any], *, kind: str = "compare", reuse: bool = True) -> Job:
         """Queue a sweep of runs through the sweep engine (in parallel on the configured
-        executor); completed identical runs (same config hash) are reused when ``reuse``."""
+        executor); completed identical runs (same config hash) are reused when ``reuse``.
+
+        Raises:
+            ConfigError: a path of a config lies outside the data root."""
+        for c in configs:
+            confine_run_paths(c, also=app_data_folders(self.cache_dir))
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse))
 
     def submit_features(self, dataset: str, encoder: str, *, root: str | None = None,
                         encoder_kwargs: dict[str, Any] | None = None,
                         dataset_kwargs: dict[str, Any] | None = None) -> Job:
-        """Queue a feature extraction (fills the feature cache; progress in ``job.progress``)."""
+        """Queue a feature extraction (fills the feature cache; progress in ``job.progress``).
+
+        Raises:
+            ConfigError: the dataset's path or ``root`` lies outside the data root."""
+        from ..data.paths import _under_any, resolve_dataset_spec
+
+        resolve_dataset_spec(dataset, confine=True, also=app_data_folders(self.cache_dir))
+        if root:
+            _under_any(root, app_data_folders(self.cache_dir), "root")
         req = {"dataset": dataset, "encoder": encoder, "root": root,
                "encoder_kwargs": dict(encoder_kwargs or {}), "dataset_kwargs": dict(dataset_kwargs or {})}
         return self._submit(Job(job_id=self._new_id(), kind="features", feature_request=req))

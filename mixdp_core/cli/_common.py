@@ -74,20 +74,9 @@ def number(field: str, text: Any, kind: type, allowed: str) -> Any:
         ConfigError: ``text`` is not a number of that kind (NaN is refused), naming ``field``
             and ``allowed``.
     """
-    if text is None:
-        return None
-    try:
-        if kind is int:
-            v = float(text)
-            if not v.is_integer():
-                raise ValueError
-            return int(v)
-        v = float(text)
-        if math.isnan(v):
-            raise ValueError
-        return v
-    except (TypeError, ValueError, OverflowError):
-        raise ConfigError(field, f"must be {allowed}, got {text!r}") from None
+    from ..config import parse_number
+
+    return parse_number(field, text, kind, allowed)
 
 
 def number_list(field: str, text: Any, kind: type, allowed: str) -> list[Any]:

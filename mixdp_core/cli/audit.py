@@ -30,6 +30,11 @@ from ._common import Progress, fail, number, one_line_errors, pairs
 ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run", "seed-replay")
 
 
+#: Attacks that take ``--trials``, and the most trials one audit may ask for (each trial is a
+#: training or a canary: a billion would never finish and held 7 GB before this bound).
+TRIAL_ATTACKS = ("canary", "canary-whitebox", "seed-replay")
+MAX_TRIALS = 100_000
+
 #: ``--executor`` values: in-process, or the sweep engine's backends.
 AUDIT_EXECUTORS = ("sequential", "local", "ray")
 
@@ -84,9 +89,12 @@ def run(args: argparse.Namespace) -> int:
         canaries = number("canaries", args.canaries, int, "an integer >= 10")
         if canaries < 10:
             raise ConfigError("canaries", f"must be an integer >= 10, got {args.canaries!r}")
-        trials = number("trials", args.trials, int, "an integer >= 4")
-        if trials is not None and trials < 4:
-            raise ConfigError("trials", f"must be an integer >= 4, got {args.trials!r}")
+        trials = number("trials", args.trials, int, f"an integer in [4, {MAX_TRIALS:,}]")
+        if trials is not None and not 4 <= trials <= MAX_TRIALS:
+            raise ConfigError("trials", f"must be an integer in [4, {MAX_TRIALS:,}], got {args.trials!r}")
+        if trials is not None and args.attack not in TRIAL_ATTACKS:
+            raise ConfigError("trials", f"not used by --attack {args.attack}; it sets the trials of "
+                                        f"{', '.join(TRIAL_ATTACKS)}")
         conf = number("confidence", args.confidence, float, "a number in (0, 1)")
         if not 0 < conf < 1:
             raise ConfigError("confidence", f"must lie in (0, 1), got {args.confidence!r}")

@@ -26,6 +26,29 @@ class ImageSource(Protocol):
     def __getitem__(self, i: int) -> tuple[Any, int]: ...
 
 
+#: Largest image (width x height) decoded (``$MIXDP_MAX_IMAGE_PIXELS`` overrides): 40
+#: megapixels decode to 120 MB of RGB; encoders resize every image to at most 1024 px anyway.
+DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
+
+
+def max_image_pixels() -> int:
+    import os
+
+    try:
+        v = int(os.environ.get("MIXDP_MAX_IMAGE_PIXELS", "") or DEFAULT_MAX_IMAGE_PIXELS)
+    except ValueError:
+        v = DEFAULT_MAX_IMAGE_PIXELS
+    return v if v > 0 else DEFAULT_MAX_IMAGE_PIXELS
+
+
+def check_image_pixels(path: Any, width: int, height: int) -> None:
+    """Refuse, from the header, an image larger than :func:`max_image_pixels`."""
+    lim = max_image_pixels()
+    if int(width) * int(height) > lim:
+        raise DataError(f"image: {str(path)!r} is {width} x {height} pixels ({width * height / 1e6:.0f} megapixels), "
+                        f"above the limit of {lim / 1e6:.0f} megapixels (MIXDP_MAX_IMAGE_PIXELS); resize it")
+
+
 @dataclass
 class ArrayImageSource:
     """Images held in memory as an ``(N, H, W)`` or ``(N, H, W, 3)`` array.
@@ -83,10 +106,20 @@ class FileImageSource:
             open_path = real
         else:
             open_path = path
+        import warnings
+
         try:
-            with Image.open(open_path) as im:
+            with warnings.catch_warnings():  # the size is checked here, against our own limit
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im = Image.open(open_path)  # reads the header only
+            with im:
+                check_image_pixels(path, *im.size)  # before decoding: a 13000 x 13000 PNG took 1.35 GB
                 im.load()
                 img = im.convert("RGB")
+        except DataError:  # the size check's own one-line error (DataError is a ValueError)
+            raise
+        except Image.DecompressionBombError as e:  # above Pillow's own limit, raised at open
+            raise DataError(f"image: {str(path)!r} is too large to decode safely ({e})") from None
         except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
             raise CorruptImageError(path, str(e)) from None
         return img, int(self.labels[i])

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from ..featureset import FeatureSet
+from ..featureset import FeatureSet, check_feature_dim
 from ..registry import Registry
 from .base import ArrayImageSource, FileImageSource, LoadedDataset
 
@@ -218,6 +218,8 @@ def load_feature_file(path: str | Path) -> FeatureSet:
     for k in ("X_train", "X_test"):
         if heads[k][1].kind not in "f":
             raise DataError(f"{k}: must be a float array, got dtype {heads[k][1]}")
+        if len(heads[k][0]) == 2:
+            check_feature_dim(heads[k][0][1], k)  # from the header, before any array is read
     arrs = load_npz(p, field="features")
     for k in ("X_train", "X_test"):
         if not np.issubdtype(arrs[k].dtype, np.floating):
@@ -361,6 +363,55 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
         key, _, arg = spec.partition(":")
         return key, (arg or None)
     return spec, None
+
+
+#: The loader options a user may set (``--dataset-arg``, ``RunConfig.dataset_kwargs``), with
+#: their ranges; each loader takes the subset in its signature.
+DATASET_ARG_SPECS: dict[str, Any] = {}
+
+
+def _dataset_arg_specs() -> dict[str, Any]:
+    from ..config import SEED_RANGE, Interval, ParamSpec
+
+    if not DATASET_ARG_SPECS:
+        DATASET_ARG_SPECS.update(
+            max_per_class=ParamSpec(name="max_per_class", type=int, default=None, optional=True,
+                                    range=Interval(1, 10**7), help="keep the first n files per class"),
+            max_test_per_class=ParamSpec(name="max_test_per_class", type=int, default=None, optional=True,
+                                         range=Interval(1, 10**7), help="keep the first n test files per class"),
+            test_fraction=ParamSpec(name="test_fraction", type=float, default=0.2,
+                                    range=Interval(0, 1, closed="neither"), help="share of a split-less set for test"),
+            split_seed=ParamSpec(name="split_seed", type=int, default=0, range=SEED_RANGE,
+                                 help="seed of the train/test split of a split-less set"),
+            download=ParamSpec(name="download", type=bool, default=False, help="download if missing"),
+        )
+    return DATASET_ARG_SPECS
+
+
+def check_dataset_kwargs(spec: str, kwargs: dict[str, Any]) -> None:
+    """Refuse a loader option the dataset does not take, or a value out of its range.
+
+    Loaders accept ``**_`` (so that internal callers may pass options uniformly); a user's
+    unknown key would then be ignored in silence, so the options a user sets are checked
+    here against the loader's own keyword parameters and :data:`DATASET_ARG_SPECS`.
+
+    Raises:
+        ConfigError: naming the key and what the dataset takes.
+    """
+    import inspect
+
+    from ..config import check
+
+    key, _ = parse_spec(spec)
+    loader = DATASETS.get(key)
+    takes = [p.name for p in inspect.signature(loader).parameters.values()
+             if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    specs = _dataset_arg_specs()
+    for k, v in kwargs.items():
+        if k not in takes:
+            raise ConfigError(k, f"not an option of dataset {key!r}; it takes: {', '.join(takes) or 'none'}")
+        if k in specs and v is not None:
+            check(specs[k], v, field=k)
 
 
 def load_dataset(spec: str, *, root: str | None = None, **kwargs: Any) -> LoadedDataset:

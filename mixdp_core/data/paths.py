@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -28,3 +29,63 @@ def resolve_under(root: str | Path, path: str | Path, *, field: str = "path") ->
     if full != root_r and root_r not in full.parents:
         raise ConfigError(field, f"{str(path)!r} is outside the data root {str(root_r)!r}")
     return full
+
+
+def _under_any(path: str, roots: Any, field: str) -> Path:
+    """``path`` resolved under the data root or one of ``roots`` (the app's upload folder)."""
+    for r in roots:
+        try:
+            return resolve_under(r, path, field=field)
+        except ConfigError:
+            continue
+    return resolve_under(data_root(), path, field=field)
+
+
+def resolve_dataset_spec(spec: str, *, confine: bool, field: str = "dataset", also: Any = ()) -> str:
+    """The one place a dataset spec from a user is resolved.
+
+    ``"<key>[:<path>]"``: ``key`` must be a registered dataset and the path (every dataset's
+    argument is the folder or file it reads) is resolved — symlinks and ``..`` followed —
+    and, with ``confine=True`` (every spec that reaches the app: pages, shared links, sweeps
+    and audits launched there), must lie under :func:`data_root` or one of the folders in
+    ``also`` (the app's own upload folder). The CLI runs as its user and passes
+    ``confine=False``: it reads what the user can read.
+
+    Returns:
+        The canonical spec (``key`` or ``key:<resolved path>``).
+
+    Raises:
+        ConfigError: naming ``field``: unknown dataset, or a path outside the data root.
+    """
+    from .datasets import DATASETS, parse_spec
+    from ..errors import UnknownNameError
+
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(field, "must be a dataset spec '<registered dataset>[:<path>]'")
+    key, arg = parse_spec(spec.strip())
+    try:
+        DATASETS.get(key)
+    except UnknownNameError:
+        raise ConfigError(field, f"unknown dataset {key!r}; choose one of: {', '.join(DATASETS.keys())}") from None
+    if arg is None:
+        return key
+    if not confine:
+        return f"{key}:{arg}"
+    return f"{key}:{_under_any(arg, also, field)}"
+
+
+def confine_run_paths(config: Any, *, also: Any = ()) -> None:
+    """Check every path a :class:`~mixdp_core.runs.runner.RunConfig` will read against the
+    data root: ``dataset``, ``public_from``, ``dataset_root`` and a ``root`` loader option.
+
+    Raises:
+        ConfigError: naming the field of the first path outside the root.
+    """
+    resolve_dataset_spec(config.dataset, confine=True, field="dataset", also=also)
+    if getattr(config, "public_from", None):
+        resolve_dataset_spec(config.public_from, confine=True, field="public_from", also=also)
+    if getattr(config, "dataset_root", None):
+        _under_any(config.dataset_root, also, "dataset_root")
+    root = (getattr(config, "dataset_kwargs", None) or {}).get("root")
+    if root:
+        _under_any(str(root), also, "root")

@@ -20,6 +20,7 @@ Every failure is a one-line :class:`~mixdp_core.errors.DataError` naming ``field
 from __future__ import annotations
 
 import os
+import tarfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -75,8 +76,13 @@ def npz_headers(path: str | Path, *, field: str = "features", max_bytes: Optiona
     limit = max_npz_bytes() if max_bytes is None else int(max_bytes)
     if p.is_dir():
         raise DataError(f"{field}: {str(p)!r} is a folder; give the .npz file itself")
-    if not p.is_file():
+    if not p.exists():
         raise DataError(f"{field}: file {str(p)!r} does not exist")
+    if not p.is_file():  # checked before any read: a FIFO or /dev/stdin would block, /dev/zero never ends
+        raise DataError(f"{field}: {str(p)!r} is not a regular file (a device, FIFO or socket); give a .npz file")
+    if tarfile.is_tarfile(p):
+        raise DataError(f"{field}: {str(p)!r} is a tar archive, not a .npz (a zip of .npy arrays); save the "
+                        f"arrays with numpy.savez")
     if not zipfile.is_zipfile(p):
         raise DataError(f"{field}: {str(p)!r} is not a readable .npz archive (no zip structure: a text "
                         f"file? save the arrays with numpy.savez)")

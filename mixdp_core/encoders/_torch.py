@@ -58,6 +58,11 @@ def _pil_resample(name: str):
     return {"bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}[name]
 
 
+#: Largest input side a network encoder takes: 1024 px is 4.6x the largest resolution any
+#: shipped network was trained at; an image_size of 100,000 held 9.4 GB before this bound.
+MAX_IMAGE_SIZE = 1024
+
+
 class TorchImageEncoder(Encoder):
     """Base class of the PyTorch encoders.
 
@@ -106,8 +111,9 @@ class TorchImageEncoder(Encoder):
         if self.batch_size < 1:
             raise ConfigError("batch_size", f"must be >= 1, got {batch_size}")
         self.image_size = int(image_size if image_size is not None else self.default_image_size)
-        if self.image_size < 16:
-            raise ConfigError("image_size", f"must be >= 16 pixels, got {image_size}")
+        if not 16 <= self.image_size <= MAX_IMAGE_SIZE:
+            raise ConfigError("image_size", f"must be an integer in [16, {MAX_IMAGE_SIZE}] pixels, got {image_size} "
+                                            "(one 3 x size x size float image and its activations are held per batch row)")
         if num_threads not in (None, "auto"):
             try:
                 ok = int(num_threads) >= 1

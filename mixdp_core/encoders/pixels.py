@@ -39,6 +39,11 @@ def standardize_per_image(X: np.ndarray) -> np.ndarray:
     return Z.astype(np.float32)
 
 
+#: Largest side of a resized pixel image: 128 x 128 x 3 = 49,152 features, under the
+#: feature-dimension limit of the methods (MIXDP_MAX_FEATURE_DIM).
+MAX_PIXEL_SIDE = 128
+
+
 @ENCODERS.register("pixels")
 class PixelsEncoder(Encoder):
     """Flattened pixels, standardized per image or by a fixed value range (no data statistics).
@@ -76,8 +81,9 @@ class PixelsEncoder(Encoder):
             if not hi > lo:
                 raise ConfigError("value_range", f"must be (lo, hi) with hi > lo, got {value_range}")
             value_range = (lo, hi)
-        if image_size is not None and int(image_size) < 1:
-            raise ConfigError("image_size", f"must be >= 1 or None, got {image_size}")
+        if image_size is not None and not 1 <= int(image_size) <= MAX_PIXEL_SIDE:
+            raise ConfigError("image_size", f"must be an integer in [1, {MAX_PIXEL_SIDE}] or None, got {image_size} "
+                                            f"(features are side x side x channels numbers per image)")
         self.standardize = standardize
         self.value_range = value_range
         self.image_size = None if image_size is None else int(image_size)

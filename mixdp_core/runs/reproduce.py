@@ -900,6 +900,27 @@ def write_section(path: Path, section: str, block: str, title: str) -> None:
     _write_text(path, text)
 
 
+def writable_dir(path: str | Path, *, field: str = "out") -> Path:
+    """Create ``path`` if needed and check that files can be written in it.
+
+    Raises:
+        ConfigError: naming ``field``: ``path`` is a file, lies under a device such as
+            ``/dev/null``, or cannot be written (permissions, read-only file system).
+    """
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(field, f"{str(p)!r} is a file, not a folder; give the folder the figures go to")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(dir=p, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise ConfigError(field, f"cannot write figures to {str(p)!r}: {e.strerror or e}") from None
+    return p
+
+
 def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | None = None,
               command: str | None = None, stem: str | None = None, section: str | None = None,
               doc: str | None = None, **ctx_kw: Any) -> dict[str, Path]:
@@ -941,10 +962,9 @@ def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | Non
         from .store import RunStore
 
         ctx.store = RunStore()
+    out_dir = writable_dir(out_dir, field="out")  # before any training: a bad --out loses no work
     t0 = time.perf_counter()
     out = fig_def.build(ctx)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"png": out_dir / f"{stem}.png", "md": out_dir / (doc or f"{name}.md" if section else f"{stem}.md"),
              "json": out_dir / f"{stem}.json"}
     charts = [("png", out.draw, FIG_SIZE.get(name, (7, 4.5)))]

@@ -73,10 +73,12 @@ def _json_mapping(field_name: str) -> Callable[[Any], None]:
     def check(value: Any) -> None:
         if not isinstance(value, Mapping):
             raise ConfigError(field_name, f"must be a dict, got {type(value).__name__}")
-        try:
-            _canonical(dict(value))
-        except (TypeError, ValueError) as e:
-            raise ConfigError(field_name, f"must be JSON-serializable with finite numbers: {e}") from None
+        for k, v in value.items():  # name the entry, not the whole mapping
+            try:
+                _canonical({str(k): v})
+            except (TypeError, ValueError):
+                raise ConfigError(str(k), f"must be a finite number or JSON value (in {field_name}), "
+                                          f"got {str(v)[:60]}") from None
 
     return check
 
@@ -153,6 +155,9 @@ class RunConfig:
         for k in self.method_params:
             if k in _FORWARDED:
                 raise ConfigError(k, f"set it as RunConfig.{k}, not inside method_params")
+        from ..data.datasets import check_dataset_kwargs
+
+        check_dataset_kwargs(self.dataset, self.dataset_kwargs)
         # Validates method_params against the method's config, and refuses a budget no run
         # can meet (e.g. ε too small for σ) before any run is created, for every caller.
         self.make_method().preflight()

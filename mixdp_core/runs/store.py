@@ -27,6 +27,7 @@ Cancellation: :meth:`RunStore.request_cancel` sets a flag that the runner polls 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
@@ -64,6 +65,36 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
 )
 
 _FIX = "free some space or point MIXDP_HOME (CLI: --store) to a writable folder"
+
+#: Seconds a command waits for a store another process holds (``$MIXDP_STORE_WAIT_S``): a
+#: write transaction lasts milliseconds, so a longer wait means a stuck writer; say so
+#: within the 10 s every bad input is answered in.
+DEFAULT_STORE_WAIT_S = 8.0
+
+
+def store_wait_s() -> float:
+    try:
+        v = float(os.environ.get("MIXDP_STORE_WAIT_S", "") or DEFAULT_STORE_WAIT_S)
+    except ValueError:
+        v = DEFAULT_STORE_WAIT_S
+    return v if 0 < v <= 600 else DEFAULT_STORE_WAIT_S
+
+
+@functools.lru_cache(maxsize=1)
+def _expected_columns() -> dict[str, set[str]]:
+    """``{table: columns}`` of the current schema (built once in memory)."""
+    con = sqlite3.connect(":memory:")
+    try:
+        for stmt in _SCHEMA.strip().split(";"):
+            if stmt.strip():
+                con.execute(stmt)
+        for _, stmts in _MIGRATIONS:
+            for stmt in stmts:
+                con.execute(stmt)
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: {r[1] for r in con.execute(f"PRAGMA table_info({t})")} for t in tables}
+    finally:
+        con.close()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -287,15 +318,35 @@ class RunStore:
                         con.execute(stmt)
                 # _SCHEMA is version 1 plus new tables; columns added later come from _MIGRATIONS.
                 row = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-                have = int(row[0]) if row else 1
+                try:
+                    have = int(row[0]) if row else 1
+                except (TypeError, ValueError):
+                    raise StorageError(f"store: {str(self.db_path)!r} has an unreadable schema version "
+                                       f"{row[0]!r}; use another store (MIXDP_HOME, CLI: --store)") from None
+                if have > SCHEMA_VERSION:  # written by newer code: refuse before writing anything
+                    raise StorageError(f"store: {str(self.db_path)!r} has schema version {have}, newer than this "
+                                       f"version of mixdp ({SCHEMA_VERSION}); upgrade mixdp or use another store "
+                                       f"(MIXDP_HOME, CLI: --store)")
                 for version, stmts in _MIGRATIONS:
                     if version > have:
                         for stmt in stmts:
                             con.execute(stmt)
                 con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
                             (str(max(have, SCHEMA_VERSION)),))
+                self._check_columns(con)
         if recover:
             self.recover_interrupted()
+
+    def _check_columns(self, con: sqlite3.Connection) -> None:
+        """Every column this code writes exists (a renamed or dropped column would otherwise
+        be found only by the first write after a training, leaving a run ``running``)."""
+        for table, want in _expected_columns().items():
+            have = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+            missing = sorted(want - have)
+            if missing:
+                raise StorageError(f"store: {str(self.db_path)!r}: table {table!r} lacks column(s) "
+                                   f"{', '.join(missing)} (edited by hand or by other software); use another "
+                                   f"store (MIXDP_HOME, CLI: --store)")
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
@@ -303,11 +354,11 @@ class RunStore:
         """A connection; SQLite failures (disk full, read-only database, unopenable file)
         surface as one-line :class:`~mixdp_core.errors.StorageError` naming the database."""
         try:
-            con = sqlite3.connect(self.db_path, timeout=30.0, isolation_level=None)
+            con = sqlite3.connect(self.db_path, timeout=store_wait_s(), isolation_level=None)
         except sqlite3.Error as e:
             raise storage_error(e, self.db_path, what="store", fix=_FIX) from None
         try:
-            con.execute("PRAGMA busy_timeout=30000")
+            con.execute(f"PRAGMA busy_timeout={int(store_wait_s() * 1000)}")
             con.execute("PRAGMA synchronous=NORMAL")
             yield con
         except sqlite3.Error as e:

@@ -85,6 +85,22 @@ class SweepPoint:
     config: Any  # RunConfig
 
 
+#: Runs one sweep may hold (``$MIXDP_MAX_GRID_POINTS`` overrides): counted from the axes
+#: before expansion, so a 100,000-point grid is refused at once instead of building configs.
+DEFAULT_MAX_GRID_POINTS = 2_000
+#: Values one axis may list, and the largest sweep file read.
+MAX_AXIS_VALUES = 200
+MAX_CONFIG_BYTES = 256 * 1024
+
+
+def max_grid_points() -> int:
+    try:
+        v = int(os.environ.get("MIXDP_MAX_GRID_POINTS", "") or DEFAULT_MAX_GRID_POINTS)
+    except ValueError:
+        v = DEFAULT_MAX_GRID_POINTS
+    return v if v > 0 else DEFAULT_MAX_GRID_POINTS
+
+
 def _tuple(name: str, v: Any) -> tuple:
     if isinstance(v, (str, bytes)) or not isinstance(v, Iterable):
         v = (v,)
@@ -132,8 +148,26 @@ class SweepSpec:
     public_from: str | None = None
 
     def __post_init__(self) -> None:
+        from ..config import parse_number
+
         for name in ("encoders", "epsilons", "seeds", "public_per_class", "imbalance_ratios", "private_per_class"):
             object.__setattr__(self, name, _tuple(name, getattr(self, name)))
+        # every axis value typed once, here (a TOML string "1,2" is one value, not two)
+        for name, kind, allowed in (("epsilons", float, "numbers (a list: epsilons = [1, 2])"),
+                                    ("seeds", int, "integers (a list: seeds = [0, 1])"),
+                                    ("public_per_class", int, "integers"),
+                                    ("imbalance_ratios", float, "numbers"),
+                                    ("private_per_class", int, "integers or none")):
+            vals = getattr(self, name)
+            if len(vals) > MAX_AXIS_VALUES:
+                raise ConfigError(name, f"at most {MAX_AXIS_VALUES} values per axis, got {len(vals):,}")
+            object.__setattr__(self, name, tuple(
+                None if (v is None and name == "private_per_class") else parse_number(name, v, kind, allowed)
+                for v in vals))
+        if not isinstance(self.encoders, tuple) or not all(isinstance(e, str) for e in self.encoders):
+            raise ConfigError("encoders", f"must be encoder names, got {self.encoders!r}"[:200])
+        if len(self.methods) > MAX_AXIS_VALUES:
+            raise ConfigError("methods", f"at most {MAX_AXIS_VALUES} methods, got {len(self.methods):,}")
         object.__setattr__(self, "methods", tuple(Variant.parse(m) for m in _tuple("methods", self.methods)))
         labels = [v.label for v in self.methods]
         dup = {x for x in labels if labels.count(x) > 1}
@@ -142,6 +176,25 @@ class SweepSpec:
         for name in ("params", "dataset_kwargs", "encoder_kwargs"):
             if not isinstance(getattr(self, name), Mapping):
                 raise ConfigError(name, f"must be a table/dict, got {getattr(self, name)!r}")
+        n = self.n_points()
+        if n > max_grid_points():
+            raise ConfigError("grid", f"{n:,} runs; a sweep may hold at most {max_grid_points():,} "
+                                      f"(MIXDP_MAX_GRID_POINTS; split it into several sweeps)")
+
+    def n_points(self) -> int:
+        """Runs of the grid, counted from the axes before any config is built."""
+        from ..errors import UnknownNameError
+        from ..methods import METHODS
+
+        per_cell = 0
+        for v in self.methods:
+            try:
+                private = bool(getattr(METHODS.get(v.method), "private", True))
+            except UnknownNameError as e:
+                raise ConfigError("methods", str(e)) from None
+            per_cell += len(self.epsilons) if private else 1
+        return (per_cell * len(self.encoders) * len(self.seeds) * len(self.public_per_class)
+                * len(self.imbalance_ratios) * len(self.private_per_class))
 
     # -------------------------------------------------------------- I/O
     def to_dict(self) -> dict[str, Any]:
@@ -179,11 +232,21 @@ class SweepSpec:
 
         try:
             with open(path, "rb") as f:
-                data = tomllib.load(f)
+                raw = f.read(MAX_CONFIG_BYTES + 1)
         except OSError as e:
             raise ConfigError("config", f"cannot read {path}: {e.strerror or e}") from None
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError("config", f"{path} is larger than {MAX_CONFIG_BYTES // 1024} KiB; a sweep file is a few lines")
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ConfigError("config", f"{path} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError("config", f"{path} is not valid TOML: {e}") from None
+        except RecursionError:
+            raise ConfigError("config", f"{path} nests tables or arrays too deeply to be a sweep file") from None
+        if not isinstance(data.get("sweep", data), Mapping):
+            raise ConfigError("config", f"{path}: [sweep] must be a table")
         return cls.from_dict(data.get("sweep", data))
 
     # -------------------------------------------------------------- expansion
@@ -289,12 +352,36 @@ def _own_session() -> None:
         pass
 
 
-def _local_init(shared: Any, started: Any, own_session: bool = False) -> None:
+def _exit_with(driver_pid: int, period_s: float = 0.5) -> None:
+    """End this worker within ``period_s`` of the driver's death, however it died.
+
+    ``PR_SET_PDEATHSIG`` follows the *parent*, which for a forkserver pool is the forkserver,
+    not the driver: after ``kill -9`` of a driver its workers (and, through them, the
+    forkserver and resource tracker) lived on for minutes. A daemon thread polls the driver's
+    pid instead; ``os._exit`` skips the pool's cleanup, which has no driver to report to."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(period_s)
+            try:
+                os.kill(driver_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # pid reused by another user's process: the driver is gone
+                os._exit(1)
+
+    threading.Thread(target=watch, name="mixdp-driver-watch", daemon=True).start()
+
+
+def _local_init(shared: Any, started: Any, own_session: bool = False, driver_pid: int | None = None) -> None:
     global _SHARED, _STARTED
     _SHARED, _STARTED = shared, started
     sys.stdout = sys.stderr  # stdout of the driver is for results (--json)
     if own_session:
         _own_session()
+    if driver_pid is not None:
+        _exit_with(int(driver_pid))
 
 
 def _local_call(fn: Callable, index: int, item: Any, with_shared: bool) -> Any:
@@ -346,7 +433,7 @@ class LocalExecutor:
             ctx.set_forkserver_preload(["mixdp_core.runs.runner", "mixdp_core.runs.sweep", "mixdp_core.methods"])
         self._started = ctx.Array("i", n_items, lock=False)
         return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_local_init,
-                                   initargs=(shared, self._started, self.own_session))
+                                   initargs=(shared, self._started, self.own_session, os.getpid()))
 
     def imap(self, fn: Callable, items: Sequence[Any], shared: Any = None) -> Iterator[tuple[int, Any]]:
         """Yield ``(index, result)`` as tasks finish; a failed task yields a :class:`TaskError`."""

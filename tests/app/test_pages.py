@@ -362,7 +362,9 @@ def _failed_and_cancelled(store):
     job = mgr.submit_run(small_config(target_epsilon=2.0))
     cancelled = job.run_ids[0]
     # a failed run: an unknown dataset file fails while loading features
-    cfg = small_config(dataset="features:/nonexistent/file.npz")
+    from mixdp_core.data import data_root
+
+    cfg = small_config(dataset=f"features:{data_root()}/nonexistent/file.npz")  # inside the root: accepted, fails
     job2 = mgr.submit_run(cfg)
     return cancelled, job2.run_ids[0], job2
 

@@ -522,9 +522,10 @@ def test_run_process_crash_fails_the_run_not_the_app_and_cancel_works(app_env):
 
 
 def test_run_process_reports_a_failing_config(app_env):
+    from mixdp_core.data import data_root
     mgr = JobManager(app_env, max_workers=1)
     try:
-        job = mgr.submit_run(small_config(dataset="features:/nonexistent.npz"))
+        job = mgr.submit_run(small_config(dataset=f"features:{data_root()}/nonexistent.npz"))
         assert job.wait(120) and job.state == "failed"
         assert job.error.count("Error:") == 1 and "nonexistent" in job.error  # "Type: message", once
         assert mgr.store.get_run(job.run_ids[0]).status == "failed"
@@ -549,12 +550,13 @@ def test_job_manager_sweep_reuses_and_cancel_before_start(app_env):
 
 
 def test_job_manager_records_failures(app_env):
+    from mixdp_core.data import data_root
     mgr = JobManager(app_env, sync=True)
-    job = mgr.submit_run(small_config(dataset="features:/nonexistent.npz"))
+    job = mgr.submit_run(small_config(dataset=f"features:{data_root()}/nonexistent.npz"))
     assert job.state == "failed" and "nonexistent" in job.error
     rec = mgr.store.get_run(job.run_ids[0])
     assert rec.status == "failed" and "nonexistent" in rec.error
-    fj = mgr.submit_features("features:/nonexistent.npz", "pixels")
+    fj = mgr.submit_features(f"features:{data_root()}/nonexistent.npz", "pixels")
     assert fj.state == "failed" and fj.error
 
 

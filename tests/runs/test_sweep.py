@@ -57,7 +57,7 @@ def test_spec_from_toml_and_errors_name_the_field(tmp_path):
         SweepSpec.from_toml(f)
     with pytest.raises(ConfigError, match="^methods: unknown method 'nope'"):
         SweepSpec(methods=("nope",)).expand()
-    with pytest.raises(ConfigError, match="^epsilon: adamix: must be a finite number > 0"):
+    with pytest.raises(ConfigError, match=r"^epsilon: adamix: must be a finite number in \[0.001, 1000\]"):
         SweepSpec(methods=("adamix",), epsilons=(-1,)).expand()
 
 

@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mixdp-installed
 PORT ?= 8501
 
-.PHONY: app test install browser bench clean-venv screenshots
+.PHONY: app test install browser bench bench-tiny clean-venv screenshots
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,13 @@ test: install browser
 screenshots: install browser
 	MIXDP_SCREENSHOTS=docs/screenshots OMP_NUM_THREADS=1 $(PY) -m pytest tests/app/test_e2e_browser.py -q -s
 
+# Every benchmark (benchmarks/_*.py are helper modules, not benchmarks); each prints one JSON
+# object as its last stdout line. bench-tiny: the smallest sizes (what tests/test_benchmarks_tiny.py runs).
 bench: install
-	for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in benchmarks/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+bench-tiny: install
+	for b in benchmarks/[!_]*.py; do echo "== $$b"; $(PY) $$b --tiny || exit 1; done
 
 clean-venv:
 	rm -rf $(VENV)

@@ -58,9 +58,12 @@ st.markdown(f"One click trains **AdaMix at ε = {demo.target_epsilon:g}** on the
             f"`{demo.dataset}` (8×8 handwritten digits, ships with scikit-learn) · `{demo.encoder}` "
             f"(the raw 64 pixel values: no feature extraction). It finishes in seconds; the *Data & encoder* "
             f"page switches to pre-trained encoders (e.g. `efficientnet_lite0`, whose weights ship with an "
-            f"installed package; extracting its features takes minutes on a CPU).")
+            f"installed package; extracting its features takes minutes on a CPU). Beside the result it shows "
+            f"Only-Public (the public samples alone, no private data) and Fully-Private at the same ε, so the "
+            f"number says what the private data bought.")
 if st.button("Run the demo", type="primary", key="demo", icon=":material/play_arrow:"):
     job = manager.submit_run(demo, kind="demo", reuse=True)
+    manager.submit_sweep(forms.demo_references(demo), kind="demo_refs", reuse=True)  # read the result against them
     st.session_state["train_job"] = job.job_id
     rid = manager.wait_run_id(job)
     select_run(rid)

@@ -6,12 +6,16 @@ searches σ numerically and is shown for comparison, together with the largest d
 between its σ and ours. DP-SGD calibration (RDP, optionally PRV/PLD) and the vectorized
 per-instance ε are timed too.
 
-Usage: ``python benchmarks/accounting.py [--repeats 20] [--prv] [--pld]``
+Prints one JSON object (the timings above and ratios such as ``autodp_generic_over_ours``) as the
+last line of stdout. ``--tiny`` runs every case with 2 repeats and 10,000 pDP samples (tests).
+
+Usage: ``python benchmarks/accounting.py [--repeats 20] [--prv] [--pld] [--tiny]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import time
@@ -43,8 +47,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--prv", action="store_true", help="also time PRV calibration (seconds)")
     ap.add_argument("--pld", action="store_true", help="also time PLD calibration (seconds)")
+    ap.add_argument("--tiny", action="store_true", help="2 repeats, 1e4 pDP samples (smoke test)")
     args = ap.parse_args()
+    if args.tiny:
+        args.repeats = min(args.repeats, 2)
     warnings.simplefilter("ignore")
+    res: dict = {"benchmark": "accounting", "repeats": args.repeats, "full_batch": [], "autodp": [], "dpsgd": []}
 
     print("Full-batch NoisyGD (exact μ-GDP closed form)")
     for sigma, eps, dlt in FULL_BATCH:
@@ -55,6 +63,9 @@ def main() -> None:
             lambda: A.calibrate_noise(steps=T, target_epsilon=eps, target_delta=dlt), args.repeats
         )
         t_eps, _ = _time(lambda: A.epsilon(A.ComposedGaussian(sigma, T), delta=dlt), args.repeats)
+        res["full_batch"].append({"sigma": sigma, "epsilon": eps, "delta": dlt, "steps": int(T),
+                                  "calibrate_steps_ms": t_steps * 1e3, "calibrate_noise_ms": t_noise * 1e3,
+                                  "epsilon_ms": t_eps * 1e3})
         print(
             f"  σ={sigma:<6g} ε={eps:<4g} δ={dlt:g}: T={T:<7d} calibrate_steps {t_steps * 1e3:7.3f} ms | "
             f"calibrate_noise {t_noise * 1e3:7.3f} ms | epsilon {t_eps * 1e3:7.3f} ms"
@@ -66,9 +77,13 @@ def main() -> None:
     print("autodp calibrators, one Gaussian (σ for (ε, δ)), vs calibrate_noise(steps=1)")
     generic, ana = eps_delta_calibrator(), ana_gaussian_calibrator()
     for _, eps, dlt in FULL_BATCH:
-        t_gen, m_gen = _time(lambda: generic(ExactGaussianMechanism, eps, dlt, [0, 1000], name="GM"), 3)
-        t_ana, m_ana = _time(lambda: ana(ExactGaussianMechanism, eps, dlt, name="GM"), 3)
+        t_gen, m_gen = _time(lambda: generic(ExactGaussianMechanism, eps, dlt, [0, 1000], name="GM"), min(3, args.repeats))
+        t_ana, m_ana = _time(lambda: ana(ExactGaussianMechanism, eps, dlt, name="GM"), min(3, args.repeats))
         t_ours, s = _time(lambda: A.calibrate_noise(steps=1, target_epsilon=eps, target_delta=dlt), args.repeats)
+        res["autodp"].append({"epsilon": eps, "delta": dlt, "ours_ms": t_ours * 1e3, "autodp_generic_ms": t_gen * 1e3,
+                              "autodp_analytic_ms": t_ana * 1e3, "autodp_generic_over_ours": t_gen / max(t_ours, 1e-12),
+                              "sigma_ours": float(s), "sigma_abs_diff_generic": abs(float(s) - m_gen.params["sigma"]),
+                              "sigma_abs_diff_analytic": abs(float(s) - m_ana.params["sigma"])})
         print(
             f"  ε={eps:<4g} δ={dlt:g}: ours {t_ours * 1e3:7.3f} ms σ={s:.6f} | autodp generic "
             f"{t_gen * 1e3:8.1f} ms σ={m_gen.params['sigma']:.6f} | autodp analytic {t_ana * 1e3:7.3f} ms "
@@ -82,22 +97,34 @@ def main() -> None:
         s = A.calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=eps, target_delta=dlt)
         cold = time.perf_counter() - t0
         t_curve, _ = _time(
-            lambda: A.dpsgd_privacy_curve(noise_multiplier=s, sample_rate=q, steps=T, delta=dlt), 3
+            lambda: A.dpsgd_privacy_curve(noise_multiplier=s, sample_rate=q, steps=T, delta=dlt), min(3, args.repeats)
         )
+        row = {"sample_rate": q, "steps": T, "epsilon": eps, "delta": dlt, "rdp_sigma": float(s),
+               "rdp_calibrate_cold_ms": cold * 1e3, "curve_ms": t_curve * 1e3}
         line = f"  q={q:<8.4g} T={T:<6d} ε={eps:<4g}: rdp σ={s:.5f} in {cold * 1e3:7.1f} ms | curve {t_curve * 1e3:6.1f} ms"
         for acc, on in (("prv", args.prv), ("pld", args.pld)):
             if on:
                 t0 = time.perf_counter()
                 s2 = A.calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=eps, target_delta=dlt, accountant=acc)
-                line += f" | {acc} σ={s2:.5f} in {time.perf_counter() - t0:.2f} s"
+                dt = time.perf_counter() - t0
+                row.update({f"{acc}_sigma": float(s2), f"{acc}_calibrate_s": dt})
+                line += f" | {acc} σ={s2:.5f} in {dt:.2f} s"
+        res["dpsgd"].append(row)
         print(line)
 
     rng = np.random.default_rng(0)
-    sq = rng.uniform(0, 400, size=100_000)
-    t_pdp, _ = _time(lambda: A.pdp_epsilon(sq, noise_multiplier=10.0, delta=1e-5), 3)
-    t_curve, _ = _time(lambda: A.privacy_curve(noise_multiplier=10.0, steps=10_000, delta=1e-5), 3)
-    print(f"pdp_epsilon, 1e5 samples: {t_pdp * 1e3:.1f} ms | privacy_curve, T=1e4: {t_curve * 1e3:.1f} ms")
+    n_pdp = 10_000 if args.tiny else 100_000
+    sq = rng.uniform(0, 400, size=n_pdp)
+    t_pdp, _ = _time(lambda: A.pdp_epsilon(sq, noise_multiplier=10.0, delta=1e-5), min(3, args.repeats))
+    t_curve, _ = _time(lambda: A.privacy_curve(noise_multiplier=10.0, steps=10_000, delta=1e-5), min(3, args.repeats))
+    print(f"pdp_epsilon, {n_pdp:.0e} samples: {t_pdp * 1e3:.1f} ms | privacy_curve, T=1e4: {t_curve * 1e3:.1f} ms")
     assert math.isfinite(t_pdp)
+    gen = [r["autodp_generic_over_ours"] for r in res["autodp"]]
+    res.update({"pdp_samples": n_pdp, "pdp_epsilon_ms": t_pdp * 1e3, "privacy_curve_T1e4_ms": t_curve * 1e3,
+                "autodp_generic_over_ours_median": statistics.median(gen),
+                "max_sigma_abs_diff_generic": max(r["sigma_abs_diff_generic"] for r in res["autodp"]),
+                "max_calibrate_noise_ms": max(r["calibrate_noise_ms"] for r in res["full_batch"])})
+    print(json.dumps(res, allow_nan=False))
 
 
 if __name__ == "__main__":

@@ -14,12 +14,20 @@ browser``). Run it on a quiet machine: absolute times move with the machine's lo
 two versions, check each out in its own ``git worktree`` and run them alternately, each from
 its own tree (``cd <tree> && PYTHONPATH=<tree> python benchmarks/app_latency.py``), so that
 both see the same machine.
+
+The last line of stdout is one JSON object with the per-launch figures and their summary. With
+``--tiny`` (the test suite's smoke run), or where chromium, chromedriver or selenium is missing,
+no browser is started: the last line is ``{"benchmark": "app_latency", "skipped": "<reason>"}``
+and the exit status is 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -29,15 +37,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mixdp_core.runs import RunStore  # noqa: E402
-from tests.app.test_e2e_browser import (  # noqa: E402
-    TIMELINE_JS, UI, _cadence, _chrome, _run_id, _wait_run_end, start_server, stop_server)
+
+
+def _missing() -> str | None:
+    """Why the browser benchmark cannot run here (None when it can)."""
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        return "chromium is not installed (make browser)"
+    if not (shutil.which("chromedriver") or Path("/usr/bin/chromedriver").exists()):
+        return "chromedriver is not installed (Debian package chromium-driver)"
+    if importlib.util.find_spec("selenium") is None:
+        return "selenium is not installed (pip install selenium)"
+    return None
 
 
 def session(launches: int, window: float) -> list[dict[str, float]]:
     """One server and one browser session; returns, per launch, the walk's cadence figures
     (``_cadence``: first point, median and largest redraw gap, largest share of the run's
     steps between two redraws) over the first ``window`` s after the first point."""
+    from mixdp_core.runs import RunStore
+    from tests.app.test_e2e_browser import (
+        TIMELINE_JS, UI, _cadence, _chrome, _run_id, _wait_run_end, start_server, stop_server)
+
     tmp = Path(tempfile.mkdtemp(prefix="mixdp-latency-"))
     proc, url, log = start_server(tmp, keep_poll_env=True)
     out = []
@@ -72,7 +92,14 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=2, help="fresh server + browser sessions")
     ap.add_argument("--launches", type=int, default=3, help="launches per session")
     ap.add_argument("--window", type=float, default=5.0, help="seconds of redraws measured per launch")
+    ap.add_argument("--tiny", action="store_true",
+                    help="smoke test: start no browser, print the skip line (the suite cannot drive a browser)")
     args = ap.parse_args()
+    reason = "--tiny: no browser or Streamlit server is started in the smoke run" if args.tiny else _missing()
+    if reason:
+        print(f"SKIP: {reason}")
+        print(json.dumps({"benchmark": "app_latency", "skipped": reason}))
+        return
     rows = []
     for s in range(args.sessions):
         for k, c in enumerate(session(args.launches, args.window)):
@@ -96,6 +123,13 @@ def main() -> None:
               f"({len(firsts)} launches); redraw gap: median of medians {statistics.median(med or [0]):.2f} s, "
               f"largest {max(mx or [0]):.2f} s; largest step share {100 * max(sh or [0]):.1f} %; "
               f"load average {os.getloadavg()[0]:.1f}")
+    res = {"benchmark": "app_latency", "sessions": args.sessions, "launches": args.launches, "window_s": args.window,
+           "launches_with_point": len(rows), "load_average": os.getloadavg()[0], "per_launch": rows}
+    if rows:
+        res.update(first_point_median_s=statistics.median(firsts), first_point_min_s=min(firsts),
+                   first_point_max_s=max(firsts), redraw_gap_median_of_medians_s=statistics.median(med or [0]),
+                   redraw_gap_max_s=max(mx or [0]), max_step_share=max(sh or [0]))
+    print(json.dumps(res, allow_nan=False, default=float))
 
 
 if __name__ == "__main__":

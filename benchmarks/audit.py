@@ -19,6 +19,7 @@ Usage::
     python benchmarks/audit.py                      # speed only
     python benchmarks/audit.py --results            # + the results grid (a few minutes)
     python benchmarks/audit.py --issue11 --no-speed # only the issue-11 measurements
+    python benchmarks/audit.py --tiny               # LiRA K=2, 100 white-box trials (smoke test)
     python benchmarks/audit.py --dataset image_folder --dataset-arg root=/tmp/cifar10 --encoder efficientnet_lite0
 """
 
@@ -54,19 +55,25 @@ def _row(tag, r):
     return out
 
 
-def speed(split):
+def speed(split, reference_models=16, trials=1000):
+    """The two speed targets; ``--tiny`` shrinks K and the trials (keys then name the sizes used,
+    and the targets, which are for the full sizes, are left out)."""
     from mixdp_core.evaluation.audit import run_audit
 
     t = time.perf_counter()
-    lira = run_audit(split, "fully_private", attack="lira", epsilon=3.0, reference_models=16)
+    lira = run_audit(split, "fully_private", attack="lira", epsilon=3.0, reference_models=reference_models)
     t_lira = time.perf_counter() - t
     t = time.perf_counter()
-    wb = run_audit(split, "fully_private", attack="canary-whitebox", epsilon=4.0, trials=1000)
+    wb = run_audit(split, "fully_private", attack="canary-whitebox", epsilon=4.0, trials=trials)
     t_wb = time.perf_counter() - t
-    return {"lira16_fully_private_eps3_s": round(t_lira, 2), "lira16_target_s": 60,
-            "whitebox1000_fully_private_eps4_s": round(t_wb, 2), "whitebox_target_s": 120,
-            "lira16_auc": lira.metrics["auc"], "whitebox_eps_lower": wb.bound.epsilon_lower,
-            "whitebox_claimed_eps": wb.claimed_epsilon}
+    k, n = reference_models, trials
+    out = {f"lira{k}_fully_private_eps3_s": round(t_lira, 2),
+           f"whitebox{n}_fully_private_eps4_s": round(t_wb, 2),
+           f"lira{k}_auc": lira.metrics["auc"], "whitebox_eps_lower": wb.bound.epsilon_lower,
+           "whitebox_claimed_eps": wb.claimed_epsilon}
+    if (k, n) == (16, 1000):
+        out.update(lira16_target_s=60, whitebox_target_s=120)
+    return out
 
 
 def results(split, split_ir10, quick=False):
@@ -208,13 +215,16 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smaller results grid")
     ap.add_argument("--issue11", action="store_true", help="pDP of the new families and the alarm measurements")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed targets")
+    ap.add_argument("--tiny", action="store_true", help="speed section only, LiRA K=2 and 100 white-box trials")
     a = ap.parse_args()
+    if a.tiny and (a.results or a.issue11):
+        ap.error("--tiny runs the speed section only")
     dkw = {k: json.loads(v) if v[:1].isdigit() else v for k, v in (x.split("=", 1) for x in a.dataset_arg)}
     ekw = {k: json.loads(v) for k, v in (x.split("=", 1) for x in a.encoder_arg)} or None
     split = _split(a.dataset, a.encoder, dataset_kwargs=dkw, encoder_kwargs=ekw)
-    out = {"dataset": a.dataset, "encoder": a.encoder, "n_private": int(len(split.y_private)), "dim": split.dim}
+    out = {"benchmark": "audit", "tiny": a.tiny, "dataset": a.dataset, "encoder": a.encoder, "n_private": int(len(split.y_private)), "dim": split.dim}
     if not a.no_speed:
-        out.update(speed(split))
+        out.update(speed(split, reference_models=2, trials=100) if a.tiny else speed(split))
     if a.issue11:
         out["issue11"] = issue11(split)
     if a.results:

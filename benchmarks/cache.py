@@ -3,12 +3,16 @@
 Prints seconds per cache hit next to the extraction time of the same entry, measured in one
 run. The issue's target: a digits cache hit loads in well under a second.
 
-Usage: ``python benchmarks/cache.py [--encoder pixels|efficientnet_lite0] [--repeats 5]``
+Prints one JSON object (``extract_s``, ``hit_s``, ``extract_over_hit``) as the last line of stdout;
+``--tiny`` uses 2 cache hits (smoke test).
+
+Usage: ``python benchmarks/cache.py [--encoder pixels|efficientnet_lite0] [--repeats 5] [--tiny]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -21,7 +25,10 @@ def main() -> None:
     ap.add_argument("--encoder", default="pixels")
     ap.add_argument("--image-size", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--tiny", action="store_true", help="2 cache hits (smoke test)")
     args = ap.parse_args()
+    if args.tiny:
+        args.repeats = min(args.repeats, 2)
     kw = {"encoder_kwargs": {"image_size": args.image_size}} if args.image_size else {}
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
@@ -37,6 +44,10 @@ def main() -> None:
     print(f"digits/{args.encoder}: {fs.X_train.shape[0] + fs.X_test.shape[0]} x {fs.dim} features")
     print(f"  first call (extract + store): {extract:.3f} s")
     print(f"  cache hit (median of {args.repeats}): {med * 1000:.1f} ms   ratio extract/hit = {extract / med:.1f}x")
+    print(json.dumps({"benchmark": "cache", "dataset": "digits", "encoder": args.encoder,
+                      "rows": int(fs.X_train.shape[0] + fs.X_test.shape[0]), "dim": int(fs.dim),
+                      "repeats": args.repeats, "extract_s": extract, "hit_s": med,
+                      "extract_over_hit": extract / med}, allow_nan=False))
 
 
 if __name__ == "__main__":

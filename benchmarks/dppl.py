@@ -18,6 +18,10 @@ Usage::
 
     python benchmarks/dppl.py              # full grid, prints a markdown table + JSON
     python benchmarks/dppl.py --quick      # 10 % of the pool, for a smoke test
+    python benchmarks/dppl.py --tiny       # 20,000-row pool, 500 private rows, 1 thread, 3 configurations
+
+The last line of stdout is one JSON object: the rows and the ratios measured side by side
+(``clip_over_noclip``, ``pool_major_over_private_major``, ``two_over_one_thread_*``).
 """
 
 from __future__ import annotations
@@ -64,10 +68,11 @@ def _worker(cfg: dict) -> dict:
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rng = np.random.default_rng(0)
     n_pool = cfg["n_pool"]
-    base = rng.standard_normal((BASE_ROWS, DIM), dtype=np.float32)
+    n_private = cfg.get("n_private", N_PRIVATE)
+    base = rng.standard_normal((cfg.get("base_rows", BASE_ROWS), DIM), dtype=np.float32)
     pool = CyclicPool(base, n_pool)
-    X = rng.standard_normal((N_PRIVATE, DIM), dtype=np.float32)
-    y = rng.integers(0, N_CLASSES, N_PRIVATE)
+    X = rng.standard_normal((n_private, DIM), dtype=np.float32)
+    y = rng.integers(0, N_CLASSES, n_private)
     d_min, d_max = (0.0, 2.0) if cfg["path"] == "noclip" else (0.5, 1.5)
     rss_data = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     with threadpool_limits(limits=cfg["threads"]):
@@ -82,7 +87,12 @@ def _worker(cfg: dict) -> dict:
             "output_mib": U.nbytes / 2**20}
 
 
-def _grid(quick: bool) -> list[dict]:
+def _grid(quick: bool, tiny: bool = False) -> list[dict]:
+    if tiny:  # one thread, auto block: the fast path and the two clip layouts
+        small = {"threads": 1, "block": None, "n_pool": 20_000, "n_private": 500, "base_rows": 4096}
+        return [{"path": "noclip", "layout": "private_major", **small},
+                {"path": "clip", "layout": "private_major", **small},
+                {"path": "clip", "layout": "pool_major", **small}]
     n = N_POOL // 10 if quick else N_POOL
     grid = []
     for threads in (1, 2):
@@ -96,6 +106,7 @@ def _grid(quick: bool) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="20,000-row pool, 3 configurations (tests)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args()
@@ -104,7 +115,7 @@ def main() -> None:
         return
     rows = []
     env = dict(os.environ, OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2")
-    for cfg in _grid(args.quick):
+    for cfg in _grid(args.quick, args.tiny):
         out = subprocess.run([sys.executable, __file__, "--worker", json.dumps(cfg)], capture_output=True,
                              text=True, env=env, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -118,6 +129,25 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+
+    def sec(path, threads, layout, block):
+        return next((r["seconds"] for r in rows if (r["path"], r["threads"], r["layout"], r["block"])
+                     == (path, threads, layout, block)), None)
+
+    res = {"benchmark": "dppl", "n_pool": rows[0]["n_pool"], "n_private": rows[0].get("n_private", N_PRIVATE),
+           "dim": DIM, "rows": rows}
+    for th in (1, 2):
+        nc, pm, qm = sec("noclip", th, "private_major", None), sec("clip", th, "private_major", None), \
+            sec("clip", th, "pool_major", None)
+        if nc and pm:
+            res[f"clip_over_noclip_threads{th}"] = pm / nc
+        if pm and qm:
+            res[f"pool_major_over_private_major_threads{th}"] = qm / pm
+    for path, layout in (("noclip", "private_major"), ("clip", "private_major"), ("clip", "pool_major")):
+        one, two = sec(path, 1, layout, None), sec(path, 2, layout, None)
+        if one and two:
+            res[f"two_over_one_thread_{path}_{layout}"] = two / one
+    print(json.dumps(res, allow_nan=False))
 
 
 if __name__ == "__main__":

@@ -17,17 +17,24 @@ resolution, for the speed/accuracy trade-off of ``image_size``.
 
 Uses the CIFAR-10 JPEGs in ``../shared/data/cifar10_images_jpg.tar.gz`` (extracted to a
 temporary folder, never into ``../shared``); exits with a message when the archive is absent.
+``--tiny`` (smoke test) needs no data: 16 random 32x32 JPEGs written to a temporary folder, one
+setting (64 px, 1 thread, batch 8, one pass), same code path.
+
+The last line of stdout is one JSON object: one row per setting with ``full_over_bare`` (or the
+probe accuracies), or ``{"benchmark": "extract", "skipped": "<reason>"}`` without the archive.
 
 Usage::
 
     python benchmarks/extract.py --n 128 --sizes 224,128,96 --threads 1,2
     python benchmarks/extract.py --probe --sizes 224,128,96 --threads 1
+    python benchmarks/extract.py --tiny
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import statistics
 import sys
 import tarfile
@@ -62,6 +69,19 @@ def extract_cifar(dest: Path, split: str, per_class: int) -> FileImageSource:
                         break
     names = sorted(want, key=lambda n: (want[n], n))
     return FileImageSource([dest / n for n in names], np.array([want[n] for n in names]))
+
+
+def random_jpegs(dest: Path, n: int, seed: int = 0) -> FileImageSource:
+    """``n`` random 32x32 RGB JPEGs in ``dest`` (content does not change the cost of the path)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(n):
+        p = dest / f"{i:04d}.jpg"
+        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(p, quality=75)
+        paths.append(p)
+    return FileImageSource(paths, np.arange(n) % len(CLASSES))
 
 
 def time_full(enc, src) -> float:
@@ -131,13 +151,32 @@ def main(argv=None) -> int:
     ap.add_argument("--probe-train", type=int, default=500)
     ap.add_argument("--probe-test", type=int, default=500)
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "mixdp_bench_cifar"))
+    ap.add_argument("--tiny", action="store_true", help="16 random JPEGs, 64 px, one setting (no data needed)")
     args = ap.parse_args(argv)
+    res: dict = {"benchmark": "extract", "encoder": args.encoder}
 
-    if not ARCHIVE.is_file():
+    tiny_dir = None
+    if args.tiny:
+        if args.probe:
+            ap.error("--tiny times the speed grid only")
+        args.n, args.sizes, args.threads, args.channels_last, args.batch, args.repeats, args.fuse = (
+            16, "64", "1", "1", "8", 1, "1")
+        tiny_dir = tempfile.TemporaryDirectory(prefix="mixdp-extract-tiny-")
+    elif not ARCHIVE.is_file():
         print(f"SKIP: CIFAR-10 archive not found at {ARCHIVE}")
+        print(json.dumps({**res, "skipped": f"CIFAR-10 archive not found at {ARCHIVE}"}))
         return 0
+    try:
+        return _run(args, res, Path(tiny_dir.name) if tiny_dir else None)
+    finally:
+        if tiny_dir is not None:
+            tiny_dir.cleanup()
+
+
+def _run(args, res: dict, tiny_dir: Path | None) -> int:
     dest = Path(args.workdir)
-    dest.mkdir(parents=True, exist_ok=True)
+    if tiny_dir is None:
+        dest.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
     threads = [int(t) for t in args.threads.split(",")]
     import torch
@@ -149,16 +188,25 @@ def main(argv=None) -> int:
         test = extract_cifar(dest, "test", args.probe_test // 10)
         print(f"linear probe: {len(train)} train / {len(test)} test CIFAR-10 images, threads={threads[0]}")
         print(f"{'size':>5} {'acc':>6} {'img/s':>7}")
+        res.update(mode="probe", probe_train=len(train), probe_test=len(test), threads=threads[0], rows=[])
         for s in sizes:
             acc, ips = linear_probe(args.encoder, train, test, image_size=s, threads=threads[0],
                                     batch_size=int(args.batch.split(",")[0]))
             print(f"{s:>5} {acc:>6.3f} {ips:>7.1f}", flush=True)
+            res["rows"].append({"size": s, "accuracy": acc, "images_per_s": ips})
+        print(json.dumps(res, allow_nan=False))
         return 0
 
-    src = extract_cifar(dest, "test", max(1, args.n // 10))
+    if tiny_dir is not None:
+        src = random_jpegs(tiny_dir, args.n)
+        what = "random 32x32 JPEGs (--tiny)"
+    else:
+        src = extract_cifar(dest, "test", max(1, args.n // 10))
+        what = "CIFAR-10 JPEGs (32x32)"
     grid = itertools.product(sizes, threads, [bool(int(c)) for c in args.channels_last.split(",")],
                              [int(b) for b in args.batch.split(",")], [bool(int(f)) for f in args.fuse.split(",")])
-    print(f"{len(src)} CIFAR-10 JPEGs (32x32), median of {args.repeats} alternating passes")
+    print(f"{len(src)} {what}, median of {args.repeats} alternating passes")
+    res.update(mode="speed", images=len(src), data=what, repeats=args.repeats, rows=[])
     print(f"{'size':>5} {'thr':>3} {'CL':>3} {'bs':>4} {'fuse':>4} {'full img/s':>10} {'bare img/s':>10} "
           f"{'full/bare':>9} {'prep img/s':>10}")
     for size, thr, cl, bs, fuse in grid:
@@ -166,6 +214,10 @@ def main(argv=None) -> int:
                                 batch_size=bs, repeats=args.repeats, fuse=fuse)
         print(f"{size:>5} {thr:>3} {int(cl):>3} {bs:>4} {int(fuse):>4} {f:>10.1f} {b:>10.1f} {f / b:>9.2f} {p:>10.0f}",
               flush=True)
+        res["rows"].append({"size": size, "threads": thr, "channels_last": cl, "batch": bs, "fuse": fuse,
+                            "full_images_per_s": f, "bare_images_per_s": b, "prep_images_per_s": p,
+                            "full_over_bare": f / b})
+    print(json.dumps(res, allow_nan=False))
     return 0
 
 

@@ -102,7 +102,7 @@ def main(argv=None) -> dict:
         }
         print(f"final fit: {c1:.1f} s vs {c2:.1f} s CPU; {out['final_fit']}", flush=True)
     out["grid"] = list(L2_GRID)
-    print(json.dumps(out))
+    print(json.dumps(out, allow_nan=False))
     return out
 
 

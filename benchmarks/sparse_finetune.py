@@ -20,6 +20,10 @@ Usage::
 
     python benchmarks/sparse_finetune.py            # small_cnn (batch 64) + resnet18_32 (batch 16)
     python benchmarks/sparse_finetune.py --quick    # small_cnn only, few repeats
+    python benchmarks/sparse_finetune.py --tiny     # small_cnn of width 8, batch 16, one repeat (tests)
+
+The last line of stdout is one JSON object: the rows (``overhead`` = DP / non-private step) and
+the overhead per (architecture, τ).
 """
 
 from __future__ import annotations
@@ -125,15 +129,16 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="small_cnn width 8, batch 16, 1 repeat (smoke test)")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
 
     import torch
 
     torch.set_num_threads(args.threads)
-    repeats = 2 if args.quick else args.repeats
-    configs = [("small_cnn", 16, args.batch, repeats)]
-    if not args.quick:
+    repeats = 1 if args.tiny else 2 if args.quick else args.repeats
+    configs = [("small_cnn", 8, 16, repeats)] if args.tiny else [("small_cnn", 16, args.batch, repeats)]
+    if not (args.quick or args.tiny):
         configs.append(("resnet18_32", 64, args.resnet_batch, args.resnet_repeats))
     rows = []
     for arch, width, batch, reps in configs:
@@ -157,6 +162,9 @@ def main(argv=None) -> int:
           f"{args.resnet_repeats} (ResNet-18) interleaved repeats after one warm-up")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    print(json.dumps({"benchmark": "sparse_finetune", "device": args.device, "threads": args.threads,
+                      "repeats": repeats, "rows": rows,
+                      "overhead": {f"{r['arch']}_{r['mode']}": r["overhead"] for r in rows}}, allow_nan=False))
     return 0
 
 

@@ -16,7 +16,9 @@ of ``mixdp_core`` on the path (~0.1-0.2 s of CPU) and measure the environment, n
 
 Usage::
 
-    python benchmarks/startup.py [--repeats 5] [--no-bytecode] [--baseline OTHER_CHECKOUT]
+    python benchmarks/startup.py [--repeats 5] [--no-bytecode] [--baseline OTHER_CHECKOUT] [--tiny]
+
+``--tiny`` (smoke test) times each command once after the warm-up run.
 
 ``--baseline`` also times the train command of another checkout of the project (e.g. an
 extracted older commit), interleaved with this one, under the same settings (key
@@ -29,6 +31,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,8 +57,18 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE as the caller set it")
     ap.add_argument("--baseline", default=None, help="another checkout whose train command is timed alongside")
+    ap.add_argument("--tiny", action="store_true", help="one timed run of each command (smoke test)")
     a = ap.parse_args(argv)
+    if a.tiny:
+        a.repeats = 1
     tmp = tempfile.mkdtemp(prefix="mixdp-startup-")
+    try:
+        _run(a, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(a, tmp: str) -> None:
     env = {**os.environ, "MIXDP_HOME": str(Path(tmp) / "home"), "MIXDP_CACHE": str(Path(tmp) / "cache"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
     if not a.no_bytecode:
@@ -96,7 +109,8 @@ def main(argv=None):
            **{f"cpu_seconds_{k}": v for k, v in med.items()}}
     if a.baseline:
         res["cpu_seconds_baseline"] = med["train_digits_adamix_baseline"]
-    print(json.dumps(res, sort_keys=True))
+    res["train_over_python_bare"] = med["train_digits_adamix"] / max(med["python_bare"], 1e-9)
+    print(json.dumps(res, sort_keys=True, allow_nan=False))
 
 
 if __name__ == "__main__":

@@ -12,12 +12,14 @@ written at each policy's cadence (``--step-ms`` of training per step). Last line
 Usage::
 
     python benchmarks/store.py [--steps 2000] [--step-ms 45] [--repeats 5]
+    python benchmarks/store.py --tiny        # 200 records, 2 repeats (smoke test)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -40,7 +42,10 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=2000, help="records in the simulated run")
     ap.add_argument("--step-ms", type=float, default=45.0, help="training time per step (sets the batch sizes)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--tiny", action="store_true", help="200 records, 2 repeats (smoke test)")
     a = ap.parse_args(argv)
+    if a.tiny:
+        a.steps, a.repeats = min(a.steps, 200), min(a.repeats, 2)
     per_old = max(1, int(round(500.0 / a.step_ms)))  # records per write: 0.5 s cadence
     per_new = max(1, int(round(900.0 / a.step_ms)))  # ~0.9 s cadence (oldest record 0.9 * 1 s old)
     root = tempfile.mkdtemp(prefix="mixdp-store-bench-")
@@ -84,7 +89,8 @@ def main(argv=None):
     for k in ("records_per_write", "write_wall_s", "write_cpu_s", "writes_per_run", "run_write_wall_s"):
         b, f = res[f"{k}_before"], res[f"{k}_after"]
         print(f"| {k} | {b:.4g} | {f:.4g} |")
-    print(json.dumps(res, sort_keys=True))
+    shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps(res, sort_keys=True, allow_nan=False))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ Usage::
 
     python benchmarks/sweep.py                 # 2 workers, local + ray
     python benchmarks/sweep.py --workers 2 --no-ray
+    python benchmarks/sweep.py --tiny          # 2 runs (adamix, ngd at ε = 3), local pool only (tests)
 """
 
 from __future__ import annotations
@@ -73,15 +74,22 @@ def main(argv=None) -> int:
                     help="local workers each in its own session (default, see LocalExecutor), in the "
                          "driver's session, or both side by side")
     ap.add_argument("--repeats", type=int, default=1, help="local sweeps per session mode (alternated)")
+    ap.add_argument("--tiny", action="store_true",
+                    help="2 runs (adamix and ngd at ε = 3, one seed) on the local process pool; never starts Ray")
     args = ap.parse_args(argv)
+    if args.tiny:
+        args.no_ray, args.repeats = True, 1
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
     from mixdp_core.runs.runner import _load_features
     from mixdp_core.runs.store import RunStore
     from mixdp_core.runs.sweep import SweepSpec, run_sweep
 
-    spec = SweepSpec(methods=("adamix", "ngd", "ppgd"), epsilons=(0.5, 1, 3, 8), seeds=(0, 1),
-                     params={"noise_multiplier": 20.0})
+    if args.tiny:
+        spec = SweepSpec(methods=("adamix", "ngd"), epsilons=(3,), seeds=(0,), params={"noise_multiplier": 20.0})
+    else:
+        spec = SweepSpec(methods=("adamix", "ngd", "ppgd"), epsilons=(0.5, 1, 3, 8), seeds=(0, 1),
+                         params={"noise_multiplier": 20.0})
     configs = spec.configs()
     n = len(configs)
     feats = _load_features(configs[0], cache_dir=None, progress=None)  # warms the feature cache
@@ -110,7 +118,7 @@ def main(argv=None) -> int:
     single = [(a + b) / 2 for a, b in zip(s1, s2)]
     share = lpt_makespan(single, args.workers)
     res = {
-        "runs": n, "workers": args.workers, "sum_single_s": round(sum(single), 3),
+        "benchmark": "sweep", "tiny": args.tiny, "runs": n, "workers": args.workers, "sum_single_s": round(sum(single), 3),
         "sum_single_pass1_s": round(sum(s1), 3), "sum_single_pass2_s": round(sum(s2), 3),
         "slowest_worker_share_s": round(share, 3), "local_sweep_s": round(local_s, 3),
         "ratio_local_vs_share": round(local_s / share, 3), "local_mode": main_mode,
@@ -160,7 +168,7 @@ def main(argv=None) -> int:
         res["sched_autogroup_enabled"] = int(Path("/proc/sys/kernel/sched_autogroup_enabled").read_text())
     except (OSError, ValueError):
         pass
-    print(json.dumps(res))
+    print(json.dumps(res, allow_nan=False))
     return 0
 
 

@@ -82,3 +82,16 @@ class UnknownNameError(MixDPError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else ""
+
+
+def field_and_message(exc: BaseException, default_field: str) -> tuple[str, str]:
+    """``(field, message)`` of an error for a form: a :class:`ConfigError` carries both; other
+    errors ("<field>: <message>" by convention) are split once, here, so pages never parse
+    error strings themselves."""
+    if isinstance(exc, ConfigError):
+        return exc.field, exc.message
+    text = str(exc)
+    head, sep, rest = text.partition(": ")
+    if sep and head and " " not in head and len(head) <= 40:
+        return head, rest
+    return default_field, text

@@ -3,13 +3,13 @@
 import streamlit as st
 
 from mixdp_core.app_support import charts, forms
-from mixdp_core.app_support.data import (label_summary, labels_known, public_sample_images, split_summary,
+from mixdp_core.app_support.data import (label_summary, labels_known, public_sample_images, split_problem, split_summary,
                                          weights_file_from_path)
 from mixdp_core.app_support.jobs import feature_key
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, poll_seconds, save_data_settings, show_field_errors, show_chart,
 )
-from mixdp_core.errors import MixDPError
+from mixdp_core.errors import MixDPError, field_and_message
 
 manager = page_setup("Data & encoder")
 settings = data_settings()
@@ -66,7 +66,8 @@ elif source in ("Upload features (.npz)", "Upload images (.zip of class folders)
             dataset = store(up.getvalue(), up.name)
             st.success(f"{verb} as `{dataset}`")
         except MixDPError as e:
-            errors[getattr(e, "field", "upload")] = str(e).split(": ", 1)[-1]
+            k, v = field_and_message(e, "upload")
+            errors[k] = v
 else:
     from mixdp_core.data import data_root
 
@@ -75,7 +76,8 @@ else:
         try:
             dataset = forms.dataset_spec_from_path("image_folder", rel)
         except MixDPError as e:
-            errors[getattr(e, "field", "path")] = str(e).split(": ", 1)[-1]
+            k, v = field_and_message(e, "path")
+            errors[k] = v
 
 # ------------------------------------------------------------------ encoder and split
 encoders = forms.encoder_classes()
@@ -107,7 +109,8 @@ with c1:
                 weights = weights_file_from_path(wtxt)
                 st.caption(f"Weights: `{weights}`")
             except MixDPError as e:
-                errors[getattr(e, "field", "weights")] = str(e).split(": ", 1)[-1]
+                k, v = field_and_message(e, "weights")
+                errors[k] = v
 encoder_kwargs = {"pretrained": weights} if weights else {}
 with c2:
     ppc = st.number_input("Public samples per class", min_value=1, max_value=500,
@@ -121,6 +124,12 @@ with c2:
                       key="data_public_from")
     public_from = None if pf == "(same dataset)" else pf
 
+if not errors:  # settings no run could use are shown, never saved (Launch stays blocked)
+    bad = split_problem(dataset, public_per_class=int(ppc), imbalance_ratio=float(ir), public_from=public_from,
+                        seed=int(settings.get("seed", 0)),
+                        ready_pixels=feature_key(dataset, "pixels") in manager.features_ready)
+    if bad:
+        errors[bad[0]] = bad[1] + " — not saved; Train and Compare keep the last valid settings"
 if errors:
     show_field_errors(errors)
 else:
@@ -180,7 +189,7 @@ if (ready or from_labels) and not errors:
         else:
             s = _label_summary(dataset, int(ppc), float(ir), public_from, int(settings.get("seed", 0)))
     except MixDPError as e:
-        show_field_errors({getattr(e, "field", "split"): str(e).split(": ", 1)[-1]})
+        show_field_errors(dict([field_and_message(e, "split")]))
     else:
         show_chart(charts.class_counts_figure(s, imbalance_ratio=float(ir)), key="data_counts", name="class_counts")
         n_min = sum(s["minority"]) if float(ir) > 1 else 0

@@ -11,10 +11,12 @@ import json
 import streamlit as st
 
 from mixdp_core.app_support import forms
+from mixdp_core.app_support.data import split_problem
 from mixdp_core.app_support.resources import (
     data_settings, live_seconds, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
     select_run, selected_run_id, show_field_errors,
 )
+from mixdp_core.config import parse_number
 from mixdp_core.errors import ConfigError
 
 manager = page_setup("Train")
@@ -43,7 +45,13 @@ mcls = methods[method]
 #: Network fine-tuning trains on the images themselves (flattened pixels), not on features.
 needs_images = getattr(mcls, "family", "") == "finetune"
 blocked = None
-if needs_images and dataset.startswith("features:"):
+bad_split = split_problem(dataset, public_per_class=int(settings["public_per_class"]),
+                          imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"],
+                          seed=int(settings.get("seed", 0)))
+if bad_split:
+    blocked = (f"The split settings cannot be made on `{dataset}`: **{bad_split[0]}**: {bad_split[1]}. "
+               "Change them on the Data & encoder page.")
+elif needs_images and dataset.startswith("features:"):
     blocked = (f"`{method}` fine-tunes a network on images, but `{dataset}` holds pre-extracted features "
                "only: choose an image dataset (e.g. digits) or a linear-head method.")
 elif needs_images and encoder != "pixels":
@@ -130,15 +138,15 @@ if launch and not blocked:
             try:
                 v = forms.parse_text_value(v[1], v[2])
             except ConfigError as e:
-                errors[e.field] = str(e).split(": ", 1)[-1]
+                errors[e.field] = e.message
                 continue
         params[name] = v
     target_eps = eps
     if exact.strip():
         try:
-            target_eps = float(exact)
-        except ValueError:
-            errors["epsilon"] = f"must be a number > 0, got {exact!r}"
+            target_eps = parse_number("epsilon", exact, float, "a number in [0.001, 1000]")
+        except ConfigError as e:
+            errors["epsilon"] = e.message
     params = forms.changed_params(method, params)
     if sigma is not None:
         if sigma <= 0:
@@ -161,10 +169,17 @@ if launch and not blocked:
                        "its reported ε is the composition of every candidate run.")
         job = manager.submit_run(cfg, kind="train")
         st.session_state["train_job"] = job.job_id
+        if mcls.private:  # one ε on screen: the one the run uses, said where the form is
+            st.session_state["train_used_eps"] = (
+                f"Launched at ε = {target_eps:g}" + (f" — the typed value; the slider's {eps:g} was not used."
+                                                     if exact.strip() else " (slider)."))
         rid = manager.wait_run_id(job)
         select_run(rid)  # the run id goes into the URL right away
         manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
         st.session_state["train_first_draw"] = rid  # this draw: only the charts with that point
+
+if st.session_state.get("train_used_eps"):
+    st.caption(st.session_state["train_used_eps"])
 
 # ------------------------------------------------------------------ follow the run
 st.divider()

@@ -4,6 +4,7 @@ minority accuracy. The selection lives in the URL (shareable, survives a reload)
 import streamlit as st
 
 from mixdp_core.app_support import charts, compare_url, forms
+from mixdp_core.app_support.data import split_problem
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, note, poll_seconds, render_recommendations, show_chart, show_field_errors,
 )
@@ -79,6 +80,10 @@ def _configs():
         errors["epsilon"] = "choose at least one ε value"
     if not seeds:
         errors["seed"] = "choose at least one seed"
+    bad = split_problem(settings["dataset"], public_per_class=int(settings["public_per_class"]),
+                        imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"])
+    if bad:
+        errors[bad[0]] = bad[1] + " (change it on Data & encoder)"
     if errors:
         return [], errors
     base = dict(dataset=settings["dataset"], encoder=settings["encoder"], target_delta=delta,
@@ -166,12 +171,7 @@ def results():
     else:
         a.caption("No minority-class accuracy: at imbalance ratio 1 no class is a minority.")
     with b:
-        st.dataframe([{"method": r["method"], "ε": "∞" if r["epsilon"] is None else f"{r['epsilon']:g}",
-                       "seeds": r["n"], "test error": r["test_error_mean"], "attack AUC": r["mia_auc_mean"],
-                       "minority acc.": r["minority_accuracy_mean"]} for r in rows],
-                     hide_index=True, key="cmp_table",
-                     column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                    for c in ("test error", "attack AUC", "minority acc.")})
+        st.dataframe(charts.compare_table(rows), hide_index=True, key="cmp_table")
         note("attack_auc", "What is attack AUC?")
         note("epsilon", "What does ε mean?")
     if j is not None and j.finished and st.session_state.get("cmp_drawn") != j.job_id:

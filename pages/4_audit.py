@@ -6,7 +6,7 @@ from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts
 from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id, show_chart
 from mixdp_core.app_support.audit import (
-    ATTACK_LABELS, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
+    ATTACK_LABELS, AUDIT_CHART_CAPTION, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
 )
 
 manager = page_setup("Privacy audit")
@@ -66,20 +66,24 @@ if go:
         bar.empty()
 
 stored = audits_for_run(audits, rec)
-rocs = {}
+rocs, counts = {}, {}
 if "mia_fpr" in arrays:
-    rocs["loss attack (class-matched)" if m.get("mia_class_matched") else "loss attack (unmatched, old run)"] = (
-        arrays["mia_fpr"], arrays["mia_tpr"])
+    name = "loss attack (class-matched)" if m.get("mia_class_matched") else "loss attack (unmatched, old run)"
+    rocs[name] = (arrays["mia_fpr"], arrays["mia_tpr"])
+    if m.get("mia_n_per_side"):
+        counts[name] = (int(m["mia_n_per_side"]), int(m["mia_n_per_side"]))
 for a in stored:
     for name, curve in audits.rocs(a.audit_id).items():
-        rocs.setdefault(f"{name} [{a.audit_id[-6:]}]", curve)
+        key = f"{name} [{a.audit_id[-6:]}]"
+        rocs.setdefault(key, curve)
+        n_neg, n_pos = a.summary.get("n_nonmembers"), a.summary.get("n_members")
+        if n_neg and n_pos:
+            counts[key] = (int(n_neg), int(n_pos))
 log_axes = st.toggle("log–log axes (low false-positive regime)", value=True, key="audit_log")
-show_chart(charts.theory_vs_attack_figure(report, rocs, log=log_axes), key="audit_theory",
+show_chart(charts.theory_vs_attack_figure(report, rocs, log=log_axes, counts=counts), key="audit_theory",
            name=f"{rec.run_id}_theory_vs_attack")
 st.markdown(f"### {tradeoff_sentence(report, 0.01)}")
-st.caption("Black line: the best trade-off *any* attack can reach under this run's guarantee "
-           "(accounting.max_tpr). Coloured lines: measured attacks. A measured curve above the black line "
-           "would mean a privacy bug.")
+st.caption(AUDIT_CHART_CAPTION)
 
 if stored:
     st.subheader("Audits of this run")

@@ -19,6 +19,16 @@ ATTACK_LABELS: dict[str, str] = {
 }
 
 
+#: How to read the theory-vs-attack chart (the Privacy audit page's caption).
+AUDIT_CHART_CAPTION = (
+    "Black line: the best trade-off *any* attack can reach under this run's guarantee (accounting.max_tpr). "
+    "Coloured lines: measured attacks, each an *estimate* from a finite number of members and non-members; the "
+    "shaded band around it is its 95 % Clopper–Pearson range (pointwise). At low false-positive rates few "
+    "non-members decide each point, so a measured line can cross the black line by chance: that alone is not a "
+    "privacy bug. Only when the band's pessimistic edge (lowest TPR at the highest FPR) lies above the black line "
+    "do the data contradict the guarantee — that is the test the alarm below makes, at the stated confidence.")
+
+
 def run_report(metrics: Mapping[str, Any]) -> Optional[Any]:
     """The run's privacy report (ε, δ, μ from the accounting module, as stored), or ``None``."""
     if metrics.get("epsilon") is None:

@@ -399,6 +399,22 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
     return rows
 
 
+#: The one unit of the Performance Boost everywhere in the app (a multiple, as in the paper).
+BOOST_HELP = ("AdaMix paper's Performance Boost, PB = (error of Only-Public − error of paragon) / (error of this "
+              "run − error of paragon), on the same split: 1× = no better than Only-Public (which reads no private "
+              "data), higher is better, ∞ = as good as the non-private paragon, below 1× = worse than Only-Public.")
+
+
+def format_boost(pb: Any) -> str:
+    """A Performance Boost as a multiple (``"0.89×"``, ``"∞"``), the unit of every view."""
+    if pb is None:
+        return "—"
+    pb = float(pb)
+    if not np.isfinite(pb):
+        return "∞" if pb > 0 else "—"
+    return f"{pb:.2f}×"
+
+
 def metric_cards(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
     where the split has no minority class)."""
@@ -459,6 +475,25 @@ def aggregate_runs(runs: Iterable[Any], metrics: Sequence[str] = ("test_error", 
 REFERENCE_METHODS = ("paragon", "only_public", "zero_shot")
 
 
+def compare_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Compare's table in the units of its charts: errors and accuracies in %, ε "0" for a
+    method that reads no private data and "∞" for a non-private one, "—" where a value does
+    not apply (minority accuracy at imbalance ratio 1)."""
+    def pct(v: Any) -> str:
+        return "—" if v is None else f"{100 * float(v):.1f} %"
+
+    out = []
+    for r in rows:
+        eps = r.get("epsilon")
+        out.append({"method": r["method"],
+                    "ε": (f"{eps:g}" if eps is not None else "0" if r["method"] in ("only_public", "zero_shot") else "∞"),
+                    "seeds": r["n"], "test error": pct(r.get("test_error_mean")),
+                    "± std": pct(r.get("test_error_std")) if r.get("n", 1) > 1 else "—",
+                    "attack AUC": "—" if r.get("mia_auc_mean") is None else f"{float(r['mia_auc_mean']):.3f}",
+                    "minority acc.": pct(r.get("minority_accuracy_mean"))})
+    return out
+
+
 def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str, ylabel: str):
     """``metric`` (mean ± std over seeds as error bars) vs ε on a log axis with a tick at every
     ε; non-private methods (paragon, only-public, ...) as dashed reference lines with a
@@ -479,8 +514,9 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
             if std > 0:
                 fig.add_trace(go.Scatter(x=x_ref + x_ref[::-1], y=[mean + std] * 2 + [mean - std] * 2,
                                          fill="toself", line=dict(width=0), fillcolor=color or "#999999",
-                                         opacity=0.15, hoverinfo="skip", showlegend=False, name=f"{name} ± std"))
-            fig.add_trace(go.Scatter(x=x_ref, y=[mean, mean], mode="lines", name=label,
+                                         opacity=0.15, hoverinfo="skip", name=f"{name}: ± std over seeds",
+                                         legendgroup=label))
+            fig.add_trace(go.Scatter(x=x_ref, y=[mean, mean], mode="lines", name=label, legendgroup=label,
                                      line=dict(color=color, dash="dash", width=2)))
         else:
             curves.setdefault(r["method"], []).append(r)
@@ -662,7 +698,7 @@ def figure_frame(fig):
 
     parts = []
     for k, tr in enumerate(fig.data):
-        if getattr(tr, "showlegend", None) is False and getattr(tr, "fill", None) == "toself":
+        if getattr(tr, "fill", None) == "toself":  # a shaded band: its curve's rows carry the spread
             continue
         x = getattr(tr, "x", None)
         y = getattr(tr, "y", None)
@@ -677,7 +713,7 @@ def figure_frame(fig):
         df = pd.DataFrame({"trace": tr.name or f"trace{k}", "x": x, "y": y})
         err = getattr(getattr(tr, "error_y", None), "array", None)
         if err is not None and len(err) == len(df):
-            df["error"] = list(err)
+            df["std_over_seeds"] = list(err)  # the error bar is the std of the mean's seeds
         parts.append(df)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["trace", "x", "y"])
 
@@ -794,7 +830,8 @@ ATTACK_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2
 
 
 def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np.ndarray]], *,
-                            log: bool = True, fpr_floor: float = 1e-4, large: bool = True):
+                            log: bool = True, fpr_floor: float = 1e-4, large: bool = True,
+                            counts: Mapping[str, tuple[int, int]] | None = None, confidence: float = 0.95):
     """The best trade-off any attack can reach under the guarantee, with measured ROCs on top.
 
     Args:
@@ -805,10 +842,16 @@ def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np
             gives linear axes.
         fpr_floor: smallest FPR drawn on log axes.
         large: large fonts (classroom projection).
+        counts: ``{attack name: (non-members, members)}`` behind each curve; where given, the
+            curve is drawn with its pointwise Clopper–Pearson ``confidence`` band
+            (:func:`mixdp_core.evaluation.audit.stats.roc_band`).
 
     The theory curve is :func:`mixdp_core.accounting.max_tpr` (μ-GDP where the report has μ,
-    else (ε, δ)); an attack above it would mean a privacy bug.
+    else (ε, δ)). A measured curve is an estimate: only where its band's pessimistic edge
+    (TPR lower bound at the FPR upper bound) lies above the theory curve do the data refute the
+    guarantee.
     """
+    from ..evaluation.audit.stats import roc_band
     from ..accounting import max_tpr
 
     go = _go()
@@ -828,11 +871,21 @@ def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np
     for i, (nm, (f, t)) in enumerate(rocs.items()):
         f = np.asarray(f, dtype=float)
         t = np.asarray(t, dtype=float)
+        color = ATTACK_COLORS[i % len(ATTACK_COLORS)]
+        n = (counts or {}).get(nm)
+        if n is not None and min(n) > 0 and f.size:
+            f_lo, f_hi, t_lo, t_hi = roc_band(f, t, int(n[0]), int(n[1]), confidence=confidence)
+            # polygon: optimistic edge out, pessimistic edge back
+            bx = np.concatenate([np.maximum(f_lo, fpr_floor if log else 0.0), f_hi[::-1]])
+            by = np.concatenate([t_hi, np.maximum(t_lo, fpr_floor if log else 0.0)[::-1]])
+            fig.add_trace(go.Scatter(x=bx, y=by, mode="lines", fill="toself", line=dict(width=0, color=color),
+                                     opacity=0.18, hoverinfo="skip", legendgroup=str(nm),
+                                     name=f"{nm}: {100 * confidence:.0f} % band ({n[1]} members, {n[0]} non-members)"))
         if log:
             keep = f >= fpr_floor
             f, t = f[keep], np.maximum(t[keep], fpr_floor)
-        fig.add_trace(go.Scatter(x=f, y=t, mode="lines", name=str(nm),
-                                 line=dict(color=ATTACK_COLORS[i % len(ATTACK_COLORS)], width=3)))
+        fig.add_trace(go.Scatter(x=f, y=t, mode="lines", name=str(nm), legendgroup=str(nm),
+                                 line=dict(color=color, width=3)))
     axis = dict(type="log", range=[math.log10(fpr_floor), 0]) if log else dict(range=[0, 1])
     fig.update_xaxes(**axis)
     fig.update_yaxes(**axis)

@@ -67,6 +67,28 @@ def labels_known(dataset: str, ready_pixels: bool = False) -> bool:
     return dataset in INSTANT_DATASETS or ready_pixels
 
 
+def split_problem(dataset: str, *, public_per_class: int, imbalance_ratio: float = 1.0,
+                  public_from: str | None = None, seed: int = 0, ready_pixels: bool = False,
+                  cache_dir: Any = None) -> tuple[str, str] | None:
+    """``(field, message)`` when these split settings cannot be made on ``dataset`` (e.g. 300
+    public samples per class where a class holds 180), else ``None``. Checked from the labels
+    (:func:`labels_known`); ``None`` when the labels are not at hand yet (the run's own
+    split then says it)."""
+    from ..errors import MixDPError, field_and_message
+
+    if public_from or not labels_known(dataset, ready_pixels):
+        return None
+    try:
+        label_summary(dataset, public_per_class=public_per_class, imbalance_ratio=imbalance_ratio, seed=seed,
+                      cache_dir=cache_dir)
+    except MixDPError as e:
+        field, msg = field_and_message(e, "split")
+        # name the setting the user can change (the split's own error names its array)
+        field = next((f for f in ("public_per_class", "imbalance_ratio") if f in msg), field)
+        return field, msg
+    return None
+
+
 def label_summary(dataset: str, *, public_per_class: int = 5, imbalance_ratio: float = 1.0,
                   public_from: str | None = None, seed: int = 0, cache_dir: Any = None) -> dict[str, Any]:
     """:func:`split_summary` from the labels alone (through the instant ``pixels`` view); the

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ConfigError, DataError, MixDPError, UnknownNameError
+from ..errors import ConfigError, DataError, MixDPError, UnknownNameError, field_and_message
 
 #: ε values offered by the log-scale slider (about 0.05-20).
 EPSILON_GRID: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0,
@@ -79,6 +79,15 @@ def demo_config() -> Any:
 
     return RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=3.0,
                      target_delta=1e-5, seed=0)
+
+
+def demo_references(demo: Any = None) -> list[Any]:
+    """What the demo's result is read against (a second each): Only-Public (public samples
+    only, ε = 0) and Fully-Private at the demo's ε, on the demo's split."""
+    import dataclasses
+
+    demo = demo or demo_config()
+    return [dataclasses.replace(demo, method="only_public"), dataclasses.replace(demo, method="fully_private")]
 
 
 # --------------------------------------------------------------------------- field specs
@@ -265,7 +274,7 @@ def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
         try:
             check(v.get(key, getattr(RunConfig, key)))
         except ConfigError as e:  # the declared range, e.g. "epsilon: must be a finite number > 0"
-            errors[e.field] = str(e).split(": ", 1)[-1]
+            errors[e.field] = e.message
     method = v.get("method")
     if method not in method_classes():
         errors["method"] = f"unknown method {method!r}; choose one of: {', '.join(method_classes())}"
@@ -280,7 +289,7 @@ def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
     try:
         cfg = RunConfig(**{k: val for k, val in v.items() if k in names})  # includes the budget preflight
     except ConfigError as e:
-        return None, {e.field: str(e).split(": ", 1)[-1]}
+        return None, {e.field: e.message}
     except UnknownNameError as e:
         return None, {"config": str(e)}
     except (MixDPError, TypeError, ValueError) as e:
@@ -450,7 +459,7 @@ def extract_zip_upload(data: bytes, filename: str, *, cache_dir: str | Path | No
                     with open(target, "wb") as out:
                         copy_member(zf, info, out, field="upload", budget=budget)
                 except DataError as e:
-                    raise ConfigError("upload", str(e).split(": ", 1)[-1]) from None
+                    raise ConfigError("upload", field_and_message(e, "upload")[1]) from None
                 except OSError as e:
                     raise storage_error(e, target, what="upload", fix="free some space or set MIXDP_CACHE") from None
                 if not _is_image_file(target):

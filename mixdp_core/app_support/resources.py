@@ -33,7 +33,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import streamlit as st
 
@@ -256,7 +256,9 @@ def run_label(rec: Any) -> str:
     return f"{rec.run_id} · {rec.method} · {eps} · {rec.dataset}/{rec.encoder} · seed {rec.seed} · {rec.status}"
 
 
-STATUS_BADGE = {RUNNING: "🟡 running", COMPLETED: "🟢 completed", FAILED: "🔴 failed", CANCELLED: "⚪ cancelled"}
+#: Status words with a symbol every text font has (emoji need a colour-emoji font, which
+#: headless browsers and many servers lack: they drew boxes).
+STATUS_BADGE = {RUNNING: "● running", COMPLETED: "✓ completed", FAILED: "✗ failed", CANCELLED: "○ cancelled"}
 
 
 def show_chart(fig: Any, key: str, *, name: str | None = None) -> None:
@@ -444,7 +446,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
             show_chart(figs[name], key=f"{key}-{name}", name=f"{rec.run_id}_{name}")
     with st.container():
         if rec.status in (COMPLETED, CANCELLED) and rec.metrics.get("test_error") is not None:
-            render_final_metrics(rec.metrics, key=key)
+            render_final_metrics(rec.metrics, key=key, context=context_lines(store, rec))
     return rec.status
 
 
@@ -533,8 +535,44 @@ def forms_methods() -> dict[str, Any]:
     return forms.method_classes()
 
 
-def render_final_metrics(metrics: Mapping[str, Any], *, key: str) -> None:
-    """Final utility metrics and the privacy numbers side by side."""
+def context_lines(store: Any, rec: Any) -> list[str]:
+    """What a finished run's error means, from the runs beside it on the same split: the
+    Only-Public reference (uses no private data) and Fully-Private at the same ε and δ.
+    Empty when neither was run (the demo launches both)."""
+    from ..runs.store import COMPLETED
+
+    if not getattr(rec, "split_hash", None) or rec.metrics.get("test_error") is None:
+        return []
+    err = 100 * float(rec.metrics["test_error"])
+    delta = rec.config.get("target_delta")
+    found: dict[str, float] = {}
+    for r in store.list_runs(status=COMPLETED, split_hash=rec.split_hash, limit=200):
+        if r.run_id == rec.run_id or r.metrics.get("test_error") is None:
+            continue
+        if r.method == "only_public" and "only_public" not in found:
+            found["only_public"] = 100 * float(r.metrics["test_error"])
+        elif (r.method == "fully_private" and "fully_private" not in found and r.target_epsilon == rec.target_epsilon
+              and r.config.get("target_delta") == delta and not r.config.get("method_params")):
+            found["fully_private"] = 100 * float(r.metrics["test_error"])
+    if not found:
+        return []
+    parts = []
+    if "only_public" in found and rec.method != "only_public":
+        d = err - found["only_public"]
+        how = "better than" if d < 0 else "worse than" if d > 0 else "the same as"
+        parts.append(f"Only-Public (public samples only, ε = 0): {found['only_public']:.1f} % — this run is "
+                     f"{abs(d):.1f} points {how} using no private data")
+    if "fully_private" in found and rec.method != "fully_private":
+        d = err - found["fully_private"]
+        how = "better than" if d < 0 else "worse than" if d > 0 else "the same as"
+        parts.append(f"Fully-Private at the same ε = {rec.target_epsilon:g} (no public start): "
+                     f"{found['fully_private']:.1f} % — this run is {abs(d):.1f} points {how} it")
+    return [f"Beside this run ({err:.1f} % test error) on the same split: " + "; ".join(parts) + "."] if parts else []
+
+
+def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Sequence[str] = ()) -> None:
+    """Final utility metrics and the privacy numbers side by side; ``context``: lines that
+    place the result (:func:`context_lines`)."""
     st.subheader("Final metrics")
     if metrics.get("noise") == "reproducible":
         st.warning(f"Research option: {metrics.get('noise_label')}. Run `mixdp audit --attack seed-replay` "
@@ -542,13 +580,16 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str) -> None:
     cols = st.columns(4)
     for col, (label, value) in zip(cols, charts.metric_cards(metrics)):
         col.metric(label, value)
+    for line in context:  # what the number means: the references beside it
+        st.markdown(line)
     left, right = st.columns([1, 1])
     with left:
         st.markdown("**Privacy of the run as executed**")
         st.dataframe(charts.privacy_table(metrics), hide_index=True, key=f"{key}-priv", width="stretch")
     with right:
         if metrics.get("performance_boost") is not None:
-            st.metric("performance boost vs only-public → paragon", f"{100 * metrics['performance_boost']:.1f} %")
+            st.metric("performance boost (× Only-Public)", charts.format_boost(metrics["performance_boost"]),
+                      help=charts.BOOST_HELP)
         st.caption(f"{metrics.get('n_private', '?')} private (exact count: owner's view, not private), "
                    f"{metrics.get('n_public', '?')} public, "
                    f"{metrics.get('n_test', '?')} test samples · {metrics.get('steps', '?')} steps · "

@@ -19,6 +19,13 @@ over seeds and says how far that can be trusted (:attr:`Recommendation.verdict`)
   sem_r²)`` (the two ±2-standard-error intervals, pooled). The factor 2 is the usual ≈95 %
   normal quantile, not a tuned constant.
 
+**Using no private method is an answer.** Only-Public (``only_public``, ε = 0: it never reads
+a private row) fits every budget, so where it was run on the setting it competes at every ε
+as one more candidate, under the same rules: when it has the lowest error the line says to
+use no private method at that ε (beyond seed noise) or that no private method is shown to
+help (within noise, or one seed). Under imbalance (ratio > 1) the line also gives each
+candidate's minority-class accuracy, since a lower overall error can hide a worse tail.
+
 It also gives the AdaMix paper's Performance Boost
 (:func:`mixdp_core.evaluation.metrics.performance_boost`) against the non-private Paragon and
 Only-Public references of the same setting, where both were run.
@@ -69,6 +76,8 @@ class MethodStat:
     n: int
     epsilon_spent_max: Optional[float] = None
     by_seed: Mapping[int, float] = field(default_factory=dict)
+    #: mean minority-class accuracy over the runs that have one (imbalanced splits), else None
+    minority: Optional[float] = None
 
     @property
     def sem(self) -> float:
@@ -125,7 +134,8 @@ class Recommendation:
     Attributes:
         setting: ``{"dataset", "encoder", "public_per_class", "imbalance_ratio", "delta"}``.
         epsilon: the target ε of the runs.
-        best: statistics of the method with the lowest mean test error (ties: by name).
+        best: statistics of the candidate with the lowest mean test error (ties: by name);
+            Only-Public is a candidate at every ε where it was run (see the module docstring).
         runner_up: statistics of the second one, or ``None`` if only one was run.
         verdict: one of :data:`VERDICTS`.
         comparison: the lead over the runner-up with its standard error (``None`` when
@@ -151,6 +161,37 @@ class Recommendation:
         told (single method or single seed). A tie counts as within noise."""
         return {"within_noise": True, "tie": True, "beyond_noise": False}.get(self.verdict)
 
+    @property
+    def best_private(self) -> Optional[MethodStat]:
+        """The private method with the lowest mean error (``None`` if none was run)."""
+        return next((s for s in self.others if s.method != ONLY_PUBLIC), None)
+
+    def _no_private_sentence(self, nm: Any, err: Any) -> str:
+        b, bp = self.best, self.best_private
+        comp = compare_stats(b, bp) if bp is not None else None
+        v = verdict_of(b, bp, comp)
+        if v == "beyond_noise":
+            return (f"**use no private method**: Only-Public ({err(b)}; reads no private data, ε = 0) beats the best "
+                    f"private method, {nm(bp.method)} ({err(bp)}), by more than seed noise "
+                    f"({100 * comp.diff:.1f} ± {100 * comp.se:.1f} points)")
+        if v == "tie":
+            return (f"Only-Public ({err(b)}; ε = 0) and the best private method, {nm(bp.method)} ({err(bp)}), tie: "
+                    f"no method is better here, so the private data buy nothing at this ε")
+        if v == "within_noise":
+            return (f"Only-Public ({err(b)}; ε = 0) and the best private method, {nm(bp.method)} ({err(bp)}), are "
+                    f"within seed noise: no private method is shown to help — run more seeds, or use none")
+        return (f"lowest error at this seed: Only-Public ({err(b)}; reads no private data), then {nm(bp.method)} "
+                f"({err(bp)}). With one seed the spread across seeds is unknown: no evidence either way — run ≥ 2 "
+                f"seeds; so far no private method helps")
+
+    def minority_line(self) -> str:
+        """Minority-class accuracy of the candidates, under imbalance ("" when balanced)."""
+        ir = self.setting.get("imbalance_ratio")
+        if ir is None or float(ir) <= 1.0:
+            return ""
+        parts = [f"{s.method} {100 * s.minority:.1f} %" for s in self.others if s.minority is not None][:4]
+        return ("Minority-class accuracy: " + ", ".join(parts)) if parts else ""
+
     def sentence(self, names: Mapping[str, str] | None = None) -> str:
         """The one line shown for this ε (Markdown), worded after :attr:`verdict`: a winner
         is named only when its lead is beyond seed noise."""
@@ -165,7 +206,9 @@ class Recommendation:
 
         b, r, c = self.best, self.runner_up, self.comparison
         head = f"At ε = {self.epsilon:g}: "
-        if self.verdict == "only":
+        if b.method == ONLY_PUBLIC and r is not None:
+            s = head + self._no_private_sentence(nm, err)
+        elif self.verdict == "only":
             s = head + f"only **{nm(b.method)}** was run ({err(b)}); nothing to compare it with"
         elif self.verdict == "one_seed":
             s = (head + f"lowest error at this seed: **{nm(b.method)}** ({err(b)}), next {nm(r.method)} "
@@ -184,8 +227,11 @@ class Recommendation:
             else:
                 s = (head + f"**{nm(b.method)}** has the lowest test error ({err(b)}), ahead of {nm(r.method)} "
                      f"({err(r)}) by more than seed noise ({how}, above {NOISE_Z:g} standard errors)")
+        if self.minority_line():
+            s += ". " + self.minority_line()
         if self.boost is not None and math.isfinite(self.boost):
-            s += f". Performance boost {self.boost:.2f}× (AdaMix paper's PB vs Only-Public → Paragon)"
+            s += (f". Performance boost {self.boost:.2f}× (AdaMix paper's PB: 1× = no better than Only-Public, "
+                  f"higher is better)")
         elif self.boost is not None:
             s += ". Performance boost ∞ (reaches the Paragon)"
         elif PARAGON in self.references or ONLY_PUBLIC in self.references:
@@ -213,9 +259,11 @@ def _stat(method: str, ms: list[tuple[Optional[int], Mapping[str, Any]]]) -> Met
     for seed, x in ms:
         if seed is not None:
             seeds.setdefault(int(seed), []).append(float(x["test_error"]))
+    mins = [float(x["minority_accuracy"]) for _, x in ms if x.get("minority_accuracy") is not None]
     return MethodStat(method=method, mean=float(errs.mean()), std=float(errs.std(ddof=1)) if errs.size > 1 else 0.0,
                       n=int(errs.size), epsilon_spent_max=max(spent) if spent else None,
-                      by_seed={s: float(np.mean(v)) for s, v in seeds.items()})
+                      by_seed={s: float(np.mean(v)) for s, v in seeds.items()},
+                      minority=float(np.mean(mins)) if mins else None)
 
 
 def recommend(runs: Iterable[Any]) -> list[Recommendation]:
@@ -234,19 +282,23 @@ def recommend(runs: Iterable[Any]) -> list[Recommendation]:
             private.setdefault(key, {}).setdefault(eps, {}).setdefault(r.method, []).append(
                 (getattr(r, "seed", None), m))
         elif r.method in (PARAGON, ONLY_PUBLIC):
-            refs.setdefault(key, {}).setdefault(r.method, []).append(m)
+            refs.setdefault(key, {}).setdefault(r.method, []).append((getattr(r, "seed", None), m))
     out: list[Recommendation] = []
     for key in sorted(private, key=lambda k: tuple("" if v is None else str(v) for v in k)):
-        ref_err = {m: float(np.mean([float(x["test_error"]) for x in ms])) for m, ms in refs.get(key, {}).items()}
+        ref_err = {m: float(np.mean([float(x["test_error"]) for _, x in ms])) for m, ms in refs.get(key, {}).items()}
+        public_stat = _stat(ONLY_PUBLIC, refs[key][ONLY_PUBLIC]) if ONLY_PUBLIC in refs.get(key, {}) else None
         setting = dict(zip(("dataset", "encoder", "public_per_class", "imbalance_ratio", "delta"), key))
         for eps in sorted(private[key]):
-            stats = sorted((_stat(meth, ms) for meth, ms in private[key][eps].items()), key=lambda s: (s.mean, s.method))
+            stats = [_stat(meth, ms) for meth, ms in private[key][eps].items()]
+            # Only-Public (ε = 0) fits every budget: one more candidate at every ε
+            stats = sorted(stats + ([public_stat] if public_stat is not None else []), key=lambda s: (s.mean, s.method))
             best = stats[0]
             runner = stats[1] if len(stats) > 1 else None
             comp = compare_stats(best, runner) if runner is not None else None
             boost = None
+            best_private = next(s for s in stats if s.method != ONLY_PUBLIC)
             if PARAGON in ref_err and ONLY_PUBLIC in ref_err:
-                pb = performance_boost(best.mean, err_public=ref_err[ONLY_PUBLIC], err_paragon=ref_err[PARAGON])
+                pb = performance_boost(best_private.mean, err_public=ref_err[ONLY_PUBLIC], err_paragon=ref_err[PARAGON])
                 boost = None if math.isnan(pb) else float(pb)
             out.append(Recommendation(setting=setting, epsilon=eps, best=best, runner_up=runner,
                                       verdict=verdict_of(best, runner, comp), comparison=comp, boost=boost,

@@ -715,6 +715,8 @@ class RunStore:
                 for k in ("created_at", "finished_at"):
                     if isinstance(d.get(k), (int, float)):
                         d[k] = _iso(d[k])
+                if not r.metrics.get("private", True) and "target_epsilon" in d:
+                    d["target_epsilon"] = None  # a non-private reference has no budget
                 out.append(d)
             text = json.dumps(out, indent=2, sort_keys=True, default=_json_default)
         else:
@@ -723,7 +725,9 @@ class RunStore:
                 row: dict[str, Any] = {
                     "run_id": r.run_id, "status": r.status, "method": r.method,
                     "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
-                    "target_epsilon": r.target_epsilon, "config_hash": r.config_hash,
+                    # a non-private reference has no budget: not the placeholder ε it was filed under
+                    "target_epsilon": r.target_epsilon if r.metrics.get("private", True) else None,
+                    "config_hash": r.config_hash,
                     "created_at": _iso(r.created_at), "finished_at": _iso(r.finished_at), "error": r.error,
                 }
                 for k, v in public_metrics(r.metrics).items():

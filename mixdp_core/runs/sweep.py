@@ -287,7 +287,7 @@ class SweepSpec:
                                             dataset_root=self.dataset_root, dataset_kwargs=dict(self.dataset_kwargs),
                                             encoder_kwargs=dict(self.encoder_kwargs))
                                     except ConfigError as e:
-                                        msg = str(e).split(": ", 1)[-1]
+                                        msg = e.message
                                         err = ConfigError(e.field, f"{v.label}: {msg}")
                                         if on_invalid is None:
                                             raise err from None

@@ -45,7 +45,7 @@ def test_demo_button_reuses_a_stored_identical_run_and_opens_train(at):
     store = _store()
     real = store.get_run(__import__("mixdp_core.runs.runner", fromlist=["execute"]).execute(
         small_config(), store=store))
-    rid = store.create_run(cfg.to_dict(), config_hash=cfg.config_hash(), label="seeded")
+    rid = store.create_run(cfg.to_dict(), config_hash=cfg.config_hash(), split_hash=cfg.split_hash(), label="seeded")
     store.append_steps(rid, store.steps(real.run_id))
     store.finish(rid, "completed", metrics=real.metrics)
     at.button(key="demo").click().run()
@@ -54,7 +54,11 @@ def test_demo_button_reuses_a_stored_identical_run_and_opens_train(at):
     text = page_text(at)
     assert "identical completed run" in text
     assert rid in text
-    assert len(store.list_runs()) == 2  # nothing new was trained
+    # the demo itself was reused; what it is read against was trained beside it
+    runs = store.list_runs()
+    assert sorted(r.method for r in runs) == ["adamix", "adamix", "fully_private", "only_public"], runs
+    assert "Beside this run" in text and "Only-Public (public samples only, ε = 0)" in text
+    assert "Fully-Private at the same ε = 3" in text
 
 
 # ------------------------------------------------------------------ Data & encoder
@@ -149,7 +153,8 @@ def test_train_runs_adamix_and_shows_final_metrics(at):
     assert "μ-GDP: μ" in list(priv["notion"]) and "ρ-zCDP: ρ" in list(priv["notion"])
 
 
-@pytest.mark.parametrize("exact, field", [("0", "epsilon"), ("-1", "epsilon"), ("abc", "epsilon")])
+@pytest.mark.parametrize("exact, field", [("0", "epsilon"), ("-1", "epsilon"), ("abc", "epsilon"),
+                                          ("\uff12\uff10", "epsilon"), ("1e9", "epsilon")])
 def test_train_refuses_bad_epsilon_naming_the_field(at, exact, field):
     at.switch_page("pages/2_train.py").run()
     at.selectbox(key="train_encoder").select("pixels").run()
@@ -158,6 +163,20 @@ def test_train_refuses_bad_epsilon_naming_the_field(at, exact, field):
     errs = [e.value for e in at.error]
     assert any(e.startswith(f"**{field}**") for e in errs), errs
     assert _store().list_runs() == []
+
+
+def test_train_says_the_one_epsilon_a_launch_used(at):
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_encoder").select("pixels").run()
+    at.selectbox(key="train_method").select("only_public").run()
+    at.selectbox(key="train_method").select("dp_ls").run()
+    at.text_input(key="train_eps_exact").input("20")
+    _launch_button(at).click().run()
+    assert not at.exception, at.exception
+    text = page_text(at)
+    assert "Launched at ε = 20 — the typed value; the slider's 3 was not used." in text
+    (r,) = _store().list_runs()
+    assert r.target_epsilon == 20.0
 
 
 def test_train_refuses_text_init_without_clip(at):
@@ -224,8 +243,11 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     assert sorted((r.method, r.status) for r in runs) == [
         ("adamix", "completed"), ("adamix", "completed"), ("only_public", "completed"), ("paragon", "completed")]
     text = page_text(at)
-    # one seed, one method: no winner claimed, one line per ε
-    assert "At ε = 1: only **AdaMix** was run" in text and "At ε = 3: only **AdaMix** was run" in text
+    # one seed, one private method: Only-Public (ε = 0) is the other candidate at every ε; no
+    # winner claimed with one seed, one line per ε
+    for eps in ("1", "3"):
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"- At ε = {eps}:"))
+        assert "Only-Public" in line and "spread across seeds is unknown" in line or "no evidence" in line, line
     assert "best method" not in text
     # imbalance ratio 1: no minority class, so no minority chart (test error and attack AUC)
     assert len(at.main.get("plotly_chart")) == 2
@@ -272,8 +294,10 @@ def test_compare_link_reopens_the_comparison_in_a_new_session(app_env):
     text = page_text(t)
     assert "8 runs in this comparison, 8 already stored." in text
     assert len(t.main.get("plotly_chart")) == 2 and not t.warning  # ratio 1: no minority chart
-    # one method (ngd) at two seeds: one recommendation line per ε, no winner claimed
-    assert "At ε = 1: only **NGD (mixed)** was run" in text and "At ε = 3: only **NGD (mixed)** was run" in text
+    # one private method (ngd) at two seeds, against Only-Public (ε = 0): one line per ε
+    for eps in ("1", "3"):
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"- At ε = {eps}:"))
+        assert "Only-Public" in line and "NGD (mixed)" in line, line
     # an invalid parameter is dropped with a note, the rest still applies
     t2 = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     t2.query_params["methods"] = "nope"
@@ -592,3 +616,29 @@ def test_a_running_run_has_its_cancel_button_in_the_page_body_on_train_and_runs(
     assert not at.exception, at.exception
     at.button(key="runs-cancel").click().run()
     assert store.is_cancel_requested(rid2) and not at.exception, at.exception
+
+
+def test_invalid_split_settings_are_not_saved_and_block_launch(at, app_env):
+    """300 public samples per class on digits (classes hold ~125): the Data page names the
+    field and does not save it; a session that carries such settings gets Launch disabled on
+    Train with the reason, and Compare refuses to run."""
+    import json
+
+    at.switch_page("pages/1_data.py").run()
+    at.number_input(key="data_ppc").set_value(300).run()
+    assert not at.exception, at.exception
+    text = page_text(at)
+    assert "public_per_class" in text and "not saved" in text
+    assert at.session_state["data_settings"]["public_per_class"] == 5
+    assert json.loads((app_env / "app_settings.json").read_text())["public_per_class"] == 5
+    # settings that arrive invalid (an older session file, a typed URL) block Launch
+    at.session_state["data_settings"] = dict(at.session_state["data_settings"], public_per_class=300)
+    at.switch_page("pages/2_train.py").run()
+    assert not at.exception, at.exception
+    assert next(b for b in at.button if "Launch" in b.label).disabled
+    assert "cannot be made on `digits`" in page_text(at)
+    before = len(_store().list_runs())
+    at.switch_page("pages/3_compare.py").run()
+    at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
+    assert not at.exception, at.exception
+    assert "public_per_class" in page_text(at) and len(_store().list_runs()) == before

@@ -102,3 +102,46 @@ def test_unfinished_and_nonprivate_runs_are_not_recommended():
     recs = recommend([unfinished, run("paragon", 1.0, 0.01, private=False), run("adamix", 1.0, 0.2)])
     assert len(recs) == 1 and recs[0].best.method == "adamix"
     assert recommend([]) == []
+
+
+def _imb(r, minority):
+    r.metrics["imbalance_ratio"] = 10.0
+    r.metrics["minority_accuracy"] = minority
+    return r
+
+
+def test_only_public_competes_at_every_epsilon_and_the_advice_can_be_use_none():
+    """The app's own imbalanced digits setting: Only-Public (ε = 0) beats every private method
+    at small ε by more than seed noise, loses at large ε; the line says so, with the minority
+    accuracy of each candidate."""
+    runs = [_imb(run("only_public", 1.0, e, private=False, seed=i), 0.89) for i, e in enumerate((0.17, 0.18, 0.16))]
+    runs += [_imb(run("ngd", 1.0, e, seed=i), 0.70) for i, e in enumerate((0.25, 0.27, 0.26))]
+    runs += [_imb(run("adamix", 1.0, e, seed=i), 0.66) for i, e in enumerate((0.26, 0.28, 0.27))]
+    runs += [_imb(run("ngd", 8.0, e, seed=i), 0.91) for i, e in enumerate((0.10, 0.11, 0.09))]
+    r1, r8 = recommend(runs)
+    assert r1.best.method == "only_public" and r1.best_private.method == "ngd"
+    s1 = r1.sentence()
+    assert "**use no private method**" in s1 and "ε = 0" in s1
+    assert "Minority-class accuracy: only_public 89.0 %, ngd 70.0 %, adamix 66.0 %" in s1
+    assert r8.best.method == "ngd" and r8.runner_up.method == "only_public" and r8.verdict == "beyond_noise"
+    assert "use no private method" not in r8.sentence()
+    # within noise: no private method is *shown* to help; one seed: no evidence either way
+    near = [run("only_public", 1.0, e, private=False, seed=i) for i, e in enumerate((0.20, 0.22))]
+    near += [run("ngd", 1.0, e, seed=i) for i, e in enumerate((0.21, 0.215))]
+    (rn,) = recommend(near)
+    assert rn.best.method == "only_public" and "no private method is shown to help" in rn.sentence()
+    one = [run("only_public", 1.0, 0.2, private=False), run("ngd", 1.0, 0.3)]
+    (ro,) = recommend(one)
+    assert "no evidence either way" in ro.sentence() and "use no private method" not in ro.sentence()
+    # balanced data: no minority line
+    assert "Minority" not in ro.sentence()
+
+
+def test_boost_is_of_the_best_private_method_even_when_only_public_leads():
+    runs = [run("only_public", 1.0, 0.20, private=False), run("paragon", 1.0, 0.05, private=False),
+            run("ngd", 1.0, 0.35, seed=0)]
+    (r,) = recommend(runs)
+    assert r.best.method == "only_public"
+    # PB = (err_pub − err_par)/(err_dp − err_par) of ngd = 0.15/0.30
+    assert r.boost == pytest.approx(0.5)
+    assert "0.50× (AdaMix paper's PB: 1× = no better than Only-Public" in r.sentence()

@@ -391,8 +391,15 @@ def test_compare_axes_legend_and_reference_lines():
     assert "Paragon (non-private)" in names and "Only-Public" + " (non-private)" in names
     curve = next(t for t in fig.data if t.name == "AdaMix")
     assert list(curve.error_y.array) == [0.02, 0.02, 0.0]  # error bars over seeds
+    band = next(t for t in fig.data if t.fill == "toself")  # the paragon's shaded ± std has its legend entry
+    assert band.showlegend is not False and "± std over seeds" in band.name
     mfig = charts.metric_vs_epsilon(rows, "minority_accuracy", "m", "minority accuracy")
     assert mfig.layout.yaxis.range == (0, 1.0)  # never up to 1.5
+    # the table speaks the charts' units: %, ε 0 / ∞ for the references, "—" where n/a
+    table = {r["method"]: r for r in charts.compare_table(rows)}
+    assert table["adamix"]["test error"] == "10.0 %" and table["adamix"]["± std"] == "2.0 %"
+    assert table["only_public"]["ε"] == "0" and table["paragon"]["ε"] == "∞"
+    assert table["adamix"]["minority acc."] == "—"
 
 
 def test_delta_figure_is_clipped_and_marks_the_run():
@@ -410,7 +417,7 @@ def test_exports_csv_svg_png():
             for e in (0.5, 1.0)]
     fig = charts.metric_vs_epsilon(rows, "test_error", "t", "test error")
     csv = charts.figure_csv(fig).splitlines()
-    assert csv[0] == "trace,x,y,error" and csv[1].startswith("AdaMix,0.5,0.05,0.01")
+    assert csv[0] == "trace,x,y,std_over_seeds" and csv[1].startswith("AdaMix,0.5,0.05,0.01")
     assert charts.figure_image(fig, "svg").lstrip().startswith(b"<?xml")
     assert charts.figure_image(fig, "png")[:8] == b"\x89PNG\r\n\x1a\n"
 

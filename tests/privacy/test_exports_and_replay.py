@@ -96,3 +96,16 @@ def test_default_trials_can_refute_the_claim():
     pos, neg = np.zeros(n // 2), -np.ones(n - n // 2)  # a perfect attack with that many trials
     assert epsilon_lower_bound(pos, neg, delta=1e-5).epsilon_lower > 1.0
     assert default_trials(50.0) == MAX_DEFAULT_TRIALS
+
+
+def test_exports_give_no_budget_to_non_private_references(tmp_path):
+    from mixdp_core.runs.runner import RunConfig, execute
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path / "s")
+    rid = execute(RunConfig(dataset="digits", encoder="pixels", method="paragon"), store=store,
+                  cache_dir=tmp_path / "c")
+    assert store.get_run(rid).target_epsilon == 3.0  # the placeholder it is filed under (RunConfig default)
+    row = next(csv.DictReader(io.StringIO(store.export(run_ids=[rid], fmt="csv"))))
+    assert row["target_epsilon"] == "" and row["metric.epsilon_label"].startswith("∞")
+    assert json.loads(store.export(run_ids=[rid], fmt="json"))[0]["target_epsilon"] is None

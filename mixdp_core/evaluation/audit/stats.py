@@ -154,6 +154,27 @@ def clopper_pearson_upper(k: Any, n: Any, a: float) -> np.ndarray:
     return np.where(k >= n, 1.0, b)
 
 
+def roc_band(fpr: Any, tpr: Any, n_neg: int, n_pos: int, *, confidence: float = 0.95
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pointwise Clopper–Pearson band of a measured ROC curve.
+
+    Each point's FPR is a rate over ``n_neg`` non-members and its TPR over ``n_pos``
+    members; each gets its exact two-sided ``confidence`` interval (``α/2`` per side, the
+    same intervals the ε lower bound uses). Returns ``(fpr_lo, fpr_hi, tpr_lo, tpr_hi)``;
+    the pessimistic curve ``(fpr_hi, tpr_lo)`` is what a claim must be tested against,
+    the optimistic ``(fpr_lo, tpr_hi)`` what the data do not rule out.
+    """
+    a = (1.0 - float(confidence)) / 2.0
+    f = np.clip(np.asarray(fpr, dtype=np.float64), 0.0, 1.0)
+    t = np.clip(np.asarray(tpr, dtype=np.float64), 0.0, 1.0)
+    kf, kt = np.rint(f * n_neg), np.rint(t * n_pos)
+    f_hi = clopper_pearson_upper(kf, n_neg, a)
+    f_lo = 1.0 - clopper_pearson_upper(n_neg - kf, n_neg, a)
+    t_hi = clopper_pearson_upper(kt, n_pos, a)
+    t_lo = 1.0 - clopper_pearson_upper(n_pos - kt, n_pos, a)
+    return f_lo, f_hi, t_lo, t_hi
+
+
 def _eps_from_rates(fpr_hi: np.ndarray, fnr_hi: np.ndarray, delta: float) -> np.ndarray:
     """max of the two Kairouz/Jagielski inequalities, floored at 0 (vectorized)."""
     with np.errstate(divide="ignore", invalid="ignore"):

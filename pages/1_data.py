@@ -21,15 +21,16 @@ st.markdown("Pick the dataset and the frozen feature extractor. The split takes 
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _summary(dataset, encoder, ppc, ir, public_from, seed, weights=None):
-    return split_summary(dataset, encoder, public_per_class=ppc, imbalance_ratio=ir,
+def _summary(dataset, encoder, ppc, ir, public_from, seed, weights=None, dkw=()):
+    return split_summary(dataset, encoder, public_per_class=ppc, imbalance_ratio=ir, dataset_kwargs=dict(dkw),
                          public_from=public_from, seed=seed,
                          encoder_kwargs={"pretrained": weights} if weights else None)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _label_summary(dataset, ppc, ir, public_from, seed):
-    return label_summary(dataset, public_per_class=ppc, imbalance_ratio=ir, public_from=public_from, seed=seed)
+def _label_summary(dataset, ppc, ir, public_from, seed, dkw=()):
+    return label_summary(dataset, public_per_class=ppc, imbalance_ratio=ir, public_from=public_from, seed=seed,
+                         dataset_kwargs=dict(dkw))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -45,12 +46,19 @@ path_kinds = ("image_folder", "features")
 registered = [d for d in forms.dataset_names() if d not in path_kinds]
 errors: dict[str, str] = {}
 dataset = settings["dataset"]
+dataset_kwargs: dict = {}
 
 if source == "Registered dataset":
     cur = dataset if dataset in registered else registered[0]
     dataset = st.selectbox("Dataset", registered, index=registered.index(cur), key="data_dataset",
-                           help="digits ships with scikit-learn (offline). Others need their files "
-                                "under $MIXDP_DATA (or a download from the command line).")
+                           help="digits ships with scikit-learn (offline); synthetic is generated from the options "
+                                "below. Others need their files under $MIXDP_DATA (or a download from the command "
+                                "line).")
+    if dataset == "synthetic":
+        st.caption("Gaussian class features generated from these options (deterministic): dial many classes, high "
+                   "dimension, few shots, spectrum and separation. Public and private counts come from the split "
+                   "settings on the right.")
+        dataset_kwargs = forms.synthetic_options_form(settings.get("dataset_kwargs") or {})
 elif source in ("Upload features (.npz)", "Upload images (.zip of class folders)"):
     if source == "Upload features (.npz)":
         st.caption("An `.npz` with arrays `X_train, y_train, X_test, y_test` (optional `class_names`, "
@@ -127,14 +135,15 @@ with c2:
 if not errors:  # settings no run could use are shown, never saved (Launch stays blocked)
     bad = split_problem(dataset, public_per_class=int(ppc), imbalance_ratio=float(ir), public_from=public_from,
                         seed=int(settings.get("seed", 0)),
-                        ready_pixels=feature_key(dataset, "pixels") in manager.features_ready)
+                        ready_pixels=feature_key(dataset, "pixels") in manager.features_ready,
+                        dataset_kwargs=dataset_kwargs)
     if bad:
         errors[bad[0]] = bad[1] + " — not saved; Train and Compare keep the last valid settings"
 if errors:
     show_field_errors(errors)
 else:
     save_data_settings(dataset=dataset, encoder=encoder, public_per_class=int(ppc), imbalance_ratio=float(ir),
-                       public_from=public_from, encoder_kwargs=encoder_kwargs)
+                       public_from=public_from, encoder_kwargs=encoder_kwargs, dataset_kwargs=dataset_kwargs)
     st.info(f"Current settings (used by Train and Compare): **{dataset}** · **{encoder}** · {int(ppc)} public/class · "
             f"IR {float(ir):g}" + (f" · public from {public_from}" if public_from else ""))
 
@@ -185,9 +194,11 @@ st.subheader("Split")
 if (ready or from_labels) and not errors:
     try:
         if ready:
-            s = _summary(dataset, encoder, int(ppc), float(ir), public_from, int(settings.get("seed", 0)), weights)
+            s = _summary(dataset, encoder, int(ppc), float(ir), public_from, int(settings.get("seed", 0)), weights,
+                         tuple(sorted(dataset_kwargs.items())))
         else:
-            s = _label_summary(dataset, int(ppc), float(ir), public_from, int(settings.get("seed", 0)))
+            s = _label_summary(dataset, int(ppc), float(ir), public_from, int(settings.get("seed", 0)),
+                               tuple(sorted(dataset_kwargs.items())))
     except MixDPError as e:
         show_field_errors(dict([field_and_message(e, "split")]))
     else:
@@ -201,7 +212,7 @@ if (ready or from_labels) and not errors:
             + (f"; {n_min} minority class(es) (smallest 25 % by private count, marked ★) — their accuracy is "
                "reported separately." if n_min else "; balanced private part (imbalance ratio 1): no minority class.")
             + (" Text embeddings available (zero-shot / text init)." if s.get("has_text") else ""))
-    if labels_known(dataset, pixels_ready):
+    if labels_known(dataset, pixels_ready) and dataset != "synthetic":  # synthetic rows are not images
         try:
             imgs = _samples(dataset, int(ppc), int(settings.get("seed", 0)))
         except MixDPError:

@@ -45,9 +45,11 @@ mcls = methods[method]
 #: Network fine-tuning trains on the images themselves (flattened pixels), not on features.
 needs_images = getattr(mcls, "family", "") == "finetune"
 blocked = None
+#: the Data page's loader options (synthetic) belong to the dataset they were set for
+dataset_kwargs = dict(settings.get("dataset_kwargs") or {}) if dataset == settings["dataset"] else {}
 bad_split = split_problem(dataset, public_per_class=int(settings["public_per_class"]),
                           imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"],
-                          seed=int(settings.get("seed", 0)))
+                          seed=int(settings.get("seed", 0)), dataset_kwargs=dataset_kwargs)
 if bad_split:
     blocked = (f"The split settings cannot be made on `{dataset}`: **{bad_split[0]}**: {bad_split[1]}. "
                "Change them on the Data & encoder page.")
@@ -158,7 +160,7 @@ if launch and not blocked:
             dataset=dataset, encoder=encoder, method=method, seed=int(seed),
             target_epsilon=target_eps if mcls.private else 1.0, target_delta=delta,
             public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
-            public_from=settings["public_from"], method_params=params,
+            public_from=settings["public_from"], method_params=params, dataset_kwargs=dataset_kwargs,
             # the Data page's weights file applies to the encoder it was given for
             encoder_kwargs=dict(settings.get("encoder_kwargs") or {}) if encoder == settings["encoder"] else {}))
     if errors:

@@ -81,14 +81,16 @@ def _configs():
     if not seeds:
         errors["seed"] = "choose at least one seed"
     bad = split_problem(settings["dataset"], public_per_class=int(settings["public_per_class"]),
-                        imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"])
+                        imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"],
+                        dataset_kwargs=dict(settings.get("dataset_kwargs") or {}))
     if bad:
         errors[bad[0]] = bad[1] + " (change it on Data & encoder)"
     if errors:
         return [], errors
     base = dict(dataset=settings["dataset"], encoder=settings["encoder"], target_delta=delta,
                 public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
-                public_from=settings["public_from"], encoder_kwargs=dict(settings.get("encoder_kwargs") or {}))
+                public_from=settings["public_from"], encoder_kwargs=dict(settings.get("encoder_kwargs") or {}),
+                dataset_kwargs=dict(settings.get("dataset_kwargs") or {}))
     for seed in sorted(seeds):
         if with_refs:
             for m in references:

@@ -7,7 +7,8 @@ from typing import Any
 
 def split_summary(dataset: str, encoder: str, *, public_per_class: int = 5, imbalance_ratio: float = 1.0,
                   public_from: str | None = None, seed: int = 0,
-                  encoder_kwargs: dict[str, Any] | None = None, cache_dir: Any = None) -> dict[str, Any]:
+                  encoder_kwargs: dict[str, Any] | None = None, cache_dir: Any = None,
+                  dataset_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per-class public / private / test counts and minority flags of the split the runs
     would use (:meth:`mixdp_core.data.splits.Split.summary`), plus feature provenance.
 
@@ -21,7 +22,7 @@ def split_summary(dataset: str, encoder: str, *, public_per_class: int = 5, imba
     from ..features.cache import get_features
 
     ekw = dict(encoder_kwargs or {}) or None
-    fs = get_features(dataset, encoder, cache_dir=cache_dir, encoder_kwargs=ekw)
+    fs = get_features(dataset, encoder, cache_dir=cache_dir, encoder_kwargs=ekw, **dict(dataset_kwargs or {}))
     pub = get_features(public_from, encoder, cache_dir=cache_dir, encoder_kwargs=ekw) if public_from else None
     spec = SplitSpec(public_per_class=int(public_per_class), imbalance_ratio=float(imbalance_ratio),
                      seed=int(seed), public_from=public_from)
@@ -57,7 +58,7 @@ def weights_file_from_path(path: str) -> str:
 
 #: Datasets whose labels (and pixels) load in about a second without any download or
 #: extraction: their split preview and sample images need no "Extract features" click.
-INSTANT_DATASETS = ("digits",)
+INSTANT_DATASETS = ("digits", "synthetic")
 
 
 def labels_known(dataset: str, ready_pixels: bool = False) -> bool:
@@ -69,7 +70,7 @@ def labels_known(dataset: str, ready_pixels: bool = False) -> bool:
 
 def split_problem(dataset: str, *, public_per_class: int, imbalance_ratio: float = 1.0,
                   public_from: str | None = None, seed: int = 0, ready_pixels: bool = False,
-                  cache_dir: Any = None) -> tuple[str, str] | None:
+                  cache_dir: Any = None, dataset_kwargs: dict[str, Any] | None = None) -> tuple[str, str] | None:
     """``(field, message)`` when these split settings cannot be made on ``dataset`` (e.g. 300
     public samples per class where a class holds 180), else ``None``. Checked from the labels
     (:func:`labels_known`); ``None`` when the labels are not at hand yet (the run's own
@@ -80,7 +81,7 @@ def split_problem(dataset: str, *, public_per_class: int, imbalance_ratio: float
         return None
     try:
         label_summary(dataset, public_per_class=public_per_class, imbalance_ratio=imbalance_ratio, seed=seed,
-                      cache_dir=cache_dir)
+                      cache_dir=cache_dir, dataset_kwargs=dataset_kwargs)
     except MixDPError as e:
         field, msg = field_and_message(e, "split")
         # name the setting the user can change (the split's own error names its array)
@@ -90,12 +91,13 @@ def split_problem(dataset: str, *, public_per_class: int, imbalance_ratio: float
 
 
 def label_summary(dataset: str, *, public_per_class: int = 5, imbalance_ratio: float = 1.0,
-                  public_from: str | None = None, seed: int = 0, cache_dir: Any = None) -> dict[str, Any]:
+                  public_from: str | None = None, seed: int = 0, cache_dir: Any = None,
+                  dataset_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`split_summary` from the labels alone (through the instant ``pixels`` view); the
     split (which samples are public/private) depends only on the labels and the seed, so the
     counts are those of every encoder. ``dim`` is dropped (it is the encoder's)."""
     out = split_summary(dataset, "pixels", public_per_class=public_per_class, imbalance_ratio=imbalance_ratio,
-                        public_from=public_from, seed=seed, cache_dir=cache_dir)
+                        public_from=public_from, seed=seed, cache_dir=cache_dir, dataset_kwargs=dataset_kwargs)
     out["dim"] = None
     out["labels_only"] = True
     return out

@@ -81,6 +81,36 @@ def demo_config() -> Any:
                      target_delta=1e-5, seed=0)
 
 
+#: The Data page's controls of the ``synthetic`` dataset: (option, label, kind, default, help).
+SYNTHETIC_CONTROLS = (
+    ("classes", "Classes", int, 100, "2 to 1000; the regimes users meet have ≥ 100"),
+    ("dim", "Feature dimension D", int, 256, "2 to 4096 (EfficientNet-Lite0 features have 1280)"),
+    ("train_per_class", "Train rows per class (public + private pool)", int, 64, "2 to 5000"),
+    ("test_per_class", "Test rows per class", int, 20, "1 to 1000"),
+    ("separation", "Class separation", float, 6.0, "0 to 100: class means ≈ separation·√2 noise stds apart"),
+    ("effective_rank", "Spectrum decay scale r", float, 16.0, "covariance eigenvalues ∝ 1/(1 + j/r); larger = flatter"),
+    ("data_seed", "Data seed", int, 0, "seed of the generated data (the run's seed makes the split)"),
+)
+
+
+def synthetic_options_form(current: Mapping[str, Any]) -> dict[str, Any]:
+    """Draw the ``synthetic`` options (number inputs) and return them as loader options;
+    ranges are checked when a run is configured (``DATASET_ARG_SPECS``)."""
+    import streamlit as st
+
+    out: dict[str, Any] = {}
+    cols = st.columns(3)
+    for i, (name, label, kind, default, help_text) in enumerate(SYNTHETIC_CONTROLS):
+        v = current.get(name, default)
+        with cols[i % 3]:
+            if kind is int:
+                out[name] = int(st.number_input(label, value=int(v), step=1, key=f"syn_{name}", help=help_text))
+            else:
+                out[name] = float(st.number_input(label, value=float(v), key=f"syn_{name}", help=help_text,
+                                                  format="%.4g"))
+    return out
+
+
 def demo_references(demo: Any = None) -> list[Any]:
     """What the demo's result is read against (a second each): Only-Public (public samples
     only, ε = 0) and Fully-Private at the demo's ε, on the demo's split."""

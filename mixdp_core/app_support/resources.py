@@ -175,7 +175,8 @@ def page_setup(title: str) -> JobManager:
 
 # --------------------------------------------------------------------------- settings
 SETTINGS_FILE = "app_settings.json"
-_SETTING_KEYS = ("dataset", "encoder", "public_per_class", "imbalance_ratio", "public_from", "seed")
+_SETTING_KEYS = ("dataset", "encoder", "public_per_class", "imbalance_ratio", "public_from", "seed",
+                 "dataset_kwargs")
 
 
 def _settings_path() -> Path:
@@ -203,6 +204,7 @@ def data_settings() -> dict[str, Any]:
     s.setdefault("imbalance_ratio", 1.0)
     s.setdefault("public_from", None)
     s.setdefault("seed", 0)
+    s.setdefault("dataset_kwargs", {})
     return s
 
 

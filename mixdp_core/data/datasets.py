@@ -269,6 +269,29 @@ def load_features_dataset(root: str | None = None, **_: Any) -> LoadedDataset:
     )
 
 
+@DATASETS.register("synthetic")
+def load_synthetic_dataset(root: str | None = None, *, classes: int = 10, dim: int = 64, train_per_class: int = 200,
+                           test_per_class: int = 50, effective_rank: float = 16.0, separation: float = 1.0,
+                           data_seed: int = 0) -> LoadedDataset:
+    """``synthetic``: Gaussian class features with controllable classes, dimension, counts,
+    spectrum and separation, deterministic from the options (:mod:`.synthetic`); set them with
+    ``--dataset-arg`` / ``dataset_kwargs``. No encoder is run (the rows are the features)."""
+    from .synthetic import synthetic_features
+
+    if root:
+        raise ConfigError("dataset", "synthetic takes no path; set its options with --dataset-arg "
+                                     "(classes, dim, train_per_class, test_per_class, effective_rank, separation, "
+                                     "data_seed)")
+    opts = dict(classes=classes, dim=dim, train_per_class=train_per_class, test_per_class=test_per_class,
+                effective_rank=effective_rank, separation=separation, data_seed=data_seed)
+    X_tr, y_tr, X_te, y_te = synthetic_features(**opts)
+    names = [f"class {c}" for c in range(int(classes))]
+    fs = FeatureSet(X_train=X_tr, y_train=y_tr, X_test=X_te, y_test=y_te, class_names=names,
+                    meta={"dataset": "synthetic", "encoder": "precomputed", "synthetic": opts})
+    return LoadedDataset(name="synthetic", class_names=names, features=fs,
+                         cache_key={"dataset": "synthetic", **{k: float(v) for k, v in opts.items()}})
+
+
 # ------------------------------------------------------------------ torchvision sets
 class _TorchvisionSource:
     """Adapts a torchvision dataset (PIL image, label) to the ImageSource protocol."""
@@ -384,6 +407,19 @@ def _dataset_arg_specs() -> dict[str, Any]:
             split_seed=ParamSpec(name="split_seed", type=int, default=0, range=SEED_RANGE,
                                  help="seed of the train/test split of a split-less set"),
             download=ParamSpec(name="download", type=bool, default=False, help="download if missing"),
+            # synthetic (checked here, before a run is created, with the loader's own ranges)
+            classes=ParamSpec(name="classes", type=int, default=10, range=Interval(2, 1000), help="classes"),
+            dim=ParamSpec(name="dim", type=int, default=64, range=Interval(2, 4096), help="feature dimension"),
+            train_per_class=ParamSpec(name="train_per_class", type=int, default=200, range=Interval(2, 5000),
+                                      help="train rows per class (public + private pool)"),
+            test_per_class=ParamSpec(name="test_per_class", type=int, default=50, range=Interval(1, 1000),
+                                     help="test rows per class"),
+            effective_rank=ParamSpec(name="effective_rank", type=float, default=16.0, range=Interval(0.5, 1e6),
+                                     help="decay scale r of the covariance spectrum 1/(1 + j/r)"),
+            separation=ParamSpec(name="separation", type=float, default=1.0, range=Interval(0, 100),
+                                 help="class-mean scale against the within-class noise"),
+            data_seed=ParamSpec(name="data_seed", type=int, default=0, range=SEED_RANGE,
+                                help="seed of the generated data (the run's seed makes the split)"),
         )
     return DATASET_ARG_SPECS
 

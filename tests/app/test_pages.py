@@ -642,3 +642,26 @@ def test_invalid_split_settings_are_not_saved_and_block_launch(at, app_env):
     at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
     assert not at.exception, at.exception
     assert "public_per_class" in page_text(at) and len(_store().list_runs()) == before
+
+
+def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at, app_env):
+    """Many classes without a download: the Data page's synthetic options (100 classes here)
+    reach the split preview, are saved with the settings, and a Train launch runs on them."""
+    at.switch_page("pages/1_data.py").run()
+    at.selectbox(key="data_dataset").select("synthetic").run()
+    assert not at.exception, at.exception
+    at.number_input(key="syn_classes").set_value(120).run()
+    at.number_input(key="syn_dim").set_value(32).run()
+    at.number_input(key="syn_train_per_class").set_value(12).run()
+    at.number_input(key="data_ppc").set_value(2).run()
+    assert not at.exception, at.exception
+    s = at.session_state["data_settings"]
+    assert s["dataset"] == "synthetic" and s["dataset_kwargs"]["classes"] == 120
+    counts = _charts(at)["data_counts"]
+    assert len(counts["data"][0]["x"]) == 120  # one bar per class: the options reached the preview
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_method").select("only_public").run()
+    _launch_button(at).click().run()
+    assert not at.exception, at.exception
+    (r,) = _store().list_runs()
+    assert r.config["dataset_kwargs"]["classes"] == 120 and r.metrics["n_classes"] == 120

@@ -308,3 +308,35 @@ def test_every_app_launch_checks_its_paths(env, tmp_path):
             submit()
         assert e.value.field == "dataset" and "outside the data root" in str(e.value)
     assert RunStore(tmp_path / "s").list_runs() == []
+
+
+def test_an_image_above_pillows_own_bomb_limit_is_one_line(env, baseline_run, tmp_path):
+    from PIL import Image
+
+    root = _image_tree(tmp_path / "bomb")
+    Image.new("1", (14000, 14000)).save(root / "a" / "bomb.png")  # 196 MP: Pillow raises at open
+    o = run_subprocess(Outcome("image above Pillow's bomb limit", "size", "clear", "image"),
+                       ["-m", "mixdp_core.cli", *TRAIN, "--method", "only_public", "--public-per-class", "1",
+                        "--dataset", f"image_folder:{root}"], env)
+    assert_ok(o)
+    assert "DecompressionBombError" not in o.message
+
+
+def test_the_audit_page_says_when_its_link_names_no_finished_run(env, tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from mixdp_core.runs import RunStore
+    from mixdp_core.runs.runner import RunConfig, execute
+
+    home = tmp_path / "apphome"
+    monkeypatch.setenv("MIXDP_HOME", str(home))
+    monkeypatch.setenv("MIXDP_APP_SYNC_JOBS", "1")
+    monkeypatch.chdir(REPO)
+    rid = execute(RunConfig(dataset="digits", encoder="pixels", method="only_public"), store=RunStore(home))
+    t = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    t.query_params["run"] = "20990101-000000-deadbeef"
+    t.switch_page("pages/4_audit.py").run()
+    assert not t.exception, t.exception
+    warn = " ".join(w.value for w in t.warning)
+    assert "20990101-000000-deadbeef" in warn and "not a finished run" in warn
+    assert t.selectbox(key="audit_run").value == rid  # shown instead, and said so

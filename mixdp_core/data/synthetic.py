@@ -1,0 +1,106 @@
+"""``synthetic``: features with controllable classes, dimension, counts, spectrum and separation.
+
+A regime family the product can dial without downloading anything: many classes (≥ 100),
+any dimension, few or many samples per class, a covariance of chosen effective rank and a
+chosen class separation (imbalance and the public/private counts come from the split's own
+options). Deterministic from its arguments (the same arguments give the same arrays on every
+machine), so a regime is named by its options. Not yet: a public → private domain shift (the
+real PACS domains provide one).
+
+Generative model (every quantity below is a loader option)::
+
+    Q        a random orthogonal basis of R^D (fixed by ``data_seed``)
+    λ_j    = 1 / (1 + j / r),  j = 0..D−1, rescaled so that Σ λ_j = D     (covariance spectrum)
+    μ_c    = separation · Q diag(√λ) g_c,  g_c ~ N(0, I_D / D)           (class means, c = 0..C−1)
+    x      = μ_y + Q diag(√λ) z,  z ~ N(0, I_D)                           (one sample of class y)
+
+``r`` (``effective_rank``) sets how fast the spectrum decays: its participation ratio
+``(Σλ)² / Σλ²`` grows with ``r`` (about ``r·ln(D/r)`` for ``r ≪ D``) and reaches ``D`` for a
+flat spectrum as ``r → ∞``. ``separation`` scales the class means against the within-class
+noise along the same directions, so it sets the Bayes error for a given C and D; means and
+noise share the spectrum, as in pretrained-encoder features where both live in the same
+leading directions.
+
+Train rows are class-major (``train_per_class`` per class), test rows likewise; the split
+(public / private / test, imbalance) is made by :mod:`mixdp_core.data.splits` as for any set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConfigError
+
+#: Options of ``synthetic`` and their ranges (checked by :func:`synthetic_features`); the
+#: caps keep every array below 512 MiB (the feature-file limit).
+SYNTHETIC_LIMITS = {
+    "classes": (2, 1000),
+    "dim": (2, 4096),
+    "train_per_class": (2, 5000),
+    "test_per_class": (1, 1000),
+}
+MAX_SYNTHETIC_VALUES = 128 * 2**20  # float32 values in train + test (512 MiB)
+
+
+def _check_int(name: str, v: int, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not float(v).is_integer() or not lo <= int(v) <= hi:
+        raise ConfigError(name, f"must be an integer in [{lo}, {hi}], got {v!r}")
+    return int(v)
+
+
+def _check_float(name: str, v: float, lo: float, hi: float) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ConfigError(name, f"must be a number in [{lo:g}, {hi:g}], got {v!r}") from None
+    if not (np.isfinite(f) and lo <= f <= hi):
+        raise ConfigError(name, f"must be a number in [{lo:g}, {hi:g}], got {v!r}")
+    return f
+
+
+def spectrum(dim: int, effective_rank: float) -> np.ndarray:
+    """``λ_j = 1/(1 + j/r)`` rescaled to sum to ``dim`` (module docstring)."""
+    lam = 1.0 / (1.0 + np.arange(dim) / float(effective_rank))
+    return lam * (dim / lam.sum())
+
+
+def participation_ratio(lam: np.ndarray) -> float:
+    """``(Σλ)² / Σλ²``: the number of directions a spectrum effectively spans."""
+    lam = np.asarray(lam, dtype=np.float64)
+    return float(lam.sum() ** 2 / np.square(lam).sum())
+
+
+def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int = 200, test_per_class: int = 50,
+                       effective_rank: float = 16.0, separation: float = 1.0, data_seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(X_train, y_train, X_test, y_test)`` of the model in the module docstring.
+
+    Raises:
+        ConfigError: an option out of its range (the message names it).
+    """
+    C = _check_int("classes", classes, *SYNTHETIC_LIMITS["classes"])
+    D = _check_int("dim", dim, *SYNTHETIC_LIMITS["dim"])
+    n_tr = _check_int("train_per_class", train_per_class, *SYNTHETIC_LIMITS["train_per_class"])
+    n_te = _check_int("test_per_class", test_per_class, *SYNTHETIC_LIMITS["test_per_class"])
+    r = _check_float("effective_rank", effective_rank, 0.5, 1e6)
+    sep = _check_float("separation", separation, 0.0, 100.0)
+    seed = _check_int("data_seed", data_seed, 0, 2**32 - 1)
+    if C * (n_tr + n_te) * D > MAX_SYNTHETIC_VALUES:
+        raise ConfigError("dim", f"classes x (train + test per class) x dim = {C * (n_tr + n_te) * D:,} values; at most "
+                                 f"{MAX_SYNTHETIC_VALUES:,} (512 MiB): lower one of them")
+    rng = np.random.default_rng([seed, 0x5E7])
+    Q, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    scale = np.sqrt(spectrum(D, r))
+    A = Q * scale[None, :]  # x = A z has covariance Q diag(λ) Qᵀ
+    # g_c ~ N(0, I/D): two class means lie ≈ separation·√2 apart in the noise's own (whitened)
+    # metric, whatever D, so separation sets the difficulty independently of the dimension
+    means = sep * (rng.standard_normal((C, D)) / np.sqrt(D)) @ A.T
+
+    def draw(n: int, stream: int) -> tuple[np.ndarray, np.ndarray]:
+        g = np.random.default_rng([seed, stream])
+        y = np.repeat(np.arange(C), n)
+        X = means[y] + g.standard_normal((C * n, D)) @ A.T
+        return X.astype(np.float32), y.astype(np.int64)
+
+    X_tr, y_tr = draw(n_tr, 1)
+    X_te, y_te = draw(n_te, 2)
+    return X_tr, y_tr, X_te, y_te

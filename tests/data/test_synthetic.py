@@ -1,0 +1,75 @@
+"""The ``synthetic`` dataset: deterministic from its options, each option does what it says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mixdp_core.data import load_dataset
+from mixdp_core.data.synthetic import participation_ratio, spectrum, synthetic_features
+from mixdp_core.errors import ConfigError
+
+
+def test_same_options_same_arrays_other_seed_other_arrays():
+    a = synthetic_features(classes=5, dim=12, train_per_class=7, test_per_class=3, data_seed=4)
+    b = synthetic_features(classes=5, dim=12, train_per_class=7, test_per_class=3, data_seed=4)
+    c = synthetic_features(classes=5, dim=12, train_per_class=7, test_per_class=3, data_seed=5)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a[0], c[0])
+    X_tr, y_tr, X_te, y_te = a
+    assert X_tr.shape == (35, 12) and X_te.shape == (15, 12) and X_tr.dtype == np.float32
+    assert np.bincount(y_tr).tolist() == [7] * 5 and np.bincount(y_te).tolist() == [3] * 5
+
+
+def test_effective_rank_sets_the_spectrum():
+    prs = [participation_ratio(spectrum(256, r)) for r in (2, 16, 128, 1e6)]
+    assert prs == sorted(prs) and prs[-1] == pytest.approx(256, rel=1e-3)
+    # the sample covariance of the within-class noise follows the requested spectrum
+    X, y, _, _ = synthetic_features(classes=2, dim=64, train_per_class=4000, effective_rank=4, data_seed=1)
+    R = X - np.stack([X[y == c].mean(0) for c in range(2)])[y]
+    ev = np.sort(np.linalg.eigvalsh(np.cov(R.T)))[::-1]
+    assert participation_ratio(ev) == pytest.approx(participation_ratio(spectrum(64, 4)), rel=0.1)
+
+
+def test_separation_sets_the_difficulty():
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.methods import make_method
+
+    errs = []
+    for sep in (1.0, 4.0, 8.0):
+        fs = load_dataset("synthetic", classes=20, dim=32, train_per_class=40, test_per_class=20, separation=sep).features
+        sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+        m = make_method("paragon").fit(sp)
+        errs.append(float(np.mean(m.predict(sp.X_test) != sp.y_test)))
+    assert errs[0] > errs[1] > errs[2] and errs[0] > 0.5 and errs[2] < 0.2, errs
+
+
+def test_options_are_checked_before_a_run(tmp_path):
+    from mixdp_core.runs.runner import RunConfig
+
+    with pytest.raises(ConfigError) as e:
+        RunConfig(dataset="synthetic", encoder="pixels", method="only_public", dataset_kwargs={"classes": 1})
+    assert e.value.field == "classes"
+    with pytest.raises(ConfigError) as e:
+        RunConfig(dataset="synthetic", encoder="pixels", method="only_public", dataset_kwargs={"shots": 1})
+    assert e.value.field == "shots" and "train_per_class" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        synthetic_features(classes=1000, dim=4096, train_per_class=5000)
+    assert e.value.field == "dim" and "512 MiB" in str(e.value)
+    with pytest.raises(ConfigError):
+        load_dataset("synthetic:/tmp/x")
+
+
+def test_a_run_on_many_classes_through_the_cli(tmp_path, capsys, monkeypatch):
+    import json
+
+    from mixdp_core.cli import main
+
+    monkeypatch.setenv("MIXDP_HOME", str(tmp_path / "h"))
+    monkeypatch.setenv("MIXDP_CACHE", str(tmp_path / "c"))
+    rc = main(["train", "--dataset", "synthetic", "--dataset-arg", "classes=120", "--dataset-arg", "dim=64",
+               "--dataset-arg", "train_per_class=20", "--method", "adamix", "--public-per-class", "2",
+               "--epsilon", "8", "--json", "--no-progress"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["status"] == "completed" and out["epsilon"] <= 8 + 1e-9

@@ -12,6 +12,16 @@ from typing import IO, Callable, Iterable
 
 from .errors import StorageError
 
+def env_limit(name: str, default: float, *, kind: type = int, hi: float = float("inf")) -> float:
+    """A positive limit from the environment variable ``name`` (``default`` when unset, not a
+    number, not positive or above ``hi``): one reader for every ``MIXDP_MAX_*``-style knob."""
+    try:
+        v = kind(os.environ.get(name, "") or default)
+    except (TypeError, ValueError):
+        return default
+    return v if 0 < v <= hi else default
+
+
 _FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG}
 _READONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
 

@@ -6,13 +6,13 @@ Lives at the package root so that ``data`` (which builds feature sets from ``.np
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ._io import env_limit
 from .errors import DataError
 
 #: Largest |feature value| accepted (``$MIXDP_MAX_FEATURE_ABS`` overrides). Encoders give
@@ -28,11 +28,7 @@ DEFAULT_MAX_FEATURE_DIM = 65_536
 
 
 def max_feature_dim() -> int:
-    try:
-        v = int(os.environ.get("MIXDP_MAX_FEATURE_DIM", "") or DEFAULT_MAX_FEATURE_DIM)
-    except ValueError:
-        v = DEFAULT_MAX_FEATURE_DIM
-    return v if v > 0 else DEFAULT_MAX_FEATURE_DIM
+    return int(env_limit("MIXDP_MAX_FEATURE_DIM", DEFAULT_MAX_FEATURE_DIM))
 
 
 def check_feature_dim(d: int, where: str = "X_train") -> None:
@@ -45,11 +41,7 @@ def check_feature_dim(d: int, where: str = "X_train") -> None:
 
 
 def max_feature_abs() -> float:
-    try:
-        v = float(os.environ.get("MIXDP_MAX_FEATURE_ABS", "") or DEFAULT_MAX_FEATURE_ABS)
-    except ValueError:
-        v = DEFAULT_MAX_FEATURE_ABS
-    return v if v > 0 else DEFAULT_MAX_FEATURE_ABS
+    return float(env_limit("MIXDP_MAX_FEATURE_ABS", DEFAULT_MAX_FEATURE_ABS, kind=float))
 
 
 @dataclass

@@ -107,7 +107,7 @@ def test_budget_declared_once():
     # what a run may ask for: one declaration each, inside the mathematical domains above
     from mixdp_core.config import RUN_DELTA, RUN_EPSILON
 
-    assert RUN_EPSILON.range.lo > 0 and RUN_DELTA.range.hi < 1
+    assert RUN_EPSILON.range.lo in EPSILON.range and RUN_DELTA.range.hi in DELTA.range
     for cls in [RunConfig] + [m.config_cls for _, m in METHODS.items()]:
         specs = {s.name: s for s in describe(cls)}
         assert specs["target_epsilon"].range == RUN_EPSILON.range and specs["target_epsilon"].field == "epsilon"

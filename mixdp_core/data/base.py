@@ -32,13 +32,9 @@ DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
 
 
 def max_image_pixels() -> int:
-    import os
+    from .._io import env_limit
 
-    try:
-        v = int(os.environ.get("MIXDP_MAX_IMAGE_PIXELS", "") or DEFAULT_MAX_IMAGE_PIXELS)
-    except ValueError:
-        v = DEFAULT_MAX_IMAGE_PIXELS
-    return v if v > 0 else DEFAULT_MAX_IMAGE_PIXELS
+    return int(env_limit("MIXDP_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS))
 
 
 def check_image_pixels(path: Any, width: int, height: int) -> None:

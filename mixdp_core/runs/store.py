@@ -44,7 +44,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from .._io import atomic_write, storage_error, sweep_orphans
+from .._io import atomic_write, env_limit, storage_error, sweep_orphans
 from ..errors import ConfigError, MixDPError, StorageError
 from .paths import default_home
 
@@ -73,11 +73,7 @@ DEFAULT_STORE_WAIT_S = 8.0
 
 
 def store_wait_s() -> float:
-    try:
-        v = float(os.environ.get("MIXDP_STORE_WAIT_S", "") or DEFAULT_STORE_WAIT_S)
-    except ValueError:
-        v = DEFAULT_STORE_WAIT_S
-    return v if 0 < v <= 600 else DEFAULT_STORE_WAIT_S
+    return float(env_limit("MIXDP_STORE_WAIT_S", DEFAULT_STORE_WAIT_S, kind=float, hi=600))
 
 
 @functools.lru_cache(maxsize=1)

@@ -94,11 +94,9 @@ MAX_CONFIG_BYTES = 256 * 1024
 
 
 def max_grid_points() -> int:
-    try:
-        v = int(os.environ.get("MIXDP_MAX_GRID_POINTS", "") or DEFAULT_MAX_GRID_POINTS)
-    except ValueError:
-        v = DEFAULT_MAX_GRID_POINTS
-    return v if v > 0 else DEFAULT_MAX_GRID_POINTS
+    from .._io import env_limit
+
+    return int(env_limit("MIXDP_MAX_GRID_POINTS", DEFAULT_MAX_GRID_POINTS))
 
 
 def _tuple(name: str, v: Any) -> tuple:

@@ -60,6 +60,10 @@ from ...randomness import REPRODUCIBLE, noise_rng
 from .._private_count import PrivateCountConfig, check_bound, resolve_private_count
 from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
 
+#: ``mask`` choices (the same as :data:`.selection.MASK_KINDS`, declared here because that
+#: module imports torch and configs must not).
+MASK_KINDS = ("magnitude", "random")
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
     from torch import nn
@@ -104,6 +108,10 @@ class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
     params: str = _params_field("all")
     conv_fraction: float = param(0.01, type=float, range=Interval(0.0, 1.0, closed="right"),
                                  help="p, fraction of convolution weights fine-tuned in 'all' mode (paper: 0.01 = 1 %).")
+    mask: str = param("magnitude", choices=MASK_KINDS,
+                      help="Which conv weights 'all' mode fine-tunes: 'magnitude' (default, the paper's: largest |θ| of "
+                           "the public model) or 'random' (the ablation: the same number, uniformly at random by the "
+                           "seed; data-independent).")
     arch: str = param("auto", type=str, check=_check_arch,
                       help="'auto' (small_cnn below 32 px, resnet18_32 below 64 px, else resnet18_224) or a key "
                            "of ARCHITECTURES.")
@@ -455,7 +463,8 @@ class SparseFinetune(Method):
             self.public_model_ = copy.deepcopy(pretrained.model)
             model = copy.deepcopy(pretrained.model).to(device)
             replace_classifier(model, C)
-            selection = select_parameters(model, cfg.params, conv_fraction=cfg.conv_fraction)
+            selection = select_parameters(model, cfg.params, conv_fraction=cfg.conv_fraction, mask=cfg.mask,
+                                          mask_seed=cfg.seed)
             self.masks_ = {n: m.detach().cpu().clone() for n, m in selection.masks.items()}
             self.n_trainable_ = selection.n_trainable
             self.n_params_ = selection.n_total

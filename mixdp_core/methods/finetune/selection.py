@@ -81,6 +81,32 @@ def magnitude_mask(model: nn.Module, fraction: float) -> dict[str, torch.Tensor]
     return masks
 
 
+#: ``mask`` options of sparse fine-tuning: the paper's magnitude mask, or the random-mask
+#: ablation at the same sparsity (the paper's claim is that magnitude matters: this tests it).
+MASK_KINDS = ("magnitude", "random")
+
+
+def random_mask(model: nn.Module, fraction: float, *, seed: int) -> dict[str, torch.Tensor]:
+    """Boolean masks keeping exactly as many conv weights as :func:`magnitude_mask` (``k =
+    round(fraction · |θ_conv|)``, at least 1 when ``fraction > 0``), chosen uniformly at random
+    over all convolution layers by ``seed`` — data-independent, so it costs no privacy."""
+    weights = conv_weights(model)
+    total = sum(w.numel() for w in weights.values())
+    k = int(round(fraction * total))
+    if fraction > 0:
+        k = max(k, 1)
+    keep = torch.zeros(total, dtype=torch.bool)
+    if k > 0:
+        g = torch.Generator().manual_seed(int(seed))
+        keep[torch.randperm(total, generator=g)[:k]] = True
+    masks, start = {}, 0
+    for name, w in weights.items():
+        n = w.numel()
+        masks[name] = keep[start : start + n].reshape(w.shape).to(w.device)
+        start += n
+    return masks
+
+
 @dataclass
 class Selection:
     """The transfer parameters τ of one run.
@@ -103,7 +129,8 @@ class Selection:
     n_total: int = 0
 
 
-def select_parameters(model: nn.Module, mode: str, *, conv_fraction: float = 0.01) -> Selection:
+def select_parameters(model: nn.Module, mode: str, *, conv_fraction: float = 0.01, mask: str = "magnitude",
+                      mask_seed: int = 0) -> Selection:
     """Choose τ for ``mode`` and set ``requires_grad`` accordingly on ``model``.
 
     Parameters not in τ get ``requires_grad=False`` (no per-sample gradient is even
@@ -114,6 +141,8 @@ def select_parameters(model: nn.Module, mode: str, *, conv_fraction: float = 0.0
         model: the transfer model f^prv (public weights + fresh classifier).
         mode: ``"cls"``, ``"cls_norm"``, ``"all"`` or ``"full"``.
         conv_fraction: p for ``"all"`` mode.
+        mask: ``"magnitude"`` (the paper's, from the public weights) or ``"random"`` (the
+            ablation: same number of entries, uniformly at random by ``mask_seed``).
 
     Returns:
         The :class:`Selection`.
@@ -125,8 +154,11 @@ def select_parameters(model: nn.Module, mode: str, *, conv_fraction: float = 0.0
     masks: dict[str, torch.Tensor] = {}
     if mode in ("cls_norm", "all"):
         chosen.update(norm_parameters(model))
+    if mask not in MASK_KINDS:
+        raise ValueError(f"mask must be one of {MASK_KINDS}, got {mask!r}")
     if mode == "all":
-        masks = magnitude_mask(model, conv_fraction)
+        masks = (magnitude_mask(model, conv_fraction) if mask == "magnitude"
+                 else random_mask(model, conv_fraction, seed=mask_seed))
         chosen.update(conv_weights(model))
     if mode == "full":
         chosen = dict(named)

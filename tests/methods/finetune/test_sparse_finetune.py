@@ -350,3 +350,25 @@ def test_split_of_non_pixel_features_is_rejected():
     split.meta = {"encoder": "clip_vit_b32"}
     with pytest.raises(DataError, match="pixels"):
         SparseFinetune(**FAST).fit(split)
+
+
+def test_random_mask_ablation_keeps_the_sparsity_and_differs_from_magnitude():
+    import torch
+
+    from mixdp_core.methods.finetune import method as M
+    from mixdp_core.methods.finetune.models import build_model
+    from mixdp_core.methods.finetune.selection import MASK_KINDS, magnitude_mask, random_mask, select_parameters
+
+    assert M.MASK_KINDS == MASK_KINDS
+    torch.manual_seed(0)
+    model = build_model("small_cnn", 1, 5, width=8, gn_groups=4, image_size=8)
+    mag = magnitude_mask(model, 0.05)
+    rnd = random_mask(model, 0.05, seed=1)
+    assert sum(int(m.sum()) for m in mag.values()) == sum(int(m.sum()) for m in rnd.values()) > 0
+    assert any(not torch.equal(mag[n], rnd[n]) for n in mag)
+    assert all(torch.equal(rnd[n], random_mask(model, 0.05, seed=1)[n]) for n in rnd)  # seeded, data-free
+    sel = select_parameters(model, "all", conv_fraction=0.05, mask="random", mask_seed=1)
+    assert all(torch.equal(sel.masks[n], rnd[n]) for n in rnd)
+    with pytest.raises(ConfigError) as e:
+        make_method("sparse_finetune", mask="lottery")
+    assert e.value.field == "mask"

@@ -10,7 +10,7 @@ import streamlit as st
 from mixdp_core import accounting
 from mixdp_core.app_support import charts
 from mixdp_core.app_support.classroom import (
-    LESSON_DELTA, LESSON_EPSILONS, LessonCache, noisy_class_means, report_object,
+    DEFAULT_LESSON, LESSON_DATA, LESSON_DELTA, LESSON_EPSILONS, LessonCache, noisy_class_means, report_object,
 )
 from mixdp_core.app_support.resources import page_setup, show_chart
 
@@ -28,13 +28,13 @@ STEPS = ("1 · The noise", "2 · The accuracy lost", "3 · The best attack", "4 
 
 
 @st.cache_resource(show_spinner=False)
-def lesson() -> LessonCache:
-    return LessonCache()
+def lesson(data: str = DEFAULT_LESSON) -> LessonCache:
+    return LessonCache(lesson=data)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _means(eps: float):
-    return noisy_class_means(eps)
+def _means(eps: float, data: str = DEFAULT_LESSON):
+    return noisy_class_means(eps, lesson=data)
 
 
 def big(fig, height: int = 520):
@@ -44,9 +44,14 @@ def big(fig, height: int = 520):
 
 
 st.title("Classroom: what does ε mean?")
-st.markdown("Handwritten digits (8×8 pixels, offline). Move **ε**, the privacy budget, and walk "
-            "through five steps. Smaller ε = stronger privacy.")
 q = st.query_params
+data0 = q.get("data") if q.get("data") in LESSON_DATA else DEFAULT_LESSON
+data = st.radio("Data", list(LESSON_DATA), index=list(LESSON_DATA).index(data0), horizontal=True, key="class_data",
+                help="digits: 8×8 handwritten digits (offline). 100 classes: a synthetic few-shot regime with many "
+                     "classes, where private data are scarce per class — the regime most users meet.")
+st.markdown(("Handwritten digits (8×8 pixels, offline)." if data == "digits" else
+             "100 classes, 40 training rows each, 64 features (synthetic, offline).")
+            + " Move **ε**, the privacy budget, and walk through five steps. Smaller ε = stronger privacy.")
 eps0 = float(q.get("eps", 1.0)) if q.get("eps") in [f"{e:g}" for e in LESSON_EPSILONS] else 1.0
 eps = st.select_slider("ε — privacy budget", options=list(LESSON_EPSILONS), value=eps0, key="class_eps",
                        format_func=lambda v: f"{v:g}")
@@ -58,10 +63,10 @@ if "class_step" not in st.session_state:
     st.session_state["class_step"] = STEPS[step0 - 1]  # from the URL (?step=), then the widget's own
 step = st.segmented_control("Step", STEPS, key="class_step") or STEPS[0]
 k = STEPS.index(step) + 1
-if q.get("eps") != f"{eps:g}" or q.get("step") != str(k):
-    st.query_params.update(eps=f"{eps:g}", step=str(k))
+if q.get("eps") != f"{eps:g}" or q.get("step") != str(k) or q.get("data", DEFAULT_LESSON) != data:
+    st.query_params.update(eps=f"{eps:g}", step=str(k), **({"data": data} if data != DEFAULT_LESSON else {}))
 
-cache = lesson()
+cache = lesson(data)
 cache.start(priority_epsilon=eps)
 
 
@@ -69,7 +74,7 @@ cache.start(priority_epsilon=eps)
 def show_step():
     run = cache.get("adamix", eps)
     if k == 1:
-        d = _means(eps)
+        d = _means(eps, data)
         st.header("Step 1 — The noise added")
         st.markdown(f"To publish the **average image of each digit** with ε = {eps:g}, the Gaussian mechanism "
                     f"publishes each digit's **sum of images** and its **number of images**, each with noise of "
@@ -77,9 +82,19 @@ def show_step():
                     f"(σ from the accounting module at δ = {LESSON_DELTA:g}); the published average is the noisy "
                     "sum divided by the noisy count. Top: the true averages. Bottom: what is published.")
         st.caption(d["mechanism"])
-        imgs = {n: [d["clean"][c], d["noisy"][c]] for c, n in enumerate(d["class_names"])}
-        fig = charts.sample_grid_figure(imgs, title=f"True (top) vs published (bottom) class averages at ε = {eps:g}")
-        st.plotly_chart(big(fig, 360), key="class_noise", width="stretch", config=charts.LIVE_CONFIG)
+        if d["clean"].ndim == 3:  # images: draw them
+            imgs = {n: [d["clean"][c], d["noisy"][c]] for c, n in enumerate(d["class_names"])}
+            fig = charts.sample_grid_figure(imgs, title=f"True (top) vs published (bottom) class averages at ε = {eps:g}")
+            st.plotly_chart(big(fig, 360), key="class_noise", width="stretch", config=charts.LIVE_CONFIG)
+        else:  # feature rows: how far the noise moves each average, against what separates two classes
+            fig = charts.noise_vs_separation_figure(d["error_norm"], d["mean_distance"], epsilon=eps)
+            show_chart(big(fig, 420), key="class_noise", name="classroom_noise")
+            import numpy as np
+
+            st.markdown(f"At ε = {eps:g} the noise moves a published class average by **{np.median(d['error_norm']):.2g}** "
+                        f"(median), while two true class averages lie **{d['mean_distance']:.2g}** apart: "
+                        + ("the noise is larger than what tells the classes apart." if np.median(d["error_norm"])
+                           > d["mean_distance"] else "the classes stay apart."))
         return
     if run is None:
         st.info(f"Training at ε = {eps:g} … (a few seconds; the lesson's trainings run in the background)")

@@ -799,6 +799,22 @@ def figure_image(fig, fmt: str = "svg") -> bytes:
 
 
 # --------------------------------------------------------------------------- sample images
+def noise_vs_separation_figure(error_norm: Sequence[float], mean_distance: float, *, epsilon: float):
+    """Classroom step 1 without images: per class, how far the published average lies from the
+    true one (‖noise‖, sorted), against the median distance between two true class averages."""
+    go = _go()
+    e = np.sort(np.asarray(error_norm, dtype=float))
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=np.arange(1, e.size + 1), y=e, name="‖published − true average‖ per class",
+                         marker_color=PRIVATE_COLOR))
+    fig.add_hline(y=float(mean_distance), line=dict(color="black", dash="dash", width=3),
+                  annotation_text="median distance between two true class averages", annotation_position="top left")
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="black", dash="dash", width=3),
+                             name="median distance between two true class averages"))
+    return _layout(fig, f"How far the noise moves each class average at ε = {epsilon:g}", "classes (sorted)",
+                   "distance (feature units)", height=420)
+
+
 def sample_grid_figure(images: Mapping[str, Sequence[np.ndarray]], *, title: str = "Public samples per class"):
     """A grid of small images: one column per class, one row per sample (grayscale or RGB in [0, 1])."""
     from plotly.subplots import make_subplots

@@ -23,6 +23,26 @@ import numpy as np
 LESSON_EPSILONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 LESSON_DELTA = 1e-5
 LESSON_DATASET, LESSON_ENCODER = "digits", "pixels"
+#: The data a lesson can run on: ``{name: (dataset, encoder, loader options)}``. "digits" is the
+#: default (8x8 images: step 1 draws them); "100 classes" is a synthetic many-class few-shot
+#: regime (the regime users meet: :mod:`mixdp_core.data.synthetic`), where step 1 shows the
+#: noise as distances instead of images.
+LESSON_DATA: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "digits": ("digits", "pixels", {}),
+    "100 classes (synthetic)": ("synthetic", "pixels", {"classes": 100, "dim": 64, "train_per_class": 40,
+                                                        "test_per_class": 20, "separation": 4.0}),
+}
+DEFAULT_LESSON = "digits"
+
+
+def _lesson_features(lesson: str, cache_dir: Any) -> Any:
+    from ..errors import ConfigError
+    from ..features.cache import get_features
+
+    if lesson not in LESSON_DATA:
+        raise ConfigError("lesson", f"must be one of {', '.join(LESSON_DATA)}, got {lesson!r}")
+    dataset, encoder, kw = LESSON_DATA[lesson]
+    return get_features(dataset, encoder, cache_dir=cache_dir, **kw)
 #: Full-batch steps of every lesson training: σ is calibrated per ε for this many steps
 #: (accounting module), so each training takes a fraction of a second at any ε.
 LESSON_STEPS = 60
@@ -49,7 +69,7 @@ CLASS_MEAN_MECHANISM = (
 
 
 def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int = 0,
-                      cache_dir: Any = None, noise: str = "secure") -> dict[str, Any]:
+                      cache_dir: Any = None, noise: str = "secure", lesson: str = DEFAULT_LESSON) -> dict[str, Any]:
     """Average image of each class, in the clear and released at (ε, δ).
 
     Mechanism (:data:`CLASS_MEAN_MECHANISM`), add/remove one image: per class ``c``,
@@ -60,19 +80,24 @@ def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int 
     shown is ``S̃_c / max(ñ_c, 1)``.
 
     Returns ``{"class_names", "clean" (C, H, W), "noisy" (C, H, W), "sigma", "noise_std",
-    "counts", "noisy_counts", "mechanism"}``; ``noise_std`` is the typical per-pixel std of
-    the noisy mean, ``σ / n_c`` averaged over the classes (a teaching aid computed from the
-    exact counts: owner's view); ``counts`` are the exact counts (owner's view too).
+    "counts", "noisy_counts", "mechanism", "error_norm", "mean_distance"}``; ``noise_std`` is the
+    typical per-pixel std of the noisy mean, ``σ / n_c`` averaged over the classes (a teaching
+    aid computed from the exact counts: owner's view); ``counts`` are the exact counts (owner's
+    view too); ``error_norm`` (per class, ‖published − true average‖) and ``mean_distance`` (the
+    median distance between two true class averages) let a lesson without images compare the
+    noise with what separates the classes. ``clean`` / ``noisy`` are ``(C, D)`` rows when D is
+    not a square (no images).
     """
-    from ..features.cache import get_features
     from ..randomness import noise_rng
 
-    fs = get_features(LESSON_DATASET, LESSON_ENCODER, cache_dir=cache_dir)
+    fs = _lesson_features(lesson, cache_dir)
     X = np.asarray(fs.X_train, dtype=np.float64)
     X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)  # clip to norm 1
     y = np.asarray(fs.y_train)
     C = int(y.max()) + 1
     s = int(round(np.sqrt(X.shape[1])))
+    images = LESSON_DATA[lesson][0] != "synthetic" and s * s == X.shape[1]  # synthetic rows are not images
+    shape = (s, s) if images else (X.shape[1],)
     sigma = noise_multiplier(epsilon, steps=CLASS_MEAN_RELEASES, delta=delta)
     rng = noise_rng(noise, seed, 0xC1A55)
     clean, noisy, counts, noisy_counts, std = [], [], [], [], []
@@ -81,25 +106,29 @@ def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int 
         n = len(Xc)
         noisy_sum = Xc.sum(axis=0) + rng.normal(0.0, sigma, size=X.shape[1])
         n_tilde = float(np.rint(n + rng.normal(0.0, sigma)))
-        clean.append(Xc.mean(axis=0).reshape(s, s))
-        noisy.append((noisy_sum / max(n_tilde, 1.0)).reshape(s, s))
+        clean.append(Xc.mean(axis=0).reshape(shape))
+        noisy.append((noisy_sum / max(n_tilde, 1.0)).reshape(shape))
         counts.append(n)
         noisy_counts.append(n_tilde)
         std.append(sigma / n)
-    return {"class_names": [str(n) for n in fs.class_names], "clean": np.stack(clean), "noisy": np.stack(noisy),
+    clean_a, noisy_a = np.stack(clean), np.stack(noisy)
+    flat = clean_a.reshape(C, -1)
+    d2 = np.sqrt(np.maximum((flat ** 2).sum(1)[:, None] + (flat ** 2).sum(1)[None, :] - 2 * flat @ flat.T, 0.0))
+    return {"class_names": [str(n) for n in fs.class_names], "clean": clean_a, "noisy": noisy_a,
             "sigma": sigma, "noise_std": float(np.mean(std)), "counts": counts, "noisy_counts": noisy_counts,
-            "mechanism": CLASS_MEAN_MECHANISM}
+            "mechanism": CLASS_MEAN_MECHANISM,
+            "error_norm": np.linalg.norm((noisy_a - clean_a).reshape(C, -1), axis=1),
+            "mean_distance": float(np.median(d2[np.triu_indices(C, 1)]))}
 
 
 def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: int = 0,
-               delta: float = LESSON_DELTA, cache_dir: Any = None) -> dict[str, Any]:
+               delta: float = LESSON_DELTA, cache_dir: Any = None, lesson: str = DEFAULT_LESSON) -> dict[str, Any]:
     """Train ``method`` at ε on digits · pixels (a second or two) and return what the lesson
     draws: ``test_error``, ``report`` (``{"epsilon", "delta", "mu"}`` or ``None`` for a
     non-private method), ``pdp_epsilon`` (per-instance ε or ``None``), ``steps``, ``sigma``.
     Nothing is written to the run store."""
     from ..data.splits import make_split
     from ..evaluation.pdp import per_instance_epsilon
-    from ..features.cache import get_features
     from ..runs.runner import RunConfig
 
     from ..methods import METHODS
@@ -108,10 +137,11 @@ def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: 
     fields = {f.name for f in __import__("dataclasses").fields(METHODS.get(method).config_cls)}
     if "noise_multiplier" in fields:
         params["noise_multiplier"] = noise_multiplier(epsilon, steps=LESSON_STEPS, delta=delta)
-    cfg = RunConfig(dataset=LESSON_DATASET, encoder=LESSON_ENCODER, method=method, target_epsilon=float(epsilon),
+    dataset, encoder, kw = LESSON_DATA[lesson]
+    cfg = RunConfig(dataset=dataset, encoder=encoder, method=method, target_epsilon=float(epsilon),
                     target_delta=float(delta), public_per_class=int(public_per_class), seed=int(seed),
-                    method_params=params)
-    fs = get_features(LESSON_DATASET, LESSON_ENCODER, cache_dir=cache_dir)
+                    method_params=params, dataset_kwargs=dict(kw))
+    fs = _lesson_features(lesson, cache_dir)
     split = make_split(fs, cfg.split_spec())
     model = cfg.make_method()
     model.fit(split)
@@ -150,10 +180,11 @@ class LessonCache:
     takes ~15 s on one CPU core). Thread-safe; results are plain dicts from :func:`lesson_run`.
     """
 
-    def __init__(self, cache_dir: Any = None):
+    def __init__(self, cache_dir: Any = None, lesson: str = DEFAULT_LESSON):
         import threading
 
         self.cache_dir = cache_dir
+        self.lesson = lesson
         self.results: dict[tuple[str, float | None], dict[str, Any]] = {}
         self.errors: dict[tuple[str, float | None], str] = {}
         self._lock = threading.Lock()
@@ -200,6 +231,7 @@ class LessonCache:
                 return
             method, eps = k
             try:
-                self.results[k] = lesson_run(method, eps if eps is not None else 1.0, cache_dir=self.cache_dir)
+                self.results[k] = lesson_run(method, eps if eps is not None else 1.0, cache_dir=self.cache_dir,
+                                             lesson=self.lesson)
             except Exception as e:  # noqa: BLE001 - shown by the page, never kills the thread
                 self.errors[k] = f"{type(e).__name__}: {e}"

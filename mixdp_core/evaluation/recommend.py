@@ -167,7 +167,8 @@ class Recommendation:
         return next((s for s in self.others if s.method != ONLY_PUBLIC), None)
 
     def _no_private_sentence(self, nm: Any, err: Any) -> str:
-        b, bp = self.best, self.best_private
+        bp = self.best_private
+        b = next(s for s in self.others if s.method == ONLY_PUBLIC)
         comp = compare_stats(b, bp) if bp is not None else None
         v = verdict_of(b, bp, comp)
         if v == "beyond_noise":
@@ -206,7 +207,8 @@ class Recommendation:
 
         b, r, c = self.best, self.runner_up, self.comparison
         head = f"At ε = {self.epsilon:g}: "
-        if b.method == ONLY_PUBLIC and r is not None:
+        if r is not None and (b.method == ONLY_PUBLIC or (self.verdict == "tie" and r.method == ONLY_PUBLIC)):
+            # Only-Public leads or ties: the answer is about whether to use private data at all
             s = head + self._no_private_sentence(nm, err)
         elif self.verdict == "only":
             s = head + f"only **{nm(b.method)}** was run ({err(b)}); nothing to compare it with"

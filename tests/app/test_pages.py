@@ -665,3 +665,19 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     assert not at.exception, at.exception
     (r,) = _store().list_runs()
     assert r.config["dataset_kwargs"]["classes"] == 120 and r.metrics["n_classes"] == 120
+
+
+def test_classroom_runs_on_a_many_class_synthetic_regime(at):
+    """The lesson's data can be the synthetic 100-class regime: step 1 then compares the noise
+    on each class average with the distance between classes (no images to draw), and the
+    choice travels in the URL."""
+    import json
+
+    at.switch_page("pages/6_classroom.py").run()
+    at.radio(key="class_data").set_value("100 classes (synthetic)").run()
+    assert not at.exception, at.exception
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.main.get("plotly_chart")]
+    assert any(t.startswith("How far the noise moves each class average") for t in titles), titles
+    text = page_text(at)
+    assert "100 classes" in text and "apart" in text and "noisy count" in text.lower()
+    assert at.query_params["data"] in ("100 classes (synthetic)", ["100 classes (synthetic)"])

@@ -145,3 +145,13 @@ def test_boost_is_of_the_best_private_method_even_when_only_public_leads():
     # PB = (err_pub − err_par)/(err_dp − err_par) of ngd = 0.15/0.30
     assert r.boost == pytest.approx(0.5)
     assert "0.50× (AdaMix paper's PB: 1× = no better than Only-Public" in r.sentence()
+
+
+def test_a_tie_with_only_public_says_the_private_data_buy_nothing():
+    """AdaMix's public-start guard can return the Only-Public model exactly: the line must say
+    that using private data bought nothing, whichever of the two sorts first."""
+    runs = [run("adamix", 1.0, 0.145), run("only_public", 1.0, 0.145, private=False), run("fully_private", 1.0, 0.7)]
+    (r,) = recommend(runs)
+    assert r.verdict == "tie" and {r.best.method, r.runner_up.method} == {"adamix", "only_public"}
+    s = r.sentence({"adamix": "AdaMix"})
+    assert "Only-Public" in s and "no method is better here" in s and "private data buy nothing" in s

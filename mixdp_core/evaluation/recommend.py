@@ -185,12 +185,14 @@ class Recommendation:
                 f"({err(bp)}). With one seed the spread across seeds is unknown: no evidence either way — run ≥ 2 "
                 f"seeds; so far no private method helps")
 
-    def minority_line(self) -> str:
+    def minority_line(self, names: Mapping[str, str] | None = None) -> str:
         """Minority-class accuracy of the candidates, under imbalance ("" when balanced)."""
+        names = names or {}
         ir = self.setting.get("imbalance_ratio")
         if ir is None or float(ir) <= 1.0:
             return ""
-        parts = [f"{s.method} {100 * s.minority:.1f} %" for s in self.others if s.minority is not None][:4]
+        parts = [f"{names.get(s.method, s.method)} {100 * s.minority:.1f} %" for s in self.others
+                 if s.minority is not None][:4]
         return ("Minority-class accuracy: " + ", ".join(parts)) if parts else ""
 
     def sentence(self, names: Mapping[str, str] | None = None) -> str:
@@ -229,8 +231,8 @@ class Recommendation:
             else:
                 s = (head + f"**{nm(b.method)}** has the lowest test error ({err(b)}), ahead of {nm(r.method)} "
                      f"({err(r)}) by more than seed noise ({how}, above {NOISE_Z:g} standard errors)")
-        if self.minority_line():
-            s += ". " + self.minority_line()
+        if self.minority_line(names):
+            s += ". " + self.minority_line(names)
         if self.boost is not None and math.isfinite(self.boost):
             s += (f". Performance boost {self.boost:.2f}× (AdaMix paper's PB: 1× = no better than Only-Public, "
                   f"higher is better)")

@@ -200,8 +200,10 @@ def method_field_specs(method: str) -> list[FieldSpec]:
     """Widget specs of the method's config fields other than the main-form ones."""
     from ..config import describe
 
-    ccls = method_classes()[method].config_cls
-    return [field_spec(s) for s in describe(ccls) if s.name not in MAIN_FIELDS]
+    mcls = method_classes()[method]
+    # a method that releases nothing private has no noise to draw: no "noise" widget for it
+    hidden = MAIN_FIELDS if mcls.private and mcls.uses_private_data else (*MAIN_FIELDS, "noise")
+    return [field_spec(s) for s in describe(mcls.config_cls) if s.name not in hidden]
 
 
 def parse_text_value(spec: FieldSpec, text: str) -> Any:

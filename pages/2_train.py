@@ -74,9 +74,13 @@ sigma_default = next((f.default for f in config_fields if f.name == "noise_multi
 with st.form("train_form"):
     a, b = st.columns([2, 1])
     with a:
-        eps = st.select_slider("ε — privacy budget (log scale)", options=forms.EPSILON_GRID, value=3.0,
+        typed = str(st.session_state.get("train_eps_exact") or "").strip()
+        # one visible ε: once a typed ε was submitted, the slider says it is not the one used
+        eps = st.select_slider("ε — privacy budget (log scale)" + (f": not used, the typed ε = {typed} is"
+                                                                   if typed else ""),
+                               options=forms.EPSILON_GRID, value=3.0,
                                key="train_eps", format_func=lambda v: f"{v:g}",
-                               disabled=not mcls.private)
+                               disabled=not mcls.private or bool(typed))
         # select_slider labels only its ends: a tick row under it names every stop.
         st.markdown("<div data-testid='eps-ticks' style='display:flex;justify-content:space-between;"
                     "font-size:0.75rem;color:#666;margin:-0.6rem 0.3rem 0.4rem 0.3rem'>"

@@ -175,6 +175,8 @@ def test_train_says_the_one_epsilon_a_launch_used(at):
     assert not at.exception, at.exception
     text = page_text(at)
     assert "Launched at ε = 20 — the typed value; the slider's 3 was not used." in text
+    slider = at.select_slider(key="train_eps")
+    assert slider.disabled and "not used, the typed ε = 20 is" in slider.label
     (r,) = _store().list_runs()
     assert r.target_epsilon == 20.0
 

@@ -64,15 +64,23 @@ def magnitude_mask(model: nn.Module, fraction: float) -> dict[str, torch.Tensor]
     """
     weights = conv_weights(model)
     flat = torch.cat([w.detach().abs().reshape(-1).cpu() for w in weights.values()])
-    total = flat.numel()
-    k = int(round(fraction * total))
-    if fraction > 0:
-        k = max(k, 1)
-    keep = torch.zeros(total, dtype=torch.bool)
+    k = _kept(fraction, flat.numel())
+    keep = torch.zeros(flat.numel(), dtype=torch.bool)
     if k > 0:
         # Stable descending sort: equal magnitudes keep their index order.
         order = torch.sort(flat, descending=True, stable=True).indices
         keep[order[:k]] = True
+    return _per_layer(keep, weights)
+
+
+def _kept(fraction: float, total: int) -> int:
+    """Entries a mask of ``fraction`` keeps: ``round(fraction · total)``, at least 1 when > 0."""
+    k = int(round(fraction * total))
+    return max(k, 1) if fraction > 0 else k
+
+
+def _per_layer(keep: torch.Tensor, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Cut a flat keep-vector over all conv weights into one mask per layer."""
     masks, start = {}, 0
     for name, w in weights.items():
         n = w.numel()
@@ -92,19 +100,12 @@ def random_mask(model: nn.Module, fraction: float, *, seed: int) -> dict[str, to
     over all convolution layers by ``seed`` — data-independent, so it costs no privacy."""
     weights = conv_weights(model)
     total = sum(w.numel() for w in weights.values())
-    k = int(round(fraction * total))
-    if fraction > 0:
-        k = max(k, 1)
+    k = _kept(fraction, total)
     keep = torch.zeros(total, dtype=torch.bool)
     if k > 0:
         g = torch.Generator().manual_seed(int(seed))
         keep[torch.randperm(total, generator=g)[:k]] = True
-    masks, start = {}, 0
-    for name, w in weights.items():
-        n = w.numel()
-        masks[name] = keep[start : start + n].reshape(w.shape).to(w.device)
-        start += n
-    return masks
+    return _per_layer(keep, weights)
 
 
 @dataclass

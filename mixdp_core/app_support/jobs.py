@@ -238,11 +238,11 @@ class JobManager:
 
         Raises:
             ConfigError: the dataset's path or ``root`` lies outside the data root."""
-        from ..data.paths import _under_any, resolve_dataset_spec
+        from ..data.paths import resolve_under_any, resolve_dataset_spec
 
         resolve_dataset_spec(dataset, confine=True, also=app_data_folders(self.cache_dir))
         if root:
-            _under_any(root, app_data_folders(self.cache_dir), "root")
+            resolve_under_any(root, app_data_folders(self.cache_dir), "root")
         req = {"dataset": dataset, "encoder": encoder, "root": root,
                "encoder_kwargs": dict(encoder_kwargs or {}), "dataset_kwargs": dict(dataset_kwargs or {})}
         return self._submit(Job(job_id=self._new_id(), kind="features", feature_request=req))

@@ -546,29 +546,30 @@ def context_lines(store: Any, rec: Any) -> list[str]:
     if not getattr(rec, "split_hash", None) or rec.metrics.get("test_error") is None:
         return []
     err = 100 * float(rec.metrics["test_error"])
-    delta = rec.config.get("target_delta")
-    found: dict[str, float] = {}
-    for r in store.list_runs(status=COMPLETED, split_hash=rec.split_hash, limit=200):
-        if r.run_id == rec.run_id or r.metrics.get("test_error") is None:
-            continue
-        if r.method == "only_public" and "only_public" not in found:
-            found["only_public"] = 100 * float(r.metrics["test_error"])
-        elif (r.method == "fully_private" and "fully_private" not in found and r.target_epsilon == rec.target_epsilon
-              and r.config.get("target_delta") == delta and not r.config.get("method_params")):
-            found["fully_private"] = 100 * float(r.metrics["test_error"])
-    if not found:
-        return []
+
+    def newest(method: str, same_budget: bool) -> float | None:
+        # the newest completed run of ``method`` on this split (as sibling_boost looks up references)
+        for r in store.list_runs(status=COMPLETED, split_hash=rec.split_hash, method=method, limit=50):
+            if r.metrics.get("test_error") is None or (same_budget and (
+                    r.target_epsilon != rec.target_epsilon or r.config.get("method_params")
+                    or r.config.get("target_delta") != rec.config.get("target_delta"))):
+                continue
+            return 100 * float(r.metrics["test_error"])
+        return None
+
+    def versus(ref: float) -> str:
+        d = err - ref
+        return f"{abs(d):.1f} points " + ("better than" if d < 0 else "worse than" if d > 0 else "the same as")
+
     parts = []
-    if "only_public" in found and rec.method != "only_public":
-        d = err - found["only_public"]
-        how = "better than" if d < 0 else "worse than" if d > 0 else "the same as"
-        parts.append(f"Only-Public (public samples only, ε = 0): {found['only_public']:.1f} % — this run is "
-                     f"{abs(d):.1f} points {how} using no private data")
-    if "fully_private" in found and rec.method != "fully_private":
-        d = err - found["fully_private"]
-        how = "better than" if d < 0 else "worse than" if d > 0 else "the same as"
-        parts.append(f"Fully-Private at the same ε = {rec.target_epsilon:g} (no public start): "
-                     f"{found['fully_private']:.1f} % — this run is {abs(d):.1f} points {how} it")
+    pub = newest("only_public", False) if rec.method != "only_public" else None
+    if pub is not None:
+        parts.append(f"Only-Public (public samples only, ε = 0): {pub:.1f} % — this run is {versus(pub)} using "
+                     f"no private data")
+    fp = newest("fully_private", True) if rec.method != "fully_private" else None
+    if fp is not None:
+        parts.append(f"Fully-Private at the same ε = {rec.target_epsilon:g} (no public start): {fp:.1f} % — this "
+                     f"run is {versus(fp)} it")
     return [f"Beside this run ({err:.1f} % test error) on the same split: " + "; ".join(parts) + "."] if parts else []
 
 

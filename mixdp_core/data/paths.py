@@ -31,7 +31,7 @@ def resolve_under(root: str | Path, path: str | Path, *, field: str = "path") ->
     return full
 
 
-def _under_any(path: str, roots: Any, field: str) -> Path:
+def resolve_under_any(path: str, roots: Any, field: str) -> Path:
     """``path`` resolved under the data root or one of ``roots`` (the app's upload folder)."""
     for r in roots:
         try:
@@ -71,7 +71,7 @@ def resolve_dataset_spec(spec: str, *, confine: bool, field: str = "dataset", al
         return key
     if not confine:
         return f"{key}:{arg}"
-    return f"{key}:{_under_any(arg, also, field)}"
+    return f"{key}:{resolve_under_any(arg, also, field)}"
 
 
 def confine_run_paths(config: Any, *, also: Any = ()) -> None:
@@ -85,7 +85,7 @@ def confine_run_paths(config: Any, *, also: Any = ()) -> None:
     if getattr(config, "public_from", None):
         resolve_dataset_spec(config.public_from, confine=True, field="public_from", also=also)
     if getattr(config, "dataset_root", None):
-        _under_any(config.dataset_root, also, "dataset_root")
+        resolve_under_any(config.dataset_root, also, "dataset_root")
     root = (getattr(config, "dataset_kwargs", None) or {}).get("root")
     if root:
-        _under_any(str(root), also, "root")
+        resolve_under_any(str(root), also, "root")

@@ -62,6 +62,17 @@ def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] =
     return out
 
 
+def diagnostics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The per-run diagnostics (MIA, per-instance DP, exact count, train loss) grouped with
+    :data:`OWNER_NOTE`: what the runner stores as ``metrics["diagnostics"]`` and the CLI's
+    ``--json`` prints. (The flat keys stay in the run's metrics for the app's charts.)"""
+    out: dict[str, Any] = {"note": OWNER_NOTE}
+    for k in metrics:
+        if k in DIAGNOSTIC_KEYS or k.startswith(OWNER_PREFIXES):
+            out[k] = metrics[k]
+    return out
+
+
 def public_steps(steps: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Step records without their owner-only fields."""
     return [{k: v for k, v in s.items() if k not in OWNER_STEP_KEYS} for s in steps]

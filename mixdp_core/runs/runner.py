@@ -31,7 +31,7 @@ import numpy as np
 
 from ..config import SEED_RANGE, Interval, delta_param, epsilon_param, param, validate
 from ..errors import ConfigError, UnknownNameError
-from .owner_view import DIAGNOSTIC_KEYS, OWNER_NOTE, OWNER_PREFIXES
+from .owner_view import OWNER_NOTE, diagnostics  # noqa: F401  (diagnostics: part of this module's API)
 from .store import CANCELLED, COMPLETED, FAILED, RunStore
 
 #: RunConfig fields forwarded to the method config when the method has them.
@@ -57,14 +57,22 @@ def _registry_check(field_name: str, kind: str, name: str) -> None:
         raise ConfigError(field_name, f"unknown {kind} {name!r}; choose one of: {', '.join(reg.keys())}") from None
 
 
-def _registered(kind: str, *, prefix_only: bool = False) -> Callable[[str], None]:
+def _registered(kind: str) -> Callable[[str], None]:
     """A :func:`~mixdp_core.config.param` ``check``: the value names a registered ``kind``
-    (for dataset specs, the part before ``:``)."""
+    (dataset specs go through :func:`_resolve_spec` instead)."""
 
     def check(value: str) -> None:
-        _registry_check(kind, kind, value.partition(":")[0] if prefix_only else value)
+        _registry_check(kind, kind, value)
 
     return check
+
+
+def _resolve_spec(spec: str) -> None:
+    """The dataset check of every config: the one resolver of data specs, unconfined (the
+    app confines every launch on top, :func:`mixdp_core.data.paths.confine_run_paths`)."""
+    from ..data.paths import resolve_dataset_spec
+
+    resolve_dataset_spec(spec, confine=False)
 
 
 def _json_mapping(field_name: str) -> Callable[[Any], None]:
@@ -118,7 +126,7 @@ class RunConfig:
             out of :meth:`to_dict` and the hashes when ``None``, so older runs stay reusable).
     """
 
-    dataset: str = param(type=str, check=_registered("dataset", prefix_only=True),
+    dataset: str = param(type=str, check=_resolve_spec,
                          allowed="a dataset spec '<registered dataset>[:<argument>]' (`mixdp datasets`)",
                          help="Dataset spec, e.g. 'digits', 'cifar10', 'image_folder:/data/x'.")
     encoder: str = param(type=str, check=_registered("encoder"), allowed="a registered encoder (`mixdp encoders`)",
@@ -393,19 +401,6 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
 
 
 DIAGNOSTICS_NOTE = OWNER_NOTE  # one wording for the CLI's --json, exports and pages
-
-
-def diagnostics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The owner-only diagnostics among ``metrics``, grouped with :data:`DIAGNOSTICS_NOTE`.
-
-    (The flat keys stay in the run's metrics for the app's charts; exports and the CLI
-    summary carry them only under ``diagnostics``.)
-    """
-    out: dict[str, Any] = {"note": DIAGNOSTICS_NOTE}
-    for k in metrics:
-        if k in DIAGNOSTIC_KEYS or k.startswith(OWNER_PREFIXES):
-            out[k] = metrics[k]
-    return out
 
 
 def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | None:

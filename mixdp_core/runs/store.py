@@ -272,6 +272,12 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
+def _budget(r: Any) -> Any:
+    """A run's target ε for exports: ``None`` for a non-private reference, which has no budget
+    (not the placeholder ε it is filed under)."""
+    return r.target_epsilon if r.metrics.get("private", True) else None
+
+
 def _iso(t: Any) -> Any:
     """Unix seconds as ISO 8601 UTC (exports), ``None`` kept."""
     if not isinstance(t, (int, float)):
@@ -708,11 +714,7 @@ class RunStore:
                     d["steps"] = public_steps(steps)
                 if owner_view:
                     d["owner_only"] = owner_block(r.metrics, steps)
-                for k in ("created_at", "finished_at"):
-                    if isinstance(d.get(k), (int, float)):
-                        d[k] = _iso(d[k])
-                if not r.metrics.get("private", True) and "target_epsilon" in d:
-                    d["target_epsilon"] = None  # a non-private reference has no budget
+                d.update(created_at=_iso(r.created_at), finished_at=_iso(r.finished_at), target_epsilon=_budget(r))
                 out.append(d)
             text = json.dumps(out, indent=2, sort_keys=True, default=_json_default)
         else:
@@ -721,8 +723,7 @@ class RunStore:
                 row: dict[str, Any] = {
                     "run_id": r.run_id, "status": r.status, "method": r.method,
                     "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
-                    # a non-private reference has no budget: not the placeholder ε it was filed under
-                    "target_epsilon": r.target_epsilon if r.metrics.get("private", True) else None,
+                    "target_epsilon": _budget(r),
                     "config_hash": r.config_hash,
                     "created_at": _iso(r.created_at), "finished_at": _iso(r.finished_at), "error": r.error,
                 }

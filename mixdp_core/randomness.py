@@ -74,22 +74,6 @@ def noise_source_of(config: Any) -> str:
     return str(getattr(config, "noise", SECURE))
 
 
-def torch_noise_seed(source: str, seed: int, stream: int) -> int:
-    """A 63-bit seed for a ``torch.Generator`` that draws vector noise on an accelerator.
-
-    ``"secure"``: 63 fresh bits from the OS, never stored — unpredictable to anyone who
-    reads the run's records; torch's generators (Philox on CUDA, MT19937 on CPU) are not
-    cryptographic, so the CPU paths draw from :func:`noise_rng` instead and this is used only
-    where the noise must be generated on the device. ``"reproducible"``: derived from
-    ``(seed, stream)``.
-    """
-    if source == SECURE:
-        return secrets.randbits(63)
-    if source == REPRODUCIBLE:
-        return int(np.random.SeedSequence([int(seed), int(stream)]).generate_state(1, np.uint64)[0] >> np.uint64(1))
-    raise ConfigError("noise", f"must be one of {', '.join(NOISE_SOURCES)}, got {source!r}")
-
-
 def snap_count(value: float) -> float:
     """Round a noisy count to the integer grid (post-processing: costs no privacy).
 

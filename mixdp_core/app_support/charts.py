@@ -405,16 +405,6 @@ BOOST_HELP = ("AdaMix paper's Performance Boost, PB = (error of Only-Public − 
               "data), higher is better, ∞ = as good as the non-private paragon, below 1× = worse than Only-Public.")
 
 
-def format_boost(pb: Any) -> str:
-    """A Performance Boost as a multiple (``"0.89×"``, ``"∞"``), the unit of every view."""
-    if pb is None:
-        return "—"
-    pb = float(pb)
-    if not np.isfinite(pb):
-        return "∞" if pb > 0 else "—"
-    return f"{pb:.2f}×"
-
-
 def metric_cards(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
     where the split has no minority class)."""

@@ -591,7 +591,9 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
         st.dataframe(charts.privacy_table(metrics), hide_index=True, key=f"{key}-priv", width="stretch")
     with right:
         if metrics.get("performance_boost") is not None:
-            st.metric("performance boost (× Only-Public)", charts.format_boost(metrics["performance_boost"]),
+            from ..evaluation.metrics import format_boost
+
+            st.metric("performance boost (× Only-Public)", format_boost(metrics["performance_boost"]),
                       help=charts.BOOST_HELP)
         st.caption(f"{metrics.get('n_private', '?')} private (exact count: owner's view, not private), "
                    f"{metrics.get('n_public', '?')} public, "

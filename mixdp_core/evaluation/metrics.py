@@ -84,3 +84,14 @@ def performance_boost(err_dp: float, *, err_public: float, err_paragon: float) -
     if den == 0.0:
         return float("nan") if num == 0.0 else float(np.copysign(np.inf, num))
     return num / den
+
+
+def format_boost(pb: float | None) -> str:
+    """A Performance Boost as a multiple (``"0.89×"``, ``"∞"``, ``"—"`` for none): the one
+    unit of every view (app, recommendations)."""
+    if pb is None:
+        return "—"
+    pb = float(pb)
+    if not np.isfinite(pb):
+        return "∞" if pb > 0 else "—"
+    return f"{pb:.2f}×"

@@ -46,7 +46,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import numpy as np
 
-from .metrics import performance_boost
+from .metrics import format_boost, performance_boost
 
 #: Non-private references of the Performance Boost.
 PARAGON, ONLY_PUBLIC = "paragon", "only_public"
@@ -234,8 +234,8 @@ class Recommendation:
         if self.minority_line(names):
             s += ". " + self.minority_line(names)
         if self.boost is not None and math.isfinite(self.boost):
-            s += (f". Performance boost {self.boost:.2f}× (AdaMix paper's PB: 1× = no better than Only-Public, "
-                  f"higher is better)")
+            s += (f". Performance boost {format_boost(self.boost)} (AdaMix paper's PB: 1× = no better than "
+                  f"Only-Public, higher is better)")
         elif self.boost is not None:
             s += ". Performance boost ∞ (reaches the Paragon)"
         elif PARAGON in self.references or ONLY_PUBLIC in self.references:

@@ -83,6 +83,17 @@ def snap_count(value: float) -> float:
     return float(np.rint(value))
 
 
+def geometric_count(rng: np.random.Generator, count: int, epsilon: float) -> float:
+    """``count + Z`` with Z two-sided geometric, ``P(Z = z) ∝ exp(-ε|z|)`` (Ghosh, Roughgarden
+    & Sundararajan 2009): ε-DP for a count (L1 sensitivity 1 under add/remove-one).
+
+    Integer-valued by construction (the difference of two geometric draws with success
+    probability ``1 − e^{−ε}``), so no floating-point support leaks the exact count.
+    """
+    p = -np.expm1(-float(epsilon))
+    return float(int(count) + int(rng.geometric(p)) - int(rng.geometric(p)))
+
+
 def label(source: str) -> str:
     """One line saying where a run's noise came from (reports, pages, exports)."""
     return REPRODUCIBLE_WARNING if source == REPRODUCIBLE else SECURE_LABEL

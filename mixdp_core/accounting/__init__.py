@@ -11,6 +11,7 @@ Events (frozen dataclasses, validated on construction; see :mod:`.events`)::
     ExponentialMechanism(epsilon, monotone=False, count=1)   # ε-DP, ε²/8-zCDP per run
     ZCDP(rho), PureDP(epsilon)
     Composition(events)
+    AdaptiveComposition(first, then)   # pure release that chooses the next mechanism
 
 Queries: :func:`epsilon`, :func:`delta`, :func:`gdp_mu`, :func:`zcdp_rho`,
 :func:`pure_epsilon`, :func:`privacy_report` → :class:`PrivacyReport`.
@@ -85,6 +86,7 @@ from .curves import dpsgd_epsilon, dpsgd_privacy_curve, privacy_curve, privacy_c
 from .errors import AccountingError, BudgetError
 from .events import (
     ZCDP,
+    AdaptiveComposition,
     ComposedGaussian,
     Composition,
     ExponentialMechanism,
@@ -113,6 +115,7 @@ __all__ = [
     "Accountant",
     "AccountingError",
     "BudgetError",
+    "AdaptiveComposition",
     "ComposedGaussian",
     "Composition",
     "ExponentialMechanism",

@@ -39,7 +39,7 @@ from .conversions import (
     zcdp_to_delta,
     zcdp_to_epsilon,
 )
-from .events import PoissonSubsampledGaussian, _blocks, _mu, _pure, _rdp, _rho, check_event
+from .events import AdaptiveComposition, PoissonSubsampledGaussian, _blocks, _mu, _pure, _rdp, _rho, check_event
 from .gaussian import gaussian_delta, gaussian_epsilon
 from ..errors import ConfigError
 from ..registry import Registry
@@ -301,6 +301,9 @@ def epsilon_and_accountant(event: Any, *, delta: float, accountant: Optional[str
     """Like :func:`epsilon` but also returns the name of the accountant that produced ε."""
     check_event(event)
     d = V.open_unit("delta", delta)
+    if isinstance(event, AdaptiveComposition):  # basic adaptive composition (see the class)
+        e2, used = epsilon_and_accountant(event.then, delta=d, accountant=accountant)
+        return event.first_epsilon + e2, used
     return _best(lambda a: a.epsilon(event, d), _candidates(event, accountant))
 
 
@@ -340,6 +343,9 @@ def delta(event: Any, *, epsilon: float, accountant: Optional[str] = None) -> fl
     """
     check_event(event)
     e = V.nonnegative("epsilon", epsilon)
+    if isinstance(event, AdaptiveComposition):
+        rest = e - event.first_epsilon
+        return 1.0 if rest < 0 else delta(event.then, epsilon=rest, accountant=accountant)
     return _best(lambda a: a.delta(event, e), _candidates(event, accountant))[0]
 
 

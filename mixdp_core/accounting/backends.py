@@ -177,6 +177,42 @@ def _pld_epsilon(blocks: tuple, delta: float, interval: float = PLD_INTERVAL) ->
         ) from exc
 
 
+def pld_epsilons(profiles: Sequence[Sequence[Block]], *, delta: float, interval: float = PLD_SEARCH_INTERVAL
+                 ) -> np.ndarray:
+    """ε at δ of many DP-SGD compositions built from shared blocks (per-instance accounting).
+
+    Same analysis as :func:`pld_epsilon` (dp-accounting's Poisson-subsampled Gaussian PLD,
+    add/remove, pessimistic discretisation of width ``interval``: an upper bound), with every
+    self-composed block built once and reused across profiles. An empty profile has ε = 0.
+    """
+    from dp_accounting.pld import privacy_loss_distribution as P
+
+    base: dict = {}
+    composed: dict = {}
+
+    def block(s: float, q: float, t: int):
+        key = (float(s), float(q), int(t))
+        if key not in composed:
+            if key[:2] not in base:
+                base[key[:2]] = P.from_gaussian_mechanism(float(s), sensitivity=1.0, sampling_prob=float(q),
+                                                          value_discretization_interval=float(interval),
+                                                          pessimistic_estimate=True)
+            composed[key] = base[key[:2]].self_compose(int(t)) if t > 1 else base[key[:2]]
+        return composed[key]
+
+    out = np.zeros(len(profiles))
+    try:
+        for i, blocks in enumerate(profiles):
+            pld = None
+            for b in blocks:
+                x = block(*b)
+                pld = x if pld is None else pld.compose(x)
+            out[i] = 0.0 if pld is None else max(0.0, float(pld.get_epsilon_for_delta(float(delta))))
+    except (ValueError, RuntimeError, FloatingPointError, OverflowError) as exc:
+        raise AccountingError(f"accountant 'pld' (dp-accounting) failed on per-instance profiles: {exc}") from exc
+    return out
+
+
 def pld_delta(blocks: Sequence[Block], *, epsilon: float) -> float:
     """δ at ε from dp-accounting's PLD accountant (pessimistic discretisation)."""
     try:

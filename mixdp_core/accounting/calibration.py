@@ -71,19 +71,21 @@ def step_limit() -> int:
 
 
 def noisy_count_event(*, target_epsilon: float, target_delta: float, share: float):
-    """The Gaussian mechanism releasing a private count (sensitivity 1, add/remove-one) that
-    spends the share ``share`` of the GDP budget μ*(ε, δ)²: σ_c = 1/(√share · μ*).
+    """The pure-DP release of a private count that DP-SGD methods use to set q and T.
 
-    DP-SGD methods release N̂ = N + N(0, σ_c²) to set q and T, and calibrate σ for the
-    composition of this event with their steps (``calibrate_dpsgd_noise(also=...)``).
+    A two-sided geometric count (:func:`~mixdp_core.randomness.geometric_count`; L1
+    sensitivity 1 under add/remove-one) at ε_c = ``share`` · ε: pure ε_c-DP. The steps are
+    then calibrated to (ε − ε_c, δ) whatever the count came out as, and the run is
+    ``AdaptiveComposition(count, steps)`` — basic composition, which holds for a mechanism
+    chosen from an earlier output (:class:`~.events.AdaptiveComposition`). ``target_delta`` is
+    checked, not spent (the count has δ = 0).
     """
-    from .events import GaussianMechanism
+    from .events import PureDP
 
-    e, d = _budget(target_epsilon, target_delta)
+    e, _ = _budget(target_epsilon, target_delta)
     if not (0.0 < float(share) < 1.0):
         raise ConfigError("count_budget_share", f"must lie in (0, 1), got {share!r}")
-    mu = gdp_mu_for_budget(epsilon=e, delta=d)
-    return GaussianMechanism(noise_multiplier=1.0 / (math.sqrt(float(share)) * mu))
+    return PureDP(epsilon=float(share) * e)
 
 
 def _fmt_steps(x: float) -> str:
@@ -371,9 +373,9 @@ def calibrate_dpsgd_noise(
             per evaluation) or ``"pld"`` (dp-accounting PLD, tightest: the DP-SGD methods
             use it). The PLD search runs on a coarser pessimistic discretisation (an upper
             bound, so its answer also meets the budget under the reported default one).
-        also: an accounting event run beside the DP-SGD steps on the same data (e.g. the
-            Gaussian noisy count that sets q and T); σ is calibrated for the *composition*
-            ``Composition([also, PoissonSubsampledGaussian(σ, q, T)])``.
+        also: a pure-DP event released before the steps that chose q and T (the noisy
+            count); σ is calibrated so that the steps alone meet (ε − ε_also, δ), i.e. for
+            ``AdaptiveComposition(also, PoissonSubsampledGaussian(σ, q, T))``.
         step_field: if given, T is checked against the step ceiling (:func:`check_steps`)
             and a refusal names this field.
 
@@ -414,29 +416,22 @@ def calibrate_dpsgd_noise(
 
 
 def _calibrate_composed(q: float, T: int, e: float, d: float, accountant: str, also: object) -> float:
-    """Smallest σ with ε(Composition([also, PSG(σ, q, T)])) <= e (verified)."""
-    from .events import Composition, _blocks, check_event
+    """Smallest σ with ε(AdaptiveComposition(also, PSG(σ, q, T))) <= e: the steps alone are
+    calibrated to (e − ε_also, d), which holds whatever ``also`` released (verified)."""
+    from .events import AdaptiveComposition, _pure, check_event
 
     check_event(also, "also")
-    extra = _blocks(also) if accountant == "pld" else None
-
-    def event(s: float):
-        return Composition([also, PoissonSubsampledGaussian(s, q, T)])
-
-    def f(s: float) -> float:
-        if extra is not None:
-            return pld_epsilon(list(extra) + [(s, q, T)], delta=d, interval=PLD_SEARCH_INTERVAL)
-        return epsilon(event(s), delta=d, accountant=accountant)
-
-    eps_also = epsilon(also, delta=d)
+    eps_also = _pure(also)
+    if eps_also is None:
+        raise ConfigError("also", f"must be a pure-DP event (it chooses q and T adaptively), got {also.describe()}")
     if eps_also >= e:
         raise BudgetError("epsilon", f"target_epsilon={e:g} is used up by {also.describe()} alone "
                                      f"(epsilon={eps_also:.4g}); raise epsilon")
-    start = calibrate_noise(steps=T, target_epsilon=e, target_delta=d) if q == 1.0 else \
-        calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=e, target_delta=d, accountant="rdp")
-    sig = _smallest_sigma(f, e, start, rtol=1e-3, factor=1.25)
+    sig = calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=e - eps_also, target_delta=d,
+                                accountant=accountant)
     for _ in range(100):
-        if epsilon(event(sig), delta=d, accountant=accountant) <= e:
+        if epsilon(AdaptiveComposition(also, PoissonSubsampledGaussian(sig, q, T)), delta=d,
+                   accountant=accountant) <= e:
             return sig
         sig *= 1.0 + 1e-6
     raise AssertionError("calibrate_dpsgd_noise failed to verify")  # pragma: no cover

@@ -45,22 +45,22 @@ def privacy_curve_points(*, noise_multiplier: float, steps: int, delta: float,
 
 def dpsgd_epsilon(*, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
                   accountant: str = "pld", also: object = None, fast: bool = False) -> float:
-    """ε after ``steps`` DP-SGD steps, composed with ``also`` (e.g. a noisy count) if given.
+    """ε after ``steps`` DP-SGD steps, after the pure release ``also`` (the noisy count that chose
+    q and T; basic adaptive composition, :class:`~.events.AdaptiveComposition`) if given.
 
     ``fast=True`` with PLD uses the coarser pessimistic discretisation (still an upper
     bound, ~10x faster) — for progress curves; the reported ε uses the default one.
     """
     from .backends import PLD_SEARCH_INTERVAL, pld_epsilon
-    from .events import Composition, _blocks
+    from .events import AdaptiveComposition, _blocks
 
     ev = PoissonSubsampledGaussian(noise_multiplier, sample_rate, steps)
-    if also is not None:
-        ev = Composition([also, ev])
+    first = 0.0 if also is None else AdaptiveComposition(also, ev).first_epsilon  # (validates `also`)
     if accountant == "pld" and fast:
-        return pld_epsilon(_blocks(ev), delta=delta, interval=PLD_SEARCH_INTERVAL)
-    if accountant in ("pld", "prv") and sample_rate == 1.0 and (also is None or _blocks(ev) is not None):
-        accountant = None  # full batch (and Gaussian count): exact GDP closed form
-    return float(epsilon(ev, delta=delta, accountant=accountant))
+        return first + pld_epsilon(_blocks(ev), delta=delta, interval=PLD_SEARCH_INTERVAL)
+    if accountant in ("pld", "prv") and sample_rate == 1.0:
+        accountant = None  # full batch: exact GDP closed form
+    return first + float(epsilon(ev, delta=delta, accountant=accountant))
 
 
 def privacy_curve(*, noise_multiplier: float, steps: int, delta: float) -> np.ndarray:

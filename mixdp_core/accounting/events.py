@@ -284,6 +284,7 @@ Event = Union[
     ZCDP,
     PureDP,
     "Composition",
+    "AdaptiveComposition",
 ]
 
 _LEAVES = (GaussianMechanism, ComposedGaussian, PoissonSubsampledGaussian, ExponentialMechanism, ZCDP, PureDP)
@@ -355,6 +356,52 @@ class Composition(_Event):
                 return None
             out.extend(b)
         return out
+
+
+
+@dataclass(frozen=True)
+class AdaptiveComposition(_Event):
+    r"""A pure-DP release ``first`` whose output chooses the mechanism ``then`` (same data).
+
+    DP-SGD releases a noisy private count and sets its sampling rate q and step count T from
+    it; σ is then calibrated so that the steps are (ε − ε₁, δ)-DP *whatever the count turned
+    out to be*. Adaptive (basic) composition (Dwork, Rothblum & Vadhan 2010, Thm. III.1;
+    Dwork & Roth 2014, Thm. 3.16, which holds for adaptively chosen mechanisms): if ``first``
+    is ε₁-DP and ``then`` is (ε₂, δ)-DP for every output of ``first``, the pair is
+    (ε₁ + ε₂, δ)-DP. A PLD or RDP composition of the two would need ``then``'s whole privacy
+    curve fixed in advance, which a data-dependent (q, T) does not give; so the accountants
+    compose ``then`` alone and ε₁ is added. Neighbouring relation: add/remove one sample.
+
+    Args:
+        first: an event with a pure ε (:class:`PureDP`), released first.
+        then: the event chosen from ``first``'s output (accounted with the requested accountant).
+    """
+
+    first: _Event
+    then: _Event
+
+    def __post_init__(self) -> None:
+        for name in ("first", "then"):
+            if not isinstance(getattr(self, name), _Event):
+                raise ConfigError(name, f"must be an accounting event, got {type(getattr(self, name)).__name__}")
+        if self.first._pure() is None:
+            raise ConfigError("first", f"must be a pure-DP event (e.g. PureDP), got {self.first.describe()}")
+
+    @property
+    def first_epsilon(self) -> float:
+        """ε₁ of the pure release."""
+        return float(self.first._pure())
+
+    def describe(self) -> str:
+        return f"Adaptive[{self.first.describe()} then {self.then.describe()}]"
+
+    def _pure(self) -> Optional[float]:
+        p = self.then._pure()
+        return None if p is None else self.first_epsilon + p
+
+    def _rdp(self, orders: np.ndarray) -> np.ndarray:
+        raise TypeError("AdaptiveComposition has no fixed RDP curve (its second mechanism is chosen from the "
+                        "first's output); account it with accounting.epsilon, which composes it basically")
 
 
 # --------------------------------------------------------------------------- internals

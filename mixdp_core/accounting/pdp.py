@@ -139,23 +139,109 @@ class SubsampledGaussianPDP:
             table[k] = subsampled_gaussian_rdp(self.sample_rate, self.noise_multiplier / grid[k - 1], orders)
         return self.counts @ table
 
-    def epsilon(self, *, delta: float, also: object = None) -> np.ndarray:
-        """ε_i at δ; ``also``: an accounting event charged in full to every sample (e.g. the
-        noisy private count, a Gaussian of sensitivity 1 that every sample moves by 1)."""
-        from .conversions import INT_ORDERS, rdp_eps_per_order
-        from .events import _rdp
+    def epsilon(self, *, delta: float, also: object = None, accountant: str = "pld") -> np.ndarray:
+        """ε_i at δ with the run's accountant family, never above the run's ε.
+
+        ``accountant="pld"`` (or ``"prv"``, also a privacy-loss-distribution accountant):
+        each sample's steps form a composition of Poisson-subsampled Gaussians, one block per
+        ratio level, accounted with dp-accounting's PLD through dominating profiles
+        (:meth:`_pld_epsilon`); where the sample's own RDP bound is smaller, that one (both
+        are upper bounds on the same loss). ``"rdp"``: Σ_t τ_t(α) converted at the orders the
+        run's RDP accountant uses.
+
+        ``also``: the pure-DP release made before the steps (the noisy count that chose q
+        and T), charged in full to every sample and added as the run adds it (basic adaptive
+        composition, :class:`~.events.AdaptiveComposition`).
+        """
+        from .events import _pure
 
         d = V.open_unit("delta", delta)
-        orders = np.asarray(INT_ORDERS, dtype=np.float64)
-        rdp = self.rdp(orders)
+        first = 0.0
         if also is not None:
-            rdp = rdp + np.asarray(_rdp(also, orders), dtype=np.float64)[None, :]
-        eps = np.array([np.min(rdp_eps_per_order(orders, r, delta=d)) if r.any() else 0.0 for r in rdp])
-        return np.maximum(eps, 0.0)
+            p = _pure(also)
+            if p is None:
+                raise ValueError(f"also: must be a pure-DP event (the noisy count), got {also.describe()}")
+            first = float(p)
+        steps = self._rdp_epsilon(d)
+        if accountant in ("pld", "prv"):
+            # Both are sound upper bounds on each sample's loss; the PLD profile bound keeps
+            # every sample at or under the run's (PLD) ε, the per-sample RDP one is often
+            # tighter in the middle of the distribution.
+            steps = np.minimum(self._pld_epsilon(d), steps)
+        return first + steps
+
+    def _rdp_epsilon(self, d: float) -> np.ndarray:
+        from .conversions import RDP_ORDERS, rdp_eps_per_order
+
+        orders = np.asarray(RDP_ORDERS, dtype=np.float64)
+        rdp = self.rdp(orders)
+        return np.array([max(0.0, float(np.min(rdp_eps_per_order(orders, r, delta=d)))) if r.any() else 0.0
+                         for r in rdp])
+
+    def _pld_epsilon(self, d: float, *, pld_levels: int = 16, count_parts: int = 32,
+                     groups: int = 96) -> np.ndarray:
+        r"""Per-instance PLD ε of every sample, through a few dominating *profiles*.
+
+        A sample's steps are charged at ratio levels; its privacy loss only grows if a step
+        moves to a higher level (σ/r smaller) or a zero step becomes a charged one. Each
+        sample's tail counts ``S(j) = #{steps at level ≥ j}`` are rounded *up* — levels to
+        ``pld_levels`` values, counts to multiples of ``⌈T/count_parts⌉`` (at most T) — so
+        its rounded profile dominates it and ε_i is an upper bound; samples share the
+        (few) distinct profiles, each accounted once by
+        :func:`~.backends.pld_epsilons` on the search grid. A profile clipped at every step
+        is the run's own event and gets the run's own value (:func:`~.backends.pld_epsilon`);
+        any other profile whose coarse value reaches the run's is recomputed on the run's
+        finer grid, so no sample is reported above the run's ε by discretisation alone.
+        """
+        from .backends import PLD_INTERVAL, pld_epsilon, pld_epsilons
+
+        n = len(self.counts)
+        T = self.steps
+        if n == 0 or T == 0:
+            return np.zeros(n)
+        L = self.levels
+        to = np.ceil(np.arange(L + 1) * pld_levels / L - 1e-9).astype(np.int64)  # level -> coarse level
+        coarse = np.zeros((n, pld_levels + 1), dtype=np.int64)
+        for k in range(L + 1):
+            coarse[:, to[k]] += self.counts[:, k]
+        tail = np.cumsum(coarse[:, :0:-1], axis=1)[:, ::-1]  # (n, pld_levels): steps at level >= j+1
+        g = max(1, -(-T // count_parts))
+        tail = np.minimum(-(-tail // g) * g, T)
+        if groups and len(tail) > groups:
+            # Samples with similar loss share one profile: the element-wise max of their group's
+            # tail counts (it dominates every member). Groups are consecutive in the order of
+            # Σ_t r² (the exact loss of unsampled Gaussian steps, a proxy here), so members are
+            # alike and the max stays tight; without groups nearly every sample is its own
+            # profile (1,117 of 1,208 on digits: 14 s against 2.6 s with 96 groups).
+            w = (2.0 * np.arange(1, tail.shape[1] + 1) - 1.0) / tail.shape[1] ** 2  # Σ_t r² = Σ_j S(j)·w_j
+            order = np.argsort(tail @ w, kind="stable")
+            gid = np.empty(len(tail), dtype=np.int64)
+            gid[order] = np.arange(len(tail)) * groups // len(tail)
+            top = np.zeros((groups, tail.shape[1]), dtype=np.int64)
+            np.maximum.at(top, gid, tail)
+            tail = top[gid]
+        profiles, inverse = np.unique(tail, axis=0, return_inverse=True)
+        q, s = self.sample_rate, self.noise_multiplier
+
+        def blocks(prof: np.ndarray) -> list:
+            c = prof - np.append(prof[1:], 0)
+            return [(s * pld_levels / (j + 1), q, int(c[j])) for j in range(pld_levels) if c[j] > 0]
+
+        full = [(s, q, T)]
+        run = pld_epsilon(full, delta=d)
+        all_blocks = [blocks(p) for p in profiles]
+        eps = pld_epsilons(all_blocks, delta=d)
+        for i, b in enumerate(all_blocks):
+            if b == full:
+                eps[i] = run
+            elif eps[i] >= run:
+                eps[i] = pld_epsilons([b], delta=d, interval=PLD_INTERVAL)[0]
+        return eps[np.asarray(inverse).ravel()]
 
 
 def pdp_epsilon_subsampled_gaussian(ratios: np.ndarray, *, sample_rate: float, noise_multiplier: float,
-                                    delta: float, levels: int = 32, also: object = None) -> np.ndarray:
+                                    delta: float, levels: int = 32, also: object = None,
+                                    accountant: str = "pld") -> np.ndarray:
     r"""Per-instance ε_i of DP-SGD along the realised trajectory (individual RDP).
 
     The ``(N, T)`` ratios ``r_{i,t}`` of every sample at every step, charged with
@@ -171,7 +257,7 @@ def pdp_epsilon_subsampled_gaussian(ratios: np.ndarray, *, sample_rate: float, n
     acc = SubsampledGaussianPDP(r.shape[0], sample_rate=sample_rate, noise_multiplier=noise_multiplier,
                                 levels=levels)
     acc.add_steps(r)
-    return acc.epsilon(delta=delta, also=also)
+    return acc.epsilon(delta=delta, also=also, accountant=accountant)
 
 
 def pdp_epsilon_exponential(log_probs: np.ndarray, log_probs_without: np.ndarray) -> np.ndarray:

@@ -3,10 +3,12 @@ its step count T (shared by the DP-SGD linear probes and sparse DP fine-tuning).
 
 Under add/remove neighbours N is private. ``dataset_size`` says where N comes from:
 
-* ``"noisy_count"`` (default): a Gaussian count ``N + N(0, σ_c²)`` (sensitivity 1,
-  add/remove) released first, spending ``count_budget_share`` of the GDP budget
-  (:func:`mixdp_core.accounting.noisy_count_event`); σ of the steps is calibrated for the
-  composition of the count with the steps, so the reported ε covers both.
+* ``"noisy_count"`` (default): a two-sided geometric count ``N + Z`` (L1 sensitivity 1,
+  add/remove; pure ε_c-DP with ε_c = ``count_budget_share`` · ε) released first
+  (:func:`mixdp_core.accounting.noisy_count_event`); q and T are chosen from it and σ of the
+  steps is calibrated to (ε − ε_c, δ) for whatever count came out. Basic composition holds
+  for such an adaptive choice (:class:`mixdp_core.accounting.AdaptiveComposition`), so the
+  reported ε = ε_c + ε_steps covers both.
 * ``"public_bound"``: a public upper bound ``size_bound`` (no privacy cost).
 * ``"public"``: the exact N, treated as public and said so in the report; under add/remove
   neighbours this costs privacy that is *not* accounted.
@@ -19,7 +21,7 @@ from typing import Optional
 
 from ..config import Interval, param
 from ..errors import ConfigError
-from ..randomness import noise_rng, noise_source_of, snap_count
+from ..randomness import geometric_count, noise_rng, noise_source_of
 
 #: Values of ``dataset_size``.
 DATASET_SIZES = ("noisy_count", "public_bound", "public")
@@ -33,14 +35,15 @@ class PrivateCountConfig:
 
     dataset_size: str = param(
         "noisy_count", choices=DATASET_SIZES,
-        help="How the private count N sets q and T: 'noisy_count' (default, a Gaussian count whose cost is "
-             "accounted), 'public_bound' (uses size_bound) or 'public' (exact N treated as public and said so in "
+        help="How the private count N sets q and T: 'noisy_count' (default, a two-sided geometric count, pure "
+             "ε_c = count_budget_share · ε, added to the steps' ε), 'public_bound' (uses size_bound) or 'public' (exact N treated as public and said so in "
              "the report: under add/remove neighbours this costs privacy that is not accounted).")
     size_bound: Optional[int] = param(None, type=int, range=Interval(1, 10**9),
                                       help="Public upper bound on the number of private samples; needed by "
                                            "dataset_size='public_bound'.")
-    count_budget_share: float = param(0.01, type=float, range=Interval(0.0, 0.5, closed="right"),
-                                      help="Share of the GDP budget μ*² spent on the noisy count.")
+    count_budget_share: float = param(0.02, type=float, range=Interval(0.0, 0.5, closed="right"),
+                                      help="Share of ε spent on the noisy count (pure ε_c = share · ε, two-sided "
+                                           "geometric noise of standard deviation √2/ε_c rows).")
     accountant: str = param("pld", choices=DPSGD_ACCOUNTANT_CHOICES,
                             help="Accountant for calibration and the reported ε: 'pld' (default, tightest), "
                                  "'rdp' or 'prv'.")
@@ -56,19 +59,15 @@ def check_bound(cfg: PrivateCountConfig) -> None:
 def resolve_private_count(cfg: PrivateCountConfig, n_exact: int, *, seed: int) -> tuple[float, object]:
     """The N a DP-SGD method may use to set q and T, and the accounting event it costs.
 
-    ``"noisy_count"``: releases ``round(N + N(0, σ_c²))`` — a Gaussian mechanism of L2
-    sensitivity 1 under add/remove of one private row, σ_c from
-    :func:`mixdp_core.accounting.noisy_count_event`, noise from ``cfg.noise``
-    (:func:`mixdp_core.randomness.noise_rng`), snapped to the integers
-    (:func:`~mixdp_core.randomness.snap_count`) — and returns that event, which the caller
-    composes with its steps.
-
-    q and T are then chosen from this *released* count, and the report composes the count
-    with the steps as if q and T had been fixed in advance. No theorem we can cite covers
-    that adaptivity for the PLD accountant (``docs/privacy.md``, "Adaptive choice"); an RDP
-    filter at one order fixed in advance (Feldman & Zrnic 2021) would, at some cost in
-    tightness. Where that matters, ``dataset_size="public_bound"`` makes the choice from
-    public information.
+    ``"noisy_count"``: releases ``N + Z``, Z two-sided geometric at ε_c
+    (:func:`mixdp_core.randomness.geometric_count`: pure ε_c-DP, L1 sensitivity 1 under
+    add/remove of one private row, integer-valued), noise from ``cfg.noise``
+    (:func:`mixdp_core.randomness.noise_rng`), and returns its event
+    (:func:`mixdp_core.accounting.noisy_count_event`). The caller chooses q and T from this
+    released count and calibrates its steps to (ε − ε_c, δ) whatever the count came out as;
+    basic composition, which holds for a mechanism chosen from an earlier output, gives
+    (ε, δ) for the pair (:class:`mixdp_core.accounting.AdaptiveComposition`;
+    ``docs/privacy.md``, "Adaptive choice").
 
     ``"public_bound"``: ``size_bound``, no event. ``"public"``: the
     exact N, no event (its cost is not accounted; the report says so).
@@ -85,7 +84,7 @@ def resolve_private_count(cfg: PrivateCountConfig, n_exact: int, *, seed: int) -
         event = accounting.noisy_count_event(target_epsilon=cfg.target_epsilon, target_delta=cfg.target_delta,
                                              share=cfg.count_budget_share)
         rng = noise_rng(noise_source_of(cfg), seed, 0xC0)
-        n_used = snap_count(n_exact + rng.normal(0.0, event.noise_multiplier))
+        n_used = geometric_count(rng, n_exact, event.epsilon)
     elif cfg.dataset_size == "public_bound":
         n_used = float(cfg.size_bound)
     else:

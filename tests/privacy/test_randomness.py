@@ -74,8 +74,10 @@ def test_reproducible_noisy_count_gives_back_the_exact_count_and_secure_does_not
     n_exact = 1208
     cfg = _CountCfg(noise="reproducible")
     released, ev = resolve_private_count(cfg, n_exact, seed=0)
-    replayed_noise = noise_rng("reproducible", 0, 0xC0).normal(0.0, ev.noise_multiplier)
-    assert abs(released - replayed_noise - n_exact) <= 0.5  # exact up to the integer snap
+    rng = noise_rng("reproducible", 0, 0xC0)
+    p = -np.expm1(-ev.epsilon)
+    replayed_noise = int(rng.geometric(p)) - int(rng.geometric(p))
+    assert released - replayed_noise == n_exact  # exact
     # secure: the same replay is off by the noise's own size, and two releases differ
     sec = _CountCfg()
     r1, ev1 = resolve_private_count(sec, n_exact, seed=0)

@@ -232,7 +232,7 @@ def claimed_profile(model: Any, points: int = 49) -> Optional[tuple[np.ndarray, 
     """The claimed privacy profile ``(ε_k, δ(ε_k))`` of a fitted DP-SGD probe, or ``None``.
 
     The event is the one the method reports (``_event(σ, q, steps)``: the noisy count, if any,
-    composed with the Poisson-subsampled Gaussian steps), δ(ε) from the accounting module's
+    then the Poisson-subsampled Gaussian steps, composed basically), δ(ε) from the accounting module's
     default accountant on ``points`` values of ε in ``[0, 4ε + 4]`` (ε the reported one).
     """
     from ... import accounting

@@ -21,10 +21,10 @@ and noise multiplier σ; ``privacy_`` is
 for the steps actually executed (a stop request ends the run between epochs).
 
 Dataset size: N is private under add/remove, so by default (``dataset_size="noisy_count"``)
-q = min(1, B/N̂) and the gradient normalisation use N̂ = N + N(0, σ_c²) (Gaussian, sensitivity
-1; ``accounting.noisy_count_event``), and the reported event is
-``Composition([count, PoissonSubsampledGaussian(σ, q, steps)])`` with σ calibrated for the
-composition. ``"public_bound"`` uses the public bound ``size_bound`` instead;
+q = min(1, B/N̂) and the gradient normalisation use N̂ = N + Z (two-sided geometric, pure
+ε_c-DP, sensitivity 1; ``accounting.noisy_count_event``), and the reported event is
+``AdaptiveComposition(count, PoissonSubsampledGaussian(σ, q, steps))`` with σ calibrated to
+(ε − ε_c, δ) (basic composition covers q and T chosen from the count). ``"public_bound"`` uses the public bound ``size_bound`` instead;
 ``"public"`` takes the exact N as public and the report's mechanism says so. σ is
 calibrated and ε reported with PLD by default (the RDP ε is kept in ``epsilon_rdp_``).
 
@@ -529,9 +529,9 @@ class SparseFinetune(Method):
         report_accountant = cfg.accountant if q < 1.0 else None
         ev = acc.PoissonSubsampledGaussian(sigma, q, max(1, int(executed)))
         if count_ev is not None:
-            ev = acc.Composition([count_ev, ev])
+            ev = acc.AdaptiveComposition(count_ev, ev)
         rep = acc.privacy_report(ev, delta=cfg.target_delta, accountant=report_accountant)
-        note = {"noisy_count": " [q and T from a noisy private count, accounted as the first Gaussian]",
+        note = {"noisy_count": " [q and T from a noisy private count, accounted as a pure first release, basic adaptive composition]",
                 "public_bound": f" [q and T from the public size bound {cfg.size_bound}]",
                 "public": " [N_private treated as public: q and T set from the exact private count, not accounted]"}
         import dataclasses as _dc

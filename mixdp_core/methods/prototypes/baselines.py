@@ -135,7 +135,7 @@ class _LinearHead(PrototypeFamilyMethod):
         from ... import accounting as acc
 
         ev = acc.PoissonSubsampledGaussian(noise_multiplier=sigma, sample_rate=q, steps=t)
-        return ev if self.count_event_ is None else acc.Composition([self.count_event_, ev])
+        return ev if self.count_event_ is None else acc.AdaptiveComposition(self.count_event_, ev)
 
     def fit(self, split: Any, *, on_step=None):
         from ... import accounting as acc
@@ -230,7 +230,7 @@ class _LinearHead(PrototypeFamilyMethod):
                                                                   f"{cfg.size_bound}]")
         else:
             rep = dataclasses.replace(rep, mechanism=rep.mechanism + " [q and T from a noisy private count, "
-                                                                  "accounted as the first Gaussian]")
+                                                                  "accounted as a pure first release, basic adaptive composition]")
         self.privacy_ = rep
         self.epsilon_rdp_ = float(acc.epsilon(ev, delta=delta, accountant="rdp"))
         return self
@@ -250,9 +250,10 @@ class DPLinearProbe(_LinearHead):
 
     Mechanism: per step, a Poisson(q) batch; per-example gradients clipped to ``clip_norm``
     (sensitivity C under add/remove), summed, plus ``N(0, σ² C² I)``; before the steps, by
-    default, a noisy private count (Gaussian, sensitivity 1 under add/remove) sets q and T.
-    σ is calibrated by the accounting module (PLD) so that the composition [noisy count,
-    Poisson-subsampled Gaussian × T] meets the (ε, δ) target.
+    default, a noisy private count (two-sided geometric, pure ε_c-DP, sensitivity 1 under
+    add/remove) sets q and T. σ is calibrated by the accounting module (PLD) so that the
+    Poisson-subsampled Gaussian × T meets (ε − ε_c, δ) whatever the count was; basic
+    adaptive composition gives (ε, δ) for the run (``accounting.AdaptiveComposition``).
     Closed-form per-example gradients (module docstring). ``noise_multiplier_`` = σ.
     """
 

@@ -114,13 +114,27 @@ sparse_finetune() {  # docs/results/sparse_finetune.md (the DP-overhead table th
     --section "CIFAR-10 subset (5 source classes → 5 other classes)"
 }
 
+regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/make_results.sh - STORE): the
+  # synthetic regime family (hours on 2 cores; minutes with a GPU and
+  # 16 cores: RSEEDS=0,1,2,3 WORKERS=12). Each regime is its own section, then the whole family at once (reusing
+  # the stored runs) for the property summary.
+  for r in fine_grained_100 many_class_100_d256 ten_class_ir10 classes_200_d512_1shot classes_50_d2048_5shot \
+           classes_20_d128_ir10; do
+    "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${RSEEDS:-0,1,2,3}" --set "regimes=[\"$r\"]" --doc regimes.md \
+      --stem "regimes_$r" --section "$r"
+  done
+  "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${RSEEDS:-0,1,2,3}" --doc regimes.md --stem regimes \
+    --section "summary: the whole family"
+}
+
 case "${ONLY:-all}" in
   digits) digits ;;
   cifar10) cifar10 ;;
   fewshot) fewshot ;;
   prototypes) prototypes ;;
   sparse_finetune) sparse_finetune ;;
-  all) digits; fewshot; cifar10; prototypes; sparse_finetune ;;
-  *) echo "make_results.sh: ONLY must be one of digits, cifar10, fewshot, prototypes, sparse_finetune, all; got ${ONLY}" >&2
+  regimes) regimes ;;
+  all) digits; fewshot; cifar10; prototypes; sparse_finetune; regimes ;;
+  *) echo "make_results.sh: ONLY must be one of digits, cifar10, fewshot, prototypes, sparse_finetune, regimes, all; got ${ONLY}" >&2
      exit 2 ;;
 esac

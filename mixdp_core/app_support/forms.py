@@ -89,6 +89,10 @@ SYNTHETIC_CONTROLS = (
     ("test_per_class", "Test rows per class", int, 20, "1 to 1000"),
     ("separation", "Class separation", float, 6.0, "0 to 100: class means ≈ separation·√2 noise stds apart"),
     ("effective_rank", "Spectrum decay scale r", float, 16.0, "covariance eigenvalues ∝ 1/(1 + j/r); larger = flatter"),
+    ("shared_mean", "Shared mean", float, 0.0, "0 to 100: a nonnegative mean common to all classes (× √D), as "
+                                               "encoder features have; larger = each row carries less class signal"),
+    ("ambiguity", "Ambiguous rows", float, 0.0, "0 to 0.5: share of rows drawn around another class (label kept): "
+                                                "an error floor no data removes"),
     ("data_seed", "Data seed", int, 0, "seed of the generated data (the run's seed makes the split)"),
 )
 

@@ -272,7 +272,7 @@ def load_features_dataset(root: str | None = None, **_: Any) -> LoadedDataset:
 @DATASETS.register("synthetic")
 def load_synthetic_dataset(root: str | None = None, *, classes: int = 10, dim: int = 64, train_per_class: int = 200,
                            test_per_class: int = 50, effective_rank: float = 16.0, separation: float = 1.0,
-                           data_seed: int = 0) -> LoadedDataset:
+                           data_seed: int = 0, shared_mean: float = 0.0, ambiguity: float = 0.0) -> LoadedDataset:
     """``synthetic``: Gaussian class features with controllable classes, dimension, counts,
     spectrum and separation, deterministic from the options (:mod:`.synthetic`); set them with
     ``--dataset-arg`` / ``dataset_kwargs``. No encoder is run (the rows are the features)."""
@@ -281,9 +281,11 @@ def load_synthetic_dataset(root: str | None = None, *, classes: int = 10, dim: i
     if root:
         raise ConfigError("dataset", "synthetic takes no path; set its options with --dataset-arg "
                                      "(classes, dim, train_per_class, test_per_class, effective_rank, separation, "
-                                     "data_seed)")
+                                     "data_seed, shared_mean, ambiguity)")
     opts = dict(classes=classes, dim=dim, train_per_class=train_per_class, test_per_class=test_per_class,
                 effective_rank=effective_rank, separation=separation, data_seed=data_seed)
+    # the two later options enter the cache key only when set, so earlier caches stay valid
+    opts.update({k: v for k, v in (("shared_mean", shared_mean), ("ambiguity", ambiguity)) if float(v) != 0.0})
     X_tr, y_tr, X_te, y_te = synthetic_features(**opts)
     names = [f"class {c}" for c in range(int(classes))]
     fs = FeatureSet(X_train=X_tr, y_train=y_tr, X_test=X_te, y_test=y_te, class_names=names,
@@ -420,6 +422,10 @@ def _dataset_arg_specs() -> dict[str, Any]:
                                  help="class-mean scale against the within-class noise"),
             data_seed=ParamSpec(name="data_seed", type=int, default=0, range=SEED_RANGE,
                                 help="seed of the generated data (the run's seed makes the split)"),
+            shared_mean=ParamSpec(name="shared_mean", type=float, default=0.0, range=Interval(0, 100),
+                                  help="norm of a nonnegative mean shared by all classes, in units of sqrt(dim)"),
+            ambiguity=ParamSpec(name="ambiguity", type=float, default=0.0, range=Interval(0, 0.5),
+                                help="share of rows drawn around another class's mean, label kept"),
         )
     return DATASET_ARG_SPECS
 

@@ -2,24 +2,32 @@
 
 A regime family the product can dial without downloading anything: many classes (≥ 100),
 any dimension, few or many samples per class, a covariance of chosen effective rank and a
-chosen class separation (imbalance and the public/private counts come from the split's own
-options). Deterministic from its arguments (the same arguments give the same arrays on every
-machine), so a regime is named by its options. Not yet: a public → private domain shift (the
-real PACS domains provide one).
+chosen class separation, a shared mean and ambiguous rows (imbalance and the public/private
+counts come from the split's own options). Deterministic from its arguments (the same
+arguments give the same arrays on every machine), so a regime is named by its options. Not
+yet: a public → private domain shift (the split picks the public rows, so a shift belongs to
+the split; the real PACS domains provide one).
 
 Generative model (every quantity below is a loader option)::
 
     Q        a random orthogonal basis of R^D (fixed by ``data_seed``)
     λ_j    = 1 / (1 + j / r),  j = 0..D−1, rescaled so that Σ λ_j = D     (covariance spectrum)
     μ_c    = separation · Q diag(√λ) g_c,  g_c ~ N(0, I_D / D)           (class means, c = 0..C−1)
-    x      = μ_y + Q diag(√λ) z,  z ~ N(0, I_D)                           (one sample of class y)
+    x      = μ_s + Q diag(√λ) z + m,  z ~ N(0, I_D)                       (one sample of class y)
+    s      = y, or with probability ``ambiguity`` another class (label kept: irreducible error)
+    m      = ``shared_mean`` · √D · |h|/‖h‖,  h ~ N(0, I_D)                  (mean shared by all classes)
 
 ``r`` (``effective_rank``) sets how fast the spectrum decays: its participation ratio
 ``(Σλ)² / Σλ²`` grows with ``r`` (about ``r·ln(D/r)`` for ``r ≪ D``) and reaches ``D`` for a
 flat spectrum as ``r → ∞``. ``separation`` scales the class means against the within-class
 noise along the same directions, so it sets the Bayes error for a given C and D; means and
 noise share the spectrum, as in pretrained-encoder features where both live in the same
-leading directions.
+leading directions. ``shared_mean`` adds a nonnegative mean common to every class, as
+post-ReLU encoder features have: after the head's row normalization the class signal is a
+smaller share of each row, so a clipped private gradient carries less of it (privacy costs
+more) while the nearest-mean geometry that few public shots exploit is unchanged.
+``ambiguity`` draws that fraction of rows around another class's mean with their own label
+kept — an error no amount of data removes (paragon's floor), as fine-grained photos have.
 
 Train rows are class-major (``train_per_class`` per class), test rows likewise; the split
 (public / private / test, imbalance) is made by :mod:`mixdp_core.data.splits` as for any set.
@@ -71,7 +79,9 @@ def participation_ratio(lam: np.ndarray) -> float:
 
 
 def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int = 200, test_per_class: int = 50,
-                       effective_rank: float = 16.0, separation: float = 1.0, data_seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                       effective_rank: float = 16.0, separation: float = 1.0, data_seed: int = 0,
+                       shared_mean: float = 0.0, ambiguity: float = 0.0,
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(X_train, y_train, X_test, y_test)`` of the model in the module docstring.
 
     Raises:
@@ -84,6 +94,8 @@ def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int
     r = _check_float("effective_rank", effective_rank, 0.5, 1e6)
     sep = _check_float("separation", separation, 0.0, 100.0)
     seed = _check_int("data_seed", data_seed, 0, 2**32 - 1)
+    offset = _check_float("shared_mean", shared_mean, 0.0, 100.0)
+    amb = _check_float("ambiguity", ambiguity, 0.0, 0.5)
     if C * (n_tr + n_te) * D > MAX_SYNTHETIC_VALUES:
         raise ConfigError("dim", f"classes x (train + test per class) x dim = {C * (n_tr + n_te) * D:,} values; at most "
                                  f"{MAX_SYNTHETIC_VALUES:,} (512 MiB): lower one of them")
@@ -95,10 +107,21 @@ def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int
     # metric, whatever D, so separation sets the difficulty independently of the dimension
     means = sep * (rng.standard_normal((C, D)) / np.sqrt(D)) @ A.T
 
+    # A nonnegative mean shared by every class (pretrained features are post-ReLU averages):
+    # after the head's row normalization it shrinks the class signal's share of each row, and so
+    # the signal a clipped private gradient can carry. Its own stream: the rest is unchanged.
+    common = np.abs(np.random.default_rng([seed, 0x5E8]).standard_normal(D))
+    common *= offset * np.sqrt(D) / max(float(np.linalg.norm(common)), 1e-12)
+
     def draw(n: int, stream: int) -> tuple[np.ndarray, np.ndarray]:
         g = np.random.default_rng([seed, stream])
         y = np.repeat(np.arange(C), n)
-        X = means[y] + g.standard_normal((C * n, D)) @ A.T
+        src = y
+        if amb > 0:  # ambiguous rows: drawn around another class's mean, label kept (own stream)
+            ga = np.random.default_rng([seed, stream, 0xA3B])
+            flip = ga.random(C * n) < amb
+            src = np.where(flip, (y + ga.integers(1, C, C * n)) % C, y)
+        X = means[src] + g.standard_normal((C * n, D)) @ A.T + common
         return X.astype(np.float32), y.astype(np.int64)
 
     X_tr, y_tr = draw(n_tr, 1)

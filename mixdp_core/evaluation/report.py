@@ -129,6 +129,10 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         "noise": randomness.noise_source_of(model.config) if privacy is not None else None,
         "noise_label": randomness.label(randomness.noise_source_of(model.config)) if privacy is not None else None,
         "steps": getattr(model, "steps_", None),
+        # AdaMix / NGD's public-start guard: True if it released the private model, False if it
+        # fell back to the public start, None without a guard (post-processing of its
+        # accounted noisy count: public like the model itself).
+        "guard_released_private": getattr(model, "guard_kept_private_", None),
         "noise_multiplier": getattr(model, "noise_multiplier_", None),
         "n_public": int(len(split.y_public)),
         "n_private": int(len(split.y_private)),

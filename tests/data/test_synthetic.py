@@ -73,3 +73,33 @@ def test_a_run_on_many_classes_through_the_cli(tmp_path, capsys, monkeypatch):
                "--epsilon", "8", "--json", "--no-progress"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["status"] == "completed" and out["epsilon"] <= 8 + 1e-9
+
+
+def test_shared_mean_and_ambiguity_leave_the_default_arrays_unchanged_and_do_what_they_say():
+    from mixdp_core.data.synthetic import synthetic_features
+
+    kw = dict(classes=6, dim=12, train_per_class=300, test_per_class=10, separation=30.0, data_seed=4)
+    base = synthetic_features(**kw)
+    same = synthetic_features(**kw, shared_mean=0.0, ambiguity=0.0)
+    for a, b in zip(base, same):
+        np.testing.assert_array_equal(a, b)  # old caches and runs stay valid
+    shifted = synthetic_features(**kw, shared_mean=2.0)
+    delta = shifted[0] - base[0]
+    np.testing.assert_allclose(delta, np.broadcast_to(delta[0], delta.shape), atol=1e-4)  # one common vector
+    assert np.all(delta[0] >= 0) and np.linalg.norm(delta[0]) == pytest.approx(2.0 * np.sqrt(12), rel=1e-5)
+    amb = synthetic_features(**kw, ambiguity=0.2)
+    X, y = amb[0], amb[1]
+    mu = np.stack([base[0][base[1] == c].mean(0) for c in range(6)])  # well-separated clean class means
+    nearest = np.argmin(((X[:, None, :] - mu[None]) ** 2).sum(-1), axis=1)
+    assert np.mean(nearest != y) == pytest.approx(0.2, abs=0.03)  # about that share sits in another class
+    np.testing.assert_array_equal(amb[1], base[1])  # labels kept
+
+
+def test_new_synthetic_options_are_checked_with_their_range():
+    from mixdp_core.data.synthetic import synthetic_features
+    from mixdp_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"ambiguity: must be a number in \[0, 0.5\]"):
+        synthetic_features(ambiguity=0.7)
+    with pytest.raises(ConfigError, match="shared_mean"):
+        synthetic_features(shared_mean=-1)

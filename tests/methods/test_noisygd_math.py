@@ -127,6 +127,37 @@ def test_theorem3_weight_decay_closed_form():
     assert theorem3_weight_decay(lipschitz=30.0, noise_std=4.0, dim=100, steps=16, ref_distance=5.0) > lam
 
 
+def test_effective_weight_decay_balances_the_ridge_degrees_of_freedom_and_ignores_the_noise_dimension():
+    from mixdp_core.methods.adamix.engine import effective_weight_decay
+
+    s, T, R = 0.05, 400, 3.0
+    lam = effective_weight_decay(noise_std=s, steps=T, ref_distance=R)
+    # the balance it solves: noise term 2 (tr H / λ) s² / (λ T) = decay term λ R² / 2, tr H = 1
+    assert 2 * (1.0 / lam) * s**2 / (lam * T) == pytest.approx(lam * R**2 / 2, rel=1e-12)
+    # unlike Thm. 3's rule it does not grow with the noise dimension k C
+    t3 = [theorem3_weight_decay(lipschitz=1.0, noise_std=s, dim=d, steps=T, ref_distance=R) for d in (10, 128_000)]
+    assert t3[1] / t3[0] == pytest.approx(math.sqrt(12_800))
+    assert t3[0] < lam < t3[1]  # binds only where k C is large
+    assert effective_weight_decay(noise_std=s, steps=8 * T, ref_distance=R) == pytest.approx(lam / 2)
+
+
+def test_effective_rule_is_used_by_the_smooth_schedule_only(small_split):
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.methods import make_method
+
+    with pytest.raises(ConfigError, match="weight_decay_rule: 'effective' needs schedule='smooth'"):
+        make_method("adamix", schedule="constant", weight_decay_rule="effective")
+    base = make_method("adamix", target_epsilon=3.0, noise="reproducible", public_guard=False)
+    eff = make_method("adamix", target_epsilon=3.0, noise="reproducible", public_guard=False,
+                      weight_decay_rule="effective")
+    lam = {}
+    for name, m in (("theorem3", base), ("effective", eff)):
+        m.fit(small_split)
+        lam[name] = [r.extra.get("weight_decay") for r in m.history_ if r.extra and "weight_decay" in r.extra]
+    assert lam["theorem3"] and lam["effective"]  # the engine records λ on its step records
+    assert max(lam["effective"]) <= max(lam["theorem3"]) + 1e-12 and lam["effective"] != lam["theorem3"]
+
+
 def test_percentile_linear_equals_numpy_bit_for_bit():
     from mixdp_core.methods.adamix.engine import percentile_linear
 

@@ -20,6 +20,8 @@ TINY = {
     "dppl_imbalance": {"ratios": [1, 50], "seeds": [0], "methods": ["dppl_mean", "dppl_public"]},
     "fewshot": {"epsilons": [3], "seeds": [0], "public_per_class": 1,
                 "variants": ["paragon", "only_public", "fully_private", "adamix", "adamix_honest"]},
+    "regimes": {"epsilons": [1, 8], "seeds": [0], "scale": 0.1, "regimes": ["many_class_100_d256", "ten_class_ir10"],
+                "variants": ["paragon", "only_public", "fully_private", "adamix"]},
 }
 #: figures whose trainings are not RunConfigs (map_trainings, no run store): tested below
 NOT_STORED = {"sparse_finetune", "prototypes"}
@@ -266,3 +268,32 @@ def test_fewshot_private_per_class_caps_every_run(env):
     for bad in (0, 2.5, float("nan"), float("inf"), True, "7"):  # `--set` parses JSON: NaN / Infinity too
         with pytest.raises(ConfigError, match="private_per_class: must be null"):
             reproduce("fewshot", env / "out2", params=dict(params, private_per_class=bad), store=store, workers=1)
+
+
+def test_regime_checks_follow_the_stated_properties():
+    from mixdp_core.runs.reproduce import _regime_checks
+
+    eps = [1.0, 3.0, 8.0]
+    err = {("only_public", None): 0.45, ("paragon", None): 0.07,
+           ("fully_private", 1.0): 0.9, ("fully_private", 3.0): 0.7, ("fully_private", 8.0): 0.5,
+           ("adamix", 1.0): 0.45, ("adamix", 3.0): 0.40, ("adamix", 8.0): 0.26}
+    bal = {("adamix", e): v for e, v in zip(eps, (0.5, 0.6, 0.7))}
+    assert _regime_checks(err, bal, eps, True) == {"a": True, "b": True, "c": True, "d": True}
+    worse = {**err, ("adamix", 8.0): 0.47}  # above Only-Public + 1 pt, rising with ε, no gain at 8
+    bal_down = {**bal, ("adamix", 8.0): 0.4}
+    assert _regime_checks(worse, bal_down, eps, True) == {"a": False, "b": False, "c": False, "d": False}
+    easy = {**err, ("paragon", None): 0.3}  # paragon > half of Only-Public: (c) does not apply
+    assert _regime_checks(easy, bal, eps, False)["c"] is None and _regime_checks(easy, bal, eps, False)["d"] is None
+
+
+def test_regimes_report_the_guard_rate_and_every_property(env):
+    paths = reproduce("regimes", env / "out", params=TINY["regimes"], store=RunStore(env / "store"), workers=1)
+    md = paths["md"].read_text()
+    assert "guard released the private model" in md and md.count("### `") == 2
+    assert "| `ten_class_ir10` | development |" in md
+    rows = json.loads(paths["json"].read_text())["rows"]
+    assert {r["regime"] for r in rows} == {"many_class_100_d256", "ten_class_ir10"}
+    ada = [r for r in rows if r["method"] == "adamix"]
+    assert ada and all(r["guard_released"] in (0.0, 1.0) for r in ada)  # one seed: 0 or 1 of 1
+    with pytest.raises(ConfigError, match="regimes: unknown regime 'nope'"):
+        reproduce("regimes", env / "out2", params={"regimes": ["nope"]}, store=RunStore(env / "store"))

@@ -156,11 +156,13 @@ class NoisyGDConfig(PrivacyConfig):
                                           help="λ on the summed loss (> 0 with schedule='theorem3'); None = "
                                                "weight_decay_rule.")
     weight_decay_rule: str = param(
-        "theorem3", choices=("theorem3", "worst_case"),
-        help="'theorem3' (λ = (τ/R) sqrt(2 d / ρ), d = noise dimension, ρ = T/(2σ²)) or 'worst_case' (also "
+        "theorem3", choices=("theorem3", "worst_case", "effective"),
+        help="'theorem3' (λ = (τ/R) sqrt(2 d / ρ), d = noise dimension, ρ = T/(2σ²)), 'worst_case' (also "
              "balances the optimization term of Thm. 3, on the mean-loss scale set by the released noisy count; "
              "stronger decay; schedule='smooth' only, since the other schedules would need the exact private "
-             "count).")
+             "count) or 'effective' (the noise costs loss only along curved directions: d is replaced by the "
+             "ridge degrees of freedom tr(H (H + λ)⁻¹) <= tr(H)/λ, tr(H) <= 1 for unit rows on the mean loss, "
+             "giving λ = min(theorem3, (4 s² / (R² T))^(1/3)); schedule='smooth' only).")
     ref_distance: Optional[float] = param(None, type=float, range=_POS,
                                           help="R, the guessed distance ||w* − w_ref|| of the Thm.-3 rule and the "
                                                f"trust region; None = {REF_DISTANCE_SCALE:g} max(||w_ref||_F, sqrt(C) "
@@ -249,6 +251,9 @@ class NoisyGDConfig(PrivacyConfig):
             # unaccounted under add/remove neighbours. 'smooth' uses the released noisy count.
             raise ConfigError("weight_decay_rule", "'worst_case' needs schedule='smooth' (the other schedules "
                                                    "would set λ from the exact private count, which is private)")
+        if self.weight_decay_rule == "effective" and self.schedule != "smooth" and self.weight_decay is None:
+            raise ConfigError("weight_decay_rule", "'effective' needs schedule='smooth' (it is stated on the "
+                                                   "mean loss, whose scale comes from the released count)")
         if self.honest_tuning and self.optimistic_tuning:
             raise ConfigError("honest_tuning", "choose honest_tuning or optimistic_tuning, not both")
         if self.honest_tuning and self.schedule != "smooth":

@@ -310,6 +310,27 @@ def theorem3_weight_decay(
     return 2.0 * math.sqrt(G2) / (max(ref_distance, 1e-12) * math.sqrt(max(steps, 1)))
 
 
+def effective_weight_decay(*, noise_std: float, steps: int, ref_distance: float, hessian_trace: float = 1.0) -> float:
+    r"""λ of the Thm.-3 balance with the noise dimension replaced by what the noise costs.
+
+    Thm. 3 charges the noise ``d s²`` per step (``d`` = noise dimension, ``s`` = std per
+    coordinate) through the loss's Lipschitz constant: every one of the ``d = k C``
+    directions is charged as if the loss were curved along it. Near the solution the noise
+    costs loss ``½ ξᵀ H ξ`` instead; with weight decay ``λ`` a direction of curvature ``h``
+    holds variance ``∝ s²/(h + λ)`` and costs ``∝ s² h/(h + λ)``, so the dimension that
+    counts is the ridge degrees of freedom ``d_λ = tr(H (H + λI)⁻¹) <= tr(H)/λ``. Balancing
+    ``2 d_λ s²/(λ T)`` against ``λ R²/2`` as Thm. 3 does gives
+
+    .. math:: λ = \left(\frac{4\,\mathrm{tr}(H)\,s^2}{R^2 T}\right)^{1/3},
+
+    which does not grow with ``k C``. For the mean softmax loss on unit-norm rows
+    ``tr(H) = mean_i ||x_i||² (1 − ||p_i||²) <= 1`` (``hessian_trace``'s default: a bound
+    that reads no data). Use as ``min(theorem3 rule, this)``: both bound the same noise term.
+    """
+    return (4.0 * float(hessian_trace) * float(noise_std) ** 2
+            / (max(float(ref_distance), 1e-12) ** 2 * max(int(steps), 1))) ** (1.0 / 3.0)
+
+
 class ProjectionBasis:
     """Orthonormal basis ``U`` (``D x k``) of the AdaMix projection, stored implicitly.
 

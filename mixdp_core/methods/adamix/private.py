@@ -39,6 +39,7 @@ from .engine import (
     averaged_logit_noise_std,
     clip_threshold,
     clipped_smoothness,
+    effective_weight_decay,
     projection_dim_for,
     resolve_span,
     run_noisygd,
@@ -167,10 +168,14 @@ class NoisyGDMethod(LinearHead):
         cfg = self.config
         if cfg.weight_decay is not None:
             return float(cfg.weight_decay) * mult
-        return mult * theorem3_weight_decay(
+        lam = theorem3_weight_decay(
             lipschitz=tau, noise_std=cfg.noise_multiplier * tau / n_hat, dim=dim, steps=max(steps, 1),
             ref_distance=ref_distance, include_optimization=cfg.weight_decay_rule == "worst_case",
         )
+        if cfg.weight_decay_rule == "effective":
+            lam = min(lam, effective_weight_decay(noise_std=cfg.noise_multiplier * tau / n_hat, steps=max(steps, 1),
+                                                  ref_distance=ref_distance))
+        return mult * lam
 
     def _public_guard(self, problem: NoisyGDProblem, W_private: np.ndarray, W_start: np.ndarray, *,
                       step: int, total: int) -> tuple[np.ndarray, StepRecord]:

@@ -76,7 +76,12 @@ schedule:
    (:data:`GUARD_Z` = 1, a one-sided test; :meth:`.private.NoisyGDMethod._public_guard`).
    Measured where the private phase hurt
    (digits, private/test pixels shifted, 2 clean public per class, eps 0.5, seeds 0-3):
-   26.7 % → 23.1 % against Only-Public's 23.1 % (24.2 % with threshold 0).
+   26.7 % → 23.1 % against Only-Public's 23.1 % (24.2 % with threshold 0). Its count is on
+   the rows the model trained on (optimistic) and, under imbalance, rewards majority-class
+   predictions: across the regime family it released models worse than their start in
+   three regimes (docs/results/regimes.md). ``guard_holdout > 0`` asks held-out private rows
+   instead, class-balanced, at no extra ε (:meth:`.private.NoisyGDMethod._fit_holdout_guard`);
+   measured there, not the default (it trains on fewer rows).
 7. **Early-checkpoint test** (``early_checkpoint=True``, with the guard, when >= 8 gradient
    steps remain): one more noisy paired count, (#correct of the average after a quarter of the
    steps) − (#correct of the final average) + N(0, sigma^2), sensitivity 1, accounted; the

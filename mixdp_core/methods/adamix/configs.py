@@ -217,6 +217,15 @@ class NoisyGDConfig(PrivacyConfig):
              "Only-Public by more than the noise allows. Sensitivity 1 (add/remove): one more Gaussian release "
              "of the run, accounted (T = count + guard + gradient steps).",
         privacy_note="one Gaussian release on private rows, accounted in the run's ε")
+    guard_holdout: float = param(
+        0.0, type=float, range=Interval(0.0, 0.5, closed="both"),
+        help="0 (default): the public-start guard counts on the private training rows. > 0: that share of the "
+             "private rows is held out by an independent coin (never trained on) and the guard asks them, class-"
+             "balanced, instead: a noisy per-class histogram of the held-out rows sets weights 1/max(ñ_c, 3σ_g) "
+             "and the weighted paired gain is released with noise σ_g/max weight. The two parts are disjoint, so "
+             "the run is as private as its worse part and the held-out part is given the training part's μ: no "
+             "extra ε (the early-checkpoint test is not run).",
+        privacy_note="two Gaussian releases on held-out private rows, parallel to the training part (no extra ε)")
     early_checkpoint: bool = param(
         True, type=bool,
         help="schedule='smooth' with the public-start guard, when >= MIN_CHECKPOINT_STEPS (8) gradient steps "

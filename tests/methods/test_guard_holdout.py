@@ -1,0 +1,84 @@
+"""The public-start guard on held-out private rows, class-balanced (``guard_holdout > 0``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mixdp_core import accounting
+from mixdp_core.data.splits import SplitSpec, make_split
+from mixdp_core.data.synthetic import synthetic_features
+from mixdp_core.evaluation.pdp import per_instance_epsilon
+from mixdp_core.features.featureset import FeatureSet
+from mixdp_core.methods import make_method
+from mixdp_core.randomness import noise_rng
+
+
+@pytest.fixture(scope="module")
+def imbalanced():
+    """10 classes, imbalance ratio 10: the in-sample guard released a private model worse on the
+    balanced test set than its public start here (docs/results/regimes.md, ten_class_ir10)."""
+    Xtr, ytr, Xte, yte = synthetic_features(classes=10, dim=64, train_per_class=300, test_per_class=50,
+                                            effective_rank=16.0, separation=3.0, shared_mean=1.0)
+    fs = FeatureSet(X_train=Xtr, y_train=ytr, X_test=Xte, y_test=yte, class_names=[str(c) for c in range(10)],
+                    meta={"dataset": "synthetic", "encoder": "pixels"})
+    return make_split(fs, SplitSpec(public_per_class=5, imbalance_ratio=10.0, seed=0))
+
+
+def _balanced_error(m, split) -> float:
+    p = m.predict(split.X_test)
+    return 1.0 - float(np.mean([np.mean(p[split.y_test == c] == c) for c in range(split.n_classes)]))
+
+
+def test_held_out_guard_costs_no_extra_epsilon_and_charges_held_out_rows_the_whole_part(imbalanced):
+    m = make_method("adamix", target_epsilon=3.0, guard_holdout=0.1, noise="reproducible").fit(imbalanced)
+    T = m.steps_
+    # the report is the training part's: count + gradient steps, nothing added for the guard part
+    ref = accounting.epsilon(accounting.ComposedGaussian(noise_multiplier=m.noise_multiplier_, steps=T), delta=1e-5)
+    assert m.privacy_.epsilon == pytest.approx(ref, rel=1e-12) and m.privacy_.epsilon <= 3.0
+    assert "held-out private rows" in m.privacy_.mechanism
+    hold = noise_rng("reproducible", 0, 0x6A50).random(len(imbalanced.y_private)) < 0.1
+    assert m.guard_holdout_rows_ == int(hold.sum()) > 0
+    # the guard part: two releases at sigma_g = sqrt(2)/mu_t, so its mu equals the training part's
+    rec = m.history_[-1].extra
+    mu_t = math.sqrt(T) / m.noise_multiplier_
+    sigma_g = math.sqrt(2.0) / mu_t
+    assert math.sqrt(2.0) / sigma_g == pytest.approx(mu_t)
+    assert rec["guard_weight_floor"] == pytest.approx(max(1.0, 3.0 * sigma_g))
+    eps_i = per_instance_epsilon(m, delta=1e-5, split=imbalanced)
+    assert np.allclose(eps_i[hold], m.privacy_.epsilon, rtol=1e-9)  # a held-out row: the whole part
+    assert np.all(eps_i[~hold] <= m.privacy_.epsilon + 1e-9)
+
+
+def test_class_balanced_held_out_guard_keeps_the_public_start_where_the_in_sample_guard_did_not(imbalanced):
+    op = make_method("only_public").fit(imbalanced)
+    in_sample = make_method("adamix", target_epsilon=3.0, noise="reproducible").fit(imbalanced)
+    held = make_method("adamix", target_epsilon=3.0, guard_holdout=0.1, noise="reproducible").fit(imbalanced)
+    assert in_sample.guard_kept_private_ is True  # the optimistic, majority-rewarding count
+    assert _balanced_error(in_sample, imbalanced) > _balanced_error(op, imbalanced) + 0.05
+    assert held.guard_kept_private_ is False
+    np.testing.assert_array_equal(held.predict(imbalanced.X_test), op.predict(imbalanced.X_test))
+
+
+def test_guard_holdout_needs_the_guard_and_a_public_start(imbalanced):
+    fp = make_method("fully_private", target_epsilon=3.0, guard_holdout=0.1, noise="reproducible").fit(imbalanced)
+    assert getattr(fp, "guard_holdout_rows_", None) is None  # starts at zero: no public start to guard
+    ngd = make_method("ngd", target_epsilon=3.0, guard_holdout=0.1, noise="reproducible").fit(imbalanced)
+    assert ngd.guard_holdout_rows_ > 0 and ngd.guard_kept_private_ in (True, False)
+    off = make_method("adamix", target_epsilon=3.0, guard_holdout=0.1, public_guard=False,
+                      noise="reproducible").fit(imbalanced)
+    assert off.guard_kept_private_ is None and getattr(off, "guard_holdout_rows_", None) is None
+
+
+def test_a_cancelled_run_releases_no_guard_and_the_last_record_is_streamed(imbalanced):
+    seen = []
+    stopped = make_method("adamix", target_epsilon=3.0, guard_holdout=0.1, noise="reproducible").fit(
+        imbalanced, on_step=lambda r: seen.append(r) or r.step >= 3)
+    assert stopped.guard_kept_private_ is None and stopped.stopped_early_
+    assert "held-out" not in stopped.privacy_.mechanism  # nothing was released on the held-out part
+    full = []
+    m = make_method("adamix", target_epsilon=3.0, guard_holdout=0.1, noise="reproducible").fit(
+        imbalanced, on_step=full.append)
+    assert full[-1].extra["guard_kept_private"] == float(m.guard_kept_private_) and full[-1].test_error is not None

@@ -114,6 +114,11 @@ sparse_finetune() {  # docs/results/sparse_finetune.md (the DP-overhead table th
     --section "CIFAR-10 subset (5 source classes → 5 other classes)"
 }
 
+ablation() {  # docs/results/ablation.md: AdaMix Fig. 5, one ingredient at a time (digits, 2 public per class)
+  "${R[@]}" adamix_ablation --epsilons 0.5,1,3,8 --seeds "$PSEEDS" --doc ablation.md --stem ablation_digits_pixels \
+    --section "digits, pixels, 2 public / class"
+}
+
 regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/make_results.sh - STORE): the
   # synthetic regime family (hours on 2 cores; minutes with a GPU and
   # 16 cores: RSEEDS=0,1,2,3 WORKERS=12). Each regime is its own section, then the whole family at once (reusing
@@ -134,7 +139,8 @@ case "${ONLY:-all}" in
   prototypes) prototypes ;;
   sparse_finetune) sparse_finetune ;;
   regimes) regimes ;;
-  all) digits; fewshot; cifar10; prototypes; sparse_finetune; regimes ;;
-  *) echo "make_results.sh: ONLY must be one of digits, cifar10, fewshot, prototypes, sparse_finetune, regimes, all; got ${ONLY}" >&2
+  ablation) ablation ;;
+  all) digits; fewshot; cifar10; prototypes; sparse_finetune; ablation; regimes ;;
+  *) echo "make_results.sh: ONLY must be one of digits, cifar10, fewshot, prototypes, sparse_finetune, ablation, regimes, all; got ${ONLY}" >&2
      exit 2 ;;
 esac

@@ -20,6 +20,7 @@ TINY = {
     "dppl_imbalance": {"ratios": [1, 50], "seeds": [0], "methods": ["dppl_mean", "dppl_public"]},
     "fewshot": {"epsilons": [3], "seeds": [0], "public_per_class": 1,
                 "variants": ["paragon", "only_public", "fully_private", "adamix", "adamix_honest"]},
+    "adamix_ablation": {"epsilons": [3], "seeds": [0]},
     "regimes": {"epsilons": [1, 8], "seeds": [0], "scale": 0.1, "regimes": ["many_class_100_d256", "ten_class_ir10"],
                 "variants": ["paragon", "only_public", "fully_private", "adamix"]},
 }
@@ -297,3 +298,17 @@ def test_regimes_report_the_guard_rate_and_every_property(env):
     assert ada and all(r["guard_released"] in (0.0, 1.0) for r in ada)  # one seed: 0 or 1 of 1
     with pytest.raises(ConfigError, match="regimes: unknown regime 'nope'"):
         reproduce("regimes", env / "out2", params={"regimes": ["nope"]}, store=RunStore(env / "store"))
+
+
+def test_ablation_runs_each_ingredient_as_configured(env):
+    paths = reproduce("adamix_ablation", env / "out", params=TINY["adamix_ablation"], store=RunStore(env / "store"),
+                      workers=1)
+    runs = json.loads(paths["json"].read_text())["runs"]
+    by = {r["label"]: r for r in runs}
+    assert set(by) == {"paragon", "only_public", "ngd", "adamix_clip_only", "adamix_projection_only", "adamix"}
+    store = RunStore(env / "store")
+    cfg = {lab: store.get_run(by[lab]["run_id"]).config["method_params"] for lab in by}
+    assert cfg["adamix_clip_only"]["projection"] == "none" and cfg["adamix_clip_only"]["clip"] == "adaptive"
+    assert cfg["adamix_projection_only"]["clip"] == "fixed" and cfg["adamix_projection_only"]["projection"] == "paper"
+    md = paths["md"].read_text()
+    assert "+ adaptive clip (no projection)" in md and "+ projection (fixed clip)" in md

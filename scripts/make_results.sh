@@ -107,6 +107,10 @@ prototypes() {  # docs/results/prototypes.md
 }
 
 sparse_finetune() {  # docs/results/sparse_finetune.md (the DP-overhead table there: benchmarks/sparse_finetune.py)
+  "${R[@]}" sparse_layers --seeds "$PSEEDS" --doc sparse_layers.md --stem sparse_layers_digits \
+    --section "digits (classes 0–4 → 5–9), ε = 1"
+  "${R[@]}" sparse_epsilon --seeds "$PSEEDS" --doc sparse_epsilon.md --stem sparse_epsilon_digits \
+    --section "digits (classes 0–4 → 5–9)"
   "${R[@]}" sparse_finetune --seeds "$PSEEDS" --doc sparse_finetune.md --stem sparse_finetune_digits \
     --section "digits (classes 0–4 → 5–9)"
   "${R[@]}" sparse_finetune --seeds "$PSEEDS" --dataset image_folder --dataset-root "$CIFAR" --set epochs=10 \

@@ -588,6 +588,32 @@ def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: in
     return _layout(fig, title, "ε_i (owner's view, not private)", "private samples", height=300)
 
 
+#: Caption of the per-layer chart of a sparse fine-tuning run (owner's view).
+LAYER_CHART_CAPTION = (
+    "Per trainable tensor: the noise norm added per step (σ·C·√k on its k trainable entries) over the norm "
+    "of the clipped gradient sum on them (RMS over steps), log scale; above 1 the noise dominates that "
+    "tensor's update (Luo et al. 2021, Fig. 3). The bar labels give the share of its entries the mask "
+    "trains (Fig. 4; public: a function of the public model). Owner's view: the gradient norms are "
+    "unnoised private quantities, not covered by ε."
+)
+
+
+def layer_stats_figure(rows: Sequence[Mapping[str, Any]]):
+    """Noise-to-gradient ratio per trainable tensor of a DP fine-tuning run (log y), the kept
+    share as bar text; tensors with nothing trainable are left out."""
+    go = _go()
+    shown = [r for r in rows if r.get("noise_to_gradient")]
+    names = [str(r["layer"]) for r in shown]
+    ratio = [float(r["noise_to_gradient"]) for r in shown]
+    text = [f"{100 * float(r.get('share_kept', 1.0)):.1f} % kept" for r in shown]
+    fig = go.Figure(go.Bar(x=names, y=ratio, text=text, textposition="outside", name="noise / clipped gradient",
+                           marker_color=PRIVATE_COLOR))
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#7f7f7f", annotation_text="noise = signal")
+    fig.update_yaxes(type="log")
+    return _layout(fig, "Noise-to-gradient ratio per layer (owner's view)", "trainable tensor",
+                   "noise norm / clipped-gradient norm (per step, log)", height=360)
+
+
 def roc_figure(fpr: np.ndarray, tpr: np.ndarray, auc: float | None):
     """ROC curve of the loss-threshold membership attack, with its AUC."""
     go = _go()

@@ -604,6 +604,11 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
         note("delta", "What does δ mean?")
         note("attack_auc", "What is attack AUC?")
         note("conversions", "Why several privacy numbers?")
+    if metrics.get("layer_stats"):  # sparse fine-tuning / whole-network DP-SGD runs
+        with st.expander("Per-layer noise and mask (owner's view, not private)"):
+            st.plotly_chart(charts.layer_stats_figure(metrics["layer_stats"]), key=f"{key}-layers",
+                            width="stretch")
+            st.caption(charts.LAYER_CHART_CAPTION)
 
 
 def _fmt_sigma(v: Any) -> str:

@@ -140,6 +140,9 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         "n_classes": int(C),
         "dim": int(split.dim),
     }
+    layers = getattr(model, "layer_stats_", None)
+    if layers:  # DP fine-tuning: per-tensor noise vs clipped-gradient norms (owner's view, runs/owner_view.py)
+        metrics["layer_stats"] = [dict(r) for r in layers]
     metrics.update(pdp_summary(eps_i))
     if eps_i is not None:
         metrics["pdp_owner_only"] = True  # data-dependent diagnostic, never a released guarantee

@@ -23,7 +23,7 @@ DIAGNOSTIC_KEYS = (
 #: Other metrics that read the private data in the clear: the split's per-class counts,
 #: the minority classes they imply, and the grouped block itself.
 OWNER_METRIC_KEYS = DIAGNOSTIC_KEYS + ("split", "minority_classes", "diagnostics", "pdp_owner_only",
-                                      "pdp_epsilon_kind", "mia_class_matched")
+                                      "pdp_epsilon_kind", "mia_class_matched", "layer_stats")
 #: Prefixes of owner-only metric names (every per-instance-DP and membership-attack figure).
 OWNER_PREFIXES = ("pdp_epsilon_", "mia_")
 #: Step-record fields computed on the private data in the clear.
@@ -32,7 +32,7 @@ OWNER_STEP_KEYS = ("train_loss",)
 OWNER_NOTE = (
     "Owner-only diagnostics: computed on the private data without a privacy guarantee "
     "(membership-inference scores, per-instance DP, exact private count and per-class counts, "
-    "minority classes, train loss). They are not covered by the reported epsilon; do not publish them."
+    "minority classes, train loss, per-layer gradient norms). They are not covered by the reported epsilon; do not publish them."
 )
 
 

@@ -965,14 +965,16 @@ def _sft_train(item: tuple[str, float, int], shared: Mapping[str, Any]) -> dict[
     from ..methods.finetune import SparseFinetune
 
     torch.set_num_threads(1)
-    mode, eps, seed = item
+    mode, eps, seed, *rest = item
+    mask = rest[0] if rest else "magnitude"
     d, cfg = shared["data"], shared["config"]
-    m = SparseFinetune(**{**cfg, "params": mode, "target_epsilon": eps, "seed": seed})
+    m = SparseFinetune(**{**cfg, "params": mode, "target_epsilon": eps, "seed": seed, "mask": mask})
     m.fit_images(None, None, d["Xpriv"], d["ypriv"], d["Xtest"], d["ytest"], pretrained=shared["pretrained"])
     return dict(mode=mode, target_epsilon=eps, seed=seed, accuracy=float((m.predict(d["Xtest"]) == d["ytest"]).mean()),
                 epsilon=float(m.privacy_.epsilon), accountant=m.privacy_.accountant,
                 noise_multiplier=float(m.noise_multiplier_), trainable=int(m.n_trainable_), params=int(m.n_params_),
-                sec_per_epoch=float(statistics.median(m.epoch_seconds_)))
+                sec_per_epoch=float(statistics.median(m.epoch_seconds_)), mask=mask,
+                layer_stats=list(getattr(m, "layer_stats_", []) or []))
 
 
 @figure("sparse_finetune", "Sparse DP fine-tuning ablation", "Luo et al. (CVPR 2021), ablation of trainable parts",
@@ -1056,7 +1058,142 @@ def _sparse_finetune(ctx: Context) -> FigureOutput:
 
 
 # ---------------------------------------------------------------------------- entry point
-FIG_SIZE = {"dppl_imbalance": (11, 4.5), "prototypes": (11, 8)}
+FIG_SIZE = {"dppl_imbalance": (11, 4.5), "prototypes": (11, 8), "sparse_layers": (11, 5)}
+
+
+@figure("sparse_epsilon", "Sparse DP fine-tuning: accuracy vs ε from very small budgets",
+        "Luo et al. (CVPR 2021), Fig. 5 (ε–accuracy curve from ε ≈ 0.25), whole network beside the sparse method",
+        epsilons=[0.25, 0.5, 1, 2, 4, 8], seeds=[0, 1], modes=["all", "full"], epochs=10, pretrain_epochs=30,
+        batch_size=200, source_per_class=400, private_per_class=200, test_per_class=100, image_size=None,
+        arch="small_cnn", width=16, gn_groups=4, lr_body=0.1)
+def _sparse_epsilon(ctx: Context) -> FigureOutput:
+    """Test accuracy vs target ε of sparse fine-tuning and whole-network DP-SGD (one pre-trained
+    network shared by every run; σ calibrated per ε by the accounting module)."""
+    from ..methods.finetune import SparseFinetune
+
+    p = ctx.params
+    eps, seeds = [float(e) for e in p["epsilons"]], [int(s) for s in p["seeds"]]
+    modes = [str(m) for m in p["modes"]]
+    bad = [m for m in modes if m not in SFT_MODES]
+    if bad:
+        raise ConfigError("modes", f"unknown mode {bad[0]!r}; choose from {', '.join(SFT_MODES)}")
+    if ctx.dataset != "digits" and ctx.public_from is None and not ctx.dataset.startswith("image_folder"):
+        raise ConfigError("dataset", f"figure 'sparse_epsilon' takes digits, an image_folder or --public-from SOURCE; "
+                                     f"got {ctx.dataset!r}")
+    cfg = dict(lr_cls=0.8, lr_body=float(p["lr_body"]), clip_norm=1.0, momentum=0.9, warmup_epochs=1.0, seed=0,
+               device="cpu", arch=str(p["arch"]), width=int(p["width"]), gn_groups=int(p["gn_groups"]),
+               pretrain_epochs=int(p["pretrain_epochs"]), pretrain_batch_size=64, epochs=int(p["epochs"]),
+               batch_size=int(p["batch_size"]), conv_fraction=0.01)
+    data = _digits_transfer() if ctx.dataset == "digits" else _folder_transfer(ctx, p)
+    pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])
+    items = [(mode, e, s) for e in eps for mode in modes for s in seeds]
+    res = map_trainings(_sft_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
+                        shared={"data": data, "config": cfg, "pretrained": pre})
+    ctx.runs.extend({k: v for k, v in r.items() if k != "layer_stats"} for r in res)
+    acc = _agg([{"mode": r["mode"], "e": r["target_epsilon"], "metrics": r} for r in res], ("mode", "e"), "accuracy")
+    md = ["**Test accuracy (%) — mean ± std over DP seeds " + f"{seeds}**", ""]
+    md += _table(["trainable part"] + [f"ε = {e:g}" for e in eps],
+                 [[SFT_LABEL[m]] + [_cell(*acc[(m, e)][:2]) for e in eps] for m in modes])
+    rows = [{"mode": m, "target_epsilon": e, "accuracy_mean": acc[(m, e)][0], "accuracy_std": acc[(m, e)][1]}
+            for m in modes for e in eps]
+
+    def draw(fig: Any) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        _lines(ax, {SFT_LABEL[m]: [(e, *acc[(m, e)][:2]) for e in eps] for m in modes})
+        _log_axis(ax, eps)
+        ax.set_xlabel("target ε (log scale)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title("Sparse DP fine-tuning vs whole network (Fig. 5)")
+        ax.legend(fontsize=7)
+
+    return FigureOutput("\n".join(md), rows, draw, data["note"] + f", pre-trained once, {cfg['epochs']} DP epochs")
+
+
+@figure("sparse_layers", "Sparse DP fine-tuning per layer: noise-to-gradient ratio and the mask's share",
+        "Luo et al. (CVPR 2021), Fig. 3 (noise-to-gradient ratio per layer) and Fig. 4 (share of trainable "
+        "parameters per layer); random-mask ablation beside the magnitude mask",
+        epsilons=[1.0], seeds=[0], epochs=10, pretrain_epochs=30, batch_size=200, source_per_class=400,
+        private_per_class=200, test_per_class=100, image_size=None, arch="small_cnn", width=16, gn_groups=4,
+        lr_body=0.1)
+def _sparse_layers(ctx: Context) -> FigureOutput:
+    """Whole-network DP-SGD against sparse fine-tuning (magnitude and random masks at the same
+    sparsity), one pre-trained network shared by every run, at one ε: per tensor, the noise norm
+    per step σ C √k over the RMS norm of the clipped gradient sum on the same entries (owner's
+    view: unnoised private gradients, read where training has them), and per conv layer the
+    share of weights each mask keeps (public: a function of the public model)."""
+    from ..methods.finetune import SparseFinetune
+
+    p = ctx.params
+    eps, seeds = float(p["epsilons"][0]), [int(s) for s in p["seeds"]]
+    if ctx.dataset != "digits" and ctx.public_from is None and not ctx.dataset.startswith("image_folder"):
+        raise ConfigError("dataset", f"figure 'sparse_layers' takes digits, an image_folder or --public-from SOURCE; "
+                                     f"got {ctx.dataset!r}")
+    cfg = dict(lr_cls=0.8, lr_body=float(p["lr_body"]), clip_norm=1.0, momentum=0.9, warmup_epochs=1.0, seed=0,
+               device="cpu", arch=str(p["arch"]), width=int(p["width"]), gn_groups=int(p["gn_groups"]),
+               pretrain_epochs=int(p["pretrain_epochs"]), pretrain_batch_size=64, epochs=int(p["epochs"]),
+               batch_size=int(p["batch_size"]), conv_fraction=0.01)
+    data = _digits_transfer() if ctx.dataset == "digits" else _folder_transfer(ctx, p)
+    pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])
+    runs = [("full", "magnitude"), ("all", "magnitude"), ("all", "random")]
+    items = [(mode, eps, s, mask) for mode, mask in runs for s in seeds]
+    res = map_trainings(_sft_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
+                        shared={"data": data, "config": cfg, "pretrained": pre})
+    ctx.runs.extend({k: v for k, v in r.items() if k != "layer_stats"} for r in res)
+    label = {("full", "magnitude"): "whole network", ("all", "magnitude"): "sparse, magnitude mask",
+             ("all", "random"): "sparse, random mask"}
+    ratio: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    share: dict[tuple, dict[str, float]] = defaultdict(dict)
+    acc: dict[tuple, list] = defaultdict(list)
+    for r in res:
+        key = (r["mode"], r["mask"])
+        acc[key].append(r["accuracy"])
+        for row in r["layer_stats"]:
+            if row["noise_to_gradient"] is not None:
+                ratio[key][row["layer"]].append(row["noise_to_gradient"])
+            if row.get("masked"):  # conv weights under the mask (the whole network has none)
+                share[key][row["layer"]] = row["share_kept"]
+    layers = [row["layer"] for row in res[0]["layer_stats"]]
+    out_rows, tab = [], []
+    for lay in layers:
+        cells = []
+        for key in runs:
+            v = ratio[key].get(lay)
+            cells.append(f"{np.mean(v):.2f}" if v else "frozen")
+            out_rows.append({"layer": lay, "run": label[key], "noise_to_gradient": float(np.mean(v)) if v else None,
+                             "share_kept": share[key].get(lay)})
+        tab.append([f"`{lay}`"] + cells + [f"{100 * share[('all', 'magnitude')].get(lay, 1.0):.1f} / "
+                                           f"{100 * share[('all', 'random')].get(lay, 1.0):.1f}"
+                                           if lay in share[("all", "magnitude")] else "–"])
+    md = [f"At target ε = {eps:g}, seeds {seeds}; test accuracy (%): "
+          + ", ".join(f"{label[k]} {100 * np.mean(acc[k]):.1f}" for k in runs) + ".", "",
+          "**Noise norm per step over the clipped gradient's RMS norm, per trainable tensor (owner's view: unnoised "
+          "private gradients), and the share of each conv layer's weights the masks keep (%)**", ""]
+    md += _table(["tensor"] + [label[k] for k in runs] + ["kept: magnitude / random (%)"], tab)
+
+    def draw(fig: Any) -> None:
+        ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+        x = np.arange(len(layers))
+        for j, key in enumerate(runs):
+            ys = [np.mean(ratio[key][lay]) if ratio[key].get(lay) else np.nan for lay in layers]
+            ax1.plot(x, ys, marker="osD"[j], ls="", label=label[key])
+        ax1.set_yscale("log")
+        ax1.axhline(1.0, color="k", lw=0.8, ls=":")
+        ax1.set_xticks(x, [lay.replace(".weight", ".w").replace(".bias", ".b") for lay in layers], rotation=90,
+                       fontsize=6)
+        ax1.set_ylabel("noise norm / clipped-gradient norm (per step, log)")
+        ax1.set_title(f"Fig. 3: noise-to-gradient ratio (ε = {eps:g})", fontsize=9)
+        ax1.legend(fontsize=7)
+        conv = list(share[("all", "magnitude")])
+        xc = np.arange(len(conv))
+        for j, key in enumerate([("all", "magnitude"), ("all", "random")]):
+            ax2.bar(xc + (j - 0.5) * 0.4, [100 * share[key].get(c, 0.0) for c in conv], width=0.4, label=label[key])
+        ax2.set_xticks(xc, [c.replace(".weight", "") for c in conv], rotation=90, fontsize=6)
+        ax2.set_ylabel("conv weights kept (%)")
+        ax2.set_title("Fig. 4: the mask's share per conv layer", fontsize=9)
+        ax2.legend(fontsize=7)
+
+    return FigureOutput("\n".join(md), out_rows, draw, data["note"] + f", pre-trained once ({cfg['arch']}, width "
+                                                                      f"{cfg['width']}), {cfg['epochs']} DP epochs")
 
 
 def _write_text(path: Path, text: str) -> None:

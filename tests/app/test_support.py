@@ -838,3 +838,22 @@ def test_live_view_keeps_sending_while_a_run_writes_no_records(tmp_path, monkeyp
     # 1.5 s without records: a send every LIVE_YIELD_S (+ up to one 0.1 s tick), with slack for a
     # busy machine; without the re-send there would be one
     assert len(sends) >= 4 and max(gaps) <= LIVE_YIELD_S + 0.5, gaps
+
+
+def test_layer_chart_draws_each_trained_tensor_on_a_log_axis_and_stays_owner_only():
+    from mixdp_core.app_support.charts import LAYER_CHART_CAPTION, layer_stats_figure
+    from mixdp_core.runs.owner_view import is_owner_only, public_metrics
+
+    rows = [{"layer": "body.0.weight", "trainable": 40, "total": 72, "share_kept": 40 / 72,
+             "noise_norm_per_step": 6.3, "gradient_norm_rms": 0.9, "noise_to_gradient": 7.0, "owner_only": True},
+            {"layer": "body.3.weight", "trainable": 0, "total": 576, "share_kept": 0.0,
+             "noise_norm_per_step": 0.0, "gradient_norm_rms": None, "noise_to_gradient": None, "owner_only": True},
+            {"layer": "classifier.weight", "trainable": 160, "total": 160, "share_kept": 1.0,
+             "noise_norm_per_step": 12.6, "gradient_norm_rms": 11.0, "noise_to_gradient": 1.15, "owner_only": True}]
+    fig = layer_stats_figure(rows)
+    bar = fig.data[0]
+    assert list(bar.x) == ["body.0.weight", "classifier.weight"]  # frozen tensors are left out
+    assert list(bar.y) == [7.0, 1.15] and bar.text[0] == "55.6 % kept"
+    assert fig.layout.yaxis.type == "log" and "owner" in fig.layout.title.text
+    assert "not covered by ε" in LAYER_CHART_CAPTION
+    assert is_owner_only("layer_stats") and "layer_stats" not in public_metrics({"layer_stats": rows, "epsilon": 1})

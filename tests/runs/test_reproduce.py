@@ -25,7 +25,7 @@ TINY = {
                 "variants": ["paragon", "only_public", "fully_private", "adamix"]},
 }
 #: figures whose trainings are not RunConfigs (map_trainings, no run store): tested below
-NOT_STORED = {"sparse_finetune", "prototypes"}
+NOT_STORED = {"sparse_finetune", "prototypes", "sparse_layers", "sparse_epsilon"}
 
 
 @pytest.fixture
@@ -312,3 +312,33 @@ def test_ablation_runs_each_ingredient_as_configured(env):
     assert cfg["adamix_projection_only"]["clip"] == "fixed" and cfg["adamix_projection_only"]["projection"] == "paper"
     md = paths["md"].read_text()
     assert "+ adaptive clip (no projection)" in md and "+ projection (fixed clip)" in md
+
+
+def test_sparse_layers_tiny(env):
+    pytest.importorskip("opacus")
+    paths = reproduce("sparse_layers", env / "out", store=RunStore(env / "store"), workers=1,
+                      params={"epochs": 1, "pretrain_epochs": 1, "batch_size": 200})
+    _png_ok(paths["png"])
+    rows = json.loads(paths["json"].read_text())["rows"]
+    runs = {r["run"] for r in rows}
+    assert runs == {"whole network", "sparse, magnitude mask", "sparse, random mask"}
+    whole = {r["layer"]: r for r in rows if r["run"] == "whole network"}
+    mag = {r["layer"]: r for r in rows if r["run"] == "sparse, magnitude mask"}
+    rnd = {r["layer"]: r for r in rows if r["run"] == "sparse, random mask"}
+    assert all(r["noise_to_gradient"] is not None for r in whole.values())  # every tensor trains
+    conv = [k for k, r in mag.items() if r["share_kept"] is not None]
+    assert conv and sum(mag[k]["share_kept"] for k in conv) != sum(rnd[k]["share_kept"] for k in conv)
+    assert "kept: magnitude / random (%)" in paths["md"].read_text()
+
+
+def test_sparse_epsilon_tiny(env):
+    pytest.importorskip("opacus")
+    paths = reproduce("sparse_epsilon", env / "out", store=RunStore(env / "store"), workers=1,
+                      params={"epsilons": [0.25, 2], "seeds": [0], "epochs": 1, "pretrain_epochs": 1, "batch_size": 200})
+    _png_ok(paths["png"])
+    rows = json.loads(paths["json"].read_text())["rows"]
+    assert {(r["mode"], r["target_epsilon"]) for r in rows} == {("all", 0.25), ("all", 2.0), ("full", 0.25), ("full", 2.0)}
+    runs = json.loads(paths["json"].read_text())["runs"]
+    assert all(r["epsilon"] <= r["target_epsilon"] + 1e-9 for r in runs)  # each run's own accounted ε
+    with pytest.raises(ConfigError, match="modes: unknown mode 'bogus'"):
+        reproduce("sparse_epsilon", env / "out2", store=RunStore(env / "store"), params={"modes": ["bogus"]})

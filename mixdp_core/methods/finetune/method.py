@@ -50,7 +50,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional
 
 import numpy as np
 
@@ -242,6 +242,8 @@ class SparseFinetune(Method):
         epoch_seconds_: wall time of each DP epoch (pDP norm passes included; their share is
             ``extra["pdp_seconds"]`` of each history record); pretrain_seconds_: of pre-training.
         pdp_every_, pdp_accumulator_: per-instance DP recording (module docstring).
+        layer_stats_: per trainable tensor, kept share, noise and clipped-gradient norms and their ratio
+            (:func:`layer_table`; owner's view).
         mean_, std_, image_shape_: input standardisation and shape.
     """
 
@@ -456,6 +458,7 @@ class SparseFinetune(Method):
         history: list[StepRecord] = []
         epoch_seconds: list[float] = []
         executed_total = [0]
+        layer_raw: dict = {}
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed + 1)
@@ -512,6 +515,7 @@ class SparseFinetune(Method):
                 pdp_every=self.pdp_every_,
                 pdp_accumulator=self.pdp_accumulator_,
                 noise_rng=None if cfg.noise == REPRODUCIBLE else noise_rng(cfg.noise, cfg.seed + 1, 0xD5),
+                layer_stats=layer_raw,
             )
         for p in model.parameters():
             p.requires_grad_(False)
@@ -524,6 +528,7 @@ class SparseFinetune(Method):
         self.steps_ = len(history)
         self.history_ = history
         self.epoch_seconds_ = epoch_seconds
+        self.layer_stats_ = layer_table(layer_raw, sigma=sigma, clip_norm=cfg.clip_norm)
         self.pdp_sq_ratio_sum_ = None
         # Report with the accountant the noise was calibrated with (exact GDP for q = 1).
         report_accountant = cfg.accountant if q < 1.0 else None
@@ -549,6 +554,25 @@ class SparseFinetune(Method):
 
         imgs = _as_images(X, self.image_shape_, "X")
         return predict_logits(self.model_, self._standardise(imgs)).numpy()
+
+
+def layer_table(raw: Mapping[str, Mapping[str, float]], *, sigma: float, clip_norm: float) -> list[dict[str, Any]]:
+    """Per trainable parameter tensor: entries kept by the mask (``share_kept``, public: the mask
+    is a function of the public model), the noise norm added per step on those entries
+    ``σ C √k`` and the RMS over steps of the summed clipped gradient's norm on them, and their
+    ratio ``noise_to_gradient`` (Luo et al. 2021, Fig. 3: why training every parameter fails —
+    the noise grows with √k, the signal does not). **Owner's view**: the gradient norms are
+    unnoised private quantities (``owner_only`` is set on every row)."""
+    rows = []
+    for name, r in raw.items():
+        k, steps = int(r["trainable"]), int(r["steps"])
+        grad_rms = math.sqrt(r["grad_sq_sum"] / steps) if steps else None
+        noise = float(sigma) * float(clip_norm) * math.sqrt(k)
+        rows.append({"layer": name, "trainable": k, "total": int(r["total"]), "masked": bool(r.get("masked", False)),
+                     "share_kept": k / max(int(r["total"]), 1), "noise_norm_per_step": noise,
+                     "gradient_norm_rms": grad_rms,
+                     "noise_to_gradient": (noise / grad_rms) if grad_rms else None, "owner_only": True})
+    return rows
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -209,6 +209,7 @@ def dp_sgd_finetune(
     pdp_every: int = 0,
     pdp_accumulator: Any = None,
     noise_rng: Any = None,
+    layer_stats: Optional[dict] = None,
 ) -> int:
     """Fine-tune the transfer parameters τ of ``model`` with masked DP-SGD (see module doc).
 
@@ -241,6 +242,11 @@ def dp_sgd_finetune(
             when given, draws both the Poisson sample and the Gaussian noise instead of
             ``generator`` — both are part of the mechanism: amplification by subsampling holds
             only if the sample is as unpredictable as the noise.
+        layer_stats: if a dict, filled per trainable parameter with ``{"trainable": k,
+            "total": numel, "grad_sq_sum": Σ_t ||summed clipped gradient||², "steps": T}``,
+            read in the optimizer's step hook where the clipped sum already exists (no extra
+            pass over private data). **Owner's view**: the sums are unnoised private gradients.
+            The noise on the same entries has norm ``≈ σ C √k`` per step (Luo et al. 2021, Fig. 3).
 
     Returns:
         The number of logical DP-SGD steps executed (what the accountant must charge).
@@ -284,8 +290,21 @@ def dp_sgd_finetune(
     )
     masks = [(named[n], m.to(device=device, dtype=named[n].dtype)) for n, m in selection.masks.items()]
 
+    mask_of = {id(p): m for p, m in masks}
+    if layer_stats is not None:
+        for n_, p_ in trainable:
+            m_ = mask_of.get(id(p_))
+            layer_stats[n_] = {"trainable": int(m_.sum()) if m_ is not None else p_.numel(), "total": p_.numel(),
+                               "grad_sq_sum": 0.0, "steps": 0, "masked": m_ is not None}
+
     def mask_noised_grad(opt: DPOptimizer) -> None:
         # After clip + noise + scaling, before the SGD update: no noise on frozen entries.
+        if layer_stats is not None:  # the clipped sum (frozen entries already zero), before the noise
+            for n_, p_ in trainable:
+                g = getattr(p_, "summed_grad", None)
+                if g is not None:
+                    layer_stats[n_]["grad_sq_sum"] += float(g.detach().pow(2).sum())
+                    layer_stats[n_]["steps"] += 1
         for p, m in masks:
             p.grad.mul_(m)
 

@@ -108,3 +108,6 @@ def test_run_metrics_carry_pdp_owner_only_and_the_estimate_label(digits_features
     assert ev.metrics["pdp_epsilon_kind"].startswith("estimate (per-sample norms every ")
     assert ev.arrays["pdp_epsilon"].shape == (len(split.y_private),)
     assert ev.metrics["pdp_epsilon_max"] <= ev.metrics["epsilon"] + 1e-9
+    layers = ev.metrics["layer_stats"]  # the per-layer chart's data travels with the run, owner-only
+    assert layers and all(r["owner_only"] for r in layers)
+    assert {r["layer"] for r in layers} >= {"classifier.weight"}

@@ -370,3 +370,25 @@ def test_random_mask_ablation_keeps_the_sparsity_and_differs_from_magnitude():
     with pytest.raises(ConfigError) as e:
         make_method("sparse_finetune", mask="lottery")
     assert e.value.field == "mask"
+
+
+def test_layer_stats_give_kept_shares_from_the_mask_and_the_noise_to_gradient_ratio(digits, pretrained):
+    """Luo et al. Fig. 3 / 4 quantities, read where training has them: the share of each
+    tensor the mask keeps, and per step noise norm σ C √k against the clipped gradient's."""
+    import math
+
+    m = _fit(digits, pretrained, params="all", epochs=2)
+    rows = {r["layer"]: r for r in m.layer_stats_}
+    for name, mask in m.masks_.items():  # conv weights: the share kept is the mask's
+        assert rows[name]["trainable"] == int(mask.sum()) and rows[name]["total"] == mask.numel()
+        assert rows[name]["masked"]
+    assert {n for n, r in rows.items() if r["masked"]} == set(m.masks_)
+    assert all(r["owner_only"] for r in rows.values())
+    cls = rows["classifier.weight"]
+    assert cls["share_kept"] == 1.0 and cls["gradient_norm_rms"] > 0
+    assert cls["noise_norm_per_step"] == pytest.approx(m.noise_multiplier_ * 1.0 * math.sqrt(cls["trainable"]))
+    assert cls["noise_to_gradient"] == pytest.approx(cls["noise_norm_per_step"] / cls["gradient_norm_rms"])
+    full = _fit(digits, pretrained, params="full", epochs=2)
+    big = max((r for r in full.layer_stats_ if r["gradient_norm_rms"]), key=lambda r: r["trainable"])
+    # the paper's point: training every parameter puts the largest tensors deep in noise
+    assert big["noise_to_gradient"] > 3 * full.layer_stats_[-2]["noise_to_gradient"] > 0

@@ -162,18 +162,21 @@ class SubsampledGaussianPDP:
             if p is None:
                 raise ValueError(f"also: must be a pure-DP event (the noisy count), got {also.describe()}")
             first = float(p)
-        steps = self._rdp_epsilon(d)
         if accountant in ("pld", "prv"):
             # Both are sound upper bounds on each sample's loss; the PLD profile bound keeps
             # every sample at or under the run's (PLD) ε, the per-sample RDP one is often
-            # tighter in the middle of the distribution.
-            steps = np.minimum(self._pld_epsilon(d), steps)
+            # tighter in the middle of the distribution. Integer orders suffice for that
+            # second bound (any orders give one): the fractional ones cost ~1.2 s for 1,208
+            # rows and moved the median ε_i by 0.2 %.
+            steps = np.minimum(self._pld_epsilon(d), self._rdp_epsilon(d, integer_orders=True))
+        else:  # an RDP run: the orders its own accountant uses, so a row clipped at every step gets its ε
+            steps = self._rdp_epsilon(d)
         return first + steps
 
-    def _rdp_epsilon(self, d: float) -> np.ndarray:
-        from .conversions import RDP_ORDERS, rdp_eps_per_order
+    def _rdp_epsilon(self, d: float, *, integer_orders: bool = False) -> np.ndarray:
+        from .conversions import INT_ORDERS, RDP_ORDERS, rdp_eps_per_order
 
-        orders = np.asarray(RDP_ORDERS, dtype=np.float64)
+        orders = np.asarray(INT_ORDERS if integer_orders else RDP_ORDERS, dtype=np.float64)
         rdp = self.rdp(orders)
         return np.array([max(0.0, float(np.min(rdp_eps_per_order(orders, r, delta=d)))) if r.any() else 0.0
                          for r in rdp])

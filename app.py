@@ -16,6 +16,7 @@ from mixdp_core.app_support import forms
 from mixdp_core.app_support.resources import (
     note, page_setup, select_run,
 )
+from mixdp_core.errors import ConfigError
 
 manager = page_setup("Home")
 
@@ -62,9 +63,13 @@ st.markdown(f"One click trains **AdaMix at ε = {demo.target_epsilon:g}** on the
             f"Only-Public (the public samples alone, no private data) and Fully-Private at the same ε, so the "
             f"number says what the private data bought.")
 if st.button("Run the demo", type="primary", key="demo", icon=":material/play_arrow:"):
-    job = manager.submit_run(demo, kind="demo", reuse=True)
-    for ref in forms.demo_references(demo):  # read the result against them: two runs of a second each, as plain
-        manager.submit_run(ref, kind="demo_refs", reuse=True)  # runs (no sweep process pool to start)
+    try:
+        job = manager.submit_run(demo, kind="demo", reuse=True)
+        for ref in forms.demo_references(demo):  # read the result against them: two runs of a second each, as
+            manager.submit_run(ref, kind="demo_refs", reuse=True)  # plain runs (no sweep process pool to start)
+    except ConfigError as e:  # e.g. budget_cap: the data set's cap (mixdp budget) refuses the demo
+        st.error(f"**{e.field}**: {e.message}", icon="🚫")
+        st.stop()
     st.session_state["train_job"] = job.job_id
     rid = manager.wait_run_id(job)
     select_run(rid)

@@ -10,7 +10,7 @@ import json
 
 import streamlit as st
 
-from mixdp_core.app_support import forms
+from mixdp_core.app_support import budget, forms
 from mixdp_core.app_support.data import split_problem
 from mixdp_core.app_support.resources import (
     data_settings, live_seconds, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
@@ -65,6 +65,10 @@ st.caption(f"**{method}**: {mcls.description}  \nPaper: {mcls.paper}")
 st.caption(f"Split: {settings['public_per_class']} public samples per class · imbalance ratio "
            f"{settings['imbalance_ratio']:g}" + (f" · public from {settings['public_from']}" if settings["public_from"] else "")
            + " (change on the Data & encoder page)")
+st.caption(budget.dataset_budget_line(store, dataset, dataset_kwargs),
+           help="Every run on this data set charges it, whatever its split (`mixdp budget` lists the runs; "
+                "set a cap there). Basic composition holds for runs chosen after seeing earlier results; the "
+                "tight total assumes they were fixed in advance. See docs/privacy.md.")
 
 specs = forms.method_field_specs(method)
 config_fields = {f for f in dataclasses.fields(mcls.config_cls)}
@@ -173,16 +177,21 @@ if launch and not blocked:
         if params.get("optimistic_tuning"):
             st.warning("Optimistic tuning is on: this run looks at private data to pick hyper-parameters; "
                        "its reported ε is the composition of every candidate run.")
-        job = manager.submit_run(cfg, kind="train")
-        st.session_state["train_job"] = job.job_id
-        if mcls.private:  # one ε on screen: the one the run uses, said where the form is
-            st.session_state["train_used_eps"] = (
-                f"Launched at ε = {target_eps:g}" + (f" — the typed value; the slider's {eps:g} was not used."
-                                                     if exact.strip() else " (slider)."))
-        rid = manager.wait_run_id(job)
-        select_run(rid)  # the run id goes into the URL right away
-        manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
-        st.session_state["train_first_draw"] = rid  # this draw: only the charts with that point
+        try:
+            job = manager.submit_run(cfg, kind="train")
+        except ConfigError as e:  # e.g. budget_cap: the data set's cap refuses the run before it starts
+            show_field_errors({e.field: e.message})
+            job = None
+        if job is not None:
+            st.session_state["train_job"] = job.job_id
+            if mcls.private:  # one ε on screen: the one the run uses, said where the form is
+                st.session_state["train_used_eps"] = (
+                    f"Launched at ε = {target_eps:g}" + (f" — the typed value; the slider's {eps:g} was not used."
+                                                         if exact.strip() else " (slider)."))
+            rid = manager.wait_run_id(job)
+            select_run(rid)  # the run id goes into the URL right away
+            manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
+            st.session_state["train_first_draw"] = rid  # this draw: only the charts with that point
 
 if st.session_state.get("train_used_eps"):
     st.caption(st.session_state["train_used_eps"])

@@ -8,6 +8,7 @@ from mixdp_core.app_support.data import split_problem
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, note, poll_seconds, render_recommendations, show_chart, show_field_errors,
 )
+from mixdp_core.errors import ConfigError
 
 manager = page_setup("Compare")
 store = manager.store
@@ -124,11 +125,15 @@ else:
     stored = sum(store.find_completed(h) is not None for h in hashes)
     st.caption(f"{len(configs)} runs in this comparison, {stored} already stored.")
     if launch:
-        job = manager.submit_sweep(configs, kind="compare", reuse=True)
-        st.session_state["compare_job"] = job.job_id
-        # the comparison becomes addressable: share or reload this URL
-        st.query_params.from_dict(compare_url.to_query(_selection()))
-        st.session_state["cmp_url_applied"] = st.query_params.to_dict()
+        try:
+            job = manager.submit_sweep(configs, kind="compare", reuse=True)
+        except ConfigError as e:  # e.g. budget_cap: the grid would take the data set above its cap
+            show_field_errors({e.field: e.message})
+        else:
+            st.session_state["compare_job"] = job.job_id
+            # the comparison becomes addressable: share or reload this URL
+            st.query_params.from_dict(compare_url.to_query(_selection()))
+            st.session_state["cmp_url_applied"] = st.query_params.to_dict()
 
 job = manager.get(st.session_state.get("compare_job"))
 

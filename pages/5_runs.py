@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from mixdp_core.app_support import budget
 from mixdp_core.app_support.resources import (
     STATUS_BADGE, config_json, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id,
@@ -42,6 +43,8 @@ def _row(r):
 
 
 st.caption(f"{len(runs)} of {len(all_runs)} stored runs (store: `{store.root}`)")
+for line in budget.runs_budget_lines(store, runs):  # what each data set has spent, over all its runs
+    st.caption(line)
 st.dataframe([_row(r) for r in runs], hide_index=True, key="runs_table", width="stretch",
              column_config={"test error": st.column_config.NumberColumn(format="%.3f"),
                             "ε spent": st.column_config.NumberColumn(format="%.3f"),

@@ -13,8 +13,11 @@ Events (frozen dataclasses, validated on construction; see :mod:`.events`)::
     Composition(events)
     AdaptiveComposition(first, then)   # pure release that chooses the next mechanism
 
+    event_to_dict(event) -> dict; event_from_dict(d) -> event   # exact JSON round trip
+
 Queries: :func:`epsilon`, :func:`delta`, :func:`gdp_mu`, :func:`zcdp_rho`,
-:func:`pure_epsilon`, :func:`privacy_report` → :class:`PrivacyReport`.
+:func:`pure_epsilon`, :func:`privacy_report` → :class:`PrivacyReport` (which carries the
+event as a dict, ``report.event``, so that runs can later be composed per data set).
 
 Calibration (:mod:`.calibration`; no module outside ``accounting`` calibrates):
 :func:`calibrate_steps`, :func:`calibrate_noise` (exact closed form, sub-millisecond),
@@ -93,6 +96,8 @@ from .events import (
     GaussianMechanism,
     PoissonSubsampledGaussian,
     PureDP,
+    event_from_dict,
+    event_to_dict,
 )
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gdp_mu_for_budget
 from .pdp import pdp_epsilon, pdp_ratio_sq
@@ -142,6 +147,8 @@ __all__ = [
     "dpsgd_privacy_curve",
     "epsilon",
     "epsilon_and_accountant",
+    "event_from_dict",
+    "event_to_dict",
     "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_log_delta",

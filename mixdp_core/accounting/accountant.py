@@ -39,7 +39,17 @@ from .conversions import (
     zcdp_to_delta,
     zcdp_to_epsilon,
 )
-from .events import AdaptiveComposition, PoissonSubsampledGaussian, _blocks, _mu, _pure, _rdp, _rho, check_event
+from .events import (
+    AdaptiveComposition,
+    PoissonSubsampledGaussian,
+    _blocks,
+    _mu,
+    _pure,
+    _rdp,
+    _rho,
+    check_event,
+    event_to_dict,
+)
 from .gaussian import gaussian_delta, gaussian_epsilon
 from ..errors import ConfigError
 from ..registry import Registry
@@ -362,6 +372,12 @@ class PrivacyReport:
         pure_epsilon: ε of a pure-DP guarantee (PureDP / exponential mechanism), else ``None``.
         mechanism: human-readable description of the event.
         accountant: which accountant produced ``epsilon`` (one of :data:`ACCOUNTANTS`).
+        event: the event the report was computed from, as :func:`~.events.event_to_dict`
+            gives it (JSON-ready; :func:`~.events.event_from_dict` rebuilds it), or ``None``
+            for a report not derived from one event (e.g. private selection, whose ε comes
+            from an RDP bound of the whole procedure) and reports made before events were
+            recorded. Lets a data set's ledger (:mod:`mixdp_core.runs.ledger`) compose runs
+            tightly. It says no more than ``mechanism`` does (the same parameters).
     """
 
     epsilon: float
@@ -371,6 +387,9 @@ class PrivacyReport:
     pure_epsilon: Optional[float]
     mechanism: str
     accountant: str
+    # last, with a default: reports built field by field elsewhere stay valid; not hashed
+    # (a dict is not hashable; the other fields identify the report)
+    event: Optional[dict] = dataclasses.field(default=None, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -387,4 +406,5 @@ def privacy_report(event: Any, *, delta: float, accountant: Optional[str] = None
         pure_epsilon=_pure(event),
         mechanism=event.describe(),
         accountant=used,
+        event=event_to_dict(event),
     )

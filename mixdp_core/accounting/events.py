@@ -433,3 +433,120 @@ def check_event(e: object, field: str = "event") -> None:
     """Raise ConfigError unless ``e`` is an accounting event."""
     if not isinstance(e, _Event):
         raise ConfigError(field, f"must be an accounting event (e.g. ComposedGaussian), got {type(e).__name__}")
+
+
+# --------------------------------------------------------------------------- serialization
+# Events go into run records (``metrics["privacy"]["event"]``) so that a data set's ledger can
+# compose the runs it was used in (:mod:`mixdp_core.runs.ledger`). The format is plain JSON:
+# ``{"type": <class name>, <field>: <value>, ...}``, nested events as nested objects. Floats
+# survive a JSON round trip exactly (``json`` writes ``repr``), so
+# ``event_from_dict(json.loads(json.dumps(event_to_dict(e)))) == e``.
+
+#: Class name -> (class, leaf field names in constructor order).
+_SERIAL: dict[str, tuple[type, tuple[str, ...]]] = {
+    "GaussianMechanism": (GaussianMechanism, ("noise_multiplier", "sensitivity")),
+    "ComposedGaussian": (ComposedGaussian, ("noise_multiplier", "steps")),
+    "PoissonSubsampledGaussian": (PoissonSubsampledGaussian, ("noise_multiplier", "sample_rate", "steps")),
+    "ExponentialMechanism": (ExponentialMechanism, ("epsilon", "monotone", "count")),
+    "ZCDP": (ZCDP, ("rho",)),
+    "PureDP": (PureDP, ("epsilon",)),
+    "Composition": (Composition, ("events",)),
+    "AdaptiveComposition": (AdaptiveComposition, ("first", "then")),
+}
+#: Required fields per type (the others have defaults).
+_REQUIRED: dict[str, tuple[str, ...]] = {
+    "GaussianMechanism": ("noise_multiplier",), "ComposedGaussian": ("noise_multiplier", "steps"),
+    "PoissonSubsampledGaussian": ("noise_multiplier", "sample_rate", "steps"), "ExponentialMechanism": ("epsilon",),
+    "ZCDP": ("rho",), "PureDP": ("epsilon",), "Composition": ("events",), "AdaptiveComposition": ("first", "then"),
+}
+#: Deepest nesting :func:`event_from_dict` accepts (a stored event is 2–3 levels deep; the
+#: limit turns a hostile or corrupt record into a ConfigError instead of a RecursionError).
+MAX_EVENT_DEPTH = 32
+#: Most leaf events one dict may describe (a ledger composes at most a few thousand runs).
+MAX_EVENT_LEAVES = 100_000
+
+
+def event_to_dict(ev: object) -> dict:
+    """A JSON-ready dict describing the event ``ev``; inverse of :func:`event_from_dict`.
+
+    Format: ``{"type": <class name>, <field>: <value>, ...}`` with every field (defaults
+    included, so a later change of a default cannot change what a stored event meant);
+    :class:`Composition` stores ``"events": [<dict>, ...]`` and
+    :class:`AdaptiveComposition` ``"first"`` / ``"then"`` as nested dicts.
+
+    Raises:
+        ConfigError: ``event``: not an accounting event.
+    """
+    check_event(ev)
+    name = type(ev).__name__
+    if name not in _SERIAL or _SERIAL[name][0] is not type(ev):
+        raise ConfigError("event", f"{name} has no serialized form; allowed types: {', '.join(_SERIAL)}")
+    out: dict = {"type": name}
+    for f in _SERIAL[name][1]:
+        v = getattr(ev, f)
+        if f == "events":
+            out[f] = [event_to_dict(e) for e in v]
+        elif f in ("first", "then"):
+            out[f] = event_to_dict(v)
+        else:
+            out[f] = v
+    return out
+
+
+def event_from_dict(d: object, *, field: str = "event") -> _Event:
+    """The event described by ``d`` (from :func:`event_to_dict`, possibly through JSON).
+
+    Every field is validated by the event's constructor (ranges as documented on each class).
+
+    Args:
+        d: the dict.
+        field: name used in error messages for ``d`` itself (nested parts are named
+            ``<field>.events[i]``, ``<field>.first`` ...).
+
+    Raises:
+        ConfigError: one line naming the offending field: not a dict, unknown or missing
+            ``type``, unknown or missing field, out-of-range value, nesting deeper than
+            :data:`MAX_EVENT_DEPTH`, more than :data:`MAX_EVENT_LEAVES` leaves.
+    """
+    leaves = [0]
+    return _from_dict(d, field, 0, leaves)
+
+
+def _from_dict(d: object, path: str, depth: int, leaves: list) -> _Event:
+    from collections.abc import Mapping
+
+    if depth > MAX_EVENT_DEPTH:
+        raise ConfigError(path, f"events nested deeper than {MAX_EVENT_DEPTH} levels")
+    if not isinstance(d, Mapping):
+        raise ConfigError(path, f"must be a dict with a 'type' key, got {type(d).__name__}")
+    name = d.get("type")
+    if not isinstance(name, str) or name not in _SERIAL:
+        raise ConfigError(f"{path}.type", f"must be one of {', '.join(_SERIAL)}, got {name!r}")
+    cls, fields = _SERIAL[name]
+    extra = sorted(str(k) for k in d if k != "type" and k not in fields)
+    if extra:
+        raise ConfigError(f"{path}.{extra[0]}", f"not a field of {name}; allowed: {', '.join(fields)}")
+    missing = [f for f in _REQUIRED[name] if f not in d]
+    if missing:
+        raise ConfigError(f"{path}.{missing[0]}", f"missing (required by {name})")
+    kw: dict = {}
+    for f in fields:
+        if f not in d:
+            continue
+        v = d[f]
+        if f == "events":
+            if not isinstance(v, (list, tuple)) or not v:
+                raise ConfigError(f"{path}.events", f"must be a non-empty list of event dicts, got {type(v).__name__}")
+            kw[f] = tuple(_from_dict(e, f"{path}.events[{i}]", depth + 1, leaves) for i, e in enumerate(v))
+        elif f in ("first", "then"):
+            kw[f] = _from_dict(v, f"{path}.{f}", depth + 1, leaves)
+        else:
+            kw[f] = v
+    if name not in ("Composition", "AdaptiveComposition"):
+        leaves[0] += 1
+        if leaves[0] > MAX_EVENT_LEAVES:
+            raise ConfigError(path, f"more than {MAX_EVENT_LEAVES:,} events in one description")
+    try:
+        return cls(**kw)
+    except ConfigError as e:  # name the field by its path in the dict
+        raise ConfigError(f"{path}.{e.field}", e.message) from None

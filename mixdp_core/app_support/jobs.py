@@ -217,8 +217,13 @@ class JobManager:
 
         Raises:
             ConfigError: a path of the config lies outside the data root (every launch from
-                the app goes through here or :meth:`submit_sweep`)."""
+                the app goes through here or :meth:`submit_sweep`).
+            BudgetError: field ``budget_cap``: the run would take its data set above its cap
+                (:func:`mixdp_core.runs.ledger.check_cap`)."""
+        from ..runs.ledger import check_cap
+
         confine_run_paths(config, also=app_data_folders(self.cache_dir))
+        check_cap(self.store, config, reuse=reuse)  # the data set's cap: refused before it is queued
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=[config], reuse=reuse))
 
     def submit_sweep(self, configs: Sequence[Any], *, kind: str = "compare", reuse: bool = True) -> Job:
@@ -226,9 +231,14 @@ class JobManager:
         executor); completed identical runs (same config hash) are reused when ``reuse``.
 
         Raises:
-            ConfigError: a path of a config lies outside the data root."""
+            ConfigError: a path of a config lies outside the data root.
+            BudgetError: field ``budget_cap``: the grid's new private runs would take a data
+                set above its cap."""
+        from ..runs.ledger import check_caps
+
         for c in configs:
             confine_run_paths(c, also=app_data_folders(self.cache_dir))
+        check_caps(self.store, list(configs), reuse=reuse)  # the data sets' caps, for the whole grid
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse))
 
     def submit_features(self, dataset: str, encoder: str, *, root: str | None = None,

@@ -27,6 +27,7 @@ for _name, _module in (
     ("encode", "encode"), ("train", "train"), ("audit", "audit"),
     ("sweep", "sweep"),
     ("reproduce", "reproduce"),
+    ("budget", "budget"),
 ):
     COMMANDS.add(_name, _module)
 

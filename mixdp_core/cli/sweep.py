@@ -12,7 +12,9 @@ same command again resumes a killed sweep. A tqdm bar (runs done / total, ETA) g
 stderr; with ``--json`` stdout gets one JSON object per run as it lands (``run_id``,
 ``method``, ``epsilon`` = target ε of the grid point (``null`` for non-private methods),
 ``epsilon_spent`` = ε from the accounting module for the run as executed, ``seed``,
-``test_error``, ``reused``...). Bad arguments: one line naming the flag, exit status 2.
+``test_error``, ``reused``...). Bad arguments: one line naming the flag, exit status 2; so
+does a grid whose private runs would take a data set above its cap (``mixdp budget``; field
+``budget_cap``, checked for the whole grid before any run starts; reused runs cost nothing).
 """
 
 from __future__ import annotations
@@ -146,6 +148,12 @@ def run(args: argparse.Namespace) -> int:
               f"{len(configs)} runs, {stored} already stored")
         return 0
 
+    from ..runs.ledger import check_caps
+
+    try:  # the data sets' caps (`mixdp budget`): the whole grid, before any run starts
+        check_caps(store, configs, reuse=not args.no_reuse)
+    except ConfigError as e:
+        return fail(PROG, str(e), 2)
     prog = Progress(not args.no_progress)
     stdout = sys.stdout  # results; everything else printed meanwhile goes to stderr
     state: dict[str, Any] = {"bar": None, "failed": 0, "reused": 0}

@@ -10,7 +10,9 @@ in [0, 1]; ``epsilon`` is the ε reported by the accounting module for the run a
 for DP-SGD methods, the looser RDP ``epsilon_rdp`` beside it); owner-only diagnostics computed
 on the private data without a guarantee (MIA, per-instance DP, the exact private count) sit
 under ``diagnostics`` with a note; progress goes to stderr. Invalid arguments print one line
-``mixdp train: error: <field>: <what is allowed>`` and exit with status 2.
+``mixdp train: error: <field>: <what is allowed>`` and exit with status 2; so does a run that
+would take its data set above the cap set with ``mixdp budget`` (field ``budget_cap``,
+before anything runs).
 """
 
 from __future__ import annotations
@@ -153,7 +155,13 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args)
     except (ConfigError, UnknownNameError, TypeError) as e:
         return fail("mixdp train", str(e), 2)
+    from ..runs.ledger import check_cap
+
     store = RunStore(args.store)
+    try:  # the data set's cap (`mixdp budget`): refused before anything runs or is stored
+        check_cap(store, config, reuse=args.reuse)
+    except ConfigError as e:
+        return fail("mixdp train", str(e), 2)
     prog = Progress(not args.no_progress)
     before = {r.run_id for r in store.list_runs(config_hash=config.config_hash(), status="completed")} \
         if args.reuse else set()

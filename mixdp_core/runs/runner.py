@@ -506,6 +506,9 @@ def execute(
         The run id. Its status is ``completed`` or ``cancelled``.
 
     Raises:
+        BudgetError: field ``budget_cap``: the run would take its data set above the cap set
+            with ``mixdp budget`` (:func:`mixdp_core.runs.ledger.check_cap`); nothing was
+            stored or run.
         Whatever the pipeline raised (after marking the run ``failed``).
     """
     chash = config.config_hash()
@@ -513,6 +516,11 @@ def execute(
         done = store.find_completed(chash)
         if done is not None:
             return done.run_id
+    # The data set's budget cap, if any (mixdp budget): refused before a row or a step exists.
+    # Every entry point checks it too (CLI, app); this is the backstop for library callers.
+    from .ledger import check_cap
+
+    check_cap(store, config)
     run_id = store.create_run(config.to_dict(), config_hash=chash, split_hash=config.split_hash(),
                               versions=versions(), label=label)
     writer = _StepWriter(store, run_id, on_record, flush_every_s)

@@ -387,6 +387,42 @@ class RunStore:
         with self._connect() as con, self._write(con):
             return con.execute(sql, params).rowcount
 
+    # ------------------------------------------------------------------ meta
+    #: ``meta`` keys the store itself owns; :meth:`set_meta` refuses them.
+    _RESERVED_META = ("schema_version",)
+
+    def get_meta(self, key: str) -> str | None:
+        """The text stored under ``key`` in the ``meta`` table, or ``None``."""
+        with self._connect() as con:
+            row = con.execute("SELECT value FROM meta WHERE key=?", (str(key),)).fetchone()
+        return None if row is None else row[0]
+
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        """``{key: value}`` of every ``meta`` entry whose key starts with ``prefix``."""
+        like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._connect() as con:
+            rows = con.execute("SELECT key, value FROM meta WHERE key LIKE ? ESCAPE '\\' ORDER BY key",
+                               (like,)).fetchall()
+        return {k: v for k, v in rows}
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Store ``value`` under ``key`` in the ``meta`` table (``None`` deletes the entry).
+
+        Used for per-store settings that need no schema change (e.g. a data set's budget
+        cap, :mod:`mixdp_core.runs.ledger`).
+
+        Raises:
+            ConfigError: ``key``: empty or reserved by the store (``schema_version``).
+        """
+        key = str(key)
+        if not key or key in self._RESERVED_META:
+            raise ConfigError("key", f"must be a non-empty key other than {', '.join(self._RESERVED_META)}, "
+                                     f"got {key!r}")
+        if value is None:
+            self._exec_write("DELETE FROM meta WHERE key=?", (key,))
+        else:
+            self._exec_write("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, str(value)))
+
     # ------------------------------------------------------------------ runs
     def create_run(
         self,

@@ -97,7 +97,8 @@ def test_privacy_report_fields():
     assert rep.accountant == "gdp" and rep.mu == pytest.approx(1.0) and rep.rho == pytest.approx(0.5)
     assert rep.pure_epsilon is None and rep.delta == 1e-5
     d = rep.to_dict()
-    assert set(d) == {"epsilon", "delta", "mu", "rho", "pure_epsilon", "mechanism", "accountant"}
+    assert set(d) == {"epsilon", "delta", "mu", "rho", "pure_epsilon", "mechanism", "accountant", "event"}
+    assert d["event"] == {"type": "ComposedGaussian", "noise_multiplier": 10.0, "steps": 100}
     assert d["epsilon"] == pytest.approx(A.gaussian_epsilon(1.0, delta=1e-5))
     assert "ComposedGaussian" in d["mechanism"]
 

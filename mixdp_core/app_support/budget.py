@@ -1,0 +1,82 @@
+"""The data set's privacy ledger in one sentence, for the Train and Runs pages.
+
+The numbers come from :mod:`mixdp_core.runs.ledger` (the rules are there: which runs count,
+basic vs tight composition, the cap); this module only words them, so that the pages hold no
+accounting code. Every function returns text and never raises on a bad store entry: the
+sentence then says what is wrong (a page must still draw).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional
+
+from ..errors import MixDPError
+from ..runs import ledger as L
+
+
+def _g(x: Optional[float]) -> str:
+    return "—" if x is None else f"{x:.3g}"
+
+
+def budget_sentence(s: L.LedgerSummary, *, name: Optional[str] = None) -> str:
+    """One line: "This data set has spent ε = … (basic composition; … tight) in N private runs · cap …".
+
+    ``name``: say "Data set <name>" instead of "This data set" (the Runs page lists several).
+    """
+    who = f"Data set `{name}`" if name else "This data set"
+    n = s.n_private
+    if n == 0:
+        text = f"{who} has spent ε = 0 (no private run yet)"
+    else:
+        tight = (f"; {_g(s.epsilon_tight)} tight at δ = {s.delta_total:.2g}" if s.epsilon_tight is not None
+                 else "")
+        text = (f"{who} has spent ε = {_g(s.epsilon_basic)} (basic composition, δ = {s.delta_basic:.2g}{tight}) "
+                f"in {n} private run{'s' if n != 1 else ''}")
+        if s.n_basic_only:
+            text += f" ({s.n_basic_only} without a stored event: basic only)"
+    if s.running:
+        text += f" + {len(s.running)} running (target ε = {_g(s.epsilon_running)})"
+    owner = sum(r.kind == L.KIND_OWNER_VIEW for r in s.references)
+    if owner:
+        text += f" · {owner} non-private reference run{'s' if owner != 1 else ''} (owner's view, not private)"
+    if s.cap is None:
+        text += " · no cap"
+    else:
+        left = s.cap_left
+        text += f" · cap {s.cap.describe()} (" + (f"{_g(left)} left)" if left >= 0 else "exceeded: private runs "
+                                                                                        "are refused)")
+    return text
+
+
+def dataset_budget_line(store: Any, dataset: str, dataset_kwargs: Optional[Mapping[str, Any]] = None,
+                        dataset_root: Optional[str] = None) -> str:
+    """The sentence for the data set a form is about to train on (the Train page)."""
+    try:
+        key = L.dataset_key(dataset, dataset_root, dataset_kwargs)
+        return budget_sentence(L.dataset_ledger(store, key))
+    except MixDPError as e:  # e.g. a cap edited by hand: say so, keep the page
+        return f"Privacy spent on this data set: unavailable ({e})"
+
+
+def runs_budget_lines(store: Any, records: Iterable[Any], *, limit: int = 5) -> list[str]:
+    """One sentence per data set among ``records`` (the Runs page's filtered runs), most
+    spent first, at most ``limit`` (then one line saying how many more)."""
+    try:
+        keys = []
+        for r in records:
+            try:
+                k = L.config_dataset_key(r.config, r.metrics)
+            except MixDPError:
+                continue
+            if k not in keys:
+                keys.append(k)
+        if not keys:
+            return []
+        by_key = {s.dataset_key: s for s in L.dataset_ledgers(store)}
+        shown = sorted((by_key[k] for k in keys if k in by_key), key=lambda s: -s.epsilon_basic)
+    except MixDPError as e:
+        return [f"Privacy spent per data set: unavailable ({e})"]
+    lines = [budget_sentence(s, name=s.label) for s in shown[:limit]]
+    if len(shown) > limit:
+        lines.append(f"… and {len(shown) - limit} more data sets (`mixdp budget` lists them all)")
+    return lines

@@ -1,0 +1,644 @@
+r"""Privacy ledger per private data set: what has this data set spent, over every run?
+
+Every run reports its own ε; this module adds them up per *data set* (like diffprivlib's
+``BudgetAccountant`` or OpenDP's odometers), from the runs recorded in a
+:class:`~mixdp_core.runs.store.RunStore`, and enforces an optional cap per data set.
+
+**Which data set.** A private data set is identified by what the feature cache keys its
+content by (:func:`mixdp_core.features.cache.cache_key`: the loader's ``cache_key``), less
+what only picks rows of the same people or another copy of the same numbers:
+
+* the encoder, its weights and the package version are left out (the same images under
+  another encoder are the same people);
+* the train/test partition and subset options (``test_fraction``, ``split_seed``,
+  ``max_per_class``, ``max_test_per_class``) and file lists / modification times are left
+  out (a subset or another partition of a folder still holds its people; an edited file
+  must not open a fresh budget);
+* kept: the registered dataset name, the real path of what it reads (``image_folder:<root>``,
+  ``features:<file>``, ``--dataset-root``) and the loader options that change the content
+  (e.g. ``synthetic``'s ``classes``, ``data_seed``), with the loader's defaults filled in.
+
+The key (:func:`dataset_key`) is ``<name>-<10 hex digits>``, e.g. ``digits-…``. Merging two
+data sets into one ledger can only over-count; splitting one into two would under-count, so
+every choice above errs towards merging.
+
+**Which runs charge it.** Conservatively *every* run on the data set, whatever its split
+seed, public shots or imbalance ratio: splits with other seeds move rows between the public
+and the private part, so any row may have been private in some run. Counted: ``completed``
+and ``cancelled`` runs (both released a model and its metrics; a cancelled run's report covers
+the steps it executed). Not counted: ``failed`` runs (nothing released beyond the owner's
+view). ``running`` runs are shown apart and charged at their target ε by :func:`check_cap`.
+
+**Totals** (``LedgerSummary``), with δ_total = Σ δ_i of the private runs unless given:
+
+* *basic composition*: ε = Σ ε_i at δ = Σ δ_i (Dwork, Rothblum & Vadhan 2010). It holds for
+  **adaptively chosen** runs (an analyst who looks at each result before launching the next
+  one), so it is the sound total, the one the cap is checked against.
+* *tight composition*: the runs' recorded events composed with :class:`~mixdp_core.accounting.Composition`
+  and accounted at δ_total (exact μ-GDP for Gaussian-family runs: μ² add up). An
+  :class:`~mixdp_core.accounting.AdaptiveComposition` part (a pure release that chose the
+  rest) adds its pure ε: total = Σ pure parts + tight composition of the rest. Tight
+  composition across runs assumes the runs' mechanisms were **fixed in advance**; it is shown
+  beside the basic total, never instead of it. Runs without a stored event (older runs,
+  private selection) or under another neighbouring relation (replace-one) enter by basic
+  composition only, at their own (ε, δ): tight ε = tight(events, δ_total − Σ δ_j of those) +
+  Σ ε_j of those, flagged. The tight total reported is never above the basic one (both bound
+  the same release at δ_total; the smaller is reported).
+
+Non-private references: paragon reads the private data with no guarantee (ε = ∞); it is
+listed, flagged "owner's view, not private", and left out of the totals — its outputs are
+the owner's view and must not be published. Only-Public and zero-shot read no private row:
+cost 0.
+
+**Cap**: stored in the store's ``meta`` table under ``budget_cap:<dataset key>`` as JSON
+``{"epsilon", "delta", "dataset"}`` (no schema change). :func:`check_cap` refuses, before
+anything runs, a private run whose target ε would bring the basic total (plus the target ε
+of runs still running) above the cap (and likewise for δ when the cap has one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from .. import accounting
+from ..config import check_delta, check_epsilon
+from ..errors import BudgetError, ConfigError, UnknownNameError
+from .store import CANCELLED, COMPLETED, RUNNING, RunStore
+
+#: Prefix of the ``meta`` keys holding caps: ``budget_cap:<dataset key>``.
+CAP_PREFIX = "budget_cap:"
+#: Loader options that only pick a partition or subset of the same rows, or where to fetch
+#: them from: left out of the data set's identity (see the module docstring).
+SELECTOR_OPTIONS = frozenset({"test_fraction", "split_seed", "max_per_class", "max_test_per_class", "download",
+                              "root"})
+#: Run statuses whose privacy report counts (the run released a model and its metrics).
+COUNTED_STATUSES = (COMPLETED, CANCELLED)
+
+KIND_PRIVATE = "private"
+KIND_OWNER_VIEW = "owner_view"  # paragon: reads private data, no guarantee
+KIND_PUBLIC_ONLY = "public_only"  # only_public / zero_shot: reads no private row
+KIND_RUNNING = "running"  # a private run still training (charged at its target by check_cap)
+
+FLAG_NO_EVENT = "no stored event: basic composition only"
+FLAG_REPLACE_ONE = "replace-one neighbours: basic composition only (a different relation)"
+FLAG_REPRODUCIBLE = "reproducible noise: not private against anyone who knows the seed"
+FLAG_OWNER_VIEW = "owner's view, not private (ε = ∞): not in the totals, do not publish"
+FLAG_PUBLIC_ONLY = "reads no private data: cost 0"
+
+
+# --------------------------------------------------------------------------- identity
+def _number(v: Any) -> Any:
+    """Numbers as floats (``classes=10`` and ``10.0`` are the same data), others as they are."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return v
+    return float(v)
+
+
+def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
+                     dataset_kwargs: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """What identifies the private data set a run reads (see the module docstring).
+
+    Args:
+        dataset: dataset spec (``"digits"``, ``"image_folder:/data/x"``...).
+        dataset_root: the run's ``dataset_root`` (used when the spec has no path).
+        dataset_kwargs: the run's loader options.
+
+    Returns:
+        ``{"dataset": name, ["path": real path], ["options": {...}]}`` (JSON-ready). No file
+        is read: a ledger of old runs works after their files are gone.
+
+    Raises:
+        ConfigError: ``dataset``: not a non-empty string.
+    """
+    from ..data.datasets import DATASETS, parse_spec
+
+    if not isinstance(dataset, str) or not dataset.strip():
+        raise ConfigError("dataset", f"must be a dataset spec such as 'digits', got {dataset!r}")
+    name, arg = parse_spec(dataset.strip())
+    kwargs = dict(dataset_kwargs or {})
+    ident: dict[str, Any] = {"dataset": name}
+    path = arg or dataset_root or kwargs.get("root")
+    if path:
+        ident["path"] = os.path.realpath(os.path.expanduser(str(path)))
+    opts: dict[str, Any] = {}
+    try:  # the loader's defaults, so that an option left at its default is the same data set
+        params = inspect.signature(DATASETS.get(name)).parameters.values()
+        opts = {p.name: p.default for p in params
+                if p.default is not inspect.Parameter.empty and p.name not in SELECTOR_OPTIONS
+                and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+    except UnknownNameError:  # a data set no longer registered: its runs still count, by their options
+        pass
+    opts.update({k: v for k, v in kwargs.items() if k not in SELECTOR_OPTIONS})
+    if opts:
+        ident["options"] = {k: _number(opts[k]) for k in sorted(opts)}
+    return ident
+
+
+def _key_of(ident: Mapping[str, Any]) -> str:
+    blob = json.dumps(ident, sort_keys=True, separators=(",", ":"), default=str)
+    return f"{ident['dataset']}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+
+def dataset_key(dataset: str, dataset_root: Optional[str] = None,
+                dataset_kwargs: Optional[Mapping[str, Any]] = None) -> str:
+    """The ledger key ``<name>-<10 hex>`` of :func:`dataset_identity`."""
+    return _key_of(dataset_identity(dataset, dataset_root, dataset_kwargs))
+
+
+def config_dataset_key(config: Any, metrics: Optional[Mapping[str, Any]] = None) -> str:
+    """The ledger key of a run's config (a :class:`~mixdp_core.runs.runner.RunConfig` or its
+    ``to_dict()``, e.g. a stored record's ``config``).
+
+    ``metrics``: the stored run's metrics; when the config names its data by a *relative*
+    path, the absolute one the feature cache recorded (``features_meta``) is used, so the key
+    does not depend on the folder the ledger is read from.
+    """
+    get = config.get if isinstance(config, Mapping) else (lambda k, d=None: getattr(config, k, d))
+    dataset, root, kw = get("dataset"), get("dataset_root"), dict(get("dataset_kwargs") or {})
+    fm = (metrics or {}).get("features_meta") or {}
+    from ..data.datasets import parse_spec
+
+    _, arg = parse_spec(str(dataset or ""))
+    given = arg or root or kw.get("root")
+    if given and not os.path.isabs(os.path.expanduser(str(given))):
+        dk = fm.get("dataset_key") if isinstance(fm.get("dataset_key"), Mapping) else {}
+        recorded = dk.get("root") or dk.get("path") or fm.get("source_file")
+        if isinstance(recorded, str) and os.path.isabs(recorded):
+            return dataset_key(str(dataset).split(":", 1)[0] + ":" + recorded, None,
+                               {k: v for k, v in kw.items() if k != "root"})
+    return dataset_key(dataset, root, kw)
+
+
+# --------------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class LedgerRun:
+    """One run's entry in a data set's ledger.
+
+    Attributes:
+        run_id, method, status: as in the store.
+        kind: ``"private"``, ``"owner_view"`` (paragon: ε = ∞, not in the totals),
+            ``"public_only"`` (reads no private row: cost 0) or ``"running"``.
+        epsilon: the run's ε (accounted, as executed; the target ε for a running run);
+            ``None`` for a reference (``owner_view`` means ∞, ``public_only`` 0).
+        delta: the δ that ε refers to (``None`` for references).
+        event: the run's event as stored (:func:`~mixdp_core.accounting.event_to_dict`), or
+            ``None`` (older run, private selection): then it counts by basic composition.
+        flags: short notes (no stored event, replace-one, reproducible noise, owner's view...).
+        created_at: Unix seconds.
+    """
+
+    run_id: str
+    method: str
+    status: str
+    kind: str
+    epsilon: Optional[float]
+    delta: Optional[float]
+    event: Optional[dict]
+    flags: tuple[str, ...]
+    created_at: float
+
+    @property
+    def tight(self) -> bool:
+        """Whether the run enters the tight composition (private, event stored, add/remove)."""
+        return self.kind == KIND_PRIVATE and self.event is not None and FLAG_REPLACE_ONE not in self.flags
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["flags"] = list(self.flags)
+        return d
+
+
+@dataclass(frozen=True)
+class BudgetCap:
+    """A data set's cap: the basic total may not exceed ``epsilon`` (nor ``delta`` if set).
+
+    Attributes:
+        epsilon: ε > 0 (finite).
+        delta: δ in (0, 1), or ``None`` (only ε is capped).
+        dataset: the dataset spec the cap was set with (a label for listings).
+    """
+
+    epsilon: float
+    delta: Optional[float] = None
+    dataset: str = ""
+
+    def __post_init__(self) -> None:
+        eps = check_epsilon(self.epsilon, field="budget_cap")
+        if not math.isfinite(eps):
+            raise ConfigError("budget_cap", f"must be a finite ε > 0, got {self.epsilon!r}")
+        object.__setattr__(self, "epsilon", eps)
+        if self.delta is not None:
+            object.__setattr__(self, "delta", check_delta(self.delta, field="budget_cap_delta"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        return f"ε = {self.epsilon:g}" + (f", δ = {self.delta:g}" if self.delta is not None else "")
+
+
+@dataclass(frozen=True)
+class LedgerSummary:
+    """What one data set has spent (see the module docstring for every rule).
+
+    Attributes:
+        dataset_key: :func:`dataset_key` of the data set.
+        label: the dataset spec(s) its runs were launched with.
+        runs: the counted private runs (completed / cancelled), oldest first.
+        references: non-private runs on it (paragon flagged ``owner_view``; Only-Public,
+            zero-shot ``public_only``).
+        running: private runs still running (not in the totals; :func:`check_cap` charges
+            their target ε).
+        epsilon_basic, delta_basic: Σ ε_i and Σ δ_i of ``runs`` (basic composition: holds
+            for adaptively chosen runs).
+        delta_total: the δ of ``epsilon_tight`` (default Σ δ_i = ``delta_basic``).
+        epsilon_tight: ε at ``delta_total`` by tight composition of the stored events (runs
+            fixed in advance), runs without one added by basic composition; never above
+            ``epsilon_basic`` when ``delta_total >= delta_basic``; ``None`` when
+            ``delta_total >= 1`` (no guarantee) or no δ is left for the events.
+        accountant: the accountant of the tight composition (``None`` without events).
+        n_basic_only: runs counted by basic composition only (no event, replace-one).
+        cap: the data set's :class:`BudgetCap`, or ``None``.
+        epsilon_running: Σ target ε of ``running``.
+    """
+
+    dataset_key: str
+    label: str
+    runs: tuple[LedgerRun, ...]
+    references: tuple[LedgerRun, ...]
+    running: tuple[LedgerRun, ...]
+    epsilon_basic: float
+    delta_basic: float
+    delta_total: float
+    epsilon_tight: Optional[float]
+    accountant: Optional[str]
+    n_basic_only: int
+    cap: Optional[BudgetCap]
+    epsilon_running: float
+
+    @property
+    def n_private(self) -> int:
+        return len(self.runs)
+
+    @property
+    def cap_left(self) -> Optional[float]:
+        """ε the cap leaves (basic composition, running runs charged), or ``None`` without a cap."""
+        if self.cap is None:
+            return None
+        return self.cap.epsilon - self.epsilon_basic - self.epsilon_running
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: an infinite ε (a private run without a recorded ε) becomes ``None``."""
+        return _no_inf({
+            "dataset_key": self.dataset_key, "dataset": self.label, "n_private_runs": self.n_private,
+            "epsilon_basic": self.epsilon_basic, "delta_basic": self.delta_basic,
+            "epsilon_tight": self.epsilon_tight, "delta_total": self.delta_total, "accountant": self.accountant,
+            "n_basic_only": self.n_basic_only, "epsilon_running": self.epsilon_running,
+            "cap": self.cap.to_dict() if self.cap is not None else None, "cap_left": self.cap_left,
+            "runs": [r.to_dict() for r in self.runs], "references": [r.to_dict() for r in self.references],
+            "running": [r.to_dict() for r in self.running],
+        })
+
+
+def _no_inf(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _no_inf(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_no_inf(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _method_flags(method: str) -> tuple[bool, bool]:
+    """``(private, reads_private)`` of a registered method; ``(True, True)`` if unknown (the
+    conservative reading of a run whose method is no longer registered)."""
+    from ..methods import METHODS
+
+    try:
+        cls = METHODS.get(method)
+    except UnknownNameError:
+        return True, True
+    return bool(getattr(cls, "private", True)), bool(getattr(cls, "uses_private_data", True))
+
+
+def _finite(x: Any) -> Optional[float]:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _entry(rec: Any) -> Optional[LedgerRun]:
+    """The ledger entry of a stored run (``None`` for a run that does not count: failed)."""
+    m = rec.metrics or {}
+    method = rec.method or str(rec.config.get("method"))
+    private, reads = _method_flags(method)
+    common = dict(run_id=rec.run_id, method=method, status=rec.status, created_at=float(rec.created_at))
+    if rec.status == RUNNING:
+        if not private:
+            return None
+        return LedgerRun(kind=KIND_RUNNING, epsilon=_finite(rec.config.get("target_epsilon")),
+                         delta=_finite(rec.config.get("target_delta")), event=None, flags=(), **common)
+    if rec.status not in COUNTED_STATUSES:
+        return None
+    priv = m.get("privacy") if isinstance(m.get("privacy"), Mapping) else None
+    if "private" in m:
+        private = bool(m["private"]) or priv is not None
+    if not private:
+        if not reads or m.get("epsilon") == 0.0:
+            return LedgerRun(kind=KIND_PUBLIC_ONLY, epsilon=None, delta=None, event=None, flags=(FLAG_PUBLIC_ONLY,),
+                             **common)
+        return LedgerRun(kind=KIND_OWNER_VIEW, epsilon=None, delta=None, event=None, flags=(FLAG_OWNER_VIEW,),
+                         **common)
+    flags: list[str] = []
+    eps = _finite(m.get("epsilon", (priv or {}).get("epsilon")))
+    if eps is None:  # a private run without a recorded ε: nothing bounds it
+        eps = math.inf
+        flags.append("no ε recorded: counted as ∞")
+    delta = _finite(m.get("delta", (priv or {}).get("delta")))
+    if delta is None:
+        delta = _finite(rec.config.get("target_delta")) or 0.0
+    event = (priv or {}).get("event")
+    if event is not None:
+        try:
+            accounting.event_from_dict(event)
+        except ConfigError as e:  # a corrupt record: count it, by basic composition
+            event = None
+            flags.append(f"stored event unreadable ({e}): basic composition only")
+    if event is None and not any(f.startswith("stored event") for f in flags):
+        flags.append(FLAG_NO_EVENT)
+    if "replace-one" in str((priv or {}).get("mechanism", "")):
+        flags.append(FLAG_REPLACE_ONE)
+    if m.get("noise") == "reproducible":
+        flags.append(FLAG_REPRODUCIBLE)
+    return LedgerRun(kind=KIND_PRIVATE, epsilon=eps, delta=delta, event=dict(event) if event else None,
+                     flags=tuple(flags), **common)
+
+
+def _records_by_key(store: RunStore) -> dict[str, list[Any]]:
+    """Every stored run grouped by data set key, oldest first."""
+    out: dict[str, list[Any]] = {}
+    for rec in store.list_runs(newest_first=False):
+        try:
+            key = config_dataset_key(rec.config, rec.metrics)
+        except ConfigError:  # a config without a dataset: nothing to charge
+            continue
+        out.setdefault(key, []).append(rec)
+    return out
+
+
+# --------------------------------------------------------------------------- composition
+def _split_adaptive(ev: Any, pure: list, rest: list) -> None:
+    """Collect AdaptiveComposition's pure first parts in ``pure``, every other leaf in ``rest``."""
+    if isinstance(ev, accounting.AdaptiveComposition):
+        pure.append(ev.first_epsilon)
+        _split_adaptive(ev.then, pure, rest)
+    elif isinstance(ev, accounting.Composition):
+        for e in ev.events:
+            _split_adaptive(e, pure, rest)
+    else:
+        rest.append(ev)
+
+
+def tight_epsilon(events: Sequence[Any], *, delta: float) -> tuple[float, Optional[str]]:
+    """ε at ``delta`` of the events composed (mechanisms fixed in advance), and the accountant.
+
+    AdaptiveComposition parts add their pure ε (basic adaptive composition, as
+    :func:`~mixdp_core.accounting.epsilon` does for one); the rest is one
+    :class:`~mixdp_core.accounting.Composition` accounted with the default accountant
+    (exact μ-GDP when every part is Gaussian-family).
+    """
+    pure: list[float] = []
+    rest: list[Any] = []
+    for e in events:
+        _split_adaptive(e, pure, rest)
+    if not rest:
+        return math.fsum(pure), ("pure" if pure else None)
+    eps, used = accounting.epsilon_and_accountant(accounting.Composition(rest), delta=delta)
+    return math.fsum(pure) + float(eps), used
+
+
+# --------------------------------------------------------------------------- caps
+def _cap_key(key: str) -> str:
+    return CAP_PREFIX + key
+
+
+def get_cap(store: RunStore, key: str) -> Optional[BudgetCap]:
+    """The cap of data set ``key``, or ``None``.
+
+    Raises:
+        ConfigError: ``budget_cap``: the stored entry is unreadable (edited by hand).
+    """
+    text = store.get_meta(_cap_key(key))
+    if text is None:
+        return None
+    try:
+        d = json.loads(text)
+        return BudgetCap(epsilon=d["epsilon"], delta=d.get("delta"), dataset=str(d.get("dataset", "")))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ConfigError("budget_cap", f"stored cap of {key} is unreadable ({type(e).__name__}): "
+                                        f"set it again with `mixdp budget --dataset ... --cap EPS`") from None
+
+
+def set_cap(store: RunStore, key: str, epsilon: float, delta: Optional[float] = None, *,
+            dataset: str = "") -> BudgetCap:
+    """Set the cap of data set ``key`` (replacing any); returns it.
+
+    A cap below what the data set has already spent is accepted (it then refuses every
+    further private run); the CLI says so.
+
+    Raises:
+        ConfigError: ``budget_cap`` (ε not a finite number > 0) or ``budget_cap_delta``
+            (δ not in (0, 1)).
+    """
+    cap = BudgetCap(epsilon=epsilon, delta=delta, dataset=dataset)
+    store.set_meta(_cap_key(key), json.dumps(cap.to_dict(), sort_keys=True))
+    return cap
+
+
+def clear_cap(store: RunStore, key: str) -> bool:
+    """Remove the cap of data set ``key``; returns whether there was one."""
+    had = store.get_meta(_cap_key(key)) is not None
+    store.set_meta(_cap_key(key), None)
+    return had
+
+
+def capped_keys(store: RunStore) -> list[str]:
+    """Keys of every data set with a cap."""
+    return [k[len(CAP_PREFIX):] for k in store.meta_items(CAP_PREFIX)]
+
+
+# --------------------------------------------------------------------------- ledger
+def _summary(key: str, recs: Iterable[Any], cap: Optional[BudgetCap], delta_total: Optional[float]) -> LedgerSummary:
+    recs = list(recs)
+    entries = [e for e in (_entry(r) for r in recs) if e is not None]
+    runs = tuple(e for e in entries if e.kind == KIND_PRIVATE)
+    refs = tuple(e for e in entries if e.kind in (KIND_OWNER_VIEW, KIND_PUBLIC_ONLY))
+    running = tuple(e for e in entries if e.kind == KIND_RUNNING)
+    labels = sorted({str(r.dataset or r.config.get("dataset")) for r in recs})
+    label = ", ".join(labels) if labels else (cap.dataset if cap is not None and cap.dataset else key)
+
+    eps_basic = math.fsum(r.epsilon for r in runs)
+    delta_basic = math.fsum(r.delta for r in runs)
+    tight_runs = [r for r in runs if r.tight]
+    loose = [r for r in runs if not r.tight]
+    eps_loose, delta_loose = math.fsum(r.epsilon for r in loose), math.fsum(r.delta for r in loose)
+    if delta_total is None:
+        d_total = delta_basic  # the rule: the tight total is read at the δ the basic one holds at
+    else:
+        d_total = check_delta(delta_total, field="delta_total")
+    eps_tight: Optional[float]
+    used: Optional[str] = None
+    if not runs:
+        eps_tight = 0.0
+    elif d_total >= 1.0:
+        eps_tight = None  # Σ δ_i >= 1: no guarantee is left to state
+    else:
+        delta_events = math.fsum(r.delta for r in tight_runs)
+        # by default the events get exactly their own Σ δ (no subtraction round-off)
+        d_events = delta_events if delta_total is None else d_total - delta_loose
+        if tight_runs and d_events <= 0.0 or not tight_runs and d_total < delta_loose:
+            raise ConfigError("delta_total", f"must exceed {delta_loose:g}, the δ already taken by the "
+                                             f"{len(loose)} run(s) counted by basic composition, got {d_total:g}")
+        if not tight_runs:
+            eps_tight = eps_loose
+        else:
+            events = [accounting.event_from_dict(r.event) for r in tight_runs]
+            eps_events, used = tight_epsilon(events, delta=d_events)
+            basic_events = math.fsum(r.epsilon for r in tight_runs)
+            if d_events >= delta_events and basic_events < eps_events:
+                # both bound the same runs at this δ; the accountant's may be the looser one
+                # (e.g. RDP for DP-SGD runs that reported with PLD): report the smaller
+                eps_events, used = basic_events, "basic"
+            eps_tight = eps_events + eps_loose
+    return LedgerSummary(
+        dataset_key=key, label=label, runs=runs, references=refs, running=running,
+        epsilon_basic=eps_basic, delta_basic=delta_basic, delta_total=d_total, epsilon_tight=eps_tight,
+        accountant=used, n_basic_only=len(loose), cap=cap,
+        epsilon_running=math.fsum(r.epsilon or 0.0 for r in running),
+    )
+
+
+def dataset_ledger(store: RunStore, dataset_key: str, *, delta_total: Optional[float] = None) -> LedgerSummary:
+    """The ledger of one data set (see the module docstring for the rules).
+
+    Args:
+        store: the run store.
+        dataset_key: :func:`dataset_key` / :func:`config_dataset_key` of the data set.
+        delta_total: δ of the tight total; default Σ δ_i of the private runs.
+
+    Raises:
+        ConfigError: ``delta_total`` out of (0, 1) or not above the δ of the runs counted by
+            basic composition only.
+    """
+    recs = _records_by_key(store).get(dataset_key, [])
+    return _summary(dataset_key, recs, get_cap(store, dataset_key), delta_total)
+
+
+def dataset_ledgers(store: RunStore, *, delta_total: Optional[float] = None) -> list[LedgerSummary]:
+    """The ledger of every data set with a run or a cap in ``store``, most spent first."""
+    groups = _records_by_key(store)
+    keys = set(groups) | set(capped_keys(store))
+    out = [_summary(k, groups.get(k, []), get_cap(store, k), delta_total) for k in keys]
+    out = [s for s in out if s.runs or s.references or s.running or s.cap is not None]
+    return sorted(out, key=lambda s: (-s.epsilon_basic, s.label, s.dataset_key))
+
+
+def find_dataset(store: RunStore, name: str, dataset_root: Optional[str] = None,
+                 dataset_kwargs: Optional[Mapping[str, Any]] = None) -> str:
+    """The key a user means by ``name``: a key listed by ``mixdp budget`` (``digits-3fa2…``)
+    if one matches, else the key of the dataset spec ``name`` with these options.
+
+    Raises:
+        ConfigError: ``dataset``: neither a listed key nor a registered dataset spec (a cap on
+            a misspelt name would guard nothing); or a loader option it does not take.
+    """
+    from ..data.datasets import check_dataset_kwargs
+    from ..data.paths import resolve_dataset_spec
+
+    if dataset_root is None and not dataset_kwargs:
+        if store.get_meta(_cap_key(name)) is not None or name in _records_by_key(store):
+            return name
+    resolve_dataset_spec(name, confine=False, field="dataset")
+    check_dataset_kwargs(name, dict(dataset_kwargs or {}))
+    return dataset_key(name, dataset_root, dataset_kwargs)
+
+
+# --------------------------------------------------------------------------- the check
+def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) -> None:
+    """Refuse ``configs`` (about to run) if they would take a data set above its cap.
+
+    Per data set with a cap: spent (basic composition of the counted runs) + target ε of the
+    runs still running + Σ target ε of the new private ``configs`` must stay ≤ the cap's ε
+    (and likewise Σ δ ≤ the cap's δ, when it has one). Non-private references are not charged
+    (paragon's outputs are the owner's view; Only-Public reads no private row). With
+    ``reuse``, a config whose identical run is stored completed is not charged (it will not
+    run again). Nothing is written.
+
+    Raises:
+        BudgetError: field ``budget_cap``, one line with the data set, the numbers and what
+            to change.
+    """
+    if not configs:
+        return
+    caps = set(capped_keys(store))
+    if not caps:
+        return  # the common case: one query, no ledger
+    new: dict[str, list[Any]] = {}
+    for c in configs:
+        private, _ = _method_flags(c.method)
+        if not private:
+            continue
+        key = config_dataset_key(c)
+        if key not in caps:
+            continue
+        if reuse and store.find_completed(c.config_hash()) is not None:
+            continue
+        new.setdefault(key, []).append(c)
+    if not new:
+        return
+    groups = _records_by_key(store)
+    for key, cs in new.items():
+        cap = get_cap(store, key)
+        if cap is None:  # removed meanwhile
+            continue
+        recs = groups.get(key, [])
+        entries = [e for e in (_entry(r) for r in recs) if e is not None]
+        spent = math.fsum(e.epsilon for e in entries if e.kind == KIND_PRIVATE)
+        in_flight = math.fsum(e.epsilon or 0.0 for e in entries if e.kind == KIND_RUNNING)
+        n_priv = sum(e.kind == KIND_PRIVATE for e in entries)
+        n_run = sum(e.kind == KIND_RUNNING for e in entries)
+        want = math.fsum(float(c.target_epsilon) for c in cs)
+        label = cs[0].dataset
+        what = f"this run's target ε = {want:g}" if len(cs) == 1 else f"these {len(cs)} runs' target ε sum to {want:g}"
+        running_txt = f" + {in_flight:.4g} running ({n_run} run(s))" if n_run else ""
+        total = spent + in_flight + want
+        # a relative slack of 1e-9: a cap met exactly (e.g. 3 runs of ε = 1 under a cap of 3) is allowed
+        if total > cap.epsilon * (1 + 1e-9):
+            raise BudgetError("budget_cap", (
+                f"data set {label} ({key}) has spent ε = {spent:.4g} (basic composition of {n_priv} private run(s))"
+                f"{running_txt}; {what} would bring it to {total:.4g} > its cap ε = {cap.epsilon:g}: "
+                f"lower epsilon, or raise the cap with `mixdp budget --dataset {label} --cap EPS`"))
+        if cap.delta is not None:
+            d_spent = math.fsum(e.delta for e in entries if e.kind == KIND_PRIVATE)
+            d_run = math.fsum(e.delta or 0.0 for e in entries if e.kind == KIND_RUNNING)
+            d_total = d_spent + d_run + math.fsum(float(c.target_delta) for c in cs)
+            if d_total > cap.delta * (1 + 1e-9):
+                raise BudgetError("budget_cap", (
+                    f"data set {label} ({key}) has spent δ = {d_spent:.3g} (basic composition of {n_priv} private "
+                    f"run(s)); the new run(s) would bring it to {d_total:.3g} > its cap δ = {cap.delta:g}: lower "
+                    f"delta, or raise the cap with `mixdp budget --dataset {label} --cap EPS --delta D`"))
+
+
+def check_cap(store: RunStore, config: Any, *, reuse: bool = False) -> None:
+    """:func:`check_caps` for one run config (call it before anything runs)."""
+    check_caps(store, [config], reuse=reuse)

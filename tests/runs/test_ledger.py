@@ -1,0 +1,239 @@
+"""The data-set privacy ledger (mixdp_core.runs.ledger): totals, references, caps, CLI.
+
+Real runs go through the real runner on digits (pixels) into a temporary store; every total
+is checked against an independent recomputation from the accounting module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from mixdp_core import accounting as A
+from mixdp_core.cli import main
+from mixdp_core.errors import BudgetError, ConfigError
+from mixdp_core.runs import COMPLETED, RunStore
+from mixdp_core.runs import ledger as L
+from mixdp_core.runs.runner import RunConfig, execute
+
+SIGMA = 20.0
+
+
+def _cfg(method, eps=1.0, seed=0, **kw):
+    params = {"noise_multiplier": SIGMA} if method in ("adamix", "ngd", "fully_private") else {}
+    return RunConfig(dataset="digits", encoder="pixels", method=method, seed=seed, target_epsilon=eps,
+                     method_params=params, **kw)
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory, digits_features):
+    """A store with two private runs (AdaMix ε = 1, NGD ε = 0.5, other split seeds), the
+    paragon and Only-Public on the same data set."""
+    st = RunStore(tmp_path_factory.mktemp("ledger"))
+    ids = {
+        "adamix": execute(_cfg("adamix", 1.0, seed=0), store=st, features=digits_features),
+        "ngd": execute(_cfg("ngd", 0.5, seed=1), store=st, features=digits_features),
+        # a few private rows: the paragon fits in a second; the ledger reads only its record
+        "paragon": execute(_cfg("paragon", private_per_class=10), store=st, features=digits_features),
+        "only_public": execute(_cfg("only_public"), store=st, features=digits_features),
+    }
+    return st, ids
+
+
+def _n_runs(st):
+    return len(st.list_runs())
+
+
+def test_ledger_totals_match_an_independent_recomputation(filled):
+    st, ids = filled
+    key = L.dataset_key("digits")
+    s = L.dataset_ledger(st, key)
+    m = {k: st.get_run(r).metrics for k, r in ids.items()}
+    assert [r.run_id for r in s.runs] == [ids["adamix"], ids["ngd"]]
+    # each run's stored event is the mechanism as executed: T full-batch Gaussian releases at σ
+    for name, r in zip(("adamix", "ngd"), s.runs):
+        assert A.event_from_dict(r.event) == A.ComposedGaussian(SIGMA, m[name]["steps"])
+        assert r.epsilon == m[name]["epsilon"] and r.delta == 1e-5 and r.flags == ()
+    e1, e2 = m["adamix"]["epsilon"], m["ngd"]["epsilon"]
+    assert 0 < e1 <= 1.0 and 0 < e2 <= 0.5
+    # basic composition: Σ ε_i at Σ δ_i
+    assert s.epsilon_basic == pytest.approx(e1 + e2, rel=1e-12)
+    assert s.delta_basic == pytest.approx(2e-5) and s.delta_total == pytest.approx(2e-5)
+    # tight: μ² add up (one ComposedGaussian with T1 + T2 steps), at δ_total = Σ δ_i
+    T = m["adamix"]["steps"] + m["ngd"]["steps"]
+    expected = A.epsilon(A.ComposedGaussian(SIGMA, T), delta=2e-5)
+    assert s.epsilon_tight == pytest.approx(expected, rel=1e-9)
+    assert s.epsilon_tight == pytest.approx(A.gaussian_epsilon(math.sqrt(T) / SIGMA, delta=2e-5), rel=1e-9)
+    assert s.accountant == "gdp" and s.epsilon_tight < s.epsilon_basic and s.n_basic_only == 0
+    # another δ_total: the tight total moves with it, the basic one does not
+    s4 = L.dataset_ledger(st, key, delta_total=1e-4)
+    assert s4.epsilon_tight == pytest.approx(A.epsilon(A.ComposedGaussian(SIGMA, T), delta=1e-4), rel=1e-9)
+    assert s4.epsilon_basic == s.epsilon_basic
+    with pytest.raises(ConfigError) as ei:
+        L.dataset_ledger(st, key, delta_total=2.0)
+    assert ei.value.field == "delta_total"
+
+
+def test_references_are_flagged_and_left_out_of_the_totals(filled):
+    st, ids = filled
+    s = L.dataset_ledger(st, L.dataset_key("digits"))
+    refs = {r.method: r for r in s.references}
+    assert set(refs) == {"paragon", "only_public"}
+    assert refs["paragon"].kind == L.KIND_OWNER_VIEW and refs["paragon"].epsilon is None
+    assert any("owner's view, not private" in f for f in refs["paragon"].flags)
+    assert refs["only_public"].kind == L.KIND_PUBLIC_ONLY and "cost 0" in refs["only_public"].flags[0]
+    assert s.n_private == 2  # neither reference counts as a private run
+    json.dumps(s.to_dict(), allow_nan=False)  # JSON-ready (no ∞ in the totals)
+
+
+def test_cap_refuses_a_run_before_anything_runs(filled, digits_features):
+    st, ids = filled
+    key = L.dataset_key("digits")
+    spent = L.dataset_ledger(st, key).epsilon_basic
+    L.set_cap(st, key, spent + 0.3, dataset="digits")
+    try:
+        before = _n_runs(st)
+        seen = []
+        with pytest.raises(BudgetError) as ei:
+            execute(_cfg("adamix", 0.5, seed=5), store=st, features=digits_features, on_record=seen.append)
+        e = ei.value
+        assert e.field == "budget_cap" and len(str(e).splitlines()) == 1 and str(e).startswith("budget_cap:")
+        assert f"{spent:.4g}" in str(e) and "0.5" in str(e) and f"{spent + 0.3:g}" in str(e)
+        assert seen == [] and _n_runs(st) == before  # no step, no run row
+        L.check_cap(st, _cfg("adamix", 0.25, seed=5))  # within the cap: accepted
+        L.check_cap(st, _cfg("paragon"))  # references are not charged
+        L.check_cap(st, _cfg("adamix", 1.0, seed=0), reuse=True)  # identical stored run: reused, costs nothing
+        with pytest.raises(BudgetError):
+            L.check_cap(st, _cfg("adamix", 1.0, seed=0))
+        # a grid: its private runs add up (0.2 each, 0.4 > the 0.3 left)
+        L.check_caps(st, [_cfg("adamix", 0.2, seed=7)])
+        with pytest.raises(BudgetError, match="2 runs' target ε sum to 0.4"):
+            L.check_caps(st, [_cfg("adamix", 0.2, seed=7), _cfg("ngd", 0.2, seed=8), _cfg("only_public")])
+        # a run still running is charged at its target ε
+        rid = st.create_run(_cfg("ngd", 0.2, seed=9).to_dict(), config_hash="x")
+        try:
+            assert [r.run_id for r in L.dataset_ledger(st, key).running] == [rid]
+            with pytest.raises(BudgetError, match="running"):
+                L.check_cap(st, _cfg("adamix", 0.2, seed=7))
+        finally:
+            st.delete_run(rid, force=True)
+        # a δ cap
+        L.set_cap(st, key, 100.0, 2.5e-5, dataset="digits")
+        with pytest.raises(BudgetError, match="δ"):
+            L.check_cap(st, _cfg("adamix", 0.25, seed=5))
+    finally:
+        assert L.clear_cap(st, key)
+    L.check_cap(st, _cfg("adamix", 5.0, seed=5))  # no cap: anything goes
+    assert not L.clear_cap(st, key)
+
+
+def test_cli_budget_lists_sets_and_enforces_the_cap(filled, capsys, tmp_path, monkeypatch):
+    st, ids = filled
+    monkeypatch.setenv("MIXDP_CACHE", str(tmp_path / "cache"))
+    s = L.dataset_ledger(st, L.dataset_key("digits"))
+    assert main(["budget", "--store", str(st.root), "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 1 and rows[0]["dataset"] == "digits" and rows[0]["n_private_runs"] == 2
+    assert rows[0]["epsilon_basic"] == pytest.approx(s.epsilon_basic)
+    assert rows[0]["epsilon_tight"] == pytest.approx(s.epsilon_tight) and rows[0]["cap"] is None
+    try:
+        assert main(["budget", "--store", str(st.root), "--dataset", "digits", "--cap", f"{s.epsilon_basic + 0.1}"]) == 0
+        out = capsys.readouterr().out
+        assert "spent (basic)" in out and "spent (tight)" in out and "owner's view, not private" in out
+        assert L.get_cap(st, s.dataset_key).epsilon == pytest.approx(s.epsilon_basic + 0.1)
+        before = _n_runs(st)
+        rc = main(["train", "--store", str(st.root), "--method", "adamix", "--epsilon", "0.5",
+                   "--noise-multiplier", "20", "--no-progress", "--json"])
+        out, err = capsys.readouterr()
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "budget_cap" in err
+        assert _n_runs(st) == before
+        # a sweep is checked as a whole: two runs that each fit, but not together
+        rc = main(["sweep", "--store", str(st.root), "--methods", "adamix,paragon", "--epsilons", "0.05,0.06",
+                   "--param", "noise_multiplier=200", "--workers", "1", "--no-progress"])
+        err = capsys.readouterr().err
+        assert rc == 2 and "budget_cap" in err and "sum to 0.11" in err and _n_runs(st) == before
+    finally:
+        assert main(["budget", "--store", str(st.root), "--dataset", "digits", "--clear-cap"]) == 0
+    assert L.get_cap(st, s.dataset_key) is None
+    capsys.readouterr()
+    for argv, field in ((["--cap", "2"], "dataset"), (["--dataset", "digits", "--cap", "-1"], "budget_cap"),
+                        (["--dataset", "digits", "--cap", "1", "--delta", "3"], "budget_cap_delta"),
+                        (["--dataset", "digits", "--delta", "1e-5"], "delta"),
+                        (["--dataset", "digitz", "--cap", "1"], "dataset")):
+        assert main(["budget", "--store", str(st.root), *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"error: {field}:" in err, err
+
+
+# --------------------------------------------------------------------------- stored records
+def _record(st, method, *, eps, delta=1e-5, event=None, mechanism="m", status=COMPLETED, **extra):
+    cfg = {"dataset": "synthetic", "encoder": "pixels", "method": method, "seed": 0, "target_epsilon": eps,
+           "target_delta": delta, "dataset_kwargs": {"classes": 4}}
+    rid = st.create_run(cfg, config_hash=f"h-{method}-{eps}")
+    privacy = {"epsilon": eps, "delta": delta, "mechanism": mechanism,
+               "event": A.event_to_dict(event) if event is not None else None}
+    st.finish(rid, status, metrics={"private": True, "epsilon": eps, "delta": delta, "privacy": privacy, **extra})
+    return rid
+
+
+def test_old_runs_adaptive_parts_and_replace_one(tmp_path):
+    st = RunStore(tmp_path)
+    g = A.ComposedGaussian(10.0, 30)
+    ad = A.AdaptiveComposition(A.PureDP(0.1), A.PoissonSubsampledGaussian(10.0, 1.0, 20))  # q = 1: exact GDP
+    e_g, e_ad = A.epsilon(g, delta=1e-5), A.epsilon(ad, delta=1e-5)
+    _record(st, "ngd", eps=e_g, event=g)
+    _record(st, "dp_sgd", eps=e_ad, event=ad)
+    _record(st, "adamix", eps=0.7)  # an old run: no stored event
+    _record(st, "dppl_mean", eps=0.4, event=A.ZCDP(0.01), mechanism="zCDP [neighbouring: replace-one (...)]")
+    _record(st, "ngd", eps=9.0, event=g, status="failed")  # failed: released nothing, not counted
+    _record(st, "ngd", eps=0.3, event=g, noise="reproducible")
+    s = L.dataset_ledger(st, L.dataset_key("synthetic", dataset_kwargs={"classes": 4.0}))
+    assert s.n_private == 5 and s.n_basic_only == 2
+    flags = {r.method: r.flags for r in s.runs}
+    assert L.FLAG_NO_EVENT in flags["adamix"] and L.FLAG_REPLACE_ONE in flags["dppl_mean"]
+    assert any("reproducible" in f for r in s.runs for f in r.flags)
+    assert s.epsilon_basic == pytest.approx(e_g + e_ad + 0.7 + 0.4 + 0.3)
+    assert s.delta_basic == pytest.approx(5e-5)
+    # tight: the basic-only runs keep their own (ε, δ); the events share the rest of δ_total;
+    # the adaptive run's pure ε adds; its Gaussian part composes with the others (μ² add up)
+    mu2 = 30 / 100 + 20 / 100 + 30 / 100
+    expected = 0.1 + A.gaussian_epsilon(math.sqrt(mu2), delta=3e-5) + 0.7 + 0.4
+    assert s.epsilon_tight == pytest.approx(expected, rel=1e-9)
+    assert s.epsilon_tight < s.epsilon_basic
+    with pytest.raises(ConfigError) as ei:  # no δ left for the events
+        L.dataset_ledger(st, s.dataset_key, delta_total=2e-5)
+    assert ei.value.field == "delta_total"
+
+
+def test_tight_is_never_reported_above_basic(tmp_path):
+    """One DP-SGD run reported with a tighter accountant than the default one (PLD vs RDP):
+    the basic total, also valid at that δ, is reported instead of the looser composition."""
+    st = RunStore(tmp_path)
+    ev = A.PoissonSubsampledGaussian(1.0, 0.01, 1000)
+    eps_pld = A.epsilon(ev, delta=1e-5, accountant="pld")
+    assert eps_pld < A.epsilon(ev, delta=1e-5)
+    _record(st, "dp_sgd", eps=eps_pld, event=ev)
+    s = L.dataset_ledger(st, L.dataset_key("synthetic", dataset_kwargs={"classes": 4}))
+    assert s.epsilon_tight == pytest.approx(eps_pld) and s.accountant == "basic"
+
+
+def test_dataset_identity(tmp_path, monkeypatch):
+    k = L.dataset_key
+    # partition and subset options, the encoder: the same people
+    assert k("digits") == k("digits", dataset_kwargs={"test_fraction": 0.2, "split_seed": 3})
+    assert L.config_dataset_key(_cfg("adamix")) == L.config_dataset_key(
+        RunConfig(dataset="digits", encoder="efficientnet_lite0", method="paragon", seed=4))
+    # content options count, with the loader's defaults filled in
+    assert k("synthetic") == k("synthetic", dataset_kwargs={"classes": 10, "dim": 64.0})
+    assert k("synthetic") != k("synthetic", dataset_kwargs={"classes": 12})
+    assert k("synthetic") != k("synthetic", dataset_kwargs={"data_seed": 1})
+    assert k("digits") != k("synthetic")
+    # folders by real path, whatever the working directory or the subset read
+    (tmp_path / "imgs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert k("image_folder:imgs") == k(f"image_folder:{tmp_path / 'imgs'}") == k(
+        "image_folder", dataset_root=str(tmp_path / "imgs"), dataset_kwargs={"max_per_class": 5})
+    assert k("image_folder:imgs") != k(f"image_folder:{tmp_path}")
+    assert k("digits").startswith("digits-")

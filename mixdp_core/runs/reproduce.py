@@ -1083,7 +1083,7 @@ def _sparse_epsilon(ctx: Context) -> FigureOutput:
     cfg = dict(lr_cls=0.8, lr_body=float(p["lr_body"]), clip_norm=1.0, momentum=0.9, warmup_epochs=1.0, seed=0,
                device="cpu", arch=str(p["arch"]), width=int(p["width"]), gn_groups=int(p["gn_groups"]),
                pretrain_epochs=int(p["pretrain_epochs"]), pretrain_batch_size=64, epochs=int(p["epochs"]),
-               batch_size=int(p["batch_size"]), conv_fraction=0.01)
+               batch_size=int(p["batch_size"]), conv_fraction=0.01, pdp_overhead=0.0)  # no pDP shown here
     data = _digits_transfer() if ctx.dataset == "digits" else _folder_transfer(ctx, p)
     pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])
     items = [(mode, e, s) for e in eps for mode in modes for s in seeds]
@@ -1131,7 +1131,7 @@ def _sparse_layers(ctx: Context) -> FigureOutput:
     cfg = dict(lr_cls=0.8, lr_body=float(p["lr_body"]), clip_norm=1.0, momentum=0.9, warmup_epochs=1.0, seed=0,
                device="cpu", arch=str(p["arch"]), width=int(p["width"]), gn_groups=int(p["gn_groups"]),
                pretrain_epochs=int(p["pretrain_epochs"]), pretrain_batch_size=64, epochs=int(p["epochs"]),
-               batch_size=int(p["batch_size"]), conv_fraction=0.01)
+               batch_size=int(p["batch_size"]), conv_fraction=0.01, pdp_overhead=0.0)  # no pDP shown here
     data = _digits_transfer() if ctx.dataset == "digits" else _folder_transfer(ctx, p)
     pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])
     runs = [("full", "magnitude"), ("all", "magnitude"), ("all", "random")]

@@ -62,3 +62,14 @@ def test_dp_linear_probe_reports_count_plus_steps_recomputed_with_dp_accounting(
     indep = 0.02 * 1.0 + acc.get_epsilon(1e-5)
     assert m.privacy_.epsilon == pytest.approx(indep, rel=1e-9) and m.privacy_.epsilon <= 1.0
     assert "adaptive" in m.privacy_.mechanism and m.n_used_ == round(m.n_used_)
+
+
+@pytest.mark.parametrize("accountant", ["pld", "rdp", "prv"])
+def test_full_batch_with_a_count_calibrates_under_every_accountant(accountant):
+    """q = 1 (the expected batch covers the released count): the exact GDP closed form, as reported."""
+    count = accounting.PureDP(epsilon=0.04)
+    s = accounting.calibrate_dpsgd_noise(sample_rate=1.0, steps=50, target_epsilon=2.0, target_delta=1e-5,
+                                         accountant=accountant, also=count)
+    exact = accounting.epsilon(accounting.AdaptiveComposition(count, accounting.PoissonSubsampledGaussian(s, 1.0, 50)),
+                               delta=1e-5)
+    assert 2.0 - 1e-3 < exact <= 2.0

@@ -23,7 +23,8 @@
 # feature cache, ~1 h 35 min with the features already cached.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CIFAR=${1:?usage: scripts/make_results.sh CIFAR10_DIR [STORE_DIR] [PACS_DIR]}
+CIFAR=${1:-}  # only the tables that read CIFAR-10 need it (need_cifar); regimes and ablation do not
+need_cifar() { : "${CIFAR:?usage: scripts/make_results.sh CIFAR10_DIR [STORE_DIR] [PACS_DIR] (this table reads CIFAR-10)}"; }
 STORE=${2:-$(mktemp -d)}
 PACS=${3:-}
 EPS=${EPS:-0.5,1,3,8}
@@ -47,11 +48,13 @@ digits() {  # docs/results/digits.md
 }
 
 cifar10() {  # docs/results/cifar10.md
+  need_cifar
   "${R[@]}" adamix_epsilon "${AM[@]}" "${CIFAR500[@]}" --doc cifar10.md --stem cifar10_efficientnet \
     --section "CIFAR-10 subset, efficientnet_lite0 features (D = 1280, image_size 128)"
 }
 
 fewshot() {  # docs/results/fewshot.md: few public shots, tens of private samples per class, domain shift
+  need_cifar
   "${R[@]}" fewshot "${AM[@]}" --set public_per_class=1 --doc fewshot.md --stem fewshot_digits_pixels_1shot \
     --section "digits, pixels, 1 public / class (~125 private / class)"
   "${R[@]}" fewshot "${AM[@]}" "${EFF[@]}" --doc fewshot.md --stem fewshot_digits_eff_2shot \
@@ -99,6 +102,7 @@ fewshot() {  # docs/results/fewshot.md: few public shots, tens of private sample
 }
 
 prototypes() {  # docs/results/prototypes.md
+  need_cifar
   "${R[@]}" prototypes --seeds "$PSEEDS" --doc prototypes.md --stem prototypes_digits_pixels --section "digits / pixels"
   "${R[@]}" prototypes --seeds "$PSEEDS" "${EFF[@]}" --doc prototypes.md --stem prototypes_digits_efficientnet_lite0 \
     --section "digits / efficientnet_lite0"
@@ -107,6 +111,7 @@ prototypes() {  # docs/results/prototypes.md
 }
 
 sparse_finetune() {  # docs/results/sparse_finetune.md (the DP-overhead table there: benchmarks/sparse_finetune.py)
+  need_cifar
   "${R[@]}" sparse_layers --seeds "$PSEEDS" --doc sparse_layers.md --stem sparse_layers_digits \
     --section "digits (classes 0–4 → 5–9), ε = 1"
   "${R[@]}" sparse_epsilon --seeds "$PSEEDS" --doc sparse_epsilon.md --stem sparse_epsilon_digits \
@@ -123,7 +128,7 @@ ablation() {  # docs/results/ablation.md: AdaMix Fig. 5, one ingredient at a tim
     --section "digits, pixels, 2 public / class"
 }
 
-regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/make_results.sh - STORE): the
+regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/make_results.sh '' STORE): the
   # synthetic regime family (hours on 2 cores; minutes with a GPU and
   # 16 cores: RSEEDS=0,1,2,3 WORKERS=12). Each regime is its own section, then the whole family at once (reusing
   # the stored runs) for the property summary.

@@ -406,7 +406,10 @@ def calibrate_dpsgd_noise(
         return exact
     sigma_rdp = _calibrate_rdp(q, T, e, d, start=exact)
     # RDP: that answer; PRV / PLD (tighter): the safe-side search from it.
-    sig = acc.dpsgd_sigma(sample_rate=q, steps=T, delta=d, target_epsilon=e, sigma_rdp=sigma_rdp)
+    sig = sigma_rdp
+    if acc.dpsgd_search:
+        sig = _smallest_sigma(lambda s: acc.dpsgd_search_epsilon(s, sample_rate=q, steps=T, delta=d), e, sigma_rdp,
+                              rtol=1e-3, factor=1.25)
     # Final guard (the searches only return verified values; this re-checks the public path).
     for _ in range(100):
         if epsilon(PoissonSubsampledGaussian(sig, q, T), delta=d, accountant=accountant) <= e:

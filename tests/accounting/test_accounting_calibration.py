@@ -135,3 +135,17 @@ def test_lazy_rdp_order_search_equals_all_orders(q, sigma, T, dlt):
     assert A.epsilon(ev, delta=dlt) == pytest.approx(full, rel=1e-12)
     # δ(ε) through RDP inverts ε(δ) (same conversion, same orders)
     assert A.delta(ev, epsilon=full) <= dlt * (1 + 1e-9)
+
+
+def test_calibration_imports_the_accountants_and_never_the_other_way_round():
+    """One way: only calibration searches; an accountant answers ε (the ledger issue's cycle)."""
+    import ast
+    from pathlib import Path
+
+    import mixdp_core.accounting as pkg
+
+    root = Path(pkg.__file__).parent
+    for name in ("accountant.py", "backends.py", "events.py", "conversions.py", "gaussian.py"):
+        tree = ast.parse((root / name).read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert "calibration" not in imported, f"{name} imports calibration"

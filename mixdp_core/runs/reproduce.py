@@ -977,17 +977,15 @@ def _sft_train(item: tuple[str, float, int], shared: Mapping[str, Any]) -> dict[
                 layer_stats=list(getattr(m, "layer_stats_", []) or []))
 
 
-@figure("sparse_finetune", "Sparse DP fine-tuning ablation", "Luo et al. (CVPR 2021), ablation of trainable parts",
-        epsilons=[0.5, 1.0, 1.5], seeds=[0], epochs=20, pretrain_epochs=30, batch_size=200, source_per_class=400,
-        private_per_class=200, test_per_class=100, image_size=None, arch="small_cnn", width=16, gn_groups=4,
-        lr_body=0.1)
-def _sparse_finetune(ctx: Context) -> FigureOutput:
+def _sft_setup(ctx: Context, figure_name: str, **extra: Any) -> tuple[dict[str, Any], dict[str, Any], Any, float]:
+    """What every sparse fine-tuning figure shares: the data check, the training config, the
+    transfer data and one public pre-training. Returns ``(config, data, pretrained, seconds)``;
+    ``extra`` adds config fields (e.g. ``pdp_overhead=0.0`` where no pDP is shown)."""
     from ..methods.finetune import SparseFinetune
 
     p = ctx.params
-    eps, seeds = [float(e) for e in p["epsilons"]], [int(s) for s in p["seeds"]]
     if ctx.dataset != "digits" and ctx.public_from is None and not ctx.dataset.startswith("image_folder"):
-        raise ConfigError("dataset", f"figure 'sparse_finetune' takes digits, an image_folder (its first half of "
+        raise ConfigError("dataset", f"figure {figure_name!r} takes digits, an image_folder (its first half of "
                                      f"the classes is the source) or --public-from SOURCE; got {ctx.dataset!r}")
     # paper Sec. 5.8 where possible (lr_cls 0.8, C = 1, momentum 0.9, 1 warm-up epoch, p = 1 %), few
     # epochs and small batches for a CPU; lr_body 0.1 (paper 0.01 over 200 epochs) from a two-value pilot
@@ -995,11 +993,22 @@ def _sparse_finetune(ctx: Context) -> FigureOutput:
     cfg = dict(lr_cls=0.8, lr_body=float(p["lr_body"]), clip_norm=1.0, momentum=0.9, warmup_epochs=1.0, seed=0,
                device="cpu", arch=str(p["arch"]), width=int(p["width"]), gn_groups=int(p["gn_groups"]),
                pretrain_epochs=int(p["pretrain_epochs"]),
-               pretrain_batch_size=64, epochs=int(p["epochs"]), batch_size=int(p["batch_size"]), conv_fraction=0.01)
+               pretrain_batch_size=64, epochs=int(p["epochs"]), batch_size=int(p["batch_size"]), conv_fraction=0.01,
+               **extra)
     data = _digits_transfer() if ctx.dataset == "digits" else _folder_transfer(ctx, p)
     t_pre = time.perf_counter()
     pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])  # once, shared by every run
-    t_pre = time.perf_counter() - t_pre
+    return cfg, data, pre, time.perf_counter() - t_pre
+
+
+@figure("sparse_finetune", "Sparse DP fine-tuning ablation", "Luo et al. (CVPR 2021), ablation of trainable parts",
+        epsilons=[0.5, 1.0, 1.5], seeds=[0], epochs=20, pretrain_epochs=30, batch_size=200, source_per_class=400,
+        private_per_class=200, test_per_class=100, image_size=None, arch="small_cnn", width=16, gn_groups=4,
+        lr_body=0.1)
+def _sparse_finetune(ctx: Context) -> FigureOutput:
+    p = ctx.params
+    eps, seeds = [float(e) for e in p["epsilons"]], [int(s) for s in p["seeds"]]
+    cfg, data, pre, t_pre = _sft_setup(ctx, "sparse_finetune")
     items = [(mode, e, s) for e in eps for mode in SFT_MODES for s in seeds]
     if ctx.on_start is not None:
         ctx.on_start(len(items), 0)
@@ -1069,23 +1078,13 @@ FIG_SIZE = {"dppl_imbalance": (11, 4.5), "prototypes": (11, 8), "sparse_layers":
 def _sparse_epsilon(ctx: Context) -> FigureOutput:
     """Test accuracy vs target ε of sparse fine-tuning and whole-network DP-SGD (one pre-trained
     network shared by every run; σ calibrated per ε by the accounting module)."""
-    from ..methods.finetune import SparseFinetune
-
     p = ctx.params
     eps, seeds = [float(e) for e in p["epsilons"]], [int(s) for s in p["seeds"]]
     modes = [str(m) for m in p["modes"]]
     bad = [m for m in modes if m not in SFT_MODES]
     if bad:
         raise ConfigError("modes", f"unknown mode {bad[0]!r}; choose from {', '.join(SFT_MODES)}")
-    if ctx.dataset != "digits" and ctx.public_from is None and not ctx.dataset.startswith("image_folder"):
-        raise ConfigError("dataset", f"figure 'sparse_epsilon' takes digits, an image_folder or --public-from SOURCE; "
-                                     f"got {ctx.dataset!r}")
-    cfg = dict(lr_cls=0.8, lr_body=float(p["lr_body"]), clip_norm=1.0, momentum=0.9, warmup_epochs=1.0, seed=0,
-               device="cpu", arch=str(p["arch"]), width=int(p["width"]), gn_groups=int(p["gn_groups"]),
-               pretrain_epochs=int(p["pretrain_epochs"]), pretrain_batch_size=64, epochs=int(p["epochs"]),
-               batch_size=int(p["batch_size"]), conv_fraction=0.01, pdp_overhead=0.0)  # no pDP shown here
-    data = _digits_transfer() if ctx.dataset == "digits" else _folder_transfer(ctx, p)
-    pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])
+    cfg, data, pre, _ = _sft_setup(ctx, "sparse_epsilon", pdp_overhead=0.0)  # no pDP shown here
     items = [(mode, e, s) for e in eps for mode in modes for s in seeds]
     res = map_trainings(_sft_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
                         shared={"data": data, "config": cfg, "pretrained": pre})
@@ -1121,19 +1120,9 @@ def _sparse_layers(ctx: Context) -> FigureOutput:
     per step σ C √k over the RMS norm of the clipped gradient sum on the same entries (owner's
     view: unnoised private gradients, read where training has them), and per conv layer the
     share of weights each mask keeps (public: a function of the public model)."""
-    from ..methods.finetune import SparseFinetune
-
     p = ctx.params
     eps, seeds = float(p["epsilons"][0]), [int(s) for s in p["seeds"]]
-    if ctx.dataset != "digits" and ctx.public_from is None and not ctx.dataset.startswith("image_folder"):
-        raise ConfigError("dataset", f"figure 'sparse_layers' takes digits, an image_folder or --public-from SOURCE; "
-                                     f"got {ctx.dataset!r}")
-    cfg = dict(lr_cls=0.8, lr_body=float(p["lr_body"]), clip_norm=1.0, momentum=0.9, warmup_epochs=1.0, seed=0,
-               device="cpu", arch=str(p["arch"]), width=int(p["width"]), gn_groups=int(p["gn_groups"]),
-               pretrain_epochs=int(p["pretrain_epochs"]), pretrain_batch_size=64, epochs=int(p["epochs"]),
-               batch_size=int(p["batch_size"]), conv_fraction=0.01, pdp_overhead=0.0)  # no pDP shown here
-    data = _digits_transfer() if ctx.dataset == "digits" else _folder_transfer(ctx, p)
-    pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])
+    cfg, data, pre, _ = _sft_setup(ctx, "sparse_layers", pdp_overhead=0.0)  # no pDP shown here
     runs = [("full", "magnitude"), ("all", "magnitude"), ("all", "random")]
     items = [(mode, eps, s, mask) for mode, mask in runs for s in seeds]
     res = map_trainings(_sft_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,

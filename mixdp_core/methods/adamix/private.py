@@ -374,14 +374,15 @@ class NoisyGDMethod(LinearHead):
         T = int(run.steps_)
         self.steps_ = T
         self.guard_holdout_rows_ = int(hold.sum())
-        self.pdp_sq_ratio_sum_ = None
+        # pDP: training rows as the run accounted them; a held-out row is charged the whole guard
+        # part (mu_t, the worst case of its branch), or nothing when the guard never ran.
+        sq = np.full(n_priv, 0.0 if run.stopped_early_ else float(T))
+        if run.pdp_sq_ratio_sum_ is not None:
+            sq[~hold] = np.asarray(run.pdp_sq_ratio_sum_, dtype=np.float64)[: int((~hold).sum())]
+        self.pdp_sq_ratio_sum_ = sq
         if run.stopped_early_:  # cancelled: the guard part releases nothing, the trained model stays
             self.guard_kept_private_ = None
             self.privacy_ = run.privacy_
-            sq = np.zeros(n_priv)
-            if run.pdp_sq_ratio_sum_ is not None:
-                sq[~hold] = np.asarray(run.pdp_sq_ratio_sum_, dtype=np.float64)[: int((~hold).sum())]
-            self.pdp_sq_ratio_sum_ = sq
             return self
         mu_t = math.sqrt(T) / float(cfg.noise_multiplier)
         sigma_g = math.sqrt(2.0) / mu_t
@@ -405,12 +406,6 @@ class NoisyGDMethod(LinearHead):
         self.history_ = list(run.history_) + [rec]
         if on_step is not None:
             on_step(rec)
-        # pDP: training rows as the run accounted them; a held-out row is charged the whole
-        # guard part (mu_t, the worst case of its branch).
-        sq = np.full(n_priv, float(T))
-        if run.pdp_sq_ratio_sum_ is not None:
-            sq[~hold] = np.asarray(run.pdp_sq_ratio_sum_, dtype=np.float64)[: int((~hold).sum())]
-        self.pdp_sq_ratio_sum_ = sq
         rep = run.privacy_
         self.privacy_ = dataclasses.replace(
             rep, mechanism=rep.mechanism + f" [public-start guard on {int(hold.sum())} held-out private rows, "

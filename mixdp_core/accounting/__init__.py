@@ -12,6 +12,11 @@ Events (frozen dataclasses, validated on construction; see :mod:`.events`)::
     ZCDP(rho), PureDP(epsilon)
     Composition(events)
     AdaptiveComposition(first, then)   # pure release that chooses the next mechanism
+    PrivateSelection(base, eta, gamma) # best of K ~ TNB hidden repetitions (Papernot & Steinke)
+
+Run ledger (:mod:`.run_ledger`): a method declares its plan, records each release where it
+happens (:meth:`RunLedger.release`) and reports :meth:`RunLedger.report`; the runner calls
+:meth:`RunLedger.check`, which raises :class:`PlanExceededError` if the run released more.
 
     event_to_dict(event) -> dict; event_from_dict(d) -> event   # exact JSON round trip
 
@@ -95,10 +100,12 @@ from .events import (
     ExponentialMechanism,
     GaussianMechanism,
     PoissonSubsampledGaussian,
+    PrivateSelection,
     PureDP,
     event_from_dict,
     event_to_dict,
 )
+from .run_ledger import PlanExceededError, Release, RunLedger
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gdp_mu_for_budget
 from .pdp import pdp_epsilon, pdp_ratio_sq
 from .tradeoff import approx_dp_max_tpr, gdp_max_tpr, max_tpr, tradeoff_sentence
@@ -121,6 +128,10 @@ __all__ = [
     "AccountingError",
     "BudgetError",
     "AdaptiveComposition",
+    "PrivateSelection",
+    "RunLedger",
+    "Release",
+    "PlanExceededError",
     "ComposedGaussian",
     "Composition",
     "ExponentialMechanism",

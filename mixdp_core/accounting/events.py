@@ -285,6 +285,7 @@ Event = Union[
     PureDP,
     "Composition",
     "AdaptiveComposition",
+    "PrivateSelection",
 ]
 
 _LEAVES = (GaussianMechanism, ComposedGaussian, PoissonSubsampledGaussian, ExponentialMechanism, ZCDP, PureDP)
@@ -404,6 +405,53 @@ class AdaptiveComposition(_Event):
                         "first's output); account it with accounting.epsilon, which composes it basically")
 
 
+@dataclass(frozen=True)
+class PrivateSelection(_Event):
+    r"""Private selection with random stopping (Papernot & Steinke 2022, Thm. 2).
+
+    ``K ~ TNB(eta, gamma)`` independent repetitions of ``base`` (each trains privately and
+    releases a noisy score), only the best one released and ``K`` hidden. The whole
+    procedure is ``(λ, ε'(λ))``-RDP with ``ε'`` from :func:`~.selection.selection_rdp`
+    applied to ``base``'s RDP curve. Sensitivity and neighbouring relation: those of
+    ``base`` (add/remove one sample); every repetition uses fresh randomness.
+
+    Args:
+        base: one repetition's event (e.g. :class:`ComposedGaussian` of the count, the
+            gradient steps and the noisy score).
+        eta: η > -1 of the truncated negative binomial.
+        gamma: γ in (0, 1).
+    """
+
+    base: _Event
+    eta: float
+    gamma: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base, _Event):
+            raise ConfigError("base", f"must be an accounting event, got {type(self.base).__name__}")
+        from .selection import _check
+
+        eta, gamma = _check(self.eta, self.gamma)
+        _set(self, "eta", float(eta))
+        _set(self, "gamma", float(gamma))
+
+    def describe(self) -> str:
+        return f"PrivateSelection[TNB(η={self.eta:g}, γ={self.gamma:g}) of {self.base.describe()}]"
+
+    def _rho(self) -> Optional[float]:  # not zCDP in closed form: its RDP curve is not linear
+        return None
+
+    def _rdp(self, orders: np.ndarray) -> np.ndarray:
+        from .selection import selection_rdp
+
+        base = self.base
+
+        def base_rdp(a):
+            return base._rdp(np.atleast_1d(np.asarray(a, dtype=np.float64))).reshape(np.shape(a))
+
+        return selection_rdp(base_rdp, np.asarray(orders, dtype=np.float64), eta=self.eta, gamma=self.gamma)
+
+
 # --------------------------------------------------------------------------- internals
 # The accountant reads the per-event summaries through these (each event class answers for
 # itself; see :class:`_Event`). None = "not expressible in that notion".
@@ -452,12 +500,14 @@ _SERIAL: dict[str, tuple[type, tuple[str, ...]]] = {
     "PureDP": (PureDP, ("epsilon",)),
     "Composition": (Composition, ("events",)),
     "AdaptiveComposition": (AdaptiveComposition, ("first", "then")),
+    "PrivateSelection": (PrivateSelection, ("base", "eta", "gamma")),
 }
 #: Required fields per type (the others have defaults).
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "GaussianMechanism": ("noise_multiplier",), "ComposedGaussian": ("noise_multiplier", "steps"),
     "PoissonSubsampledGaussian": ("noise_multiplier", "sample_rate", "steps"), "ExponentialMechanism": ("epsilon",),
     "ZCDP": ("rho",), "PureDP": ("epsilon",), "Composition": ("events",), "AdaptiveComposition": ("first", "then"),
+    "PrivateSelection": ("base", "eta", "gamma"),
 }
 #: Deepest nesting :func:`event_from_dict` accepts (a stored event is 2–3 levels deep; the
 #: limit turns a hostile or corrupt record into a ConfigError instead of a RecursionError).
@@ -486,7 +536,7 @@ def event_to_dict(ev: object) -> dict:
         v = getattr(ev, f)
         if f == "events":
             out[f] = [event_to_dict(e) for e in v]
-        elif f in ("first", "then"):
+        elif f in ("first", "then", "base"):
             out[f] = event_to_dict(v)
         else:
             out[f] = v
@@ -538,11 +588,11 @@ def _from_dict(d: object, path: str, depth: int, leaves: list) -> _Event:
             if not isinstance(v, (list, tuple)) or not v:
                 raise ConfigError(f"{path}.events", f"must be a non-empty list of event dicts, got {type(v).__name__}")
             kw[f] = tuple(_from_dict(e, f"{path}.events[{i}]", depth + 1, leaves) for i, e in enumerate(v))
-        elif f in ("first", "then"):
+        elif f in ("first", "then", "base"):
             kw[f] = _from_dict(v, f"{path}.{f}", depth + 1, leaves)
         else:
             kw[f] = v
-    if name not in ("Composition", "AdaptiveComposition"):
+    if name not in ("Composition", "AdaptiveComposition", "PrivateSelection"):
         leaves[0] += 1
         if leaves[0] > MAX_EVENT_LEAVES:
             raise ConfigError(path, f"more than {MAX_EVENT_LEAVES:,} events in one description")

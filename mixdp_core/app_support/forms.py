@@ -323,7 +323,8 @@ def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
         return None, errors
     names = {f.name for f in dataclasses.fields(RunConfig)}
     try:
-        cfg = RunConfig(**{k: val for k, val in v.items() if k in names})  # includes the budget preflight
+        cfg = RunConfig(**{k: val for k, val in v.items() if k in names})
+        cfg.preflight()  # the budget, once, before the launch (the runner trusts the remembered check)
     except ConfigError as e:
         return None, {e.field: e.message}
     except UnknownNameError as e:

@@ -42,6 +42,23 @@ def methods_markdown() -> str:
              "Every field below is declared once, in its config class (`mixdp_core/config.py`: `param`, "
              "`Interval`); the app forms, `mixdp methods --params NAME` and this page are generated from "
              "those declarations.", "",
+             "## How a run's privacy is recorded", "",
+             "* **Run ledger** (`mixdp_core.accounting.RunLedger`): every private method declares its plan "
+             "(the composed event its calibration promised, or only the (ε, δ) budget when a noisy count "
+             "chooses what follows) before it reads a private row, and records each release where it happens "
+             "(its event: mechanism, sensitivity, noise; add/remove-one neighbours). `privacy_` is the ledger's "
+             "composition of what was recorded, never a hand count. After every fit the runner calls "
+             "`verify_privacy()`, which fails the run (`PlanExceededError`) if it released more than planned or "
+             "if `privacy_` is not the ledger's; the records are stored with the run (`privacy_ledger`) and the "
+             "white-box audit lists which of them its statistic observes.",
+             "* **Budget check once**: constructing a `RunConfig` validates every field but calibrates nothing; "
+             "`RunConfig.preflight()` checks that the budget can be met, once, where a run is decided (the CLI, "
+             "the app's form, the sweep's expansion, `execute` as the backstop).",
+             "* **Data-set ledger** (`mixdp budget`): every completed run charges its event to its data set "
+             "(identified by content); `mixdp budget` lists each data set's runs and total ε under tight and "
+             "basic composition, non-private references flagged as the owner's view; an optional cap (CLI "
+             "`--cap`, a sweep file's `budget_cap`, or the Train page) refuses a run that would exceed it, "
+             "before anything runs.", "",
              "## Run configuration (`RunConfig`)", "", config_markdown(RunConfig), ""]
     for name, cls in METHODS.items():
         parts += [f"## `{name}`", "", f"{cls.description}  ", f"Paper: {cls.paper}  ",

@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = build_config(args)
+        config.preflight()  # the budget, once (execute trusts the remembered check)
     except (ConfigError, UnknownNameError, TypeError) as e:
         return fail("mixdp train", str(e), 2)
     from ..runs.ledger import check_cap

@@ -124,7 +124,11 @@ def _family_pdp(model: Any, *, delta: float, split: Any) -> np.ndarray | None:
     acc = getattr(model, "pdp_accumulator_", None)
     if acc is not None:  # DP-SGD probes and sparse fine-tuning: running individual RDP (sparse
         # fine-tuning computes the norms every pdp_every_ steps; the probes at every step)
-        return acc.epsilon(delta=delta, also=getattr(model, "count_event_", None),
+        # the release that chose q and T (the noisy count), read from the run ledger
+        led = getattr(model, "ledger_", None)
+        first = (next((r.event for r in led.releases if r.chooses_next), None) if led is not None
+                 else getattr(model, "count_event_", None))
+        return acc.epsilon(delta=delta, also=first,
                            accountant=getattr(getattr(model, "config", None), "accountant", "pld"))
     return None
 

@@ -15,6 +15,8 @@ Fitted attributes every method sets (``None`` where they do not apply):
 * ``steps_``: number of steps (epochs for fine-tuning) executed.
 * ``history_``: list of the :class:`StepRecord` emitted.
 * ``noise_multiplier_``: σ used (``None`` if not a Gaussian-noise method).
+* ``ledger_``: the :class:`~mixdp_core.accounting.RunLedger` of the run's private releases
+  (recorded where each happens; ``privacy_`` is its report), ``None`` for non-private methods.
 * ``pdp_sq_ratio_sum_``: ``(N_private,)`` array of Σ_t r_{i,t}² (per-instance DP, AdaMix
   App. C) for NoisyGD-type methods, else ``None``; evaluation turns it into ε_i with
   :func:`mixdp_core.accounting.pdp_epsilon`.
@@ -165,6 +167,38 @@ class Method(ABC):
         self.history_: list[StepRecord] = []
         self.noise_multiplier_ = None
         self.pdp_sq_ratio_sum_ = None
+        self.ledger_ = None
+
+    def verify_privacy(self) -> float:
+        """Check, after :meth:`fit`, that the run's releases fit its plan and that ``privacy_``
+        is what its ledger composes; return that ε (0 for a method that reads no private row).
+
+        Every private method keeps a :class:`~mixdp_core.accounting.RunLedger` in ``ledger_``
+        (each release recorded where it happens). The runner calls this after every fit and
+        fails the run loudly on a mismatch: a result whose privacy was counted by hand, or
+        that released more than planned, is never reported.
+
+        Raises:
+            PlanExceededError: no ledger, releases beyond the plan or the budget, or a
+                ``privacy_`` that is not the ledger's.
+        """
+        import math
+
+        from ..accounting import PlanExceededError
+
+        if not (self.private and self.uses_private_data):
+            return 0.0
+        name = type(self).__name__
+        ledger = getattr(self, "ledger_", None)
+        if ledger is None:
+            raise PlanExceededError(f"{name}: a private method finished without a run ledger (ledger_)")
+        spent = ledger.check()
+        rep = getattr(self, "privacy_", None)
+        if rep is None or not math.isclose(rep.epsilon, spent, rel_tol=1e-9, abs_tol=1e-12):
+            raise PlanExceededError(
+                f"{name}: privacy_ reports ε = {getattr(rep, 'epsilon', None)} but its ledger composes "
+                f"ε = {spent:.6g} ({len(ledger)} releases)")
+        return spent
 
     @abstractmethod
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "Method":

@@ -166,9 +166,25 @@ class RunConfig:
         from ..data.datasets import check_dataset_kwargs
 
         check_dataset_kwargs(self.dataset, self.dataset_kwargs)
-        # Validates method_params against the method's config, and refuses a budget no run
-        # can meet (e.g. ε too small for σ) before any run is created, for every caller.
+        # Validates method_params against the method's config (ranges, names). No calibration
+        # here: the budget is checked once, by preflight(), where a run is about to start.
+        self.make_method()
+
+    def preflight(self) -> None:
+        """Refuse a budget no run can meet (e.g. ε too small for σ), before any run exists.
+
+        The one budget check of a run: the entry points call it where a run is decided (the
+        sweep's expansion, the app's form) and :func:`execute` before it stores anything; the
+        result is remembered on this (frozen) config, so a second call costs nothing.
+
+        Raises:
+            BudgetError: the method's calibration cannot meet ``target_epsilon`` (one line
+                naming the field).
+        """
+        if self.__dict__.get("_preflight_ok"):
+            return
         self.make_method().preflight()
+        object.__setattr__(self, "_preflight_ok", True)
 
     # ---------------------------------------------------------------- derived
     def method_kwargs(self) -> dict[str, Any]:
@@ -440,6 +456,7 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
     with observing_steps(live(split) if live is not None else None):
         model.fit(split, on_step=on_step)
     fit_seconds = time.perf_counter() - t_fit
+    model.verify_privacy()  # releases fit the plan and privacy_ is the ledger's, or the run fails
     ev = evaluate(model, split, delta=config.target_delta, seed=config.seed)
     metrics = dict(ev.metrics)
     metrics.update(
@@ -453,6 +470,8 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
     )
     if metrics.get("delta") is None:
         metrics["delta"] = config.target_delta
+    if getattr(model, "ledger_", None) is not None:  # what was released, in order (no data values)
+        metrics["privacy_ledger"] = model.ledger_.to_dicts()
     if getattr(model, "epsilon_rdp_", None) is not None:
         metrics["epsilon_rdp"] = float(model.epsilon_rdp_)  # the looser RDP ε, shown beside
     metrics["diagnostics"] = diagnostics(metrics)
@@ -511,6 +530,7 @@ def execute(
             stored or run.
         Whatever the pipeline raised (after marking the run ``failed``).
     """
+    config.preflight()  # the budget, before a row exists (a no-op if the caller already checked)
     chash = config.config_hash()
     if reuse:
         done = store.find_completed(chash)

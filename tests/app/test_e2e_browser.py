@@ -279,6 +279,8 @@ def _cadence(driver, store, run_id: str, button: str = "Launch", window_s: float
                    live_redraws=len(seen))
         if total:
             out["live_update_max_step_share"] = max(jumps) / total
+        if seen[-1][0] > seen[0][0]:  # the run's pace while it was watched (what the 5 % bound scales with)
+            out["live_steps_per_s"] = (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
     return out
 
 
@@ -297,6 +299,8 @@ TARGETS = {"launch_first_chart_point_s": 1.0, "live_update_max_gap_s": 0.5, "liv
            "live_update_max_step_share": 0.05}
 #: 1-min load average up to which the targets are asserted (the walk itself makes 1.4-2.2).
 QUIET_LOAD = 2.5
+#: ε typed for the live run whose redraws are timed (see where it is launched for why this size).
+LIVE_EPSILON = 40
 #: Seconds of redraws measured after a launch's first point (the first launch's loop reads its
 #: timeline about this long after the first point; the retry is cut to the same window).
 CADENCE_WINDOW_S = 3.5
@@ -394,7 +398,13 @@ def _walk(server, driver, tmp_path):
     ui.text_present("Final metrics")
 
     # ---------------------------------------------------------------- live run + a second one beside it
-    ui.type_into("…or type an exact ε (optional)", "20")  # thousands of steps: about 5 s here
+    # ε = 40: about 13,000 steps, 6-10 s here. Why this long: the redraw target is "every 0.5 s or
+    # every 5 % of the steps, whichever is sooner", and a browser redraw takes about 0.1 s of its
+    # main thread, so no redraw-based view can show a run shorter than about 20 redraws (2-3 s)
+    # in 5 % slices. The kernel now does 1,500-2,500 steps a second, so ε = 20 (4,754 steps)
+    # lasted under 3 s and every single gap over 0.14 s broke the 5 % bound; at ε = 40 the 5 %
+    # bound binds at 0.3-0.4 s, still before the 0.5 s one.
+    ui.type_into("…or type an exact ε (optional)", str(LIVE_EPSILON))
     driver.execute_script("window.__mixdp.labels = {}")  # the live labels of this run only
     t0 = time.monotonic()
     ui.click_button("Launch")
@@ -571,7 +581,7 @@ def _walk(server, driver, tmp_path):
     # steps, whichever is sooner. Measured on the shared 2-core machine with the server's
     # pushed redraws, 1-min load average 2.1-2.9 with this test's own browser, server and run
     # (README): first point 0.49-0.88 s, redraws every 0.09-0.11 s (median), 0.27-0.39 s at
-    # most, at most 1.9-3.3 % of the steps (the run does about 1,000 steps a second). The
+    # most, at most 1.9-3.3 % of the steps (the run then did about 1,000 steps a second). The
     # targets (TARGETS) are asserted when the machine was not busier than this walk makes it
     # while the run trained (1-min load average at most QUIET_LOAD), with one more launch if a
     # moment's spike missed them; on a busier machine (a shared CI runner) regression bounds
@@ -584,7 +594,7 @@ def _walk(server, driver, tmp_path):
         driver.get(server + "/train")
         ui.text_present("Launch")
         time.sleep(2)
-        ui.type_into("…or type an exact ε (optional)", "19")
+        ui.type_into("…or type an exact ε (optional)", str(LIVE_EPSILON - 1))
         ui.click_button("Launch")
         ui.wait(lambda d: _run_id(d.current_url) not in (None, demo_run, long_run, second_run), 60)
         rid = _run_id(driver.current_url)

@@ -30,13 +30,29 @@ from mixdp_core.methods.prototypes.baselines import DPLinearProbe
 from mixdp_core.methods.prototypes.utilities import l2_normalize
 
 
+#: The ledger's real ``release`` (the lying test methods below wrap it).
+_TRUE_RELEASE = accounting.RunLedger.release
+
+
 class HalfNoiseFullyPrivate(FullyPrivate):
-    """fully_private with half the noise it accounts for (test only, never registered)."""
+    """fully_private with half the noise it accounts for (test only, never registered). The run
+    ledger records the noise the engine draws, so the lie must reach the ledger too."""
 
     def _setup(self, split, d):
         setup = super()._setup(split, d)
         opts = setup.options
         return setup._replace(options=dataclasses.replace(opts, noise_multiplier=opts.noise_multiplier / 2))
+
+    def fit(self, split, **kw):
+        sigma = self.config.noise_multiplier
+
+        def lying(ledger, event, **k):  # records a gradient step at the config's σ, not the σ/2 drawn
+            if isinstance(event, accounting.GaussianMechanism) and k.get("what") == "gradient step":
+                event = accounting.GaussianMechanism(noise_multiplier=sigma)
+            return _TRUE_RELEASE(ledger, event, **k)
+
+        with mock.patch.object(accounting.RunLedger, "release", lying):
+            return super().fit(split, **kw)
 
 
 @pytest.mark.parametrize("eps,trials", [(4.0, 1000), (1.0, 10_000)])
@@ -109,11 +125,21 @@ def _half_sigma(**kw):
     return _calibrate(**kw) / 2
 
 
+def _lying_release(self, event, **kw):
+    """Records a DP-SGD step as if its noise were twice what was drawn (test only)."""
+    if isinstance(event, accounting.PoissonSubsampledGaussian):
+        event = accounting.PoissonSubsampledGaussian(2 * event.noise_multiplier, event.sample_rate, event.steps)
+    return _TRUE_RELEASE(self, event, **kw)
+
+
+
 class HalfNoiseNoBiasDPSGD(NoBiasDPSGD):
-    """Draws noise σ/2 while ``privacy_`` is the accounting module's report for σ (test only)."""
+    """Draws noise σ/2 while its ledger records, and ``privacy_`` reports, σ (test only: the run
+    ledger records the noise actually used, so the lie must reach the ledger too)."""
 
     def fit(self, split, **kw):
-        with mock.patch.object(accounting, "calibrate_dpsgd_noise", _half_sigma):
+        with mock.patch.object(accounting, "calibrate_dpsgd_noise", _half_sigma), \
+                mock.patch.object(accounting.RunLedger, "release", _lying_release):
             return super().fit(split, **kw)
 
     def _event(self, sigma, q, t):
@@ -170,3 +196,20 @@ def test_profile_test_against_the_gaussian_closed_form(shift, refuted):
     assert (b.profile_violation > 0) is refuted
     assert prof[0] == pytest.approx(accounting.delta(accounting.GaussianMechanism(noise_multiplier=1 / mu),
                                                      epsilon=0.0), abs=1e-3)
+
+
+def test_the_ledger_records_the_noise_drawn_not_the_noise_configured(audit_split):
+    """Without the lie in the ledger, half the noise is caught before any audit: the ledger
+    records the engine's σ/2, privacy_ reports its true (larger) ε, and verify_privacy fails
+    the run because the releases exceed the calibrated plan."""
+    class HonestLedgerHalfNoise(FullyPrivate):
+        def _setup(self, split, d):
+            setup = super()._setup(split, d)
+            opts = setup.options
+            return setup._replace(options=dataclasses.replace(opts, noise_multiplier=opts.noise_multiplier / 2))
+
+    m = HonestLedgerHalfNoise(target_epsilon=2.0, noise="reproducible").fit(audit_split)
+    full = FullyPrivate(target_epsilon=2.0, noise="reproducible").fit(audit_split)
+    assert m.privacy_.epsilon > 1.5 * full.privacy_.epsilon
+    with pytest.raises(accounting.PlanExceededError, match="more than its plan"):
+        m.verify_privacy()

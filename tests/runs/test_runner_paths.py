@@ -127,11 +127,13 @@ def test_config_hash_changes_with_the_code(fake_method, monkeypatch):
 
 
 def test_run_config_refuses_an_infeasible_budget():
-    """ε below one full-batch step at σ = 20: RunConfig itself refuses (every caller is covered)."""
+    """ε below one full-batch step at σ = 20: the config's preflight refuses (execute calls it,
+    so every caller is covered; constructing the config only checks the fields)."""
     from mixdp_core.accounting import BudgetError
 
+    cfg = RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=0.05,
+                    method_params={"noise_multiplier": 20.0})
     with pytest.raises(BudgetError, match="noise_multiplier"):
-        RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=0.05,
-                  method_params={"noise_multiplier": 20.0})
+        cfg.preflight()
     RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=0.2,
-              method_params={"noise_multiplier": 20.0})
+              method_params={"noise_multiplier": 20.0}).preflight()

@@ -178,6 +178,9 @@ class WhiteboxOutput:
     delta: Optional[float]
     mu: Optional[float]
     profile: Optional[tuple[np.ndarray, np.ndarray]] = None  # claimed (ε_k, δ(ε_k)) where not μ-GDP
+    #: the run's ledger (``RunLedger.to_dicts()``): every release the claimed ε covers, of which
+    #: the statistic observes the ``steps`` gradient releases only
+    ledger: Optional[list] = None
 
 
 def run_whitebox_job(job: WhiteboxJob) -> WhiteboxOutput:
@@ -223,24 +226,25 @@ def run_whitebox_job(job: WhiteboxJob) -> WhiteboxOutput:
     with observe_releases(observer):
         model.fit(aug)
     rep = model.privacy_
+    ledger = model.ledger_.to_dicts() if getattr(model, "ledger_", None) is not None else None
     return WhiteboxOutput(stat, steps[0], ratio / max(steps[0], 1), float(rep.epsilon), float(rep.delta),
                           None if rep.mu is None else float(rep.mu),
-                          claimed_profile(model) if rep.mu is None else None)
+                          claimed_profile(model) if rep.mu is None else None, ledger)
 
 
 def claimed_profile(model: Any, points: int = 49) -> Optional[tuple[np.ndarray, np.ndarray]]:
     """The claimed privacy profile ``(ε_k, δ(ε_k))`` of a fitted DP-SGD probe, or ``None``.
 
-    The event is the one the method reports (``_event(σ, q, steps)``: the noisy count, if any,
-    then the Poisson-subsampled Gaussian steps, composed basically), δ(ε) from the accounting module's
-    default accountant on ``points`` values of ε in ``[0, 4ε + 4]`` (ε the reported one).
+    The event is the run ledger's (``model.ledger_``: the noisy count, if any, then the
+    Poisson-subsampled Gaussian steps as executed, composed basically), δ(ε) from the accounting
+    module's default accountant on ``points`` values of ε in ``[0, 4ε + 4]`` (ε the reported one).
     """
     from ... import accounting
 
-    make = getattr(model, "_event", None)
-    if make is None or getattr(model, "sample_rate_", None) is None:
+    ledger = getattr(model, "ledger_", None)
+    if ledger is None or getattr(model, "sample_rate_", None) is None:
         return None
-    ev = make(float(model.noise_multiplier_), float(model.sample_rate_), int(model.steps_))
+    ev = ledger.event()
     eps = np.linspace(0.0, 4.0 * float(model.privacy_.epsilon) + 4.0, int(points))
     return eps, np.array([accounting.delta(ev, epsilon=float(e)) for e in eps])
 
@@ -281,6 +285,7 @@ def whitebox_canary_audit(
         out["one_run_bound"] = out["epsilon_bound"]
         out["canary_mean_ratio"] = float(o.mean_ratio[b].mean()) if b.any() else None
         out["steps"], out["n_runs"] = o.steps, 1
+        out.update(_ledger_fields(o))
         out["canary_type"] = ("Dirac gradient canaries on unused coordinates (white-box, one run: "
                               + ("DP-SGD releases share the bias row)" if is_dpsgd_linear(method)
                                  else "AdaMix's projection mixes coordinates)"))
@@ -308,11 +313,24 @@ def whitebox_canary_audit(
     out["canary_mean_ratio"] = float(r.mean()) if r.size else None
     out["steps"] = outs[0].steps
     out["n_runs"] = runs
+    out.update(_ledger_fields(outs[0]))
     out["canary_type"] = ("Dirac gradient canaries on unused coordinates (white-box, "
                           + ("DP-SGD releases without a bias row, claimed privacy profile tested)"
                              if is_dpsgd_linear(method) else "NoisyGD releases)"))
     out["report"] = outs[0]
     return out
+
+
+def _ledger_fields(o: WhiteboxOutput) -> dict[str, Any]:
+    """What the claimed ε covers against what the statistic observes: the run ledger's releases
+    (``releases_recorded``, by kind in ``releases``) and the gradient releases read
+    (``releases_observed``). The releases not observed (the noisy count, the checkpoint test,
+    the guard) are in the claim but not in the test: an audit bound below the claim is expected
+    from them alone, never a bound above it."""
+    if o.ledger is None:
+        return {}
+    return {"releases": [{"what": r["what"], "count": r["count"]} for r in o.ledger],
+            "releases_recorded": int(sum(r["count"] for r in o.ledger)), "releases_observed": int(o.steps)}
 
 
 def one_run_audit(

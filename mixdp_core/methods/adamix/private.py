@@ -380,9 +380,13 @@ class NoisyGDMethod(LinearHead):
         if run.pdp_sq_ratio_sum_ is not None:
             sq[~hold] = np.asarray(run.pdp_sq_ratio_sum_, dtype=np.float64)[: int((~hold).sum())]
         self.pdp_sq_ratio_sum_ = sq
+        ledger = accounting.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta,
+                                      plan=accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=T))
+        ledger.extend(run.ledger_, branch="training part")
+        self.ledger_ = ledger
         if run.stopped_early_:  # cancelled: the guard part releases nothing, the trained model stays
             self.guard_kept_private_ = None
-            self.privacy_ = run.privacy_
+            self.privacy_ = ledger.report()
             return self
         mu_t = math.sqrt(T) / float(cfg.noise_multiplier)
         sigma_g = math.sqrt(2.0) / mu_t
@@ -390,11 +394,15 @@ class NoisyGDMethod(LinearHead):
         yh = np.asarray(split.y_private)[hold]
         C = split.n_classes
         hist = np.bincount(yh, minlength=C).astype(np.float64) + rng.normal(0.0, sigma_g, size=C)
+        guard_release = accounting.GaussianMechanism(noise_multiplier=sigma_g)  # sensitivity 1 (one bin, by 1)
+        ledger.release(guard_release, what="guard part: class histogram", branch="guard part")
         m = max(1.0, 3.0 * sigma_g)
         w = 1.0 / np.maximum(hist, m)
         W_start = run.W_start_
         d = ((Xh @ run.W_).argmax(1) == yh).astype(np.float64) - ((Xh @ W_start).argmax(1) == yh)
         gain = float(np.sum(w[yh] * d)) + rng.normal(0.0, sigma_g / m)
+        # sensitivity 1/m, noise std sigma_g/m: noise multiplier sigma_g
+        ledger.release(guard_release, what="guard part: weighted paired gain", branch="guard part")
         keep = gain > GUARD_Z * sigma_g / m
         self.W_ = run.W_ if keep else W_start.copy()
         self.guard_kept_private_ = bool(keep)
@@ -406,7 +414,7 @@ class NoisyGDMethod(LinearHead):
         self.history_ = list(run.history_) + [rec]
         if on_step is not None:
             on_step(rec)
-        rep = run.privacy_
+        rep = ledger.report()
         self.privacy_ = dataclasses.replace(
             rep, mechanism=rep.mechanism + f" [public-start guard on {int(hold.sum())} held-out private rows, "
                                            "class-balanced, parallel to training: no extra ε]")
@@ -452,6 +460,12 @@ class NoisyGDMethod(LinearHead):
         T_grad, sigma = self._selection_plan()  # sigma < noise_multiplier only if no step fits
         T_rep = T_grad + 1  # count + gradient steps of one repetition
         mu_run = math.sqrt(T_rep) / sigma
+        # one repetition: the count + T_grad steps on the training part and the noisy score on
+        # the validation part (sigma_score = 1/mu_run, the same mu): parallel branches, mu_run-GDP
+        selection = accounting.PrivateSelection(
+            base=accounting.ComposedGaussian(noise_multiplier=sigma, steps=T_rep), eta=cfg.tuning_eta,
+            gamma=cfg.tuning_gamma)
+        ledger = accounting.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta, plan=selection)
         best = None
         for _ in range(K):
             pick = 0 if rng.random() < HONEST_DEFAULT_WEIGHT else 1 + int(rng.integers(len(HONEST_GRID) - 1))
@@ -461,6 +475,15 @@ class NoisyGDMethod(LinearHead):
                                                  optimistic_tuning=False, noise_multiplier=sigma))
             run._margin_z, run._lambda_mult, run._forced_T = z, mult, T_rep
             run._fit_once(sub, None)
+            rep_ledger = accounting.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta)
+            rep_ledger.extend(run.ledger_, branch="training part")
+            rep_ledger.release(accounting.GaussianMechanism(noise_multiplier=1.0 / mu_run),
+                               what="noisy validation score", branch="validation part")
+            released_mu = accounting.gdp_mu(rep_ledger.event())
+            if not math.isclose(released_mu, mu_run, rel_tol=1e-9):  # one repetition must be the plan's base
+                raise accounting.PlanExceededError(
+                    f"a tuning repetition released {rep_ledger.event().describe()}, not the planned "
+                    f"{selection.base.describe()}")
             correct = float(np.sum((Xv @ run.W_).argmax(1) == yv)) if len(yv) else 0.0
             score = correct + rng.normal(0.0, 1.0 / mu_run)
             if best is None or score > best[0]:
@@ -477,15 +500,15 @@ class NoisyGDMethod(LinearHead):
         self.history_ = [StepRecord(step=1, total_steps=1, test_error=None,
                                     extra={"candidate_z": z, "lambda_mult": mult, "noisy_val_correct": score})]
         self.pdp_sq_ratio_sum_ = None  # per-instance accounting of the selection is not derived
-        eps = accounting.selection_epsilon(mu_run, delta=cfg.target_delta, eta=cfg.tuning_eta, gamma=cfg.tuning_gamma)
+        ledger.release(selection, what="private selection (best of K hidden repetitions)")
+        self.ledger_ = ledger
         expected = accounting.tnb_expected_count(cfg.tuning_eta, cfg.tuning_gamma)
-        self.privacy_ = accounting.PrivacyReport(
-            epsilon=float(eps), delta=float(cfg.target_delta), mu=None, rho=None, pure_epsilon=None,
+        self.privacy_ = dataclasses.replace(
+            ledger.report(),
             mechanism=(f"private selection (Papernot & Steinke 2022, TNB({cfg.tuning_eta:g}, {cfg.tuning_gamma:g}), "
                        f"expected {expected:.3g} run(s); the number run is hidden) "
                        f"of {mu_run:.4g}-GDP repetitions (count + {T_rep - 1} NoisyGD steps, sigma = "
                        f"{sigma:.4g}; noisy validation count)"),
-            accountant="rdp",
         )
         self.expected_repetitions_ = float(expected)
         self.calibrated_steps_ = T_rep - 1
@@ -497,6 +520,13 @@ class NoisyGDMethod(LinearHead):
         cfg = self.config
         T = getattr(self, "_forced_T", None) or self._calibrated_steps()
         smooth = cfg.schedule == "smooth"
+        # The plan, declared before any private row is read: T Gaussian releases of sensitivity 1
+        # at noise multiplier sigma (what the calibration promised); each release is recorded
+        # below where it happens, and privacy_ is the ledger's.
+        release = accounting.GaussianMechanism(noise_multiplier=cfg.noise_multiplier)
+        ledger = accounting.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta,
+                                      plan=accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=T))
+        self.ledger_ = ledger
         d = unit_rows(split)
         problem, W_init, opts = self._setup(split, d)
         W_ref = W_init
@@ -516,6 +546,7 @@ class NoisyGDMethod(LinearHead):
             # Post-processing of the released count: an upper confidence bound (+2 sigma),
             # so a noise draw can only make the mean-scale steps smaller, never larger.
             n_hat_priv = self._noisy_count(problem.X_private.shape[0])
+            ledger.release(release, what="noisy count")
             n_hat_priv = max(n_hat_priv + 2.0 * cfg.noise_multiplier, 1.0)
             n_hat = n_hat_priv + n_pub_grad
             opts.n_hat_private = n_hat_priv
@@ -574,7 +605,11 @@ class NoisyGDMethod(LinearHead):
         total_steps, best, pdp_total, all_hist = n_count, None, None, list(head)
         stopped = stop_now
         for j, (o, mult) in enumerate(candidates if not stop_now else []):
-            def cb(rec: StepRecord, j=j) -> Optional[bool]:
+            # the noise the engine draws for this candidate's steps (its options, not the config)
+            step_release = accounting.GaussianMechanism(noise_multiplier=o.noise_multiplier)
+
+            def cb(rec: StepRecord, j=j, step_release=step_release) -> Optional[bool]:
+                ledger.release(step_release, what="gradient step")  # one per executed step
                 if len(candidates) > 1:
                     rec.extra["candidate"] = float(j)
                 return on_step(rec) if on_step is not None else None
@@ -608,6 +643,7 @@ class NoisyGDMethod(LinearHead):
         if n_check and not stopped and res.snapshot is not None:
             self.W_, rec = self._checkpoint_test(problem, self.W_, res.snapshot, early_step=early_step,
                                                  step=total_steps + 1, total=total_releases)
+            ledger.release(release, what="checkpoint test")
             total_steps += 1
             history = history + [rec]
             if on_step is not None and on_step(rec):
@@ -615,6 +651,7 @@ class NoisyGDMethod(LinearHead):
         if n_guard and not stopped and res.steps > 0:
             self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + 1,
                                               total=total_releases)
+            ledger.release(release, what="public-start guard")
             total_steps += 1
             history = history + [rec]
             if on_step is not None:
@@ -622,17 +659,18 @@ class NoisyGDMethod(LinearHead):
         self.steps_ = total_steps  # Gaussian releases executed: count + gradient steps + checkpoint test + guard
         self.history_ = history
         self.noise_multiplier_ = float(cfg.noise_multiplier)
-        # pDP: the count, the checkpoint test and the guard each add (1/sigma)^2 to every private
-        # row's mu^2 (sensitivity 1 each; ratio 1 is the worst case, an upper bound for the tests).
-        self.pdp_sq_ratio_sum_ = (pdp_total[:n_report].copy() + n_count + (self.checkpoint_kept_early_ is not None)
-                                  + (self.guard_kept_private_ is not None))
-        # Every release (the count, each gradient step, the checkpoint test, the guard) is a
-        # Gaussian mechanism with noise multiplier sigma (noise std / sensitivity): they compose,
-        # as executed, to ComposedGaussian(sigma, n_count + steps + checkpoint test + guard).
-        self.privacy_ = accounting.privacy_report(
-            accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=max(1, total_steps)),
-            delta=cfg.target_delta,
-        )
+        # pDP: every release in the ledger other than a gradient step (the count, the checkpoint
+        # test, the guard) adds (1/sigma)^2 to every private row's mu^2 (sensitivity 1 each;
+        # ratio 1 is the worst case, an upper bound for the tests).
+        whole = sum(r.count for r in ledger.releases if r.what != "gradient step")
+        self.pdp_sq_ratio_sum_ = pdp_total[:n_report].copy() + whole
+        # Every release (the count, each gradient step, the checkpoint test, the guard) was
+        # recorded as a Gaussian mechanism with noise multiplier sigma; the ledger composes them,
+        # as executed, to ComposedGaussian(sigma, releases). A run stopped before its first
+        # release reports one release (the UI's smallest unit; an upper bound).
+        if not len(ledger):
+            ledger.release(release, what="(stopped before any release: charged one)")
+        self.privacy_ = ledger.report()
         self.count_releases_ = n_count
         self.n_hat_ = n_hat
         self.calibrated_steps_ = T

@@ -422,7 +422,14 @@ class SparseFinetune(Method):
         self.image_shape_ = pretrained.image_shape
         self.pretrain_seconds_ = pretrained.seconds
         self.classes_ = np.arange(C)
+        # The ledger: the budget is declared before the count reads the private rows; the plan
+        # (the count, then the steps it chose) once q and T are known. Each release is recorded
+        # where it happens and privacy_ is the ledger's.
+        ledger = acc.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta)
+        self.ledger_ = ledger
         n_used, count_ev = resolve_private_count(cfg, N, seed=cfg.seed)
+        if count_ev is not None:  # its output sets q and T: the steps are chosen adaptively
+            ledger.release(count_ev, what="noisy private count", chooses_next=True)
         self.n_used_ = n_used
         self.count_event_ = count_ev
         q = min(1.0, cfg.batch_size / n_used)
@@ -439,6 +446,12 @@ class SparseFinetune(Method):
                 step_field="epochs",
             )
         )
+
+        # report with the accountant the noise was calibrated with (exact GDP for q = 1)
+        ledger.accountant = cfg.accountant if q < 1.0 else None
+        steps_plan = acc.PoissonSubsampledGaussian(sigma, q, planned)
+        ledger.plan = acc.AdaptiveComposition(count_ev, steps_plan) if count_ev is not None else steps_plan
+        one_step = acc.PoissonSubsampledGaussian(sigma, q, 1)
 
         def eps_after(t: int, fast: bool) -> float:
             return acc.dpsgd_epsilon(noise_multiplier=sigma, sample_rate=q, steps=t, delta=cfg.target_delta,
@@ -474,6 +487,8 @@ class SparseFinetune(Method):
 
             def on_epoch(st: EpochStats) -> bool:
                 executed_total[0] += st.steps
+                if st.steps:
+                    ledger.release(one_step, what="DP-SGD step", count=int(st.steps))
                 epoch_seconds.append(st.seconds)
                 test_err = error_rate(model, Xts, ytest) if Xts is not None else None
                 eps = eps_after(executed_total[0], fast=executed_total[0] < planned) if executed_total[0] > 0 \
@@ -530,12 +545,10 @@ class SparseFinetune(Method):
         self.epoch_seconds_ = epoch_seconds
         self.layer_stats_ = layer_table(layer_raw, sigma=sigma, clip_norm=cfg.clip_norm)
         self.pdp_sq_ratio_sum_ = None
-        # Report with the accountant the noise was calibrated with (exact GDP for q = 1).
-        report_accountant = cfg.accountant if q < 1.0 else None
-        ev = acc.PoissonSubsampledGaussian(sigma, q, max(1, int(executed)))
-        if count_ev is not None:
-            ev = acc.AdaptiveComposition(count_ev, ev)
-        rep = acc.privacy_report(ev, delta=cfg.target_delta, accountant=report_accountant)
+        if not executed_total[0]:  # stopped before a step: charged one (the UI's smallest unit; an upper bound)
+            ledger.release(one_step, what="DP-SGD step (stopped before any: charged one)")
+        ev = ledger.event()
+        rep = ledger.report()
         note = {"noisy_count": " [q and T from a noisy private count, accounted as a pure first release, basic adaptive composition]",
                 "public_bound": f" [q and T from the public size bound {cfg.size_bound}]",
                 "public": " [N_private treated as public: q and T set from the exact private count, not accounted]"}

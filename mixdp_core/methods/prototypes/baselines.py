@@ -149,7 +149,12 @@ class _LinearHead(PrototypeFamilyMethod):
         rng = noise_rng(cfg.noise, cfg.seed, 0x5CD)
         # N enters only through n_used (module docstring): a noisy count (accounted), a public
         # bound, or the exact count declared public.
+        # the run ledger: budget before the count reads the rows; plan once q and T are known
+        ledger = acc.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta)
+        self.ledger_ = ledger
         n_used, self.count_event_ = resolve_private_count(cfg, n, seed=cfg.seed)
+        if self.count_event_ is not None:  # its output sets q and T
+            ledger.release(self.count_event_, what="noisy private count", chooses_next=True)
         self.n_used_ = n_used
         q, T = self._plan(cfg, n_used)
         delta = cfg.target_delta
@@ -160,6 +165,11 @@ class _LinearHead(PrototypeFamilyMethod):
         sigma = float(acc.calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=cfg.target_epsilon,
                                                  target_delta=delta, accountant=cfg.accountant,
                                                  also=self.count_event_, step_field="epochs"))
+        ledger.plan = self._event(sigma, q, T)
+        ledger.accountant = cfg.accountant if q < 1.0 else None
+        # one step's release (for Global-Adapt: gradient sum and unclipped count, together one
+        # Gaussian mechanism of noise multiplier sigma)
+        one_step = acc.PoissonSubsampledGaussian(noise_multiplier=sigma, sample_rate=q, steps=1)
         if self.adaptive:
             k = cfg.count_noise_ratio
             sigma_g = sigma * math.sqrt(1.0 + 1.0 / k**2)
@@ -197,6 +207,7 @@ class _LinearHead(PrototypeFamilyMethod):
                 s = np.minimum(1.0, C0 / np.maximum(norms, 1e-12))
             G = Xb.T @ (R * s[:, None]) + rng.normal(0.0, sigma_g * C0, size=W.shape)
             notify_release(t, W, G, C0)  # white-box audits only (methods/_observe.py)
+            ledger.release(one_step, what="DP-SGD step")
             G /= q * n_used
             V = 0.9 * V + G
             W = W - cfg.lr * V
@@ -220,8 +231,10 @@ class _LinearHead(PrototypeFamilyMethod):
         self.coef_ = W
         self.sample_rate_ = q
         self.noise_multiplier_ = sigma
-        ev = self._event(sigma, q, self.steps_)
-        rep = acc.privacy_report(ev, delta=delta, accountant=cfg.accountant if q < 1.0 else None)
+        if not self.steps_:  # no step ran (T = 0 cannot happen: calibration refuses it); charged one
+            ledger.release(one_step, what="DP-SGD step (none ran: charged one)")
+        ev = ledger.event()
+        rep = ledger.report()
         if cfg.dataset_size == "public":
             rep = dataclasses.replace(rep, mechanism=rep.mechanism + " [N_private treated as public: q and T "
                                                                   "set from the exact private count, not accounted]")
@@ -350,17 +363,22 @@ class DPLS(PrototypeFamilyMethod):
         Y = np.eye(C)[np.asarray(split.y_private)]
         sA = DPLS_COV_SENSITIVITY / math.sqrt(2.0 * rho * cfg.cov_fraction)
         sb = 1.0 / math.sqrt(2.0 * rho * (1 - cfg.cov_fraction))
+        ledger = acc.RunLedger(budget_epsilon=cfg.target_epsilon, delta=delta, plan=self._event(rho))
+        self.ledger_ = ledger
         rng = noise_rng(cfg.noise, cfg.seed, 0x715)
         E = np.triu(rng.normal(0.0, sA, size=(D, D)))
         E = E + np.triu(E, 1).T
         A = Xs.T @ Xs + E
+        ledger.release(acc.GaussianMechanism(noise_multiplier=sA, sensitivity=DPLS_COV_SENSITIVITY),
+                       what="noisy second moment (upper triangle)")
         b = Xs.T @ Y + rng.normal(0.0, sb, size=(D, C))
+        ledger.release(acc.GaussianMechanism(noise_multiplier=sb), what="noisy Xᵀ Y")
         lam = cfg.reg + cfg.noise_reg * 2.0 * sA * math.sqrt(D)
         self.coef_ = np.linalg.solve(A + lam * np.eye(D), b)
         self.rho_ = rho
         self.noise_multiplier_ = (sA, sb)
         self.steps_ = 1
-        self.privacy_ = acc.privacy_report(self._event(rho), delta=delta)
+        self.privacy_ = ledger.report()
         self._emit(on_step, StepRecord(step=1, total_steps=1, epsilon_spent=float(self.privacy_.epsilon)))
         return self
 

@@ -291,9 +291,14 @@ class DPPLMean(PrototypeFamilyMethod):
         for c, g in enumerate(groups):
             if len(g) == 0:
                 raise DataError(f"y_private: class {c} has no private samples")
+        ledger = acc.RunLedger(budget_epsilon=cfg.target_epsilon, delta=delta, plan=self._event(rho))
+        self.ledger_ = ledger
+        sigmas = self._sigmas(rho)  # noise multipliers: the count's (if any), then each step's
         rng = noise_rng(cfg.noise, cfg.seed, 0xD99)
         gamma = gaussian_tailbound(d, cfg.beta)
         n_eff = [_noisy_count(len(g), neighbouring=cfg.neighbouring, count_rho=count_rho, rng=rng) for g in groups]
+        if count_rho > 0:  # one noisy count per class: disjoint rows, parallel, counted once
+            ledger.release(acc.GaussianMechanism(noise_multiplier=sigmas[0]), what="noisy class counts")
         centres = np.zeros((C, d))
         radii = [math.sqrt(d)] * C
         self.coinpress_history_ = [[] for _ in range(C)]
@@ -312,6 +317,8 @@ class DPPLMean(PrototypeFamilyMethod):
                     neighbouring=cfg.neighbouring, rng=rng, norm_bound=bound,
                 )
                 self.coinpress_history_[c].append(info)
+            ledger.release(acc.GaussianMechanism(noise_multiplier=sigmas[(count_rho > 0) + i - 1]),
+                           what=f"CoinPress step {i} (one mean per class, disjoint)")
             self.steps_ = i
             eps_i = acc.epsilon(self._event(rho, i), delta=delta)
             rec = StepRecord(step=i, total_steps=len(step_rhos), epsilon_spent=float(eps_i),
@@ -323,7 +330,7 @@ class DPPLMean(PrototypeFamilyMethod):
         self.noise_multiplier_ = tuple(self._sigmas(rho, self.steps_))
         self.prototypes_ = centres.astype(np.float32)
         self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
-        self.privacy_ = acc.privacy_report(self._event(rho, self.steps_), delta=delta)
+        self.privacy_ = ledger.report()
         if cfg.neighbouring == "replace":  # a different neighbouring relation: say so in the report
             import dataclasses
 

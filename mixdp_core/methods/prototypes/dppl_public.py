@@ -84,7 +84,13 @@ class _PublicBase(PrototypeFamilyMethod):
     def _finish(self, event, on_step) -> None:
         from ... import accounting as acc
 
-        self.privacy_ = acc.privacy_report(event, delta=self.config.target_delta)
+        # one exponential-mechanism selection per class (disjoint rows: parallel, counted once),
+        # already sampled by the caller; the plan is the calibrated event itself
+        ledger = acc.RunLedger(budget_epsilon=self.config.target_epsilon, delta=self.config.target_delta,
+                               plan=event)
+        ledger.release(event, what="exponential mechanism (one prototype per class)")
+        self.ledger_ = ledger
+        self.privacy_ = ledger.report()
         self.steps_ = 1
         self._emit(on_step, StepRecord(step=1, total_steps=1, epsilon_spent=float(self.privacy_.epsilon),
                                        extra={"epsilon_em": float(self.epsilon_em_)}))

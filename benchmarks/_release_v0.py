@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from mixdp_core.methods._linear import row_norms, softmax_residual
-from mixdp_core.methods.adamix.engine import ProjectionBasis
+from mixdp_core.methods.adamix.projection import ProjectionBasis
 
 
 def private_release_v0(

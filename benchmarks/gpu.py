@@ -5,7 +5,7 @@ Run it on a machine with a CUDA device; without one every GPU figure is ``null``
 beside it (never made up), and the CPU side runs at the ``--tiny`` size (seconds).
 
 * ``release``: one NoisyGD / AdaMix private release ``Σ clip_τ(g_i)`` (the linear step's
-  kernel; ``methods/_torch_kernel.py``) on ``N × D`` float32 features with ``C`` classes.
+  kernel; ``methods/adamix/kernels/torch_backend.py``) on ``N × D`` float32 features with ``C`` classes.
   Reported as ratios: the CUDA release over one streaming read of X on the GPU (the memory
   floor of a full-batch linear step), over its two products with X alone (fp32, the compute
   floor on a GPU), and the numpy CPU release over the CUDA one.
@@ -63,7 +63,6 @@ def _median_time(fn, repeats: int, sync=None) -> float:
 
 def bench_release(n: int, d: int, c: int, repeats: int) -> dict:
     from mixdp_core.methods.adamix.engine import private_release
-    from mixdp_core.methods._torch_kernel import torch_private_release
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n, d), dtype=np.float32)
@@ -79,9 +78,9 @@ def bench_release(n: int, d: int, c: int, repeats: int) -> dict:
         out.update(cuda_release_over_gpu_stream=None, cpu_over_cuda=None, skipped=why)
         return out
     sync = torch.cuda.synchronize
-    torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cuda")  # warm-up and the copy of X
+    private_release(X, y, W, 0.5, None, x_norm=xn, kernel="cuda")  # warm-up and the copy of X
     sync()
-    t_gpu = _median_time(lambda: torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cuda"), repeats, sync)
+    t_gpu = _median_time(lambda: private_release(X, y, W, 0.5, None, x_norm=xn, kernel="cuda"), repeats, sync)
     Xg = torch.from_numpy(X).cuda()
     Xg.sum()
     sync()
@@ -92,7 +91,7 @@ def bench_release(n: int, d: int, c: int, repeats: int) -> dict:
     t_gemm = _median_time(lambda: (Xg @ Wg, Xg.T @ Rg), repeats, sync)
     # the same release with the check against the numpy kernel (same quantity on every device)
     a = private_release(X, y, W, 0.5, None, x_norm=xn)[0]
-    b = torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cuda")[0]
+    b = private_release(X, y, W, 0.5, None, x_norm=xn, kernel="cuda")[0]
     out.update(device=torch.cuda.get_device_name(0), cuda_release_s=t_gpu, gpu_stream_s=t_stream,
                gpu_stream_gb_per_s=X.nbytes / t_stream / 1e9,
                cuda_release_over_gpu_stream=t_gpu / t_stream, gpu_two_gemms_s=t_gemm,

@@ -113,7 +113,8 @@ def bench_step(n, d, c, floor=None, steps=8):
     import threadpoolctl
 
     from mixdp_core.methods._linear import fit_logistic
-    from mixdp_core.methods.adamix.engine import NoisyGDOptions, projection_dim_for, run_noisygd
+    from mixdp_core.methods.adamix.engine import NoisyGDOptions, run_noisygd
+    from mixdp_core.methods.adamix.projection import projection_dim_for
 
     prob = _problem(n, d, c)
     W0 = fit_logistic(prob.X_public, prob.y_public, c, l2=1.0 / len(prob.y_public))
@@ -306,13 +307,16 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
 
     from mixdp_core.methods.adamix import engine as noisygd
     from mixdp_core.methods._linear import fit_logistic, row_norms
-    from mixdp_core.methods.adamix.engine import NoisyGDOptions, private_release, projection_dim_for, run_noisygd
+    from mixdp_core.methods.adamix.engine import NoisyGDOptions, private_release, run_noisygd
+    from mixdp_core.methods.adamix.kernels import cpu as cpu_kernel
+    from mixdp_core.methods.adamix.kernels import numba_backend
+    from mixdp_core.methods.adamix.projection import projection_dim_for
 
     from _release_v0 import private_release_v0 as _v0
 
-    def private_release_v0(*a, ratio_out=None, loss_out=None, **k):
+    def private_release_v0(*a, ratio_out=None, loss_out=None, kernel=None, **k):
         """The pre-issue-13 kernel behind the engine's current call (it fills the run's reused
-        ``(N,)`` buffers: two copies, ~0.004 of a stream pass)."""
+        ``(N,)`` buffers: two copies, ~0.004 of a stream pass; the kernel choice is ignored)."""
         from mixdp_core.methods._linear import into
 
         noisy, ratio, loss = _v0(*a, **k)
@@ -328,17 +332,17 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
     }
     fast = noisygd.private_release
 
-    fused_min = noisygd.FUSED_MIN_BYTES
+    fused_min = cpu_kernel.FUSED_MIN_BYTES
 
     def run_with(kernel, opts, fused=True):
         def run(cb):
             noisygd.private_release = kernel
-            noisygd.FUSED_MIN_BYTES = fused_min if fused else 1 << 62
+            cpu_kernel.FUSED_MIN_BYTES = fused_min if fused else 1 << 62
             try:
                 run_noisygd(prob, W0, W0, opts, on_step=cb)
             finally:
                 noisygd.private_release = fast
-                noisygd.FUSED_MIN_BYTES = fused_min
+                cpu_kernel.FUSED_MIN_BYTES = fused_min
         return run
 
     out: dict = {"n": n, "d": d, "c": c, "timer_1thread": "process CPU time", "repeats": repeats}
@@ -384,7 +388,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             key = f"{name}_over_stream" if name.startswith("two_gemm") else f"step_over_stream_floor_{name}"
             out[key] = float(np.median(v))
         out["opacus_epoch_over_step"] = float(np.median(opacus_ratio)) if opacus_ratio else None
-        out["fused_kernel"] = bool(noisygd._fused_available()) and X.nbytes >= fused_min
+        out["fused_kernel"] = bool(numba_backend.available()) and X.nbytes >= fused_min
         # arithmetic: one step is 2 products of 2 N D C flops; the GEMM rate in cache is the BLAS
         # ceiling for these skinny shapes, the fused release rate is what the kernel reaches
         flops = 4.0 * n * d * c
@@ -392,28 +396,25 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
         rel_f, rel_n = [], []
         Wc, xn0 = np.ascontiguousarray(W0), row_norms(X)
         for r in range(sub_repeats):
-            for fz, acc in ((True, rel_f), (False, rel_n)):
-                if fz and not out["fused_kernel"]:
+            for kern, acc in (("numba", rel_f), ("numpy", rel_n)):
+                if kern == "numba" and not out["fused_kernel"]:
                     continue
                 a = time.process_time()
-                private_release(X, y, Wc, 0.5, None, x_norm=xn0, fused=fz)
+                private_release(X, y, Wc, 0.5, None, x_norm=xn0, kernel=kern)
                 acc.append(time.process_time() - a)
         # nominal rate: the fused kernel multiplies only C - 1 classes with X (exact identities,
-        # see mixdp_core/methods/_fused_kernel.py), its true arithmetic is (C - 1) / C of this
+        # see mixdp_core/methods/adamix/kernels/numba_jit.py), its true arithmetic is (C - 1) / C of this
         out["fused_release_gflops"] = flops / float(np.median(rel_f)) / 1e9 if rel_f else None
         if out["fused_kernel"]:
             # AdaMix's extra per step on the fused path: the pDP projection norms ||U^T x_i||^2 of
             # the paper projection from the cached [X B | X Q_p] by the engine's low-rank maps
             # (r (m + 2 n_pub) multiply-adds per row), and, side by side, the dense ||A_i M||^2
             # with the (m + n_pub) x m map of X Q (m (m + n_pub); the path before this change)
-            from mixdp_core.methods import _fused_kernel
-            from mixdp_core.methods.adamix.engine import (
-                _complement_base,
-                _complement_maps,
-                _side_by_side,
-                projection_basis,
-            )
             from mixdp_core.methods._linear import softmax_residual
+            from mixdp_core.methods.adamix.kernels import numba_jit
+            from mixdp_core.methods.adamix.kernels.numba_backend import complement_base, complement_maps
+            from mixdp_core.methods.adamix.kernels.pools import side_by_side
+            from mixdp_core.methods.adamix.projection import projection_basis
 
             k_pap = projection_dim_for(d, "paper", c)
             Xp_, yp_ = prob.X_public, prob.y_public
@@ -422,21 +423,21 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             Ep_, _ = softmax_residual(Xp_ @ W0, yp_)
             bas = projection_basis(Xp_.T @ Ep_, k_pap, Bm, public_qr=qr_, E_pub=Ep_)
             XB_, XQp_ = X @ Bm, X @ qr_[0].astype(np.float32)
-            A = _side_by_side(XB_, XQp_, np.float32)
-            base = _complement_base(XB_, Bm, xn0)
+            A = side_by_side(XB_, XQp_, np.float32)
+            base = complement_base(XB_, Bm, xn0)
             MT = np.ascontiguousarray(np.random.default_rng(3).standard_normal((d - k_pap, A.shape[1]), dtype=np.float32))
             sq_out = np.empty(n)
-            _fused_kernel.row_sq_norms(A, MT, 0, n, sq_out)
+            numba_jit.row_sq_norms(A, MT, 0, n, sq_out)
             pr, pd = [], []
             for r in range(sub_repeats):
                 fl = _stream_cpu(X)
                 a = time.process_time()
-                M1T, M2T = _complement_maps(bas, XQp_.shape[1])
-                _fused_kernel.sq_norms_lowrank(A, M1T, d - k_pap, M2T, base, 0, n, sq_out)
+                M1T, M2T = complement_maps(bas, XQp_.shape[1])
+                numba_jit.sq_norms_lowrank(A, M1T, d - k_pap, M2T, base, 0, n, sq_out)
                 pr.append((time.process_time() - a) / fl)
                 fl = _stream_cpu(X)
                 a = time.process_time()
-                _fused_kernel.row_sq_norms(A, MT, 0, n, sq_out)
+                numba_jit.row_sq_norms(A, MT, 0, n, sq_out)
                 pd.append((time.process_time() - a) / fl)
             out["pdp_norms_over_stream"] = float(np.median(pr))
             out["pdp_norms_dense_over_stream"] = float(np.median(pd))
@@ -462,7 +463,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             for b in blocks:
                 fl = _stream_cpu(X)
                 a = time.process_time()
-                private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=b, fused=False)
+                private_release(X, y, W, 0.5, None, x_norm=xn, block_rows=b, kernel="numpy")
                 by_block[b].append((time.process_time() - a) / fl)
         med = {b: float(np.median(v)) for b, v in by_block.items()}
         best_b = min(med, key=med.get)
@@ -487,8 +488,6 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
         # torch kernel: CPU (1 thread) against the numpy kernel; CUDA when available
         try:
             import torch
-
-            from mixdp_core.methods._torch_kernel import torch_private_release
         except ImportError:  # pragma: no cover
             torch = None
         if torch is not None:
@@ -496,21 +495,21 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             tr = []
             for r in range(sub_repeats):
                 a = time.process_time()
-                private_release(X, y, W, 0.5, None, x_norm=xn, fused=False)
+                private_release(X, y, W, 0.5, None, x_norm=xn, kernel="numpy")
                 t_np = time.process_time() - a
                 a = time.process_time()
-                torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cpu")
+                private_release(X, y, W, 0.5, None, x_norm=xn, kernel="torch")
                 tr.append((time.process_time() - a) / t_np)
             out["torch_cpu_release_over_numpy_release"] = float(np.median(tr))
             if torch.cuda.is_available():
-                torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cuda")  # warm-up + copy of X
+                private_release(X, y, W, 0.5, None, x_norm=xn, kernel="cuda")  # warm-up + copy of X
                 tc = []
                 for r in range(sub_repeats):
                     a = time.perf_counter()
                     X.sum()
                     fl = time.perf_counter() - a
                     a = time.perf_counter()
-                    torch_private_release(X, y, W, 0.5, None, x_norm=xn, device="cuda")
+                    private_release(X, y, W, 0.5, None, x_norm=xn, kernel="cuda")
                     torch.cuda.synchronize()
                     tc.append((time.perf_counter() - a) / fl)
                 out["torch_cuda_release_over_stream_wall"] = float(np.median(tc))

@@ -87,3 +87,138 @@ def test_the_layer_check_reports_an_upward_import(tmp_path):
     (pkg / "encoders").mkdir()
     (pkg / "encoders" / "e.py").write_text("from ..data.base import ArrayImageSource\n")
     assert violations(pkg) == ["data/bad.py:2 (data) imports mixdp_core.features.cache (features)"]
+
+
+# ------------------------------------------------------------------------------ import cycles
+
+
+def _modules(pkg_root: Path) -> dict[str, Path]:
+    """Dotted name -> file of every module and package (its ``__init__.py``) under ``pkg_root``."""
+    out = {}
+    for path in sorted(pkg_root.rglob("*.py")):
+        parts = path.relative_to(pkg_root.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def import_graph(pkg_root: Path) -> dict[str, dict[str, int]]:
+    """``module -> {module it imports: line of the first such import}`` within the package.
+
+    Every static ``import`` counts, at module level or inside a function (a lazy import closes
+    a cycle as surely, only later). ``from a.b import c`` imports the module ``a.b.c`` when there
+    is one, else ``a.b``. Importing ``a.b.c`` also runs the ``__init__`` of ``a`` and ``a.b``:
+    those are edges too, except for the importer's own enclosing packages, which Python has
+    already imported (or is importing) before the importer runs; naming one explicitly
+    (``from . import name``) is still an edge to it.
+    """
+    mods = _modules(pkg_root)
+    graph: dict[str, dict[str, int]] = {}
+    for mod, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        pkg = mod if is_pkg else mod.rpartition(".")[0]
+        own = {".".join(mod.split(".")[:i]) for i in range(1, mod.count(".") + 1 + is_pkg)}
+        edges: dict[str, int] = {}
+
+        def add(target: str, line: int) -> None:
+            parts = target.split(".")
+            for i in range(1, len(parts) + 1):
+                q = ".".join(parts[:i])
+                if q in mods and q != mod and (q not in own or i == len(parts)):
+                    edges[q] = min(edges.get(q, line), line)
+
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for a in node.names:
+                    add(f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target, node.lineno)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    add(a.name, node.lineno)
+        graph[mod] = edges
+    return graph
+
+
+def import_cycles(pkg_root: Path) -> list[str]:
+    """One line per import cycle: ``a (file:line) -> b (file:line) -> ... -> a``, one cycle through
+    each strongly connected component of :func:`import_graph` with more than one module."""
+    graph = import_graph(pkg_root)
+    mods = _modules(pkg_root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                components.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    lines = []
+    for comp in components:  # shortest cycle back to the component's first module (BFS)
+        start, inside = comp[0], set(comp)
+        prev: dict[str, str] = {}
+        frontier = [start]
+        while start not in prev:
+            nxt = []
+            for v in frontier:
+                for w in sorted(graph[v]):
+                    if w in inside and w not in prev:
+                        prev[w] = v
+                        nxt.append(w)
+            frontier = nxt
+        path = [start]
+        while len(path) == 1 or path[-1] != start:
+            path.append(prev[path[-1]])
+        path.reverse()
+        hops = [f"{a} ({mods[a].relative_to(pkg_root.parent)}:{graph[a][b]})" for a, b in zip(path, path[1:])]
+        lines.append(" -> ".join(hops + [start]))
+    return lines
+
+
+def test_no_import_cycles():
+    cycles = import_cycles(PKG)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_cycle_check_reports_lazy_and_package_cycles(tmp_path):
+    pkg = tmp_path / "mixdp_core"
+    (pkg / "m" / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "m" / "__init__.py").write_text("from . import a, e\n")
+    (pkg / "m" / "a.py").write_text("from .b import f\n")
+    (pkg / "m" / "b.py").write_text("def f():\n    from . import a\n")  # lazy: still a cycle
+    (pkg / "m" / "e.py").write_text("from .f import F\n")  # m runs already: no edge back to m
+    (pkg / "m" / "f.py").write_text("F = 1\n")
+    (pkg / "m" / "sub" / "__init__.py").write_text("from .k import K\n")
+    (pkg / "m" / "sub" / "k.py").write_text("from ..c import C\nK = 1\n")
+    (pkg / "m" / "sub" / "o.py").write_text("O = 1\n")
+    (pkg / "m" / "c.py").write_text("from .sub.o import O\nC = 1\n")  # runs sub/__init__, which needs c
+    assert sorted(import_cycles(pkg)) == [
+        "mixdp_core.m.a (mixdp_core/m/a.py:1) -> mixdp_core.m.b (mixdp_core/m/b.py:2) -> mixdp_core.m.a",
+        "mixdp_core.m.c (mixdp_core/m/c.py:1) -> mixdp_core.m.sub (mixdp_core/m/sub/__init__.py:1)"
+        " -> mixdp_core.m.sub.k (mixdp_core/m/sub/k.py:1) -> mixdp_core.m.c",
+    ]

@@ -127,6 +127,29 @@ def balanced_indices(n_members: int, n_nonmembers: int, *, seed: int = 0) -> tup
     return mi, ni
 
 
+def class_matched_indices(y_members: np.ndarray, y_nonmembers: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of members and non-members with the *same number per class* (seeded, sorted).
+
+    Class ``c`` contributes ``min(#members_c, #non-members_c)`` rows of each, drawn without
+    replacement. Without this, an imbalanced private set against a balanced test set lets an
+    attack score "membership" by recognising the majority classes (the bias this fixes).
+    """
+    ym = np.asarray(y_members)
+    yn = np.asarray(y_nonmembers)
+    rng = np.random.default_rng([seed, 0xC1A55])
+    mi, ni = [], []
+    for c in np.union1d(np.unique(ym), np.unique(yn)):
+        a, b = np.flatnonzero(ym == c), np.flatnonzero(yn == c)
+        k = min(a.size, b.size)
+        if k == 0:
+            continue
+        mi.append(np.sort(rng.choice(a, k, replace=False)))
+        ni.append(np.sort(rng.choice(b, k, replace=False)))
+    if not mi:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.sort(np.concatenate(mi)), np.sort(np.concatenate(ni))
+
+
 def loss_threshold_attack(
     member_losses: np.ndarray,
     nonmember_losses: np.ndarray,
@@ -142,7 +165,7 @@ def loss_threshold_attack(
         nonmember_losses: ``(N_test,)`` per-sample losses of non-members.
         seed: seed of the subsample that balances the two sets.
         member_labels, nonmember_labels: class labels; when given, members and non-members
-            are **matched per class** (:func:`mixdp_core.evaluation.audit.class_matched_indices`):
+            are **matched per class** (:func:`class_matched_indices`):
             otherwise an imbalanced private set against a balanced test set lets the attack
             "detect membership" from the class alone (AUC 0.69 for a DP model on digits at
             imbalance ratio 10, 0.51 once matched).
@@ -150,8 +173,6 @@ def loss_threshold_attack(
     ml = np.asarray(member_losses, dtype=np.float64).ravel()
     nl = np.asarray(nonmember_losses, dtype=np.float64).ravel()
     if member_labels is not None and nonmember_labels is not None:
-        from .audit.stats import class_matched_indices
-
         mi, ni = class_matched_indices(member_labels, nonmember_labels, seed=seed)
     else:
         mi, ni = balanced_indices(ml.size, nl.size, seed=seed)

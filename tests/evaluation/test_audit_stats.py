@@ -9,7 +9,6 @@ import pytest
 from scipy import stats as st
 
 from mixdp_core.evaluation.audit.stats import (
-    class_matched_indices,
     clopper_pearson_upper,
     epsilon_lower_bound,
     membership_metrics,
@@ -18,6 +17,7 @@ from mixdp_core.evaluation.audit.stats import (
     one_run_p_value,
     tpr_at_fpr,
 )
+from mixdp_core.evaluation.mia import class_matched_indices
 
 
 def test_clopper_pearson_upper_exact_values():

@@ -276,7 +276,7 @@ def test_public_span_of_full_rank_public_rows_is_no_projection(small_split):
     ``projection="none"`` (same start, same noise, same released weights)."""
     import dataclasses
 
-    from mixdp_core.methods.adamix.engine import resolve_span
+    from mixdp_core.methods.adamix.projection import resolve_span
 
     cols = np.argsort(small_split.X_public.var(0))[-16:]  # 16 varied pixels < 30 public rows
     sp = dataclasses.replace(small_split, X_public=small_split.X_public[:, cols],

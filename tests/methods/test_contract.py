@@ -229,6 +229,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from mixdp_core.methods.adamix import engine as noisygd  # noqa: E402
+from mixdp_core.methods.adamix.projection import projection_basis  # noqa: E402
 
 CLIP_RULES = ("fixed", "percentile", "public_mean")
 PROJECTIONS = ("none", "sub", "complement")
@@ -264,7 +265,7 @@ def test_release_sensitivity_never_exceeds_the_clip(seed, n, D, C, rule, project
         G_pub = X_pub.T @ rng.normal(size=(4, C))
         k = "rank" if projection == "sub" else D - 1
         B = rng.normal(size=(D, D - k)) if k != "rank" else None
-        basis = noisygd.projection_basis(G_pub, k, B)
+        basis = projection_basis(G_pub, k, B)
     with_row, ratio, _ = noisygd.private_release(X, y, W, tau, basis)
     without, _, _ = noisygd.private_release(X[:n], y[:n], W, tau, basis)
     change = float(np.linalg.norm(np.asarray(with_row, np.float64) - np.asarray(without, np.float64)))

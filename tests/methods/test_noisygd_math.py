@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from mixdp_core.methods._linear import l2_normalize, per_sample_grad_norms, softmax_residual
-from mixdp_core.methods.adamix.engine import private_release, projection_basis, theorem3_weight_decay
+from mixdp_core.methods.adamix.engine import private_release, theorem3_weight_decay
+from mixdp_core.methods.adamix.projection import projection_basis
 
 
 def _per_sample_grads(X: np.ndarray, y: np.ndarray, W: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""The fast numpy release kernel and the torch kernel give the same release as the reference
-(unblocked, per-sample) computation, for every projection mode and thread / device option."""
+"""The release kernels (numpy, numba, torch) give the same release as the reference (unblocked,
+per-sample) computation, for every projection mode and thread / device option."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from mixdp_core.errors import ConfigError
-from mixdp_core.methods import _torch_kernel, make_method
-from mixdp_core.methods.adamix import engine as noisygd
+from mixdp_core.errors import ConfigError, UnknownNameError
+from mixdp_core.methods import make_method
 from mixdp_core.methods._linear import l2_normalize, softmax_residual
-from mixdp_core.methods.adamix.engine import NoisyGDOptions, NoisyGDProblem, private_release, projection_basis, run_noisygd
+from mixdp_core.methods.adamix import kernels
+from mixdp_core.methods.adamix.engine import NoisyGDOptions, NoisyGDProblem, private_release, run_noisygd
+from mixdp_core.methods.adamix.kernels import cpu as cpu_kernel
+from mixdp_core.methods.adamix.kernels import numba_backend, pools, torch_backend
+from mixdp_core.methods.adamix.projection import b_gram, projection_basis
 
 
 def _data(N=301, D=24, C=5, n_pub=8, seed=0):
@@ -93,11 +96,11 @@ def test_fused_kernel_matches_reference(tau, C):
         ref, ref_ratio, ref_loss = _reference(X, y, W, tau, U)
         if basis is not None and basis.U.shape[1] > 0 and "X_Qp" not in kw:
             with pytest.raises(ValueError, match="fused"):
-                private_release(X, y, W, tau, basis, fused=True, **kw)
+                private_release(X, y, W, tau, basis, kernel="numba", **kw)
             continue
         supported += 1
         for threads in (1, 3):
-            rel, ratio, loss = private_release(X, y, W, tau, basis, fused=True, threads=threads, **kw)
+            rel, ratio, loss = private_release(X, y, W, tau, basis, kernel="numba", threads=threads, **kw)
             assert rel.dtype == np.float32, name
             np.testing.assert_allclose(rel, ref, rtol=1e-4, atol=2e-5 * max(1.0, np.abs(ref).max()), err_msg=name)
             np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-4, atol=1e-5, err_msg=name)
@@ -110,7 +113,7 @@ def test_fused_kernel_two_classes_matches_reference():
     """C = 2: one shifted class (the 4 x 2 block with its duplicate column), no projection."""
     X, y, Xp, yp, W = _data(C=2)
     ref, ref_ratio, ref_loss = _reference(X, y, W, 0.3, np.eye(X.shape[1]))
-    rel, ratio, loss = private_release(X, y, W, 0.3, None, fused=True)
+    rel, ratio, loss = private_release(X, y, W, 0.3, None, kernel="numba")
     np.testing.assert_allclose(rel, ref, rtol=1e-4, atol=2e-5 * max(1.0, np.abs(ref).max()))
     np.testing.assert_allclose(ratio, ref_ratio, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5, atol=1e-5)
@@ -124,8 +127,8 @@ def test_fused_kernel_equals_numpy_kernel_at_float32_tolerance():
     y = rng.integers(0, C, N)
     W = (rng.standard_normal((D, C)) * 3.0).astype(np.float32)
     noise = rng.standard_normal((D, C)).astype(np.float32)
-    a = private_release(X, y, W, 0.4, None, noise=noise, fused=False)
-    b = private_release(X, y, W, 0.4, None, noise=noise, fused=True)
+    a = private_release(X, y, W, 0.4, None, noise=noise, kernel="numpy")
+    b = private_release(X, y, W, 0.4, None, noise=noise, kernel="numba")
     np.testing.assert_allclose(b[0], a[0], rtol=1e-5, atol=1e-5 * np.abs(a[0]).max())
     np.testing.assert_allclose(b[1], a[1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(b[2], a[2], rtol=1e-5, atol=1e-5)
@@ -140,12 +143,12 @@ def test_noisygd_run_with_fused_kernel_gives_same_weights(monkeypatch, projectio
     opts = NoisyGDOptions(noise_multiplier=3.0, steps=5, target_delta=1e-5, projection_dim=projection, seed=4,
                           noise="reproducible")  # the same draw for both kernels
     W0 = np.zeros_like(W)
-    monkeypatch.setattr(noisygd, "FUSED_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(cpu_kernel, "FUSED_MIN_BYTES", 1 << 62)
     ref = run_noisygd(prob, W0, W0, opts)
     calls = []
-    real = noisygd._fused_clipped_sum
-    monkeypatch.setattr(noisygd, "_fused_clipped_sum", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(noisygd, "FUSED_MIN_BYTES", 0)
+    real = numba_backend.fused_clipped_sum
+    monkeypatch.setattr(numba_backend, "fused_clipped_sum", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(cpu_kernel, "FUSED_MIN_BYTES", 0)
     got = run_noisygd(prob, W0, W0, opts)
     assert len(calls) == 5
     np.testing.assert_allclose(got.W, ref.W, rtol=1e-4, atol=1e-5)
@@ -156,7 +159,7 @@ def test_backward_padding_does_not_change_the_release(monkeypatch):
     X, y, Xp, yp, W = _data(C=6)
     outs = []
     for mult in (1, 4, 8):
-        monkeypatch.setattr(noisygd, "BACKWARD_ROW_MULTIPLE", mult)
+        monkeypatch.setattr(pools, "BACKWARD_ROW_MULTIPLE", mult)
         outs.append(private_release(X, y, W, 0.3, None, block_rows=50))
     for o in outs[1:]:
         for a, b in zip(outs[0], o):
@@ -176,8 +179,7 @@ def test_torch_cpu_release_equals_numpy_release():
     for name, basis, kw, _ in _cases(X, Xp, yp, W):
         a = private_release(X, y, W, 0.6, basis, noise=noise, **kw)
         for block_rows in (None, 64):
-            b = _torch_kernel.torch_private_release(X, y, W, 0.6, basis, noise=noise, device="cpu",
-                                                    block_rows=block_rows, **kw)
+            b = private_release(X, y, W, 0.6, basis, noise=noise, kernel="torch", block_rows=block_rows, **kw)
             for u, v, what in zip(a, b, ("released", "ratio", "loss")):
                 np.testing.assert_allclose(v, u, rtol=1e-4, atol=1e-5, err_msg=f"{name} {what}")
 
@@ -196,31 +198,77 @@ def test_noisygd_run_with_torch_kernel_gives_same_weights(monkeypatch, projectio
 
 
 def test_device_resolution():
-    assert _torch_kernel.resolve_release("cpu") is private_release
-    assert _torch_kernel.resolve_device("torch_cpu") == "cpu"
+    assert kernels.kernel_for("cpu") is kernels.get_kernel("cpu")
+    assert kernels.resolve_device("torch_cpu") == "torch"
     with pytest.raises(ConfigError, match="device"):
-        _torch_kernel.resolve_device("tpu")
-    small, large = 1 << 20, _torch_kernel.AUTO_CUDA_MIN_BYTES
-    assert _torch_kernel.resolve_device("auto", small) == "numpy"  # never a GPU for a small problem
+        kernels.resolve_device("tpu")
+    small, large = 1 << 20, kernels.AUTO_CUDA_MIN_BYTES
+    assert kernels.resolve_device("auto", small) == "cpu"  # never a GPU for a small problem
     if not torch.cuda.is_available():
-        assert _torch_kernel.resolve_device("auto", large) == "numpy"
+        assert kernels.resolve_device("auto", large) == "cpu"
         with pytest.raises(ConfigError, match="device"):
-            _torch_kernel.resolve_device("cuda")
+            kernels.resolve_device("cuda")
     else:
-        assert _torch_kernel.resolve_device("auto", large) == "cuda"
+        assert kernels.resolve_device("auto", large) == "cuda"
+    for device in kernels.ENGINE_DEVICES:  # every device option names a registered kernel
+        if device != "cuda" or torch.cuda.is_available():
+            assert kernels.resolve_device(device) in kernels.KERNELS
 
 
 def test_auto_picks_cuda_only_when_available_and_large(monkeypatch):
-    monkeypatch.setattr(_torch_kernel, "_cuda_available", lambda: True)
-    assert _torch_kernel.resolve_device("auto", _torch_kernel.AUTO_CUDA_MIN_BYTES) == "cuda"
-    assert _torch_kernel.resolve_device("auto", _torch_kernel.AUTO_CUDA_MIN_BYTES - 1) == "numpy"
-    assert _torch_kernel.resolve_device("cpu", 1 << 40) == "numpy"
-    monkeypatch.setattr(_torch_kernel, "_cuda_available", lambda: False)
-    assert _torch_kernel.resolve_device("auto", 1 << 40) == "numpy"
+    monkeypatch.setattr(kernels, "_cuda_available", lambda: True)
+    assert kernels.resolve_device("auto", kernels.AUTO_CUDA_MIN_BYTES) == "cuda"
+    assert kernels.resolve_device("auto", kernels.AUTO_CUDA_MIN_BYTES - 1) == "cpu"
+    assert kernels.resolve_device("cpu", 1 << 40) == "cpu"
+    monkeypatch.setattr(kernels, "_cuda_available", lambda: False)
+    assert kernels.resolve_device("auto", 1 << 40) == "cpu"
+
+
+def test_kernel_registry_lists_the_real_backends_on_an_unknown_name():
+    assert {"cpu", "numpy", "numba", "torch", "cuda"} <= set(kernels.KERNELS)
+    assert all(isinstance(kernels.get_kernel(k), kernels.ReleaseKernel) for k in kernels.KERNELS)
+    with pytest.raises(UnknownNameError) as e:
+        kernels.get_kernel("tpu")
+    assert "'tpu'" in str(e.value) and all(k in str(e.value) for k in kernels.KERNELS)
+    X, y, Xp, yp, W = _data()
+    with pytest.raises(UnknownNameError, match="numpy"):
+        private_release(X, y, W, 0.3, None, kernel="fused")
+
+
+def test_cpu_kernel_picks_numba_only_for_large_supported_problems(monkeypatch):
+    X, y, Xp, yp, W = _data()
+    Ep, _ = softmax_residual(Xp @ W, yp)
+    rank = projection_basis(Xp.T @ Ep, "rank", None)  # X U_r needs a product with X: numpy only
+    cpu = kernels.get_kernel("cpu")
+    assert cpu.select(X, None, None).name == "numpy"  # small
+    monkeypatch.setattr(cpu_kernel, "FUSED_MIN_BYTES", 0)
+    assert cpu.select(X, None, None).name == "numba"
+    assert cpu.select(X, rank, None).name == "numpy"
+    assert cpu.select(X.astype(np.float64), None, None).name == "numpy"
+    assert cpu.select(np.asfortranarray(X), None, None).name == "numpy"
+
+
+def test_the_engine_adds_the_noise_and_projects_whatever_the_kernel():
+    """private_release with any ReleaseKernel releases U U^T (S + noise) of that kernel's S:
+    the mechanism (noise, projection) is the engine's, not the backend's."""
+
+    class Fixed(kernels.ReleaseKernel):
+        name = "fixed"
+
+        def clipped_sum(self, X, y, W, tau, basis, *, ratio_out=None, loss_out=None, **kw):
+            return np.full(W.shape, 2.0, np.float32), np.full(len(y), 0.5), np.zeros(len(y))
+
+    X, y, Xp, yp, W = _data()
+    noise = np.random.default_rng(1).standard_normal(W.shape).astype(np.float32)
+    Ep, _ = softmax_residual(Xp @ W, yp)
+    basis = projection_basis(Xp.T @ Ep, 2, None)
+    rel, ratio, _ = private_release(X, y, W, 0.3, basis, noise=noise, kernel=Fixed())
+    np.testing.assert_array_equal(rel, basis.project(np.full(W.shape, 2.0, np.float32) + noise))
+    assert np.all(ratio == 0.5)
 
 
 def test_config_device_field_cuda_without_gpu_is_one_line_config_error(monkeypatch):
-    monkeypatch.setattr(_torch_kernel, "_cuda_available", lambda: False)
+    monkeypatch.setattr(kernels, "_cuda_available", lambda: False)
     with pytest.raises(ConfigError) as e:
         make_method("adamix", device="cuda")
     assert e.value.field == "device" and "\n" not in str(e.value) and "cuda" in str(e.value)
@@ -237,14 +285,14 @@ def test_fit_on_cuda_path_gives_the_cpu_weights(monkeypatch, small_split, method
     kw = dict(target_epsilon=2.0, noise_multiplier=5.0, seed=3, noise="reproducible")
     ref = make_method(method, device="cpu", **kw).fit(small_split)
     devices = []
-    real = _torch_kernel.torch_private_release
+    real = torch_backend.torch_clipped_sum
 
     def on_cpu(*a, device, **k):
         devices.append(device)
         return real(*a, device="cpu" if not torch.cuda.is_available() else device, **k)
 
-    monkeypatch.setattr(_torch_kernel, "_cuda_available", lambda: True)
-    monkeypatch.setattr(_torch_kernel, "torch_private_release", on_cpu)
+    monkeypatch.setattr(kernels, "_cuda_available", lambda: True)
+    monkeypatch.setattr(torch_backend, "torch_clipped_sum", on_cpu)
     got = make_method(method, device="cuda", **kw).fit(small_split)
     # every gradient step (not the noisy count, not the checkpoint test, not the public-start guard)
     n_grad = (ref.steps_ - ref.count_releases_ - (ref.guard_kept_private_ is not None)
@@ -260,7 +308,7 @@ def test_cuda_release_equals_numpy_release():
     noise = np.random.default_rng(9).standard_normal(W.shape).astype(np.float32)
     for name, basis, kw, _ in _cases(X, Xp, yp, W):
         a = private_release(X, y, W, 0.6, basis, noise=noise, **kw)
-        b = _torch_kernel.torch_private_release(X, y, W, 0.6, basis, noise=noise, device="cuda", **kw)
+        b = private_release(X, y, W, 0.6, basis, noise=noise, kernel="cuda", **kw)
         for u, v in zip(a, b):
             np.testing.assert_allclose(v, u, rtol=1e-4, atol=1e-5, err_msg=name)
 
@@ -269,28 +317,28 @@ def test_cuda_release_equals_numpy_release():
 def test_fused_row_sq_norms_match_numpy(k):
     """The pDP projection norms ||A_i M||^2 of the fused path (4 rows x 2 columns of M per pass,
     odd k and a row range not a multiple of 4) against float64 numpy."""
-    from mixdp_core.methods import _fused_kernel
+    from mixdp_core.methods.adamix.kernels import numba_jit
 
-    if not _fused_kernel.available():
+    if not numba_jit.available():
         pytest.skip("numba not installed")
     rng = np.random.default_rng(k)
     A = rng.standard_normal((203, 80)).astype(np.float32)
     M = rng.standard_normal((80, k)).astype(np.float32)
     lo, hi = 5, 202
     out = np.full(hi - lo, np.nan)
-    _fused_kernel.row_sq_norms(A, np.ascontiguousarray(M.T), lo, hi, out)
+    numba_jit.row_sq_norms(A, np.ascontiguousarray(M.T), lo, hi, out)
     ref = np.square(A[lo:hi].astype(np.float64) @ M.astype(np.float64)).sum(1)
     np.testing.assert_allclose(out, ref, rtol=2e-5, atol=1e-6 * ref.max())
 
 
 def test_shifted_weights_give_the_softmax_of_the_full_logits():
     """Logits relative to the last class (the fused kernel's operand) give the same softmax."""
-    from mixdp_core.methods import _fused_kernel
+    from mixdp_core.methods.adamix.kernels import numba_jit
 
     rng = np.random.default_rng(9)
     X = rng.standard_normal((40, 12)).astype(np.float32)
     W = rng.standard_normal((12, 7)).astype(np.float32)
-    VT = _fused_kernel.shifted_weights(W)
+    VT = numba_jit.shifted_weights(W)
     assert VT.shape == (6, 12) and VT.dtype == np.float32 and VT.flags.c_contiguous
     Z = np.concatenate([X.astype(np.float64) @ VT.T.astype(np.float64), np.zeros((40, 1))], axis=1)
     P = np.exp(Z - Z.max(1, keepdims=True))
@@ -303,13 +351,13 @@ def test_shifted_weights_give_the_softmax_of_the_full_logits():
 
 def test_fused_kernel_exp_is_float32_accurate():
     """The kernel's vectorizable exp (Cody-Waite + Cephes polynomial) against float64 exp."""
-    from mixdp_core.methods import _fused_kernel
+    from mixdp_core.methods.adamix.kernels import numba_jit
 
-    if not _fused_kernel.available():
+    if not numba_jit.available():
         pytest.skip("numba not installed")
     x = np.concatenate([np.linspace(-100.0, 0.0, 400_001), -np.logspace(-12, 0, 1000), [0.0]]).astype(np.float32)
     out = np.empty_like(x)
-    _fused_kernel.expf_array(x, out)
+    numba_jit.expf_array(x, out)
     ref = np.exp(x.astype(np.float64))
     ok = x >= -87.0
     assert np.max(np.abs(out[ok] - ref[ok]) / ref[ok]) < 4e-7
@@ -326,11 +374,11 @@ def test_fused_release_sensitivity_add_remove_one_row(basis_kind):
     tau = 0.05
     name_basis = {n: (b, kw, U) for n, b, kw, U in _cases(X, Xp, yp, W)}
     basis, kw, U = name_basis[basis_kind]
-    full, _, _ = private_release(X, y, W, tau, basis, fused=True, **kw)
+    full, _, _ = private_release(X, y, W, tau, basis, kernel="numba", **kw)
     for j in (0, 7, 101, 202):
         keep = np.arange(len(y)) != j
         kw_j = {k: v[keep] for k, v in kw.items()}
-        part, _, _ = private_release(np.ascontiguousarray(X[keep]), y[keep], W, tau, basis, fused=True, **kw_j)
+        part, _, _ = private_release(np.ascontiguousarray(X[keep]), y[keep], W, tau, basis, kernel="numba", **kw_j)
         diff = np.linalg.norm(full.astype(np.float64) - part)
         ref_j, _, _ = _reference(X[j:j + 1], y[j:j + 1], W, tau, U)
         assert diff <= tau * (1 + 1e-4)
@@ -378,9 +426,7 @@ def test_complement_basis_without_qr_spans_the_householder_basis(near_singular):
 
 def _rebuilt_with(basis, B):
     """A basis with the same public directions U_r and another B, from projection_basis."""
-    from mixdp_core.methods.adamix.engine import _b_gram
-
-    B64, BtB, _ = _b_gram(B)
+    B64, BtB, _ = b_gram(B)
     K = B64.T @ basis.U64
     try:  # the Cholesky factor is unusable: it fails or its diagonal spans more than 1e4
         d = np.abs(np.diag(np.linalg.cholesky(BtB - K @ K.T)))
@@ -399,10 +445,10 @@ def test_complement_projection_norms_match_explicit_q(n_rows):
     """||U^T x_i||^2 = ||x||^2 - ||Q^T x||^2 by the low-rank maps of the fused path (the cached
     ||P_B x||^2 and two r-column maps of [X B | X Q_p]; row ranges with and without a 4-row
     remainder, r = 4 odd/even pairs) against float64 with numpy's Householder Q."""
-    from mixdp_core.methods import _fused_kernel
-    from mixdp_core.methods.adamix.engine import _complement_base, _complement_maps
+    from mixdp_core.methods.adamix.kernels import numba_jit
+    from mixdp_core.methods.adamix.kernels.numba_backend import complement_base, complement_maps
 
-    if not _fused_kernel.available():
+    if not numba_jit.available():
         pytest.skip("numba not installed")
     basis, B, qr = _complement_basis(C=6)
     rng = np.random.default_rng(n_rows)
@@ -411,19 +457,19 @@ def test_complement_projection_norms_match_explicit_q(n_rows):
     XB = X @ B
     XQp = (X @ qr[0]).astype(np.float32)
     A = np.ascontiguousarray(np.concatenate([XB, XQp], axis=1))
-    M1T, M2T = _complement_maps(basis, XQp.shape[1])
-    base = _complement_base(XB, B, xn)
+    M1T, M2T = complement_maps(basis, XQp.shape[1])
+    base = complement_base(XB, B, xn)
     lo, hi = 2, 2 + n_rows
     out = np.full(n_rows, np.nan)
-    _fused_kernel.sq_norms_lowrank(A, M1T, B.shape[1], M2T, base, lo, hi, out)
+    numba_jit.sq_norms_lowrank(A, M1T, B.shape[1], M2T, base, lo, hi, out)
     Q_ref = _complement_q(basis.U, B)
     X64 = X[lo:hi].astype(np.float64)
     ref = np.square(xn[lo:hi]) - np.square(X64 @ Q_ref).sum(1)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=2e-6 * np.square(xn).max())
     # no public directions (r = 0): ||U^T x||^2 = ||x||^2 - ||P_B x||^2
-    M1T0, M2T0 = _complement_maps(basis, 0)
+    M1T0, M2T0 = complement_maps(basis, 0)
     out0 = np.full(n_rows, np.nan)
-    _fused_kernel.sq_norms_lowrank(np.ascontiguousarray(XB), M1T0, B.shape[1], M2T0, base, lo, hi, out0)
+    numba_jit.sq_norms_lowrank(np.ascontiguousarray(XB), M1T0, B.shape[1], M2T0, base, lo, hi, out0)
     QB = np.linalg.qr(B.astype(np.float64))[0]
     np.testing.assert_allclose(out0, np.square(xn[lo:hi]) - np.square(X64 @ QB).sum(1), rtol=1e-4,
                                atol=2e-6 * np.square(xn).max())

@@ -22,13 +22,13 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ..mia import class_matched_indices
 from .canary import (blackbox_canary_audit, is_dpsgd_linear, is_noisygd_family, one_run_audit, whitebox_available,
                      whitebox_canary_audit)
 from .executor import DEFAULT_EXECUTOR, map_jobs
 from .membership import lira_attack, lira_scores, loss_attack, rmia_scores
 from .stats import (
     EpsilonBound,
-    class_matched_indices,
     clopper_pearson_upper,
     epsilon_lower_bound,
     membership_metrics,

@@ -2,8 +2,8 @@ r"""Membership-inference attacks evaluated on class-matched members and non-memb
 
 * :func:`loss_attack`: the loss-threshold attack (Yeom et al. 2018) on the released model,
   members = private rows, non-members = test rows, **matched per class**
-  (:func:`~.stats.class_matched_indices`). The unmatched AUC is reported beside it: under class
-  imbalance it measures the class prior, not membership.
+  (:func:`~mixdp_core.evaluation.mia.class_matched_indices`). The unmatched AUC is reported
+  beside it: under class imbalance it measures the class prior, not membership.
 * :func:`lira_attack`: the Likelihood-Ratio Attack of Carlini et al. 2022 ("Membership
   Inference Attacks From First Principles"), online and offline, plus RMIA (Zarifzadeh et al.
   2024, "Low-Cost High-Power Membership Inference Attacks") from the same reference models.
@@ -41,10 +41,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..mia import auc_score, cross_entropy_losses
+from ..mia import auc_score, class_matched_indices, cross_entropy_losses
 from .executor import map_jobs
 from .jobs import TrainJob, logit_confidence, make_audited_method, run_train_job, true_class_prob
-from .stats import class_matched_indices, membership_metrics, one_run_epsilon_lower_bound
+from .stats import membership_metrics, one_run_epsilon_lower_bound
 
 
 def loss_attack(model: Any, split: Any, *, seed: int = 0) -> dict[str, Any]:

@@ -116,29 +116,6 @@ def membership_metrics(
     return out
 
 
-def class_matched_indices(y_members: np.ndarray, y_nonmembers: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of members and non-members with the *same number per class* (seeded, sorted).
-
-    Class ``c`` contributes ``min(#members_c, #non-members_c)`` rows of each, drawn without
-    replacement. Without this, an imbalanced private set against a balanced test set lets an
-    attack score "membership" by recognising the majority classes (the bias this fixes).
-    """
-    ym = np.asarray(y_members)
-    yn = np.asarray(y_nonmembers)
-    rng = np.random.default_rng([seed, 0xC1A55])
-    mi, ni = [], []
-    for c in np.union1d(np.unique(ym), np.unique(yn)):
-        a, b = np.flatnonzero(ym == c), np.flatnonzero(yn == c)
-        k = min(a.size, b.size)
-        if k == 0:
-            continue
-        mi.append(np.sort(rng.choice(a, k, replace=False)))
-        ni.append(np.sort(rng.choice(b, k, replace=False)))
-    if not mi:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.sort(np.concatenate(mi)), np.sort(np.concatenate(ni))
-
-
 # --------------------------------------------------------------------------- CP bounds
 
 

@@ -236,10 +236,10 @@ class NoisyGDConfig(PrivacyConfig):
              "Gaussian release of the run, accounted (T = count + gradient steps + checkpoint test + guard).",
         privacy_note="one Gaussian release on private rows, accounted in the run's ε")
 
-    # --- device of the private release (issue 13): the same mechanism and ε on every device ---
+    # --- device of the private release: the same mechanism and ε on every device ---
     @staticmethod
     def _check_device(value: Any) -> None:
-        from .._torch_kernel import check_device  # lazy: the torch kernel module imports no torch
+        from .kernels import check_device  # lazy: kept off the configs' import; the kernels import no torch
 
         check_device(value)
 

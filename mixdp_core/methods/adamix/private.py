@@ -40,11 +40,10 @@ from .engine import (
     clip_threshold,
     clipped_smoothness,
     effective_weight_decay,
-    projection_dim_for,
-    resolve_span,
     run_noisygd,
     theorem3_weight_decay,
 )
+from .projection import projection_dim_for, resolve_span
 from .references import LinearHead, UnitRows, text_init, unit_rows
 
 

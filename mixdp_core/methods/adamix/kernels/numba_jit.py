@@ -7,11 +7,12 @@
 i.e. the sum of the per-sample gradients ``g_i = x_i (p_i - y_i)^T`` clipped to Frobenius norm
 ``tau`` (``||g_i||_F = ||x_i|| ||p_i - y_i||``, closed form for the rank-one gradient). This is
 the quantity whose L2 sensitivity under add/remove of one private row is ``tau`` (one term of
-norm ``<= tau`` appears or disappears); the caller
+norm ``<= tau`` appears or disappears); the engine
 (:func:`mixdp_core.methods.adamix.engine.private_release`) adds the Gaussian noise calibrated
 by :mod:`mixdp_core.accounting` and applies the projection, exactly as for the numpy kernel,
-so the mechanism is the same and only the arithmetic is reorganized. It also returns the
-per-sample cross-entropy ``-log p_{i, y_i}`` and ``c_i ||p_i - y_i||`` (from which the engine
+so the mechanism is the same and only the arithmetic is reorganized (:mod:`.numba_backend`
+drives this module). It also returns the
+per-sample cross-entropy ``-log p_{i, y_i}`` and ``c_i ||p_i - y_i||`` (from which :mod:`.numba_backend`
 forms the per-instance DP ratio ``r_i = c_i ||U^T x_i|| ||p_i - y_i|| / tau``).
 
 Why a compiled kernel: with ``C = 10`` columns the two BLAS products ``X W`` and
@@ -36,16 +37,16 @@ and ``||p_i - y_i||`` are computed from all ``C`` residuals as before.
 numba is imported only when this module is; :func:`available` says whether it can be. The
 first call compiles (~4 s of CPU, once per machine: ``cache=True`` stores the machine code
 next to this file, or in numba's user-wide cache directory when that is not writable; later
-processes pay ~0.75-0.9 s for the numba import and the cache load); the engine uses this
+processes pay ~0.75-0.9 s for the numba import and the cache load); the CPU release uses this
 kernel only for problems large enough to repay that
-(:data:`mixdp_core.methods.adamix.engine.FUSED_MIN_BYTES`), never on the digits fast path.
+(:data:`mixdp_core.methods.adamix.kernels.cpu.FUSED_MIN_BYTES`), never on the digits fast path.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-try:  # numba is pinned in requirements.txt; without it the engine keeps the numpy kernel
+try:  # numba is pinned in requirements.txt; without it the CPU release keeps the numpy kernel
     import numba as _numba
 except ImportError:  # pragma: no cover - exercised only on installs without numba
     _numba = None
@@ -414,7 +415,7 @@ if _numba is not None:
         """``out[i - lo] = max(0, base[i] - ||A_i M_1||^2 + ||A_i[off:] M_2||^2)`` (float64).
 
         AdaMix's ``complement`` projection norm ``||U^T x_i||^2`` from the cached
-        ``A = [X B | X Q_p]`` (see the engine's ``_complement_norm_maps``): ``base = ||x||^2 -
+        ``A = [X B | X Q_p]`` (see :func:`.numba_backend.complement_maps`): ``base = ||x||^2 -
         ||P_B x||^2`` is fixed for a run, ``M_1`` (``(m + n_pub) x r``) and ``M_2 = coef``
         (``n_pub x r``) change with the step, ``r <= C - 1``: ``r (m + 2 n_pub)``
         multiply-adds per row instead of ``m (m + n_pub)`` for ``Q^T x``. 4 rows x 3 columns

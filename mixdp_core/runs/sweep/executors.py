@@ -322,7 +322,7 @@ def make_executor(backend: str = "local", **kw: Any):
     try:
         cls = EXECUTORS.get(backend)
     except UnknownNameError as e:
-        raise ConfigError("backend", str(e)) from None
+        raise ConfigError.unknown_name("backend", e) from None
     return cls(**kw)
 
 

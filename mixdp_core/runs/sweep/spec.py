@@ -160,7 +160,7 @@ class SweepSpec:
             try:
                 private = bool(getattr(METHODS.get(v.method), "private", True))
             except UnknownNameError as e:
-                raise ConfigError("methods", str(e)) from None
+                raise ConfigError.unknown_name("methods", e) from None
             per_cell += len(self.epsilons) if private else 1
         return (per_cell * len(self.encoders) * len(self.seeds) * len(self.public_per_class)
                 * len(self.imbalance_ratios) * len(self.private_per_class))
@@ -240,7 +240,7 @@ class SweepSpec:
                                 try:
                                     cls = METHODS.get(v.method)
                                 except UnknownNameError as e:
-                                    raise ConfigError("methods", str(e)) from None
+                                    raise ConfigError.unknown_name("methods", e) from None
                                 fields = {f.name for f in dataclasses.fields(cls.config_cls)}
                                 mp = {k: val for k, val in self.params.items() if k in fields}
                                 mp.update(v.params)

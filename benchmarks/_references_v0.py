@@ -1,5 +1,5 @@
-"""The cross-validated ridge selection of the non-private references *before* issue 10's
-speed-up (direct L-BFGS in feature space, warm-started along the ridge path), kept verbatim
+"""The cross-validated ridge selection of the non-private references *before* its speed-up
+(direct L-BFGS in feature space, warm-started along the ridge path), kept verbatim
 so ``benchmarks/references.py`` can time the current :func:`select_l2_cv` side by side."""
 
 from __future__ import annotations

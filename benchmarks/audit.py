@@ -9,8 +9,8 @@ Speed targets (2 shared CPU cores, sequential executor, features from the cache)
 feature-based family, private vs non-private, class-matched vs not) and prints it as a
 markdown table. The last line of stdout is always one JSON object.
 
-``--issue11`` measures what issue 11 added: pDP quantiles of DPPL-Public-TopK and sparse
-fine-tuning (with the cost of the norm passes, side by side in one process), the ε = 1 alarm of
+``--families`` measures the newer families and alarms: pDP quantiles of DPPL-Public-TopK and
+sparse fine-tuning (with the cost of the norm passes, side by side in one process), the ε = 1 alarm of
 the half-noise NoisyGD mechanism (1,000 vs 10,000 white-box trials, and the time of 10,000), the
 correct mechanism at 10,000 trials over several seeds, and the DP-SGD alarm (privacy-profile test).
 
@@ -18,7 +18,7 @@ Usage::
 
     python benchmarks/audit.py                      # speed only
     python benchmarks/audit.py --results            # + the results grid (a few minutes)
-    python benchmarks/audit.py --issue11 --no-speed # only the issue-11 measurements
+    python benchmarks/audit.py --families --no-speed  # only the families' measurements
     python benchmarks/audit.py --tiny               # LiRA K=2, 100 white-box trials (smoke test)
     python benchmarks/audit.py --dataset image_folder --dataset-arg root=/tmp/cifar10 --encoder efficientnet_lite0
 """
@@ -130,7 +130,7 @@ def _q(e):
                                                     np.quantile(e, [0, 0.05, 0.5, 0.95, 1]))}
 
 
-def issue11(split):
+def families(split):
     """pDP of the new families, ε = 1 alarm and 10k-trial timing, DP-SGD alarm (module docstring)."""
     from mixdp_core.evaluation.audit import run_audit
     from mixdp_core.evaluation.pdp import pdp_kind, per_instance_epsilon
@@ -213,11 +213,11 @@ def main():
     ap.add_argument("--encoder-arg", action="append", default=[])
     ap.add_argument("--results", action="store_true")
     ap.add_argument("--quick", action="store_true", help="smaller results grid")
-    ap.add_argument("--issue11", action="store_true", help="pDP of the new families and the alarm measurements")
+    ap.add_argument("--families", action="store_true", help="pDP of the newer families and the alarm measurements")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed targets")
     ap.add_argument("--tiny", action="store_true", help="speed section only, LiRA K=2 and 100 white-box trials")
     a = ap.parse_args()
-    if a.tiny and (a.results or a.issue11):
+    if a.tiny and (a.results or a.families):
         ap.error("--tiny runs the speed section only")
     dkw = {k: json.loads(v) if v[:1].isdigit() else v for k, v in (x.split("=", 1) for x in a.dataset_arg)}
     ekw = {k: json.loads(v) for k, v in (x.split("=", 1) for x in a.encoder_arg)} or None
@@ -225,8 +225,8 @@ def main():
     out = {"benchmark": "audit", "tiny": a.tiny, "dataset": a.dataset, "encoder": a.encoder, "n_private": int(len(split.y_private)), "dim": split.dim}
     if not a.no_speed:
         out.update(speed(split, reference_models=2, trials=100) if a.tiny else speed(split))
-    if a.issue11:
-        out["issue11"] = issue11(split)
+    if a.families:
+        out["families"] = families(split)
     if a.results:
         rows = results(split, _split(a.dataset, a.encoder, ir=10.0, dataset_kwargs=dkw, encoder_kwargs=ekw),
                        quick=a.quick)

@@ -3,7 +3,7 @@ fit, before (direct L-BFGS in feature space, ``benchmarks/_references_v0.py``) a
 (spectral coordinates + curvature preconditioning, :func:`mixdp_core.methods._linear.select_l2_cv`),
 side by side in one process on the same data.
 
-Workload (issue 10): synthetic class-structured features of the product owner's size,
+Workload: synthetic class-structured features of the product owner's size,
 6,500 x 1,280, 102 classes, unit rows, with a CNN-like spectrum (a large common mean and
 power-law within-class variance, so the problem is ill-conditioned as real embeddings are).
 Reports wall and process-CPU time of each, their ratio, the ridge each selects, each

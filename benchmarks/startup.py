@@ -1,7 +1,7 @@
 """Benchmark: total CPU (user + sys) of a small training run from the command line.
 
 Measures ``mixdp train --dataset digits --encoder pixels --method adamix --epsilon 3 --json``
-(issue 13 target: <= 1.5 s of CPU in total with a warm cache), run as a child process with
+(target: <= 1.5 s of CPU in total with a warm cache), run as a child process with
 the feature cache warmed by one untimed run, and, for reference, a bare ``python -c pass``,
 the import of the CLI, and the import of the training stack. CPU time comes from
 ``resource.getrusage(RUSAGE_CHILDREN)`` around each child, so other processes sharing the
@@ -12,7 +12,8 @@ interleaved. Prints a table, then one JSON object (key ``cpu_seconds``) as the l
 compiles the package once, as ``pip install`` does at install time), even when the calling
 shell sets ``PYTHONDONTWRITEBYTECODE``; otherwise every run would recompile the ~40 modules
 of ``mixdp_core`` on the path (~0.1-0.2 s of CPU) and measure the environment, not the code.
-``--no-bytecode`` keeps the caller's setting (the measurement before issue 13's last commit).
+``--no-bytecode`` keeps the caller's setting (as this benchmark first measured: with
+``PYTHONDONTWRITEBYTECODE`` set, every child recompiles).
 
 Usage::
 

@@ -1,6 +1,6 @@
 """Benchmark: cost of writing step records to the run store, before and after batching.
 
-Before (up to issue 13): the runner called ``RunStore.append_steps`` every 0.5 s, each call
+Before (the former runner): the runner called ``RunStore.append_steps`` every 0.5 s, each call
 opening a new SQLite connection (and closing it: with WAL, closing the last connection
 checkpoints the log). After: :class:`mixdp_core.runs.store.StepWriter` writes once the oldest
 buffered record is ~1 s old, on one connection kept open for the run.

@@ -16,10 +16,10 @@ Sections (each prints its ratios; ``--only`` picks some):
 ``schedule`` Thm.-3 schedule vs the paper's constant learning rates on scikit-learn digits
              at epsilon in {1, 8}: mean test error over seeds for every private method.
 
-``ratios``   (issue 13) one NoisyGD / AdaMix step of the real loop divided by one streaming
+``ratios``   one NoisyGD / AdaMix step of the real loop divided by one streaming
              pass over X (``X.sum()``): with the default kernel (the fused numba kernel at this
-             size), with the blocked numpy kernel (``*_numpy``) and before issue 13 (the
-             pre-issue-13 kernel, kept in ``benchmarks/_release_v0.py``); the GFLOP/s of the
+             size), with the blocked numpy kernel (``*_numpy``) and before the fused
+             kernel (commit 3902d5c, kept in ``benchmarks/_release_v0.py``); the GFLOP/s of the
              two BLAS products in cache and of both release kernels; the block size and thread
              count of the release, the torch kernel (CPU; CUDA when available, else
              ``torch_cuda_* = null`` and ``torch_cuda_skipped`` says why) and Opacus' epoch
@@ -299,7 +299,7 @@ def _stream_cpu(X, reps=3):
 
 def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, blocks=(256, 512, 1024, 2048),
                  sub_repeats=None):
-    """Issue-13 ratios; returns the JSON dict (see module docstring)."""
+    """The step-cost ratios; returns the JSON dict (see module docstring)."""
     sub_repeats = max(3, repeats // 2) if sub_repeats is None else int(sub_repeats)
     import json
 
@@ -315,8 +315,9 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
     from _release_v0 import private_release_v0 as _v0
 
     def private_release_v0(*a, ratio_out=None, loss_out=None, kernel=None, **k):
-        """The pre-issue-13 kernel behind the engine's current call (it fills the run's reused
-        ``(N,)`` buffers: two copies, ~0.004 of a stream pass; the kernel choice is ignored)."""
+        """The kernel before the fused one (commit 3902d5c) behind the engine's current call (it
+        fills the run's reused ``(N,)`` buffers: two copies, ~0.004 of a stream pass; the kernel
+        choice is ignored)."""
         from mixdp_core.methods._linear import into
 
         noisy, ratio, loss = _v0(*a, **k)
@@ -517,7 +518,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             else:  # no GPU figure is ever made up: null, and the reason beside it
                 out["torch_cuda_release_over_stream_wall"] = None
                 out["torch_cuda_skipped"] = "no CUDA device visible to torch on this machine"
-    print(f"\n## issue-13 ratios ({n} x {d}, C = {c}; medians of {repeats} interleaved repeats)")
+    print(f"\n## step-cost ratios ({n} x {d}, C = {c}; medians of {repeats} interleaved repeats)")
     print("| quantity | value |")
     print("|---|---|")
     for k, v in out.items():
@@ -579,7 +580,7 @@ def main(argv=None):
     if "schedule" in only:
         bench_schedule(seeds=2 if a.quick else 3)
     res = bench_ratios(n, D, C, repeats=3 if a.quick else 7) if "ratios" in only else {}
-    print(json.dumps(res, sort_keys=True))  # last line: the issue-13 ratios
+    print(json.dumps(res, sort_keys=True))  # last line: the step-cost ratios
 
 
 if __name__ == "__main__":

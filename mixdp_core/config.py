@@ -263,7 +263,8 @@ def check(spec: ParamSpec, value: Any, *, field: Optional[str] = None) -> Any:
         return None
 
     def bad() -> ConfigError:
-        return ConfigError(name, f"must be {spec.requirement()}, got {value!r}")
+        return ConfigError(name, f"must be {spec.requirement()}, got {value!r}", allowed=spec.requirement(),
+                           got=value, choices=spec.choices)
 
     t = spec.type
     if t is bool:
@@ -423,7 +424,7 @@ def parse_number(field: str, text: Any, kind: type, allowed: str) -> Any:
     """
     if text is None:
         return None
-    bad = ConfigError(field, f"must be {allowed}, got {_short(text)}")
+    bad = ConfigError(field, f"must be {allowed}, got {_short(text)}", allowed=allowed, got=text)
     if isinstance(text, bool):
         raise bad
     if isinstance(text, (int, float)):

@@ -50,7 +50,8 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; choose one of: {', '.join(self._items)}"
+                f"unknown {self.kind} {name!r}; choose one of: {', '.join(self._items)}",
+                kind=self.kind, name=name, choices=tuple(self._items),
             ) from None
 
     __getitem__ = get

@@ -1,4 +1,4 @@
-"""benchmarks/train.py runs at tiny size and ends with the issue-13 JSON line."""
+"""benchmarks/train.py runs at tiny size and ends with the step-ratio JSON line."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ def test_importing_methods_and_runner_loads_no_heavy_library():
 
 
 def test_small_training_run_imports_neither_torch_nor_numba(tmp_path):
-    """The digits fast path (the issue-13 start-up budget) trains AdaMix with the numpy kernel:
+    """The digits fast path (the start-up budget of benchmarks/startup.py) trains AdaMix with the numpy kernel:
     device='auto' decides on the problem size before looking for a GPU (no torch), and the
     fused kernel's numba import is reserved for large feature matrices."""
     code = ("import json, sys\n"

@@ -270,7 +270,7 @@ def live_line_chart(x: np.ndarray, y: np.ndarray, title: str, ylabel: str, *, to
             {"mark": {"type": "line", "clip": True},
              "encoding": {"color": {"field": "series", "type": "nominal", "title": None,
                                     "scale": {"domain": names, "range": colors},
-                                    # a legend always, also for a single line (issue 14)
+                                    # a legend always, also for a single line: a line must say what it is
                                     "legend": {"orient": "bottom"}},
                           "strokeDash": {"field": "series", "type": "nominal", "legend": None,
                                          "scale": {"domain": names, "range": dashes}}}},
@@ -329,7 +329,7 @@ def live_pdp_chart(eps_i: np.ndarray, target_epsilon: float | None, *, step: int
                           "series": "private samples (ε_i)"})
     frame = pd.concat([frame, pd.DataFrame({"lo": [np.nan], "hi": [np.nan], "count": [np.nan], "label": [label],
                                             "series": [""]})], ignore_index=True)
-    # one colour scale for the bars and the budget rule: the legend names both (issue 14)
+    # one colour scale for the bars and the budget rule: the legend names both
     names, colors = ["private samples (ε_i)"], [PRIVATE_COLOR]
     if target_epsilon is not None:
         names, colors = names + ["target ε"], colors + [BUDGET_COLOR]

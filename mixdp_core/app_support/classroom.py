@@ -40,7 +40,8 @@ def _lesson_features(lesson: str, cache_dir: Any) -> Any:
     from ..features.cache import get_features
 
     if lesson not in LESSON_DATA:
-        raise ConfigError("lesson", f"must be one of {', '.join(LESSON_DATA)}, got {lesson!r}")
+        raise ConfigError("lesson", f"must be one of {', '.join(LESSON_DATA)}, got {lesson!r}",
+                          allowed=f"one of {', '.join(LESSON_DATA)}", got=lesson, choices=tuple(LESSON_DATA))
     dataset, encoder, kw = LESSON_DATA[lesson]
     return get_features(dataset, encoder, cache_dir=cache_dir, **kw)
 #: Full-batch steps of every lesson training: σ is calibrated per ε for this many steps

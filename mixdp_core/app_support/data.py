@@ -83,10 +83,7 @@ def split_problem(dataset: str, *, public_per_class: int, imbalance_ratio: float
         label_summary(dataset, public_per_class=public_per_class, imbalance_ratio=imbalance_ratio, seed=seed,
                       cache_dir=cache_dir, dataset_kwargs=dataset_kwargs)
     except MixDPError as e:
-        field, msg = field_and_message(e, "split")
-        # name the setting the user can change (the split's own error names its array)
-        field = next((f for f in ("public_per_class", "imbalance_ratio") if f in msg), field)
-        return field, msg
+        return field_and_message(e, "split")
     return None
 
 

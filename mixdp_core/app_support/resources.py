@@ -104,11 +104,8 @@ def get_manager() -> JobManager:
 #: Seconds between two polls of a page's progress fragment (feature extraction on the Data
 #: and Train pages, a sweep on Compare, and the run view's next fragment rerun). A running
 #: run's view does not poll for its redraws: the server pushes them within a fragment rerun
-#: (:func:`render_run` ``live_s``, :data:`LIVE_PUSH_S`). Polled redraws were
-#: measured there first: a poll costs the browser about 0.11 s of its main thread (the rerun's
-#: round trip and the fragment's clear-and-redraw), and a 0.1 s poll against 0.2 s
-#: (``benchmarks/app_latency.py``) gave median gaps of 0.13-0.14 s but largest gaps of
-#: 0.55-0.57 s against 0.32-0.37 s, with no smaller share of the steps per redraw.
+#: (:func:`render_run` ``live_s``, :data:`LIVE_PUSH_S`). A faster poll costs the browser more
+#: than it shows sooner (docs/results/tuning_notes.md, POLL_S).
 POLL_S = 0.2
 
 
@@ -328,11 +325,9 @@ def show_live_chart(chart: tuple[Mapping[str, Any], Any]) -> None:
 def warm_chart_renderers() -> None:
     """Draw an empty, one-pixel Vega-Lite chart and an empty, static 10-pixel plotly chart in
     the sidebar of every page (:func:`page_setup`), so that the browser has loaded both chart
-    renderers before a run is launched rather than when its first chart arrives. Measured on
-    the shared 2-core machine: about 3 s between Launch and the first live point when the
-    Vega renderer was loaded then; the demo's final charts came 3.6-3.7 s after the click
-    without the plotly warm-up (a 4.7 MB script to load) and 1.0-2.7 s with it (three
-    alternating pairs)."""
+    renderers before a run is launched rather than when its first chart arrives (loading them
+    then cost seconds between Launch and the first chart: docs/results/tuning_notes.md,
+    warm_chart_renderers)."""
     try:  # a warm-up only: it must never take a page down
         import plotly.graph_objects as go
 

@@ -150,7 +150,7 @@ def _take_public(y: np.ndarray, k: int, C: int, rng: np.random.Generator, where:
         if members.size < k:
             raise DataError(
                 f"{where}: class {c} has {members.size} samples, fewer than "
-                f"public_per_class={k}"
+                f"public_per_class={k}", field="public_per_class"
             )
         idx.append(rng.choice(members, size=k, replace=False))
     return np.sort(np.concatenate(idx))

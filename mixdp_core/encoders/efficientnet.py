@@ -11,29 +11,10 @@ Preprocessing follows the official TF Lite models: RGB scaled as ``(x - 127) / 1
 gives 94% top-1 with this normalization vs 92% with torchvision's mean/std, so it is the right
 one for these weights.
 
-Speed / accuracy (``image_size``), measured by ``benchmarks/extract.py`` on CIFAR-10 (32 px
-JPEGs upscaled) on a 2-core CPU shared with other jobs (load ~9), so absolute numbers are
-pessimistic. Linear probe = logistic regression on 500 train / 500 test images (+-2 points of
-sampling noise), 1 thread, before BN fusion. Full path = ``encode_images`` (decode, resize,
-forward), 1 thread, channels-last, BN fusion, batch 32:
-
-======  ===============  ============  ==========================
- size    full images/s    vs 224 px     linear-probe accuracy
-======  ===============  ============  ==========================
- 224          11.2           1.0x          72.2%
- 160           --             --           68.2%
- 128          44.2           3.9x          68.2%
-  96          85.7           7.7x          65.8%
-  64           --             --           55.2% (133 img/s unfused)
-======  ===============  ============  ==========================
-
-At 128 px: BN fusion + channels-last 43.7 img/s, fusion only 32.3, channels-last only 32.8,
-neither 24.8; 2 threads (oversubscribed) 23.9. Decode + resize + normalize alone runs at
-~500 img/s, so the full path reaches 0.85-1.0x the bare forward pass.
-
-The default, 128 px, is ~4x faster than the native 224 px for about 4 points of linear-probe
-accuracy on CIFAR-size images; below 96 px features degrade quickly. Use ``image_size=224``
-for larger photos (e.g. PACS, 227 px) or when a GPU is available.
+The default ``image_size``, 128 px, is ~4x faster than the native 224 px for about 4 points of
+linear-probe accuracy on CIFAR-size images; below 96 px features degrade quickly (measured by
+``benchmarks/extract.py``: docs/results/tuning_notes.md). Use ``image_size=224`` for larger
+photos (e.g. PACS, 227 px) or when a GPU is available.
 """
 
 from __future__ import annotations

@@ -290,13 +290,9 @@ def select_l2_cv(
     warm-started along the ridge path from strong to weak, every later fold from the previous
     fold's solution at the same ridge. The eigenbasis only reparametrizes each fold's problem
     (its minimizer does not depend on it; it reads the validation fold's features, never its
-    labels, and only shapes the optimizer's path). ``benchmarks/references.py`` times it against the former direct L-BFGS in
-    feature space (same folds and grid; 6,500 x 1,280, 102 classes, 1 thread, one process on
-    a shared machine, process CPU time): CV 63.5 s -> 35.2 s (1.8x), final fit 17.8 s -> 6.6 s
-    (2.7x), the same ridge selected (1e-5) and the same final objective (to 1e-7).
-    Preconditioning halves the L-BFGS iterations along the path (79 -> 28 at the weakest
-    ridge on one fold), the cross-fold warm start saves ~15 % more; the former CV stopped at
-    100 iterations, before convergence at the weak end; this one allows 200.
+    labels, and only shapes the optimizer's path). ``benchmarks/references.py`` times it against
+    the former direct L-BFGS in feature space: the same ridge selected, about twice as fast
+    (docs/results/tuning_notes.md, select_l2_cv solver).
 
     Returns:
         The ``l2`` of ``grid`` with the lowest mean validation error.

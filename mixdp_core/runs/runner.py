@@ -53,8 +53,8 @@ def _registry_check(field_name: str, kind: str, name: str) -> None:
     reg = getattr(importlib.import_module(module), attr)
     try:
         reg.get(name)
-    except UnknownNameError:
-        raise ConfigError(field_name, f"unknown {kind} {name!r}; choose one of: {', '.join(reg.keys())}") from None
+    except UnknownNameError as e:
+        raise ConfigError.unknown_name(field_name, e) from None
 
 
 def _registered(kind: str) -> Callable[[str], None]:

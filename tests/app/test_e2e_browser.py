@@ -261,7 +261,7 @@ def _timeline(driver, button: str, chart: str) -> tuple[float | None, list[tuple
 
 
 def _cadence(driver, store, run_id: str, button: str = "Launch", window_s: float | None = None) -> dict[str, float]:
-    """Issue 14's live-chart timings of ``run_id`` (launched by the last click on ``button``),
+    """The live-chart timings of ``run_id`` (launched by the last click on ``button``),
     in the browser's clock: Launch -> first point of its ε chart, and the time and share of the
     run's steps between successive changes of the newest point (those within ``window_s`` of
     the first point, if given)."""
@@ -292,7 +292,7 @@ def _wait_run_end(store, run_id: str, deadline: float) -> None:
         time.sleep(0.25)
 
 
-#: Issue 14's speed targets: first point after Launch, largest and median redraw gap (seconds),
+#: The README's speed targets: first point after Launch, largest and median redraw gap (seconds),
 #: and the largest share of the run's steps between two redraws ("every 0.5 s or every 5 % of
 #: the steps, whichever is sooner": both bounds hold at every redraw).
 TARGETS = {"launch_first_chart_point_s": 1.0, "live_update_max_gap_s": 0.5, "live_update_median_gap_s": 0.3,
@@ -434,7 +434,7 @@ def _walk(server, driver, tmp_path):
             break  # enough redraws seen: launch the second run while this one trains
     live_seen = live_minority and live_pdp
     timings["load_average_live"] = max(load, os.getloadavg()[0])  # 1-min, while the run trained
-    # issue 14's speed targets are asserted (at the end) unless the machine was busier than
+    # the README's speed targets are asserted (at the end) unless the machine was busier than
     # this walk's own browser, server and run make it (load 1.4-2.2 on 2 cores here): an
     # absolute bound, so that a many-core machine busy with other tests does not count as quiet
     timings["targets_asserted"] = timings["load_average_live"] <= QUIET_LOAD
@@ -576,7 +576,7 @@ def _walk(server, driver, tmp_path):
         shutil.copy(tmp_path / "timings.json", Path(extra) / "timings.json")
     assert all(p.stat().st_size > 10_000 for p in shots)
     # Speed (checked last so that a slow machine still gets every other check), in the
-    # browser's own clock (TIMELINE_JS). Issue 14's targets: the demo's final metrics within
+    # browser's own clock (TIMELINE_JS). The README's targets: the demo's final metrics within
     # 30 s, 1 s from the Launch click to the first point, a redraw every 0.5 s or 5 % of the
     # steps, whichever is sooner. Measured on the shared 2-core machine with the server's
     # pushed redraws, 1-min load average 2.1-2.9 with this test's own browser, server and run

@@ -339,7 +339,7 @@ def test_live_charts_are_valid_vega_lite_whose_spec_does_not_depend_on_the_point
         _vega_valid(*b[name])
         # the same spec for 30 and 900 records: a redraw only swaps the chart's data
         assert a[name][0] == b[name][0], name
-        # a legend on every live chart, also those with a single line (issue 14)
+        # a legend on every live chart, also those with a single line
         assert b[name][0]["layer"][0]["encoding"]["color"]["legend"] is not None, name
     spec, frame = b["epsilon"]
     assert spec["title"] == "ε spent vs step" and spec["encoding"]["x"]["scale"]["domain"] == [0, 1020.0]

@@ -1,6 +1,6 @@
-"""Issue 10 properties of the AdaMix-family defaults on small few-shot digits splits.
+"""Properties of the AdaMix-family defaults on small few-shot digits splits.
 
-Each test fails on the pre-issue defaults (Thm.-3 lambda on the summed loss with
+Each test fails on the former defaults (Thm.-3 lambda on the summed loss with
 eta_1 = 1/lambda, public ridge 1/N_pub, unscaled start): there the first noisy step moves W
 far past the public solution and the error at eps = 1 exceeds Only-Public's by > 10 points.
 """

@@ -28,14 +28,14 @@ to :class:`mixdp_core.accounting.ComposedGaussian` ``(sigma, T)`` with
 ``T = accounting.calibrate_steps(noise_multiplier=sigma, target_epsilon, target_delta)``.
 ``privacy_`` is computed for the steps actually executed.
 
-Default schedule ``"smooth"`` (issue 10; every quantity a run uses comes from public data or
-from released noisy quantities, never from private labels or test data; two library constants
-were set on development data, see 4.). Measured problem with the former
-default (``"theorem3"``: eta_t = 2/(lambda(t+1)) on the *summed* loss with the Thm.-3
-lambda): lambda keeps only the noise term, so eta_1 = 1/lambda is 10-30x past the stability
-limit of the summed loss (smoothness ~N/2); the first step overshoots by more than
-``||w_ref||`` and the error after step 1 exceeds Only-Public's at small epsilon. The new
-schedule:
+Default schedule ``"smooth"`` (every quantity a run uses comes from public data or from
+released noisy quantities, never from private labels or test data; the library constants set
+on development data, see 4.-7., have their measurements in docs/results/tuning_notes.md).
+Measured problem with the former default (``"theorem3"``: eta_t = 2/(lambda(t+1)) on the
+*summed* loss with the Thm.-3 lambda): lambda keeps only the noise term, so eta_1 = 1/lambda
+is 10-30x past the stability limit of the summed loss (smoothness ~N/2); the first step
+overshoots by more than ``||w_ref||`` and the error after step 1 exceeds Only-Public's at
+small epsilon. The new schedule:
 
 1. **Mean-loss scale through a noisy count.** ``N_private`` is private under add/remove, so
    the run first releases ``N_private + N(0, sigma^2)`` (sensitivity 1, noise multiplier
@@ -60,35 +60,31 @@ schedule:
    burn-in alignment 0.3 (:data:`BURN_IN_ALIGNMENT`), are library constants set during
    development by measuring test error on *development* data (digits, CIFAR-10 and PACS
    few-shot splits, several epsilon): they never see a user's data, but they are empirical
-   choices, not derived from theory. The first values tried (z = 2, alignment 1) let AdaMix
-   fall below Only-Public under the PACS domain shift at epsilon <= 1.
+   choices, not derived from theory.
 5. lambda: the Thm.-3 rule on the mean loss (noise std ``sigma tau / n_hat``) with that R.
    The rule balances a worst-case bound (noise along all k C directions costs as much as
    along the loss's high-curvature ones) and over-regularizes towards ``w_ref``; the factor 2
    in R (:data:`REF_DISTANCE_SCALE`, a library constant chosen by looking at test error in
-   development regimes, see its comment) halves lambda: better at epsilon >= 3 in all eight
-   development regimes (seeds 0-3) and in the five re-checked on unseen seeds 4-7, within
-   2.4 points at epsilon <= 1.
+   development regimes) halves lambda: better at epsilon >= 3 in every development regime and
+   in those re-checked on unseen seeds, within 2.4 points at epsilon <= 1.
 6. **Public-start guard** (``public_guard=True``; ``adamix`` and ``ngd``): the run's last
    release is a noisy paired count on the private rows, (#correct of the trained model) −
    (#correct of the public start) + N(0, sigma^2) (sensitivity 1, accounted as one of the
    ``T`` releases), and the public start is released unless it exceeds one noise std
    (:data:`GUARD_Z` = 1, a one-sided test; :meth:`.private.NoisyGDMethod._public_guard`).
-   Measured where the private phase hurt
-   (digits, private/test pixels shifted, 2 clean public per class, eps 0.5, seeds 0-3):
-   26.7 % → 23.1 % against Only-Public's 23.1 % (24.2 % with threshold 0). Its count is on
-   the rows the model trained on (optimistic) and, under imbalance, rewards majority-class
-   predictions: across the regime family it released models worse than their start in
-   three regimes (docs/results/regimes.md). ``guard_holdout > 0`` asks held-out private rows
-   instead, class-balanced, at no extra ε (:meth:`.private.NoisyGDMethod._fit_holdout_guard`);
-   measured there, not the default (it trains on fewer rows).
+   In the regime measured where the private phase hurt, it brought the error back to
+   Only-Public's. Its count is on the rows the model trained on (optimistic) and, under
+   imbalance, rewards majority-class predictions: across the regime family it released
+   models worse than their start in three regimes (docs/results/regimes.md).
+   ``guard_holdout > 0`` asks held-out private rows instead, class-balanced, at no extra ε
+   (:meth:`.private.NoisyGDMethod._fit_holdout_guard`); measured there, not the default (it
+   trains on fewer rows).
 7. **Early-checkpoint test** (``early_checkpoint=True``, with the guard, when >= 8 gradient
    steps remain): one more noisy paired count, (#correct of the average after a quarter of the
    steps) − (#correct of the final average) + N(0, sigma^2), sensitivity 1, accounted; the
    earlier average goes to the guard if it wins by more than one noise std
-   (:meth:`.private.NoisyGDMethod._checkpoint_test`). Measured under the PACS photo → art
-   shift (seeds 0-5, test error % at epsilon 0.5 / 1 / 3 / 8): see
-   :data:`~.configs.CHECKPOINT_DIVISOR` and docs/results/fewshot.md.
+   (:meth:`.private.NoisyGDMethod._checkpoint_test`), measured under the PACS photo → art
+   shift (:data:`~.configs.CHECKPOINT_DIVISOR`; docs/results/fewshot.md).
 
 ``schedule="theorem3"`` and ``"constant"`` remain available (paper ablations). The paper
 tuned the learning rate on *test* error (App. A.6): available only as the explicit

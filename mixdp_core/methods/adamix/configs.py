@@ -14,54 +14,30 @@ from ..base import PrivacyConfig
 
 #: Learning rates the paper searched for ResNet-50 features (App. A.6), sum-loss scale.
 PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
-#: z-score of the noise-scaled start (see ``NoisyGDMethod._noise_scaled_start``).
+#: z-score of the noise-scaled start (see ``NoisyGDMethod._noise_scaled_start``). Set on
+#: development data, with BURN_IN_ALIGNMENT: docs/results/tuning_notes.md, NOISE_MARGIN_Z.
 NOISE_MARGIN_Z = 3.0
 #: Assumed alignment of the clipped private gradients in the burn-in horizon (see there).
 BURN_IN_ALIGNMENT = 0.3
 #: Threshold of the public-start guard in noise stds: the private phase's model is released
 #: only if its noisy paired count beats the public start's by more than GUARD_Z * sigma (a
 #: one-sided test; a phase that did not help passes with probability 1 - Phi(1) ~ 16 %, not
-#: 1/2). One std is the conventional one-sided level; like NOISE_MARGIN_Z it is a library
-#: constant adopted after measuring test error on *development* data (never a user's), so the
-#: 38-class "public data never hurt" result in docs/results/fewshot.md is on the set that
-#: prompted it. Measured (test error %, seeds 0-3, issue 10): 38 classes (28 PACS
-#: domain-classes + 10 CIFAR-10, 2 public + 60 private each) at eps = 0.5: AdaMix 52.5 with
-#: threshold 0 vs 51.6 with 1 against Only-Public's 51.2;
-#: the price is CIFAR-10 2+20 at eps = 3 (53.4 -> 54.5, Only-Public 55.8) and 2+60 at eps = 1
-#: (57.1 -> 57.7, Only-Public 59.1); PACS, 28-class PACS and digits 1-shot unchanged at every eps.
+#: 1/2). Set on development data; measurements: docs/results/tuning_notes.md, GUARD_Z.
 GUARD_Z = 1.0
 #: Early-checkpoint test (``early_checkpoint``): the earlier candidate is the released average
-#: after ``T_grad // CHECKPOINT_DIVISOR`` gradient steps. Why (issue 10, "more budget never
-#: hurts"): under a domain shift (PACS photo -> art, seeds 0-5) the average's test error dips in
-#: the first steps from the shrunk public start and then rises while the noise accumulates
-#: (mean over seeds at epsilon = 1: 58.1 at the start, 48.2 after 3 steps, 50.2 after 6, 53.0
-#: after 26), so epsilon = 1 ended worse than epsilon = 0.5 (52.6 vs 50.2 %). In the five
-#: other regimes measured (38 classes, 28-class PACS, CIFAR-10 2+20 and 2+60, digits 1-shot)
-#: the error falls along the whole run at every epsilon. A quarter of the run is where the
-#: PACS curve is still below its end while the other regimes' curves are clearly above theirs.
+#: after ``T_grad // CHECKPOINT_DIVISOR`` gradient steps: a quarter in, a run whose noise outgrew
+#: its signal under a domain shift was still better than at its end ("more budget never hurts").
+#: Measurements: docs/results/tuning_notes.md, CHECKPOINT_DIVISOR.
 CHECKPOINT_DIVISOR = 4
 #: The early-checkpoint test runs only when at least this many gradient steps are left after
 #: its release (at epsilon = 0.5, sigma = 20 a run has 6: a checkpoint after 1 step would only
 #: cost one of them).
 MIN_CHECKPOINT_STEPS = 8
 #: Scale of the default guess of R = ||w* - w_ref|| (Thm. 3; ``ref_distance=None``): R =
-#: REF_DISTANCE_SCALE * max(||w_ref||_F, sqrt(C) ln C). Why (issue 10): Thm. 3's lambda balances
-#: a worst-case bound in which noise along each of the k C projected directions costs as much as
-#: along the loss's high-curvature ones; public embeddings have an effective dimension (participation
-#: ratio of the second moment) of 4-14 out of 64-1280, so the bound-optimal lambda over-regularizes
-#: towards w_ref once there are many steps. Chosen by looking at test error (a leak for the
-#: tables of these regimes, which use seeds 0-1: their gains are in-sample) in 8 development
-#: regimes (digits 1-shot, CIFAR-10 2+20 and 2+60, PACS photo->art, 28-class PACS, 38 classes
-#: with 2+60, 3+30 and 5+40 per class; seeds 0-3; test error %, scale 1 -> 2): every regime
-#: gains at eps = 3 (1.3-8.4 points) and eps = 8 (1.8-10.0: PACS 38.6 -> 28.6, CIFAR-10 2+60
-#: 46.8 -> 41.2) and moves by -1.3 to +2.0 at eps <= 1 (the largest, PACS at 0.5: 51.2 -> 53.2,
-#: Only-Public 56.8). Scale 3 gains more at eps = 8 and loses more at eps <= 1. Checked after the
-#: choice on seeds 4-7, which it never saw (5 regimes: digits 1-shot, PACS, CIFAR-10 2+60 and
-#: 2+20, 38 classes 3+30): better at eps = 3 by 0.8-7.8 and at eps = 8 by 0.7-10.3 in all five,
-#: -0.8 to +2.4 at eps <= 1 (PACS at 0.5: 48.9 -> 51.3, Only-Public 56.4). A library constant, never a
-#: per-dataset choice; the user's ``ref_distance`` replaces the guess. It applies to every
-#: NoisyGD method with the Thm.-3 rule (Fully-Private too: 38 classes 3+30 at eps = 3, 52.0 -> 50.6;
-#: CIFAR-10 2+60 43.5 -> 42.8); PPGD keeps its own R (not re-measured).
+#: REF_DISTANCE_SCALE * max(||w_ref||_F, sqrt(C) ln C). Thm. 3's lambda balances a worst-case
+#: bound and over-regularizes towards w_ref; doubling R halves it. A library constant chosen on
+#: development regimes (the user's ``ref_distance`` replaces the guess); measurements:
+#: docs/results/tuning_notes.md, REF_DISTANCE_SCALE.
 REF_DISTANCE_SCALE = 2.0
 #: Candidates of ``honest_tuning`` (private selection with random stopping), as multipliers
 #: (of the noise margin z of the start, of the Thm.-3 lambda) of the defaults; entry 0 is the
@@ -135,7 +111,7 @@ class NoisyGDConfig(PrivacyConfig):
     """Hyper-parameters shared by every NoisyGD-type method; each field declares its range and
     help below. The (ε, δ) target refers to add/remove-one-private-sample neighbours.
 
-    ``schedule="smooth"`` is the default since issue 10 (see the module docstring: noisy count,
+    ``schedule="smooth"`` is the default (see the module docstring: noisy count,
     mean-loss scale, descent-lemma step cap, ball projection, rescaled public start); every
     input of its step sizes is public or an already released noisy quantity.
     """

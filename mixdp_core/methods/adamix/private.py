@@ -96,27 +96,11 @@ class NoisyGDMethod(LinearHead):
         epsilon. Inputs: public rows, sigma, T, the released count; no private data. Returns
         ``(alpha W_pub, alpha)``.
 
-        Measured limits (issue 10, 4 seeds, test error %): under PACS photo -> art the error
-        rises from epsilon 0.5 to 1 (51.0 -> 54.0; 6 seeds: +2.6 +- 0.9 paired): past the
-        first ~3 steps the noise of the capped constant-step phase grows faster than the
-        private signal while lambda halves (lambda ~ 1/sqrt(T)). The default early-checkpoint
-        test (:meth:`_checkpoint_test`) catches that rise after the fact, at the price of one
-        release: 6 seeds, epsilon 0.5/1/3/8: 50.2/49.6/44.4/38.6 % (52.6 at epsilon 1 without it).
-        Two rules that remove that
-        rise there were measured and rejected because they do not hold across regimes:
-        ``H = T`` (margin against the whole run's noise; PACS 51.0/51.2/40.6 at epsilon
-        0.5/1/3 against 51.0/54.0/44.7 now, but digits with mirrored private images
-        56.0/35.6/16.0/11.2 against 56.0/26.0/10.9/9.9 at 0.5/1/3/8) and ``4 lambda`` (PACS 46.1/43.4 at
-        epsilon 0.5/1, but 51.4 vs 44.7 at epsilon 3; 28-class PACS 43.0 vs 36.6 at epsilon 3).
-        A third, measured later (issue 10) and rejected for the same reason: once ``T`` exceeds the
-        burn-in, set ``nu`` to the exact std of the *released average's* logit noise under the
-        run's schedule (capped step, Thm.-3 decay, t-weighted average; a linear recursion in public
-        quantities). It fixes CIFAR-10 2+60 at epsilon 3/8, where Fully-Private beats this rule
-        (51.0/45.6 -> 41.6/36.5 % against Fully-Private's 43.1/36.5; seeds 0-1), but doubles the
-        PACS rise (6 seeds, epsilon 0.5/1/3: 50.2/52.6/44.4 -> 50.2/56.1/46.1) and costs digits
-        1-shot ~1 point at epsilon 3/8. Without noise (sigma -> 0, same T and alpha) a smaller
-        alpha is never worse on either set: the trade-off is the noise's, and which side wins
-        depends on data that only the private rows can tell. That rule is the option
+        Measured limits: under PACS photo -> art the error rises from epsilon 0.5 to 1, which
+        the default early-checkpoint test (:meth:`_checkpoint_test`) catches after the fact.
+        Three rules that remove that rise were measured and rejected because they do not hold
+        across regimes (docs/results/tuning_notes.md, NOISE_MARGIN_Z); the third, the exact
+        std of the released average's logit noise, is the option
         ``init_scale="released_noise"`` (:func:`.engine.averaged_logit_noise_std`, step cap
         ``1/(min(1/2, 2 tau) + lambda)`` and the Thm.-3 lambda of the run).
         """
@@ -190,7 +174,7 @@ class NoisyGDMethod(LinearHead):
         help is kept with probability <= 1 - Phi(1) ~ 16 % instead of 50 %, which also offsets
         the optimism of counting the trained model on its own training rows.
 
-        Why (issue 10, "public data never hurt"): under a domain shift between public and private
+        Why ("public data never hurt"): under a domain shift between public and private
         data, or at a small epsilon, the noisy private phase can end worse than its start
         (measured: digits with shifted private pixels at epsilon 0.5, 26.7 % vs Only-Public's
         23.1 %). The private rows are the only data from the test distribution that the run may
@@ -234,7 +218,7 @@ class NoisyGDMethod(LinearHead):
         ``W_early`` if ``D > GUARD_Z * sigma`` else ``W_final`` (post-processing): a one-sided
         test that keeps the final average unless the earlier one wins by one noise std.
 
-        Why (issue 10, "more budget never hurts"): a larger epsilon buys more noisy steps, and
+        Why ("more budget never hurts"): a larger epsilon buys more noisy steps, and
         under a domain shift the noise of the later steps can outgrow their private signal
         (:data:`~.configs.CHECKPOINT_DIVISOR`); the run then asks its private rows, once,
         whether it was better a quarter of the way in.
@@ -798,8 +782,8 @@ class PPGD(NoisyGDMethod):
     config_cls = PPGDConfig
     description = "PPGD: private NoisyGD with public-gradient clipping, then model reuse on public data"
     paper = "Wang & Zhou, AAAI 2020 (PPSGD) as adapted in AdaMix Sec. 4"
-    #: R = sqrt(C) ln C from its start W = 0: REF_DISTANCE_SCALE (issue 10) was not measured
-    #: for PPGD, so the paper's guess is kept
+    #: R = sqrt(C) ln C from its start W = 0: REF_DISTANCE_SCALE was not measured for PPGD,
+    #: so the paper's guess is kept (docs/results/tuning_notes.md)
     _REF_SCALE = 1.0
 
     def _setup(self, split: Any, d: UnitRows) -> RunSetup:

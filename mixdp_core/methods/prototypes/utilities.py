@@ -150,10 +150,9 @@ def public_utilities(
       class sums by ``np.add.reduceat`` over the class-sorted private rows (float64
       accumulation); ``layout="pool_major"``: tile ``P @ E.T`` of shape
       ``(block, N_private)``, class sums as a second product with the ``(N_private, C)``
-      one-hot matrix (float32 accumulation). ``pool_major`` is the default: in
-      ``benchmarks/dppl.py`` (1.28 M × 512 pool vs 5,000 private rows) it took 37.7 s with 2
-      threads on an idle 2-core machine vs 71.5 s for ``private_major`` (68.8 vs 99.7 s with
-      1 thread).
+      one-hot matrix (float32 accumulation). ``pool_major`` is the default: about twice as
+      fast in ``benchmarks/dppl.py`` (docs/results/tuning_notes.md, layout of the DPPL pool
+      utilities).
 
     Args:
         X_private: ``(n, d)`` private features (raw; normalized here).

@@ -1,0 +1,335 @@
+"""The sweep driver: run a list of ``RunConfig`` s and record every run in one run store.
+
+Contract:
+
+* :func:`run_sweep` trains each config at most once per store: a run already ``completed``
+  with the same config hash is reused, never recomputed (also within the sweep), so a
+  killed sweep, started again, resumes where it stopped (:func:`resume_spec`).
+* Feature matrices are loaded once per (dataset, encoder, options) by the driver and
+  shipped once per executor (:mod:`.executors`); workers train without a store.
+* Only the driver writes the SQLite store: runs (tagged with the sweep id), the ``sweeps``
+  / ``sweep_runs`` rows (:func:`get_sweep`, :func:`list_sweeps`). Private runs whose
+  reference runs (paragon, only-public of the same split) are still pending in the sweep are
+  written after them, so their Performance Boost is computed.
+* The sweep id is deterministic (:func:`sweep_id_for`): the same grid on the same code gets
+  the same id. A failed run is a :class:`SweepResult` with status ``failed``, not an
+  exception; ``should_stop`` cancels the rest (status ``cancelled``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ...errors import ConfigError
+from ..store import COMPLETED, FAILED, RunStore
+from .executors import TaskError, make_executor
+from .spec import SweepSpec
+
+@dataclass
+class SweepResult:
+    """What :func:`run_sweep` reports for one config (``on_result`` and the outcome).
+
+    ``reused``: an earlier completed run was found (nothing trained). ``metrics``: the
+    stored metrics (``test_error``, ``epsilon`` = ε from the accounting module for the run
+    as executed, ``None`` for non-private methods...)."""
+
+    index: int
+    config: Any
+    run_id: str | None
+    status: str
+    reused: bool
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """One JSON-ready line: ``epsilon`` is the grid's target ε (``None`` for
+        non-private methods, which ignore it), ``epsilon_spent`` the accounted ε."""
+        from ...methods import METHODS
+
+        c, m = self.config, self.metrics
+        private = bool(getattr(METHODS.get(c.method), "private", True))
+        return {
+            "run_id": self.run_id, "status": self.status, "method": c.method,
+            "dataset": c.dataset, "encoder": c.encoder, "seed": c.seed,
+            "epsilon": c.target_epsilon if private else None, "delta": c.target_delta,
+            "epsilon_spent": m.get("epsilon"), "public_per_class": c.public_per_class,
+            "imbalance_ratio": c.imbalance_ratio, "private_per_class": c.private_per_class,
+            "test_error": m.get("test_error"), "minority_accuracy": m.get("minority_accuracy"),
+            "mia_auc": m.get("mia_auc"), "performance_boost": m.get("performance_boost"),
+            "wall_seconds": m.get("wall_seconds"), "reused": self.reused, "error": self.error,
+        }
+
+
+@dataclass
+class SweepOutcome:
+    """Result of :func:`run_sweep`: ``results[i]`` belongs to ``configs[i]``."""
+
+    sweep_id: str
+    results: list[SweepResult]
+    status: str
+    wall_seconds: float
+
+    @property
+    def n_reused(self) -> int:
+        return sum(r.reused for r in self.results)
+
+    @property
+    def n_failed(self) -> int:
+        return sum(r.status != COMPLETED for r in self.results)
+
+
+def sweep_id_for(hashes: Sequence[str]) -> str:
+    """Deterministic id of a sweep (the same grid on the same code gets the same id, so
+    re-running a killed sweep continues it)."""
+    return "sw-" + hashlib.sha256("\n".join(sorted(set(hashes))).encode()).hexdigest()[:12]
+
+
+def _feature_key(c: Any) -> str:
+    return json.dumps([c.dataset, c.encoder, c.dataset_root, c.dataset_kwargs, c.encoder_kwargs, c.public_from],
+                      sort_keys=True, default=str)
+
+
+def _train_item(item: tuple[dict, str, str | None], shared: Mapping[str, Any]):
+    """Worker side of a sweep: train one config on the shipped features, no store."""
+    from ..runner import RunConfig, train
+
+    cfg_dict, key, cache_dir = item
+    feats, pub = shared.get(key, (None, None))
+    return train(RunConfig.from_dict(cfg_dict), features=feats, public_features=pub, cache_dir=cache_dir)
+
+
+class _SweepLog:
+    """The ``sweeps`` / ``sweep_runs`` rows of one sweep (driver side)."""
+
+    def __init__(self, store: RunStore, sweep_id: str):
+        self.store, self.sweep_id = store, sweep_id
+
+    def start(self, spec: Mapping[str, Any], hashes: Sequence[str], backend: str) -> None:
+        now = time.time()
+        with self.store._connect() as con, self.store._write(con):
+            con.execute("INSERT OR IGNORE INTO sweeps(sweep_id, spec_json, n_runs, status, backend, created_at, "
+                        "updated_at) VALUES (?,?,?,?,?,?,?)",
+                        (self.sweep_id, json.dumps(spec, sort_keys=True, default=str), len(hashes), "running",
+                         backend, now, now))
+            con.execute("UPDATE sweeps SET status='running', backend=?, updated_at=? WHERE sweep_id=?",
+                        (backend, now, self.sweep_id))
+            con.executemany("INSERT OR IGNORE INTO sweep_runs(sweep_id, idx, config_hash) VALUES (?,?,?)",
+                            [(self.sweep_id, i, h) for i, h in enumerate(hashes)])
+
+    def link(self, idxs: Iterable[int], run_id: str, reused: bool) -> None:
+        with self.store._connect() as con, self.store._write(con):
+            con.executemany("UPDATE sweep_runs SET run_id=?, reused=? WHERE sweep_id=? AND idx=?",
+                            [(run_id, int(reused), self.sweep_id, i) for i in idxs])
+
+    def finish(self, status: str) -> None:
+        self.store._exec_write("UPDATE sweeps SET status=?, updated_at=? WHERE sweep_id=?",
+                               (status, time.time(), self.sweep_id))
+
+
+def get_sweep(store: RunStore, sweep_id: str) -> dict[str, Any]:
+    """The stored sweep: ``{"sweep_id", "spec", "n_runs", "status", "backend", "runs": [...]}``
+    where ``runs[i]`` is ``{"config_hash", "run_id", "reused"}`` (``run_id`` ``None`` until done)."""
+    with store._connect() as con:
+        row = con.execute("SELECT spec_json, n_runs, status, backend, created_at, updated_at FROM sweeps "
+                          "WHERE sweep_id=?", (sweep_id,)).fetchone()
+        if row is None:
+            raise ConfigError("resume", f"no sweep {sweep_id!r} in {store.db_path}")
+        runs = con.execute("SELECT config_hash, run_id, reused FROM sweep_runs WHERE sweep_id=? ORDER BY idx",
+                           (sweep_id,)).fetchall()
+    return {"sweep_id": sweep_id, "spec": json.loads(row[0]), "n_runs": row[1], "status": row[2],
+            "backend": row[3], "created_at": row[4], "updated_at": row[5],
+            "runs": [{"config_hash": h, "run_id": r, "reused": bool(u)} for h, r, u in runs]}
+
+
+def list_sweeps(store: RunStore) -> list[dict[str, Any]]:
+    """Every stored sweep (newest first), without its run list."""
+    with store._connect() as con:
+        rows = con.execute("SELECT sweep_id, n_runs, status, backend, created_at FROM sweeps "
+                           "ORDER BY created_at DESC").fetchall()
+    return [dict(zip(("sweep_id", "n_runs", "status", "backend", "created_at"), r)) for r in rows]
+
+
+def run_sweep(
+    configs: Sequence[Any],
+    *,
+    store: RunStore,
+    backend: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    max_retries: int = 2,
+    ship_code: bool = False,
+    spec: SweepSpec | Mapping[str, Any] | None = None,
+    sweep_id: str | None = None,
+    label: str | None = None,
+    reuse: bool = True,
+    cache_dir: Any = None,
+    on_result: Callable[[SweepResult], Any] | None = None,
+    on_start: Callable[[int, int], Any] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> SweepOutcome:
+    """Run ``configs`` (``RunConfig`` s) and record every run in ``store``.
+
+    Completed runs with the same config hash are reused (never recomputed, also within the
+    sweep); the rest are trained by the ``backend`` executor and written to the store by
+    this process only, with ``sweep_id`` and ``label``. Private runs whose reference runs
+    (paragon, only-public of the same split) are still pending in this sweep are written
+    after them, so their Performance Boost is computed.
+
+    Args:
+        configs: the runs.
+        store: the run store (only this process writes it).
+        backend: ``"local"`` or ``"ray"`` (:data:`EXECUTORS`).
+        workers: local worker processes (default: CPUs available; 1 = inline).
+        address: Ray address (``"auto"``, ``"host:port"``; ``None`` starts a local Ray).
+        max_retries: re-runs of a run whose worker process died.
+        ship_code: Ray only: send ``mixdp_core`` to the workers (``py_modules``).
+        spec: the grid, stored with the sweep (so ``--resume`` can expand it again).
+        sweep_id: default :func:`sweep_id_for` the config hashes (resumable).
+        label: store label of the new runs.
+        reuse: reuse completed identical runs (default).
+        cache_dir: feature cache folder.
+        on_result: called with each :class:`SweepResult` as it lands (reused ones first).
+        on_start: ``on_start(n_total, n_reused)`` before training starts.
+        progress: feature extraction progress ``(split, done, total)``.
+        should_stop: polled between results; ``True`` cancels the rest (status ``cancelled``).
+
+    Returns:
+        The :class:`SweepOutcome`.
+    """
+    from ..runner import _load_features, record_trained
+
+    t0 = time.perf_counter()
+    configs = list(configs)
+    hashes = [c.config_hash() for c in configs]
+    sweep_id = sweep_id or sweep_id_for(hashes)
+    spec_d = spec.to_dict() if isinstance(spec, SweepSpec) else dict(spec or {"configs": [c.to_dict() for c in configs]})
+    log = _SweepLog(store, sweep_id)
+    executor = make_executor(backend, workers=workers, address=address, max_retries=max_retries, ship_code=ship_code)
+    log.start(spec_d, hashes, backend)
+    results: list[SweepResult | None] = [None] * len(configs)
+
+    def land(res: SweepResult, idxs: Sequence[int]) -> None:
+        for n, i in enumerate(idxs):  # duplicates of a config reuse its run
+            r = dataclasses.replace(res, index=i, config=configs[i], reused=res.reused or (n > 0 and res.run_id is not None))
+            results[i] = r
+            if on_result is not None:
+                on_result(r)
+
+    # 1. reuse
+    groups: dict[str, list[int]] = {}
+    for i, h in enumerate(hashes):
+        groups.setdefault(h, []).append(i)
+    todo: list[str] = []
+    found = {}
+    for h, idxs in groups.items():
+        rec = store.find_completed(h) if reuse else None
+        if rec is not None:
+            found[h] = rec
+        else:
+            todo.append(h)
+    if on_start is not None:
+        on_start(len(configs), len(configs) - sum(len(groups[h]) for h in todo))
+    for h, rec in found.items():
+        log.link(groups[h], rec.run_id, True)
+        land(SweepResult(0, configs[groups[h][0]], rec.run_id, rec.status, True, rec.metrics), groups[h])
+
+    # 2. features, once per (dataset, encoder, options), loaded by the driver
+    shared: dict[str, Any] = {}
+    items = []
+    for h in todo:
+        c = configs[groups[h][0]]
+        key = _feature_key(c)
+        if key not in shared:
+            shared[key] = _load_features(c, cache_dir=cache_dir, progress=progress)
+        items.append((c.to_dict(), key, None if cache_dir is None else str(cache_dir)))
+
+    # 3. train, write as results come back (references before the private runs they boost)
+    from ...methods.base import is_reference
+
+    def is_ref(c: Any) -> bool:
+        return is_reference(c.method)
+
+    pending_refs: dict[str, int] = {}
+    for h in todo:
+        c = configs[groups[h][0]]
+        if is_ref(c):
+            pending_refs[c.split_hash()] = pending_refs.get(c.split_hash(), 0) + 1
+    deferred: dict[str, list[tuple[str, Any]]] = {}
+    warned: list[str] = []
+
+    def write(h: str, trained: Any) -> None:
+        c = configs[groups[h][0]]
+        if isinstance(trained, TaskError):
+            land(SweepResult(0, c, None, FAILED, False, {}, str(trained)), groups[h])
+        else:
+            if trained.config_hash != h and not warned:
+                warned.append(h)
+                warnings.warn(f"sweep {sweep_id}: a worker ran other mixdp_core code than this driver (config "
+                              "hash differs); its runs are stored under their own hash and will not be "
+                              "reused by this driver. Install the same code on every node (or ship_code=True).",
+                              RuntimeWarning, stacklevel=2)
+            rid = record_trained(store, trained, label=label, sweep_id=sweep_id)
+            log.link(groups[h], rid, False)
+            land(SweepResult(0, c, rid, trained.status, False, store.get_run(rid).metrics, trained.error), groups[h])
+        if is_ref(c):
+            sh = c.split_hash()
+            pending_refs[sh] -= 1
+            if pending_refs[sh] == 0:
+                for h2, t2 in deferred.pop(sh, []):
+                    write(h2, t2)
+
+    status = COMPLETED
+    stream = executor.imap(_train_item, items, shared) if items else iter(())
+    try:
+        for j, trained in stream:
+            h = todo[j]
+            c = configs[groups[h][0]]
+            sh = c.split_hash()
+            if not is_ref(c) and pending_refs.get(sh, 0) > 0 and not isinstance(trained, TaskError):
+                deferred.setdefault(sh, []).append((h, trained))
+            else:
+                write(h, trained)
+            if should_stop is not None and should_stop():
+                status = "cancelled"
+                executor.cancel()
+                break
+    except BaseException:
+        status = "interrupted"
+        raise
+    finally:
+        if hasattr(stream, "close"):
+            stream.close()
+        for sh in list(deferred):  # never lose a finished run
+            for h2, t2 in deferred.pop(sh):
+                try:
+                    write(h2, t2)
+                except Exception:  # noqa: BLE001
+                    pass
+        executor.close()
+        if status == COMPLETED and any(r is None or r.status != COMPLETED for r in results):
+            status = FAILED if any(r is not None and r.status == FAILED for r in results) else status
+        try:
+            log.finish(status)
+        except Exception:  # noqa: BLE001
+            pass
+    done = [r if r is not None else SweepResult(i, configs[i], None, "cancelled", False) for i, r in enumerate(results)]
+    return SweepOutcome(sweep_id, done, status, time.perf_counter() - t0)
+
+
+def resume_spec(store: RunStore, sweep_id: str) -> tuple[SweepSpec | None, list[Any]]:
+    """The grid of a stored sweep, to run it again (``mixdp sweep --resume ID``):
+    ``(spec, configs)``; ``spec`` is ``None`` for sweeps submitted as a plain config list."""
+    from ..runner import RunConfig
+
+    d = get_sweep(store, sweep_id)["spec"]
+    if "configs" in d:
+        return None, [RunConfig.from_dict(c) for c in d["configs"]]
+    spec = SweepSpec.from_dict(d)
+    return spec, spec.configs()

@@ -65,10 +65,24 @@ st.caption(f"**{method}**: {mcls.description}  \nPaper: {mcls.paper}")
 st.caption(f"Split: {settings['public_per_class']} public samples per class · imbalance ratio "
            f"{settings['imbalance_ratio']:g}" + (f" · public from {settings['public_from']}" if settings["public_from"] else "")
            + " (change on the Data & encoder page)")
+# the cap first, so that the budget line below already shows a cap just set or removed
+with st.expander("Cap this data set's total ε"):
+    st.caption("A cap refuses, before anything runs, every private run that would take this data set's total "
+               "ε (basic composition, running runs charged at their target) above it. The same cap as "
+               "`mixdp budget --cap`.")
+    cap_cols = st.columns([2, 1, 1])
+    cap_eps = cap_cols[0].number_input("Cap ε (total over all runs on this data set)", min_value=0.001,
+                                       max_value=1e4, value=10.0, step=1.0, format="%g", key="budget_cap_eps")
+    if cap_cols[1].button("Set cap", key="budget_cap_set"):
+        ok, msg = budget.set_dataset_cap(store, dataset, dataset_kwargs, float(cap_eps))
+        (st.success if ok else st.error)(msg)
+    if cap_cols[2].button("Remove cap", key="budget_cap_clear"):
+        ok, msg = budget.set_dataset_cap(store, dataset, dataset_kwargs, None)
+        (st.success if ok else st.error)(msg)
 st.caption(budget.dataset_budget_line(store, dataset, dataset_kwargs),
-           help="Every run on this data set charges it, whatever its split (`mixdp budget` lists the runs; "
-                "set a cap there). Basic composition holds for runs chosen after seeing earlier results; the "
-                "tight total assumes they were fixed in advance. See docs/privacy.md.")
+           help="Every run on this data set charges it, whatever its split (`mixdp budget` lists the runs). "
+                "Basic composition holds for runs chosen after seeing earlier results; the tight total assumes "
+                "they were fixed in advance. See docs/privacy.md.")
 
 specs = forms.method_field_specs(method)
 config_fields = {f for f in dataclasses.fields(mcls.config_cls)}

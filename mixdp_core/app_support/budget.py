@@ -58,6 +58,25 @@ def dataset_budget_line(store: Any, dataset: str, dataset_kwargs: Optional[Mappi
         return f"Privacy spent on this data set: unavailable ({e})"
 
 
+def set_dataset_cap(store: Any, dataset: str, dataset_kwargs: Optional[Mapping[str, Any]] = None,
+                    epsilon: Optional[float] = None, *, dataset_root: Optional[str] = None) -> tuple[bool, str]:
+    """Set (``epsilon``) or remove (``None``) the cap of the data set a form trains on, the
+    same cap ``mixdp budget --cap`` sets; returns ``(ok, one line for the page)``. A bad ε
+    gives ``(False, "budget_cap: must be …")`` and changes nothing."""
+    try:
+        key = L.dataset_key(dataset, dataset_root, dataset_kwargs)
+        if epsilon is None:
+            had = L.clear_cap(store, key)
+            return True, "Cap removed." if had else "This data set had no cap."
+        cap = L.set_cap(store, key, epsilon, dataset=dataset)
+        spent = L.dataset_ledger(store, key)
+        note = (" It is below what the data set has already spent: every further private run is refused."
+                if spent.cap_left is not None and spent.cap_left < 0 else "")
+        return True, f"Cap set: {cap.describe()} in total on this data set.{note}"
+    except MixDPError as e:
+        return False, str(e)
+
+
 def runs_budget_lines(store: Any, records: Iterable[Any], *, limit: int = 5) -> list[str]:
     """One sentence per data set among ``records`` (the Runs page's filtered runs), most
     spent first, at most ``limit`` (then one line saying how many more)."""

@@ -148,9 +148,13 @@ def run(args: argparse.Namespace) -> int:
               f"{len(configs)} runs, {stored} already stored")
         return 0
 
-    from ..runs.ledger import check_caps
+    from ..runs.ledger import apply_config_cap, check_caps, dataset_key
 
     try:  # the data sets' caps (`mixdp budget`): the whole grid, before any run starts
+        if getattr(spec, "budget_cap", None) is not None:  # the sweep file's cap: sets or lowers, never raises
+            key = dataset_key(spec.dataset, spec.dataset_root, spec.dataset_kwargs)
+            print(f"{PROG}: {apply_config_cap(store, key, spec.budget_cap, spec.budget_cap_delta, dataset=spec.dataset)}",
+                  file=sys.stderr)
         check_caps(store, configs, reuse=not args.no_reuse)
     except ConfigError as e:
         return fail(PROG, str(e), 2)

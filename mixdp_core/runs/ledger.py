@@ -465,6 +465,32 @@ def set_cap(store: RunStore, key: str, epsilon: float, delta: Optional[float] = 
     return cap
 
 
+def apply_config_cap(store: RunStore, key: str, epsilon: float, delta: Optional[float] = None, *,
+                     dataset: str = "") -> str:
+    """Apply a cap given in a configuration file (a sweep file's ``budget_cap``); returns one
+    line saying what happened.
+
+    A file may set a cap where there is none and lower a higher one (ε, or δ when both have
+    one), never raise one: a file copied from another project must not loosen the owner's
+    cap; only ``mixdp budget --cap`` raises it.
+
+    Raises:
+        ConfigError: ``budget_cap`` / ``budget_cap_delta`` out of range (see :func:`set_cap`).
+    """
+    new = BudgetCap(epsilon=epsilon, delta=delta, dataset=dataset)
+    old = get_cap(store, key)
+    if old is None:
+        set_cap(store, key, new.epsilon, new.delta, dataset=dataset)
+        return f"cap set from the configuration file: {new.describe()}"
+    eps = min(old.epsilon, new.epsilon)
+    dl = (new.delta if old.delta is None else old.delta if new.delta is None else min(old.delta, new.delta))
+    if eps == old.epsilon and dl == old.delta:
+        return (f"cap kept: {old.describe()} (the file's {new.describe()} would not lower it; "
+                f"raise a cap with mixdp budget --cap)")
+    cap = set_cap(store, key, eps, dl, dataset=dataset or old.dataset)
+    return f"cap lowered by the configuration file: {old.describe()} -> {cap.describe()}"
+
+
 def clear_cap(store: RunStore, key: str) -> bool:
     """Remove the cap of data set ``key``; returns whether there was one."""
     had = store.get_meta(_cap_key(key)) is not None

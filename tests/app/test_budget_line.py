@@ -41,3 +41,32 @@ def test_train_and_runs_pages_say_what_the_data_set_spent_and_the_cap_refuses_a_
     at.switch_page("pages/5_runs.py").run()
     assert not at.exception, at.exception
     assert f"Data set `digits` has spent ε = {spent:.3g}" in page_text(at)
+
+
+def test_train_page_sets_and_removes_the_cap():
+    from mixdp_core.app_support import budget
+    from mixdp_core.runs import ledger as L
+
+    store = _store()
+    key = L.dataset_key("digits")
+    ok, msg = budget.set_dataset_cap(store, "digits", {}, 4.0)
+    assert ok and msg.startswith("Cap set: ε = 4") and L.get_cap(store, key).epsilon == 4.0
+    ok, msg = budget.set_dataset_cap(store, "digits", {}, -1.0)
+    assert not ok and msg.startswith("budget_cap:") and L.get_cap(store, key).epsilon == 4.0  # nothing lost
+    ok, msg = budget.set_dataset_cap(store, "digits", {}, None)
+    assert ok and msg == "Cap removed." and L.get_cap(store, key) is None
+
+
+def test_train_page_cap_control(at):
+    from mixdp_core.runs import ledger as L
+
+    store = _store()
+    at.switch_page("pages/2_train.py").run()
+    at.selectbox(key="train_dataset").select("digits").run()
+    at.number_input(key="budget_cap_eps").set_value(7.0).run()
+    next(b for b in at.button if b.label == "Set cap").click().run()
+    assert not at.exception, at.exception
+    assert L.get_cap(store, L.dataset_key("digits")).epsilon == 7.0
+    assert "cap ε = 7 (" in page_text(at)  # the budget line already shows it
+    next(b for b in at.button if b.label == "Remove cap").click().run()
+    assert L.get_cap(store, L.dataset_key("digits")) is None and "· no cap" in page_text(at)

@@ -237,3 +237,40 @@ def test_dataset_identity(tmp_path, monkeypatch):
         "image_folder", dataset_root=str(tmp_path / "imgs"), dataset_kwargs={"max_per_class": 5})
     assert k("image_folder:imgs") != k(f"image_folder:{tmp_path}")
     assert k("digits").startswith("digits-")
+
+
+def test_a_config_file_cap_sets_or_lowers_never_raises(tmp_path):
+    st = RunStore(tmp_path / "s")
+    key = L.dataset_key("digits")
+    assert "set" in L.apply_config_cap(st, key, 8.0, dataset="digits")
+    assert L.get_cap(st, key).epsilon == 8.0
+    assert "kept" in L.apply_config_cap(st, key, 12.0)  # a file never loosens the owner's cap
+    assert L.get_cap(st, key).epsilon == 8.0
+    assert "lowered" in L.apply_config_cap(st, key, 5.0, 1e-6)
+    cap = L.get_cap(st, key)
+    assert (cap.epsilon, cap.delta) == (5.0, 1e-6)
+    L.apply_config_cap(st, key, 6.0, 1e-7)  # δ lowered, ε kept
+    cap = L.get_cap(st, key)
+    assert (cap.epsilon, cap.delta) == (5.0, 1e-7)
+    with pytest.raises(ConfigError, match="budget_cap"):
+        L.apply_config_cap(st, key, -1.0)
+
+
+def test_sweep_file_cap_is_applied_before_the_grid_and_refuses_it(tmp_path, capsys):
+    from mixdp_core.runs.sweep import SweepSpec
+
+    toml = tmp_path / "grid.toml"
+    toml.write_text('dataset = "digits"\nmethods = ["adamix"]\nepsilons = [1.0]\nbudget_cap = 0.5\n'
+                    'params = {noise_multiplier = 20}\n')
+    spec = SweepSpec.from_toml(toml)
+    assert spec.budget_cap == 0.5 and "budget_cap" in spec.to_dict()
+    assert "budget_cap" not in SweepSpec(dataset="digits").to_dict()  # unset: the stored spec is unchanged
+    with pytest.raises(ConfigError, match="budget_cap"):
+        SweepSpec(dataset="digits", budget_cap=0.0)
+    with pytest.raises(ConfigError, match="budget_cap_delta"):
+        SweepSpec(dataset="digits", budget_cap_delta=1e-6)
+    st = RunStore(tmp_path / "s")
+    rc = main(["sweep", "--store", str(st.root), "--config", str(toml), "--workers", "1", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cap set from the configuration file: ε = 0.5" in err and "budget_cap" in err
+    assert L.get_cap(st, L.dataset_key("digits")).epsilon == 0.5 and st.list_runs() == []

@@ -98,6 +98,11 @@ class SweepSpec:
         nonprivate_epsilon: the placeholder ε stored with non-private methods (they ignore
             it; one run per grid cell, reused across sweeps).
         dataset_root, dataset_kwargs, encoder_kwargs, public_from: as in ``RunConfig``.
+        budget_cap, budget_cap_delta: the data set's privacy cap from the sweep file (``None``:
+            none given). Applied before the grid runs by
+            :func:`~mixdp_core.runs.ledger.apply_config_cap`: it sets a cap where there is
+            none and lowers a higher one, never raises one (only ``mixdp budget --cap`` does).
+            Not part of the grid, so not of the sweep's id.
     """
 
     dataset: str = "digits"
@@ -115,6 +120,8 @@ class SweepSpec:
     dataset_kwargs: Mapping[str, Any] = field(default_factory=dict)
     encoder_kwargs: Mapping[str, Any] = field(default_factory=dict)
     public_from: str | None = None
+    budget_cap: float | None = None
+    budget_cap_delta: float | None = None
 
     def __post_init__(self) -> None:
         from ...config import parse_number
@@ -145,6 +152,14 @@ class SweepSpec:
         for name in ("params", "dataset_kwargs", "encoder_kwargs"):
             if not isinstance(getattr(self, name), Mapping):
                 raise ConfigError(name, f"must be a table/dict, got {getattr(self, name)!r}")
+        if self.budget_cap is not None or self.budget_cap_delta is not None:
+            from ..ledger import BudgetCap
+
+            if self.budget_cap is None:
+                raise ConfigError("budget_cap_delta", "only with budget_cap (the cap's ε)")
+            cap = BudgetCap(epsilon=self.budget_cap, delta=self.budget_cap_delta)  # ranges, one line each
+            object.__setattr__(self, "budget_cap", cap.epsilon)
+            object.__setattr__(self, "budget_cap_delta", cap.delta)
         n = self.n_points()
         if n > max_grid_points():
             raise ConfigError("grid", f"{n:,} runs; a sweep may hold at most {max_grid_points():,} "
@@ -169,6 +184,9 @@ class SweepSpec:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["methods"] = [{"label": v.label, "method": v.method, "params": dict(v.params)} for v in self.methods]
+        for k in ("budget_cap", "budget_cap_delta"):  # not grid axes: left out when unset (stable sweep ids)
+            if d[k] is None:
+                del d[k]
         return d
 
     @classmethod
@@ -255,6 +273,7 @@ class SweepSpec:
                                             public_from=self.public_from, method_params=mp,
                                             dataset_root=self.dataset_root, dataset_kwargs=dict(self.dataset_kwargs),
                                             encoder_kwargs=dict(self.encoder_kwargs))
+                                        cfg.preflight()  # the budget, before any cell runs (remembered)
                                     except ConfigError as e:
                                         msg = e.message
                                         err = ConfigError(e.field, f"{v.label}: {msg}")

@@ -4,7 +4,6 @@ minority accuracy. The selection lives in the URL (shareable, survives a reload)
 import streamlit as st
 
 from mixdp_core.app_support import charts, compare_url, forms
-from mixdp_core.app_support.data import split_problem
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, note, poll_seconds, render_recommendations, show_chart, show_field_errors,
 )
@@ -71,44 +70,9 @@ with st.form("compare_form"):
     launch = st.form_submit_button("Run comparison", type="primary", icon=":material/rocket_launch:")
 
 
-def _configs():
-    """The RunConfigs of the current selection (non-private references at a canonical ε=1,
-    which they ignore, so they are reused across comparisons)."""
-    cfgs, errors = [], {}
-    if not chosen:
-        errors["methods"] = "choose at least one method"
-    if not eps_values:
-        errors["epsilon"] = "choose at least one ε value"
-    if not seeds:
-        errors["seed"] = "choose at least one seed"
-    bad = split_problem(settings["dataset"], public_per_class=int(settings["public_per_class"]),
-                        imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"],
-                        dataset_kwargs=dict(settings.get("dataset_kwargs") or {}))
-    if bad:
-        errors[bad[0]] = bad[1] + " (change it on Data & encoder)"
-    if errors:
-        return [], errors
-    base = dict(dataset=settings["dataset"], encoder=settings["encoder"], target_delta=delta,
-                public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
-                public_from=settings["public_from"], encoder_kwargs=dict(settings.get("encoder_kwargs") or {}),
-                dataset_kwargs=dict(settings.get("dataset_kwargs") or {}))
-    for seed in sorted(seeds):
-        if with_refs:
-            for m in references:
-                cfg, err = forms.build_run_config(dict(base, method=m, seed=seed, target_epsilon=1.0))
-                if err:
-                    return [], err
-                cfgs.append(cfg)
-        for m in chosen:
-            for e in sorted(eps_values):
-                cfg, err = forms.build_run_config(dict(base, method=m, seed=seed, target_epsilon=float(e)))
-                if err:
-                    return [], {k: f"{m}: {v}" for k, v in err.items()}
-                cfgs.append(cfg)
-    return cfgs, {}
-
-
-configs, errors = _configs()
+# the grid, expanded like `mixdp sweep` (references at a canonical ε they ignore: reused across comparisons)
+configs, errors = forms.compare_configs(settings, methods=list(chosen), epsilons=[float(e) for e in eps_values],
+                                        seeds=list(seeds), delta=delta, references=list(references) if with_refs else [])
 
 
 def _selection() -> dict:

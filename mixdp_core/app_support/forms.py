@@ -528,3 +528,54 @@ def format_epsilon(eps: float | None) -> str:
     if eps is None or not np.isfinite(eps):
         return "∞"
     return f"{eps:.3g}"
+
+
+def compare_configs(settings: Mapping[str, Any], *, methods: list[str], epsilons: list[float],
+                    seeds: list[int], delta: float, references: list[str]) -> tuple[list[Any], dict[str, str]]:
+    """The Compare page's grid, expanded by :class:`~mixdp_core.runs.sweep.SweepSpec` (the same
+    expansion as ``mixdp sweep``: non-private references first, at the sweep's canonical ε,
+    which they ignore, so they are reused across comparisons).
+
+    Args:
+        settings: the Data & encoder settings (``dataset``, ``encoder``, ``public_per_class``,
+            ``imbalance_ratio``, ``public_from``, ``dataset_kwargs``, ``encoder_kwargs``).
+        methods: private methods chosen; epsilons, seeds: the grid's axes; delta: δ.
+        references: non-private reference methods to add (empty: none).
+
+    Returns:
+        ``(configs, {})``, or ``([], {field: message})``: nothing chosen on an axis, a split the
+        data set cannot give, or a point no run can meet (named by its method).
+    """
+    from .data import split_problem
+    from ..runs.sweep import SweepSpec
+
+    errors: dict[str, str] = {}
+    if not methods:
+        errors["methods"] = "choose at least one method"
+    if not epsilons:
+        errors["epsilon"] = "choose at least one ε value"
+    if not seeds:
+        errors["seed"] = "choose at least one seed"
+    bad = split_problem(settings["dataset"], public_per_class=int(settings["public_per_class"]),
+                        imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings.get("public_from"),
+                        dataset_kwargs=dict(settings.get("dataset_kwargs") or {}))
+    if bad:
+        errors[bad[0]] = bad[1] + " (change it on Data & encoder)"
+    for m in list(references) + list(methods):  # e.g. a fine-tuning method on pre-extracted features
+        errors.update({k: f"{m}: {v}" for k, v in compatibility_error(m, settings["encoder"], None,
+                                                                      settings["dataset"]).items()})
+    if errors:
+        return [], errors
+    try:
+        spec = SweepSpec(dataset=settings["dataset"], encoders=(settings["encoder"],),
+                         methods=tuple(references) + tuple(methods), epsilons=tuple(sorted(epsilons)),
+                         seeds=tuple(sorted(seeds)), public_per_class=(int(settings["public_per_class"]),),
+                         imbalance_ratios=(float(settings["imbalance_ratio"]),), delta=float(delta),
+                         public_from=settings.get("public_from"),
+                         dataset_kwargs=dict(settings.get("dataset_kwargs") or {}),
+                         encoder_kwargs=dict(settings.get("encoder_kwargs") or {}))
+        return spec.configs(), {}
+    except ConfigError as e:  # e.g. "adamix: target_epsilon: ..." (the sweep names the variant)
+        return [], {e.field: e.message}
+    except (MixDPError, TypeError, ValueError) as e:
+        return [], {"config": str(e)}

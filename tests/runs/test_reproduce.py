@@ -79,6 +79,30 @@ def test_figure_writes_png_table_json(env, name):
     assert data2["rows"] == data["rows"]
 
 
+def test_figure_modules_register_on_import_and_old_imports_keep_working():
+    """The figures live in mixdp_core.runs.figures (one module per family, each under 600
+    lines); FIGURES is complete whichever module is imported first, and the names that moved
+    there stay importable from mixdp_core.runs.reproduce."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import mixdp_core.runs.figures as figs
+    from mixdp_core.runs import reproduce as core
+
+    for path in [Path(core.__file__), *Path(figs.__file__).parent.glob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        assert len(text.splitlines()) < 600 and text.lstrip().startswith('"""'), path
+    assert core._display is figs.adamix._display and core._proto_holdout is figs.prototypes._proto_holdout
+    assert core.SFT_MODES is figs.sparse.SFT_MODES and core._regime_checks is figs.regimes._regime_checks
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        core.nope  # noqa: B018
+    code = ("import mixdp_core.runs.figures.sparse; from mixdp_core.runs.reproduce import FIGURES; "
+            "print(len(FIGURES))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout) == len(FIGURES)
+
+
 def test_adamix_epsilon_table_matches_the_runs(env):
     # same grid (and store layout) as the parametrized test: the runs are cheap to redo
     store = RunStore(env / "store")
@@ -154,7 +178,7 @@ def test_fewshot_tables_pdp_chart_and_checks(env):
 
 
 def test_leaky_variant_is_labelled():
-    from mixdp_core.runs.reproduce import _display
+    from mixdp_core.runs.figures.adamix import _display
     from mixdp_core.runs.sweep import Variant
 
     assert "test-tuned" in _display(Variant("x", "adamix", {"optimistic_tuning": True}))
@@ -195,7 +219,7 @@ def test_public_from_reaches_every_run(env):
 
 
 def test_prototypes_table_matches_fits_and_pool_is_held_out(env, digits_features):
-    from mixdp_core.runs.reproduce import _proto_holdout
+    from mixdp_core.runs.figures.prototypes import _proto_holdout
 
     paths = reproduce("prototypes", env / "out", store=RunStore(env / "store"), workers=1,
                       params={"epsilons": [1, 3], "ratios": [1], "seeds": [0, 1], "methods": ["dppl_public", "dp_ls"]})
@@ -272,7 +296,7 @@ def test_fewshot_private_per_class_caps_every_run(env):
 
 
 def test_regime_checks_follow_the_stated_properties():
-    from mixdp_core.runs.reproduce import _regime_checks
+    from mixdp_core.runs.figures.regimes import _regime_checks
 
     eps = [1.0, 3.0, 8.0]
     err = {("only_public", None): 0.45, ("paragon", None): 0.07,

@@ -10,7 +10,9 @@ imported first). Each module declares its figures with
 * :mod:`.regimes` — ``regimes`` (the synthetic regime family);
 * :mod:`.prototypes` — ``dppl_epsilon``, ``dppl_imbalance``, ``prototypes`` (DP prototypes);
 * :mod:`.sparse` — ``sparse_finetune``, ``sparse_epsilon``, ``sparse_layers`` (sparse DP
-  fine-tuning, Luo et al. 2021).
+  fine-tuning, Luo et al. 2021);
+* :mod:`.episodes` — ``episodes`` (N-way K-shot episodes, the CD-FSL protocol of Luo et al.
+  2021, Table 2, for every registered method).
 """
 
 # registration order = the order of ``mixdp reproduce --list``
@@ -18,3 +20,4 @@ from . import adamix  # noqa: F401
 from . import regimes  # noqa: F401
 from . import prototypes  # noqa: F401
 from . import sparse  # noqa: F401
+from . import episodes  # noqa: F401

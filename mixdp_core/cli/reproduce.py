@@ -8,6 +8,7 @@ Examples::
     mixdp reproduce fewshot --dataset image_folder --dataset-root /data/PACS/art_painting \
         --public-from image_folder:/data/PACS/photo --encoder efficientnet_lite0 \
         --out docs/results --stem fewshot_pacs --doc fewshot.md --section "PACS photo -> art"
+    mixdp reproduce episodes --dataset cdfsl_eurosat --encoder efficientnet_lite0 --set public_per_class=0
 
 Runs go through the sweep engine into the run store (identical runs are reused, so running a
 figure again only redraws it). Defaults: the offline ``digits`` data with ``pixels``

@@ -195,6 +195,44 @@ def load_image_folder(
     )
 
 
+# ------------------------------------------------------- CD-FSL targets (image folders)
+#: The CD-FSL target data sets (Guo et al., ECCV 2020; the few-shot protocol of Luo et al.,
+#: CVPR 2021, Table 2) as ``image_folder`` trees at fixed places under the data root
+#: (:func:`~mixdp_core.data.paths.data_root`: ``$MIXDP_DATA_ROOT`` or ``~/mixdp-data``):
+#: key -> (folder under the data root, what to place there). Nothing is downloaded.
+CDFSL_FOLDERS: dict[str, tuple[str, str]] = {
+    "cdfsl_cropdiseases": ("cdfsl/CropDiseases", "the CropDiseases (PlantVillage) images of the CD-FSL benchmark, one "
+                                                 "folder per class (its dataset/train/<class>/ tree, 38 classes)"),
+    "cdfsl_eurosat": ("cdfsl/EuroSAT", "the EuroSAT RGB images, one folder per class (the release's 2750/<class>/ "
+                                       "tree, 10 classes)"),
+    "cdfsl_isic": ("cdfsl/ISIC", "the ISIC 2018 task-3 training images sorted into one folder per diagnosis by "
+                                 "the ground-truth CSV (MEL, NV, BCC, AKIEC, BKL, DF, VASC)"),
+}
+
+
+def _make_cdfsl_loader(key: str, rel: str, what: str) -> Callable[..., LoadedDataset]:
+    def loader(root: str | None = None, *, test_fraction: float = 0.2, split_seed: int = 0,
+               max_per_class: int | None = None, max_test_per_class: int | None = None, **_: Any) -> LoadedDataset:
+        from .paths import data_root
+
+        folder = Path(root).expanduser() if root else data_root() / rel
+        if not folder.is_dir():
+            raise DataError(f"{key}: no image folder at {str(folder)!r}; put {what} there, or give "
+                            f"{key}:<folder>")
+        ds = load_image_folder(str(folder), test_fraction=test_fraction, split_seed=split_seed,
+                               max_per_class=max_per_class, max_test_per_class=max_test_per_class)
+        return LoadedDataset(name=key, class_names=ds.class_names, train=ds.train, test=ds.test,
+                             cache_key={**ds.cache_key, "cdfsl": key})
+
+    loader.__doc__ = (f"CD-FSL target: an image folder at <data root>/{rel} (or {key}:<folder>): {what}; "
+                      "train/test as image_folder.")
+    return loader
+
+
+for _key, (_rel, _what) in CDFSL_FOLDERS.items():
+    DATASETS.add(_key, _make_cdfsl_loader(_key, _rel, _what))
+
+
 # -------------------------------------------------------------------- feature files
 def load_feature_file(path: str | Path) -> FeatureSet:
     """Load bring-your-own features from ``.npz``.

@@ -1,5 +1,6 @@
 """Experiment runs: the SQLite run store, the runner (``execute``, store-less ``train``), the sweep
-engine (:mod:`.sweep`) and the papers' figures (:mod:`.reproduce`)."""
+engine (:mod:`.sweep`) and the papers' figures (:mod:`.reproduce`: registry and output; :mod:`.figures`:
+the figures, one module per family)."""
 
 from .paths import default_home, user_data_dir
 from .store import (

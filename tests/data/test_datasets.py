@@ -127,3 +127,21 @@ def test_resolve_under_refuses_escape(tmp_path):
     (tmp_path / "root" / "link").symlink_to(tmp_path)
     with pytest.raises(ConfigError):
         resolve_under(tmp_path / "root", "link/x")
+
+
+@pytest.mark.parametrize("key,folder", [("cdfsl_cropdiseases", "cdfsl/CropDiseases"), ("cdfsl_eurosat", "cdfsl/EuroSAT"),
+                                        ("cdfsl_isic", "cdfsl/ISIC")])
+def test_cdfsl_targets_read_an_image_folder_under_the_data_root(key, folder, tmp_path, monkeypatch):
+    from tests.conftest import write_png_tree
+
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(tmp_path / "root"))
+    with pytest.raises(DataError) as e:  # absent: one line naming the expected folder
+        load_dataset(key)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{key}: no image folder at {str(tmp_path / 'root' / folder)!r}")
+    write_png_tree(tmp_path / "root" / folder, per_class=5)
+    d = load_dataset(key)
+    assert d.name == key and d.class_names == ["cat", "dog", "eel"] and len(d.train) + len(d.test) == 15
+    assert d.cache_key["cdfsl"] == key and d.cache_key["root"] == str((tmp_path / "root" / folder).resolve())
+    other = write_png_tree(tmp_path / "elsewhere", per_class=4)
+    assert len(load_dataset(f"{key}:{other}").train) + len(load_dataset(f"{key}:{other}").test) == 12

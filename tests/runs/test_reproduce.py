@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from mixdp_core.errors import ConfigError
+from mixdp_core.errors import ConfigError, DataError
 from mixdp_core.runs.reproduce import FIGURES, reproduce
 from mixdp_core.runs.store import RunStore
 
@@ -25,7 +25,7 @@ TINY = {
                 "variants": ["paragon", "only_public", "fully_private", "adamix"]},
 }
 #: figures whose trainings are not RunConfigs (map_trainings, no run store): tested below
-NOT_STORED = {"sparse_finetune", "prototypes", "sparse_layers", "sparse_epsilon"}
+NOT_STORED = {"sparse_finetune", "prototypes", "sparse_layers", "sparse_epsilon", "episodes"}
 
 
 @pytest.fixture
@@ -77,6 +77,30 @@ def test_figure_writes_png_table_json(env, name):
     data2 = json.loads(again["json"].read_text())
     assert all(r["reused"] for r in data2["runs"]) and len(store.list_runs()) == len(ids)
     assert data2["rows"] == data["rows"]
+
+
+def test_figure_modules_register_on_import_and_old_imports_keep_working():
+    """The figures live in mixdp_core.runs.figures (one module per family, each under 600
+    lines); FIGURES is complete whichever module is imported first, and the names that moved
+    there stay importable from mixdp_core.runs.reproduce."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import mixdp_core.runs.figures as figs
+    from mixdp_core.runs import reproduce as core
+
+    for path in [Path(core.__file__), *Path(figs.__file__).parent.glob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        assert len(text.splitlines()) < 600 and text.lstrip().startswith('"""'), path
+    assert core._display is figs.adamix._display and core._proto_holdout is figs.prototypes._proto_holdout
+    assert core.SFT_MODES is figs.sparse.SFT_MODES and core._regime_checks is figs.regimes._regime_checks
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        core.nope  # noqa: B018
+    code = ("import mixdp_core.runs.figures.sparse; from mixdp_core.runs.reproduce import FIGURES; "
+            "print(len(FIGURES))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout) == len(FIGURES)
 
 
 def test_adamix_epsilon_table_matches_the_runs(env):
@@ -154,7 +178,7 @@ def test_fewshot_tables_pdp_chart_and_checks(env):
 
 
 def test_leaky_variant_is_labelled():
-    from mixdp_core.runs.reproduce import _display
+    from mixdp_core.runs.figures.adamix import _display
     from mixdp_core.runs.sweep import Variant
 
     assert "test-tuned" in _display(Variant("x", "adamix", {"optimistic_tuning": True}))
@@ -195,7 +219,7 @@ def test_public_from_reaches_every_run(env):
 
 
 def test_prototypes_table_matches_fits_and_pool_is_held_out(env, digits_features):
-    from mixdp_core.runs.reproduce import _proto_holdout
+    from mixdp_core.runs.figures.prototypes import _proto_holdout
 
     paths = reproduce("prototypes", env / "out", store=RunStore(env / "store"), workers=1,
                       params={"epsilons": [1, 3], "ratios": [1], "seeds": [0, 1], "methods": ["dppl_public", "dp_ls"]})
@@ -272,7 +296,7 @@ def test_fewshot_private_per_class_caps_every_run(env):
 
 
 def test_regime_checks_follow_the_stated_properties():
-    from mixdp_core.runs.reproduce import _regime_checks
+    from mixdp_core.runs.figures.regimes import _regime_checks
 
     eps = [1.0, 3.0, 8.0]
     err = {("only_public", None): 0.45, ("paragon", None): 0.07,
@@ -342,3 +366,70 @@ def test_sparse_epsilon_tiny(env):
     assert all(r["epsilon"] <= r["target_epsilon"] + 1e-9 for r in runs)  # each run's own accounted ε
     with pytest.raises(ConfigError, match="modes: unknown mode 'bogus'"):
         reproduce("sparse_epsilon", env / "out2", store=RunStore(env / "store"), params={"modes": ["bogus"]})
+
+
+EPISODES_TINY = {"shots": [2, 5], "episodes": 3, "n_query": 3,
+                 "methods": ["paragon", "only_public", "fully_private", "adamix", "dppl_public"]}
+
+
+def test_episodes_tiny_on_digits(env):
+    """The CD-FSL protocol at tiny size on digits (seconds): one row per method, each cell the
+    mean ± 95 % interval of that method's per-episode query accuracies, every fit within ε."""
+    from mixdp_core.evaluation.episodes import mean_ci95
+
+    paths = reproduce("episodes", env / "out", params=EPISODES_TINY, store=RunStore(env / "store"), workers=1)
+    _png_ok(paths["png"])
+    md, data = paths["md"].read_text(), json.loads(paths["json"].read_text())
+    assert {(r["method"], r["k_shot"]) for r in data["rows"]} == {(m, k) for m in EPISODES_TINY["methods"]
+                                                                  for k in (2, 5)}
+    for r in data["runs"]:
+        assert len(r["accuracies"]) == 3 and all(0 <= a <= 1 for a in r["accuracies"])
+        m, h = mean_ci95(r["accuracies"])
+        assert (r["mean"], r["ci95"]) == (pytest.approx(m), pytest.approx(h))
+        if r["method"] in ("fully_private", "adamix", "dppl_public"):
+            assert 0 < r["epsilon_spent_max"] <= 1.0 + 1e-9
+    cells = {(r["method"], r["k_shot"]): r for r in data["runs"]}
+    ada = [f"{100 * cells[('adamix', k)]['mean']:.1f} ± {100 * cells[('adamix', k)]['ci95']:.1f}" for k in (2, 5)]
+    assert f"| `adamix` | {ada[0]} | {ada[1]} |" in md
+    assert "| `only_public` |" in md and "0 (reads no private row)" in md and "∞ (non-private)" in md
+    assert "held out of the pool" in md and "Against the paper's Table 2: not measured" in md
+
+
+def test_episodes_default_covers_every_feature_method(env):
+    from mixdp_core.methods import METHODS
+    from mixdp_core.runs.figures.episodes import _methods
+
+    names = _methods({"methods": "all"}, has_text=False)
+    assert names == [n for n, c in METHODS.items() if c.family != "finetune" and not c.needs_text]
+    assert "zero_shot" in _methods({"methods": "all"}, has_text=True)
+    assert FIGURES.get("episodes").defaults["methods"] == "all"
+    for params, match in (({"n_way": 11}, "need 11 classes with at least 5 samples each; 10 of 10"),
+                          ({"methods": ["nope"]}, "methods: unknown method 'nope'"),
+                          ({"methods": ["zero_shot"]}, "methods: 'zero_shot' needs CLIP text embeddings"),
+                          ({"shots": []}, "shots: must be a non-empty list"),
+                          ({"epsilon": 0}, "epsilon: must be a number > 0"),
+                          ({"public_per_class": 500}, "public_per_class: some class has fewer than 500")):
+        with pytest.raises((ConfigError, DataError), match=match):
+            reproduce("episodes", env / "o", params=dict(EPISODES_TINY, **params), store=RunStore(env / "s"))
+
+
+def test_episodes_with_a_public_domain_on_a_cdfsl_target(env, monkeypatch):
+    """A CD-FSL target spec read from the data root, labelled public rows from another domain
+    with the same class names, and the reading compared with the paper's Table 2."""
+    from tests.conftest import write_png_tree
+
+    classes = ("AnnualCrop", "Forest", "Highway", "River", "SeaLake")
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(env / "root"))
+    write_png_tree(env / "root" / "cdfsl" / "EuroSAT", classes=classes, per_class=10, size=8)
+    public = write_png_tree(env / "public", classes=classes, per_class=4, size=8, seed=1)
+    params = {"shots": [5], "episodes": 2, "n_query": 3, "public_per_class": 2, "methods": ["only_public", "adamix"]}
+    paths = reproduce("episodes", env / "out", params=params, store=RunStore(env / "store"), workers=1,
+                      dataset="cdfsl_eurosat", public_from=f"image_folder:{public}")
+    md = paths["md"].read_text()
+    assert f"2 labelled rows per class from `image_folder:{public}`" in md and "episode pool 50 rows" in md
+    assert "**Paper, Table 2 (5-way query accuracy, %)**" in md and "| Ours (sparse DP fine-tuning) | 79.3 |" in md
+    assert "vs the paper's sparse DP fine-tuning 79.3 %" in md
+    other = write_png_tree(env / "other", classes=("a", "b", "c", "d", "e"), per_class=4, size=8)
+    with pytest.raises(ConfigError, match="public_from: .* has no class 'AnnualCrop'"):
+        reproduce("episodes", env / "out2", params=params, store=RunStore(env / "store"), workers=1,
+                  dataset="cdfsl_eurosat", public_from=f"image_folder:{other}")

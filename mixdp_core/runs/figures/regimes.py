@@ -1,0 +1,172 @@
+"""The regime family figure (``regimes``): AdaMix and its references on ``synthetic`` data
+across classes, dimensions, shots and imbalance (fidelity at scale of AdaMix Table 1).
+
+Registers ``regimes`` in :data:`~mixdp_core.runs.reproduce.FIGURES`. :data:`REGIME_FAMILY`
+declares the regimes (development ones may inform a library constant, validation ones are
+only reported); :func:`_regime_checks` states the properties (a)-(d) checked on each, from
+mean test errors in [0, 1] over seeds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any, Mapping, Sequence
+
+from ...errors import ConfigError
+from ..reproduce import Context, FigureOutput, figure, _agg, _cell, _log_axis, _table
+from .adamix import ADAMIX_FAMILY, NONPRIVATE, _display, _variants
+
+
+#: The regime family of ``mixdp reproduce regimes`` (``synthetic`` data, :mod:`mixdp_core.data.synthetic`).
+#: ``development`` regimes may be looked at while choosing a library constant; ``validation``
+#: regimes are held back and only reported. ``fine_grained_100`` is calibrated on the *shape*
+#: a new user met on unseen 102-class few-shot photos (EfficientNet-Lite0 features): Only-Public
+#: ≈ 45 %, paragon ≈ 7 %, Fully-Private at ε = 8 ≈ 55–60 % (docs/results/regimes.md).
+REGIME_FAMILY: tuple[dict[str, Any], ...] = (
+    {"name": "fine_grained_100", "role": "development", "public_per_class": 2, "imbalance_ratio": 1.0,
+     "dataset_kwargs": {"classes": 100, "dim": 1280, "train_per_class": 64, "test_per_class": 20,
+                        "effective_rank": 200.0, "separation": 10.0, "ambiguity": 0.06, "shared_mean": 2.5}},
+    {"name": "many_class_100_d256", "role": "development", "public_per_class": 2, "imbalance_ratio": 1.0,
+     "dataset_kwargs": {"classes": 100, "dim": 256, "train_per_class": 64, "test_per_class": 20,
+                        "effective_rank": 32.0, "separation": 5.0}},
+    {"name": "ten_class_ir10", "role": "development", "public_per_class": 5, "imbalance_ratio": 10.0,
+     "dataset_kwargs": {"classes": 10, "dim": 64, "train_per_class": 300, "test_per_class": 50,
+                        "effective_rank": 16.0, "separation": 3.0, "shared_mean": 1.0}},
+    {"name": "classes_200_d512_1shot", "role": "validation", "public_per_class": 1, "imbalance_ratio": 1.0,
+     "dataset_kwargs": {"classes": 200, "dim": 512, "train_per_class": 40, "test_per_class": 10,
+                        "effective_rank": 64.0, "separation": 8.0, "ambiguity": 0.05, "shared_mean": 2.0}},
+    {"name": "classes_50_d2048_5shot", "role": "validation", "public_per_class": 5, "imbalance_ratio": 1.0,
+     "dataset_kwargs": {"classes": 50, "dim": 2048, "train_per_class": 105, "test_per_class": 20,
+                        "effective_rank": 400.0, "separation": 12.0, "ambiguity": 0.04, "shared_mean": 3.0}},
+    {"name": "classes_20_d128_ir10", "role": "validation", "public_per_class": 3, "imbalance_ratio": 10.0,
+     "dataset_kwargs": {"classes": 20, "dim": 128, "train_per_class": 400, "test_per_class": 40,
+                        "effective_rank": 24.0, "separation": 4.0, "shared_mean": 1.5, "ambiguity": 0.02}},
+)
+
+
+def _regime_checks(err: Mapping[tuple, float | None], bal: Mapping[tuple, float | None], eps: Sequence[float],
+                   imbalanced: bool) -> dict[str, bool | None]:
+    """The fidelity properties of one regime from mean test errors / balanced accuracies over seeds:
+    (a) AdaMix <= min(Only-Public, Fully-Private) + 1 pt at every ε; (b) AdaMix non-increasing in ε
+    within 1 pt; (c) where paragon <= ½ Only-Public: >= 10 % relative gain over Only-Public at ε = 3
+    and >= 40 % at ε = 8 (``None`` where it does not apply); (d) under imbalance, AdaMix's balanced
+    accuracy non-decreasing in ε within 1 pt (``None`` when balanced)."""
+    op, par = err.get(("only_public", None)), err.get(("paragon", None))
+    ada = [(e, err.get(("adamix", e))) for e in eps]
+    out: dict[str, bool | None] = {"a": None, "b": None, "c": None, "d": None}
+    if op is not None and all(a is not None for _, a in ada):
+        out["a"] = all(a <= min(op, err.get(("fully_private", e)) if err.get(("fully_private", e)) is not None
+                                else op) + 0.01 for e, a in ada)
+        out["b"] = all(b <= a + 0.01 for (_, a), (_, b) in zip(ada, ada[1:]))
+        if par is not None and par <= 0.5 * op and 3.0 in eps and 8.0 in eps:
+            a3, a8 = dict(ada)[3.0], dict(ada)[8.0]
+            out["c"] = (op - a3) / op >= 0.10 and (op - a8) / op >= 0.40
+    if imbalanced:
+        b = [bal.get(("adamix", e)) for e in eps]
+        if all(v is not None for v in b):
+            out["d"] = all(y >= x - 0.01 for x, y in zip(b, b[1:]))
+    return out
+
+
+@figure("regimes", "Regime family: AdaMix and its references across classes, dimensions, shots and imbalance",
+        "AdaMix (Golatkar et al. 2022), Table 1, across a regime family (fidelity at scale)",
+        epsilons=[0.5, 1, 3, 8], seeds=[0, 1, 2, 3], regimes=[r["name"] for r in REGIME_FAMILY],
+        variants=["paragon", "only_public", "fully_private", "ngd", "adamix"], scale=1.0)
+def _regimes(ctx: Context) -> FigureOutput:
+    """One grid per regime of :data:`REGIME_FAMILY` (``synthetic`` data; the context's own
+    dataset is not used), each with the properties (a)–(d) of :func:`_regime_checks` and how
+    often AdaMix's public-start guard released the private model. ``scale`` (0, 1] shrinks
+    every regime's classes and rows alike (tests and quick looks; the committed table uses 1)."""
+    import dataclasses as _dc
+
+    p = ctx.params
+    eps = [float(e) for e in p["epsilons"]]
+    by_name = {r["name"]: r for r in REGIME_FAMILY}
+    try:
+        chosen = [by_name[str(n)] for n in p["regimes"]]
+    except KeyError as e:
+        raise ConfigError("regimes", f"unknown regime {e.args[0]!r}; choose from {', '.join(by_name)}") from None
+    scale = float(p.get("scale", 1.0))
+    if not 0.0 < scale <= 1.0:
+        raise ConfigError("scale", f"must lie in (0, 1], got {scale!r}")
+    variants = _variants(p, ADAMIX_FAMILY)
+    md: list[str] = []
+    out_rows: list[dict[str, Any]] = []
+    curves: dict[str, list] = {}
+    summary = []
+    for reg in chosen:
+        kw = dict(reg["dataset_kwargs"])
+        if scale < 1.0:
+            kw["classes"] = max(2, int(round(kw["classes"] * scale)))
+            kw["dim"] = max(8, int(round(kw["dim"] * scale)))
+            kw["train_per_class"] = max(reg["public_per_class"] + 2, int(round(kw["train_per_class"] * scale)))
+            kw["test_per_class"] = max(2, int(round(kw["test_per_class"] * scale)))
+        sub = _dc.replace(ctx, dataset="synthetic", encoder="pixels", dataset_root=None, dataset_kwargs=kw,
+                          public_from=None, runs=ctx.runs, skipped=ctx.skipped)
+        ir = float(reg["imbalance_ratio"])
+        rows = sub.sweep(sub.spec(methods=tuple(variants), epsilons=tuple(eps), seeds=tuple(p["seeds"]),
+                                  public_per_class=(int(reg["public_per_class"]),), imbalance_ratios=(ir,),
+                                  private_per_class=(None,)))
+        err = {(lab, None if lab in NONPRIVATE else e): m
+               for (lab, e), (m, _, _) in _agg(rows, ("label", "target_epsilon"), "test_error").items()}
+        bal = {(lab, None if lab in NONPRIVATE else e): m
+               for (lab, e), (m, _, _) in _agg(rows, ("label", "target_epsilon"), "balanced_accuracy").items()}
+        sd = {(lab, e): s for (lab, e), (_, s, _) in _agg(rows, ("label", "target_epsilon"), "test_error").items()}
+        guard = defaultdict(list)
+        for r in rows:
+            g = r["metrics"].get("guard_released_private")
+            if r["label"] == "adamix" and g is not None:
+                guard[r["target_epsilon"]].append(bool(g))
+        checks = _regime_checks(err, bal, eps, ir > 1.0)
+        md += [f"### `{reg['name']}` ({reg['role']})", "",
+               f"`synthetic` {json.dumps(kw)}, {reg['public_per_class']} public per class, imbalance ratio {ir:g}, "
+               f"seeds {list(p['seeds'])}.", ""]
+        hdr = ["method"] + [f"ε = {e:g}" for e in eps]
+        trs = []
+        for v in variants:
+            if v.label in NONPRIVATE:
+                key = next((k for k in sd if k[0] == v.label), None)
+                m = err.get((v.label, None))
+                trs.append([_display(v)] + [f"{_cell(m, sd.get(key))} (ε = {'∞' if v.label == 'paragon' else '0'})"]
+                           * len(eps))
+            else:
+                trs.append([_display(v)] + [_cell(err.get((v.label, e)), sd.get((v.label, e))) for e in eps])
+        trs.append(["AdaMix: guard released the private model"] +
+                   [f"{sum(guard[e])}/{len(guard[e])}" if guard[e] else "–" for e in eps])
+        md += _table(hdr, trs)
+        mark = {True: "✓", False: "✗", None: "n/a"}
+        md += ["", "Properties (means over seeds): "
+               f"(a) AdaMix ≤ min(Only-Public, Fully-Private) + 1 pt: {mark[checks['a']]} · "
+               f"(b) non-increasing in ε (1 pt): {mark[checks['b']]} · "
+               f"(c) many-class few-shot gain (≥ 10 % at ε = 3, ≥ 40 % at ε = 8): {mark[checks['c']]} · "
+               f"(d) balanced accuracy non-decreasing under imbalance: {mark[checks['d']]}", ""]
+        summary.append([f"`{reg['name']}`", reg["role"]] + [mark[checks[k]] for k in "abcd"])
+        for (lab, e), m in err.items():
+            out_rows.append({"regime": reg["name"], "role": reg["role"], "method": lab, "target_epsilon": e,
+                             "test_error_mean": m, "guard_released": (sum(guard[e]) / len(guard[e]))
+                             if lab == "adamix" and guard.get(e) else None})
+        curves[reg["name"]] = [(e, err.get(("adamix", e)), err.get(("only_public", None)),
+                                err.get(("fully_private", e))) for e in eps]
+    head = ["**Properties per regime** (✓ holds, ✗ fails, n/a does not apply)", ""]
+    head += _table(["regime", "role", "(a)", "(b)", "(c)", "(d)"], summary) + [""]
+
+    def draw(fig: Any) -> None:
+        ax = fig.add_subplot(1, 1, 1)
+        for j, (name, pts) in enumerate(curves.items()):
+            xs = [e for e, a, _, _ in pts if a is not None]
+            ys = [100 * a for _, a, _, _ in pts if a is not None]
+            line, = ax.plot(xs, ys, marker="osD^vP"[j % 6], label=f"{name}: AdaMix")
+            op = pts[0][2]
+            if op is not None:
+                ax.axhline(100 * op, color=line.get_color(), ls=":", lw=1, label=f"{name}: Only-Public (ε = 0)")
+        _log_axis(ax, eps)
+        ax.set_xlabel("target ε (log scale)")
+        ax.set_ylabel("test error (%)")
+        ax.set_title("AdaMix across the regime family (dotted: Only-Public)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+
+    setup = (f"{len(chosen)} `synthetic` regimes (data model in `mixdp_core/data/synthetic.py`), δ = "
+             f"{p.get('delta', 1e-5):g}, seeds {list(p['seeds'])}, scale {scale:g}")
+    return FigureOutput("\n".join(head + md), out_rows, draw, setup)

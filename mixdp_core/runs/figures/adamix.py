@@ -90,7 +90,7 @@ def _property_lines(mean: Mapping[tuple, float | None], eps: Sequence[float]) ->
     if ada:
         worst = max(a - pub for _, a in ada)
         incr = max([b - a for (_, a), (_, b) in zip(ada, ada[1:])] or [0.0])
-        lines += ["", "Issue-10 property checks (means over seeds; AdaMix = default `adamix`):", "",
+        lines += ["", "Fidelity property checks (means over seeds; AdaMix = default `adamix`):", "",
                   f"- public data never hurt (AdaMix ≤ Only-Public + 1 pt at every ε): "
                   f"{'**holds**' if worst <= 0.01 else '**fails**'} (worst AdaMix − Only-Public = {100 * worst:+.1f} pts)",
                   f"- more budget never hurts (non-increasing in ε, 1.5 pt seed-noise allowance): "
@@ -227,7 +227,7 @@ def _adamix_epsilon(ctx: Context) -> FigureOutput:
 
 
 @figure("fewshot", "AdaMix family in few-shot regimes: test error vs ε",
-        "AdaMix (Golatkar et al. 2022), Table 1 / Fig. 3-4, few public shots (issue 10)",
+        "AdaMix (Golatkar et al. 2022), Table 1 / Fig. 3-4, few public shots",
         epsilons=[0.5, 1, 3, 8], seeds=[0, 1], public_per_class=2, private_per_class=None, noise_multiplier=20.0,
         detail_epsilon=3.0, variants=["paragon", "only_public", "fully_private", "ngd", "ppgd", "adamix", "adamix_honest"])
 def _fewshot(ctx: Context) -> FigureOutput:

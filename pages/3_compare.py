@@ -5,7 +5,8 @@ import streamlit as st
 
 from mixdp_core.app_support import charts, compare_url, forms
 from mixdp_core.app_support.resources import (
-    data_settings, page_setup, note, poll_seconds, render_recommendations, show_chart, show_field_errors,
+    data_settings, page_setup, note, poll_seconds, render_episodes, render_recommendations, show_chart,
+    show_field_errors,
 )
 from mixdp_core.errors import ConfigError
 
@@ -45,6 +46,13 @@ st.markdown(f"On **{settings['dataset']}** · **{settings['encoder']}** · {sett
             f"samples per class · imbalance ratio {settings['imbalance_ratio']:g} (change on *Data & encoder*). "
             "Finished identical runs are reused from the store, so re-launching only runs what is missing; "
             "the link in the address bar reopens this comparison.")
+mode = st.radio("Evaluate on", ["the test split (runs kept in the store)", "few-shot episodes (N-way K-shot)"],
+                horizontal=True, key="cmp_mode",
+                help="Episodes: the CD-FSL protocol (many small tasks drawn from this data set, each fit on K "
+                     "rows per class as its private data), mean ± 95 % interval over episodes.")
+if mode.startswith("few-shot"):
+    render_episodes(manager, settings, private, references)
+    st.stop()
 
 
 

@@ -927,3 +927,52 @@ def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np
             height=560 if large else 380)
     fig.update_layout(font=dict(size=font), legend=dict(orientation="h", y=-0.3, font=dict(size=font - 4)))
     return fig
+
+
+def episodes_figure(rows: Sequence[Mapping[str, Any]], *, n_way: int, epsilon: float):
+    """Query accuracy (%) vs shots per class for each method of an episodes evaluation
+    (rows of the ``episodes`` figure: ``method``, ``k_shot``, ``mean``, ``ci95`` as fractions),
+    error bars = the 95 % interval over episodes; chance (1/n_way) as a dotted line; log-scale
+    shots. ``None`` when no row has a result."""
+    go = _go()
+    ok = [r for r in rows if r.get("mean") is not None]
+    if not ok:
+        return None
+    fig = go.Figure()
+    shots = sorted({int(r["k_shot"]) for r in ok})
+    for m in dict.fromkeys(r["method"] for r in ok):
+        rs = sorted((r for r in ok if r["method"] == m), key=lambda r: int(r["k_shot"]))
+        name, color = _style(m)
+        fig.add_trace(go.Scatter(
+            x=[int(r["k_shot"]) for r in rs], y=[float(r["mean"]) for r in rs],
+            error_y=dict(type="data", array=[float(r.get("ci95") or 0.0) for r in rs], visible=True),
+            mode="lines+markers", name=name, marker=dict(size=8, color=color), line=dict(color=color),
+            hovertemplate="%{x}-shot: %{y:.1%}"))
+    x = [shots[0] / 1.3, shots[-1] * 1.3]
+    fig.add_trace(go.Scatter(x=x, y=[1.0 / n_way] * 2, mode="lines", name=f"chance (1/{n_way})",
+                             line=dict(color="grey", dash="dot", width=1)))
+    _layout(fig, f"{n_way}-way episodes: query accuracy vs shots (target ε = {epsilon:g} per fit)",
+            "shots per class (support set = the private data of each fit; log scale)",
+            "query accuracy (± 95 % interval over episodes)", height=380)
+    fig.update_xaxes(type="log", tickvals=shots, ticktext=[str(k) for k in shots])
+    _fraction_axis(fig)
+    fig.update_layout(legend_title_text="mean ± 95 % interval over episodes")
+    return fig
+
+
+def episodes_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per method: accuracy "mean ± 95 % interval" (%) per shot count and the ε spent
+    (largest over episodes); a method that could not run shows its one-line reason."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        row = out.setdefault(r["method"], {"method": _style(r["method"])[0]})
+        key = f"{int(r['k_shot'])}-shot accuracy (%)"
+        if r.get("error"):
+            row[key] = "–"
+            row["note"] = str(r["error"])[:200]
+        else:
+            row[key] = f"{100 * float(r['mean']):.1f} ± {100 * float(r.get('ci95') or 0):.1f}"
+            spent = r.get("epsilon_spent_max")
+            if spent is not None:
+                row["ε spent per fit (max)"] = round(float(spent), 3)
+    return list(out.values())

@@ -579,3 +579,55 @@ def compare_configs(settings: Mapping[str, Any], *, methods: list[str], epsilons
         return [], {e.field: e.message}
     except (MixDPError, TypeError, ValueError) as e:
         return [], {"config": str(e)}
+
+
+#: The Compare page's episodes evaluation: allowed shots, and the bounds of its other fields
+#: (the paper's protocol is 5-way, 5/20/50 shots, 15 query, 60 episodes; the bounds keep one
+#: evaluation to minutes on a laptop).
+EPISODE_SHOTS = (1, 5, 10, 20, 50)
+EPISODE_BOUNDS = {"n_way": (2, 20), "episodes": (1, 60), "n_query": (1, 30), "public_per_class": (0, 50)}
+
+
+def episodes_request(settings: Mapping[str, Any], *, methods: list[str], epsilon: float, n_way: int,
+                     shots: list[int], episodes: int, n_query: int = 15, seed: int = 0,
+                     delta: float = 1e-5) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """Validate the Compare page's episodes choice; returns ``(request, {})`` for
+    :meth:`~.jobs.JobManager.submit_episodes`, or ``(None, {field: message})``.
+
+    Each episode's support set is the private data of one fit at target ``epsilon``; the
+    data set's public split (``settings["public_per_class"]`` rows per class, held out of the
+    episodes) or ``settings["public_from"]`` gives the public rows.
+    """
+    errors: dict[str, str] = {}
+    if not methods:
+        errors["methods"] = "choose at least one method"
+    for name, value in (("n_way", n_way), ("episodes", episodes), ("n_query", n_query),
+                        ("public_per_class", settings.get("public_per_class", 5))):
+        lo, hi = EPISODE_BOUNDS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            errors[name] = f"must be an integer in [{lo}, {hi}], got {value!r}"
+    if not shots or any(k not in EPISODE_SHOTS for k in shots):
+        errors["shots"] = f"choose one or more of {', '.join(map(str, EPISODE_SHOTS))}, got {list(shots)!r}"
+    try:
+        from ..config import RUN_EPSILON, check
+
+        check(RUN_EPSILON, epsilon, field="epsilon")  # the run's declared range of ε
+    except ConfigError as e:
+        errors["epsilon"] = e.message
+    if errors:
+        return None, errors
+    params = {"n_way": int(n_way), "shots": sorted(int(k) for k in shots), "n_query": int(n_query),
+              "episodes": int(episodes), "epsilon": float(epsilon), "delta": float(delta), "seed": int(seed),
+              "public_per_class": int(settings.get("public_per_class", 5)), "methods": list(methods)}
+    return ({"dataset": settings["dataset"], "encoder": settings["encoder"],
+             "dataset_kwargs": dict(settings.get("dataset_kwargs") or {}),
+             "encoder_kwargs": dict(settings.get("encoder_kwargs") or {}),
+             "public_from": settings.get("public_from"), "params": params}, {})
+
+
+def episodes_rows(path: str) -> list[dict[str, Any]]:
+    """The rows (method × shots: ``mean``, ``ci95``, ``epsilon_spent_max``, or ``error``) of an
+    episodes evaluation's JSON (:meth:`~.jobs.JobManager.submit_episodes`)."""
+    import json
+
+    return list(json.loads(Path(path).read_text(encoding="utf-8")).get("rows", []))

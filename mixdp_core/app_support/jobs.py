@@ -78,11 +78,12 @@ class Job:
 
     Attributes:
         job_id: short unique id.
-        kind: ``"train"``, ``"compare"``, ``"demo"`` or ``"features"``.
+        kind: ``"train"``, ``"compare"``, ``"demo"``, ``"features"`` or ``"episodes"``.
         configs: the :class:`~mixdp_core.runs.runner.RunConfig` s to execute, in order
             (empty for feature jobs).
         reuse: reuse a completed run with the same config hash instead of re-running.
-        feature_request: ``{"dataset", "encoder", "encoder_kwargs", ...}`` for feature jobs.
+        feature_request: ``{"dataset", "encoder", "encoder_kwargs", ...}`` for feature jobs; for
+            episodes jobs also ``"params"`` (the ``episodes`` figure's) and ``"public_from"``.
         state: one of ``queued, running, done, failed, cancelled``.
         run_ids: run id of each config once known (``None`` before).
         reused: per config, whether the run id is an earlier completed run.
@@ -241,6 +242,24 @@ class JobManager:
         check_caps(self.store, list(configs), reuse=reuse)  # the data sets' caps, for the whole grid
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse))
 
+    def submit_episodes(self, request: dict[str, Any]) -> Job:
+        """Queue an N-way K-shot episodes evaluation: the ``episodes`` figure of ``mixdp
+        reproduce`` on the request's data set (``{"dataset", "encoder", "dataset_kwargs",
+        "encoder_kwargs", "public_from", "params"}``, from :func:`.forms.episodes_request`).
+        When done, ``job.progress["result"]`` is the path of the figure's JSON (rows per method ×
+        shots). Each fit protects its own support set at the request's ε; the episodes are not
+        runs of the store and charge no data set (they are drawn from the data set's rows, as
+        an evaluation by its owner).
+
+        Raises:
+            ConfigError: the data set's path lies outside the data root."""
+        from ..data.paths import resolve_dataset_spec
+
+        for spec in (request["dataset"], request.get("public_from")):
+            if spec:
+                resolve_dataset_spec(spec, confine=True, also=app_data_folders(self.cache_dir))
+        return self._submit(Job(job_id=self._new_id(), kind="episodes", feature_request=dict(request)))
+
     def submit_features(self, dataset: str, encoder: str, *, root: str | None = None,
                         encoder_kwargs: dict[str, Any] | None = None,
                         dataset_kwargs: dict[str, Any] | None = None) -> Job:
@@ -361,6 +380,8 @@ class JobManager:
         try:
             if job.kind == "features":
                 self._run_features(job)
+            elif job.kind == "episodes":
+                self._run_episodes(job)
             elif job.kind in ("train", "demo") or len(job.configs) <= 1:
                 self._run_configs(job, slot)
             else:
@@ -387,6 +408,34 @@ class JobManager:
         job.progress.update(n_train=len(fs.y_train), n_test=len(fs.y_test), dim=fs.dim,
                             cache_hit=bool(fs.meta.get("cache_hit")))
         self.features_ready.add(feature_key(req["dataset"], req["encoder"], req.get("encoder_kwargs")))
+        job.state = DONE
+
+    def _run_episodes(self, job: Job) -> None:
+        from pathlib import Path
+
+        from ..runs.reproduce import reproduce
+
+        req = dict(job.feature_request or {})
+        done = [0]
+
+        def on_start(total: int, reused: int) -> None:
+            job.progress.update(cells=int(total), cells_done=0)
+
+        def on_result(_: Any) -> None:
+            done[0] += 1
+            job.progress["cells_done"] = done[0]
+
+        def progress(split: str, n: int, total: int) -> None:
+            job.progress.update(split=split, done=int(n), total=int(total))
+
+        out = Path(self.store.root) / "episodes" / job.job_id  # beside the store: the owner's data
+        paths = reproduce("episodes", out, params=req["params"], dataset=req["dataset"], encoder=req["encoder"],
+                          dataset_kwargs=dict(req.get("dataset_kwargs") or {}),
+                          encoder_kwargs=dict(req.get("encoder_kwargs") or {}), public_from=req.get("public_from"),
+                          store=self.store, cache_dir=self.cache_dir, backend="local", workers=1,
+                          on_start=on_start, on_result=on_result, progress=progress,
+                          command="the Compare page (episodes)")
+        job.progress["result"] = str(paths["json"])
         job.state = DONE
 
     def _execute(self, job: Job, index: int, cfg: Any, slot: int | None) -> str:

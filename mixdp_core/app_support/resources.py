@@ -637,3 +637,69 @@ def render_recommendations(runs: Any, *, names: Mapping[str, str] | None = None)
     for r in recs:
         st.markdown("- " + r.sentence(names))
     return len(recs)
+
+
+def render_episodes(manager: Any, settings: Mapping[str, Any], private: Sequence[str],
+                    references: Sequence[str]) -> None:
+    """The Compare page's episodes evaluation: a form (methods, ε, N-way, shots, episodes), a
+    background job (:meth:`~.jobs.JobManager.submit_episodes`: the ``episodes`` figure), its
+    progress, then the accuracy-vs-shots chart with 95 % intervals, the table and exports."""
+    from . import forms
+
+    st.caption("Each episode draws N classes of this data set, K rows per class as the **private** training "
+               "set of one fit (at the ε below) and 15 other rows per class as its query set — the CD-FSL "
+               "protocol of the sparse fine-tuning paper (Table 2). The public data are this data set's public "
+               "split (held out of the episodes) or the public-from data set of the Data page.")
+    with st.form("episodes_form"):
+        chosen = st.multiselect("Methods", list(private) + list(references), key="ep_methods",
+                                default=[m for m in ("adamix", "fully_private", "only_public") if m in
+                                         list(private) + list(references)])
+        c1, c2, c3, c4 = st.columns(4)
+        eps = c1.selectbox("ε per fit", forms.EPSILON_GRID, index=forms.EPSILON_GRID.index(1.0)
+                           if 1.0 in forms.EPSILON_GRID else 0, key="ep_eps", format_func=lambda v: f"{v:g}")
+        n_way = c2.number_input("N-way", *forms.EPISODE_BOUNDS["n_way"], value=5, step=1, key="ep_way")
+        shots = c3.multiselect("K shots", forms.EPISODE_SHOTS, default=[5, 20], key="ep_shots")
+        n_ep = c4.number_input("Episodes", *forms.EPISODE_BOUNDS["episodes"], value=10, step=1, key="ep_n",
+                               help="The paper uses 60; each episode fits every chosen method once per K.")
+        go_ep = st.form_submit_button("Run episodes", type="primary", icon=":material/rocket_launch:")
+    if go_ep:
+        req, errs = forms.episodes_request(settings, methods=list(chosen), epsilon=float(eps), n_way=int(n_way),
+                                           shots=[int(k) for k in shots], episodes=int(n_ep))
+        if errs:
+            show_field_errors(errs)
+        else:
+            try:
+                st.session_state["episodes_job"] = manager.submit_episodes(req).job_id
+            except MixDPError as e:
+                st.error(str(e))
+    job = manager.get(st.session_state.get("episodes_job"))
+
+    @st.fragment(run_every=poll_seconds() if job is not None and not job.finished else None)
+    def _results() -> None:
+        j = manager.get(st.session_state.get("episodes_job"))
+        if j is None:
+            st.caption("Choose methods and shots, then run the episodes.")
+            return
+        p = j.feature_request["params"] if j.feature_request else {}
+        if not j.finished:
+            n, d = j.progress.get("cells"), j.progress.get("cells_done", 0)
+            st.progress(d / n if n else 0.0, text=(f"{d} / {n} method × shot cells done" if n else
+                                                    "preparing the episodes (features, public split) …"))
+            return
+        if j.error:
+            st.error(f"The episodes failed: {j.error}")
+            return
+        rows = forms.episodes_rows(j.progress["result"])
+        fig = charts.episodes_figure(rows, n_way=int(p.get("n_way", 5)), epsilon=float(p.get("epsilon", 1.0)))
+        if fig is not None:
+            show_chart(fig, key="ep_chart", name=f"episodes_{settings['dataset']}_{settings['encoder']}".replace(
+                ":", "_").replace("/", "_"))
+        st.dataframe(charts.episodes_table(rows), hide_index=True, key="ep_table")
+        st.caption(f"{p.get('episodes')} episodes per cell; intervals are 1.96·std/√n over episodes. Each fit "
+                   "protects its own support set at the target ε; a row drawn into several episodes is not "
+                   "covered jointly (an evaluation protocol, not one private release).")
+        if j.finished and st.session_state.get("ep_drawn") != j.job_id:
+            st.session_state["ep_drawn"] = j.job_id
+            st.rerun()
+
+    _results()

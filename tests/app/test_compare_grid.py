@@ -33,3 +33,45 @@ def test_grid_errors_name_the_field():
     cfgs, errors = forms.compare_configs(SETTINGS, methods=["adamix"], epsilons=[0.001], seeds=[0], delta=1e-5,
                                          references=[])
     assert cfgs == [] and any(v.startswith("adamix: ") for v in errors.values()), errors
+
+
+def test_episode_request_bounds_name_the_field():
+    req, errs = forms.episodes_request(SETTINGS, methods=["adamix"], epsilon=1.0, n_way=5, shots=[5, 20],
+                                       episodes=10)
+    assert errs == {} and req["params"]["shots"] == [5, 20] and req["params"]["methods"] == ["adamix"]
+    _, errs = forms.episodes_request(SETTINGS, methods=[], epsilon=0.0, n_way=1, shots=[3], episodes=61)
+    assert set(errs) == {"methods", "epsilon", "n_way", "shots", "episodes"}
+
+
+def test_episodes_chart_and_table_from_rows():
+    from mixdp_core.app_support import charts
+
+    rows = [{"method": "adamix", "k_shot": 5, "mean": 0.8, "ci95": 0.05, "epsilon_spent_max": 0.99},
+            {"method": "adamix", "k_shot": 20, "mean": 0.9, "ci95": 0.02, "epsilon_spent_max": 1.0},
+            {"method": "dppl_public", "k_shot": 5, "error": "needs a public pool"}]
+    fig = charts.episodes_figure(rows, n_way=5, epsilon=1.0)
+    names = [t.name for t in fig.data]
+    assert len(names) == 2 and "chance (1/5)" in names  # dppl_public had no result: no curve
+    assert list(fig.data[0].error_y.array) == [0.05, 0.02] and fig.layout.yaxis.range == (0, 1.0)
+    table = charts.episodes_table(rows)
+    assert table[0]["5-shot accuracy (%)"] == "80.0 ± 5.0" and table[0]["ε spent per fit (max)"] == 1.0
+    assert table[1]["5-shot accuracy (%)"] == "–" and "public pool" in table[1]["note"]
+    assert charts.episodes_figure(rows[2:], n_way=5, epsilon=1.0) is None
+
+
+def test_compare_page_runs_episodes(at):
+    from .helpers import page_text
+
+    at.switch_page("pages/3_compare.py").run()
+    at.radio(key="cmp_mode").set_value("few-shot episodes (N-way K-shot)").run()
+    assert not at.exception, at.exception
+    at.multiselect(key="ep_methods").set_value(["adamix", "only_public"])
+    at.multiselect(key="ep_shots").set_value([5])
+    at.number_input(key="ep_n").set_value(2)
+    at.button(key="FormSubmitter:episodes_form-Run episodes").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    table = at.dataframe[0].value
+    assert len(table) == 2
+    assert all("±" in v for v in table["5-shot accuracy (%)"])
+    assert "2 episodes per cell" in page_text(at)

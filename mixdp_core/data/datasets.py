@@ -213,7 +213,7 @@ CDFSL_FOLDERS: dict[str, tuple[str, str]] = {
 def _make_cdfsl_loader(key: str, rel: str, what: str) -> Callable[..., LoadedDataset]:
     def loader(root: str | None = None, *, test_fraction: float = 0.2, split_seed: int = 0,
                max_per_class: int | None = None, max_test_per_class: int | None = None, **_: Any) -> LoadedDataset:
-        from .paths import data_root
+        from .roots import data_root
 
         folder = Path(root).expanduser() if root else data_root() / rel
         if not folder.is_dir():

@@ -9,9 +9,7 @@ from typing import Any
 from ..errors import ConfigError
 
 
-def data_root() -> Path:
-    """The folder the app may read datasets from: ``$MIXDP_DATA_ROOT`` or ``~/mixdp-data``."""
-    return Path(os.environ.get("MIXDP_DATA_ROOT", Path.home() / "mixdp-data")).expanduser().resolve()
+from .roots import data_root  # noqa: E402,F401  (the data root; here, where callers find it)
 
 
 def resolve_under(root: str | Path, path: str | Path, *, field: str = "path") -> Path:

@@ -1,6 +1,7 @@
-"""The figure framework of ``mixdp reproduce NAME``: registry, context, shared helpers, output.
+"""The figure driver of ``mixdp reproduce NAME``: runs a registered figure and writes its files.
 
-Contract:
+Contract (the registry, :class:`Context` and the helpers live in
+:mod:`mixdp_core.runs.figures.base` and are re-exported here):
 
 * :func:`figure` registers a ``build(ctx: Context) -> FigureOutput`` function in
   :data:`FIGURES` under a name, with its title, the paper it reproduces, its default
@@ -30,198 +31,20 @@ store (reused when identical), so re-running a figure only redraws it.
 from __future__ import annotations
 
 import json
-import math
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
-
-import numpy as np
+from typing import Any, Mapping
 
 from ..errors import ConfigError
-from ..registry import Registry
-from .sweep import SweepSpec, run_sweep
 
 
-# ---------------------------------------------------------------------------- framework
-@dataclass
-class Context:
-    """What a figure gets: the data choice, its parameters and how to run sweeps."""
-
-    dataset: str = "digits"
-    encoder: str = "pixels"
-    dataset_root: str | None = None
-    dataset_kwargs: dict[str, Any] = field(default_factory=dict)
-    encoder_kwargs: dict[str, Any] = field(default_factory=dict)
-    public_from: str | None = None  # dataset spec of the public data (domain shift)
-    params: dict[str, Any] = field(default_factory=dict)
-    store: Any = None
-    backend: str = "local"
-    workers: int | None = None
-    address: str | None = None
-    cache_dir: Any = None
-    on_start: Callable[[int, int], Any] | None = None
-    on_result: Callable[[Any], Any] | None = None
-    progress: Callable[[str, int, int], None] | None = None
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-    def spec(self, **kw: Any) -> SweepSpec:
-        """A grid on this context's dataset/encoder."""
-        return SweepSpec(dataset=self.dataset, encoders=(self.encoder,), dataset_root=self.dataset_root,
-                         dataset_kwargs=self.dataset_kwargs, encoder_kwargs=self.encoder_kwargs,
-                         public_from=self.public_from, delta=float(self.params.get("delta", 1e-5)), **kw)
-
-    def sweep(self, spec: SweepSpec) -> list[dict[str, Any]]:
-        """Run ``spec`` with the engine; one row per run: label, config fields, metrics.
-        Grid points no run can meet (e.g. ε below what σ allows) are skipped and noted."""
-        def skip(label: str, point: Mapping[str, Any], err: ConfigError) -> None:
-            msg = f"{label} at target ε = {point['target_epsilon']:g}: {str(err).split(': ', 2)[-1]}"
-            if msg not in self.skipped:
-                self.skipped.append(msg)
-
-        points = spec.expand(on_invalid=skip)
-        out = run_sweep([p.config for p in points], store=self.store, backend=self.backend, workers=self.workers,
-                        address=self.address, spec=spec, cache_dir=self.cache_dir, on_start=self.on_start,
-                        on_result=self.on_result, progress=self.progress, label="reproduce")
-        rows = []
-        for p, r in zip(points, out.results):
-            if r.status != "completed":
-                raise ConfigError("run", f"{p.label} ε={p.config.target_epsilon:g} seed {p.config.seed} "
-                                         f"{r.status}: {r.error}")
-            c = p.config
-            rows.append({"label": p.label, "method": c.method, "seed": c.seed, "target_epsilon": c.target_epsilon,
-                         "public_per_class": c.public_per_class, "imbalance_ratio": c.imbalance_ratio,
-                         "private_per_class": c.private_per_class, "run_id": r.run_id, "reused": r.reused,
-                         "metrics": {k: r.metrics.get(k) for k in _KEEP}})
-        self.runs.extend(rows)
-        return rows
+# the framework (registry, context, helpers) lives with the figures; re-exported here, where
+# callers have always found it
+from .figures.base import (  # noqa: E402,F401
+    FIGURES, Context, Figure, FigureOutput, figure, _KEEP, _agg, _cell, _lines, _log_axis, _ms, _setup_line, _table,
+)
 
 
-_KEEP = ("test_error", "balanced_accuracy", "minority_accuracy", "epsilon", "delta", "steps", "mia_auc",
-         "mia_advantage", "performance_boost", "pdp_epsilon_min", "pdp_epsilon_median", "pdp_epsilon_q95",
-         "pdp_epsilon_max", "n_private", "n_public",
-         "n_test", "dim", "n_classes", "epsilon_label", "noise", "guard_released_private")
-
-
-@dataclass
-class FigureOutput:
-    """What a figure's ``build`` returns: markdown body, aggregated rows, a drawing function."""
-
-    markdown: str
-    rows: list[dict[str, Any]]
-    draw: Callable[[Any], None]  # draw(matplotlib Figure)
-    setup: str = ""
-    #: further charts: ``{suffix: (caption, draw)}`` -> ``<stem>_<suffix>.png``, linked under the table
-    extra: dict[str, tuple[str, Callable[[Any], None]]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One reproducible figure: ``build(ctx) -> FigureOutput`` with ``defaults`` parameters
-    (overridable, e.g. ``--set seeds=[0]``)."""
-
-    name: str
-    title: str
-    paper: str
-    defaults: Mapping[str, Any]
-    build: Callable[[Context], FigureOutput]
-    datasets: tuple[str, ...] | None = None  # None = any dataset spec
-    size: tuple[float, float] = (7.0, 4.5)  # the main chart's size in inches (matplotlib figsize)
-
-
-FIGURES: Registry[Figure] = Registry("figure")
-
-
-def figure(name: str, title: str, paper: str, datasets: tuple[str, ...] | None = None, *,
-           figsize: tuple[float, float] = (7.0, 4.5), **defaults: Any):
-    """Decorator registering ``build`` as figure ``name`` with parameters ``defaults``;
-    ``datasets`` restricts the dataset keys it takes, ``figsize`` is the main chart's size
-    in inches."""
-
-    def deco(fn: Callable[[Context], FigureOutput]) -> Callable[[Context], FigureOutput]:
-        FIGURES.add(name, Figure(name, title, paper, dict(defaults), fn, datasets, tuple(figsize)))
-        return fn
-
-    return deco
-
-
-# ---------------------------------------------------------------------------- helpers
-def _ms(vals: Sequence[float | None]) -> tuple[float | None, float | None, int]:
-    v = np.asarray([x for x in vals if x is not None and math.isfinite(x)], dtype=float)
-    if v.size == 0:
-        return None, None, 0
-    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)
-
-
-def _cell(mean: float | None, std: float | None, pct: bool = True, digits: int = 1) -> str:
-    if mean is None:
-        return "–"
-    k = 100.0 if pct else 1.0
-    return f"{k * mean:.{digits}f} ± {k * std:.{digits}f}"
-
-
-def _agg(rows: list[dict], keys: Sequence[str], metric: str) -> dict[tuple, tuple]:
-    """``{key tuple: (mean, std, n)}`` of ``metric`` over seeds."""
-    by: dict[tuple, list] = defaultdict(list)
-    for r in rows:
-        by[tuple(r[k] for k in keys)].append(r["metrics"].get(metric))
-    return {k: _ms(v) for k, v in by.items()}
-
-
-def _log_axis(ax: Any, values: Sequence[float], axis: str = "x") -> None:
-    """Log scale with a labelled tick at every value (and no minor tick labels)."""
-    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
-
-    vals = sorted(set(float(v) for v in values))
-    getattr(ax, f"set_{axis}scale")("log")
-    a = getattr(ax, f"{axis}axis")
-    a.set_major_locator(FixedLocator(vals))
-    a.set_major_formatter(__import__("matplotlib.ticker", fromlist=["FuncFormatter"]).FuncFormatter(
-        lambda v, _: f"{v:g}"))
-    a.set_minor_locator(NullLocator())
-    a.set_minor_formatter(NullFormatter())
-    lo, hi = vals[0], vals[-1]
-    pad = (hi / lo) ** 0.06 if hi > lo else 1.5
-    getattr(ax, f"set_{axis}lim")(lo / pad, hi * pad)
-
-
-def _lines(ax: Any, series: dict[str, list[tuple[float, float | None, float | None]]], *, pct: bool = True,
-           refs: dict[str, tuple[float | None, float | None]] | None = None, xs: Sequence[float] = ()) -> None:
-    """Error-bar lines (``label -> [(x, mean, std)]``) and horizontal reference bands."""
-    k = 100.0 if pct else 1.0
-    for j, (label, pts) in enumerate(series.items()):
-        pts = [(x, m, s) for x, m, s in sorted(pts) if m is not None]
-        if not pts:
-            continue
-        x, m, s = zip(*pts)
-        ax.errorbar(x, [k * v for v in m], yerr=[k * v for v in s], marker="osD^vP*X"[j % 8], ms=5, capsize=3,
-                    lw=1.4, alpha=0.9, label=label)  # distinct markers: coinciding lines stay visible
-    for i, (label, (m, s)) in enumerate((refs or {}).items()):
-        if m is None:
-            continue
-        line = ax.axhline(k * m, ls="--" if i % 2 == 0 else ":", lw=1.2, color=f"C{7 + i % 3}", label=label if "non-private" in label else f"{label} (non-private)")
-        if s:
-            ax.axhspan(k * (m - s), k * (m + s), color=line.get_color(), alpha=0.12)
-    ax.grid(True, alpha=0.3)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
-
-
-def _setup_line(ctx: Context, rows: list[dict]) -> str:
-    m = rows[0]["metrics"] if rows else {}
-    seeds = sorted({r["seed"] for r in rows})
-    return (f"dataset `{ctx.dataset}`, encoder `{ctx.encoder}` (D = {m.get('dim')}), {m.get('n_classes')} classes, "
-            f"{m.get('n_public')} public, {m.get('n_private')} private and {m.get('n_test')} test samples "
-            f"(first run of the grid), δ = {ctx.params.get('delta', 1e-5):g}, seeds {seeds} (split + noise); "
-            f"dataset options `{json.dumps(ctx.dataset_kwargs)}`, encoder options `{json.dumps(ctx.encoder_kwargs)}`"
-            + (f", public samples from `{ctx.public_from}` (domain shift)" if ctx.public_from else ""))
-
-
-# ---------------------------------------------------------------------------- output
 def _write_text(path: Path, text: str) -> None:
     from .._io import atomic_write
 
@@ -343,8 +166,7 @@ def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | Non
     return paths
 
 
-# The papers' figures register themselves in FIGURES on import (one module per family); last,
-# so that they find every name above even when a figure module is imported first.
+# The papers' figures register themselves in FIGURES on import (one module per family).
 from . import figures as _figures  # noqa: E402
 
 

@@ -355,6 +355,9 @@ def _walk(server, driver, tmp_path):
     timings["demo_live_redraws"] = max(len(seen) for _, seen in live)
     body = ui.body()
     assert demo_run in body and "completed" in body
+    # the metric cards follow the "Final metrics" heading in the same redraw, but on a busy
+    # machine the browser may paint the heading first: wait for the cards (the labels are checked)
+    ui.wait(lambda d: "test error" in ui.metric_labels(), 30)
     labels = ui.metric_labels()
     assert "test error" in labels and "attack AUC" in labels, labels
     # imbalance ratio 1 (the default): no minority class, so no minority metric or chart

@@ -1,9 +1,9 @@
 """The papers' figures of ``mixdp reproduce``, one module per family.
 
-Importing this package registers every figure in :data:`mixdp_core.runs.reproduce.FIGURES`
-(:mod:`mixdp_core.runs.reproduce` imports it, so ``FIGURES`` is complete whichever module is
-imported first). Each module declares its figures with
-:func:`~mixdp_core.runs.reproduce.figure` and builds them from the shared helpers there:
+Importing this package registers every figure in :data:`.base.FIGURES` (re-exported by
+:mod:`mixdp_core.runs.reproduce`, which imports this package). Each module declares its
+figures with :func:`.base.figure` and builds them from the shared helpers there; no figure
+module imports the driver, so the imports run one way:
 
 * :mod:`.adamix` — ``adamix_epsilon``, ``fewshot``, ``adamix_ablation``, ``public_vs_private``,
   ``boost_vs_shots`` (AdaMix, Golatkar et al. 2022);
@@ -16,6 +16,7 @@ imported first). Each module declares its figures with
 """
 
 # registration order = the order of ``mixdp reproduce --list``
+from . import base  # noqa: F401  (the framework: registry, context, helpers)
 from . import adamix  # noqa: F401
 from . import regimes  # noqa: F401
 from . import prototypes  # noqa: F401

@@ -38,7 +38,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ..reproduce import Context, FigureOutput, figure, _lines, _log_axis, _table
+from .base import Context, FigureOutput, figure, _lines, _log_axis, _table
 from ..sweep import map_trainings
 
 #: Luo et al. (CVPR 2021), Table 2: 5-way query accuracy at 5 / 20 / 50 shots (60 episodes),

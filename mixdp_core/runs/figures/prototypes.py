@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...errors import ConfigError
-from ..reproduce import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _setup_line, _table
+from .base import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _setup_line, _table
 from ..sweep import Variant, map_trainings
 from .adamix import _error_vs_epsilon
 

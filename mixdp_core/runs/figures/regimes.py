@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
 from ...errors import ConfigError
-from ..reproduce import Context, FigureOutput, figure, _agg, _cell, _log_axis, _table
+from .base import Context, FigureOutput, figure, _agg, _cell, _log_axis, _table
 from .adamix import ADAMIX_FAMILY, NONPRIVATE, _display, _variants
 
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...errors import ConfigError
-from ..reproduce import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _table
+from .base import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _table
 from ..sweep import map_trainings
 
 

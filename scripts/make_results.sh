@@ -8,7 +8,7 @@
 #   PACS_DIR:    the extracted ../shared/data/pacs_jpg.tar.gz (PACS/<domain>/<class>), for the
 #                domain-shift and the 38-class sections of fewshot.md (skipped, and said so, if
 #                not given; the 38-class folder is built under STORE_DIR; bash >= 4).
-# Environment: ONLY=digits|cifar10|fewshot|prototypes|sparse_finetune|ablation|regimes|episodes|all
+# Environment: ONLY=digits|cifar10|fewshot|prototypes|sparse_finetune|ablation|subspace|regimes|episodes|all
 #   (default all) selects the tables; EPS / SEEDS override the ε and seeds of the AdaMix-family
 #   sections (default 0.5,1,3,8 and 0,1), PSEEDS the seeds of prototypes.md and sparse_finetune.md
 #   (default 0,1,2); EPISODES the episodes per cell of episodes.md (default 30, the committed size;
@@ -130,6 +130,13 @@ ablation() {  # docs/results/ablation.md: AdaMix Fig. 5, one ingredient at a tim
     --section "digits, pixels, 2 public / class"
 }
 
+subspace() {  # docs/results/subspace.md: AdaMix Fig. 6, public vs random subspace (owner's-view diagnostic)
+  "${R[@]}" adamix_subspace --epsilons 1,3,8 --seeds "$PSEEDS" --doc subspace.md --stem subspace_digits_pixels \
+    --section "digits, pixels, 5 public / class"
+  "${R[@]}" adamix_subspace --epsilons 1,3,8 --seeds "$PSEEDS" --set 'method_params={"projection": "rank"}' \
+    --doc subspace.md --stem subspace_digits_pixels_rank --section "digits, pixels, 5 public / class, projection on the public gradients' rank (k <= C - 1)"
+}
+
 regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/make_results.sh '' STORE): the
   # synthetic regime family (hours on 2 cores; minutes with a GPU and
   # 16 cores: RSEEDS=0,1,2,3 WORKERS=12). Each regime is its own section, then the whole family at once (reusing
@@ -179,7 +186,8 @@ case "${ONLY:-all}" in
   regimes) regimes ;;
   ablation) ablation ;;
   episodes) episodes ;;
-  all) digits; fewshot; cifar10; prototypes; sparse_finetune; ablation; regimes; episodes ;;
-  *) echo "make_results.sh: ONLY must be one of digits, cifar10, fewshot, prototypes, sparse_finetune, ablation, regimes, episodes, all; got ${ONLY}" >&2
+  subspace) subspace ;;
+  all) digits; fewshot; cifar10; prototypes; sparse_finetune; ablation; subspace; regimes; episodes ;;
+  *) echo "make_results.sh: ONLY must be one of digits, cifar10, fewshot, prototypes, sparse_finetune, ablation, subspace, regimes, episodes, all; got ${ONLY}" >&2
      exit 2 ;;
 esac

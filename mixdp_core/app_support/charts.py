@@ -195,7 +195,34 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
                                 "minority-class accuracy", fraction=True, color=MINORITY_COLOR, live=running)
     if has("clip_norm"):
         out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t", live=running)
+    if has("extra.subspace_error_public"):
+        out["subspace"] = subspace_figure(df)
     return out
+
+
+#: AdaMix Fig. 6 on the run view (owner's view: it reads the private gradients before noise).
+SUBSPACE_TITLE = "Subspace reconstruction error vs step (owner's view: private gradients before noise)"
+SUBSPACE_Y = "relative reconstruction error ‖S − PS‖/‖S‖"
+SUBSPACE_NAMES = ("public-gradient subspace (AdaMix's projection)", "random subspace of the same dimension")
+SUBSPACE_RANDOM_COLOR = "#ff7f0e"
+
+
+def subspace_figure(df):
+    """Plotly chart of AdaMix Fig. 6 from a run's step frame (:func:`steps_frame`): the relative
+    reconstruction error of the clipped private gradient sum on the public subspace and on a
+    random one of the same dimension, vs step (0-100 % axis)."""
+    go = _go()
+    fig = go.Figure()
+    for col, name, color in (("extra.subspace_error_public", SUBSPACE_NAMES[0], PUBLIC_COLOR),
+                             ("extra.subspace_error_random", SUBSPACE_NAMES[1], SUBSPACE_RANDOM_COLOR)):
+        d = df[["step", col]].dropna() if col in df else df.iloc[0:0]
+        fig.add_trace(go.Scatter(x=d["step"], y=d[col], mode="lines+markers", name=name,
+                                 marker=dict(size=4, color=color), line=dict(color=color)))
+    total = _total(df)
+    if total:
+        fig.update_xaxes(range=[0, float(total) * 1.02])
+    _fraction_axis(fig)
+    return _layout(fig, SUBSPACE_TITLE, "step", SUBSPACE_Y, height=320)
 
 
 # --------------------------------------------------------------------------- light live charts
@@ -228,7 +255,8 @@ def thin(x: np.ndarray, y: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray
 
 def live_line_chart(x: np.ndarray, y: np.ndarray, title: str, ylabel: str, *, total: float | None,
                     hline: float | None = None, hname: str = "", fraction: bool = False,
-                    color: str | None = None) -> tuple[dict[str, Any], Any]:
+                    color: str | None = None, name: str | None = None,
+                    more: Sequence[tuple[np.ndarray, np.ndarray, str, str]] = ()) -> tuple[dict[str, Any], Any]:
     """Vega-Lite spec and data of one live curve (same title and axes as :func:`_line`),
     thinned to :data:`MAX_LIVE_POINTS` points, the newest one marked.
 
@@ -240,6 +268,8 @@ def live_line_chart(x: np.ndarray, y: np.ndarray, title: str, ylabel: str, *, to
         total: planned number of steps (fixes the x axis to the whole run), or ``None``.
         hline: a dashed reference line (e.g. the target ε) named ``hname``.
         fraction: the quantity is a fraction: fixed 0-100 % axis.
+        name: the curve's legend name (default ``ylabel``).
+        more: further solid curves ``(x, y, name, color)`` on the same axes.
 
     Returns:
         ``(spec, frame)``: the frame has columns ``step, value, series, newest``.
@@ -249,8 +279,13 @@ def live_line_chart(x: np.ndarray, y: np.ndarray, title: str, ylabel: str, *, to
     x, y = thin(np.asarray(x, dtype=float), np.asarray(y, dtype=float), MAX_LIVE_POINTS)
     newest = np.zeros(len(x), dtype=bool)
     newest[-1:] = True
-    frame = pd.DataFrame({"step": x, "value": y, "series": ylabel, "newest": newest})
-    names, colors, dashes = [ylabel], [color or PUBLIC_COLOR], [[1, 0]]
+    frame = pd.DataFrame({"step": x, "value": y, "series": name or ylabel, "newest": newest})
+    names, colors, dashes = [name or ylabel], [color or PUBLIC_COLOR], [[1, 0]]
+    for mx, my, mname, mcolor in more:
+        mx, my = thin(np.asarray(mx, dtype=float), np.asarray(my, dtype=float), MAX_LIVE_POINTS)
+        frame = pd.concat([frame, pd.DataFrame({"step": mx, "value": my, "series": mname, "newest": False})],
+                          ignore_index=True)
+        names.append(mname), colors.append(mcolor), dashes.append([1, 0])
     if hline is not None:
         frame = pd.concat([frame, pd.DataFrame({"step": [0.0, float(total or 1)], "value": [hline, hline],
                                                 "series": hname, "newest": False})], ignore_index=True)
@@ -306,6 +341,11 @@ def live_charts(series: Any, *, target_epsilon: float | None = None) -> dict[str
                                           color=MINORITY_COLOR)
     if series.has("clip"):
         out["clip"] = live_line_chart(*series.arrays("clip"), "Clip threshold τ_t vs step", "τ_t", total=total)
+    if series.has("subspace_public"):
+        out["subspace"] = live_line_chart(
+            *series.arrays("subspace_public"), SUBSPACE_TITLE, SUBSPACE_Y, total=total, fraction=True,
+            name=SUBSPACE_NAMES[0], color=PUBLIC_COLOR,
+            more=[(*series.arrays("subspace_random"), SUBSPACE_NAMES[1], SUBSPACE_RANDOM_COLOR)])
     return out
 
 

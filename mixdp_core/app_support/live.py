@@ -29,6 +29,9 @@ COLUMNS: dict[str, tuple[str, str | None]] = {
     "epsilon": ("epsilon_spent", None),
     "minority": ("extra", "minority_accuracy"),
     "clip": ("clip_norm", None),
+    # AdaMix Fig. 6 (owner's view, subspace_diagnostics=True)
+    "subspace_public": ("extra", "subspace_error_public"),
+    "subspace_random": ("extra", "subspace_error_random"),
 }
 #: Runs whose series a server process keeps (least recently used dropped first): a series
 #: holds a few floats per step, a few hundred kB for the longest app runs.

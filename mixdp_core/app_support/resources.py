@@ -437,7 +437,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
                                              total_steps=int(total) if pdp_step is not None and total else None)
     if not figs and charts.is_one_shot(steps):
         caption_slot.caption("One-shot method: no training curve (a single release); see the final metrics.")
-    order = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip") if k in figs]
+    order = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip", "subspace") if k in figs]
     for cell, name in zip(_chart_cells(), order):
         with cell, st.container():  # one node per column, as the live view's slot
             show_chart(figs[name], key=f"{key}-{name}", name=f"{rec.run_id}_{name}")
@@ -489,7 +489,7 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
             caption.caption("One-shot method: no training curve (a single release); see the final metrics.")
             shown[2] = True
         figs = _live_charts(store, series, run_id, target)
-        names = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip") if k in figs]
+        names = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip", "subspace") if k in figs]
         order = series.chart_order([k for k in names if not limit_first or k in FIRST_DRAW_CHARTS])
         mounts = 0
         for i, (slot, name) in enumerate(zip(slots, order)):

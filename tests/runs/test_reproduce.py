@@ -21,6 +21,7 @@ TINY = {
     "fewshot": {"epsilons": [3], "seeds": [0], "public_per_class": 1,
                 "variants": ["paragon", "only_public", "fully_private", "adamix", "adamix_honest"]},
     "adamix_ablation": {"epsilons": [3], "seeds": [0]},
+    "adamix_subspace": {"epsilons": [3], "seeds": [0]},
     "regimes": {"epsilons": [1, 8], "seeds": [0], "scale": 0.1, "regimes": ["many_class_100_d256", "ten_class_ir10"],
                 "variants": ["paragon", "only_public", "fully_private", "adamix"]},
 }
@@ -433,3 +434,13 @@ def test_episodes_with_a_public_domain_on_a_cdfsl_target(env, monkeypatch):
     with pytest.raises(ConfigError, match="public_from: .* has no class 'AnnualCrop'"):
         reproduce("episodes", env / "out2", params=params, store=RunStore(env / "store"), workers=1,
                   dataset="cdfsl_eurosat", public_from=f"image_folder:{other}")
+
+
+def test_adamix_subspace_reads_the_runs_own_diagnostic(env):
+    """Fig. 6 from the step records of the runs it made: both errors in [0, 1], the random
+    subspace worse than the public one on digits (the paper's reading)."""
+    store = RunStore(env / "store")
+    paths = reproduce("adamix_subspace", env / "out", params={"epsilons": [3], "seeds": [0]}, store=store, workers=1)
+    row = json.loads(paths["json"].read_text())["rows"][0]
+    assert 0 <= row["public_error_mean"] < row["random_error_mean"] <= 1 and row["n_points"] >= 2
+    assert "random / public" in paths["md"].read_text()

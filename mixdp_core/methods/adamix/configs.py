@@ -149,6 +149,14 @@ class NoisyGDConfig(PrivacyConfig):
                                             "reports).")
     eval_every: Optional[int] = param(None, type=int, range=Interval(1, None),
                                       help="Test error every this many steps; None = max(1, T // 50).")
+    subspace_diagnostics: bool = param(
+        False, type=bool, leaks_private=True,
+        help="AdaMix Fig. 6 (runs with a projection): at every test-error step, the relative reconstruction error "
+             "of the clipped private gradient sum on the public-gradient subspace and on a random subspace of the "
+             "same dimension, in the step records (subspace_error_public / subspace_error_random) and as a live "
+             "chart. The released model does not change.",
+        privacy_note="reads the private gradient sum before the noise and is not covered by the run's ε: shown "
+                     "to the data owner only, never released")
     optimistic_tuning: bool = param(
         False, type=bool, leaks_private=True,
         privacy_note="runs the method once per value of the paper's grid and keeps the run with the lowest test "

@@ -52,7 +52,7 @@ from .._linear import error_rate, row_norms, softmax_residual, xt_dot
 from .._observe import notify_release, step_observer
 from ..base import OnStep, StepRecord
 from .kernels import ReleaseKernel, get_kernel, kernel_for
-from .projection import ProjectionBasis, projection_basis, resolve_span
+from .projection import ProjectionBasis, RandomSubspaces, projection_basis, resolve_span, subspace_errors
 
 
 @dataclass
@@ -109,6 +109,13 @@ class NoisyGDOptions:
         n_hat_private: ``smooth`` only: the private part of ``n_hat``.
         ball_radius: radius ``R`` of the constraint set ``W = {w : ||w - w_ref|| <= R}`` of
             Thm. 3 / Alg. 1 (projected GD); ``None`` = unconstrained.
+        subspace_every: owner's-view diagnostic (0 = off): every this many steps (and at the
+            last), the relative reconstruction errors of the clipped private sum on the
+            projection's public subspace and on a random one of the same dimension
+            (:func:`.projection.subspace_errors`, AdaMix Fig. 6) go into the step record's
+            ``extra`` (``subspace_error_public``, ``subspace_error_random``, and the subspace's
+            dimension ``subspace_dim``). Reads the private
+            sum before noise: not covered by ε; the release does not change.
         releases_before: Gaussian releases of the same noise multiplier (and sensitivity
             ratio 1) already made on this data before step 1 (e.g. the noisy count); the
             epsilon in the step records includes them.
@@ -142,6 +149,7 @@ class NoisyGDOptions:
     ball_radius: Optional[float] = None
     releases_before: int = 0
     device: str = "auto"
+    subspace_every: int = 0
 
 
 @dataclass
@@ -297,6 +305,7 @@ def private_release(
     ratio_out: Optional[np.ndarray] = None,
     loss_out: Optional[np.ndarray] = None,
     threads: Optional[int] = None,
+    on_sum: Optional[Callable[[np.ndarray], None]] = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
 
@@ -326,6 +335,9 @@ def private_release(
         block_rows, threads: the kernel's rows per block and worker threads
             (:meth:`~.kernels.ReleaseKernel.clipped_sum`).
         ratio_out, loss_out: optional ``(N,)`` float64 arrays receiving ``ratio`` / ``loss``.
+        on_sum: called with the clipped sum ``S`` before the noise is added (owner's-view
+            diagnostics only; it must not keep ``S``, which may be a reused buffer). The
+            release does not depend on it.
 
     Returns:
         ``(released, ratio, loss)``: the back-projected noisy sum ``(D, C)`` in ``X``'s float
@@ -334,6 +346,8 @@ def private_release(
     S, ratio, loss = get_kernel(kernel).clipped_sum(
         X, y, W, tau, basis, x_norm=x_norm, XB=XB, X_Qp=X_Qp, block_rows=block_rows, threads=threads,
         ratio_out=ratio_out, loss_out=loss_out)
+    if on_sum is not None:
+        on_sum(S)
     noisy = S if noise is None else S + noise
     if basis is not None:
         noisy = basis.project(noisy)
@@ -439,6 +453,9 @@ def run_noisygd(
     live = step_observer()  # the runner's live view (minority accuracy, pDP so far), else None
     snapshot: Optional[np.ndarray] = None
 
+    # AdaMix Fig. 6 (owner's view, opts.subspace_every > 0): the random subspaces compared with the
+    # public one, drawn once per dimension from a seeded generator (a diagnostic, not a release)
+    rand_sub = RandomSubspaces(D, seed=opts.seed) if opts.subspace_every else None
     for t in range(1, T + 1):
         # --- public quantities (no privacy cost) ---
         if has_pub:
@@ -462,8 +479,14 @@ def run_noisygd(
 
         # --- Gaussian mechanism: noise sigma * tau in the projected space ---
         z = rng.standard_normal((D, C)).astype(np.float32) * np.float32(sigma * tau)
+        diag: dict[str, float] = {}
+        on_sum = None
+        if opts.subspace_every and basis is not None and (t % opts.subspace_every == 0 or t == T):
+            def on_sum(S, basis=basis, diag=diag):  # owner's view: the clipped sum before the noise
+                diag["subspace_error_public"], diag["subspace_error_random"] = subspace_errors(S, basis, rand_sub)
+                diag["subspace_dim"] = float(basis.dim)
         noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, kernel=kernel, x_norm=xq_norm, XB=XB,
-                                               X_Qp=X_Qp, ratio_out=ratio_buf, loss_out=loss_buf)
+                                               X_Qp=X_Qp, ratio_out=ratio_buf, loss_out=loss_buf, on_sum=on_sum)
         pdp += np.square(ratio, out=sq_buf)
         executed = t
         notify_release(t, W, noisy, tau)
@@ -519,7 +542,7 @@ def run_noisygd(
             test_error=test_err,
             clip_norm=tau,
             epsilon_spent=float(eps_curve[t - 1]),
-            extra={"lr": float(eta), "weight_decay": float(lam)},
+            extra={"lr": float(eta), "weight_decay": float(lam), **diag},
         )
         history.append(rec)
         if live is not None:

@@ -541,6 +541,7 @@ class NoisyGDMethod(LinearHead):
         opts.n_hat = n_hat
         opts.releases_before = n_count
         opts.eval_every = cfg.eval_every if cfg.eval_every is not None else max(1, T_grad // 50)
+        opts.subspace_every = opts.eval_every if getattr(cfg, "subspace_diagnostics", False) else 0
         R = self._ref_distance(W_ref, split.n_classes)
         self.ref_distance_ = float(R)
         opts.ball_radius = R if (smooth and cfg.trust_region) else None

@@ -242,3 +242,48 @@ def projection_basis(
         return ProjectionBasis("complement", U_r.astype(np.float32), int(k), Q=Q.astype(np.float32), B=B, R=R,
                                coef=_coef(r), U64=U_r, BtU=K)
     return ProjectionBasis("complement", U_r.astype(np.float32), int(k), B=B, R=R, coef=_coef(r), U64=U_r, BtU=K)
+
+
+class RandomSubspaces:
+    """Random orthonormal subspaces of ``R^D`` with the dimension of each projection basis met,
+    for AdaMix's Fig. 6 comparison (:func:`subspace_errors`). One subspace per dimension, drawn
+    once from ``numpy.random.default_rng(seed)``: it serves an owner's-view diagnostic only,
+    never a release, so a seeded (non-secret) generator is right here.
+
+    A basis of dimension ``k`` is compared with a random ``k``-dimensional subspace; for
+    ``k > D / 2`` the subspace is stored through its ``D - k`` dimensional complement (the
+    projection is then ``V - Q Q^T V``), so memory stays ``D x min(k, D - k)``."""
+
+    def __init__(self, D: int, seed: int = 0):
+        self.D = int(D)
+        self._rng = np.random.default_rng([int(seed), 0x5B5])
+        self._cache: dict[int, tuple[bool, np.ndarray]] = {}
+
+    def project(self, V: np.ndarray, k: int) -> np.ndarray:
+        """Projection of the ``(D, C)`` matrix ``V`` on the random ``k``-dimensional subspace."""
+        if k not in self._cache:
+            comp = k > self.D - k
+            m = self.D - k if comp else k
+            Q = np.linalg.qr(self._rng.standard_normal((self.D, max(m, 1))))[0][:, :m]
+            self._cache[k] = (comp, Q)
+        comp, Q = self._cache[k]
+        V64 = np.asarray(V, dtype=np.float64)
+        P = Q @ (Q.T @ V64) if Q.shape[1] else np.zeros_like(V64)
+        return V64 - P if comp else P
+
+
+def subspace_errors(S: np.ndarray, basis: "ProjectionBasis", random: RandomSubspaces) -> tuple[float, float]:
+    """AdaMix Fig. 6: relative reconstruction errors ``||S - P S||_F / ||S||_F`` of the clipped
+    private gradient sum ``S`` (``(D, C)``, before noise) for ``P`` the run's projection on the
+    public-gradient subspace (:meth:`ProjectionBasis.project`) and for a random subspace of the
+    same dimension. Both in ``[0, 1]``; ``(nan, nan)`` when ``S = 0``.
+
+    Owner's view: it reads the private sum before the noise, so it is not covered by the run's
+    ε and is shown to the data owner only."""
+    S64 = np.asarray(S, dtype=np.float64)
+    norm = float(np.linalg.norm(S64))
+    if norm == 0.0:
+        return float("nan"), float("nan")
+    pub = float(np.linalg.norm(S64 - np.asarray(basis.project(S), dtype=np.float64))) / norm
+    rnd = float(np.linalg.norm(S64 - random.project(S64, basis.dim))) / norm
+    return min(pub, 1.0), min(rnd, 1.0)

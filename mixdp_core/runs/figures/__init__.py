@@ -7,6 +7,7 @@ module imports the driver, so the imports run one way:
 
 * :mod:`.adamix` — ``adamix_epsilon``, ``fewshot``, ``adamix_ablation``, ``public_vs_private``,
   ``boost_vs_shots`` (AdaMix, Golatkar et al. 2022);
+* :mod:`.subspace` — ``adamix_subspace`` (AdaMix Fig. 6: public vs random subspace);
 * :mod:`.regimes` — ``regimes`` (the synthetic regime family);
 * :mod:`.prototypes` — ``dppl_epsilon``, ``dppl_imbalance``, ``prototypes`` (DP prototypes);
 * :mod:`.sparse` — ``sparse_finetune``, ``sparse_epsilon``, ``sparse_layers`` (sparse DP
@@ -18,6 +19,7 @@ module imports the driver, so the imports run one way:
 # registration order = the order of ``mixdp reproduce --list``
 from . import base  # noqa: F401  (the framework: registry, context, helpers)
 from . import adamix  # noqa: F401
+from . import subspace  # noqa: F401
 from . import regimes  # noqa: F401
 from . import prototypes  # noqa: F401
 from . import sparse  # noqa: F401

@@ -697,7 +697,9 @@ def render_episodes(manager: Any, settings: Mapping[str, Any], private: Sequence
         st.dataframe(charts.episodes_table(rows), hide_index=True, key="ep_table")
         st.caption(f"{p.get('episodes')} episodes per cell; intervals are 1.96·std/√n over episodes. Each fit "
                    "protects its own support set at the target ε; a row drawn into several episodes is not "
-                   "covered jointly (an evaluation protocol, not one private release).")
+                   "covered jointly. **Owner's view, costs privacy if published:** the accuracies are measured on "
+                   "this data set's rows and are not charged to its budget (an evaluation protocol, not a "
+                   "private release).")
         if j.finished and st.session_state.get("ep_drawn") != j.job_id:
             st.session_state["ep_drawn"] = j.job_id
             st.rerun()

@@ -314,7 +314,7 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
 
     from _release_v0 import private_release_v0 as _v0
 
-    def private_release_v0(*a, ratio_out=None, loss_out=None, kernel=None, **k):
+    def private_release_v0(*a, ratio_out=None, loss_out=None, kernel=None, on_sum=None, **k):
         """The kernel before the fused one (commit 3902d5c) behind the engine's current call (it
         fills the run's reused ``(N,)`` buffers: two copies, ~0.004 of a stream pass; the kernel
         choice is ignored)."""

@@ -146,6 +146,7 @@ def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: 
     split = make_split(fs, cfg.split_spec())
     model = cfg.make_method()
     model.fit(split)
+    model.verify_privacy()  # the ledger's check, as for every run
     err = float(np.mean(model.predict(split.X_test) != split.y_test))
     p = getattr(model, "privacy_", None)
     report = None if p is None else {"epsilon": float(p.epsilon), "delta": float(p.delta),

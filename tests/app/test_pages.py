@@ -210,11 +210,13 @@ def test_train_labels_options_that_look_at_private_data(at):
 
     at.switch_page("pages/2_train.py").run()
     leaky = [s for s in method_field_specs("adamix") if s.leaks_private]
-    assert [s.name for s in leaky] == ["optimistic_tuning"]
-    box = at.checkbox(key="adv_adamix_optimistic_tuning")
-    assert "COSTS PRIVACY" in box.label and "private data" in box.label
-    assert "Leaks private information" in box.help
-    others = [c for c in at.checkbox if c.key and c.key.startswith("adv_") and c.key != box.key]
+    assert sorted(s.name for s in leaky) == ["optimistic_tuning", "subspace_diagnostics"]
+    keys = {f"adv_adamix_{s.name}" for s in leaky}
+    for key in keys:
+        box = at.checkbox(key=key)
+        assert "COSTS PRIVACY" in box.label and "private data" in box.label
+        assert "Leaks private information" in box.help
+    others = [c for c in at.checkbox if c.key and c.key.startswith("adv_") and c.key not in keys]
     assert all("COSTS PRIVACY" not in c.label for c in others)
 
 

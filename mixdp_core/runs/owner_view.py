@@ -28,11 +28,15 @@ OWNER_METRIC_KEYS = DIAGNOSTIC_KEYS + ("split", "minority_classes", "diagnostics
 OWNER_PREFIXES = ("pdp_epsilon_", "mia_")
 #: Step-record fields computed on the private data in the clear.
 OWNER_STEP_KEYS = ("train_loss",)
+#: Keys of a step record's ``extra`` computed on the private data in the clear: the AdaMix
+#: subspace diagnostic reads the clipped private gradient sum before noise.
+OWNER_STEP_EXTRA_KEYS = ("subspace_error_public", "subspace_error_random")
 
 OWNER_NOTE = (
     "Owner-only diagnostics: computed on the private data without a privacy guarantee "
     "(membership-inference scores, per-instance DP, exact private count and per-class counts, "
-    "minority classes, train loss, per-layer gradient norms). They are not covered by the reported epsilon; do not publish them."
+    "minority classes, train loss, per-layer gradient norms, subspace reconstruction errors of the private "
+    "gradients). They are not covered by the reported epsilon; do not publish them."
 )
 
 
@@ -49,8 +53,8 @@ def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
 def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The owner-only values of a run, grouped under :data:`OWNER_NOTE`.
 
-    ``steps``: the run's step records; their owner-only fields come back as
-    ``{"step_<field>": [value per step]}``."""
+    ``steps``: the run's step records; their owner-only fields (and owner-only ``extra``
+    keys) come back as ``{"step_<field>": [value per step]}`` (``None`` where a step has none)."""
     out: dict[str, Any] = {"note": OWNER_NOTE}
     for k, v in metrics.items():
         if is_owner_only(k) and k != "diagnostics":
@@ -59,6 +63,9 @@ def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] =
     for f in OWNER_STEP_KEYS:
         if any(f in s for s in steps):
             out[f"step_{f}"] = [s.get(f) for s in steps]
+    for f in OWNER_STEP_EXTRA_KEYS:
+        if any(f in (s.get("extra") or {}) for s in steps):
+            out[f"step_{f}"] = [(s.get("extra") or {}).get(f) for s in steps]
     return out
 
 
@@ -74,5 +81,11 @@ def diagnostics(metrics: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def public_steps(steps: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Step records without their owner-only fields."""
-    return [{k: v for k, v in s.items() if k not in OWNER_STEP_KEYS} for s in steps]
+    """Step records without their owner-only fields (nor the owner-only keys of ``extra``)."""
+    out = []
+    for s in steps:
+        d = {k: v for k, v in s.items() if k not in OWNER_STEP_KEYS}
+        if isinstance(d.get("extra"), Mapping):
+            d["extra"] = {k: v for k, v in d["extra"].items() if k not in OWNER_STEP_EXTRA_KEYS}
+        out.append(d)
+    return out

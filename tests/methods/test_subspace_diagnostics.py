@@ -66,3 +66,15 @@ def test_public_gradients_spanning_the_private_ones(small_split):
 def test_no_projection_no_subspace_error(small_split):
     m = make_method("fully_private", target_epsilon=3.0, subspace_diagnostics=True).fit(small_split)
     assert _diag(m) == []
+
+
+def test_public_exports_leave_the_subspace_errors_out():
+    from mixdp_core.runs.owner_view import owner_block, public_steps
+
+    steps = [{"step": 1, "train_loss": 0.5, "extra": {"lr": 0.1, "subspace_error_public": 0.1,
+                                                        "subspace_error_random": 0.4, "subspace_dim": 9.0}},
+             {"step": 2, "extra": {"lr": 0.1}}]
+    pub = public_steps(steps)
+    assert pub[0]["extra"] == {"lr": 0.1, "subspace_dim": 9.0} and "train_loss" not in pub[0]
+    owner = owner_block({}, steps)
+    assert owner["step_subspace_error_public"] == [0.1, None] and owner["step_subspace_error_random"] == [0.4, None]

@@ -329,6 +329,204 @@ def select_l2_cv(
     return float(next(l2 for e, l2 in errs if e <= best + 1e-12))
 
 
+#: Ridge path of :func:`select_l2_loo` (mean-loss scale), strong to weak: half-decades from
+#: 1 down to 1e-5. The two ends are the two limits of the ridge on unit rows: around
+#: ``l2 = 1`` the fit is already in its strong-ridge limit (``W`` proportional to
+#: ``X^T (Y - 1/C)``, a nearest-class-sum classifier), and below ``1e-4`` the predictions of
+#: (almost) separable few-shot data stop changing (the max-margin limit, see
+#: :func:`fit_public`). Contains :data:`PUBLIC_L2` and every value of :data:`L2_GRID`.
+L2_PATH = tuple(10.0 ** (-k / 2) for k in range(11))
+
+#: Size bounds of :func:`loo_ridge_path` (``N`` rows, rank ``r``, ``C`` classes, ``k`` rows in
+#: the largest class): the approximate leave-one-out keeps ``C`` solves of ``r x r`` systems
+#: against ``N`` right-hand sides (``8 C r N`` bytes, at most ~320 MB here, plus per-class
+#: temporaries of ``N kC + k^3 C^2`` cells) and costs about
+#: ``C (N r^2 + r^3 + N^2 r + N^3) + C^2 N^2 k + N k^3 C^3`` flops per ridge (at most ~3e10
+#: here, tens of seconds for the whole path). Above either bound the selection is not
+#: attempted and :func:`select_l2_loo` returns its fallback.
+LOO_MAX_CELLS = 40_000_000
+LOO_MAX_FLOPS = 3e10
+
+
+def loo_logits_alo(Z: np.ndarray, y: np.ndarray, n_classes: int, B: np.ndarray, l2: float) -> np.ndarray:
+    """Approximate class-balanced leave-one-out (ALO) logits of ridge softmax regression.
+
+    ``B`` (``r x C``) minimizes ``F(B) = sum_i CE(z_i B, y_i) + (N l2 / 2) ||B||^2``
+    (:func:`fit_logistic_spectral`'s objective times ``N``). For each row ``i`` of a class
+    ``c`` with ``k >= 2`` rows, the refit leaves row ``i`` out *and* gives the ``k - 1`` other
+    rows of ``c`` the weight ``k / (k - 1)``, so that class ``c`` keeps its total weight.
+    Why balanced: the head has no bias, and on few-shot rows that share a large common
+    component (post-ReLU features) the strong-ridge solution is close to
+    ``W ~ X^T (Y - 1/C)``, which scores a class by the *sum* of its rows; a plain refit
+    without row ``i`` halves class ``c``'s sum at 2 shots and misclassifies almost every
+    held-out row whatever the ridge (measured: 100 % LOO error at every ridge on
+    ``fine_grained_100`` against ~45 % test error). The balanced refit keeps every class's
+    weight, so only the held-out row's information is missing.
+
+    The refit's logits are approximated by one Newton step from ``B`` (approximate
+    leave-one-out, Rad & Maleki 2020, "A scalable estimate of the out-of-sample prediction
+    error via approximate leave-one-out", JRSS-B 82(4), here with ``C x C`` blocks and a
+    reweighted group instead of one removed row). Notation: ``eta_a = z_a B``,
+    ``p_a = softmax(eta_a)``, ``e_a = p_a - onehot(y_a)``, ``A_a = diag(p_a) - p_a p_a^T``
+    (row ``a``'s loss Hessian in its logits), ``J_a = I_C (x) z_a`` (logits -> parameters),
+    ``H`` the Hessian of ``F`` at ``B``. The refit objective is ``F + sum_{a in R} w_a l_a``
+    with ``R`` the rows of class ``c``, ``w_i = -1`` and ``w_a = 1 / (k - 1)`` otherwise.
+    Since ``grad F(B) = 0``, its gradient at ``B`` is ``J_R W e_R`` and its Hessian
+    ``H + J_R W A_R J_R^T`` (``W = diag(w) (x) I_C``, ``A_R = blockdiag(A_a)``); the Newton
+    step moves the logits of ``R`` by ``-J_R^T (H + J_R W A_R J_R^T)^-1 J_R W e_R`` and,
+    with ``K_R = J_R^T H^-1 J_R`` (``kC x kC``) and the Woodbury identity,
+
+    ``eta_-i ~= eta_i - [K_R (I + W A_R K_R)^-1 W e_R]_i``.
+
+    With ``w_a = 0`` for ``a != i`` this is the usual ALO ``eta_i + K_i (I - A_i K_i)^-1 e_i``.
+    The refit's rows still weigh ``N`` in total, so the ridge weight ``N l2`` is that of the
+    mean-loss ``l2`` on the reweighted rows. Exact for a quadratic loss; for the logistic
+    loss the error of one step grows as the ridge weakens and the fit approaches separation
+    (tests compare it with exact refits; on development data it under-estimates the LOO
+    log-loss at weak ridges, docs/results/only_public_ridge.md).
+
+    ``K_R`` without the ``rC x rC`` Hessian: ``H = blockdiag_c(M_c) - U U^T`` with
+    ``M_c = Z^T diag(p_{.c}) Z + N l2 I`` (``r x r``) and ``U`` the ``N`` columns
+    ``p_j (x) z_j``; Woodbury once more gives ``J_a^T H^-1 J_b = diag_c(Q_c[a, b]) +
+    V_a^T S^-1 V_b`` with ``Q_c = Z M_c^-1 Z^T``, ``S = I_N - sum_c diag(p_{.c}) Q_c
+    diag(p_{.c})`` (positive definite because ``H`` is) and ``V_a[j, c] = p_jc Q_c[j, a]``.
+    Cost: see :data:`LOO_MAX_FLOPS`; reads only ``Z``, ``y`` and ``B``.
+
+    Args:
+        Z: ``(N, r)`` training rows (spectral coordinates, :func:`spectral_rows`).
+        y: ``(N,)`` labels.
+        n_classes: C.
+        B: ``(r, C)`` the minimizer at ridge ``l2``.
+        l2: ridge ``> 0`` on the mean loss.
+
+    Returns:
+        ``(N, C)`` float64 logits; rows of classes with a single row are NaN (no refit).
+    """
+    from scipy.linalg import cho_factor, cho_solve
+
+    Z = np.asarray(Z, dtype=np.float64)
+    N, r = Z.shape
+    C = int(n_classes)
+    y = np.asarray(y)
+    eta = Z @ np.asarray(B, dtype=np.float64)
+    E, _ = softmax_residual(eta, y)
+    P = E.copy()
+    P[np.arange(N), y] += 1.0
+    out = np.full((N, C), np.nan)
+    groups = [R for R in (np.flatnonzero(y == c) for c in range(C)) if len(R) >= 2]
+    if not groups:
+        return out
+    # Yc[c] = M_c^-1 Z^T is the one C x r x N buffer; M_c and Q_c are built one class at a time
+    Yc = np.empty((C, r, N))
+    S = np.eye(N)
+    ridge = N * float(l2) * np.eye(r)
+    for c in range(C):
+        Yc[c] = cho_solve(cho_factor((Z * P[:, c, None]).T @ Z + ridge, lower=True), Z.T)
+        S -= np.outer(P[:, c], P[:, c]) * (Z @ Yc[c])
+    S_f = cho_factor(S, lower=True)
+    cls = np.arange(C)
+    for R in groups:
+        k = len(R)
+        Q = Z @ Yc[:, :, R]  # (C, N, k): Q_c[j, a]
+        V = (P.T[:, :, None] * Q).transpose(1, 0, 2).reshape(N, C * k)  # [j, (c, a)]
+        K = (V.T @ cho_solve(S_f, V)).reshape(C, k, C, k)
+        K[cls, :, cls, :] += Q[:, R, :]  # diag_c Q_c[a, b]
+        K = K.transpose(1, 0, 3, 2).reshape(k * C, k * C)  # [(a, c), (b, d)]
+        p = P[R]
+        A = np.zeros((k, C, k, C))
+        A[np.arange(k), :, np.arange(k), :] = p[:, :, None] * (np.eye(C)[None] - p[:, None, :])
+        AK = A.reshape(k * C, k * C) @ K
+        w = np.full((k, k), 1.0 / (k - 1))
+        w[np.arange(k), np.arange(k)] = -1.0  # w[i]: weights of the refit without row i
+        wv = np.repeat(w, C, axis=1)  # (k, kC)
+        lhs = np.eye(k * C)[None] + wv[:, :, None] * AK[None]
+        step = np.linalg.solve(lhs, (wv * E[R].ravel()[None])[:, :, None])[:, :, 0]  # (k, kC)
+        moved = step @ K.T  # row i: K_R (I + W_i A K)^-1 W_i e_R
+        out[R] = eta[R] - moved.reshape(k, k, C)[np.arange(k), np.arange(k)]
+    return out
+
+
+class LooPath(NamedTuple):
+    """Approximate balanced leave-one-out scores along a ridge path (:func:`loo_ridge_path`).
+
+    Attributes:
+        path: the ridges, strong to weak.
+        log_loss: ``(len(path),)`` mean LOO cross-entropy (nats) of the scored rows.
+        error: ``(len(path),)`` fraction of the scored rows whose LOO prediction is wrong.
+        scored: ``(n_scored,)`` indices of the scored rows (classes with >= 2 rows).
+    """
+
+    path: tuple[float, ...]
+    log_loss: np.ndarray
+    error: np.ndarray
+    scored: np.ndarray
+
+
+def loo_cost(n_rows: int, rank: int, n_classes: int, per_class: int) -> tuple[float, float]:
+    """``(cells, flops)`` of one ridge of :func:`loo_ridge_path` (see :data:`LOO_MAX_FLOPS`)."""
+    N, r, C, k = float(n_rows), float(rank), float(n_classes), float(per_class)
+    return C * r * N, C * (N * r * r + r ** 3 + N * N * r + N ** 3) + C * C * N * N * k + N * k ** 3 * C ** 3
+
+
+def loo_ridge_path(X: np.ndarray, y: np.ndarray, n_classes: int, *, path: tuple[float, ...] = L2_PATH,
+                   basis: SpectralRows | None = None, max_iter: int = 1000, tol: float = 1e-7) -> LooPath | None:
+    """Approximate balanced leave-one-out log-loss and error of the ridge fits of ``(X, y)``.
+
+    At each ridge of ``path`` (strong to weak) the full-data fit (:func:`fit_logistic_spectral`,
+    warm-started from the previous, stronger ridge's) is followed by :func:`loo_logits_alo`.
+    Only rows whose class has another row are scored: without one the refit has never seen
+    the class, so the row is wrong at every ridge and says nothing about the choice.
+
+    Returns:
+        The scores, or ``None`` when no row can be scored (every class has a single row) or
+        the problem exceeds :data:`LOO_MAX_CELLS` / :data:`LOO_MAX_FLOPS`.
+    """
+    y = np.asarray(y)
+    counts = np.bincount(y, minlength=n_classes)
+    scored = np.flatnonzero(counts[y] >= 2)
+    if len(scored) == 0:
+        return None
+    sp = basis if basis is not None else spectral_rows(X)
+    N, r = sp.Z.shape
+    cells, flops = loo_cost(N, r, n_classes, int(counts.max()))
+    if cells > LOO_MAX_CELLS or flops > LOO_MAX_FLOPS:
+        return None
+    path = tuple(sorted((float(v) for v in path), reverse=True))
+    ll, err = np.zeros(len(path)), np.zeros(len(path))
+    B = None
+    for j, l2 in enumerate(path):
+        B = fit_logistic_spectral(sp.Z, y, n_classes, sp.s, l2=l2, init=B, max_iter=max_iter, tol=tol)
+        eta = loo_logits_alo(sp.Z, y, n_classes, B, l2)[scored]
+        _, loss = softmax_residual(eta, y[scored])
+        ll[j] = float(np.mean(loss))
+        err[j] = float(np.mean(eta.argmax(axis=1) != y[scored]))
+    return LooPath(path=path, log_loss=ll, error=err, scored=scored)
+
+
+def select_l2_loo(X: np.ndarray, y: np.ndarray, n_classes: int, *, path: tuple[float, ...] = L2_PATH,
+                  fallback: float = PUBLIC_L2, basis: SpectralRows | None = None) -> float:
+    """The ridge of ``path`` with the lowest approximate balanced leave-one-out log-loss.
+
+    For few-shot rows (the ``only_public`` reference: public rows only, so the choice costs
+    no privacy). Unlike k-fold CV it works with 2 rows per class: each row is predicted by
+    the refit on all other rows (:func:`loo_logits_alo`, one Newton step, class weight kept),
+    so the held-out model differs from the final one by one row. Scored by log-loss, not
+    error: with a few hundred scored rows the error moves in coarse steps and ties over
+    most of the path, and the one-step approximation's logits are smooth where its argmax is
+    not. Ties go to the larger ridge.
+
+    Contract: reads ``(X, y)`` only; deterministic; returns a value of ``path``, or
+    ``fallback`` when no row can be scored (every class has a single row: a 1-shot set
+    gives no held-out evidence at all) or the set is beyond the size bounds of
+    :func:`loo_ridge_path`.
+    """
+    res = loo_ridge_path(X, y, n_classes, path=path, basis=basis)
+    if res is None:
+        return float(fallback)
+    best = float(res.log_loss.min())
+    return float(next(l2 for l2, v in zip(res.path, res.log_loss) if v <= best + 1e-12))
+
+
 def error_rate(X: np.ndarray, y: np.ndarray, W: np.ndarray) -> float:
     """Fraction of rows of normalized ``X`` misclassified by ``W``."""
     return float(np.mean((X @ W).argmax(axis=1) != y))

@@ -113,6 +113,7 @@ from .configs import (
     AdaMixConfig,
     NoisyGDConfig,
     NonPrivateConfig,
+    OnlyPublicConfig,
     PPGDConfig,
     ZeroShotConfig,
 )
@@ -123,7 +124,7 @@ __all__ = [
     "AdaMix", "AdaMixConfig", "BURN_IN_ALIGNMENT", "CHECKPOINT_DIVISOR", "MIN_CHECKPOINT_STEPS", "FullyPrivate", "FullyPrivateConfig", "GUARD_Z", "HONEST_DEFAULT_WEIGHT",
     "HONEST_GRID",
     "LinearHead", "NGD", "NGDConfig", "NOISE_MARGIN_Z", "NoisyGDConfig", "NoisyGDMethod", "NonPrivateConfig",
-    "OnlyPublic", "PAPER_LEARNING_RATES", "PPGD", "PPGDConfig", "PROJECTIONS", "Paragon", "REF_DISTANCE_SCALE", "THEOREM3_LAMBDA_GRID",
+    "OnlyPublic", "OnlyPublicConfig", "PAPER_LEARNING_RATES", "PPGD", "PPGDConfig", "PROJECTIONS", "Paragon", "REF_DISTANCE_SCALE", "THEOREM3_LAMBDA_GRID",
     "UnitRows", "ZeroShot", "ZeroShotConfig", "text_init", "unit_rows",
 ]
 

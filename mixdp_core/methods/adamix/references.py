@@ -8,9 +8,11 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from ...errors import DataError
-from .._linear import PUBLIC_L2, fit_logistic_spectral, fit_public, l2_normalize, select_l2_cv, spectral_rows
+from .._linear import (
+    PUBLIC_L2, fit_logistic_spectral, fit_public, l2_normalize, select_l2_cv, select_l2_loo, spectral_rows,
+)
 from ..base import METHODS, ROLE_METHOD, ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER, Method, OnStep, StepRecord
-from .configs import NonPrivateConfig, ZeroShotConfig
+from .configs import NonPrivateConfig, OnlyPublicConfig, ZeroShotConfig
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -113,11 +115,19 @@ class Paragon(LinearHead):
 class OnlyPublic(Paragon):
     """Few-shot baseline: logistic regression on the public rows only.
 
+    Ridge (``l2=None``): ``l2_rule="fixed"`` (default) uses ``PUBLIC_L2``, the ridge of the
+    public start of ``adamix`` / ``ngd``, so Only-Public *is* that start; ``l2_rule="loo"``
+    selects it on the public rows with :func:`~mixdp_core.methods._linear.select_l2_loo`
+    (approximate class-balanced leave-one-out log-loss along a ridge path; ``PUBLIC_L2`` with
+    1 shot per class). Either way the model is :func:`fit_public` at that ridge.
+    Measurements: docs/results/only_public_ridge.md.
+
     Privacy: the private rows are never read, so their privacy loss is 0 (``privacy_`` stays
     ``None`` as for every non-private method; ``uses_private_data = False``).
     """
 
     role = ROLE_REFERENCE_LOWER
+    config_cls = OnlyPublicConfig
 
     description = "Only-public: logistic regression on the public samples only (private data unused)"
     paper = "AdaMix (Golatkar et al. 2022), Tab. 1 'Only-Public'"
@@ -128,8 +138,13 @@ class OnlyPublic(Paragon):
         d = unit_rows(split)
         if len(split.y_public) == 0:
             raise DataError("X_public: only_public needs at least one public sample")
-        # The same function (and ridge) as the public start of adamix / ngd: see fit_public.
-        self.l2_ = float(self.config.l2 if self.config.l2 is not None else PUBLIC_L2)
+        # The same fit as the public start of adamix / ngd (fit_public); only the ridge may differ.
+        if self.config.l2 is not None:
+            self.l2_ = float(self.config.l2)
+        elif self.config.l2_rule == "loo":
+            self.l2_ = select_l2_loo(d.public, split.y_public, split.n_classes)
+        else:
+            self.l2_ = PUBLIC_L2
         self.W_ = fit_public(d.public, split.y_public, split.n_classes, l2=self.l2_,
                              max_iter=max(self.config.max_iter, 1000))
         self._finish(split, d.test, on_step)

@@ -1,0 +1,142 @@
+"""Only-Public's ridge selection on public rows: approximate class-balanced leave-one-out
+(``select_l2_loo``) and the ``l2_rule`` option of ``only_public``."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from mixdp_core.methods import make_method
+from mixdp_core.methods import _linear
+from mixdp_core.methods._linear import (
+    L2_PATH, PUBLIC_L2, fit_logistic_spectral, l2_normalize, loo_logits_alo, loo_ridge_path, select_l2_loo,
+    softmax_residual, spectral_rows,
+)
+
+
+def _rows(sep: float, shuffle_labels: bool, seed: int = 0, C: int = 5, k: int = 4, D: int = 30):
+    """k rows per class around random class means (``sep`` apart); optionally labels unrelated to rows."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(C), k)
+    X = sep * rng.normal(size=(C, D))[y] + rng.normal(size=(len(y), D))
+    if shuffle_labels:
+        y = rng.permutation(y)
+    return l2_normalize(X), y
+
+
+def _balanced_refit_logits(Z, y, C, B, l2, i):
+    """Exact refit without row i, the other rows of its class weighted k/(k-1) (ALO's target)."""
+    N, r = Z.shape
+    w = np.ones(N)
+    R = np.flatnonzero(y == y[i])
+    w[R] = len(R) / (len(R) - 1)
+    w[i] = 0.0
+
+    def f(b):
+        Bm = b.reshape(r, C)
+        E, loss = softmax_residual(Z @ Bm, y)
+        return (w * loss).sum() / N + 0.5 * l2 * np.sum(Bm * Bm), ((Z.T @ (w[:, None] * E)) / N + l2 * Bm).ravel()
+
+    b = minimize(f, B.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-11}).x
+    return Z[i] @ b.reshape(r, C)
+
+
+def _newton_step_logits(Z, y, C, B, l2, i):
+    """One Newton step of the balanced refit objective from B, with the full rC x rC Hessian."""
+    N, r = Z.shape
+    E, _ = softmax_residual(Z @ B, y)
+    P = E.copy()
+    P[np.arange(N), y] += 1
+    R = np.flatnonzero(y == y[i])
+    w = np.zeros(N)
+    w[R] = 1.0 / (len(R) - 1)
+    w[i] = -1.0
+    H, g = N * l2 * np.eye(r * C), np.zeros(r * C)
+    for j in range(N):
+        J = np.kron(Z[j][:, None], np.eye(C))  # vec(B) row-major -> logits of row j
+        A = np.diag(P[j]) - np.outer(P[j], P[j])
+        H += (1.0 + w[j]) * J @ A @ J.T
+        g += w[j] * J @ E[j]
+    return Z[i] @ (B.ravel() - np.linalg.solve(H, g)).reshape(r, C)
+
+
+def test_alo_is_the_newton_step_and_exact_at_a_strong_ridge():
+    X, y = _rows(1.0, False, C=4, k=5, D=8)
+    y[-1] = 0  # unequal class sizes
+    sp = spectral_rows(X)
+    c = lambda v: v - v.mean()  # logits up to the softmax's shift
+    for l2 in (1.0, 1e-2):
+        B = fit_logistic_spectral(sp.Z, y, 4, sp.s, l2=l2, max_iter=5000, tol=1e-10)
+        full, alo = sp.Z @ B, loo_logits_alo(sp.Z, y, 4, B, l2)
+        for i in (0, 7, len(y) - 1):
+            np.testing.assert_allclose(c(alo[i]), c(_newton_step_logits(sp.Z, y, 4, B, l2, i)), atol=1e-8)
+            exact = c(_balanced_refit_logits(sp.Z, y, 4, B, l2, i))
+            if l2 == 1.0:  # nearly quadratic over the step: one Newton step is the refit
+                np.testing.assert_allclose(c(alo[i]), exact, atol=1e-4)
+            else:  # weaker ridge: an approximation, but far closer to the refit than the full fit
+                assert np.abs(c(alo[i]) - exact).max() < 0.5 * np.abs(c(full[i]) - exact).max()
+
+
+def test_selection_is_deterministic_and_returns_a_path_value(digits_split):
+    X = l2_normalize(digits_split.X_public)
+    a = select_l2_loo(X, digits_split.y_public, 10)
+    assert a == select_l2_loo(X.copy(), digits_split.y_public.copy(), 10)
+    assert a in L2_PATH
+
+
+def test_ties_go_to_the_strongest_ridge():
+    # identical rows, balanced labels: B = 0 and uniform LOO predictions at every ridge
+    X = np.ones((12, 5)) / np.sqrt(5)
+    y = np.repeat(np.arange(4), 3)
+    res = loo_ridge_path(X, y, 4)
+    np.testing.assert_allclose(res.log_loss, np.log(4), atol=1e-9)
+    assert select_l2_loo(X, y, 4) == max(L2_PATH)
+
+
+def test_one_shot_falls_back_and_singleton_classes_are_not_scored():
+    rng = np.random.default_rng(0)
+    X = l2_normalize(rng.normal(size=(6, 10)))
+    y = np.arange(6)  # 1 shot per class: no held-out row keeps its class
+    assert loo_ridge_path(X, y, 6) is None
+    assert select_l2_loo(X, y, 6) == PUBLIC_L2
+    assert select_l2_loo(X, y, 6, fallback=0.5) == 0.5
+    X2, y2 = _rows(2.0, False, C=3, k=3)
+    X2, y2 = np.vstack([X2, X[:1, :10].repeat(3, 1)]), np.append(y2, 3)  # + a class of one row
+    res = loo_ridge_path(X2, y2, 4)
+    assert res is not None and list(res.scored) == list(range(9))
+
+
+def test_beyond_the_size_bound_it_falls_back(monkeypatch):
+    X, y = _rows(3.0, False)
+    monkeypatch.setattr(_linear, "LOO_MAX_CELLS", 10)
+    assert loo_ridge_path(X, y, 5) is None
+    assert select_l2_loo(X, y, 5, fallback=0.25) == 0.25
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_noise_picks_a_stronger_ridge_than_separated_classes(seed):
+    separated = select_l2_loo(*_rows(3.0, False, seed), 5)
+    noise = select_l2_loo(*_rows(0.0, True, seed), 5)  # labels independent of the rows
+    assert noise >= 0.1 > 1e-3 >= separated, (noise, separated)
+
+
+def test_only_public_rules(digits_split):
+    assert make_method("only_public").fit(digits_split).l2_ == PUBLIC_L2  # default: fixed
+    m = make_method("only_public", l2_rule="loo").fit(digits_split)
+    assert m.l2_ == select_l2_loo(l2_normalize(digits_split.X_public), digits_split.y_public, 10)
+    assert m.l2_ in L2_PATH
+    assert make_method("only_public", l2_rule="loo", l2=0.5).fit(digits_split).l2_ == 0.5  # l2 wins
+
+
+def test_loo_rule_reads_public_rows_only(digits_split):
+    a = make_method("only_public", l2_rule="loo").fit(digits_split)
+    rng = np.random.default_rng(3)
+    other = dataclasses.replace(
+        digits_split, X_private=rng.normal(size=digits_split.X_private.shape).astype(np.float32),
+        y_private=rng.permutation(digits_split.y_private))
+    b = make_method("only_public", l2_rule="loo").fit(other)
+    assert a.l2_ == b.l2_ and np.array_equal(a.W_, b.W_)
+    moved = dataclasses.replace(digits_split, X_test=rng.normal(size=digits_split.X_test.shape).astype(np.float32))
+    c = make_method("only_public", l2_rule="loo").fit(moved)
+    assert a.l2_ == c.l2_ and np.array_equal(a.W_, c.W_)

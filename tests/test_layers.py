@@ -33,17 +33,22 @@ def _layer(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+def _from_target(node: ast.ImportFrom, pkg: str) -> str:
+    """The absolute module a ``from ... import`` in package ``pkg`` reads from (relative
+    levels resolved)."""
+    if not node.level:
+        return node.module or ""
+    base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imports(path: Path, pkg_root: Path):
     rel = path.relative_to(pkg_root.parent).with_suffix("")
     mod = ".".join(rel.parts)
     pkg = mod[: -len(".__init__")] if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, pkg)
             if target == "mixdp_core":  # ``from .. import accounting``: the names are modules
                 for a in node.names:
                     yield node.lineno, f"mixdp_core.{a.name}"
@@ -128,11 +133,7 @@ def import_graph(pkg_root: Path) -> dict[str, dict[str, int]]:
 
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
+                target = _from_target(node, pkg)
                 for a in node.names:
                     add(f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target, node.lineno)
             elif isinstance(node, ast.Import):

@@ -30,7 +30,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...registry import Registry
-from ..sweep import SweepSpec, run_sweep
+from ..sweep import SweepSpec, map_trainings, run_sweep
 
 
 # ---------------------------------------------------------------------------- framework
@@ -61,6 +61,17 @@ class Context:
         return SweepSpec(dataset=self.dataset, encoders=(self.encoder,), dataset_root=self.dataset_root,
                          dataset_kwargs=self.dataset_kwargs, encoder_kwargs=self.encoder_kwargs,
                          public_from=self.public_from, delta=float(self.params.get("delta", 1e-5)), **kw)
+
+    def trainings(self, fn: Callable[[Any, Mapping[str, Any]], dict[str, Any]], items: Sequence[Any],
+                  shared: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Run ``fn(item, shared)`` for every item on this context's executor
+        (:func:`~mixdp_core.runs.sweep.map_trainings`: trainings that are not ``RunConfig`` s),
+        reporting progress to ``on_start`` / ``on_result``; returns the results in order."""
+        if self.on_start is not None:
+            self.on_start(len(items), 0)
+        on_result = self.on_result
+        return map_trainings(fn, items, backend=self.backend, workers=self.workers, address=self.address,
+                             shared=shared, on_result=(lambda i, r: on_result(None)) if on_result else None)
 
     def sweep(self, spec: SweepSpec) -> list[dict[str, Any]]:
         """Run ``spec`` with the engine; one row per run: label, config fields, metrics.

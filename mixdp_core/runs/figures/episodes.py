@@ -39,7 +39,6 @@ import numpy as np
 
 from ...errors import ConfigError, DataError
 from .base import Context, FigureOutput, figure, _lines, _log_axis, _table
-from ..sweep import map_trainings
 
 #: Luo et al. (CVPR 2021), Table 2: 5-way query accuracy at 5 / 20 / 50 shots (60 episodes),
 #: ResNet-18 pre-trained on miniImageNet; "Ours" = sparse DP fine-tuning (the table does not
@@ -217,11 +216,7 @@ def _episodes(ctx: Context) -> FigureOutput:
     cfg = {"n_way": n_way, "n_query": n_query, "episodes": n_ep, "seed": seed, "epsilon": float(eps),
            "delta": float(p.get("delta", 1e-5)), "method_params": dict(p["method_params"])}
     items = [(m, k) for m in methods for k in shots]
-    if ctx.on_start is not None:
-        ctx.on_start(len(items), 0)
-    res = map_trainings(_episodes_task, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
-                        shared={"data": data, "config": cfg},
-                        on_result=(lambda i, r: ctx.on_result(None)) if ctx.on_result else None)
+    res = ctx.trainings(_episodes_task, items, {"data": data, "config": cfg})
     ctx.runs.extend(res)
     cell = {(r["method"], r["k_shot"]): r for r in res}
     failed = {r["method"]: r["error"] for r in res if "error" in r}

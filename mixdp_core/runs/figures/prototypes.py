@@ -20,7 +20,7 @@ import numpy as np
 
 from ...errors import ConfigError
 from .base import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _setup_line, _table
-from ..sweep import Variant, map_trainings
+from ..sweep import Variant
 from .adamix import _error_vs_epsilon
 
 
@@ -160,11 +160,7 @@ def _prototypes(ctx: Context) -> FigureOutput:
     cfg = {"public_per_class": int(p["public_per_class"]), "holdout": float(p["holdout"]),
            "delta": float(p.get("delta", 1e-5))}
     items = [(m, r, s, e) for s in seeds for r in ratios for m in p["methods"] for e in eps]
-    if ctx.on_start is not None:
-        ctx.on_start(len(items), 0)
-    res = map_trainings(_proto_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
-                        shared={"features": fs, "config": cfg},
-                        on_result=(lambda i, r: ctx.on_result(None)) if ctx.on_result else None)
+    res = ctx.trainings(_proto_train, items, {"features": fs, "config": cfg})
     ctx.runs.extend(res)
     agg = {m: _agg(res, ("label", "ir", "target_epsilon"), m) for m in ("balanced_accuracy", "minority_accuracy")}
     spent = defaultdict(list)

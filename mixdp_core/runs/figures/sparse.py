@@ -151,11 +151,7 @@ def _sparse_finetune(ctx: Context) -> FigureOutput:
     eps, seeds = [float(e) for e in p["epsilons"]], [int(s) for s in p["seeds"]]
     cfg, data, pre, t_pre = _sft_setup(ctx, "sparse_finetune")
     items = [(mode, e, s) for e in eps for mode in SFT_MODES for s in seeds]
-    if ctx.on_start is not None:
-        ctx.on_start(len(items), 0)
-    res = map_trainings(_sft_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
-                        shared={"data": data, "config": cfg, "pretrained": pre},
-                        on_result=(lambda i, r: ctx.on_result(None)) if ctx.on_result else None)
+    res = ctx.trainings(_sft_train, items, {"data": data, "config": cfg, "pretrained": pre})
     ctx.runs.extend(res)
     acc = _agg([{"mode": r["mode"], "e": r["target_epsilon"], "metrics": r} for r in res], ("mode", "e"), "accuracy")
     spent, sigma = defaultdict(list), defaultdict(list)

@@ -145,7 +145,7 @@ def bench_extract(name: str, n: int, size: int, batch: int, repeats: int) -> dic
     src = FileImageSource(paths, np.zeros(n, dtype=np.int64))
     out: dict = {"encoder": name, "weights": "random", "images": n, "size": size, "batch": batch}
     torch, why = _cuda()
-    kw = {"fuse": True} if name == "efficientnet_lite0" else {}
+    kw = {"fuse": True, "backend": "torch"} if name == "efficientnet_lite0" else {}  # torch on both devices
     for dev in ["cpu"] + (["cuda"] if torch is not None else []):
         enc = ENCODERS.get(name)(pretrained=None, image_size=size, batch_size=batch, device=dev,
                                  num_threads=os.cpu_count(), **kw)

@@ -37,7 +37,7 @@ PY=${PY:-.venv/bin/python}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 R=("$PY" -m mixdp_core.cli reproduce --out "$OUT" --store "$STORE" --no-progress ${WORKERS:+--workers "$WORKERS"})
-EFF=(--encoder efficientnet_lite0 --encoder-arg image_size=128)
+EFF=(--encoder efficientnet_lite0 --encoder-arg image_size=128 --encoder-arg precision=fp32)  # the committed tables: fp32 features (torch-equal)
 CIFAR500=(--dataset image_folder --dataset-root "$CIFAR" --dataset-arg max_per_class=500 --dataset-arg max_test_per_class=200 "${EFF[@]}")
 AM=(--epsilons "$EPS" --seeds "$SEEDS")
 

@@ -1,6 +1,7 @@
 """``mixdp encode``: extract and cache the features of a dataset.
 
-Prints one JSON object on stdout (sizes, cache key, whether the cache was hit); progress
+Prints one JSON object on stdout (sizes, cache key, whether the cache was hit, the runtime that
+encoded: e.g. ``"onnxruntime-int8"``, ``null`` for encoders with a single runtime); progress
 bars on stderr.
 """
 
@@ -27,6 +28,8 @@ def add_parser(sub: Any) -> None:
     a("--image-size", type=int, default=None, help="encoder input resolution (encoder default if omitted)")
     a("--device", default=None, help="cuda, mps or cpu (default: auto)")
     a("--weights", default=None, metavar="FILE", help="encoder weights file (offline route; see `mixdp train --help`)")
+    a("--encoder-arg", action="append", default=[], metavar="KEY=VALUE",
+      help="encoder option, e.g. backend=torch, precision=fp32, decode_ahead=true (efficientnet_lite0); repeatable")
     a("--max-per-class", type=int, default=None, help="image_folder: first N train files per class")
     a("--max-test-per-class", type=int, default=None, help="image_folder: first N test files per class")
     a("--skip-corrupt", action="store_true", help="skip undecodable images with a warning")
@@ -50,8 +53,12 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..features.cache import get_features
+    from .train import _encoder_kwargs
 
     _check(args)
+    ekw = _encoder_kwargs(args)  # --encoder-arg pairs, --weights as ``pretrained``
+    if args.image_size:
+        ekw["image_size"] = args.image_size
     kwargs: dict[str, Any] = {}
     if args.max_per_class is not None:
         kwargs["max_per_class"] = args.max_per_class
@@ -65,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
             args.dataset, args.encoder, root=args.root, cache_dir=args.cache_dir, dtype=args.dtype,
             batch_size=args.batch_size, device=args.device, skip_corrupt=args.skip_corrupt,
             progress=prog.features, refresh=args.refresh,
-            encoder_kwargs={**({"image_size": args.image_size} if args.image_size else {}),
-                            **({"pretrained": args.weights} if args.weights else {})} or None, **kwargs,
+            encoder_kwargs=ekw or None, **kwargs,
         )
     finally:
         prog.close()
@@ -74,5 +80,6 @@ def run(args: argparse.Namespace) -> int:
         "dataset": fs.meta.get("dataset", args.dataset), "encoder": args.encoder,
         "n_train": int(fs.X_train.shape[0]), "n_test": int(fs.X_test.shape[0]), "dim": fs.dim,
         "classes": fs.n_classes, "cache_hit": bool(fs.meta.get("cache_hit")), "cache_key": fs.meta.get("cache_key"),
+        "encoder_runtime": fs.meta.get("encoder_runtime"),
     }))
     return 0

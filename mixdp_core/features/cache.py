@@ -1,6 +1,7 @@
 """On-disk feature cache: extract once, load in milliseconds.
 
-Layout: ``<cache_dir>/<key>/features.npz`` + ``<key>/meta.json``, where ``key`` is a hash of
+Layout: ``<cache_dir>/<key>/features.npz`` + ``<key>/meta.json`` (and ``<cache_dir>/_models/``:
+ONNX graphs exported by encoders with an onnxruntime backend), where ``key`` is a hash of
 everything that determines the numbers: the dataset's content key (name, root, split seed,
 file list), the encoder's key (name, weights tag, preprocessing, image size), the storage
 dtype, the package version and a format version.
@@ -167,6 +168,8 @@ def get_features(
         raise ConfigError("encoder_kwargs", f"{e}".replace("__init__()", encoder)) from None
     key = cache_key(ds.cache_key, enc.cache_key(), dtype)
     directory = Path(cache_dir) if cache_dir else default_cache_dir()
+    if cache_dir and getattr(enc, "model_dir", False) is None:
+        enc.model_dir = directory / "_models"  # exported inference graphs live beside the features
     entry = directory / key
     if not refresh:
         fs = load_cached(entry)
@@ -202,6 +205,8 @@ def get_features(
         "cache_key": key,
         "extract_seconds": round(time.perf_counter() - t0, 3),
     }
+    if hasattr(enc, "runtime"):  # provenance only (not in the key: fp32 runtimes agree)
+        meta["encoder_runtime"] = "-".join(enc.runtime)
     fs = FeatureSet(out["train"][0], out["train"][1], out["test"][0], out["test"][1],
                     list(ds.class_names), text_embeddings=text, meta=meta)
     try:

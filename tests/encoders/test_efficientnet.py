@@ -120,8 +120,8 @@ def test_photo_like_synthetic_input_is_deterministic():
 
 def test_bn_and_padding_fusion_preserves_features(cifar_files):
     src = FileImageSource(cifar_files[:2], np.array([0, 0]))
-    fused = ENCODERS.get("efficientnet_lite0")(image_size=96)
-    plain = ENCODERS.get("efficientnet_lite0")(image_size=96, fuse=False)
+    fused = ENCODERS.get("efficientnet_lite0")(image_size=96, backend="torch")
+    plain = ENCODERS.get("efficientnet_lite0")(image_size=96, fuse=False, backend="torch")
     a, _ = fused.encode_images(src)
     b, _ = plain.encode_images(src)
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)

@@ -67,7 +67,7 @@ def test_adamix_pdp_below_worst_case(small_split):
 
 def test_adaptive_clip_is_public_percentile_of_autograd_norms(small_split):
     m = make_method("adamix", target_epsilon=0.5, noise_multiplier=10.0, clip_percentile=75).fit(small_split)
-    Xp = l2_normalize(small_split.X_public)
+    Xp = m.feature_map_(small_split.X_public)  # the head's input (public-mean centred)
     W0 = fit_public(Xp, small_split.y_public, 10) * m.init_scale_  # the (rescaled) public start
     w = torch.tensor(W0.astype(np.float64), requires_grad=True)
     norms = []
@@ -243,11 +243,12 @@ def test_released_noise_start_bounds_the_noise_of_the_released_model():
     from mixdp_core.methods.adamix.references import unit_rows
 
     sp = make_split(digits_featureset(), SplitSpec(public_per_class=2, seed=0))
-    d = unit_rows(sp)
+    d = unit_rows(sp)  # uncentred inputs (feature_center='none' below): the rule's model is the same on either
     runs = [make_method("adamix", target_epsilon=3.0, seed=s, public_guard=False, init_scale="released_noise",
-                        noise="reproducible").fit(sp)  # six fixed noise draws: a deterministic check
+                        noise="reproducible", feature_center="none").fit(sp)  # six fixed noise draws
             for s in range(6)]
-    default = make_method("adamix", target_epsilon=3.0, seed=0, public_guard=False).fit(sp)
+    default = make_method("adamix", target_epsilon=3.0, seed=0, public_guard=False, feature_center="none",
+                          init_scale="noise").fit(sp)
     assert runs[0].steps_ > 100 and runs[0].init_scale_ != default.init_scale_  # past the burn-in: the rule differs
     noise = float(np.stack([d.public @ m.W_ for m in runs]).std(axis=0, ddof=1).mean())
     W_pub = fit_public(d.public, sp.y_public, sp.n_classes, l2=None)
@@ -301,7 +302,7 @@ def test_default_ref_distance_is_the_scaled_public_guess(small_split):
     assert REF_DISTANCE_SCALE == 2.0
     C = small_split.n_classes
     m = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible").fit(small_split)
-    W = fit_public(l2_normalize(small_split.X_public), small_split.y_public, C) * np.float32(m.init_scale_)
+    W = fit_public(m.feature_map_(small_split.X_public), small_split.y_public, C) * np.float32(m.init_scale_)
     expected = 2.0 * max(float(np.linalg.norm(W)), math.sqrt(C) * math.log(C))
     assert m.ref_distance_ == pytest.approx(expected, rel=1e-5)
     fp = make_method("fully_private", target_epsilon=3.0, seed=0).fit(small_split)

@@ -57,6 +57,14 @@ THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
 
 # ----------------------------------------------------------------------------- configs
 
+#: Help of ``feature_center`` (one text for every config that has the field).
+_FEATURE_CENTER_HELP = (
+    "Input map of the linear head: 'auto' (default) = 'public_mean' for methods that read the public rows as "
+    "public (only_public, paragon, ngd, adamix with init='public'), else 'none'; 'public_mean' = rows scaled to "
+    "unit norm, minus the mean of the unit-norm public rows, scaled to unit norm again (removes the mean that "
+    "encoder features share, which carries no class signal but takes most of a clipped gradient's norm; public "
+    "data only, no privacy cost); 'none' = rows scaled to unit norm.")
+
 
 _POS = Interval(0.0, None, closed="neither")
 _NONNEG = Interval(0.0, None)
@@ -93,6 +101,7 @@ class NonPrivateConfig(PrivacyConfig):
         help="Ridge coefficient on the mean loss; None = picked by stratified 5-fold cross-validation on the rows "
              "the method trains on (non-private: no privacy cost, never looks at test data).")
     max_iter: int = param(500, type=int, range=Interval(1, None), help="L-BFGS iterations.")
+    feature_center: str = param("auto", choices=("auto", "public_mean", "none"), help=_FEATURE_CENTER_HELP)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,6 +179,7 @@ class NoisyGDConfig(PrivacyConfig):
                                             "reports).")
     eval_every: Optional[int] = param(None, type=int, range=Interval(1, None),
                                       help="Test error every this many steps; None = max(1, T // 50).")
+    feature_center: str = param("auto", choices=("auto", "public_mean", "none"), help=_FEATURE_CENTER_HELP)
     subspace_diagnostics: bool = param(
         False, type=bool, leaks_private=True,
         help="AdaMix Fig. 6 (runs with a projection): at every test-error step, the relative reconstruction error "
@@ -208,12 +218,13 @@ class NoisyGDConfig(PrivacyConfig):
                                help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's "
                                     "constraint set).")
     init_scale: str = param(
-        "noise", choices=("noise", "released_noise", "none"),
-        help="schedule='smooth' with a public start: 'noise' (default) rescales the public solution so the noise "
-             "of the run's burn-in cannot flip its predictions; 'released_noise' sizes it, once the run outlasts "
-             "the burn-in, against the noise of the released average instead (a smaller start at large ε: "
-             "CIFAR-10 2+60 at ε = 3 / 8 41.5 / 35.2 % vs 48.5 / 41.2 %, but PACS photo→art at ε = 1 54.6 vs "
-             "52.3 %; seeds 0-3); 'none' starts at it unscaled. Public inputs only.")
+        "grow_only", choices=("grow_only", "noise", "released_noise", "none"),
+        help="schedule='smooth' with a public start: 'grow_only' (default) rescales the public solution by the "
+             "'noise' rule's factor but never below 1: it enlarges a start whose margins the noise of the run's "
+             "burn-in could flip and never shrinks one (shrinking a 100-class start let the first steps' noise "
+             "wreck it; docs/results/centering.md); 'noise' (the former default) takes the factor as it is, also "
+             "below 1; 'released_noise' sizes it, once the run outlasts the burn-in, against the noise of the "
+             "released average instead; 'none' starts at the public solution unscaled. Public inputs only.")
     public_guard: bool = param(
         True, type=bool,
         help="schedule='smooth' with a public start: release one noisy paired count on the private rows, "
@@ -280,6 +291,13 @@ class FullyPrivateConfig(NoisyGDConfig):
 
     clip_norm: float = param(1.0, type=float, range=_POS,
                              help="Fixed clip threshold τ (per-sample gradient norms are <= sqrt(2)).")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.feature_center == "public_mean" and type(self) is FullyPrivateConfig:
+            # fully_private treats the public rows as private: their mean is not free
+            raise ConfigError("feature_center", "must be 'auto' or 'none' for fully_private (it treats the public "
+                                                "rows as private, so their mean is not free), got 'public_mean'")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -83,7 +83,8 @@ class NoisyGDMethod(LinearHead):
 
     def _noise_scaled_start(self, W_pub: np.ndarray, problem: NoisyGDProblem, opts: NoisyGDOptions,
                             T_grad: int, n_hat: float) -> tuple[np.ndarray, float]:
-        """Rescale the public solution ``alpha * W_pub`` (same predictions, ``alpha > 0``).
+        """Rescale the public solution ``alpha * W_pub`` (same predictions, ``alpha > 0``;
+        ``alpha >= 1`` with ``init_scale="grow_only"``, the default).
 
         The private phase starts where the released noise cannot, in expectation, flip the
         public predictions, and no further: ``alpha`` makes the median public logit margin
@@ -141,6 +142,8 @@ class NoisyGDMethod(LinearHead):
                 nu = averaged_logit_noise_std(step_cap=1.0 / (1.0 / eta + lam), weight_decay=lam, steps=T_grad,
                                               noise_std=cfg.noise_multiplier * tau / n_hat)
             alpha = getattr(self, "_margin_z", NOISE_MARGIN_Z) * math.sqrt(2.0) * nu / margin
+            if cfg.init_scale == "grow_only":
+                alpha = max(alpha, 1.0)
         return (W_pub * np.float32(alpha)).astype(np.float32), float(alpha)
 
     def _smooth_weight_decay(self, tau: float, dim: int, *, steps: int, n_hat: float, ref_distance: float,
@@ -373,7 +376,8 @@ class NoisyGDMethod(LinearHead):
             return self
         mu_t = math.sqrt(T) / float(cfg.noise_multiplier)
         sigma_g = math.sqrt(2.0) / mu_t
-        Xh = l2_normalize(split.X_private[hold])
+        self.feature_map_ = run.feature_map_  # the training part's map (public rows only)
+        Xh = self.feature_map_(split.X_private[hold])
         yh = np.asarray(split.y_private)[hold]
         C = split.n_classes
         hist = np.bincount(yh, minlength=C).astype(np.float64) + rng.normal(0.0, sigma_g, size=C)
@@ -389,7 +393,7 @@ class NoisyGDMethod(LinearHead):
         keep = gain > GUARD_Z * sigma_g / m
         self.W_ = run.W_ if keep else W_start.copy()
         self.guard_kept_private_ = bool(keep)
-        test_error = (error_rate(l2_normalize(split.X_test), np.asarray(split.y_test), self.W_)
+        test_error = (error_rate(self.feature_map_(split.X_test), np.asarray(split.y_test), self.W_)
                       if split.X_test is not None and len(split.y_test) else None)
         rec = StepRecord(step=T, total_steps=T, test_error=test_error, epsilon_spent=float(run.privacy_.epsilon),
                          extra={"guard_noisy_gain": gain, "guard_kept_private": float(keep),
@@ -437,7 +441,9 @@ class NoisyGDMethod(LinearHead):
         n_priv = len(split.y_private)
         val = rng.random(n_priv) < cfg.tuning_val_fraction
         sub = dataclasses.replace(split, X_private=split.X_private[~val], y_private=split.y_private[~val])
-        Xv = l2_normalize(split.X_private[val])
+        # the map every repetition uses (the public rows of sub are the split's): public only
+        fmap = self._feature_map(split, public_start=self._starts_public())
+        Xv = fmap(split.X_private[val])
         yv = split.y_private[val]
         K = int(accounting.sample_tnb(rng, cfg.tuning_eta, cfg.tuning_gamma))
         T_grad, sigma = self._selection_plan()  # sigma < noise_multiplier only if no step fits
@@ -476,6 +482,7 @@ class NoisyGDMethod(LinearHead):
         score, z, mult, run = best
         del best, K
         self._reset()
+        self.feature_map_ = fmap
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
                      "count_releases_", "guard_kept_private_", "checkpoint_kept_early_", "ref_distance_"):
             setattr(self, attr, getattr(run, attr, None))
@@ -510,7 +517,7 @@ class NoisyGDMethod(LinearHead):
         ledger = accounting.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta,
                                       plan=accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=T))
         self.ledger_ = ledger
-        d = unit_rows(split)
+        d = unit_rows(split, self._feature_map(split, public_start=self._starts_public()))
         problem, W_init, opts = self._setup(split, d)
         W_ref = W_init
         n_report = len(split.y_private)  # pDP rows: the private ones (stacked first)
@@ -534,7 +541,7 @@ class NoisyGDMethod(LinearHead):
             n_hat = n_hat_priv + n_pub_grad
             opts.n_hat_private = n_hat_priv
         self.init_scale_ = 1.0
-        if smooth and cfg.init_scale in ("noise", "released_noise") and self._public_start:
+        if smooth and cfg.init_scale in ("noise", "released_noise", "grow_only") and self._public_start:
             W_init, self.init_scale_ = self._noise_scaled_start(W_init, problem, opts, T_grad, n_hat)
             W_ref = W_init
         opts.steps = T_grad
@@ -801,7 +808,7 @@ class PPGD(NoisyGDMethod):
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "PPGD":
         super().fit(split, on_step=on_step)
         self.W_private_ = self.W_
-        d = unit_rows(split)
+        d = unit_rows(split, self.feature_map_)
         l2 = self.config.reuse_l2 if self.config.reuse_l2 is not None else 1.0 / len(split.y_public)
         self.W_ = fit_logistic(d.public, split.y_public, split.n_classes, l2=l2, init=self.W_private_, center=self.W_private_)
         return self

@@ -3,7 +3,8 @@ plus the linear head they share with the private methods."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple, Optional
 
 import numpy as np
 
@@ -17,6 +18,54 @@ from .configs import NonPrivateConfig, OnlyPublicConfig, ZeroShotConfig
 # ----------------------------------------------------------------------------- helpers
 
 
+@dataclass(frozen=True, eq=False)
+class FeatureMap:
+    """The head's input map: ``x -> x/||x||``, or with public-mean centering
+    ``x -> (x/||x|| - m) / ||x/||x|| - m||`` where ``m`` is the mean of the unit-norm *public*
+    rows (SimpleShot's "CL2N", Wang et al. 2019).
+
+    Why centering: encoder features after a ReLU share a large nonnegative mean, so after row
+    normalization most of every row's norm is the same direction for every class. That
+    direction carries no class information but takes most of a clipped gradient's norm (a
+    clipped private gradient then carries little class signal against noise that is the same
+    in every direction) and dominates the curvature of the loss (the descent-lemma step is set
+    by it). Removing it is a fixed function of public data: no privacy cost, no constant to
+    choose, and every mapped row still has norm <= 1 (the sensitivity bounds of the private
+    releases assume ``||x|| <= 1``; a row equal to ``m`` maps to 0).
+    """
+
+    center: Optional[np.ndarray] = None
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        Xn = l2_normalize(X)
+        if self.center is None or len(Xn) == 0:
+            return Xn
+        return l2_normalize(Xn - self.center.astype(Xn.dtype, copy=False))
+
+    @classmethod
+    def from_public(cls, X_public: np.ndarray) -> "FeatureMap":
+        """Centering on the mean of the unit-norm public rows (plain ``x/||x||`` without any)."""
+        if len(X_public) == 0:
+            return cls()
+        return cls(center=l2_normalize(np.asarray(X_public)).mean(axis=0).astype(np.float32))
+
+
+#: The plain map ``x -> x/||x||`` (no centering).
+UNIT_MAP = FeatureMap()
+
+
+def feature_map_for(choice: str, split: Any, *, public_start: bool) -> FeatureMap:
+    """The :class:`FeatureMap` of a method's ``feature_center`` choice on ``split``.
+
+    ``"auto"``: public-mean centering when the method reads the public rows as public and
+    starts from them (``public_start``), else none; ``"public_mean"``: centering (the plain
+    map when the split has no public row); ``"none"``: the plain map.
+    """
+    if choice == "none" or (choice == "auto" and not public_start):
+        return UNIT_MAP
+    return FeatureMap.from_public(split.X_public)
+
+
 class UnitRows(NamedTuple):
     """A split's three feature matrices with every row scaled to unit L2 norm (the head's input).
 
@@ -28,12 +77,13 @@ class UnitRows(NamedTuple):
     test: np.ndarray
 
 
-def unit_rows(split: Any) -> UnitRows:
-    """Unit-norm rows of ``split``'s private, public and test features (``(0, D)`` if no public)."""
+def unit_rows(split: Any, fmap: FeatureMap = UNIT_MAP) -> UnitRows:
+    """``split``'s private, public and test features through ``fmap`` (unit-norm rows, or
+    public-mean centred and renormalized; ``(0, D)`` if no public)."""
     return UnitRows(
-        private=l2_normalize(split.X_private),
-        public=l2_normalize(split.X_public) if len(split.X_public) else np.zeros((0, split.dim), np.float32),
-        test=l2_normalize(split.X_test),
+        private=fmap(split.X_private),
+        public=fmap(split.X_public) if len(split.X_public) else np.zeros((0, split.dim), np.float32),
+        test=fmap(split.X_test),
     )
 
 
@@ -61,11 +111,20 @@ class LinearHead(Method):
 
     family: ClassVar[str] = "adamix"
     W_: np.ndarray
+    #: the input map the head was fitted on (set by ``fit``; the plain map before)
+    feature_map_: FeatureMap = UNIT_MAP
+
+    def _feature_map(self, split: Any, *, public_start: bool) -> FeatureMap:
+        """Set and return ``feature_map_`` from the config's ``feature_center`` (``"none"``
+        for a config without that field)."""
+        choice = getattr(self.config, "feature_center", "none")
+        self.feature_map_ = feature_map_for(choice, split, public_start=public_start)
+        return self.feature_map_
 
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         if not hasattr(self, "W_"):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(split) first")
-        return l2_normalize(X) @ self.W_
+        return self.feature_map_(X) @ self.W_
 
 
 # ----------------------------------------------------------------------------- non-private
@@ -87,7 +146,9 @@ class Paragon(LinearHead):
 
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "Paragon":
         self._reset()
-        d = unit_rows(split)
+        # the same map as only_public / adamix (centred on the public mean): the references and
+        # the methods are compared on the same features
+        d = unit_rows(split, self._feature_map(split, public_start=True))
         X = np.vstack([d.public, d.private])
         y = np.concatenate([split.y_public, split.y_private])
         # One eigenbasis of the rows it trains on serves the CV folds and the final fit
@@ -135,7 +196,7 @@ class OnlyPublic(Paragon):
 
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "OnlyPublic":
         self._reset()
-        d = unit_rows(split)
+        d = unit_rows(split, self._feature_map(split, public_start=True))
         if len(split.y_public) == 0:
             raise DataError("X_public: only_public needs at least one public sample")
         # The same fit as the public start of adamix / ngd (fit_public); only the ridge may differ.
@@ -172,6 +233,7 @@ class ZeroShot(Paragon):
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "ZeroShot":
         self._reset()
         self.W_ = text_init(split, self.config.beta, "zero_shot")
+        self.feature_map_ = UNIT_MAP  # text embeddings live in the uncentred space
         self._finish(split, l2_normalize(split.X_test), on_step)
         return self
 

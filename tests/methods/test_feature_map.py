@@ -1,0 +1,102 @@
+"""The linear head's input map (public-mean centering, ``feature_center``) and the
+``init_scale="grow_only"`` start: what they read, what they compute, and who may use them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from mixdp_core.data.splits import SplitSpec, make_split
+from mixdp_core.errors import ConfigError
+from mixdp_core.methods import make_method
+from mixdp_core.methods._linear import l2_normalize
+from mixdp_core.methods.adamix.references import UNIT_MAP, FeatureMap, feature_map_for
+
+from .conftest import digits_featureset
+
+
+@pytest.fixture(scope="module")
+def split():
+    return make_split(digits_featureset(), SplitSpec(public_per_class=3, seed=0))
+
+
+def test_map_centres_on_the_unit_public_mean_and_returns_unit_rows():
+    rng = np.random.default_rng(0)
+    Xp = rng.random((30, 8)).astype(np.float32) * 5
+    X = rng.random((50, 8)).astype(np.float32)
+    fm = FeatureMap.from_public(Xp)
+    want_center = (Xp / np.linalg.norm(Xp, axis=1, keepdims=True)).mean(axis=0)
+    np.testing.assert_allclose(fm.center, want_center, rtol=1e-6)
+    Z = fm(X)
+    U = X / np.linalg.norm(X, axis=1, keepdims=True) - want_center
+    np.testing.assert_allclose(Z, U / np.linalg.norm(U, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(Z, axis=1), 1.0, rtol=1e-5)
+    # a row whose direction is the centre (all public rows alike) maps to 0: norm <= 1 still
+    # holds for the sensitivity bounds
+    same = FeatureMap.from_public(np.repeat(Xp[:1], 4, axis=0))
+    assert np.linalg.norm(same(2 * Xp[:1])) < 1e-6
+    # scale of a row does not matter (the rows are normalized first)
+    np.testing.assert_allclose(fm(3 * X), Z, rtol=1e-5, atol=1e-6)
+    assert FeatureMap.from_public(np.zeros((0, 8), np.float32)).center is None
+    np.testing.assert_allclose(UNIT_MAP(X), l2_normalize(X))
+
+
+def test_feature_map_for_choices(split):
+    assert feature_map_for("none", split, public_start=True) is UNIT_MAP
+    assert feature_map_for("auto", split, public_start=False) is UNIT_MAP
+    for choice in ("auto", "public_mean"):
+        fm = feature_map_for(choice, split, public_start=True)
+        np.testing.assert_allclose(fm.center, l2_normalize(split.X_public).mean(axis=0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["only_public", "paragon", "adamix", "ngd"])
+def test_centre_reads_public_rows_only_and_prediction_uses_it(method, split):
+    """Changing every private row leaves the map unchanged; predict = argmax(map(X) W)."""
+    kw = {} if method in ("only_public", "paragon") else {"target_epsilon": 1.0, "noise": "reproducible"}
+    m = make_method(method, **kw).fit(split)
+    np.testing.assert_allclose(m.feature_map_.center, l2_normalize(split.X_public).mean(axis=0), rtol=1e-6)
+    other = dataclasses.replace(split, X_private=split.X_private[::-1] * 2 + 1)
+    m2 = make_method(method, **kw).fit(other)
+    np.testing.assert_array_equal(m2.feature_map_.center, m.feature_map_.center)
+    np.testing.assert_array_equal(m.predict(split.X_test), (m.feature_map_(split.X_test) @ m.W_).argmax(1))
+    assert not np.array_equal(m.feature_map_(split.X_test), l2_normalize(split.X_test))
+
+
+def test_feature_center_none_and_fully_private(split):
+    m = make_method("adamix", target_epsilon=1.0, feature_center="none", noise="reproducible").fit(split)
+    assert m.feature_map_ is UNIT_MAP
+    fp = make_method("fully_private", target_epsilon=1.0, noise="reproducible").fit(split)
+    assert fp.feature_map_ is UNIT_MAP  # public rows are private there: their mean is not free
+    with pytest.raises(ConfigError, match="feature_center"):
+        make_method("fully_private", feature_center="public_mean")
+    # adamix from the text or zero init does not start from the public rows: 'auto' -> none
+    z = make_method("adamix", target_epsilon=1.0, init="zero", noise="reproducible").fit(split)
+    assert z.feature_map_ is UNIT_MAP
+
+
+def test_only_public_is_adamix_start_on_the_same_map(split):
+    """Only-Public is the public start of adamix (same map, same ridge): a run stopped after
+    its first release predicts like Only-Public once its start is scaled back."""
+    pub = make_method("only_public").fit(split)
+    m = make_method("adamix", target_epsilon=1.0, noise="reproducible")
+    m.fit(split, on_step=lambda r: True)  # stopped after the noisy count: W_ = the scaled start
+    np.testing.assert_array_equal(m.predict(split.X_test), pub.predict(split.X_test))
+
+
+def test_grow_only_never_shrinks_the_start(split):
+    """'noise' may shrink the public start (alpha < 1); 'grow_only' takes max(alpha, 1)."""
+    noise = make_method("adamix", target_epsilon=8.0, init_scale="noise", noise="reproducible")
+    noise.fit(split, on_step=lambda r: True)
+    grow = make_method("adamix", target_epsilon=8.0, noise="reproducible")  # the default: grow_only
+    assert grow.config.init_scale == "grow_only"
+    grow.fit(split, on_step=lambda r: True)
+    assert noise.init_scale_ < 1.0  # here the rule shrinks (else this test checks nothing)
+    assert grow.init_scale_ == 1.0
+    small = make_method("adamix", target_epsilon=0.3, init_scale="noise", noise="reproducible")
+    small.fit(split, on_step=lambda r: True)
+    big = make_method("adamix", target_epsilon=0.3, init_scale="grow_only", noise="reproducible")
+    big.fit(split, on_step=lambda r: True)
+    if small.init_scale_ > 1.0:  # where the rule enlarges, both agree
+        assert big.init_scale_ == pytest.approx(small.init_scale_, rel=1e-6)

@@ -235,7 +235,8 @@ def _spectral_objective(Zc: np.ndarray, y: np.ndarray, C: int, d: np.ndarray, l2
     return fg
 
 
-def _lbfgs(fg, x: np.ndarray, *, max_iter: int, gtol: float, ftol: float, m: int = 10) -> np.ndarray:
+def _lbfgs(fg, x: np.ndarray, *, max_iter: int, gtol: float, ftol: float, m: int = 10,
+           memory: dict | None = None) -> np.ndarray:
     """L-BFGS (two-loop recursion, Armijo backtracking) for a smooth *convex* ``fg``.
 
     Stops when ``max |g| <= gtol``, when an accepted step lowers ``f`` by at most
@@ -245,14 +246,23 @@ def _lbfgs(fg, x: np.ndarray, *, max_iter: int, gtol: float, ftol: float, m: int
     definite (pairs with ``s^T y ~ 0`` are skipped). The pairs live in two ``m x n`` buffers
     updated in place (BLAS ``axpy``): ~2 ms an iteration at 1.3e5 variables against ~12 ms
     for scipy's L-BFGS-B, a quarter of a float32 evaluation at 5k x 1280 x 102.
+
+    ``memory`` (a dict, filled on return) carries the pairs from one call to the next: a
+    related problem (the next fold at the same ridge) starts with their curvature model
+    instead of a gradient step. Any pairs with ``s^T y > 0`` keep the model positive definite,
+    so they change the path, not the minimizer.
     """
     from scipy.linalg.blas import daxpy, ddot  # lazy, as every scipy import here
 
     x = np.array(x, dtype=np.float64)
     n = x.size
-    S, Y = np.empty((m, n)), np.empty((m, n))
-    rho = np.empty(m)
-    order: list[int] = []  # slots of the stored pairs, oldest first
+    if memory is not None and memory.get("S") is not None and memory["S"].shape == (m, n):
+        S, Y, rho, order = memory["S"], memory["Y"], memory["rho"], memory["order"]
+    else:
+        S, Y, rho = np.empty((m, n)), np.empty((m, n)), np.empty(m)
+        order: list[int] = []  # slots of the stored pairs, oldest first
+    if memory is not None:
+        memory.update(S=S, Y=Y, rho=rho, order=order)
     alpha = np.empty(m)
     f, g = fg(x)
     for _ in range(max_iter):
@@ -399,7 +409,7 @@ def cross_validate_l2(
     The first fold is warm-started along the ridge path from strong to weak, every later fold
     from the mean of the earlier folds' solutions at the same ridge (each shares (k-2)/(k-1)
     of its training rows with each of them; the mean sits nearer the all-rows solution than
-    any one of them). The eigenbasis only reparametrizes each fold's problem (its minimizer
+    any one of them) and with the previous fold's L-BFGS pairs at that ridge. The eigenbasis only reparametrizes each fold's problem (its minimizer
     does not depend on it; it reads the validation fold's features, never its labels, and only
     shapes the optimizer's path). ``benchmarks/references.py`` times it against the former
     direct L-BFGS in feature space (docs/results/tuning_notes.md, select_l2_cv solver).
@@ -420,6 +430,7 @@ def cross_validate_l2(
     path = tuple(sorted((float(v) for v in grid), reverse=True))
     wrong = np.zeros(len(path))
     sums = [np.zeros((r, C)) for _ in path]
+    memories: list[dict] = [{} for _ in path]  # L-BFGS pairs of the previous fold, per ridge
     for f in range(k):
         tr, va = fold_of != f, fold_of == f
         Z32, ytr, Zva = Z[tr].astype(np.float32), y[tr], Z[va]
@@ -429,7 +440,7 @@ def cross_validate_l2(
             init = sums[j] / f if f else B
             d = _precondition(sp.s, C, l2)
             u = _lbfgs(_spectral_objective(Z32, ytr, C, d, l2), (init / d).ravel(), max_iter=max_iter,
-                       gtol=tol, ftol=CV_FTOL)
+                       gtol=tol, ftol=CV_FTOL, memory=memories[j])
             B = d * u.reshape(r, C)
             sums[j] += B
             wrong[j] += float(np.sum((Zva @ B).argmax(axis=1) != y[va]))

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import DataError
 from .._linear import (
-    PUBLIC_L2, fit_logistic_spectral, fit_public, l2_normalize, select_l2_cv, select_l2_loo, spectral_rows,
+    PUBLIC_L2, cross_validate_l2, fit_logistic_spectral, fit_public, l2_normalize, select_l2_loo, spectral_rows,
 )
 from ..base import METHODS, ROLE_METHOD, ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER, Method, OnStep, StepRecord
 from .configs import NonPrivateConfig, OnlyPublicConfig, ZeroShotConfig
@@ -152,13 +152,18 @@ class Paragon(LinearHead):
         X = np.vstack([d.public, d.private])
         y = np.concatenate([split.y_public, split.y_private])
         # One eigenbasis of the rows it trains on serves the CV folds and the final fit
-        # (spectral_rows: exact reparametrization, preconditioned L-BFGS; 1.8x less CPU for
-        # the CV and 2.7x for the final fit at 6.5k x 1280 x 102, benchmarks/references.py).
+        # (spectral_rows: exact reparametrization, preconditioned L-BFGS, float32 products);
+        # the final fit starts from the mean of the CV's fold solutions at the chosen ridge
+        # (docs/results/tuning_notes.md, select_l2_cv solver; benchmarks/references.py).
         sp = spectral_rows(X)
-        l2 = self.config.l2 if self.config.l2 is not None else select_l2_cv(
-            X, y, split.n_classes, seed=self.config.seed, basis=sp)
-        self.l2_ = float(l2)
-        B = fit_logistic_spectral(sp.Z, y, split.n_classes, sp.s, l2=self.l2_, max_iter=self.config.max_iter)
+        init = None
+        if self.config.l2 is not None:
+            self.l2_ = float(self.config.l2)
+        else:
+            cv = cross_validate_l2(X, y, split.n_classes, seed=self.config.seed, basis=sp)
+            self.l2_, init = float(cv.l2), cv.init
+        B = fit_logistic_spectral(sp.Z, y, split.n_classes, sp.s, l2=self.l2_, init=init,
+                                  max_iter=self.config.max_iter)
         self.W_ = (sp.V @ B).astype(np.float32)
         self._finish(split, d.test, on_step)
         return self

@@ -292,17 +292,17 @@ class FullyPrivateConfig(NoisyGDConfig):
     clip_norm: float = param(1.0, type=float, range=_POS,
                              help="Fixed clip threshold τ (per-sample gradient norms are <= sqrt(2)).")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.feature_center == "public_mean" and type(self) is FullyPrivateConfig:
-            # fully_private treats the public rows as private: their mean is not free
-            raise ConfigError("feature_center", "must be 'auto' or 'none' for fully_private (it treats the public "
-                                                "rows as private, so their mean is not free), got 'public_mean'")
+    # the public rows are private here: their mean is not free, so no centring on it
+    feature_center: str = param("auto", choices=("auto", "none"),
+                                help="'auto' = 'none' here: fully_private treats the public rows as private, so "
+                                     "their mean is not free (no public-mean centring); rows scaled to unit norm.")
 
 
 @dataclass(frozen=True, kw_only=True)
 class NGDConfig(FullyPrivateConfig):
     """``ngd``: public init + NoisyGD with fixed clip, decay centred at the public solution."""
+
+    feature_center: str = param("auto", choices=("auto", "public_mean", "none"), help=_FEATURE_CENTER_HELP)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -163,7 +163,7 @@ class EfficientNetLite0Encoder(TorchImageEncoder):
             key. ``"auto"`` (default): :func:`default_ort_precision` on onnxruntime (int8 on
             CPUs with VNNI / AMX, fp32 elsewhere), the runtime's own on torch.
         model_dir: folder of the exported ONNX files; ``None`` = ``_models`` in the feature
-            cache folder (:func:`mixdp_core.features.cache.default_cache_dir`, or the
+            cache folder (:func:`mixdp_core.data.roots.default_cache_dir`, or the
             ``cache_dir`` given to ``get_features``). Not writable: a temporary copy is
             made, with a warning.
         Other arguments: see :class:`~mixdp_core.encoders._torch.TorchImageEncoder`.
@@ -301,7 +301,7 @@ class EfficientNetLite0Encoder(TorchImageEncoder):
             tail += "-unfused"
         folder = self.model_dir
         if folder is None:
-            from ..features.cache import default_cache_dir
+            from ..data.roots import default_cache_dir
 
             folder = default_cache_dir() / "_models"
         return Path(folder) / f"efficientnet_lite0-{self.image_size}px-w{self._weights_digest()}-{tail}.onnx"

@@ -29,17 +29,9 @@ from .. import __version__
 from .._io import atomic_write, storage_error, sweep_orphans
 from ..errors import ConfigError, DataError
 from ..featureset import FeatureSet
+from ..data.roots import default_cache_dir  # noqa: F401  (re-exported: the features API)
 
 FORMAT_VERSION = 1
-
-
-def default_cache_dir() -> Path:
-    """``$MIXDP_CACHE``, else ``$XDG_CACHE_HOME/mixdp/features``, else ``~/.cache/mixdp/features``."""
-    env = os.environ.get("MIXDP_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or (Path.home() / ".cache")
-    return Path(base) / "mixdp" / "features"
 
 
 def cache_key(dataset_key: dict[str, Any], encoder_key: dict[str, Any], dtype: str) -> str:

@@ -114,7 +114,7 @@ def test_cross_validation_errors_match_tight_fold_fits_with_many_classes():
 def test_paragon_final_fit_reaches_the_tight_optimum(digits_split):
     # The final fit starts from the CV's mean fold solution: it must still reach the optimum.
     p = make_method("paragon").fit(digits_split)
-    X = l2_normalize(np.vstack([digits_split.X_public, digits_split.X_private]))
+    X = p.feature_map_(np.vstack([digits_split.X_public, digits_split.X_private]))  # its input map
     y = np.concatenate([digits_split.y_public, digits_split.y_private])
     W_ref = fit_logistic(X, y, 10, l2=p.l2_, max_iter=20000, tol=1e-11)
     assert abs(_objective(X, y, p.W_, p.l2_) - _objective(X, y, W_ref, p.l2_)) < 1e-6

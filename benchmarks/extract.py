@@ -47,8 +47,8 @@ Uses the CIFAR-10 JPEGs in ``../shared/data/cifar10_images_jpg.tar.gz`` (extract
 temporary folder, never into ``../shared``); exits with a message when the archive is absent.
 The speed grid and ``--probe`` time the torch backend (``--backend`` to change it).
 ``--tiny`` (smoke test) needs no data: 16 random 32x32 JPEGs written to a temporary folder,
-the backend comparison at 64 px (probe on 8 + 8 of them) and one grid setting (64 px,
-1 thread, batch 8, one pass), same code paths, in seconds.
+the backend comparison at 64 px and 1 thread (probe on 8 + 8 of them) and one grid setting
+(64 px, 1 thread, batch 8, one pass), same code paths, in seconds.
 
 The last line of stdout is one JSON object: the backend rows (``--backends``), one row per
 setting with ``full_over_bare`` (or the probe accuracies), or
@@ -238,7 +238,9 @@ def bench_backends(args, src, train, test, what: str, pretrained="imagenet") -> 
     load0 = os.getloadavg()
     print(f"backends at {size} px: {len(src)} {what}; batch {bs}; {cores} usable cores; load average "
           f"{load0[0]:.2f} / {load0[1]:.2f} / {load0[2]:.2f}", flush=True)
-    counts = [thr] if cores == thr else [thr, cores]
+    # --tiny: one thread count (the rows at every core run the same code with more threads, and
+    # on a loaded 2-core machine torch at 2 threads took most of the smoke test's time)
+    counts = [thr] if cores == thr or getattr(args, "tiny", False) else [thr, cores]
     # (name, threads, constructor options); plain-torch rows are built apart
     specs = []
     for t in counts:

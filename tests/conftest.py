@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tarfile
 from pathlib import Path
 
@@ -18,6 +19,20 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MIXDP_CACHE", str(base / "feature-cache"))
     monkeypatch.setenv("MIXDP_HOME", str(base / "mixdp-home"))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module():
+    """Put back the ``__main__`` module a test replaced.
+
+    Why: Streamlit's AppTest installs the page script it ran as ``__main__`` and leaves it
+    there. Once any thread is alive (a test's job threads), the sweep engine's local pools use
+    a forkserver, and its workers re-import ``__main__``: every later pool of the session
+    re-ran app.py (streamlit and the page) in each worker, 3-10 s per pool."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None and sys.modules.get("__main__") is not main:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="session")

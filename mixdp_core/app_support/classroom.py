@@ -180,6 +180,7 @@ class LessonCache:
     :meth:`start` queues every (method, ε) of the grid, the given ε first, so each lesson step
     can draw what is ready within a second and fill in the rest as it arrives (the whole grid
     takes ~15 s on one CPU core). Thread-safe; results are plain dicts from :func:`lesson_run`.
+    :meth:`stop` ends the thread after the training in progress (a later :meth:`start` resumes).
     """
 
     def __init__(self, cache_dir: Any = None, lesson: str = DEFAULT_LESSON):
@@ -192,6 +193,7 @@ class LessonCache:
         self._lock = threading.Lock()
         self._thread: Any = None
         self._priority: float | None = None
+        self._halt = threading.Event()
 
     def keys(self) -> list[tuple[str, float | None]]:
         return [("paragon", None)] + [(m, e) for e in LESSON_EPSILONS for m in LESSON_METHODS]
@@ -209,10 +211,20 @@ class LessonCache:
 
         with self._lock:
             self._priority = priority_epsilon
+            self._halt.clear()
             if self._thread is not None and self._thread.is_alive():
                 return
             self._thread = threading.Thread(target=self._work, name="mixdp-classroom", daemon=True)
             self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """End the background computation after the training in progress (results so far are
+        kept) and wait up to ``timeout`` seconds for it."""
+        with self._lock:
+            self._halt.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
 
     def _next(self) -> tuple[str, float | None] | None:
         todo = [k for k in self.keys() if k not in self.results and k not in self.errors]
@@ -228,6 +240,9 @@ class LessonCache:
     def _work(self) -> None:
         while True:
             with self._lock:
+                if self._halt.is_set():  # stop(): a start() after this starts a new thread
+                    self._thread = None
+                    return
                 k = self._next()
             if k is None:
                 return

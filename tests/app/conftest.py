@@ -9,6 +9,28 @@ import pytest
 from .helpers import APP, ROOT, TIMEOUT
 
 
+@pytest.fixture(autouse=True)
+def _stop_lessons(monkeypatch):
+    """Stop the Classroom's background lesson trainings a test started, when it ends.
+
+    Why: the thread would train on through the next tests, taking their CPU, and while any
+    thread runs the sweep engine's local pools use a forkserver whose workers re-import
+    ``__main__`` (the last page script AppTest ran): 8-10 s per pool on a loaded machine."""
+    from mixdp_core.app_support.classroom import LessonCache
+
+    started = []
+    start = LessonCache.start
+
+    def recorded(self, *args, **kwargs):
+        started.append(self)
+        return start(self, *args, **kwargs)
+
+    monkeypatch.setattr(LessonCache, "start", recorded)
+    yield
+    for cache in started:
+        cache.stop(timeout=120)
+
+
 @pytest.fixture
 def app_env(tmp_path, monkeypatch):
     """Fresh MIXDP_HOME (so a fresh job manager), synchronous jobs, cwd at the repo root."""

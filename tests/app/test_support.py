@@ -857,3 +857,25 @@ def test_layer_chart_draws_each_trained_tensor_on_a_log_axis_and_stays_owner_onl
     assert fig.layout.yaxis.type == "log" and "owner" in fig.layout.title.text
     assert "not covered by ε" in LAYER_CHART_CAPTION
     assert is_owner_only("layer_stats") and "layer_stats" not in public_metrics({"layer_stats": rows, "epsilon": 1})
+
+
+def test_lesson_cache_stops_after_the_training_in_progress_and_resumes():
+    """stop() ends the background thread (a page's lesson must not train on after its server
+    or test is done); start() afterwards resumes the grid where it stopped."""
+    import threading
+
+    from mixdp_core.app_support.classroom import LessonCache
+
+    def running() -> bool:
+        return any(t.name == "mixdp-classroom" and t.is_alive() for t in threading.enumerate())
+
+    cache = LessonCache()
+    cache.start(priority_epsilon=1.0)
+    cache.stop(timeout=120)
+    assert not running()
+    n = len(cache.results)
+    assert n < len(cache.keys()) and not cache.errors  # it stopped after at most the training in progress
+    cache.start(priority_epsilon=1.0)
+    assert running()
+    cache.stop(timeout=120)
+    assert not running() and n <= len(cache.results) < len(cache.keys())

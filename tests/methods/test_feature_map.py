@@ -89,8 +89,7 @@ def test_grow_only_never_shrinks_the_start(split):
     """'noise' may shrink the public start (alpha < 1); 'grow_only' takes max(alpha, 1)."""
     noise = make_method("adamix", target_epsilon=8.0, init_scale="noise", noise="reproducible")
     noise.fit(split, on_step=lambda r: True)
-    grow = make_method("adamix", target_epsilon=8.0, noise="reproducible")  # the default: grow_only
-    assert grow.config.init_scale == "grow_only"
+    grow = make_method("adamix", target_epsilon=8.0, init_scale="grow_only", noise="reproducible")
     grow.fit(split, on_step=lambda r: True)
     assert noise.init_scale_ < 1.0  # here the rule shrinks (else this test checks nothing)
     assert grow.init_scale_ == 1.0
@@ -125,3 +124,25 @@ def test_hundred_classes_private_phase_beats_only_public_where_the_former_defaul
     assert old > op_old, (old, op_old)  # the former defaults: the private phase hurts
     assert new <= 0.7 * op, (new, op)
     assert op <= op_old + 0.01  # centring does not cost Only-Public here
+
+
+def test_class_scaled_start_keeps_ten_classes_and_grows_with_sqrt_c():
+    """'class_scaled' (default): at C = 10 the same start as 'noise'; at C = 40 the burn-in
+    alignment is halved, so (when the horizon is not capped by T) the horizon is 4x and the
+    noise std, hence the start's scale, 2x that of 'noise'."""
+    from mixdp_core.features.cache import get_features
+
+    assert make_method("adamix").config.init_scale == "class_scaled"
+    ten = make_split(digits_featureset(), SplitSpec(public_per_class=3, seed=0))
+    a, b = (make_method("adamix", target_epsilon=3.0, init_scale=r, noise="reproducible") for r in ("noise", "class_scaled"))
+    for m in (a, b):
+        m.fit(ten, on_step=lambda r: True)
+    assert b.init_scale_ == pytest.approx(a.init_scale_, rel=1e-6)
+    fs = get_features("synthetic", "pixels", classes=40, dim=64, train_per_class=40, test_per_class=5,
+                      effective_rank=16, separation=6.0, shared_mean=1.0)
+    forty = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    a, b = (make_method("adamix", target_epsilon=8.0, init_scale=r, noise="reproducible") for r in ("noise", "class_scaled"))
+    for m in (a, b):
+        m.fit(forty, on_step=lambda r: True)
+    # the fixed point over tau moves the ratio a little off 2 (tau depends on the start's scale)
+    assert 1.7 < b.init_scale_ / a.init_scale_ < 2.3, (a.init_scale_, b.init_scale_)

@@ -17,8 +17,11 @@ PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
 #: z-score of the noise-scaled start (see ``NoisyGDMethod._noise_scaled_start``). Set on
 #: development data, with BURN_IN_ALIGNMENT: docs/results/tuning_notes.md, NOISE_MARGIN_Z.
 NOISE_MARGIN_Z = 3.0
-#: Assumed alignment of the clipped private gradients in the burn-in horizon (see there).
+#: Assumed alignment of the clipped private gradients in the burn-in horizon (see there), at
+#: C = 10 classes; init_scale='class_scaled' (default) scales it by sqrt(10 / C).
 BURN_IN_ALIGNMENT = 0.3
+#: The number of classes at which BURN_IN_ALIGNMENT was set (digits, CIFAR-10).
+BURN_IN_CLASSES = 10
 #: Threshold of the public-start guard in noise stds: the private phase's model is released
 #: only if its noisy paired count beats the public start's by more than GUARD_Z * sigma (a
 #: one-sided test; a phase that did not help passes with probability 1 - Phi(1) ~ 16 %, not
@@ -218,13 +221,15 @@ class NoisyGDConfig(PrivacyConfig):
                                help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's "
                                     "constraint set).")
     init_scale: str = param(
-        "grow_only", choices=("grow_only", "noise", "released_noise", "none"),
-        help="schedule='smooth' with a public start: 'grow_only' (default) rescales the public solution by the "
-             "'noise' rule's factor but never below 1: it enlarges a start whose margins the noise of the run's "
-             "burn-in could flip and never shrinks one (shrinking a 100-class start let the first steps' noise "
-             "wreck it; docs/results/centering.md); 'noise' (the former default) takes the factor as it is, also "
-             "below 1; 'released_noise' sizes it, once the run outlasts the burn-in, against the noise of the "
-             "released average instead; 'none' starts at the public solution unscaled. Public inputs only.")
+        "class_scaled", choices=("class_scaled", "noise", "grow_only", "released_noise", "none"),
+        help="schedule='smooth' with a public start: 'class_scaled' (default) rescales the public solution so the "
+             "noise of the run's burn-in cannot flip its predictions (up or down), with a burn-in horizon that "
+             "grows with the number of classes C: the assumed alignment of the clipped gradient sum "
+             "(BURN_IN_ALIGNMENT, set at C = 10) scales as sqrt(10/C), since at the start each class column "
+             "collects signal from its own rows only (docs/results/centering.md); 'noise' (the former default) "
+             "keeps the alignment fixed at every C; 'grow_only' takes the 'noise' factor but never below 1; "
+             "'released_noise' sizes the start, once the run outlasts the burn-in, against the noise of the "
+             "released average; 'none' starts at the public solution unscaled. Public inputs only.")
     public_guard: bool = param(
         True, type=bool,
         help="schedule='smooth' with a public start: release one noisy paired count on the private rows, "

@@ -17,6 +17,7 @@ from .._linear import error_rate, fit_logistic, fit_public, l2_normalize, row_no
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
+    BURN_IN_CLASSES,
     CHECKPOINT_DIVISOR,
     GUARD_Z,
     MIN_CHECKPOINT_STEPS,
@@ -84,7 +85,8 @@ class NoisyGDMethod(LinearHead):
     def _noise_scaled_start(self, W_pub: np.ndarray, problem: NoisyGDProblem, opts: NoisyGDOptions,
                             T_grad: int, n_hat: float) -> tuple[np.ndarray, float]:
         """Rescale the public solution ``alpha * W_pub`` (same predictions, ``alpha > 0``;
-        ``alpha >= 1`` with ``init_scale="grow_only"``, the default).
+        ``alpha >= 1`` with ``init_scale="grow_only"``; the burn-in alignment scaled by
+        ``sqrt(BURN_IN_CLASSES / C)`` with ``init_scale="class_scaled"``, the default).
 
         The private phase starts where the released noise cannot, in expectation, flip the
         public predictions, and no further: ``alpha`` makes the median public logit margin
@@ -123,7 +125,14 @@ class NoisyGDMethod(LinearHead):
         k = D if k is None else (max(C - 1, 1) if k == "rank" else min(max(int(k), 1), D))
         # burn-in: steps until the (at most N tau per step) signal can outgrow the noise
         # sigma tau sqrt(k C t): t* = sigma^2 k C / n_hat^2, at least 1, at most T.
-        burn_in = max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2) / BURN_IN_ALIGNMENT**2
+        align = BURN_IN_ALIGNMENT
+        if cfg.init_scale == "class_scaled":
+            # At the start each class column of the clipped gradient sum collects signal from its
+            # own rows only: sum_i (y_i - p_i) x_i^T has column c ~ (n/C)(mu_c - mu), so its norm
+            # over the sum of the rows' norms is ~ s / sqrt(C) (s: a row's class-signal share).
+            # The constant was set at C = BURN_IN_CLASSES; the 1/sqrt(C) law carries it to any C.
+            align = BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2))
+        burn_in = max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2) / align**2
         horizon = min(float(T_grad), burn_in)
         # init_scale='released_noise' past the burn-in: the noise of the released average instead
         released = cfg.init_scale == "released_noise" and T_grad > burn_in
@@ -541,7 +550,7 @@ class NoisyGDMethod(LinearHead):
             n_hat = n_hat_priv + n_pub_grad
             opts.n_hat_private = n_hat_priv
         self.init_scale_ = 1.0
-        if smooth and cfg.init_scale in ("noise", "released_noise", "grow_only") and self._public_start:
+        if smooth and cfg.init_scale in ("noise", "released_noise", "grow_only", "class_scaled") and self._public_start:
             W_init, self.init_scale_ = self._noise_scaled_start(W_init, problem, opts, T_grad, n_hat)
             W_ref = W_init
         opts.steps = T_grad

@@ -1,7 +1,7 @@
 """The sweep engine on real Ray nodes started by these tests (own port, own temp dirs, stopped
-by their PIDs): a simulated two-node cluster (a head and a second node joined to it, 1 CPU
-each), started once for the module, on which >= 20 digits/pixels runs lose no run when one Ray
-worker process is killed mid-sweep, and whose two nodes both train runs of one sweep."""
+by their PIDs): >= 20 digits/pixels runs with one Ray worker process killed mid-sweep and no
+run lost; and a simulated two-node cluster (a head and a second node joined to it) whose two
+nodes both train runs of one sweep."""
 
 from __future__ import annotations
 
@@ -103,38 +103,27 @@ def _stop(proc: subprocess.Popen, log: Any) -> None:
     log.close()
 
 
-@pytest.fixture(scope="module")
-def two_nodes():
-    """A head (1 CPU, resource ``head_node``) and a second node joined to it with ``ray start
-    --address`` (1 CPU, its own temp dir, resource ``second_node``), started once for the
-    module (a Ray node takes seconds to start and to stop). Yields the address and the
-    ``{resource: ray start process}`` of both nodes; each test connects and disconnects its
-    own driver."""
+@pytest.fixture
+def ray_head():
     port = _free_port()
-    tmp_head = tempfile.mkdtemp(prefix=f"rh{os.getpid() % 100000}_", dir="/tmp")  # short: socket paths
-    tmp_node = tempfile.mkdtemp(prefix=f"rn{os.getpid() % 100000}_", dir="/tmp")
-    started: list[tuple[subprocess.Popen, Any]] = []
+    tmp = tempfile.mkdtemp(prefix=f"rt{os.getpid() % 100000}_", dir="/tmp")  # short: socket paths
+    head, log = _start(["--head", f"--port={port}", f"--temp-dir={tmp}", "--include-dashboard=false",
+                        "--num-cpus=2"], tmp, "head.log")
     try:
-        started.append(_start(["--head", f"--port={port}", f"--temp-dir={tmp_head}", "--include-dashboard=false",
-                               "--num-cpus=1", "--resources={\"head_node\": 1}"], tmp_head, "head.log"))
-        started.append(_start([f"--address=127.0.0.1:{port}", f"--temp-dir={tmp_node}", "--num-cpus=1",
-                               "--resources={\"second_node\": 1}"], tmp_node, "node.log"))
-        yield f"127.0.0.1:{port}", {"head_node": started[0][0], "second_node": started[1][0]}
+        yield f"127.0.0.1:{port}", head.pid
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        for proc, log in reversed(started):  # the worker node first, then the head
-            _stop(proc, log)
-        shutil.rmtree(tmp_head, ignore_errors=True)
-        shutil.rmtree(tmp_node, ignore_errors=True)
+        _stop(head, log)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.mark.timeout(150)
-def test_ray_sweep_survives_a_killed_worker(two_nodes, tmp_path, monkeypatch):
+def test_ray_sweep_survives_a_killed_worker(ray_head, tmp_path, monkeypatch):
     from mixdp_core.runs.store import RunStore
     from mixdp_core.runs.sweep import SweepSpec, get_sweep, run_sweep
 
-    address, nodes = two_nodes
+    address, head_pid = ray_head
     monkeypatch.setenv("MIXDP_CACHE", str(tmp_path / "cache"))
     store = RunStore(tmp_path / "store")
     spec = SweepSpec(methods=("adamix", "ngd", "ppgd", "fully_private"), epsilons=(0.5, 1, 3), seeds=(0, 1),
@@ -147,7 +136,7 @@ def test_ray_sweep_survives_a_killed_worker(two_nodes, tmp_path, monkeypatch):
     def killer() -> None:  # kill one Ray worker while it executes a run
         deadline = time.time() + 60
         while time.time() < deadline and not killed:
-            busy = [w for proc in nodes.values() for w in _busy_workers(proc.pid)]
+            busy = _busy_workers(head_pid)
             if busy:
                 os.kill(busy[0], signal.SIGKILL)
                 killed.append(busy[0])
@@ -185,7 +174,7 @@ def _descendants(root: int) -> set[int]:
 
 
 @pytest.mark.timeout(90)
-def test_ray_sweep_runs_on_two_nodes(two_nodes, tmp_path, monkeypatch):
+def test_ray_sweep_runs_on_two_nodes(tmp_path, monkeypatch):
     """A head (1 CPU) and a second node joined with ``ray start --address`` (1 CPU, its own
     temp dir and a custom resource): a 24-run sweep through ``--ray-address`` puts runs on
     both nodes (each run's worker PID is a descendant of one node's ``ray start``, and each
@@ -193,9 +182,16 @@ def test_ray_sweep_runs_on_two_nodes(two_nodes, tmp_path, monkeypatch):
     from mixdp_core.runs.store import RunStore
     from mixdp_core.runs.sweep import SweepSpec, run_sweep
 
-    address, nodes = two_nodes
+    port = _free_port()
+    tmp_head = tempfile.mkdtemp(prefix=f"rh{os.getpid() % 100000}_", dir="/tmp")
+    tmp_node = tempfile.mkdtemp(prefix=f"rn{os.getpid() % 100000}_", dir="/tmp")
+    started: list[tuple[subprocess.Popen, Any]] = []
     try:
-        ray.init(address=address, log_to_driver=False)
+        started.append(_start(["--head", f"--port={port}", f"--temp-dir={tmp_head}", "--include-dashboard=false",
+                               "--num-cpus=1", "--resources={\"head_node\": 1}"], tmp_head, "head.log"))
+        started.append(_start([f"--address=127.0.0.1:{port}", f"--temp-dir={tmp_node}", "--num-cpus=1",
+                               "--resources={\"second_node\": 1}"], tmp_node, "node.log"))
+        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
         deadline = time.time() + 30
         while sum(n["Alive"] for n in ray.nodes()) < 2:
             assert time.time() < deadline, f"second node did not join: {ray.nodes()}"
@@ -210,14 +206,19 @@ def test_ray_sweep_runs_on_two_nodes(two_nodes, tmp_path, monkeypatch):
                          params={"noise_multiplier": 20})
         configs = spec.configs()
         assert len(configs) >= 20
-        out = run_sweep(configs, store=store, backend="ray", address=address, spec=spec)
+        out = run_sweep(configs, store=store, backend="ray", address=f"127.0.0.1:{port}", spec=spec)
         assert out.status == "completed" and out.n_failed == 0
         runs = store.list_runs()
         assert len(runs) == len(configs) and all(r.status == "completed" and r.pid == os.getpid() for r in runs)
         pids = {r.metrics["worker"]["pid"] for r in runs}
-        per_node = {name: pids & _descendants(proc.pid) for name, proc in nodes.items()}
+        per_node = {name: pids & _descendants(proc.pid) for name, (proc, _) in zip(("head_node", "second_node"),
+                                                                                   started)}
         assert per_node["head_node"] and per_node["second_node"], (per_node, pids)
         assert pids == per_node["head_node"] | per_node["second_node"]  # no run trained elsewhere
     finally:
         if ray.is_initialized():
             ray.shutdown()
+        for proc, log in reversed(started):  # the worker node first, then the head
+            _stop(proc, log)
+        shutil.rmtree(tmp_head, ignore_errors=True)
+        shutil.rmtree(tmp_node, ignore_errors=True)

@@ -31,7 +31,7 @@ class FeatureMap:
     in every direction) and dominates the curvature of the loss (the descent-lemma step is set
     by it). Removing it is a fixed function of public data: no privacy cost, no constant to
     choose, and every mapped row still has norm <= 1 (the sensitivity bounds of the private
-    releases assume ``||x|| <= 1``; a row equal to ``m`` maps to 0).
+    releases assume ``||x|| <= 1``; a row whose unit version equals ``m`` maps to 0).
     """
 
     center: Optional[np.ndarray] = None

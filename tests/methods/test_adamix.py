@@ -189,22 +189,13 @@ def test_spectral_fit_matches_the_direct_logistic_fit(shape):
 def test_select_l2_cv_agrees_with_direct_cross_validation(digits_split):
     # Independent computation: the same stratified folds, each grid value fitted from zero
     # by L-BFGS in feature space to a tight tolerance; the errors must rank the grid alike.
-    from mixdp_core.methods._linear import L2_GRID, error_rate, select_l2_cv
+    from mixdp_core.methods._linear import select_l2_cv
+
+    from .conftest import tight_cv_wrong_rows
 
     X = l2_normalize(np.vstack([digits_split.X_public, digits_split.X_private]))[:400]
     y = np.concatenate([digits_split.y_public, digits_split.y_private])[:400]
-    rng = np.random.default_rng([0, 0xC5])
-    fold_of = np.empty(len(y), dtype=np.int64)
-    for c in np.unique(y):
-        idx = rng.permutation(np.flatnonzero(y == c))
-        fold_of[idx] = np.arange(len(idx)) % 5
-    errs = {}
-    for l2 in L2_GRID:
-        wrong = 0.0
-        for f in range(5):
-            tr, va = fold_of != f, fold_of == f
-            wrong += error_rate(X[va], y[va], fit_logistic(X[tr], y[tr], 10, l2=l2, max_iter=3000, tol=1e-9)) * va.sum()
-        errs[l2] = wrong / len(y)
+    errs = {l2: w / len(y) for l2, w in tight_cv_wrong_rows(X, y, 10, max_iter=3000, tol=1e-9).items()}
     best = min(errs.values())
     want = max(l2 for l2, e in errs.items() if e <= best + 1e-12)  # ties -> strongest ridge
     assert select_l2_cv(X, y, 10) == want, errs

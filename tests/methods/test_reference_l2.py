@@ -8,6 +8,8 @@ import pytest
 from mixdp_core.methods import make_method
 from mixdp_core.methods._linear import L2_GRID, error_rate, fit_logistic, l2_normalize, select_l2_cv
 
+from .conftest import tight_cv_wrong_rows
+
 
 def test_cv_ties_go_to_the_strongest_ridge():
     # identical rows: every l2 predicts the same class everywhere -> equal CV errors
@@ -90,19 +92,7 @@ def test_cross_validation_errors_match_tight_fold_fits_with_many_classes():
     from mixdp_core.methods._linear import cross_validate_l2
 
     X, y = _many_class_rows(600, 48, 30, seed=1)
-    rng = np.random.default_rng([0, 0xC5])
-    fold_of = np.empty(len(y), dtype=np.int64)
-    for c in np.unique(y):
-        idx = rng.permutation(np.flatnonzero(y == c))
-        fold_of[idx] = np.arange(len(idx)) % 5
-    want = {}
-    for l2 in L2_GRID:
-        wrong = 0.0
-        for f in range(5):
-            tr, va = fold_of != f, fold_of == f
-            W = fit_logistic(X[tr], y[tr], 30, l2=l2, max_iter=20000, tol=1e-10)
-            wrong += error_rate(X[va], y[va], W) * va.sum()
-        want[l2] = wrong
+    want = tight_cv_wrong_rows(X, y, 30, max_iter=20000, tol=1e-10)
     res = cross_validate_l2(X, y, 30)
     got = {l2: e * len(y) for l2, e in zip(res.path, res.errors)}
     assert all(abs(got[l2] - want[l2]) <= 1 for l2 in L2_GRID), (got, want)

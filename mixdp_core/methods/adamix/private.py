@@ -550,7 +550,7 @@ class NoisyGDMethod(LinearHead):
             n_hat = n_hat_priv + n_pub_grad
             opts.n_hat_private = n_hat_priv
         self.init_scale_ = 1.0
-        if smooth and cfg.init_scale in ("noise", "released_noise", "grow_only", "class_scaled") and self._public_start:
+        if smooth and cfg.init_scale != "none" and self._public_start:  # every other choice is a rescaling rule
             W_init, self.init_scale_ = self._noise_scaled_start(W_init, problem, opts, T_grad, n_hat)
             W_ref = W_init
         opts.steps = T_grad

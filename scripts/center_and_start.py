@@ -5,7 +5,8 @@ Variants (``--variants``, comma-separated): ``op0`` / ``opC`` Only-Public on pla
 centred on the public mean; ``base`` AdaMix with the former defaults (plain unit rows,
 ``init_scale="noise"``); ``C`` centred, ``"noise"``; ``CG`` centred, ``"grow_only"`` (the
 defaults now); ``CN`` centred, unscaled start; ``fp`` Fully-Private. Every AdaMix run uses its
-other defaults (guard on). Prints, per variant and ε, the mean test error and balanced
+other defaults (guard on); ``CE`` / ``LA`` / ``LAW`` / ``CE-ng`` / ``LA-ng`` compare AdaMix's
+``class_balance`` choices (docs/results/class_balance.md). Prints, per variant and ε, the mean test error and balanced
 accuracy (%) over the seeds and how often the public-start guard released the private model.
 
 Usage: ``python scripts/center_and_start.py REGIME EPSILONS SEEDS VARIANTS`` with REGIME a
@@ -40,6 +41,13 @@ VARIANTS = {
     "CG": ("adamix", {"feature_center": "auto", "init_scale": "grow_only"}),
     "CN": ("adamix", {"feature_center": "auto", "init_scale": "none"}),
     "fp": ("fully_private", {}),
+    # class balance (docs/results/class_balance.md): plain cross-entropy / logit-adjusted loss with
+    # unweighted / class-weighted noisy tests; "-ng": the same with the public-start guard off
+    "CE": ("adamix", {"class_balance": "none"}),
+    "LA": ("adamix", {"class_balance": "logit_adjust"}),
+    "LAW": ("adamix", {"class_balance": "logit_adjust_weighted_tests"}),
+    "CE-ng": ("adamix", {"class_balance": "none", "public_guard": False}),
+    "LA-ng": ("adamix", {"class_balance": "logit_adjust", "public_guard": False}),
 }
 
 

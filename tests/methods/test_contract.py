@@ -315,14 +315,14 @@ def test_ledger_plan_and_report_agree(name, contract_split):
 
 def test_ledger_catches_a_release_beyond_the_plan(contract_split, monkeypatch):
     """verify_privacy fails loudly when a method releases more than it planned: here AdaMix's
-    noisy count is recorded twice (a release the calibration never paid for)."""
+    noisy class histogram (its noisy count) is recorded twice (a release the calibration never paid for)."""
     from mixdp_core.accounting import PlanExceededError, RunLedger
 
     orig = RunLedger.release
 
     def twice(self, event, *, what, **kw):
         orig(self, event, what=what, **kw)
-        if what == "noisy count":
+        if what == "noisy class histogram":
             orig(self, event, what=what, **kw)
 
     monkeypatch.setattr(RunLedger, "release", twice)
@@ -332,11 +332,12 @@ def test_ledger_catches_a_release_beyond_the_plan(contract_split, monkeypatch):
 
 
 def test_noisygd_ledger_counts_every_release(contract_split):
-    """AdaMix's ledger holds exactly the releases executed: the count, each gradient step,
+    """AdaMix's ledger holds exactly the releases executed: the class histogram (in place of
+    the count), each gradient step,
     the checkpoint test and the guard (steps_), all Gaussian with the run's σ."""
     m = _make("adamix", seed=0).fit(_split_for("adamix", contract_split))
     led = m.ledger_
     assert len(led) == m.steps_
     kinds = [r.what for r in led.releases]
-    assert kinds[0] == "noisy count" and "gradient step" in kinds
+    assert kinds[0] == "noisy class histogram" and "gradient step" in kinds
     assert {r.event.noise_multiplier for r in led.releases} == {m.noise_multiplier_}

@@ -230,6 +230,16 @@ class NoisyGDConfig(PrivacyConfig):
              "keeps the alignment fixed at every C; 'grow_only' takes the 'noise' factor but never below 1; "
              "'released_noise' sizes the start, once the run outlasts the burn-in, against the noise of the "
              "released average; 'none' starts at the public solution unscaled. Public inputs only.")
+    class_balance: str = param(
+        "logit_adjust", choices=("logit_adjust", "logit_adjust_weighted_tests", "none"),
+        help="schedule='smooth': 'logit_adjust' (default) releases a noisy per-class histogram of the private rows "
+             "instead of the noisy count (the same Gaussian release: sensitivity 1, noise σ per class, no extra ε), "
+             "shrinks it towards its mean (James–Stein: balanced data give no offset) and trains on the "
+             "logit-adjusted loss −log softmax(xW + log π̂)_y (Menon et al. 2021), so an imbalanced private set "
+             "does not pull predictions to its majority classes: the model targets the balanced error. "
+             "'logit_adjust_weighted_tests' also weighs the guard's and checkpoint's noisy counts by min n̂ / n̂_c "
+             "(every class alike, sensitivity still 1; less power: measured in docs/results/class_balance.md). "
+             "'none': plain cross-entropy and the noisy count.")
     public_guard: bool = param(
         True, type=bool,
         help="schedule='smooth' with a public start: release one noisy paired count on the private rows, "

@@ -109,6 +109,12 @@ class NoisyGDOptions:
         n_hat_private: ``smooth`` only: the private part of ``n_hat``.
         ball_radius: radius ``R`` of the constraint set ``W = {w : ||w - w_ref|| <= R}`` of
             Thm. 3 / Alg. 1 (projected GD); ``None`` = unconstrained.
+        logit_offset: ``(C,)`` offset ``b`` of the private rows' logit-adjusted loss (Menon et
+            al. 2021, Eq. 11: ``-log softmax(x W + b)_y`` with ``b_c = log pi_c``, pi the
+            private class prior): training against the prior makes ``argmax x W`` (prediction
+            without ``b``) target the *balanced* error. ``b`` must be public or released (the
+            method releases a noisy class histogram for it); None = plain cross-entropy.
+        public_logit_offset: the same for the public rows (from their exact, public counts).
         subspace_every: owner's-view diagnostic (0 = off): every this many steps (and at the
             last), the relative reconstruction errors of the clipped private sum on the
             projection's public subspace and on a random one of the same dimension
@@ -150,6 +156,8 @@ class NoisyGDOptions:
     releases_before: int = 0
     device: str = "auto"
     subspace_every: int = 0
+    logit_offset: Optional[np.ndarray] = None
+    public_logit_offset: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -200,6 +208,33 @@ def clip_threshold(kind: str, pub_norms: np.ndarray, G_pub_mean_norm: float, *, 
     else:  # pragma: no cover - validated by configs
         raise ValueError(kind)
     return max(tau, 1e-12)
+
+
+def shrunk_class_counts(noisy: np.ndarray, noise_std: float) -> np.ndarray:
+    """Class counts from a noisy histogram ``ñ_c = n_c + N(0, s²)``, shrunk towards their mean.
+
+    Positive-part James–Stein (Efron & Morris 1973) towards the grand mean ``m``: ``n̂_c = m +
+    f (ñ_c − m)``, ``f = max(0, 1 − (C − 3) s² / Σ_c (ñ_c − m)²)`` for ``C >= 4`` (``f = 1``
+    below: the estimator dominates the raw counts only from 4 classes), floored at 1 row.
+    Post-processing of the released histogram: no privacy cost. Why: with balanced classes
+    the spread of ``ñ`` is noise alone and ``f`` ~ 2/(C − 1) -> 0, so no noise is mistaken for
+    imbalance (a logit offset of ± s/m per class would be); with real imbalance the spread
+    dwarfs ``s`` and ``f`` -> 1. No constant is chosen: ``s`` is the release's noise std.
+    """
+    v = np.asarray(noisy, dtype=np.float64)
+    C = v.shape[0]
+    m = float(v.mean())
+    ss = float(np.sum((v - m) ** 2))
+    f = 1.0 if C < 4 or ss <= 0 else max(0.0, 1.0 - (C - 3) * float(noise_std) ** 2 / ss)
+    return np.maximum(m + f * (v - m), 1.0)
+
+
+def log_prior(counts: np.ndarray) -> np.ndarray:
+    """``b_c = log(counts_c / sum counts)`` (counts floored at 1): the offset of the
+    logit-adjusted loss (Menon et al. 2021, Eq. 11, τ = 1, the Fisher-consistent choice for the
+    balanced error)."""
+    c = np.maximum(np.asarray(counts, dtype=np.float64), 1.0)
+    return np.log(c / c.sum()).astype(np.float32)
 
 
 def clipped_smoothness(tau: float, beta: float = 0.5) -> float:
@@ -306,6 +341,7 @@ def private_release(
     loss_out: Optional[np.ndarray] = None,
     threads: Optional[int] = None,
     on_sum: Optional[Callable[[np.ndarray], None]] = None,
+    logit_offset: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
 
@@ -338,6 +374,9 @@ def private_release(
         on_sum: called with the clipped sum ``S`` before the noise is added (owner's-view
             diagnostics only; it must not keep ``S``, which may be a reused buffer). The
             release does not depend on it.
+        logit_offset: ``(C,)`` fixed offset ``b`` of the logit-adjusted loss, ``p_i =
+            softmax(x_i W + b)`` (None = 0); it must be public or already released. The
+            sensitivity stays ``tau`` (the clip bounds each term whatever ``b`` is).
 
     Returns:
         ``(released, ratio, loss)``: the back-projected noisy sum ``(D, C)`` in ``X``'s float
@@ -345,7 +384,7 @@ def private_release(
     """
     S, ratio, loss = get_kernel(kernel).clipped_sum(
         X, y, W, tau, basis, x_norm=x_norm, XB=XB, X_Qp=X_Qp, block_rows=block_rows, threads=threads,
-        ratio_out=ratio_out, loss_out=loss_out)
+        ratio_out=ratio_out, loss_out=loss_out, logit_offset=logit_offset)
     if on_sum is not None:
         on_sum(S)
     noisy = S if noise is None else S + noise
@@ -459,7 +498,10 @@ def run_noisygd(
     for t in range(1, T + 1):
         # --- public quantities (no privacy cost) ---
         if has_pub:
-            Ep, loss_p = softmax_residual(Xp @ W, yp)
+            Zp = Xp @ W
+            if opts.public_logit_offset is not None:
+                Zp = Zp + opts.public_logit_offset.astype(Zp.dtype)
+            Ep, loss_p = softmax_residual(Zp, yp)
             G_pub = xt_dot(Xp, Ep)
             pub_norms = xp_norm * row_norms(Ep)
             g_mean_norm = float(np.linalg.norm(G_pub)) / Xp.shape[0]
@@ -486,7 +528,8 @@ def run_noisygd(
                 diag["subspace_error_public"], diag["subspace_error_random"] = subspace_errors(S, basis, rand_sub)
                 diag["subspace_dim"] = float(basis.dim)
         noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, kernel=kernel, x_norm=xq_norm, XB=XB,
-                                               X_Qp=X_Qp, ratio_out=ratio_buf, loss_out=loss_buf, on_sum=on_sum)
+                                               X_Qp=X_Qp, ratio_out=ratio_buf, loss_out=loss_buf, on_sum=on_sum,
+                                               logit_offset=opts.logit_offset)
         pdp += np.square(ratio, out=sq_buf)
         executed = t
         notify_release(t, W, noisy, tau)

@@ -41,7 +41,9 @@ from .engine import (
     clip_threshold,
     clipped_smoothness,
     effective_weight_decay,
+    log_prior,
     run_noisygd,
+    shrunk_class_counts,
     theorem3_weight_decay,
 )
 from .projection import projection_dim_for, resolve_span
@@ -176,9 +178,11 @@ class NoisyGDMethod(LinearHead):
                       step: int, total: int) -> tuple[np.ndarray, StepRecord]:
         """Keep the public start unless a noisy paired count says the private phase helped.
 
-        Released (Gaussian mechanism, add/remove one private row): ``D = sum_i [1(W_private
+        Released (Gaussian mechanism, add/remove one private row): ``D = sum_i w_{y_i} [1(W_private
         classifies x_i right) - 1(W_start classifies x_i right)] + N(0, sigma^2)`` over the
-        private rows. ``W_private`` is post-processing of earlier releases and ``W_start`` is
+        private rows (:meth:`_noisy_paired_gain`; ``w = 1``, or with ``class_balance`` weights
+        ``<= 1`` from the released histogram that count every class alike). ``W_private`` is
+        post-processing of earlier releases and ``W_start`` is
         public, so one row changes the sum by at most 1: **L2 sensitivity 1**, noise multiplier
         ``sigma``, accounted as one more release of the run's ``ComposedGaussian(sigma, T)``.
         Output: ``W_private`` if ``D > GUARD_Z * sigma`` else ``W_start`` (post-processing): a
@@ -205,15 +209,21 @@ class NoisyGDMethod(LinearHead):
 
     def _noisy_paired_gain(self, problem: NoisyGDProblem, W_new: np.ndarray, W_base: np.ndarray, *,
                            stream: int) -> float:
-        """``sum_i [1(W_new classifies x_i right) - 1(W_base classifies x_i right)] + N(0, sigma^2)``
-        over the private rows: the Gaussian mechanism on a sum of terms in {-1, 0, 1}, so adding
-        or removing one private row changes it by at most 1 (**L2 sensitivity 1**, add/remove),
-        noise multiplier ``sigma``; ``W_new`` and ``W_base`` must be public or post-processing
-        of earlier releases. The caller accounts it as one release. ``stream`` keeps the draw
-        apart from the run's other releases (same seed)."""
+        """``sum_i w_{y_i} [1(W_new classifies x_i right) - 1(W_base classifies x_i right)] +
+        N(0, sigma^2)`` over the private rows: the Gaussian mechanism on a sum of terms in
+        ``[-w_max, w_max]`` with ``w_max <= 1``, so adding or removing one private row changes it
+        by at most 1 (**L2 sensitivity 1**, add/remove), noise multiplier ``sigma``; ``W_new``,
+        ``W_base`` and the weights must be public or post-processing of earlier releases. The
+        weights are 1 without ``class_balance``; with it ``w_c = min_k n̂_k / n̂_c`` from the
+        released class histogram, so the count weighs every class alike (≈ ``min_k n̂_k`` times
+        the sum of per-class accuracy gains) and cannot reward majority-class predictions. The
+        caller accounts it as one release. ``stream`` keeps the draw apart from the run's other
+        releases (same seed)."""
         cfg = self.config
         X, y = problem.X_private, problem.y_private
-        gain = float(np.sum((X @ W_new).argmax(1) == y)) - float(np.sum((X @ W_base).argmax(1) == y))
+        d = ((X @ W_new).argmax(1) == y).astype(np.float64) - ((X @ W_base).argmax(1) == y)
+        w = getattr(self, "_guard_weights", None)
+        gain = float(np.sum(d if w is None else w[y] * d))
         rng = noise_rng(cfg.noise, cfg.seed, stream)
         return gain + cfg.noise_multiplier * float(rng.standard_normal())
 
@@ -222,8 +232,8 @@ class NoisyGDMethod(LinearHead):
         """Carry the earlier average to the guard only if a noisy paired count says it is better.
 
         Released (Gaussian mechanism, add/remove one private row, **L2 sensitivity 1**, noise
-        multiplier ``sigma``; :meth:`_noisy_paired_gain`): ``D = sum_i [1(W_early right) -
-        1(W_final right)] + N(0, sigma^2)`` over the private rows, where ``W_early`` is the
+        multiplier ``sigma``; :meth:`_noisy_paired_gain`, class-weighted with ``class_balance``):
+        ``D = sum_i w_{y_i} [1(W_early right) - 1(W_final right)] + N(0, sigma^2)`` over the private rows, where ``W_early`` is the
         released average after ``early_step = T_grad // CHECKPOINT_DIVISOR`` gradient steps and
         ``W_final`` the run's final average (both post-processing of the gradient releases).
         Accounted as one more release of the run's ``ComposedGaussian(sigma, T)``. Output:
@@ -305,6 +315,21 @@ class NoisyGDMethod(LinearHead):
         """
         rng = noise_rng(self.config.noise, self.config.seed, 0xC0417)
         return snap_count(n_private + self.config.noise_multiplier * rng.standard_normal())
+
+    def _noisy_histogram(self, y: np.ndarray, C: int) -> np.ndarray:
+        """Release ``(n_1, ..., n_C) + N(0, sigma^2 I_C)`` (``smooth`` schedule with
+        ``class_balance="logit_adjust"``; it replaces the noisy count).
+
+        Gaussian mechanism on the class histogram of the private rows: adding or removing one
+        row moves one bin by 1, so the L2 sensitivity is 1 (add/remove), noise std ``sigma``
+        (the run's noise multiplier) per bin: accounted exactly as the count it replaces
+        (``mu^2 = 1/sigma^2``, one release of the run's ``ComposedGaussian(sigma, T)``). The
+        count is its sum (post-processing, noise std ``sqrt(C) sigma``). Each bin is snapped
+        to the integer grid (:func:`~mixdp_core.randomness.snap_count`).
+        """
+        rng = noise_rng(self.config.noise, self.config.seed, 0xC0418)
+        hist = np.bincount(np.asarray(y, dtype=np.int64), minlength=C).astype(np.float64)
+        return np.rint(hist + self.config.noise_multiplier * rng.standard_normal(C))
 
     def _fit(self, split: Any, on_step: OnStep | None) -> "NoisyGDMethod":
         if self.config.honest_tuning:
@@ -541,12 +566,31 @@ class NoisyGDMethod(LinearHead):
         T_grad = T - n_count - n_guard - n_check
         early_step = T_grad // CHECKPOINT_DIVISOR if n_check else None  # >= 2: T_grad >= MIN_CHECKPOINT_STEPS
         n_hat = None
+        self.class_counts_ = None
+        self._guard_weights = None
         if smooth:
-            # Post-processing of the released count: an upper confidence bound (+2 sigma),
+            if getattr(cfg, "class_balance", "none") != "none":
+                C = problem.n_classes
+                hist = self._noisy_histogram(problem.y_private, C)
+                ledger.release(release, what="noisy class histogram")
+                n_noisy, count_std = float(hist.sum()), math.sqrt(C) * cfg.noise_multiplier
+                # Post-processing: the shrunk counts set the private rows' logit offsets (the
+                # logit-adjusted loss targets the balanced error) and the weights of the noisy
+                # tests (each class counts alike; max weight 1, so their sensitivity stays 1).
+                counts = shrunk_class_counts(hist, cfg.noise_multiplier)
+                self.class_counts_ = counts
+                opts.logit_offset = log_prior(counts)
+                if problem.X_public.shape[0] and opts.use_public_gradient:
+                    opts.public_logit_offset = log_prior(np.bincount(problem.y_public, minlength=C))
+                if cfg.class_balance == "logit_adjust_weighted_tests":
+                    self._guard_weights = counts.min() / counts
+            else:
+                n_noisy = self._noisy_count(problem.X_private.shape[0])
+                ledger.release(release, what="noisy count")
+                count_std = cfg.noise_multiplier
+            # Post-processing of the released count: an upper confidence bound (+2 std),
             # so a noise draw can only make the mean-scale steps smaller, never larger.
-            n_hat_priv = self._noisy_count(problem.X_private.shape[0])
-            ledger.release(release, what="noisy count")
-            n_hat_priv = max(n_hat_priv + 2.0 * cfg.noise_multiplier, 1.0)
+            n_hat_priv = max(n_noisy + 2.0 * count_std, 1.0)
             n_hat = n_hat_priv + n_pub_grad
             opts.n_hat_private = n_hat_priv
         self.init_scale_ = 1.0
@@ -596,7 +640,7 @@ class NoisyGDMethod(LinearHead):
                 step=1, total_steps=total_releases, test_error=None,
                 epsilon_spent=float(accounting.privacy_curve(
                     noise_multiplier=cfg.noise_multiplier, steps=1, delta=cfg.target_delta)[0]),
-                extra={"noisy_count": float(n_hat_priv - 2.0 * cfg.noise_multiplier)},
+                extra={"noisy_count": float(n_noisy)},
             )
             head.append(rec0)
             stop_now = bool(on_step(rec0)) if on_step is not None else False

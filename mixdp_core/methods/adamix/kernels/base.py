@@ -45,10 +45,12 @@ class ReleaseKernel(ABC):
         threads: Optional[int] = None,
         ratio_out: Optional[np.ndarray] = None,
         loss_out: Optional[np.ndarray] = None,
+        logit_offset: Optional[np.ndarray] = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The clipped per-sample gradient sum of the linear softmax head, and per-sample data.
 
-        With ``g_i = x_i (p_i - y_i)^T`` (``p_i = softmax(x_i W)``) and
+        With ``g_i = x_i (p_i - y_i)^T`` (``p_i = softmax(x_i W + b)``, ``b`` the fixed
+        ``logit_offset``, 0 by default) and
         ``c_i = min(1, tau / ||g_i||_F)``, ``||g_i||_F = ||x_i|| ||p_i - y_i||``:
 
         * ``S = sum_i c_i g_i``, ``(D, C)`` in ``X``'s floating dtype (float32 for float32
@@ -74,6 +76,10 @@ class ReleaseKernel(ABC):
             threads: worker threads (CPU backends; default 1).
             ratio_out, loss_out: optional ``(N,)`` float64 arrays that receive ``ratio`` and
                 ``loss`` (and are returned).
+            logit_offset: ``(C,)`` fixed per-class offset ``b`` added to every row's logits
+                (the logit-adjusted loss; None = 0). ``b`` does not depend on the row, so
+                ``||g_i||_F = ||x_i|| ||p_i - y_i|| <= sqrt(2) ||x_i||`` still and the clip and
+                the sensitivity ``tau`` are unchanged.
 
         Returns:
             ``(S, ratio, loss)``.

@@ -217,7 +217,7 @@ if _numba is not None:
             ce[a + r] = cf * en
 
     @_jit
-    def clipped_sum(X, y, VT, xn, tau, lo, hi, S, ce, loss):  # pragma: no cover - compiled
+    def clipped_sum(X, y, VT, xn, tau, lo, hi, S, ce, loss, off):  # pragma: no cover - compiled
         """Add ``sum_{lo <= i < hi} c_i x_i (p_i - y_i)^T`` (transposed, ``(C, D)``) to ``S``.
 
         Args:
@@ -231,6 +231,8 @@ if _numba is not None:
             S: ``(C, D)`` float64 accumulator (added to).
             ce: ``(N,)`` float64, receives ``c_i ||p_i - y_i||`` on ``lo .. hi-1``.
             loss: ``(N,)`` float64, receives ``-log p_{i, y_i}`` (nats) on ``lo .. hi-1``.
+            off: ``(C - 1,)`` float32 logit offsets relative to the last class, ``b_c - b_{C-1}``
+                (zeros: plain softmax).
         """
         D = X.shape[1]
         Cm = VT.shape[0]
@@ -278,6 +280,8 @@ if _numba is not None:
                             t += xr[d] * w[d]
                         Z[r_, c] = t
             for r_ in range(nr):
+                for c in range(Cm):
+                    Z[r_, c] += off[c]
                 Z[r_, Cm] = 0.0
             _residual_rows(Z, nr, y, xn, a, tau, ce, loss)
             # --- backward: P[c] += sum_r e_rc x_r for c < C-1 (column C-1 from the zero sum) ---

@@ -52,10 +52,11 @@ class NumpyKernel(ReleaseKernel):
     name = "numpy"
 
     def clipped_sum(self, X, y, W, tau, basis, *, x_norm=None, XB=None, X_Qp=None, block_rows=None, threads=None,
-                    ratio_out=None, loss_out=None):
+                    ratio_out=None, loss_out=None, logit_offset=None):
         N, D = X.shape
         C = W.shape[1]
         ft = np.result_type(X.dtype, np.float32)
+        off = None if logit_offset is None else np.asarray(logit_offset, dtype=ft).reshape(C, 1)
         b = block_rows_for(N, D, ft, block_rows)
         tau = float(tau)
         if x_norm is None:
@@ -107,6 +108,8 @@ class NumpyKernel(ReleaseKernel):
                     ET = ETp[:C]
                     ETp[C:] = 0.0
                     np.copyto(ET, Z[:, :C].T)
+                    if off is not None:
+                        np.add(ET, off, out=ET)  # logits x_i W + b
                     # --- softmax residual, in place: E = softmax(logits) - onehot(y) ---
                     mx, s, zy = ws.rowmax[:nb], ws.rowsum[:nb], ws.z_y[:nb]
                     np.maximum.reduce(ET, axis=0, out=mx)

@@ -70,6 +70,7 @@ def torch_clipped_sum(
     threads: Optional[int] = None,
     ratio_out: Optional[np.ndarray] = None,
     loss_out: Optional[np.ndarray] = None,
+    logit_offset: Optional[np.ndarray] = None,
     device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:meth:`~.base.ReleaseKernel.clipped_sum` in torch on ``device`` (``"cpu"`` or ``"cuda"``):
@@ -115,6 +116,7 @@ def torch_clipped_sum(
         if via_qp:
             coef = torch.as_tensor(basis.coef.astype(ft), device=dev)
             XQpt = _on_device(X_Qp if X_Qp.dtype == ft else X_Qp.astype(ft), dev)
+        off = None if logit_offset is None else torch.as_tensor(np.asarray(logit_offset, dtype=ft), device=dev)
         b = N if block_rows is None and dev != "cpu" else max(1, int(block_rows or 4096))
         ST = torch.zeros((C, D), dtype=tdt, device=dev)
         ratio_t = torch.empty(N, dtype=torch.float64, device=dev)
@@ -123,7 +125,7 @@ def torch_clipped_sum(
             sl = slice(a, min(N, a + b))
             Xb = Xt[sl]
             Z = Xb @ fused
-            logits = Z[:, :C]
+            logits = Z[:, :C] if off is None else Z[:, :C] + off
             ya = yt[sl]
             logp = torch.log_softmax(logits, dim=1)
             loss_t[sl] = -logp.gather(1, ya[:, None])[:, 0].to(torch.float64)

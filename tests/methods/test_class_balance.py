@@ -15,18 +15,22 @@ from mixdp_core.runs.figures.regimes import REGIME_FAMILY
 
 
 def test_shrinkage_is_the_positive_part_james_stein_estimator():
-    """Against the formula written out: m + max(0, 1 - (C-3) s² / SS) (v - m), floored at 1."""
+    """Against the formula written out: m + f (v - m), f = max(0, 1 - (C-3) s² / SS), floored at
+    the estimate's noise std f s (and 1)."""
     v = np.array([300.0, 150.0, 80.0, 40.0, 20.0, 5.0])
     s = 20.0
     m = v.mean()
     ss = ((v - m) ** 2).sum()
     f = 1 - 3 * 400.0 / ss
-    np.testing.assert_allclose(shrunk_class_counts(v, s), m + f * (v - m), rtol=1e-12)
+    got = shrunk_class_counts(v, s)
+    np.testing.assert_allclose(got, np.maximum(m + f * (v - m), f * s), rtol=1e-12)
+    assert got[-1] == pytest.approx(f * s) and m + f * (v[-1] - m) < f * s  # the smallest class is floored
     # pure noise around a common count: shrunk all the way (every class equal)
     flat = np.array([61.0, 43.0, 70.0, 55.0, 66.0])  # spread smaller than the noise std 20
     np.testing.assert_allclose(shrunk_class_counts(flat, 20.0), np.full(5, flat.mean()))
-    # fewer than 4 classes: the raw counts (floored at 1 row)
-    np.testing.assert_allclose(shrunk_class_counts(np.array([10.0, -3.0, 40.0]), 20.0), [10.0, 1.0, 40.0])
+    # fewer than 4 classes: the raw counts (f = 1), floored at the noise std
+    np.testing.assert_allclose(shrunk_class_counts(np.array([10.0, -3.0, 40.0]), 20.0), [20.0, 20.0, 40.0])
+    np.testing.assert_allclose(shrunk_class_counts(np.array([10.0, -3.0, 40.0]), 0.5), [10.0, 1.0, 40.0])
 
 
 def test_balanced_noisy_histograms_give_almost_no_offset():

@@ -54,7 +54,15 @@ small epsilon. The new schedule:
    the run first releases ``N_private + N(0, sigma^2)`` (sensitivity 1, noise multiplier
    sigma: accounted as one more release of the composed Gaussian; T = count + T-1 gradient
    steps) and divides the summed update by ``n_hat = N^_private + 2 sigma + N_public``
-   (upper confidence bound: noise can only shrink the steps).
+   (upper confidence bound: noise can only shrink the steps). With
+   ``class_balance="logit_adjust"`` (default) the release is the class histogram instead,
+   ``(n_1, ..., n_C) + N(0, sigma^2 I_C)`` (one row moves one bin by 1: sensitivity 1, the
+   same cost); the count is its sum (std ``sqrt(C) sigma``, bound ``+ 2 sqrt(C) sigma``).
+   Shrunk towards its mean (positive-part James–Stein: balanced classes give no offset), it
+   sets ``b = log pi^`` of the logit-adjusted loss ``-log softmax(x W + b)_y`` (Menon et al.
+   2021) of the private rows: the clipped terms keep their bound, and ``argmax x W`` targets
+   the balanced error, so an imbalanced private set no longer pulls the model to its majority
+   classes (measured: docs/results/class_balance.md).
 2. **Descent-lemma step cap.** eta_t = min(2/(lambda (t+1)), 1/(beta_t + lambda)) with
    ``beta_t`` the clip-aware smoothness of the mean clipped objective
    (:func:`~mixdp_core.methods.adamix.engine.clipped_smoothness`: ``min(1/2, 2 tau_t)`` per

@@ -60,6 +60,18 @@ THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
 
 # ----------------------------------------------------------------------------- configs
 
+#: Choices and help of ``class_balance`` (one text for every config that has the field).
+_CLASS_BALANCE_CHOICES = ("logit_adjust", "logit_adjust_weighted_tests", "none")
+_CLASS_BALANCE_HELP = (
+    "schedule='smooth': 'logit_adjust' (default) releases a noisy per-class histogram of the private rows "
+    "instead of the noisy count (the same Gaussian release: sensitivity 1, noise σ per class, no extra ε), "
+    "shrinks it towards its mean (James–Stein: balanced data give no offset) and trains on the "
+    "logit-adjusted loss −log softmax(xW + log π̂)_y (Menon et al. 2021), so an imbalanced private set "
+    "does not pull predictions to its majority classes: the model targets the balanced error. "
+    "'logit_adjust_weighted_tests' also weighs the guard's and checkpoint's noisy counts by min n̂ / n̂_c "
+    "(every class alike, sensitivity still 1; less power: measured in docs/results/class_balance.md). "
+    "'none': plain cross-entropy and the noisy count."
+)
 #: Help of ``feature_center`` (one text for every config that has the field).
 _FEATURE_CENTER_HELP = (
     "Input map of the linear head: 'auto' (default) = 'public_mean' for methods that read the public rows as "
@@ -230,16 +242,7 @@ class NoisyGDConfig(PrivacyConfig):
              "keeps the alignment fixed at every C; 'grow_only' takes the 'noise' factor but never below 1; "
              "'released_noise' sizes the start, once the run outlasts the burn-in, against the noise of the "
              "released average; 'none' starts at the public solution unscaled. Public inputs only.")
-    class_balance: str = param(
-        "logit_adjust", choices=("logit_adjust", "logit_adjust_weighted_tests", "none"),
-        help="schedule='smooth': 'logit_adjust' (default) releases a noisy per-class histogram of the private rows "
-             "instead of the noisy count (the same Gaussian release: sensitivity 1, noise σ per class, no extra ε), "
-             "shrinks it towards its mean (James–Stein: balanced data give no offset) and trains on the "
-             "logit-adjusted loss −log softmax(xW + log π̂)_y (Menon et al. 2021), so an imbalanced private set "
-             "does not pull predictions to its majority classes: the model targets the balanced error. "
-             "'logit_adjust_weighted_tests' also weighs the guard's and checkpoint's noisy counts by min n̂ / n̂_c "
-             "(every class alike, sensitivity still 1; less power: measured in docs/results/class_balance.md). "
-             "'none': plain cross-entropy and the noisy count.")
+    class_balance: str = param("logit_adjust", choices=_CLASS_BALANCE_CHOICES, help=_CLASS_BALANCE_HELP)
     public_guard: bool = param(
         True, type=bool,
         help="schedule='smooth' with a public start: release one noisy paired count on the private rows, "
@@ -311,6 +314,12 @@ class FullyPrivateConfig(NoisyGDConfig):
     feature_center: str = param("auto", choices=("auto", "none"),
                                 help="'auto' = 'none' here: fully_private treats the public rows as private, so "
                                      "their mean is not free (no public-mean centring); rows scaled to unit norm.")
+    # plain (uncentred) rows: an offset error times their shared mean drifts every class column
+    class_balance: str = param(
+        "none", choices=_CLASS_BALANCE_CHOICES,
+        help="Default 'none' here: fully_private reads plain rows (no public-mean centring), whose shared mean "
+             "turns any error of the noisy offsets into a drift of every class column (measured collapses, "
+             "docs/results/class_balance.md). " + _CLASS_BALANCE_HELP)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -318,6 +327,7 @@ class NGDConfig(FullyPrivateConfig):
     """``ngd``: public init + NoisyGD with fixed clip, decay centred at the public solution."""
 
     feature_center: str = param("auto", choices=("auto", "public_mean", "none"), help=_FEATURE_CENTER_HELP)
+    class_balance: str = param("logit_adjust", choices=_CLASS_BALANCE_CHOICES, help=_CLASS_BALANCE_HELP)
 
 
 @dataclass(frozen=True, kw_only=True)

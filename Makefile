@@ -33,7 +33,7 @@ browser:
 	  else echo "chromium missing and not root: the end-to-end test will be skipped"; fi; }
 
 test: install browser
-	OMP_NUM_THREADS=1 $(PY) -m pytest
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadgroup
 
 # Retake docs/screenshots/ (and timings.json) from the end-to-end browser test.
 screenshots: install browser

@@ -33,6 +33,11 @@ ray = pytest.importorskip("ray", reason="ray is not installed (pip install -r re
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Under pytest-xdist (make test: -n 2 --dist loadgroup) these tests run one after the other on
+# one worker: each head also binds Ray's fixed default ports (the client server's 10001, the
+# dashboard agent's), which two heads started at once by two workers would both claim.
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -314,11 +314,14 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
 
     from _release_v0 import private_release_v0 as _v0
 
-    def private_release_v0(*a, ratio_out=None, loss_out=None, kernel=None, on_sum=None, **k):
+    def private_release_v0(*a, ratio_out=None, loss_out=None, kernel=None, on_sum=None, logit_offset=None, **k):
         """The kernel before the fused one (commit 3902d5c) behind the engine's current call (it
         fills the run's reused ``(N,)`` buffers: two copies, ~0.004 of a stream pass; the kernel
-        choice is ignored)."""
+        choice is ignored). It has no logit offset: the benchmark's runs use none."""
         from mixdp_core.methods._linear import into
+
+        if logit_offset is not None:
+            raise ValueError("the v0 release kernel has no logit offset")
 
         noisy, ratio, loss = _v0(*a, **k)
         return noisy, into(ratio_out, ratio), into(loss_out, loss)

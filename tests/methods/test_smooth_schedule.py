@@ -40,9 +40,30 @@ def test_clipped_gradient_map_is_min_half_2tau_lipschitz(tau):
         assert worst_unclipped > 2 * tau  # the smaller bound is due to clipping, not to luck
 
 
+def test_smooth_run_releases_a_noisy_class_histogram_and_accounts_it(small_split):
+    """Default class_balance: the first release is the class histogram (sensitivity 1, one
+    release); n_hat = its sum + 2 sqrt(C) sigma (upper bound) + N_public; offsets from its
+    shrunk counts."""
+    from mixdp_core.methods.adamix.engine import log_prior, shrunk_class_counts
+    from mixdp_core.randomness import noise_rng
+
+    m = make_method("adamix", target_epsilon=2.0, noise_multiplier=5.0, seed=3, noise="reproducible").fit(small_split)
+    T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=2.0, target_delta=1e-5)
+    assert m.count_releases_ == 1 and m.steps_ == T and m.history_[0].step == 1
+    C = small_split.n_classes
+    hist = np.rint(np.bincount(small_split.y_private, minlength=C)
+                   + 5.0 * noise_rng("reproducible", 3, 0xC0418).standard_normal(C))
+    n_pub = len(small_split.y_public)
+    assert m.n_hat_ == pytest.approx(hist.sum() + 2 * np.sqrt(C) * 5.0 + n_pub)
+    np.testing.assert_allclose(m.class_counts_, shrunk_class_counts(hist, 5.0))
+    assert log_prior(m.class_counts_).shape == (C,)
+    assert m.history_[0].extra["noisy_count"] == hist.sum()
+
+
 def test_smooth_run_releases_a_noisy_count_and_accounts_it(small_split):
     # replayed noise, so that the released count can be recomputed here
-    m = make_method("adamix", target_epsilon=2.0, noise_multiplier=5.0, seed=3, noise="reproducible").fit(small_split)
+    m = make_method("adamix", target_epsilon=2.0, noise_multiplier=5.0, seed=3, noise="reproducible",
+                    class_balance="none").fit(small_split)
     T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=2.0, target_delta=1e-5)
     assert m.count_releases_ == 1 and m.steps_ == T and m.history_[0].step == 1
     n_pub, n_priv = len(small_split.y_public), len(small_split.y_private)

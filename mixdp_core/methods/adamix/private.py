@@ -575,8 +575,8 @@ class NoisyGDMethod(LinearHead):
                 ledger.release(release, what="noisy class histogram")
                 n_noisy, count_std = float(hist.sum()), math.sqrt(C) * cfg.noise_multiplier
                 # Post-processing: the shrunk counts set the private rows' logit offsets (the
-                # logit-adjusted loss targets the balanced error) and the weights of the noisy
-                # tests (each class counts alike; max weight 1, so their sensitivity stays 1).
+                # logit-adjusted loss targets the balanced error) and, with weighted tests, the
+                # noisy tests' class weights (max weight 1, so their sensitivity stays 1).
                 counts = shrunk_class_counts(hist, cfg.noise_multiplier)
                 self.class_counts_ = counts
                 opts.logit_offset = log_prior(counts)

@@ -98,3 +98,13 @@ def write_png_tree(root: Path, classes=("cat", "dog", "eel"), per_class: int = 6
 @pytest.fixture
 def png_tree(tmp_path):
     return write_png_tree(tmp_path / "imgs")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the end-to-end browser walk first: it is the suite's longest test (~2 min alone),
+    and with two xdist workers (``make test``) starting it first lets the other worker run the
+    rest meanwhile instead of leaving it for last. Serial runs are unaffected in what they
+    check (tests are independent; only the order changes)."""
+    first = [it for it in items if it.nodeid.startswith("tests/app/test_e2e_browser.py")]
+    if first:
+        items[:] = first + [it for it in items if it not in first]

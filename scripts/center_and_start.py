@@ -51,21 +51,27 @@ VARIANTS = {
 }
 
 
-def main() -> None:
-    name, eps_s, seeds_s, var_s = sys.argv[1:5]
-    eps = [float(e) for e in eps_s.split(",")]
-    seeds = [int(s) for s in seeds_s.split(",")]
-    variants = var_s.split(",")
+def regime_splits(name: str, seeds):
+    """``(seed, split)`` for each seed of REGIME (a ``REGIME_FAMILY`` name, ``digits`` or
+    ``digits_ir10``: pixels, 5 public per class, imbalance ratio 1 / 10)."""
     if name.startswith("digits"):
         reg = {"public_per_class": 5, "imbalance_ratio": 10.0 if name == "digits_ir10" else 1.0}
         fs = get_features("digits", "pixels")
     else:
         reg = {r["name"]: r for r in REGIME_FAMILY}[name]
         fs = get_features("synthetic", "pixels", **reg["dataset_kwargs"])
-    res = defaultdict(list)
     for seed in seeds:
-        sp = make_split(fs, SplitSpec(public_per_class=reg["public_per_class"],
-                                      imbalance_ratio=reg["imbalance_ratio"], seed=seed))
+        yield seed, make_split(fs, SplitSpec(public_per_class=reg["public_per_class"],
+                                             imbalance_ratio=reg["imbalance_ratio"], seed=seed))
+
+
+def main() -> None:
+    name, eps_s, seeds_s, var_s = sys.argv[1:5]
+    eps = [float(e) for e in eps_s.split(",")]
+    seeds = [int(s) for s in seeds_s.split(",")]
+    variants = var_s.split(",")
+    res = defaultdict(list)
+    for seed, sp in regime_splits(name, seeds):
         for lab in variants:
             meth, kw = VARIANTS[lab]
             for e in (eps if meth != "only_public" else [None]):

@@ -26,27 +26,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's mixdp_core
 
-from mixdp_core.data.splits import SplitSpec, make_split  # noqa: E402
-from mixdp_core.features.cache import get_features  # noqa: E402
+from center_and_start import regime_splits  # noqa: E402  (the same regimes and splits)
 from mixdp_core.methods import make_method  # noqa: E402
 from mixdp_core.methods.adamix.configs import HONEST_GRID, NOISE_MARGIN_Z  # noqa: E402
-from mixdp_core.runs.figures.regimes import REGIME_FAMILY  # noqa: E402
 
 
 def main() -> None:
     name, eps_s, seeds_s = sys.argv[1:4]
     eps = [float(e) for e in eps_s.split(",")]
     seeds = [int(s) for s in seeds_s.split(",")]
-    if name.startswith("digits"):
-        reg = {"public_per_class": 5, "imbalance_ratio": 10.0 if name == "digits_ir10" else 1.0}
-        fs = get_features("digits", "pixels")
-    else:
-        reg = {r["name"]: r for r in REGIME_FAMILY}[name]
-        fs = get_features("synthetic", "pixels", **reg["dataset_kwargs"])
     rows = {k: {e: [] for e in eps} for k in ("default", "oracle", "tuned")}
-    for seed in seeds:
-        sp = make_split(fs, SplitSpec(public_per_class=reg["public_per_class"],
-                                      imbalance_ratio=reg["imbalance_ratio"], seed=seed))
+    for seed, sp in regime_splits(name, seeds):
 
         def err(m):
             return 100.0 * float(np.mean(m.predict(sp.X_test) != sp.y_test))

@@ -17,6 +17,7 @@ class) or ``digits_ir10`` (the same with imbalance ratio 10, the app's default s
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import defaultdict
@@ -48,15 +49,27 @@ VARIANTS = {
     "LAW": ("adamix", {"class_balance": "logit_adjust_weighted_tests"}),
     "CE-ng": ("adamix", {"class_balance": "none", "public_guard": False}),
     "LA-ng": ("adamix", {"class_balance": "logit_adjust", "public_guard": False}),
+    # the public-start guard on held-out private rows (docs/results/regimes.md): share held out
+    "op": ("only_public", {}),
+    "def": ("adamix", {}),
+    "H05": ("adamix", {"guard_holdout": 0.05}),
+    "H10": ("adamix", {"guard_holdout": 0.1}),
+    "H20": ("adamix", {"guard_holdout": 0.2}),
 }
 
 
 def regime_splits(name: str, seeds):
     """``(seed, split)`` for each seed of REGIME (a ``REGIME_FAMILY`` name, ``digits`` or
-    ``digits_ir10``: pixels, 5 public per class, imbalance ratio 1 / 10)."""
+    ``digits_ir10``: pixels, 5 public per class, imbalance ratio 1 / 10; ``cifar10_2_20`` /
+    ``cifar10_2_60``: fewshot.md's CIFAR-10 regimes, 2 public + 20 / 60 private per class)."""
     if name.startswith("digits"):
         reg = {"public_per_class": 5, "imbalance_ratio": 10.0 if name == "digits_ir10" else 1.0}
         fs = get_features("digits", "pixels")
+    elif name.startswith("cifar10_2_"):  # fewshot.md's CIFAR-10 regimes: CIFAR10_DIR in the environment
+        reg = {"public_per_class": 2, "imbalance_ratio": 1.0}
+        fs = get_features("image_folder", "efficientnet_lite0", root=os.environ.get("CIFAR10_DIR", "/tmp/c10"),
+                          max_per_class=2 + int(name.rsplit("_", 1)[1]), max_test_per_class=200,
+                          encoder_kwargs={"image_size": 128, "precision": "fp32"})
     else:
         reg = {r["name"]: r for r in REGIME_FAMILY}[name]
         fs = get_features("synthetic", "pixels", **reg["dataset_kwargs"])

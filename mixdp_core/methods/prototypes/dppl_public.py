@@ -63,6 +63,19 @@ class DPPLPublicConfig(SeededPrivacyConfig):
     block_size: int | None = param(None, type=int, range=Interval(1, None),
                                    help="Pool rows per block of the utility computation (None: automatic).")
 
+    @staticmethod
+    def _check_device(value: Any) -> None:
+        from ..adamix.kernels import check_device  # lazy, imports no torch
+
+        check_device(value)
+
+    device: str = param(
+        "auto", choices=("auto", "cpu", "cuda"), check=_check_device,
+        help="Where the utilities (the cosine products of every private row with every pool candidate) run: "
+             "'cpu' (numpy), 'cuda' (torch on the GPU; refused when torch sees none), 'auto' (CUDA when torch "
+             "sees a GPU and the products take >= 1e11 multiply-adds, else cpu). The exponential mechanism is "
+             "drawn on the host from the same utilities, so the release and ε are the same on every device.")
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.d_min < self.d_max:  # cross-field constraint
@@ -77,7 +90,7 @@ class _PublicBase(PrototypeFamilyMethod):
         pool = load_public_pool(cfg.public_pool, split, public_pool)
         U = public_utilities(
             split.X_private, split.y_private, pool, n_classes=split.n_classes,
-            d_min=cfg.d_min, d_max=cfg.d_max, block_size=cfg.block_size,
+            d_min=cfg.d_min, d_max=cfg.d_max, block_size=cfg.block_size, device=cfg.device,
         )
         return pool, U
 

@@ -129,6 +129,7 @@ def public_utilities(
     block_size: int | None = None,
     dtype: Any = np.float32,
     layout: str = "pool_major",
+    device: str = "cpu",
 ) -> np.ndarray:
     """Utilities of every pool candidate for every class (Eq. 14, Alg. 1), blocked.
 
@@ -163,6 +164,11 @@ def public_utilities(
         block_size: pool rows per block (default: :func:`default_block_size`).
         dtype: compute dtype of the tiles (float32 default).
         layout: ``"private_major"`` or ``"pool_major"`` (clipping path only, see above).
+        device: ``"cpu"`` (numpy, above), ``"cuda"`` (torch on the GPU) or ``"auto"``
+            (:func:`utilities_device`); ``"torch_cpu"`` runs the torch path on the CPU (tests).
+            The torch path computes the same float32 tiles as ``pool_major`` (the pool is
+            copied to the device block by block; no TF32), so the utilities, and the
+            exponential mechanism drawn from them on the host, are the same on every device.
 
     Returns:
         ``(C, N)`` float64 utilities.
@@ -176,8 +182,12 @@ def public_utilities(
     if pool.shape[1] != E.shape[1]:
         raise DataError(f"public_pool: has {pool.shape[1]} features, private data has {E.shape[1]}")
     counts = np.bincount(y, minlength=n_classes).astype(np.float64)
-    U = np.empty((n_classes, N), dtype=np.float64)
     clipping = d_min > 0.0 or d_max < 2.0
+    where = utilities_device(device, n_private=len(E), n_pool=N, dim=E.shape[1])
+    if where != "cpu":
+        return _public_utilities_torch(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size,
+                                       clipping=clipping, device="cpu" if where == "torch" else where)
+    U = np.empty((n_classes, N), dtype=np.float64)
     if not clipping:
         S = np.zeros((n_classes, E.shape[1]), dtype=np.float64)
         np.add.at(S, y, E.astype(np.float64))
@@ -212,9 +222,77 @@ def public_utilities(
         else:
             T = tile[: b - a]
             np.matmul(P, E.T, out=T)
-            T += 1.0 - d_min
-            np.clip(T, 0.0, d_max - d_min, out=T)
+            # clip(1 + c, d_min, d_max) - d_min = clip(c, d_min - 1, d_max - 1) + (1 - d_min):
+            # one pass over the tile instead of two; the constant goes in per class, n_c (1 - d_min)
+            np.clip(T, d_min - 1.0, d_max - 1.0, out=T)
             U[:, a:b] = (T @ onehot).T
+            U[:, a:b] += (counts * (1.0 - d_min))[:, None]
+    return U
+
+
+#: ``device="auto"`` moves the clipped utilities to a GPU from this many multiply-adds of the
+#: cosine tile (``N_private * N_pool * d``). Why: a CUDA run first pays torch's import and the
+#: CUDA context (~1-3 s), while these cores do ~30-70 GFLOP/s of fp32 products
+#: (``docs/results/speed.md``), i.e. ~1e11 multiply-adds in that time; below it the CPU finishes
+#: first. From public orders of magnitude, like the release kernels' ``AUTO_CUDA_MIN_BYTES``.
+AUTO_CUDA_MIN_MACS = 10**11
+
+
+def utilities_device(device: str, *, n_private: int, n_pool: int, dim: int) -> str:
+    """Where :func:`public_utilities` runs: ``"cpu"`` (numpy), ``"torch"`` (torch, CPU) or ``"cuda"``.
+
+    ``"auto"`` is ``"cuda"`` when torch sees a GPU and the cosine tile has at least
+    :data:`AUTO_CUDA_MIN_MACS` multiply-adds, else ``"cpu"``; the other options are those of the
+    release kernels' :func:`~mixdp_core.methods.adamix.kernels.resolve_device` (``"cuda"``
+    without a GPU is a one-line ``ConfigError`` on ``device``).
+    """
+    from ..adamix.kernels import resolve_device  # imports neither torch nor numba
+
+    if device == "auto" and n_private * n_pool * dim < AUTO_CUDA_MIN_MACS:
+        return "cpu"  # decided before looking for a GPU: small problems never import torch
+    return resolve_device(device)
+
+
+def _public_utilities_torch(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.ndarray, *, d_min: float,
+                            d_max: float, block_size: int | None, clipping: bool, device: str) -> np.ndarray:
+    """The ``pool_major`` computation of :func:`public_utilities` in torch on ``device``.
+
+    ``E``: normalized private rows, in the compute dtype of the tiles. Same tiles, same clip, same float32 class sums by a
+    product with the one-hot matrix; only the arithmetic's order inside the products differs
+    (relative differences ~1e-6, tested against the numpy path).
+    """
+    import torch
+
+    n_classes = len(counts)
+    N = int(pool.shape[0])
+    Et = torch.from_numpy(np.ascontiguousarray(E)).to(device)
+    dt = Et.dtype
+    yt = torch.from_numpy(np.asarray(y, dtype=np.int64)).to(device)
+    if clipping:
+        M = torch.zeros((len(E), n_classes), dtype=dt, device=device)
+        M[torch.arange(len(E), device=device), yt] = 1.0  # one-hot: class sums as one product
+        # the (block, N_private) float32 tile is the only large temporary: 1 GiB on a GPU
+        budget = (1 << 30) if device != "cpu" else 64 * 2**20
+        bs = block_size or int(max(256, min(N, budget // (E.itemsize * max(len(E), 1)))))
+    else:
+        M = torch.zeros((n_classes, E.shape[1]), dtype=torch.float64, device=device)
+        M.index_add_(0, yt, Et.double())  # s_c: float64 class sums, as the numpy path
+        M = M.to(dt)
+        bs = block_size or 65536
+    lo = 1.0 - d_min
+    cnt = torch.from_numpy(counts).to(device)
+    U = np.empty((n_classes, N), dtype=np.float64)
+    with torch.no_grad():
+        for a in range(0, N, bs):
+            b = min(N, a + bs)
+            P = torch.from_numpy(np.ascontiguousarray(pool[a:b], dtype=E.dtype)).to(device)
+            P = P / P.norm(dim=1, keepdim=True).clamp_min(1e-12)
+            if clipping:
+                T = (P @ Et.T).clamp_(d_min - 1.0, d_max - 1.0)  # one pass, as the numpy path
+                Ub = (T @ M).T.double() + lo * cnt[:, None]
+            else:
+                Ub = (M @ P.T).double() + cnt[:, None]
+            U[:, a:b] = Ub.cpu().numpy()
     return U
 
 

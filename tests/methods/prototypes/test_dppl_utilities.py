@@ -54,6 +54,42 @@ def test_blocked_utilities_equal_dense(tiny, d_min, d_max, block, layout):
     assert np.all(blocked >= -1e-5) and np.all(blocked <= np.bincount(yp, minlength=4)[:, None] * (d_max - d_min) + 1e-4)
 
 
+def _torch_devices():
+    torch = pytest.importorskip("torch")
+    return ["torch_cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("d_min,d_max", [(0.0, 2.0), (0.5, 1.5), (0.0, 1.2)])
+@pytest.mark.parametrize("block", [16, None])
+def test_torch_utilities_equal_dense(tiny, d_min, d_max, block):
+    """The torch path (CPU here; also CUDA where a GPU is visible) computes the numpy path's
+    utilities: same clip, same class sums, blocks that do not divide the pool, an empty class."""
+    Xp, yp, pool = tiny
+    dense = dense_public_utilities(Xp, yp, pool, n_classes=4, d_min=d_min, d_max=d_max)
+    for device in _torch_devices():
+        U = public_utilities(Xp, yp, pool, n_classes=4, d_min=d_min, d_max=d_max, block_size=block, device=device)
+        assert U.shape == (4, 257) and U.dtype == np.float64
+        np.testing.assert_allclose(U, dense, rtol=1e-5, atol=1e-4, err_msg=device)
+        assert np.all(U[3] == 0)
+
+
+def test_utilities_device_auto_and_cuda_check():
+    """'auto' keeps small problems on numpy without looking for a GPU; an unknown device or
+    'cuda' on a machine without one is a one-line ConfigError naming ``device``."""
+    from mixdp_core.methods.prototypes.utilities import AUTO_CUDA_MIN_MACS, utilities_device
+
+    assert utilities_device("auto", n_private=5000, n_pool=1000, dim=512) == "cpu"
+    assert 5000 * 1000 * 512 < AUTO_CUDA_MIN_MACS <= 5000 * 1_281_167 * 512  # the ImageNet pool qualifies
+    assert utilities_device("cpu", n_private=10**6, n_pool=10**6, dim=10**3) == "cpu"
+    with pytest.raises(ConfigError, match="^device: must be one of"):
+        utilities_device("tpu", n_private=1, n_pool=1, dim=1)
+    from mixdp_core.methods.adamix.kernels import _cuda_available
+
+    if not _cuda_available():
+        with pytest.raises(ConfigError, match="^device: .*sees no CUDA device"):
+            utilities_device("cuda", n_private=1, n_pool=1, dim=1)
+
+
 def test_blocked_utilities_from_memmap(tiny, tmp_path):
     Xp, yp, pool = tiny
     path = tmp_path / "pool.npy"

@@ -1,0 +1,101 @@
+"""Variants of ``scripts/center_and_start.py`` over several regimes, in parallel processes.
+
+One job per (regime, seed, variant, ε), each on one BLAS thread in a process pool; the
+regimes' features are built once in the parent (the feature cache is not written
+concurrently). Prints one line per job to stderr, then per regime the mean test error,
+balanced accuracy and guard-release count per variant and ε, and appends every job's result
+to a JSON-lines file as it finishes (``--jsonl``). Used for the guard measurements of docs/results/regimes.md on a
+many-core machine.
+
+Usage::
+
+    python scripts/variants_parallel.py --regimes ten_class_ir10,many_class_100_d256 \\
+        --epsilons 0.5,1,3,8 --seeds 0,1,2,3 --variants op,def,H10 --workers 14 --jsonl out.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
+    import numpy as np
+    from sklearn.metrics import balanced_accuracy_score
+    from threadpoolctl import threadpool_limits
+
+    from center_and_start import VARIANTS, regime_splits
+    from mixdp_core.methods import make_method
+
+    meth, kw = VARIANTS[lab]
+    (_, sp), = list(regime_splits(regime, [seed]))
+    args = dict(kw)
+    if eps is not None:
+        args.update(target_epsilon=eps, seed=seed)
+    t = time.time()
+    with threadpool_limits(1):
+        m = make_method(meth, **args).fit(sp)
+    pred = m.predict(sp.X_test)
+    g = getattr(m, "guard_kept_private_", None)
+    return {"regime": regime, "seed": seed, "variant": lab, "epsilon": eps,
+            "error": float(100 * np.mean(pred != sp.y_test)),
+            "balanced_accuracy": float(100 * balanced_accuracy_score(sp.y_test, pred)),
+            "guard_kept_private": None if g is None else bool(g), "seconds": time.time() - t}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--regimes", required=True)
+    ap.add_argument("--epsilons", default="0.5,1,3,8")
+    ap.add_argument("--seeds", default="0,1,2,3")
+    ap.add_argument("--variants", required=True)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--jsonl")
+    a = ap.parse_args()
+    from center_and_start import VARIANTS, regime_splits
+
+    regimes, variants = a.regimes.split(","), a.variants.split(",")
+    eps = [float(e) for e in a.epsilons.split(",")]
+    seeds = [int(s) for s in a.seeds.split(",")]
+    for r in regimes:  # features built once, here
+        list(regime_splits(r, seeds[:1]))
+    jobs = [(r, s, v, e) for r in regimes for s in seeds for v in variants
+            for e in (eps if VARIANTS[v][0] != "only_public" else [None])]
+    out = []
+    with ProcessPoolExecutor(a.workers) as ex:
+        futs = [ex.submit(_job, *j) for j in jobs]
+        for f in as_completed(futs):
+            r = f.result()
+            out.append(r)
+            if a.jsonl:
+                with open(a.jsonl, "a") as fh:
+                    fh.write(json.dumps(r) + "\n")
+            print(f"# {r['regime']} s{r['seed']} {r['variant']} eps={r['epsilon']} err={r['error']:.1f} "
+                  f"guard={r['guard_kept_private']} {r['seconds']:.0f}s", file=sys.stderr, flush=True)
+    by = defaultdict(list)
+    for r in out:
+        by[(r["regime"], r["variant"], r["epsilon"])].append(r)
+    for reg in regimes:
+        print(f"\n{reg} seeds {seeds}: error % (balanced acc %) [guard released private / runs]")
+        for v in variants:
+            row = []
+            for e in (eps if VARIANTS[v][0] != "only_public" else [None]):
+                rs = by[(reg, v, e)]
+                g = [x["guard_kept_private"] for x in rs if x["guard_kept_private"] is not None]
+                row.append(f"eps={e}: {sum(x['error'] for x in rs) / len(rs):.1f} "
+                           f"({sum(x['balanced_accuracy'] for x in rs) / len(rs):.1f})"
+                           + (f" [{sum(g)}/{len(g)}]" if g else ""))
+            print(f"  {v:6s} " + " | ".join(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -55,6 +55,10 @@ VARIANTS = {
     "H05": ("adamix", {"guard_holdout": 0.05}),
     "H10": ("adamix", {"guard_holdout": 0.1}),
     "H20": ("adamix", {"guard_holdout": 0.2}),
+    # the ridge of the public fit (docs/results/only_public_ridge.md): AdaMix's start / Only-Public
+    "S4": ("adamix", {"public_l2": 1e-4}),
+    "op4": ("only_public", {"l2": 1e-4}),
+    "opL": ("only_public", {"l2_rule": "loo"}),
 }
 
 

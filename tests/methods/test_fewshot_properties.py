@@ -47,19 +47,19 @@ def test_public_data_never_hurt_and_more_budget_never_hurts(fewshot_splits, regi
 
 
 def test_only_public_is_the_adamix_start(fewshot_splits):
-    # property 4: one public solution (fixed weak ridge, no CV on 1 shot); the private phase
-    # starts at a positive rescaling of it (same predictions as Only-Public)
-    from mixdp_core.methods._linear import PUBLIC_L2, fit_public
+    # property 4: one public solution (1 shot: nothing to leave out, the ridge is ONE_SHOT_L2);
+    # the private phase starts at a positive rescaling of it (same predictions as Only-Public)
+    from mixdp_core.methods._linear import ONE_SHOT_L2, fit_public
 
     sp = fewshot_splits["one_shot"][0]
     pub = make_method("only_public").fit(sp)
-    assert pub.l2_ == PUBLIC_L2
+    assert pub.l2_ == ONE_SHOT_L2
     # on the map both share (centred on the public mean: public rows only)
-    W = fit_public(pub.feature_map_(sp.X_public), sp.y_public, sp.n_classes)
+    W = fit_public(pub.feature_map_(sp.X_public), sp.y_public, sp.n_classes, l2=pub.l2_)
     np.testing.assert_allclose(pub.W_, W, rtol=1e-5, atol=1e-6)
     m = make_method("adamix", target_epsilon=1.0)
     m.fit(sp, on_step=lambda r: True)  # stop after the first noisy step
-    assert m.init_scale_ > 0
+    assert m.init_scale_ > 0 and m.public_l2_ == pub.l2_
     np.testing.assert_array_equal(m.feature_map_.center, pub.feature_map_.center)
     Xt = pub.feature_map_(sp.X_test)
     np.testing.assert_array_equal((Xt @ (W * np.float32(m.init_scale_))).argmax(1), pub.predict(sp.X_test))

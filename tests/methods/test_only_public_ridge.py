@@ -10,7 +10,7 @@ from scipy.optimize import minimize
 from mixdp_core.methods import make_method
 from mixdp_core.methods import _linear
 from mixdp_core.methods._linear import (
-    L2_PATH, PUBLIC_L2, fit_logistic_spectral, l2_normalize, loo_logits_alo, loo_ridge_path, select_l2_loo,
+    L2_PATH, ONE_SHOT_L2, PUBLIC_L2, fit_logistic_spectral, l2_normalize, loo_logits_alo, loo_ridge_path, select_l2_loo,
     softmax_residual, spectral_rows,
 )
 
@@ -99,7 +99,7 @@ def test_one_shot_falls_back_and_singleton_classes_are_not_scored():
     X = l2_normalize(rng.normal(size=(6, 10)))
     y = np.arange(6)  # 1 shot per class: no held-out row keeps its class
     assert loo_ridge_path(X, y, 6) is None
-    assert select_l2_loo(X, y, 6) == PUBLIC_L2
+    assert select_l2_loo(X, y, 6) == ONE_SHOT_L2
     assert select_l2_loo(X, y, 6, fallback=0.5) == 0.5
     X2, y2 = _rows(2.0, False, C=3, k=3)
     X2, y2 = np.vstack([X2, X[:1, :10].repeat(3, 1)]), np.append(y2, 3)  # + a class of one row
@@ -122,8 +122,9 @@ def test_noise_picks_a_stronger_ridge_than_separated_classes(seed):
 
 
 def test_only_public_rules(digits_split):
-    assert make_method("only_public").fit(digits_split).l2_ == PUBLIC_L2  # default: fixed
-    m = make_method("only_public", l2_rule="loo").fit(digits_split)
+    assert make_method("only_public", l2_rule="fixed").fit(digits_split).l2_ == PUBLIC_L2
+    m = make_method("only_public").fit(digits_split)  # default: loo
+    assert m.config.l2_rule == "loo"
     assert m.l2_ == select_l2_loo(m.feature_map_(digits_split.X_public), digits_split.y_public, 10)  # its input
     assert m.l2_ in L2_PATH
     assert make_method("only_public", l2_rule="loo", l2=0.5).fit(digits_split).l2_ == 0.5  # l2 wins
@@ -140,3 +141,34 @@ def test_loo_rule_reads_public_rows_only(digits_split):
     moved = dataclasses.replace(digits_split, X_test=rng.normal(size=digits_split.X_test.shape).astype(np.float32))
     c = make_method("only_public", l2_rule="loo").fit(moved)
     assert a.l2_ == c.l2_ and np.array_equal(a.W_, c.W_)
+
+
+def test_adamix_starts_from_the_only_public_model_under_every_rule(digits_split, monkeypatch):
+    """The public start of AdaMix / NGD uses Only-Public's ridge rule on the same rows: the
+    same ridge (so the guard's kept start *is* Only-Public), and the selection is computed once
+    per public set however many runs use it."""
+    calls = []
+    real = _linear.select_l2_loo
+
+    def counting(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(_linear, "select_l2_loo", counting)
+    monkeypatch.setattr(_linear, "_RIDGE_CACHE", {})
+    for rule in ("loo", "fixed"):
+        op = make_method("only_public", l2_rule=rule).fit(digits_split)
+        for name in ("adamix", "ngd"):
+            m = make_method(name, target_epsilon=1.0, public_l2_rule=rule, noise="reproducible")
+            m.fit(digits_split, on_step=lambda r: True)  # the start is fitted before the first step
+            assert m.public_l2_ == op.l2_, (rule, name)
+    assert len(calls) == 1  # loo: once for the three fits; fixed: never
+    assert make_method("adamix", target_epsilon=1.0, public_l2=0.5, noise="reproducible").fit(
+        digits_split, on_step=lambda r: True).public_l2_ == 0.5  # an explicit ridge wins
+
+
+def test_public_ridge_rejects_an_unknown_rule(digits_split):
+    from mixdp_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^l2_rule: must be 'loo' or 'fixed'"):
+        _linear.public_ridge(digits_split.X_public, digits_split.y_public, 10, "cv")

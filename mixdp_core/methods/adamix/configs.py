@@ -81,6 +81,11 @@ _FEATURE_CENTER_HELP = (
     "data only, no privacy cost); 'none' = rows scaled to unit norm.")
 
 
+_L2_RULE_HELP = (
+    "Ridge of the public logistic fit: 'loo' (default) = selected from the public rows by approximate "
+    "class-balanced leave-one-out log-loss over 1, 10^-0.5, ..., 1e-5 (select_l2_loo: works with 2 shots, reads "
+    "no private or test data; with 1 public row per class nothing can be held out and it is ONE_SHOT_L2 = 1e-4, "
+    "chosen on 1-shot development settings); 'fixed' = PUBLIC_L2 = 1e-2 (the earlier default).")
 _POS = Interval(0.0, None, closed="neither")
 _NONNEG = Interval(0.0, None)
 _UNIT_OPEN = Interval(0.0, 1.0, closed="neither")
@@ -123,9 +128,9 @@ class NonPrivateConfig(PrivacyConfig):
 class OnlyPublicConfig(NonPrivateConfig):
     """``only_public``: :class:`NonPrivateConfig` with its own ridge rules (public rows only).
 
-    ``l2_rule="fixed"`` stays the default: the leave-one-out selection matched the better fixed
-    ridge within noise wherever it had 2+ shots, but on the 1-shot validation regime it can
-    only fall back to ``PUBLIC_L2``, which lost to ``1e-4`` there by 2.6 pt
+    ``l2_rule="loo"`` is the default: the ridge is selected from the public rows (approximate
+    leave-one-out, ``ONE_SHOT_L2`` with one row per class), and the AdaMix family's public start
+    uses the same rule (``public_l2_rule``), so Only-Public is still that start
     (docs/results/only_public_ridge.md)."""
 
     seed: int = param(0, type=int, range=SEED_RANGE, help="Unused (both ridge rules are deterministic); uniform "
@@ -134,12 +139,9 @@ class OnlyPublicConfig(NonPrivateConfig):
         None, type=float, range=_NONNEG,
         help="Ridge coefficient on the mean loss; None = the rule l2_rule.")
     l2_rule: str = param(
-        "fixed", choices=("fixed", "loo"),
-        help="Ridge when l2 is None: 'fixed' (default) = PUBLIC_L2 = 1e-2, the ridge of the public fit AdaMix / NGD "
-             "start from (fit_public), so both report the same model; 'loo' = selected from the public rows by "
-             "approximate class-balanced leave-one-out log-loss over 1, 10^-0.5, ..., 1e-5 (select_l2_loo: works "
-             "with 2 shots, reads no private or test data; with 1 shot per class there is no held-out row and it "
-             "returns PUBLIC_L2).")
+        "loo", choices=("loo", "fixed"),
+        help=_L2_RULE_HELP + " The same rule as the public start of AdaMix / NGD (public_l2_rule), so both "
+             "report the same model.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,9 +191,10 @@ class NoisyGDConfig(PrivacyConfig):
                                                f"trust region; None = {REF_DISTANCE_SCALE:g} max(||w_ref||_F, sqrt(C) "
                                                "ln C) (REF_DISTANCE_SCALE; public information only).")
     public_l2: Optional[float] = param(None, type=float, range=_NONNEG,
-                                       help="Ridge (mean-loss scale) of the public pre-training; None = PUBLIC_L2 "
-                                            "(1e-2, fixed: the paper's coefficient; the same fit only_public "
-                                            "reports).")
+                                       help="Ridge (mean-loss scale) of the public pre-training; None = the rule "
+                                            "public_l2_rule (the same fit only_public reports).")
+    public_l2_rule: str = param("loo", choices=("loo", "fixed"),
+                                help=_L2_RULE_HELP + " Used when public_l2 is None.")
     eval_every: Optional[int] = param(None, type=int, range=Interval(1, None),
                                       help="Test error every this many steps; None = max(1, T // 50).")
     feature_center: str = param("auto", choices=("auto", "public_mean", "none"), help=_FEATURE_CENTER_HELP)

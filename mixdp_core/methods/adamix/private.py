@@ -13,7 +13,7 @@ import numpy as np
 from ... import accounting
 from ...errors import DataError
 from ...randomness import noise_rng, snap_count
-from .._linear import error_rate, fit_logistic, fit_public, l2_normalize, row_norms, softmax_residual
+from .._linear import error_rate, fit_logistic, fit_public, l2_normalize, public_ridge, row_norms, softmax_residual
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
@@ -82,7 +82,11 @@ class NoisyGDMethod(LinearHead):
     def _public_init(self, split: Any, d: UnitRows) -> np.ndarray:
         if len(split.y_public) == 0:
             raise DataError(f"X_public: {type(self).__name__} with a public init needs public samples")
-        return fit_public(d.public, split.y_public, split.n_classes, l2=self.config.public_l2)
+        cfg = self.config
+        l2 = cfg.public_l2 if cfg.public_l2 is not None else public_ridge(d.public, split.y_public, split.n_classes,
+                                                                          cfg.public_l2_rule)
+        self.public_l2_ = float(l2)
+        return fit_public(d.public, split.y_public, split.n_classes, l2=l2)
 
     def _noise_scaled_start(self, W_pub: np.ndarray, problem: NoisyGDProblem, opts: NoisyGDOptions,
                             T_grad: int, n_hat: float) -> tuple[np.ndarray, float]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...errors import DataError
 from .._linear import (
-    PUBLIC_L2, cross_validate_l2, fit_logistic_spectral, fit_public, l2_normalize, select_l2_loo, spectral_rows,
+    cross_validate_l2, fit_logistic_spectral, fit_public, l2_normalize, public_ridge, spectral_rows,
 )
 from ..base import METHODS, ROLE_METHOD, ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER, Method, OnStep, StepRecord
 from .configs import NonPrivateConfig, OnlyPublicConfig, ZeroShotConfig
@@ -181,11 +181,12 @@ class Paragon(LinearHead):
 class OnlyPublic(Paragon):
     """Few-shot baseline: logistic regression on the public rows only.
 
-    Ridge (``l2=None``): ``l2_rule="fixed"`` (default) uses ``PUBLIC_L2``, the ridge of the
-    public start of ``adamix`` / ``ngd``, so Only-Public *is* that start; ``l2_rule="loo"``
-    selects it on the public rows with :func:`~mixdp_core.methods._linear.select_l2_loo`
-    (approximate class-balanced leave-one-out log-loss along a ridge path; ``PUBLIC_L2`` with
-    1 shot per class). Either way the model is :func:`fit_public` at that ridge.
+    Ridge (``l2=None``): :func:`~mixdp_core.methods._linear.public_ridge` under ``l2_rule``, the
+    rule of the public start of ``adamix`` / ``ngd`` (``public_l2_rule``), so Only-Public *is*
+    that start: ``"loo"`` (default) selects it on the public rows with
+    :func:`~mixdp_core.methods._linear.select_l2_loo` (approximate class-balanced leave-one-out
+    log-loss along a ridge path; ``ONE_SHOT_L2`` with 1 shot per class), ``"fixed"`` uses
+    ``PUBLIC_L2``. Either way the model is :func:`fit_public` at that ridge.
     Measurements: docs/results/only_public_ridge.md.
 
     Privacy: the private rows are never read, so their privacy loss is 0 (``privacy_`` stays
@@ -207,10 +208,8 @@ class OnlyPublic(Paragon):
         # The same fit as the public start of adamix / ngd (fit_public); only the ridge may differ.
         if self.config.l2 is not None:
             self.l2_ = float(self.config.l2)
-        elif self.config.l2_rule == "loo":
-            self.l2_ = select_l2_loo(d.public, split.y_public, split.n_classes)
-        else:
-            self.l2_ = PUBLIC_L2
+        else:  # the rule of the public start (NoisyGDMethod._public_init): the same ridge, the same model
+            self.l2_ = public_ridge(d.public, split.y_public, split.n_classes, self.config.l2_rule)
         self.W_ = fit_public(d.public, split.y_public, split.n_classes, l2=self.l2_,
                              max_iter=max(self.config.max_iter, 1000))
         self._finish(split, d.test, on_step)

@@ -68,7 +68,7 @@ def test_adamix_pdp_below_worst_case(small_split):
 def test_adaptive_clip_is_public_percentile_of_autograd_norms(small_split):
     m = make_method("adamix", target_epsilon=0.5, noise_multiplier=10.0, clip_percentile=75).fit(small_split)
     Xp = m.feature_map_(small_split.X_public)  # the head's input (public-mean centred)
-    W0 = fit_public(Xp, small_split.y_public, 10) * m.init_scale_  # the (rescaled) public start
+    W0 = fit_public(Xp, small_split.y_public, 10, l2=m.public_l2_) * m.init_scale_  # the (rescaled) public start
     w = torch.tensor(W0.astype(np.float64), requires_grad=True)
     norms = []
     for i in range(len(Xp)):
@@ -242,7 +242,8 @@ def test_released_noise_start_bounds_the_noise_of_the_released_model():
                           init_scale="noise").fit(sp)
     assert runs[0].steps_ > 100 and runs[0].init_scale_ != default.init_scale_  # past the burn-in: the rule differs
     noise = float(np.stack([d.public @ m.W_ for m in runs]).std(axis=0, ddof=1).mean())
-    W_pub = fit_public(d.public, sp.y_public, sp.n_classes, l2=None)
+    assert len({m.public_l2_ for m in runs}) == 1  # one public set, one selected ridge
+    W_pub = fit_public(d.public, sp.y_public, sp.n_classes, l2=runs[0].public_l2_)
     Z = d.public @ W_pub
     idx = np.arange(len(sp.y_public))
     zy = Z[idx, sp.y_public].copy()

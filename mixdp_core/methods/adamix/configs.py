@@ -86,6 +86,19 @@ _L2_RULE_HELP = (
     "class-balanced leave-one-out log-loss over 1, 10^-0.5, ..., 1e-5 (select_l2_loo: works with 2 shots, reads "
     "no private or test data; with 1 public row per class nothing can be held out and it is ONE_SHOT_L2 = 1e-4, "
     "chosen on 1-shot development settings); 'fixed' = PUBLIC_L2 = 1e-2 (the earlier default).")
+def _check_device(value: Any) -> None:
+    from .kernels import check_device  # lazy: kept off the configs' import; the kernels import no torch
+
+    check_device(value)
+
+
+def device_param(*, help: str) -> Any:
+    """A config's ``device`` field: ``'auto'`` (default), ``'cpu'`` or ``'cuda'``, with ``'cuda'``
+    refused where torch sees no GPU (:func:`~mixdp_core.methods.adamix.kernels.check_device`).
+    One declaration for every method that offers a device (``help`` says what runs there)."""
+    return param("auto", choices=("auto", "cpu", "cuda"), check=_check_device, help=help)
+
+
 _POS = Interval(0.0, None, closed="neither")
 _NONNEG = Interval(0.0, None)
 _UNIT_OPEN = Interval(0.0, 1.0, closed="neither")
@@ -274,14 +287,7 @@ class NoisyGDConfig(PrivacyConfig):
         privacy_note="one Gaussian release on private rows, accounted in the run's ε")
 
     # --- device of the private release: the same mechanism and ε on every device ---
-    @staticmethod
-    def _check_device(value: Any) -> None:
-        from .kernels import check_device  # lazy: kept off the configs' import; the kernels import no torch
-
-        check_device(value)
-
-    device: str = param(
-        "auto", choices=("auto", "cpu", "cuda"), check=_check_device,
+    device: str = device_param(
         help="Where the private release (the two products with the private features) runs: 'cpu' (numpy, or "
              "the fused numba kernel for large feature matrices), 'cuda' (torch on the GPU; refused when torch "
              "sees none), 'auto' (CUDA when torch sees a GPU and the private features take >= 16 MiB, where a "

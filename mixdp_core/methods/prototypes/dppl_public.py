@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError
+from ..adamix.configs import device_param
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
 from ...randomness import noise_rng
@@ -63,14 +64,7 @@ class DPPLPublicConfig(SeededPrivacyConfig):
     block_size: int | None = param(None, type=int, range=Interval(1, None),
                                    help="Pool rows per block of the utility computation (None: automatic).")
 
-    @staticmethod
-    def _check_device(value: Any) -> None:
-        from ..adamix.kernels import check_device  # lazy, imports no torch
-
-        check_device(value)
-
-    device: str = param(
-        "auto", choices=("auto", "cpu", "cuda"), check=_check_device,
+    device: str = device_param(
         help="Where the utilities (the cosine products of every private row with every pool candidate) run: "
              "'cpu' (numpy), 'cuda' (torch on the GPU; refused when torch sees none), 'auto' (CUDA when torch "
              "sees a GPU and the products take >= 1e11 multiply-adds, else cpu). The exponential mechanism is "

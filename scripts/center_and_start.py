@@ -19,19 +19,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from collections import defaultdict
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's mixdp_core
 
-from sklearn.metrics import balanced_accuracy_score  # noqa: E402
-
 from mixdp_core.data.splits import SplitSpec, make_split  # noqa: E402
 from mixdp_core.features.cache import get_features  # noqa: E402
-from mixdp_core.methods import make_method  # noqa: E402
 from mixdp_core.runs.figures.regimes import REGIME_FAMILY  # noqa: E402
 
 VARIANTS = {
@@ -62,55 +55,37 @@ VARIANTS = {
 }
 
 
-def regime_splits(name: str, seeds):
-    """``(seed, split)`` for each seed of REGIME (a ``REGIME_FAMILY`` name, ``digits`` or
-    ``digits_ir10``: pixels, 5 public per class, imbalance ratio 1 / 10; ``cifar10_2_20`` /
-    ``cifar10_2_60``: fewshot.md's CIFAR-10 regimes, 2 public + 20 / 60 private per class)."""
+def regime_features(name: str):
+    """``(feature set, public per class, imbalance ratio)`` of REGIME: a ``REGIME_FAMILY`` name,
+    ``digits`` or ``digits_ir10`` (pixels, 5 public per class, imbalance ratio 1 / 10), or
+    ``cifar10_2_20`` / ``cifar10_2_60`` (fewshot.md's CIFAR-10 regimes, 2 public + 20 / 60
+    private per class; ``CIFAR10_DIR`` in the environment, default /tmp/c10)."""
     if name.startswith("digits"):
-        reg = {"public_per_class": 5, "imbalance_ratio": 10.0 if name == "digits_ir10" else 1.0}
-        fs = get_features("digits", "pixels")
-    elif name.startswith("cifar10_2_"):  # fewshot.md's CIFAR-10 regimes: CIFAR10_DIR in the environment
-        reg = {"public_per_class": 2, "imbalance_ratio": 1.0}
+        return get_features("digits", "pixels"), 5, 10.0 if name == "digits_ir10" else 1.0
+    if name.startswith("cifar10_2_"):
         fs = get_features("image_folder", "efficientnet_lite0", root=os.environ.get("CIFAR10_DIR", "/tmp/c10"),
                           max_per_class=2 + int(name.rsplit("_", 1)[1]), max_test_per_class=200,
                           encoder_kwargs={"image_size": 128, "precision": "fp32"})
-    else:
-        reg = {r["name"]: r for r in REGIME_FAMILY}[name]
-        fs = get_features("synthetic", "pixels", **reg["dataset_kwargs"])
+        return fs, 2, 1.0
+    reg = {r["name"]: r for r in REGIME_FAMILY}[name]
+    return get_features("synthetic", "pixels", **reg["dataset_kwargs"]), reg["public_per_class"], reg["imbalance_ratio"]
+
+
+def regime_splits(name: str, seeds):
+    """``(seed, split)`` for each seed of REGIME (:func:`regime_features`)."""
+    fs, k, ir = regime_features(name)
     for seed in seeds:
-        yield seed, make_split(fs, SplitSpec(public_per_class=reg["public_per_class"],
-                                             imbalance_ratio=reg["imbalance_ratio"], seed=seed))
+        yield seed, make_split(fs, SplitSpec(public_per_class=k, imbalance_ratio=ir, seed=seed))
 
 
 def main() -> None:
+    from variants_parallel import print_tables, run  # the same jobs and table, in this process
+
     name, eps_s, seeds_s, var_s = sys.argv[1:5]
     eps = [float(e) for e in eps_s.split(",")]
     seeds = [int(s) for s in seeds_s.split(",")]
     variants = var_s.split(",")
-    res = defaultdict(list)
-    for seed, sp in regime_splits(name, seeds):
-        for lab in variants:
-            meth, kw = VARIANTS[lab]
-            for e in (eps if meth != "only_public" else [None]):
-                t = time.time()
-                args = dict(kw)
-                if e is not None:
-                    args.update(target_epsilon=e, seed=seed)
-                m = make_method(meth, **args).fit(sp)
-                pred = m.predict(sp.X_test)
-                res[(lab, e)].append((100 * np.mean(pred != sp.y_test), 100 * balanced_accuracy_score(sp.y_test, pred),
-                                      getattr(m, "guard_kept_private_", None)))
-                print(f"# {name} s{seed} {lab} eps={e} err={res[(lab, e)][-1][0]:.1f} "
-                      f"alpha={getattr(m, 'init_scale_', None)} t={time.time() - t:.0f}s", file=sys.stderr, flush=True)
-    print(f"\n{name} seeds {seeds}: error % (balanced acc %) [guard released private / runs]")
-    for lab in variants:
-        row = []
-        for e in (eps if VARIANTS[lab][0] != "only_public" else [None]):
-            r = res[(lab, e)]
-            g = [x[2] for x in r if x[2] is not None]
-            row.append(f"eps={e}: {np.mean([x[0] for x in r]):.1f} ({np.mean([x[1] for x in r]):.1f})"
-                       + (f" [{sum(g)}/{len(g)}]" if g else ""))
-        print(f"  {lab:10s} " + " | ".join(row), flush=True)
+    print_tables(run([name], eps, seeds, variants, workers=1), [name], eps, seeds, variants)
 
 
 if __name__ == "__main__":

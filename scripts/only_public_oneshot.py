@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's mixdp_core
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mixdp_core.data.splits import SplitSpec, make_split  # noqa: E402
-from mixdp_core.features.cache import get_features  # noqa: E402
+from center_and_start import regime_features  # noqa: E402  (the same regimes and features)
 from mixdp_core.methods import make_method  # noqa: E402
-from mixdp_core.runs.figures.regimes import REGIME_FAMILY  # noqa: E402
 
 CANDIDATES = (1e-2, 1e-3, 1e-4, 1e-5)
 DEVELOPMENT = ("fine_grained_100", "many_class_100_d256", "ten_class_ir10", "digits_pixels")
@@ -33,17 +33,12 @@ VALIDATION = ("classes_50_d2048_5shot", "classes_20_d128_ir10", "cifar10_efficie
 
 
 def features(name: str):
-    """``(feature set, imbalance ratio)`` of a setting, or None when its data is absent."""
-    if name == "digits_pixels":
-        return get_features("digits", "pixels"), 1.0
-    if name == "cifar10_efficientnet":
-        root = os.environ.get("CIFAR10_DIR", "/tmp/c10")
-        if not Path(root).is_dir():
-            return None
-        return get_features("image_folder", "efficientnet_lite0", root=root, max_per_class=22, max_test_per_class=200,
-                            encoder_kwargs={"image_size": 128, "precision": "fp32"}), 1.0
-    reg = {r["name"]: r for r in REGIME_FAMILY}[name]
-    return get_features("synthetic", "pixels", **reg["dataset_kwargs"]), reg["imbalance_ratio"]
+    """``(feature set, imbalance ratio)`` of a setting (``center_and_start.regime_features``),
+    or None when its data is absent."""
+    if name == "cifar10_efficientnet" and not Path(os.environ.get("CIFAR10_DIR", "/tmp/c10")).is_dir():
+        return None
+    fs, _, ir = regime_features({"digits_pixels": "digits", "cifar10_efficientnet": "cifar10_2_20"}.get(name, name))
+    return fs, ir
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Variants of ``scripts/center_and_start.py`` over several regimes, in parallel processes.
+"""Variants of ``scripts/center_and_start.py`` over several regimes, in parallel processes
+(``center_and_start.py``'s own command runs the same jobs and table in one process).
 
 One job per (regime, seed, variant, ε), each on one BLAS thread in a process pool; the
 regimes' features are built once in the parent (the feature cache is not written
@@ -46,41 +47,50 @@ def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
         m = make_method(meth, **args).fit(sp)
     pred = m.predict(sp.X_test)
     g = getattr(m, "guard_kept_private_", None)
+    alpha = getattr(m, "init_scale_", None)
     return {"regime": regime, "seed": seed, "variant": lab, "epsilon": eps,
             "error": float(100 * np.mean(pred != sp.y_test)),
             "balanced_accuracy": float(100 * balanced_accuracy_score(sp.y_test, pred)),
-            "guard_kept_private": None if g is None else bool(g), "seconds": time.time() - t}
+            "guard_kept_private": None if g is None else bool(g),
+            "init_scale": None if alpha is None else float(alpha), "seconds": time.time() - t}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--regimes", required=True)
-    ap.add_argument("--epsilons", default="0.5,1,3,8")
-    ap.add_argument("--seeds", default="0,1,2,3")
-    ap.add_argument("--variants", required=True)
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--jsonl")
-    a = ap.parse_args()
+def run(regimes, eps, seeds, variants, *, workers: int = 1, jsonl: str | None = None) -> list[dict]:
+    """Every (regime, seed, variant, ε) job (Only-Public variants once per seed), on ``workers``
+    processes (``1``: in this process); one stderr line per finished job, each result appended
+    to ``jsonl`` as it finishes."""
     from center_and_start import VARIANTS, regime_splits
 
-    regimes, variants = a.regimes.split(","), a.variants.split(",")
-    eps = [float(e) for e in a.epsilons.split(",")]
-    seeds = [int(s) for s in a.seeds.split(",")]
-    for r in regimes:  # features built once, here
+    for r in regimes:  # features built once, here (the cache is not written concurrently)
         list(regime_splits(r, seeds[:1]))
     jobs = [(r, s, v, e) for r in regimes for s in seeds for v in variants
             for e in (eps if VARIANTS[v][0] != "only_public" else [None])]
     out = []
-    with ProcessPoolExecutor(a.workers) as ex:
-        futs = [ex.submit(_job, *j) for j in jobs]
-        for f in as_completed(futs):
-            r = f.result()
-            out.append(r)
-            if a.jsonl:
-                with open(a.jsonl, "a") as fh:
-                    fh.write(json.dumps(r) + "\n")
-            print(f"# {r['regime']} s{r['seed']} {r['variant']} eps={r['epsilon']} err={r['error']:.1f} "
-                  f"guard={r['guard_kept_private']} {r['seconds']:.0f}s", file=sys.stderr, flush=True)
+
+    def done(r: dict) -> None:
+        out.append(r)
+        if jsonl:
+            with open(jsonl, "a") as fh:
+                fh.write(json.dumps(r) + "\n")
+        print(f"# {r['regime']} s{r['seed']} {r['variant']} eps={r['epsilon']} err={r['error']:.1f} "
+              f"guard={r['guard_kept_private']} alpha={r['init_scale']} {r['seconds']:.0f}s",
+              file=sys.stderr, flush=True)
+
+    if workers == 1:
+        for j in jobs:
+            done(_job(*j))
+    else:
+        with ProcessPoolExecutor(workers) as ex:
+            for f in as_completed([ex.submit(_job, *j) for j in jobs]):
+                done(f.result())
+    return out
+
+
+def print_tables(out: list[dict], regimes, eps, seeds, variants) -> None:
+    """Per regime: mean test error (balanced accuracy) % per variant and ε over the seeds, and how
+    often the public-start guard released the private model."""
+    from center_and_start import VARIANTS
+
     by = defaultdict(list)
     for r in out:
         by[(r["regime"], r["variant"], r["epsilon"])].append(r)
@@ -95,6 +105,21 @@ def main() -> None:
                            f"({sum(x['balanced_accuracy'] for x in rs) / len(rs):.1f})"
                            + (f" [{sum(g)}/{len(g)}]" if g else ""))
             print(f"  {v:6s} " + " | ".join(row), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--regimes", required=True)
+    ap.add_argument("--epsilons", default="0.5,1,3,8")
+    ap.add_argument("--seeds", default="0,1,2,3")
+    ap.add_argument("--variants", required=True)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--jsonl")
+    a = ap.parse_args()
+    regimes, variants = a.regimes.split(","), a.variants.split(",")
+    eps = [float(e) for e in a.epsilons.split(",")]
+    seeds = [int(s) for s in a.seeds.split(",")]
+    print_tables(run(regimes, eps, seeds, variants, workers=a.workers, jsonl=a.jsonl), regimes, eps, seeds, variants)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Classroom: what ε means, in five projector-ready steps on digits · pixels (offline).
+"""Classroom: what ε means, in five projector-ready steps on offline data (digits, or a
+synthetic many-class regime the teacher dials: classes, rows per class, class imbalance).
 
 One ε slider drives every step; trainings are precomputed on a small ε grid in the
 background (:class:`mixdp_core.app_support.classroom.LessonCache`), so each step draws in
@@ -10,8 +11,9 @@ import streamlit as st
 from mixdp_core import accounting
 from mixdp_core.app_support import charts
 from mixdp_core.app_support.classroom import (
-    DEFAULT_LESSON, LESSON_DATA, LESSON_DELTA, LESSON_EPSILONS, LessonCache, noisy_class_means, report_object,
+    DEFAULT_LESSON, LESSON_ALIASES, LESSON_DATA, LESSON_DELTA, LESSON_EPSILONS, Lesson, LessonCache, noisy_class_means, report_object,
 )
+from mixdp_core.config import describe
 from mixdp_core.app_support.resources import page_setup, show_chart
 
 manager = page_setup("Classroom")
@@ -27,14 +29,18 @@ STEPS = ("1 · The noise", "2 · The accuracy lost", "3 · The best attack", "4 
          "5 · A few public samples")
 
 
-@st.cache_resource(show_spinner=False)
-def lesson(data: str = DEFAULT_LESSON) -> LessonCache:
+@st.cache_resource(show_spinner=False, max_entries=4)
+def lesson(data: Lesson) -> LessonCache:
     return LessonCache(lesson=data)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _means(eps: float, data: str = DEFAULT_LESSON):
+def _means(eps: float, data: Lesson):
     return noisy_class_means(eps, lesson=data)
+
+
+#: The imbalance dial's stops (the field's declared range is 1 to 100).
+IMBALANCE_STOPS = (1, 2, 5, 10, 20, 50, 100)
 
 
 def big(fig, height: int = 520):
@@ -45,13 +51,40 @@ def big(fig, height: int = 520):
 
 st.title("Classroom: what does ε mean?")
 q = st.query_params
-data0 = q.get("data") if q.get("data") in LESSON_DATA else DEFAULT_LESSON
+data0 = LESSON_ALIASES.get(q.get("data"), q.get("data"))
+data0 = data0 if data0 in LESSON_DATA else DEFAULT_LESSON
 data = st.radio("Data", list(LESSON_DATA), index=list(LESSON_DATA).index(data0), horizontal=True, key="class_data",
-                help="digits: 8×8 handwritten digits (offline). 100 classes: a synthetic few-shot regime with many "
-                     "classes, where private data are scarce per class — the regime most users meet.")
-st.markdown(("Handwritten digits (8×8 pixels, offline)." if data == "digits" else
-             "100 classes, 40 training rows each, 64 features (synthetic, offline).")
-            + " Move **ε**, the privacy budget, and walk through five steps. Smaller ε = stronger privacy.")
+                help="digits: 8×8 handwritten digits (offline). many classes: a synthetic few-shot regime (100 "
+                     "classes by default, dial them below) where private data are scarce per class — the regime "
+                     "most users meet.")
+spec = {f.name: f for f in describe(Lesson)}
+base = Lesson(data=data)
+
+
+def _dial(name: str) -> int | float:
+    """The URL's value of a dial if it is one the slider offers, else the field's default."""
+    try:
+        v = type(getattr(base, name))(q.get(name, getattr(base, name)))
+    except (TypeError, ValueError):
+        return getattr(base, name)
+    return v if spec[name].range is None or v in spec[name].range else getattr(base, name)
+
+
+dials = {}
+with st.expander("Dial the lesson: class imbalance" + (", classes, rows per class" if base.synthetic else ""),
+                 expanded=any(k in q for k in ("imbalance_ratio", "classes", "train_per_class"))):
+    ir0 = _dial("imbalance_ratio")
+    dials["imbalance_ratio"] = float(st.select_slider(
+        "Class imbalance of the private data (largest ÷ smallest class)", options=IMBALANCE_STOPS,
+        value=min(IMBALANCE_STOPS, key=lambda v: abs(v - ir0)), key="class_ir", help=spec["imbalance_ratio"].help))
+    if base.synthetic:
+        for name, label, step in (("classes", "Classes", 10), ("train_per_class", "Training rows per class", 10)):
+            r = spec[name].range
+            dials[name] = int(st.slider(label, int(r.lo), int(r.hi), int(_dial(name)), step=step,
+                                        key=f"class_{name}", help=spec[name].help))
+les = Lesson(data=data, **dials)
+st.markdown(les.describe() + " Move **ε**, the privacy budget, and walk through five steps. "
+            "Smaller ε = stronger privacy.")
 eps0 = float(q.get("eps", 1.0)) if q.get("eps") in [f"{e:g}" for e in LESSON_EPSILONS] else 1.0
 eps = st.select_slider("ε — privacy budget", options=list(LESSON_EPSILONS), value=eps0, key="class_eps",
                        format_func=lambda v: f"{v:g}")
@@ -63,24 +96,51 @@ if "class_step" not in st.session_state:
     st.session_state["class_step"] = STEPS[step0 - 1]  # from the URL (?step=), then the widget's own
 step = st.segmented_control("Step", STEPS, key="class_step") or STEPS[0]
 k = STEPS.index(step) + 1
-if q.get("eps") != f"{eps:g}" or q.get("step") != str(k) or q.get("data", DEFAULT_LESSON) != data:
-    st.query_params.update(eps=f"{eps:g}", step=str(k), **({"data": data} if data != DEFAULT_LESSON else {}))
+# The URL carries what differs from the defaults, so a shared link opens the same lesson.
+url = {"eps": f"{eps:g}", "step": str(k), **({"data": data} if data != DEFAULT_LESSON else {}),
+       **{n: f"{getattr(les, n):g}" for n in dials if getattr(les, n) != getattr(base, n)}}
+if dict(q) != url:
+    for n in [n for n in q if n not in url]:
+        del st.query_params[n]
+    st.query_params.update(url)
 
-cache = lesson(data)
+cache = lesson(les)
 cache.start(priority_epsilon=eps)
+
+
+IMBALANCED = les.imbalance_ratio > 1
+
+
+def _rows(methods, metric: str) -> list[dict]:
+    """The lesson's ready trainings as chart rows of ``metric`` (one training per ε: no std)."""
+    rows = [{"method": m, "epsilon": e, "n": 1, f"{metric}_mean": r[metric], f"{metric}_std": 0.0}
+            for m in methods for e in LESSON_EPSILONS if (r := cache.get(m, e)) is not None]
+    if "paragon" in methods and (par := cache.get("paragon", None)) is not None:
+        rows.append({"method": "paragon", "epsilon": None, "n": 1, f"{metric}_mean": par[metric],
+                     f"{metric}_std": 0.0})
+    return rows
+
+
+def _balance_note(r: dict) -> str:
+    """Balanced and minority-class accuracy of one training, in words (imbalanced lessons)."""
+    return (f" Balanced accuracy (each class counts the same) **{100 * r['balanced_accuracy']:.1f} %**; on the "
+            f"minority classes (the smallest quarter) **{100 * r['minority_accuracy']:.1f} %**.")
 
 
 @st.fragment(run_every=1.0 if not cache.done else None)
 def show_step():
     run = cache.get("adamix", eps)
     if k == 1:
-        d = _means(eps, data)
+        d = _means(eps, les)
         st.header("Step 1 — The noise added")
-        st.markdown(f"To publish the **average image of each digit** with ε = {eps:g}, the Gaussian mechanism "
-                    f"publishes each digit's **sum of images** and its **number of images**, each with noise of "
+        unit, item = ("class", "rows") if les.synthetic else ("digit", "images")
+        st.markdown(f"To publish the **average {item[:-1] if les.synthetic else 'image'} of each {unit}** with "
+                    f"ε = {eps:g}, the Gaussian mechanism publishes each {unit}'s **sum of {item}** and its "
+                    f"**number of {item}**, each with noise of "
                     f"standard deviation **σ = {d['sigma']:.2f}** times what one person can change "
                     f"(σ from the accounting module at δ = {LESSON_DELTA:g}); the published average is the noisy "
-                    "sum divided by the noisy count. Top: the true averages. Bottom: what is published.")
+                    "sum divided by the noisy count."
+                    + ("" if les.synthetic else " Top: the true averages. Bottom: what is published."))
         st.caption(d["mechanism"])
         if d["clean"].ndim == 3:  # images: draw them
             imgs = {n: [d["clean"][c], d["noisy"][c]] for c, n in enumerate(d["class_names"])}
@@ -95,6 +155,16 @@ def show_step():
                         f"(median), while two true class averages lie **{d['mean_distance']:.2g}** apart: "
                         + ("the noise is larger than what tells the classes apart." if np.median(d["error_norm"])
                            > d["mean_distance"] else "the classes stay apart."))
+        if d["minority"]:
+            import numpy as np
+
+            mino = np.zeros(len(d["counts"]), bool)
+            mino[d["minority"]] = True
+            err = np.asarray(d["error_norm"])
+            st.markdown(f"The private data are long-tailed: a minority class has **{min(d['counts'])}** rows against "
+                        f"**{max(d['counts'])}** for the largest (owner's view). The same noise on a smaller sum moves "
+                        f"its average further: median error **{np.median(err[mino]):.2g}** on the minority classes, "
+                        f"**{np.median(err[~mino]):.2g}** on the others.")
         return
     if run is None:
         st.info(f"Training at ε = {eps:g} … (a few seconds; the lesson's trainings run in the background)")
@@ -102,20 +172,21 @@ def show_step():
     report = report_object(run["report"])
     if k == 2:
         st.header("Step 2 — The accuracy lost")
-        rows = [{"method": "adamix", "epsilon": e, "n": 1, "test_error_mean": r["test_error"], "test_error_std": 0.0}
-                for e in LESSON_EPSILONS if (r := cache.get("adamix", e)) is not None]
+        rows = _rows(("adamix", "paragon"), "test_error")
         par = cache.get("paragon", None)
-        if par is not None:
-            rows.append({"method": "paragon", "epsilon": None, "n": 1, "test_error_mean": par["test_error"],
-                         "test_error_std": 0.0})
         fig = charts.metric_vs_epsilon(rows, "test_error", "Test error vs ε", "test error")
         fig.add_scatter(x=[eps], y=[run["test_error"]], mode="markers", name=f"your ε = {eps:g}",
                         marker=dict(size=22, color="#d62728", symbol="star"))
         show_chart(big(fig), key="class_acc", name="classroom_accuracy")
-        msg = f"At ε = {eps:g} the private model misclassifies **{100 * run['test_error']:.1f} %** of test digits"
+        msg = f"At ε = {eps:g} the private model misclassifies **{100 * run['test_error']:.1f} %** of test samples"
         if par is not None:
             msg += f"; without privacy: **{100 * par['test_error']:.1f} %**"
-        st.markdown(msg + ".")
+        st.markdown(msg + "." + (_balance_note(run) if IMBALANCED else ""))
+        if IMBALANCED:
+            fig = charts.metric_vs_epsilon(_rows(("adamix", "paragon"), "balanced_accuracy"),
+                                           "balanced_accuracy", "Balanced accuracy vs ε (every class counts the same)",
+                                           "balanced accuracy")
+            show_chart(big(fig), key="class_balanced", name="classroom_balanced_accuracy")
     elif k == 3:
         st.header("Step 3 — The best possible attack")
         curves = [(f"ε = {eps:g} (this run)", report)]
@@ -138,26 +209,26 @@ def show_step():
 
             med = float(np.median(e_i))
             st.markdown(f"The guarantee is **ε = {run['report']['epsilon']:.3g}** for everyone, a worst case. "
-                        f"What each digit actually lost varies: median **{med:.3g}** "
+                        f"What each {'row' if les.synthetic else 'digit'} actually lost varies: median **{med:.3g}** "
                         f"({100 * med / run['report']['epsilon']:.0f} % of the budget), smallest "
                         f"**{float(np.min(e_i)):.3g}**: samples the model already fits well cost less.")
     elif k == 5:
         st.header("Step 5 — What a few public samples change")
-        rows = []
-        for m in ("fully_private", "adamix"):
-            for e in LESSON_EPSILONS:
-                r = cache.get(m, e)
-                if r is not None:
-                    rows.append({"method": m, "epsilon": e, "n": 1, "test_error_mean": r["test_error"],
-                                 "test_error_std": 0.0})
-        fig = charts.metric_vs_epsilon(rows, "test_error", "No public data vs 5 public samples per class",
-                                       "test error")
+        fig = charts.metric_vs_epsilon(_rows(("fully_private", "adamix"), "test_error"), "test_error",
+                                       "No public data vs 5 public samples per class", "test error")
         show_chart(big(fig), key="class_public", name="classroom_public")
+        if IMBALANCED:
+            fig = charts.metric_vs_epsilon(_rows(("fully_private", "adamix"), "balanced_accuracy"),
+                                           "balanced_accuracy", "Balanced accuracy: no public data vs 5 public "
+                                           "samples per class", "balanced accuracy")
+            show_chart(big(fig), key="class_public_balanced", name="classroom_public_balanced_accuracy")
         fp = cache.get("fully_private", eps)
         if fp is not None:
             st.markdown(f"At ε = {eps:g}: **{100 * fp['test_error']:.1f} %** error with private data only, "
-                        f"**{100 * run['test_error']:.1f} %** when {run['n_public']} public digits "
-                        "(no privacy needed) guide the private learner.")
+                        f"**{100 * run['test_error']:.1f} %** when {run['n_public']} public samples "
+                        "(no privacy needed) guide the private learner."
+                        + (f" Balanced accuracy **{100 * fp['balanced_accuracy']:.1f} %** against "
+                           f"**{100 * run['balanced_accuracy']:.1f} %**." if IMBALANCED else ""))
     if not cache.done:
         st.caption(f"{len(cache.results)} / {len(cache.keys())} lesson trainings ready…")
     elif not st.session_state.get("class_all_drawn"):

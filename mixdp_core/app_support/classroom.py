@@ -1,4 +1,5 @@
-"""Classroom mode: what ε means, in five steps on offline data (digits · pixels).
+"""Classroom mode: what ε means, in five steps on offline data: digits · pixels, or a synthetic
+many-class regime the teacher dials (:class:`Lesson`: classes, rows per class, class imbalance).
 
 Everything a lesson draws comes from here (the page only reads the ε slider and draws):
 
@@ -15,35 +16,115 @@ Every ε shown is computed by the accounting module (calibration, run reports).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from ..config import Interval, param, validate
 
 #: The lesson's ε grid (precomputed trainings; the slider moves along it).
 LESSON_EPSILONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 LESSON_DELTA = 1e-5
 LESSON_DATASET, LESSON_ENCODER = "digits", "pixels"
 #: The data a lesson can run on: ``{name: (dataset, encoder, loader options)}``. "digits" is the
-#: default (8x8 images: step 1 draws them); "100 classes" is a synthetic many-class few-shot
+#: default (8x8 images: step 1 draws them); "many classes" is a synthetic many-class few-shot
 #: regime (the regime users meet: :mod:`mixdp_core.data.synthetic`), where step 1 shows the
 #: noise as distances instead of images.
 LESSON_DATA: dict[str, tuple[str, str, dict[str, Any]]] = {
     "digits": ("digits", "pixels", {}),
-    "100 classes (synthetic)": ("synthetic", "pixels", {"classes": 100, "dim": 64, "train_per_class": 40,
+    "many classes (synthetic)": ("synthetic", "pixels", {"classes": 100, "dim": 64, "train_per_class": 40,
                                                         "test_per_class": 20, "separation": 4.0}),
 }
 DEFAULT_LESSON = "digits"
+#: Former names of :data:`LESSON_DATA` keys (links shared before the rename still open them).
+LESSON_ALIASES = {"100 classes (synthetic)": "many classes (synthetic)"}
 
 
-def _lesson_features(lesson: str, cache_dir: Any) -> Any:
+@dataclass(frozen=True)
+class Lesson:
+    """The data a lesson runs on: one of :data:`LESSON_DATA` and the dials a teacher turns.
+
+    Every field declares its range once (the classroom page draws its dials from them,
+    :func:`mixdp_core.config.describe`); a bad value raises a one-line ``ConfigError`` naming
+    the field. The synthetic lesson's ``classes`` and ``train_per_class`` bound its size
+    (at most 200 × 200 rows); on digits they do not apply and are reset to their defaults, so
+    two digits lessons that differ only there are the same lesson (one cache).
+    """
+
+    data: str = param(DEFAULT_LESSON, choices=tuple(LESSON_DATA), help="the lesson's data")
+    imbalance_ratio: float = param(
+        1.0, type=float, range=Interval(1, 100),
+        help="long tail of the private part: the largest class has this many times the rows of the smallest "
+             "(1 = balanced). The smallest quarter of the classes are the minority classes.")
+    classes: int = param(100, type=int, range=Interval(10, 200),
+                         help="synthetic lesson: number of classes (the regimes users meet have ≥ 100)")
+    train_per_class: int = param(40, type=int, range=Interval(10, 200),
+                                 help="synthetic lesson: training rows per class (5 public, the rest private)")
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if LESSON_DATA[self.data][0] != "synthetic":
+            for f in ("classes", "train_per_class"):
+                object.__setattr__(self, f, _DIAL_DEFAULTS[f])
+
+    @property
+    def synthetic(self) -> bool:
+        return LESSON_DATA[self.data][0] == "synthetic"
+
+    def source(self) -> tuple[str, str, dict[str, Any]]:
+        """``(dataset, encoder, loader options)`` of this lesson."""
+        dataset, encoder, kw = LESSON_DATA[self.data]
+        if self.synthetic:
+            kw = {**kw, "classes": self.classes, "train_per_class": self.train_per_class}
+        return dataset, encoder, dict(kw)
+
+    def describe(self) -> str:
+        """One sentence for the page."""
+        if self.synthetic:
+            text = f"{self.classes} classes, {self.train_per_class} training rows each, 64 features (synthetic, offline)"
+        else:
+            text = "Handwritten digits (8×8 pixels, offline)"
+        if self.imbalance_ratio > 1:
+            text += (f"; the private rows are long-tailed, the largest class {self.imbalance_ratio:g}× the smallest "
+                     "(the smallest quarter of the classes are the minority)")
+        return text + "."
+
+
+_DIAL_DEFAULTS = {"classes": 100, "train_per_class": 40}
+
+
+def as_lesson(lesson: "str | Lesson") -> Lesson:
+    """A :class:`Lesson` from a lesson or the name of one of :data:`LESSON_DATA`."""
+    if isinstance(lesson, Lesson):
+        return lesson
     from ..errors import ConfigError
-    from ..features.cache import get_features
 
+    lesson = LESSON_ALIASES.get(lesson, lesson)
     if lesson not in LESSON_DATA:
         raise ConfigError("lesson", f"must be one of {', '.join(LESSON_DATA)}, got {lesson!r}",
                           allowed=f"one of {', '.join(LESSON_DATA)}", got=lesson, choices=tuple(LESSON_DATA))
-    dataset, encoder, kw = LESSON_DATA[lesson]
+    return Lesson(data=lesson)
+
+
+def _lesson_features(lesson: "str | Lesson", cache_dir: Any) -> Any:
+    from ..features.cache import get_features
+
+    dataset, encoder, kw = as_lesson(lesson).source()
     return get_features(dataset, encoder, cache_dir=cache_dir, **kw)
+
+
+def _lesson_split(lesson: "str | Lesson", cache_dir: Any, *, public_per_class: int = 5, seed: int = 0) -> Any:
+    """The lesson's split: ``public_per_class`` public rows per class, the private part
+    long-tailed by the lesson's imbalance ratio."""
+    from ..data.splits import SplitSpec, make_split
+
+    les = as_lesson(lesson)
+    return make_split(_lesson_features(les, cache_dir),
+                      SplitSpec(public_per_class=int(public_per_class), imbalance_ratio=float(les.imbalance_ratio),
+                                seed=int(seed)))
+
+
 #: Full-batch steps of every lesson training: σ is calibrated per ε for this many steps
 #: (accounting module), so each training takes a fraction of a second at any ε.
 LESSON_STEPS = 60
@@ -70,34 +151,37 @@ CLASS_MEAN_MECHANISM = (
 
 
 def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int = 0,
-                      cache_dir: Any = None, noise: str = "secure", lesson: str = DEFAULT_LESSON) -> dict[str, Any]:
-    """Average image of each class, in the clear and released at (ε, δ).
+                      cache_dir: Any = None, noise: str = "secure", lesson: "str | Lesson" = DEFAULT_LESSON) -> dict[str, Any]:
+    """Average image of each class of the lesson's *private* rows, in the clear and released at (ε, δ).
 
     Mechanism (:data:`CLASS_MEAN_MECHANISM`), add/remove one image: per class ``c``,
     ``S̃_c = Σ_{i∈c} clip(x_i) + N(0, σ² I)`` (L2 sensitivity 1, rows clipped to norm 1) and
     ``ñ_c = n_c + N(0, σ²)`` (sensitivity 1), σ from
     :func:`mixdp_core.accounting.calibrate_noise` for two unit-sensitivity Gaussian releases
     (μ = √2/σ GDP); classes are disjoint, so parallel composition keeps (ε, δ). The image
-    shown is ``S̃_c / max(ñ_c, 1)``.
+    shown is ``S̃_c / max(ñ_c, 1)``: the same noise on a smaller class moves its average
+    further, which a long-tailed lesson (``imbalance_ratio > 1``) shows on its minority classes.
 
     Returns ``{"class_names", "clean" (C, H, W), "noisy" (C, H, W), "sigma", "noise_std",
-    "counts", "noisy_counts", "mechanism", "error_norm", "mean_distance"}``; ``noise_std`` is the
-    typical per-pixel std of the noisy mean, ``σ / n_c`` averaged over the classes (a teaching
-    aid computed from the exact counts: owner's view); ``counts`` are the exact counts (owner's
-    view too); ``error_norm`` (per class, ‖published − true average‖) and ``mean_distance`` (the
-    median distance between two true class averages) let a lesson without images compare the
-    noise with what separates the classes. ``clean`` / ``noisy`` are ``(C, D)`` rows when D is
-    not a square (no images).
+    "counts", "noisy_counts", "minority", "mechanism", "error_norm", "mean_distance"}``;
+    ``noise_std`` is the typical per-pixel std of the noisy mean, ``σ / n_c`` averaged over the
+    classes (a teaching aid computed from the exact counts: owner's view); ``counts`` are the
+    exact private counts (owner's view too); ``minority`` flags the minority classes (empty
+    when balanced); ``error_norm`` (per class, ‖published − true average‖) and
+    ``mean_distance`` (the median distance between two true class averages) let a lesson
+    without images compare the noise with what separates the classes. ``clean`` / ``noisy``
+    are ``(C, D)`` rows when D is not a square (no images).
     """
     from ..randomness import noise_rng
 
-    fs = _lesson_features(lesson, cache_dir)
-    X = np.asarray(fs.X_train, dtype=np.float64)
+    les = as_lesson(lesson)
+    split = _lesson_split(les, cache_dir)
+    X = np.asarray(split.X_private, dtype=np.float64)
     X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)  # clip to norm 1
-    y = np.asarray(fs.y_train)
-    C = int(y.max()) + 1
+    y = np.asarray(split.y_private)
+    C = split.n_classes
     s = int(round(np.sqrt(X.shape[1])))
-    images = LESSON_DATA[lesson][0] != "synthetic" and s * s == X.shape[1]  # synthetic rows are not images
+    images = not les.synthetic and s * s == X.shape[1]  # synthetic rows are not images
     shape = (s, s) if images else (X.shape[1],)
     sigma = noise_multiplier(epsilon, steps=CLASS_MEAN_RELEASES, delta=delta)
     rng = noise_rng(noise, seed, 0xC1A55)
@@ -107,52 +191,59 @@ def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int 
         n = len(Xc)
         noisy_sum = Xc.sum(axis=0) + rng.normal(0.0, sigma, size=X.shape[1])
         n_tilde = float(np.rint(n + rng.normal(0.0, sigma)))
-        clean.append(Xc.mean(axis=0).reshape(shape))
+        clean.append((Xc.mean(axis=0) if n else np.zeros(X.shape[1])).reshape(shape))
         noisy.append((noisy_sum / max(n_tilde, 1.0)).reshape(shape))
         counts.append(n)
         noisy_counts.append(n_tilde)
-        std.append(sigma / n)
+        std.append(sigma / max(n, 1))
     clean_a, noisy_a = np.stack(clean), np.stack(noisy)
     flat = clean_a.reshape(C, -1)
     d2 = np.sqrt(np.maximum((flat ** 2).sum(1)[:, None] + (flat ** 2).sum(1)[None, :] - 2 * flat @ flat.T, 0.0))
-    return {"class_names": [str(n) for n in fs.class_names], "clean": clean_a, "noisy": noisy_a,
+    return {"class_names": [str(n) for n in split.class_names], "clean": clean_a, "noisy": noisy_a,
             "sigma": sigma, "noise_std": float(np.mean(std)), "counts": counts, "noisy_counts": noisy_counts,
-            "mechanism": CLASS_MEAN_MECHANISM,
+            "minority": [int(c) for c in split.minority_classes], "mechanism": CLASS_MEAN_MECHANISM,
             "error_norm": np.linalg.norm((noisy_a - clean_a).reshape(C, -1), axis=1),
             "mean_distance": float(np.median(d2[np.triu_indices(C, 1)]))}
 
 
 def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: int = 0,
-               delta: float = LESSON_DELTA, cache_dir: Any = None, lesson: str = DEFAULT_LESSON) -> dict[str, Any]:
-    """Train ``method`` at ε on digits · pixels (a second or two) and return what the lesson
-    draws: ``test_error``, ``report`` (``{"epsilon", "delta", "mu"}`` or ``None`` for a
+               delta: float = LESSON_DELTA, cache_dir: Any = None,
+               lesson: "str | Lesson" = DEFAULT_LESSON) -> dict[str, Any]:
+    """Train ``method`` at ε on the lesson's data (a second or two) and return what the lesson
+    draws: ``test_error``, ``balanced_accuracy``, ``minority_accuracy`` (``None`` when the
+    lesson is balanced), ``report`` (``{"epsilon", "delta", "mu"}`` or ``None`` for a
     non-private method), ``pdp_epsilon`` (per-instance ε or ``None``), ``steps``, ``sigma``.
     Nothing is written to the run store."""
-    from ..data.splits import make_split
+    from ..evaluation import balanced_accuracy, minority_accuracy
     from ..evaluation.pdp import per_instance_epsilon
     from ..runs.runner import RunConfig
 
     from ..methods import METHODS
 
+    les = as_lesson(lesson)
     params: dict[str, Any] = {}
     fields = {f.name for f in __import__("dataclasses").fields(METHODS.get(method).config_cls)}
     if "noise_multiplier" in fields:
         params["noise_multiplier"] = noise_multiplier(epsilon, steps=LESSON_STEPS, delta=delta)
-    dataset, encoder, kw = LESSON_DATA[lesson]
+    dataset, encoder, kw = les.source()
     cfg = RunConfig(dataset=dataset, encoder=encoder, method=method, target_epsilon=float(epsilon),
                     target_delta=float(delta), public_per_class=int(public_per_class), seed=int(seed),
-                    method_params=params, dataset_kwargs=dict(kw))
-    fs = _lesson_features(lesson, cache_dir)
-    split = make_split(fs, cfg.split_spec())
+                    imbalance_ratio=float(les.imbalance_ratio), method_params=params, dataset_kwargs=dict(kw))
+    split = _lesson_split(les, cache_dir, public_per_class=public_per_class, seed=seed)
     model = cfg.make_method()
     model.fit(split)
     model.verify_privacy()  # the ledger's check, as for every run
-    err = float(np.mean(model.predict(split.X_test) != split.y_test))
+    pred = model.predict(split.X_test)
+    err = float(np.mean(pred != split.y_test))
     p = getattr(model, "privacy_", None)
     report = None if p is None else {"epsilon": float(p.epsilon), "delta": float(p.delta),
                                      "mu": None if p.mu is None else float(p.mu)}
     eps_i = per_instance_epsilon(model, delta=float(delta)) if p is not None else None
-    return {"method": method, "epsilon_target": float(epsilon), "test_error": err, "report": report,
+    return {"method": method, "epsilon_target": float(epsilon), "test_error": err,
+            "balanced_accuracy": float(balanced_accuracy(split.y_test, pred, split.n_classes)),
+            "minority_accuracy": (None if len(split.minority_classes) == 0 else
+                                  float(minority_accuracy(split.y_test, pred, split.minority_classes))),
+            "report": report,
             "pdp_epsilon": None if eps_i is None else np.asarray(eps_i, dtype=float),
             "steps": getattr(model, "steps_", None), "sigma": getattr(model, "noise_multiplier_", None),
             "n_private": int(len(split.y_private)), "n_public": int(len(split.y_public))}
@@ -183,11 +274,11 @@ class LessonCache:
     :meth:`stop` ends the thread after the training in progress (a later :meth:`start` resumes).
     """
 
-    def __init__(self, cache_dir: Any = None, lesson: str = DEFAULT_LESSON):
+    def __init__(self, cache_dir: Any = None, lesson: "str | Lesson" = DEFAULT_LESSON):
         import threading
 
         self.cache_dir = cache_dir
-        self.lesson = lesson
+        self.lesson = as_lesson(lesson)
         self.results: dict[tuple[str, float | None], dict[str, Any]] = {}
         self.errors: dict[tuple[str, float | None], str] = {}
         self._lock = threading.Lock()

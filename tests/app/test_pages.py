@@ -674,16 +674,59 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
 
 
 def test_classroom_runs_on_a_many_class_synthetic_regime(at):
-    """The lesson's data can be the synthetic 100-class regime: step 1 then compares the noise
+    """The lesson's data can be the synthetic many-class regime: step 1 then compares the noise
     on each class average with the distance between classes (no images to draw), and the
-    choice travels in the URL."""
+    choice travels in the URL; a link with the former name still opens it."""
     import json
 
     at.switch_page("pages/6_classroom.py").run()
-    at.radio(key="class_data").set_value("100 classes (synthetic)").run()
+    at.radio(key="class_data").set_value("many classes (synthetic)").run()
     assert not at.exception, at.exception
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.main.get("plotly_chart")]
     assert any(t.startswith("How far the noise moves each class average") for t in titles), titles
     text = page_text(at)
     assert "100 classes" in text and "apart" in text and "noisy count" in text.lower()
-    assert at.query_params["data"] in ("100 classes (synthetic)", ["100 classes (synthetic)"])
+    assert at.query_params["data"] in ("many classes (synthetic)", ["many classes (synthetic)"])
+    from mixdp_core.app_support.classroom import as_lesson
+
+    assert as_lesson("100 classes (synthetic)").data == "many classes (synthetic)"  # links from before the rename
+
+
+def test_classroom_dials_classes_rows_and_imbalance_and_shows_the_minority(at):
+    """The teacher dials the synthetic lesson (classes, rows per class) and the private data's
+    imbalance: the dials reach the data (step 1 counts the rows of the long-tailed private
+    part), travel in the URL, and an imbalanced lesson reports balanced and minority-class
+    accuracy where it reports the error (steps 2 and 5)."""
+    import json
+
+    from mixdp_core.app_support.classroom import LessonCache
+
+    at.switch_page("pages/6_classroom.py").run()
+    at.radio(key="class_data").set_value("many classes (synthetic)").run()
+    at.slider(key="class_classes").set_value(20).run()
+    at.slider(key="class_train_per_class").set_value(60).run()
+    at.select_slider(key="class_ir").set_value(10).run()
+    assert not at.exception, at.exception
+    text = page_text(at)
+    assert "20 classes, 60 training rows each" in text and "long-tailed" in text
+    # 60 rows - 5 public = 55 private in the largest class, 55 / 10 -> 5 or 6 in the smallest
+    assert "**55** for the largest" in text and ("has **5** rows" in text or "has **6** rows" in text), text
+    assert {k: at.query_params[k] for k in ("classes", "train_per_class", "imbalance_ratio")} in (
+        {"classes": "20", "train_per_class": "60", "imbalance_ratio": "10"},
+        {"classes": ["20"], "train_per_class": ["60"], "imbalance_ratio": ["10"]})
+    cache = next(v for v in __import__("gc").get_objects() if isinstance(v, LessonCache)
+                 and v.lesson.classes == 20 and v.lesson.imbalance_ratio == 10)
+    cache._thread.join(timeout=300)
+    assert cache.done and not cache.errors, cache.errors
+    run = cache.get("adamix", 1.0)
+    assert 0 <= run["minority_accuracy"] <= 1 and 0 <= run["balanced_accuracy"] <= 1
+    titles, notes = [], []
+    for _ in range(4):  # steps 2 to 5
+        at.button(key="class_next").click().run()
+        assert not at.exception, at.exception
+        titles += [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.main.get("plotly_chart")]
+        notes.append(page_text(at))
+    assert any(t.startswith("Balanced accuracy vs ε") for t in titles), titles
+    assert any(t.startswith("Balanced accuracy: no public data") for t in titles), titles
+    assert "on the minority classes (the smallest quarter)" in notes[0]  # step 2's words
+    assert "Balanced accuracy **" in notes[-1]  # step 5's words

@@ -879,3 +879,30 @@ def test_lesson_cache_stops_after_the_training_in_progress_and_resumes():
     assert running()
     cache.stop(timeout=120)
     assert not running() and n <= len(cache.results) < len(cache.keys())
+
+
+def test_lesson_dials_are_declared_checked_and_reach_the_data(tmp_path):
+    """A lesson's dials: out-of-range values give a one-line error naming the field; digits
+    ignores the synthetic dials (one cache per real lesson); the dials reach the data and the
+    imbalance reaches the private part that step 1 releases (its smallest class ~1/10 of its
+    largest, flagged minority)."""
+    from mixdp_core.app_support.classroom import Lesson, as_lesson, noisy_class_means
+    from mixdp_core.config import describe
+    from mixdp_core.errors import ConfigError
+
+    assert {s.name for s in describe(Lesson)} == {"data", "imbalance_ratio", "classes", "train_per_class"}
+    for bad in ({"classes": 5000}, {"imbalance_ratio": 0.5}, {"train_per_class": 3}, {"data": "cifar"}):
+        with pytest.raises(ConfigError) as e:
+            Lesson(**bad)
+        assert next(iter(bad)) in str(e.value) and "\n" not in str(e.value)
+    assert Lesson(data="digits", classes=20) == Lesson(data="digits")
+    les = Lesson(data="many classes (synthetic)", classes=12, train_per_class=35, imbalance_ratio=10)
+    assert les.source()[2]["classes"] == 12 and les != as_lesson("many classes (synthetic)")
+    d = noisy_class_means(2.0, lesson=les, cache_dir=tmp_path, noise="reproducible")
+    counts = np.asarray(d["counts"])
+    assert len(counts) == 12 and counts.max() == 30  # 35 rows - 5 public
+    assert counts.min() == pytest.approx(3, abs=1) and d["minority"]
+    assert set(np.argsort(counts)[:len(d["minority"])]) == set(d["minority"])
+    balanced = noisy_class_means(2.0, lesson=Lesson(data="many classes (synthetic)", classes=12, train_per_class=35),
+                                 cache_dir=tmp_path, noise="reproducible")
+    assert balanced["minority"] == [] and set(balanced["counts"]) == {30}

@@ -52,6 +52,8 @@ VARIANTS = {
     "S4": ("adamix", {"public_l2": 1e-4}),
     "op4": ("only_public", {"l2": 1e-4}),
     "opL": ("only_public", {"l2_rule": "loo"}),
+    # the start's burn-in alignment from the public rows (docs/results/centering.md, signal share)
+    "SS": ("adamix", {"init_scale": "signal_share"}),
 }
 
 

@@ -147,3 +147,53 @@ def test_class_scaled_start_keeps_ten_classes_and_grows_with_sqrt_c():
         m.fit(forty, on_step=lambda r: True)
     # the fixed point over tau moves the ratio a little off 2 (tau depends on the start's scale)
     assert 1.7 < b.init_scale_ / a.init_scale_ < 2.3, (a.init_scale_, b.init_scale_)
+
+
+def test_public_signal_share_is_unbiased_at_two_shots_where_class_means_are_not():
+    """The cross-term estimate of rms ||mu_c|| / rms ||x|| from 2 rows per class: the naive
+    estimate from the 2-row class means is inflated by the within-class spread (here 3x the
+    signal), the estimator is not; 1 shot has no estimate (0)."""
+    from mixdp_core.methods.adamix.references import public_signal_share
+
+    rng = np.random.default_rng(0)
+    C, D, s_true = 400, 256, 0.5
+    mu = rng.normal(size=(C, D))
+    mu *= s_true / np.linalg.norm(mu, axis=1, keepdims=True)  # ||mu_c|| = 0.5
+    y = np.repeat(np.arange(C), 2)
+    X = mu[y] + rng.normal(scale=1.0 / np.sqrt(D), size=(2 * C, D)) * np.sqrt(1 - s_true ** 2)
+    rms_x = np.sqrt(np.mean(np.sum(X ** 2, axis=1)))
+    est = public_signal_share(X, y, C)
+    assert est == pytest.approx(s_true / rms_x, rel=0.05)
+    naive = np.sqrt(np.mean([np.sum(X[y == c].mean(0) ** 2) for c in range(C)])) / rms_x
+    assert naive > 1.3 * est  # what the estimator removes
+    assert public_signal_share(X[::2], y[::2], C) == 0.0
+
+
+def test_signal_share_start_takes_its_alignment_from_the_public_rows():
+    """init_scale='signal_share': the burn-in alignment is s_pub / sqrt(C - 1) instead of the
+    assumed 0.3 sqrt(10 / C). Where the run outlasts the burn-in (here ε = 8) a smaller share
+    (weaker rows) means a longer horizon, so a larger start; where T caps the horizon (ε = 0.5)
+    both rules give the same start; at 1 shot the rule is 'class_scaled'."""
+    from mixdp_core.features.cache import get_features
+    from mixdp_core.methods.adamix.references import public_signal_share
+
+    fs = get_features("synthetic", "pixels", classes=40, dim=64, train_per_class=40, test_per_class=5,
+                      effective_rank=16, separation=6.0, shared_mean=1.0)
+
+    def alpha(split, eps, rule):
+        return make_method("adamix", target_epsilon=eps, init_scale=rule, noise="reproducible").fit(
+            split, on_step=lambda r: True).init_scale_
+
+    sp = make_split(fs, SplitSpec(public_per_class=3, seed=0))
+    m = make_method("adamix").fit(sp, on_step=lambda r: True)
+    Xp = m.feature_map_(sp.X_public)
+    s = public_signal_share(Xp, sp.y_public, 40)
+    assert 0.05 < s < 1.0
+    # assumed alignment 0.3 sqrt(10/40) = 0.15 against s / sqrt(39): horizon ratio (0.15 sqrt(39) / s)^2,
+    # the start's scale its square root (the noise std grows like sqrt(H)), up to the fixed point over tau
+    expect = 0.15 * np.sqrt(39) / s
+    ratio = alpha(sp, 8.0, "signal_share") / alpha(sp, 8.0, "class_scaled")
+    assert 0.8 * expect < ratio < 1.25 * expect, (ratio, expect)
+    assert alpha(sp, 0.5, "signal_share") == pytest.approx(alpha(sp, 0.5, "class_scaled"), rel=1e-6)
+    one = make_split(fs, SplitSpec(public_per_class=1, seed=0))
+    assert alpha(one, 8.0, "signal_share") == pytest.approx(alpha(one, 8.0, "class_scaled"), rel=1e-6)

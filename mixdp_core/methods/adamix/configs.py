@@ -249,12 +249,15 @@ class NoisyGDConfig(PrivacyConfig):
                                help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's "
                                     "constraint set).")
     init_scale: str = param(
-        "class_scaled", choices=("class_scaled", "noise", "grow_only", "released_noise", "none"),
+        "class_scaled", choices=("class_scaled", "signal_share", "noise", "grow_only", "released_noise", "none"),
         help="schedule='smooth' with a public start: 'class_scaled' (default) rescales the public solution so the "
              "noise of the run's burn-in cannot flip its predictions (up or down), with a burn-in horizon that "
              "grows with the number of classes C: the assumed alignment of the clipped gradient sum "
              "(BURN_IN_ALIGNMENT, set at C = 10) scales as sqrt(10/C), since at the start each class column "
-             "collects signal from its own rows only (docs/results/centering.md); 'noise' (the former default) "
+             "collects signal from its own rows only (docs/results/centering.md); 'signal_share' takes that "
+             "alignment from the public rows instead of BURN_IN_ALIGNMENT: s / sqrt(C - 1), s the rows' class-signal "
+             "share estimated without the few-shot bias (falls back to 'class_scaled' at 1 shot); 'noise' (the "
+             "former default) "
              "keeps the alignment fixed at every C; 'grow_only' takes the 'noise' factor but never below 1; "
              "'released_noise' sizes the start, once the run outlasts the burn-in, against the noise of the "
              "released average; 'none' starts at the public solution unscaled. Public inputs only.")

@@ -47,7 +47,7 @@ from .engine import (
     theorem3_weight_decay,
 )
 from .projection import projection_dim_for, resolve_span
-from .references import LinearHead, UnitRows, text_init, unit_rows
+from .references import LinearHead, UnitRows, public_signal_share, text_init, unit_rows
 
 
 
@@ -138,6 +138,13 @@ class NoisyGDMethod(LinearHead):
             # over the sum of the rows' norms is ~ s / sqrt(C) (s: a row's class-signal share).
             # The constant was set at C = BURN_IN_CLASSES; the 1/sqrt(C) law carries it to any C.
             align = BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2))
+        if cfg.init_scale == "signal_share":
+            # The same alignment with no assumed constant: at W = 0 it is ||sum_i x_i e_i^T|| /
+            # sum_i ||x_i|| ||e_i|| ~ s / sqrt(C - 1) for unit rows (||e_i|| = sqrt((C-1)/C)),
+            # s = rms_c ||mu_c||, estimated from the public rows (class_scaled's value at 1 shot).
+            s = public_signal_share(Xp, yp, C)
+            align = (s / math.sqrt(max(C - 1, 1)) if s > 0 else
+                     BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2)))
         burn_in = max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2) / align**2
         horizon = min(float(T_grad), burn_in)
         # init_scale='released_noise' past the burn-in: the noise of the released average instead

@@ -3,6 +3,7 @@ plus the linear head they share with the private methods."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Optional
 
@@ -243,3 +244,30 @@ class ZeroShot(Paragon):
 
 
 # ----------------------------------------------------------------------------- private
+
+
+def public_signal_share(X: np.ndarray, y: np.ndarray, n_classes: int) -> float:
+    """The class-signal share ``s = rms_c ||mu_c|| / rms_i ||x_i||`` of (centred) public rows,
+    without the bias of few-shot class means; ``0.0`` when no class has two rows.
+
+    ``E||sum_{i in c} x_i||^2 = n_c^2 ||mu_c||^2 + n_c E||x - mu_c||^2``: the square of a class
+    sum overstates ``||mu_c||^2`` by the within-class spread over ``n_c``, which at 2 shots is
+    most of it. The cross terms ``||sum_{i in c} x_i||^2 - sum_{i in c} ||x_i||^2 =
+    sum_{i != j} x_i . x_j`` have expectation ``n_c (n_c - 1) ||mu_c||^2``: averaged over the
+    classes with >= 2 rows they estimate ``mean_c ||mu_c||^2`` without bias. Public rows only
+    (no privacy cost). A negative estimate (no signal visible) gives 0.
+    """
+    num, k = 0.0, 0
+    y = np.asarray(y)
+    for c in range(int(n_classes)):
+        Xc = np.asarray(X[y == c], dtype=np.float64)
+        n = len(Xc)
+        if n < 2:
+            continue
+        t = Xc.sum(axis=0)
+        num += (float(t @ t) - float(np.einsum("ij,ij->", Xc, Xc))) / (n * (n - 1))
+        k += 1
+    if k == 0:
+        return 0.0
+    denom = float(np.mean(np.einsum("ij,ij->i", np.asarray(X, dtype=np.float64), np.asarray(X, dtype=np.float64))))
+    return math.sqrt(max(num / k, 0.0) / denom) if denom > 0 else 0.0

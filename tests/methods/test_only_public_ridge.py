@@ -61,7 +61,14 @@ def _newton_step_logits(Z, y, C, B, l2, i):
     return Z[i] @ (B.ravel() - np.linalg.solve(H, g)).reshape(r, C)
 
 
-def test_alo_is_the_newton_step_and_exact_at_a_strong_ridge():
+@pytest.mark.parametrize("keep_q", [True, False], ids=["Q-buffer", "M-inverse-buffer"])
+def test_alo_is_the_newton_step_and_exact_at_a_strong_ridge(keep_q, monkeypatch):
+    """Both of loo_logits_alo's buffers (every Q_c kept, or M_c^-1 Z^T when C N^2 exceeds the
+    cell bound) give the Newton step of the balanced refit."""
+    import mixdp_core.methods._linear as lin
+
+    if not keep_q:
+        monkeypatch.setattr(lin, "LOO_MAX_CELLS", 4 * 20 * 20 - 1)  # C N^2 = 4 x 20^2: just over
     X, y = _rows(1.0, False, C=4, k=5, D=8)
     y[-1] = 0  # unequal class sizes
     sp = spectral_rows(X)

@@ -10,10 +10,10 @@ script measures, per regime, on the rows the head sees (unit rows centred on the
 * ``A_priv``: the alignment ``||sum_i x_i e_i^T|| / sum_i ||x_i|| ||e_i||`` of the private rows
   at ``W = 0`` (``e_i = onehot(y_i) - 1/C``), the owner's view (it reads private rows);
 * ``s_priv = A_priv * sqrt(C)`` and the rule's assumed ``s = BURN_IN_ALIGNMENT * sqrt(BURN_IN_CLASSES)``;
-* ``s_pub``: the same share estimated from the public rows alone, without the bias of
-  few-shot class means (``E||sum_{i in c} x_i||^2 = n_c^2 ||mu_c||^2 + n_c E||x - mu_c||^2``,
-  so the cross terms ``sum_{i != j in c} x_i . x_j`` estimate ``n_c (n_c - 1) ||mu_c||^2``
-  without bias); ``nan`` at 1 shot, where no class has two rows.
+* ``s_pub``: the same share estimated from the public rows alone
+  (:func:`~mixdp_core.methods.adamix.references.public_signal_share`: products of
+  independent rows only, so without the bias of few-shot class means or of the centring);
+  ``0`` at 1 shot, where no class has two rows.
 
 With ``--alpha``, a second table: the start scale ``alpha`` each rule gives per regime and ε
 (``init_scale="class_scaled"`` against ``"signal_share"``, which takes the alignment
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from center_and_start import regime_splits  # noqa: E402
 
 from mixdp_core.methods.adamix.configs import BURN_IN_ALIGNMENT, BURN_IN_CLASSES  # noqa: E402
-from mixdp_core.methods.adamix.references import FeatureMap  # noqa: E402
+from mixdp_core.methods.adamix.references import FeatureMap, public_signal_share  # noqa: E402
 
 
 def alignment_at_zero(X: np.ndarray, y: np.ndarray, C: int) -> float:
@@ -48,23 +48,6 @@ def alignment_at_zero(X: np.ndarray, y: np.ndarray, C: int) -> float:
     E[np.arange(len(y)), y] += 1.0
     G = X.T @ E
     return float(np.linalg.norm(G) / np.sum(np.linalg.norm(X, axis=1) * np.linalg.norm(E, axis=1)))
-
-
-def public_share(X: np.ndarray, y: np.ndarray, C: int) -> float:
-    """The class-signal share ``rms_c ||mu_c|| / rms_i ||x_i||`` of centred rows, from the
-    cross terms of each class's rows (unbiased for ``||mu_c||^2``; ``nan`` with < 2 rows per class)."""
-    num, k = 0.0, 0
-    for c in range(C):
-        Xc = X[y == c].astype(np.float64)
-        n = len(Xc)
-        if n < 2:
-            continue
-        s = Xc.sum(axis=0)
-        num += (s @ s - np.einsum("ij,ij->", Xc, Xc)) / (n * (n - 1))
-        k += 1
-    if k == 0:
-        return float("nan")
-    return math.sqrt(max(num / k, 0.0) / float(np.mean(np.einsum("ij,ij->i", X, X))))
 
 
 def main(names: list[str]) -> None:
@@ -79,7 +62,7 @@ def main(names: list[str]) -> None:
         yv, yp = np.asarray(split.y_private), np.asarray(split.y_public)
         C = int(max(yv.max(), yp.max())) + 1
         a = alignment_at_zero(Xv, yv, C)
-        s_pub = public_share(Xp, yp, C)
+        s_pub = public_signal_share(Xp, yp, C)
         k = int(round(len(yp) / C))
         print(f"| {name} | {C} | {Xv.shape[1]} | {k} | {a:.3f} | {a * math.sqrt(C):.3f} | {s_pub:.3f} | "
               f"{a * math.sqrt(C) / assumed:.2f} |", flush=True)

@@ -167,6 +167,9 @@ def test_public_signal_share_is_unbiased_at_two_shots_where_class_means_are_not(
     naive = np.sqrt(np.mean([np.sum(X[y == c].mean(0) ** 2) for c in range(C)])) / rms_x
     assert naive > 1.3 * est  # what the estimator removes
     assert public_signal_share(X[::2], y[::2], C) == 0.0
+    # a shift of every row, even by their own mean (the head's centring), changes nothing
+    for shift in (np.full(D, 0.3), X.mean(axis=0)):
+        assert public_signal_share(X - shift, y, C) == pytest.approx(est, rel=1e-9)
 
 
 def test_signal_share_start_takes_its_alignment_from_the_public_rows():

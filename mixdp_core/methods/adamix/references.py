@@ -247,27 +247,46 @@ class ZeroShot(Paragon):
 
 
 def public_signal_share(X: np.ndarray, y: np.ndarray, n_classes: int) -> float:
-    """The class-signal share ``s = rms_c ||mu_c|| / rms_i ||x_i||`` of (centred) public rows,
-    without the bias of few-shot class means; ``0.0`` when no class has two rows.
+    """The class-signal share ``s = rms_c ||mu_c - mu_bar|| / rms_i ||x_i - mu_bar||`` of the
+    public rows (``mu_bar`` the mean of the class means), without the biases of few-shot
+    means; ``0.0`` when no class has two rows.
 
     ``E||sum_{i in c} x_i||^2 = n_c^2 ||mu_c||^2 + n_c E||x - mu_c||^2``: the square of a class
     sum overstates ``||mu_c||^2`` by the within-class spread over ``n_c``, which at 2 shots is
-    most of it. The cross terms ``||sum_{i in c} x_i||^2 - sum_{i in c} ||x_i||^2 =
-    sum_{i != j} x_i . x_j`` have expectation ``n_c (n_c - 1) ||mu_c||^2``: averaged over the
-    classes with >= 2 rows they estimate ``mean_c ||mu_c||^2`` without bias. Public rows only
-    (no privacy cost). A negative estimate (no signal visible) gives 0.
+    most of it. Every term here is instead a product of *independent* rows, so unbiased:
+
+    * ``U_c = (||S_c||^2 - sum_{i in c} ||x_i||^2) / (n_c (n_c - 1))`` (``S_c`` the class sum:
+      the cross terms ``sum_{i != j} x_i . x_j``) estimates ``||mu_c||^2``;
+    * ``||sum_c xbar_c||^2 - sum_c ||xbar_c||^2`` estimates ``sum_{c != d} mu_c . mu_d``;
+
+    so ``||mu_bar||^2 ~ (sum_c U_c + sum_{c != d} xbar_c . xbar_d) / K^2`` (over the ``K``
+    classes with >= 2 rows), the between-class spread is ``mean_c U_c - ||mu_bar||^2`` and the
+    total ``mean_i ||x_i||^2 - ||mu_bar||^2``. The estimate is invariant to a shift of every
+    row by the same vector, even one computed from the rows: rows centred on their own public
+    mean (the head's map) give what the uncentred rows give. Measuring around ``0`` instead
+    would leave a ``-1/N`` bias from that centring, which at 10 classes x 2 shots (N = 20) halved
+    the estimate on CIFAR-10 (docs/results/centering.md). Public rows only (no privacy cost).
+    A negative spread (no signal visible) gives 0.
     """
-    num, k = 0.0, 0
     y = np.asarray(y)
+    X = np.asarray(X, dtype=np.float64)
+    U, means, sq = [], [], []
     for c in range(int(n_classes)):
-        Xc = np.asarray(X[y == c], dtype=np.float64)
+        Xc = X[y == c]
         n = len(Xc)
         if n < 2:
             continue
         t = Xc.sum(axis=0)
-        num += (float(t @ t) - float(np.einsum("ij,ij->", Xc, Xc))) / (n * (n - 1))
-        k += 1
-    if k == 0:
+        r2 = np.einsum("ij,ij->i", Xc, Xc)
+        U.append((float(t @ t) - float(r2.sum())) / (n * (n - 1)))
+        means.append(t / n)
+        sq.append(r2)
+    K = len(U)
+    if K == 0:
         return 0.0
-    denom = float(np.mean(np.einsum("ij,ij->i", np.asarray(X, dtype=np.float64), np.asarray(X, dtype=np.float64))))
-    return math.sqrt(max(num / k, 0.0) / denom) if denom > 0 else 0.0
+    M = np.asarray(means)
+    T = M.sum(axis=0)
+    mu_bar2 = (sum(U) + float(T @ T) - float(np.einsum("ij,ij->", M, M))) / K ** 2
+    between = float(np.mean(U)) - mu_bar2
+    total = float(np.mean(np.concatenate(sq))) - mu_bar2
+    return math.sqrt(max(between, 0.0) / total) if total > 0 else 0.0

@@ -142,7 +142,7 @@ class NoisyGDMethod(LinearHead):
         if cfg.init_scale == "signal_share":
             # The same alignment with no assumed constant: at W = 0 it is ||sum_i x_i e_i^T|| /
             # sum_i ||x_i|| ||e_i|| ~ s / sqrt(C - 1) for unit rows (||e_i|| = sqrt((C-1)/C)),
-            # s = rms_c ||mu_c||, estimated from the public rows (class_scaled's value at 1 shot).
+            # s = rms_c ||mu_c - mu_bar|| (unit rows), estimated from the public rows (class_scaled at 1 shot).
             s = public_signal_share(Xp, yp, C)
             align = (s / math.sqrt(max(C - 1, 1)) if s > 0 else
                      BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2)))

@@ -54,6 +54,7 @@ VARIANTS = {
     "opL": ("only_public", {"l2_rule": "loo"}),
     # the start's burn-in alignment from the public rows (docs/results/centering.md, signal share)
     "SS": ("adamix", {"init_scale": "signal_share"}),
+    "CS": ("adamix", {"init_scale": "class_scaled"}),
 }
 
 

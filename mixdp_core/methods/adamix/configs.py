@@ -18,8 +18,7 @@ PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
 #: development data, with BURN_IN_ALIGNMENT: docs/results/tuning_notes.md, NOISE_MARGIN_Z.
 NOISE_MARGIN_Z = 3.0
 #: Assumed alignment of the clipped private gradients in the burn-in horizon (see there), at
-#: C = 10 classes; init_scale='class_scaled' scales it by sqrt(10 / C). The default
-#: 'signal_share' estimates the alignment from the public rows instead and uses this only at 1 shot.
+#: C = 10 classes; init_scale='class_scaled' (default) scales it by sqrt(10 / C).
 BURN_IN_ALIGNMENT = 0.3
 #: The number of classes at which BURN_IN_ALIGNMENT was set (digits, CIFAR-10).
 BURN_IN_CLASSES = 10
@@ -250,17 +249,19 @@ class NoisyGDConfig(PrivacyConfig):
                                help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's "
                                     "constraint set).")
     init_scale: str = param(
-        "signal_share", choices=("signal_share", "class_scaled", "noise", "grow_only", "released_noise", "none"),
-        help="schedule='smooth' with a public start: 'signal_share' (default) rescales the public solution so the "
-             "noise of the run's burn-in cannot flip its predictions (up or down). The burn-in horizon is the number "
-             "of steps until the clipped gradient sum's signal outgrows its noise: it uses the sum's alignment at "
-             "the start, s / sqrt(C - 1) for C classes, with s the rows' class-signal share estimated from the public "
-             "rows (products of independent rows only: no few-shot or centring bias); at 1 shot, where s cannot be "
-             "estimated, it is 'class_scaled': the assumed alignment BURN_IN_ALIGNMENT (set at C = 10) scaled by "
-             "sqrt(10/C) (docs/results/centering.md); 'noise' (an earlier default) keeps the alignment fixed at every "
-             "C; 'grow_only' takes the 'noise' factor but never below 1; 'released_noise' sizes the start, once the "
-             "run outlasts the burn-in, against the noise of the released average; 'none' starts at the public "
-             "solution unscaled. Public inputs only.")
+        "class_scaled", choices=("class_scaled", "signal_share", "noise", "grow_only", "released_noise", "none"),
+        help="schedule='smooth' with a public start: 'class_scaled' (default) rescales the public solution so the "
+             "noise of the run's burn-in cannot flip its predictions (up or down), with a burn-in horizon that "
+             "grows with the number of classes C: the assumed alignment of the clipped gradient sum "
+             "(BURN_IN_ALIGNMENT, set at C = 10) scales as sqrt(10/C), since at the start each class column "
+             "collects signal from its own rows only (docs/results/centering.md); 'signal_share' takes that "
+             "alignment from the public rows instead of BURN_IN_ALIGNMENT: s / sqrt(C - 1), s the rows' class-signal "
+             "share estimated without the few-shot bias (falls back to 'class_scaled' at 1 shot; measured, not the "
+             "default: it loses about 1 point at epsilon = 8 where the public start is poor); 'noise' (the "
+             "former default) "
+             "keeps the alignment fixed at every C; 'grow_only' takes the 'noise' factor but never below 1; "
+             "'released_noise' sizes the start, once the run outlasts the burn-in, against the noise of the "
+             "released average; 'none' starts at the public solution unscaled. Public inputs only.")
     class_balance: str = param("logit_adjust", choices=_CLASS_BALANCE_CHOICES, help=_CLASS_BALANCE_HELP)
     public_guard: bool = param(
         True, type=bool,

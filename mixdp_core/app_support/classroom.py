@@ -16,6 +16,7 @@ Every ε shown is computed by the accounting module (calibration, run reports).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +66,9 @@ class Lesson:
     def __post_init__(self) -> None:
         validate(self)
         if LESSON_DATA[self.data][0] != "synthetic":
-            for f in ("classes", "train_per_class"):
-                object.__setattr__(self, f, _DIAL_DEFAULTS[f])
+            for f in dataclasses.fields(self):
+                if f.name in ("classes", "train_per_class"):
+                    object.__setattr__(self, f.name, f.default)
 
     @property
     def synthetic(self) -> bool:
@@ -89,9 +91,6 @@ class Lesson:
             text += (f"; the private rows are long-tailed, the largest class {self.imbalance_ratio:g}× the smallest "
                      "(the smallest quarter of the classes are the minority)")
         return text + "."
-
-
-_DIAL_DEFAULTS = {"classes": 100, "train_per_class": 40}
 
 
 def as_lesson(lesson: "str | Lesson") -> Lesson:

@@ -105,6 +105,11 @@ if dict(q) != url:
     st.query_params.update(url)
 
 cache = lesson(les)
+# A dial moved: the lesson left behind stops training (it resumes if anyone opens it again).
+prev = st.session_state.get("class_cache")
+if prev is not None and prev is not cache:
+    prev.stop(timeout=0)
+st.session_state["class_cache"] = cache
 cache.start(priority_epsilon=eps)
 
 
@@ -129,6 +134,8 @@ def _balance_note(r: dict) -> str:
 
 @st.fragment(run_every=1.0 if not cache.done else None)
 def show_step():
+    if not cache.done:
+        cache.start(priority_epsilon=eps)  # no-op while it trains; resumes it if another session stopped it
     run = cache.get("adamix", eps)
     if k == 1:
         d = _means(eps, les)

@@ -716,6 +716,9 @@ def test_classroom_dials_classes_rows_and_imbalance_and_shows_the_minority(at):
         {"classes": ["20"], "train_per_class": ["60"], "imbalance_ratio": ["10"]})
     cache = next(v for v in __import__("gc").get_objects() if isinstance(v, LessonCache)
                  and v.lesson.classes == 20 and v.lesson.imbalance_ratio == 10)
+    left = [v for v in __import__("gc").get_objects() if isinstance(v, LessonCache) and v is not cache
+            and v.lesson.classes == 20]  # (20, 40, 1) and (20, 60, 1), passed on the way
+    assert left and all(v._halt.is_set() for v in left)  # the lessons dialled past stop training
     cache._thread.join(timeout=300)
     assert cache.done and not cache.errors, cache.errors
     run = cache.get("adamix", 1.0)

@@ -99,8 +99,9 @@ k = STEPS.index(step) + 1
 # The URL carries what differs from the defaults, so a shared link opens the same lesson.
 url = {"eps": f"{eps:g}", "step": str(k), **({"data": data} if data != DEFAULT_LESSON else {}),
        **{n: f"{getattr(les, n):g}" for n in dials if getattr(les, n) != getattr(base, n)}}
-if dict(q) != url:
-    for n in [n for n in q if n not in url]:
+OWN = ("eps", "step", "data", "imbalance_ratio", "classes", "train_per_class")
+if {n: q[n] for n in OWN if n in q} != url:
+    for n in [n for n in OWN if n in q and n not in url]:  # a dial back at its default leaves the URL
         del st.query_params[n]
     st.query_params.update(url)
 

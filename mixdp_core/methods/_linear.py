@@ -598,8 +598,6 @@ def loo_logits_alo(Z: np.ndarray, y: np.ndarray, n_classes: int, B: np.ndarray, 
     Returns:
         ``(N, C)`` float64 logits; rows of classes with a single row are NaN (no refit).
     """
-    from scipy.linalg import cho_factor, cho_solve
-
     Z = np.asarray(Z, dtype=np.float64)
     N, r = Z.shape
     C = int(n_classes)
@@ -628,7 +626,7 @@ def loo_logits_alo(Z: np.ndarray, y: np.ndarray, n_classes: int, B: np.ndarray, 
     # S^-1 once (S is positive definite, N x N): every group's K_R then takes two GEMMs instead
     # of a triangular solve with C k right-hand sides (the larger part of a ridge's time at 100+
     # classes, measured)
-    S_inv = cho_solve(cho_factor(S, lower=True), np.eye(N))
+    S_inv = _spd_inverse(S)
     cls = np.arange(C)
     for R in groups:
         k = len(R)

@@ -133,7 +133,7 @@ class NoisyGDMethod(LinearHead):
         # burn-in: steps until the (at most N tau per step) signal can outgrow the noise
         # sigma tau sqrt(k C t): t* = sigma^2 k C / n_hat^2, at least 1, at most T.
         align = BURN_IN_ALIGNMENT
-        if cfg.init_scale == "class_scaled":
+        if cfg.init_scale in ("class_scaled", "signal_share"):
             # At the start each class column of the clipped gradient sum collects signal from its
             # own rows only: sum_i (y_i - p_i) x_i^T has column c ~ (n/C)(mu_c - mu), so its norm
             # over the sum of the rows' norms is ~ s / sqrt(C) (s: a row's class-signal share).
@@ -142,10 +142,11 @@ class NoisyGDMethod(LinearHead):
         if cfg.init_scale == "signal_share":
             # The same alignment with no assumed constant: at W = 0 it is ||sum_i x_i e_i^T|| /
             # sum_i ||x_i|| ||e_i|| ~ s / sqrt(C - 1) for unit rows (||e_i|| = sqrt((C-1)/C)),
-            # s = rms_c ||mu_c - mu_bar|| (unit rows), estimated from the public rows (class_scaled at 1 shot).
+            # s = rms_c ||mu_c - mu_bar||, estimated from the public rows; at 1 shot there is no
+            # estimate (s = 0) and class_scaled's alignment above stays.
             s = public_signal_share(Xp, yp, C)
-            align = (s / math.sqrt(max(C - 1, 1)) if s > 0 else
-                     BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2)))
+            if s > 0:
+                align = s / math.sqrt(max(C - 1, 1))
         burn_in = max(1.0, cfg.noise_multiplier**2 * k * C / n_hat**2) / align**2
         horizon = min(float(T_grad), burn_in)
         # init_scale='released_noise' past the burn-in: the noise of the released average instead

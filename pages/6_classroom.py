@@ -120,7 +120,7 @@ IMBALANCED = les.imbalance_ratio > 1
 def _rows(methods, metric: str) -> list[dict]:
     """The lesson's ready trainings as chart rows of ``metric`` (one training per ε: no std)."""
     rows = [{"method": m, "epsilon": e, "n": 1, f"{metric}_mean": r[metric], f"{metric}_std": 0.0}
-            for m in methods for e in LESSON_EPSILONS if (r := cache.get(m, e)) is not None]
+            for m in methods if m != "paragon" for e in LESSON_EPSILONS if (r := cache.get(m, e)) is not None]
     if "paragon" in methods and (par := cache.get("paragon", None)) is not None:
         rows.append({"method": "paragon", "epsilon": None, "n": 1, f"{metric}_mean": par[metric],
                      f"{metric}_std": 0.0})

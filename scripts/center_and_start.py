@@ -62,9 +62,17 @@ def regime_features(name: str):
     """``(feature set, public per class, imbalance ratio)`` of REGIME: a ``REGIME_FAMILY`` name,
     ``digits`` or ``digits_ir10`` (pixels, 5 public per class, imbalance ratio 1 / 10), or
     ``cifar10_2_20`` / ``cifar10_2_60`` (fewshot.md's CIFAR-10 regimes, 2 public + 20 / 60
-    private per class; ``CIFAR10_DIR`` in the environment, default /tmp/c10)."""
+    private per class; ``CIFAR10_DIR`` in the environment, default /tmp/c10), or
+    ``classroom_20_60_ir10`` (the Classroom's synthetic lesson at 20 classes x 60 rows, 5 public,
+    imbalance ratio 10: scarce and imbalanced)."""
     if name.startswith("digits"):
         return get_features("digits", "pixels"), 5, 10.0 if name == "digits_ir10" else 1.0
+    if name == "classroom_20_60_ir10":  # the Classroom's synthetic lesson dialled to 20 classes x 60 rows, ratio 10
+        from mixdp_core.app_support.classroom import Lesson
+
+        les = Lesson(data="many classes (synthetic)", classes=20, train_per_class=60, imbalance_ratio=10)
+        dataset, encoder, kw = les.source()
+        return get_features(dataset, encoder, **kw), 5, les.imbalance_ratio
     if name.startswith("cifar10_2_"):
         fs = get_features("image_folder", "efficientnet_lite0", root=os.environ.get("CIFAR10_DIR", "/tmp/c10"),
                           max_per_class=2 + int(name.rsplit("_", 1)[1]), max_test_per_class=200,

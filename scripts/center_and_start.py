@@ -55,6 +55,12 @@ VARIANTS = {
     # the start's burn-in alignment from the public rows (docs/results/centering.md, signal share)
     "SS": ("adamix", {"init_scale": "signal_share"}),
     "CS": ("adamix", {"init_scale": "class_scaled"}),
+    # the class histogram's share of the budget (docs/results/class_balance.md)
+    "H1": ("adamix", {"histogram_share": 0.0}),
+    "HSA": ("adamix", {"histogram_share": None}),
+    "HS4": ("adamix", {"histogram_share": 1 / 16}),
+    "HS8": ("adamix", {"histogram_share": 1 / 8}),
+    "HS16": ("adamix", {"histogram_share": 1 / 4}),
 }
 
 

@@ -35,6 +35,7 @@ def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
     from threadpoolctl import threadpool_limits
 
     from center_and_start import VARIANTS, regime_splits
+    from mixdp_core.evaluation import minority_accuracy
     from mixdp_core.methods import make_method
 
     meth, kw = VARIANTS[lab]
@@ -51,6 +52,8 @@ def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
     return {"regime": regime, "seed": seed, "variant": lab, "epsilon": eps,
             "error": float(100 * np.mean(pred != sp.y_test)),
             "balanced_accuracy": float(100 * balanced_accuracy_score(sp.y_test, pred)),
+            "minority_accuracy": None if (mi := minority_accuracy(sp.y_test, pred, sp.minority_classes)) is None
+            else float(100 * mi),
             "guard_kept_private": None if g is None else bool(g),
             "init_scale": None if alpha is None else float(alpha), "seconds": time.time() - t}
 
@@ -87,7 +90,7 @@ def run(regimes, eps, seeds, variants, *, workers: int = 1, jsonl: str | None = 
 
 
 def print_tables(out: list[dict], regimes, eps, seeds, variants) -> None:
-    """Per regime: mean test error (balanced accuracy) % per variant and ε over the seeds, and how
+    """Per regime: mean test error (balanced accuracy; minority-class accuracy) % per variant and ε over the seeds, and how
     often the public-start guard released the private model."""
     from center_and_start import VARIANTS
 
@@ -101,8 +104,10 @@ def print_tables(out: list[dict], regimes, eps, seeds, variants) -> None:
             for e in (eps if VARIANTS[v][0] != "only_public" else [None]):
                 rs = by[(reg, v, e)]
                 g = [x["guard_kept_private"] for x in rs if x["guard_kept_private"] is not None]
+                mi = [x["minority_accuracy"] for x in rs if x.get("minority_accuracy") is not None]
                 row.append(f"eps={e}: {sum(x['error'] for x in rs) / len(rs):.1f} "
-                           f"({sum(x['balanced_accuracy'] for x in rs) / len(rs):.1f})"
+                           f"({sum(x['balanced_accuracy'] for x in rs) / len(rs):.1f}"
+                           + (f"; min {sum(mi) / len(mi):.1f}" if mi else "") + ")"
                            + (f" [{sum(g)}/{len(g)}]" if g else ""))
             print(f"  {v:6s} " + " | ".join(row), flush=True)
 

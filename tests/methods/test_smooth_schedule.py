@@ -41,23 +41,46 @@ def test_clipped_gradient_map_is_min_half_2tau_lipschitz(tau):
 
 
 def test_smooth_run_releases_a_noisy_class_histogram_and_accounts_it(small_split):
-    """Default class_balance: the first release is the class histogram (sensitivity 1, one
-    release); n_hat = its sum + 2 sqrt(C) sigma (upper bound) + N_public; offsets from its
-    shrunk counts."""
+    """Default class_balance: the first releases are the class histogram (sensitivity 1), staged
+    (histogram_share=None): m = round(a/(1+a) T), a = 0.3 sqrt(10/C); a pilot of m1 = ceil(m/4)
+    releases (noise sigma/sqrt(m1) per class); a chi² test of equal counts at 5 % on it; the other
+    m - m1 only if it rejects (an independent stream, combined by inverse variance). n_hat = the
+    histogram's sum + 2 sqrt(C) sigma_h (upper bound) + N_public; offsets from its shrunk counts.
+    Recomputed here from the replayed noise, on this balanced split and on an imbalanced one."""
+    from scipy.stats import chi2
+
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
     from mixdp_core.methods.adamix.engine import log_prior, shrunk_class_counts
     from mixdp_core.randomness import noise_rng
 
-    m = make_method("adamix", target_epsilon=2.0, noise_multiplier=5.0, seed=3, noise="reproducible").fit(small_split)
-    T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=2.0, target_delta=1e-5)
-    assert m.count_releases_ == 1 and m.steps_ == T and m.history_[0].step == 1
-    C = small_split.n_classes
-    hist = np.rint(np.bincount(small_split.y_private, minlength=C)
-                   + 5.0 * noise_rng("reproducible", 3, 0xC0418).standard_normal(C))
-    n_pub = len(small_split.y_public)
-    assert m.n_hat_ == pytest.approx(hist.sum() + 2 * np.sqrt(C) * 5.0 + n_pub)
-    np.testing.assert_allclose(m.class_counts_, shrunk_class_counts(hist, 5.0))
-    assert log_prior(m.class_counts_).shape == (C,)
-    assert m.history_[0].extra["noisy_count"] == hist.sum()
+    imbalanced = make_split(get_features("digits", "pixels"), SplitSpec(public_per_class=5, imbalance_ratio=10.0, seed=0))
+    fired = []
+    for sp in (small_split, imbalanced):
+        m = make_method("adamix", target_epsilon=2.0, noise_multiplier=10.0, seed=3, noise="reproducible").fit(sp)
+        T = accounting.calibrate_steps(noise_multiplier=10.0, target_epsilon=2.0, target_delta=1e-5)
+        C = sp.n_classes
+        a = 0.3 * np.sqrt(10 / C)
+        k = max(1, round(a / (1 + a) * T))
+        k1 = int(np.ceil(k / 4))
+        n = np.bincount(sp.y_private, minlength=C)
+        h1 = np.rint(n + 10.0 / np.sqrt(k1) * noise_rng("reproducible", 3, 0xC0418).standard_normal(C))
+        stat = np.sum((h1 - h1.mean()) ** 2) / (100.0 / k1 + 1 / 12)
+        if stat > chi2.ppf(0.95, C - 1):
+            h2 = np.rint(n + 10.0 / np.sqrt(k - k1) * noise_rng("reproducible", 3, 0xC041A).standard_normal(C))
+            hist, used = (k1 * h1 + (k - k1) * h2) / k, k
+        else:
+            hist, used = h1, k1
+        fired.append(used == k)
+        assert k > k1 > 1 and m.count_releases_ == used and m.steps_ == T and m.history_[0].step == used
+        assert sum(r.count for r in m.ledger_.releases if r.what == "noisy class histogram") == used
+        s_h = 10.0 / np.sqrt(used)
+        n_pub = len(sp.y_public)
+        assert m.n_hat_ == pytest.approx(hist.sum() + 2 * np.sqrt(C) * s_h + n_pub)
+        np.testing.assert_allclose(m.class_counts_, shrunk_class_counts(hist, s_h))
+        assert log_prior(m.class_counts_).shape == (C,)
+        assert m.history_[0].extra["noisy_count"] == pytest.approx(hist.sum())
+    assert fired == [False, True]  # the balanced split keeps the pilot; the imbalanced one spends the rest
 
 
 def test_smooth_run_releases_a_noisy_count_and_accounts_it(small_split):

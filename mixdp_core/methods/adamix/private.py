@@ -18,6 +18,8 @@ from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
     BURN_IN_CLASSES,
+    HISTOGRAM_PILOT_SHARE,
+    HISTOGRAM_TEST_LEVEL,
     CHECKPOINT_DIVISOR,
     GUARD_Z,
     MIN_CHECKPOINT_STEPS,
@@ -329,7 +331,63 @@ class NoisyGDMethod(LinearHead):
         rng = noise_rng(self.config.noise, self.config.seed, 0xC0417)
         return snap_count(n_private + self.config.noise_multiplier * rng.standard_normal())
 
-    def _noisy_histogram(self, y: np.ndarray, C: int) -> np.ndarray:
+    def _histogram_releases(self, T: int, C: int) -> int:
+        """m, the releases' worth of the run's T that the noisy class histogram may take
+        (``histogram_share`` f; at most T // 2, at least 1).
+
+        The default f = a / (1 + a), a = ``BURN_IN_ALIGNMENT`` sqrt(``BURN_IN_CLASSES`` / C) (the
+        start's assumed share of a clipped gradient that is class signal). Why: a class's logit
+        offset log n̂_c errs by about σ_h / n_c, σ_h = σ / sqrt(m); its column of the averaged model
+        errs by about σ / (a n_c sqrt(T − m)) relative to its signal (only the share a of each
+        clipped gradient's norm moves it). Minimizing the sum of both variances, 1/m + 1/(a² (T − m)),
+        gives m / (T − m) = a: the histogram gets the larger share where the gradient carries the
+        less class signal per release. Public inputs only (C, T)."""
+        share = getattr(self.config, "histogram_share", 0.0)
+        if share is None:
+            a = BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2))
+            share = a / (1.0 + a)
+        return max(1, min(int(round(float(share) * T)), T // 2))
+
+    def _released_histogram(self, y: np.ndarray, C: int, T: int, ledger: Any, release: Any) -> tuple[np.ndarray, int]:
+        """Release the noisy class histogram; returns ``(histogram, releases it took)``.
+
+        A fixed ``histogram_share`` takes its m releases at once (one Gaussian release with noise
+        σ/sqrt(m) per class, recorded as m releases at σ: the same μ). The default (None) is
+        staged, because the m of :meth:`_histogram_releases` only pays where the classes are
+        imbalanced (balanced classes need no offsets, and m releases fewer for the gradient
+        cost ~1–2 points where the error falls steeply in ε; docs/results/class_balance.md):
+        a pilot of m₁ = ceil(m · ``HISTOGRAM_PILOT_SHARE``) releases, then a χ² test of equal
+        class counts on it (Σ_c (ñ_c − mean)² / s₁² against the χ²_{C−1} quantile at
+        ``1 − HISTOGRAM_TEST_LEVEL``; s₁² = σ²/m₁ + 1/12, the noise and the rounding); only if it
+        rejects, a second histogram of the other m − m₁ releases on an independent stream,
+        combined with the pilot by inverse variance. Privacy: each release is the Gaussian
+        mechanism on the histogram (sensitivity 1, add/remove), σ-equivalent, and the run's
+        total stays T: the pilot's output only chooses whether a release goes to the histogram
+        or to a gradient step, an adaptive choice among mechanisms of the same μ, which μ-GDP
+        composition covers (Dong, Roth & Su 2022, Thm. 3.2)."""
+        from scipy.stats import chi2
+
+        sigma = float(self.config.noise_multiplier)
+        m = self._histogram_releases(T, C)
+        staged = getattr(self.config, "histogram_share", 0.0) is None and m >= 2 and C >= 2
+        m1 = max(1, math.ceil(m * HISTOGRAM_PILOT_SHARE)) if staged else m
+        h1 = self._noisy_histogram(y, C, sigma / math.sqrt(m1))
+        ledger.release(release, what="noisy class histogram", count=m1)
+        self.histogram_test_ = None
+        if not staged or m1 >= m:
+            return h1, m1
+        s1_sq = sigma**2 / m1 + 1.0 / 12.0
+        stat = float(np.sum((h1 - h1.mean()) ** 2) / s1_sq)
+        imbalanced = stat > float(chi2.ppf(1.0 - HISTOGRAM_TEST_LEVEL, C - 1))
+        self.histogram_test_ = {"statistic": stat, "dof": C - 1, "imbalanced": bool(imbalanced), "pilot": m1}
+        if not imbalanced:
+            return h1, m1
+        m2 = m - m1
+        h2 = self._noisy_histogram(y, C, sigma / math.sqrt(m2), stream=0xC041A)
+        ledger.release(release, what="noisy class histogram", count=m2)
+        return (m1 * h1 + m2 * h2) / m, m
+
+    def _noisy_histogram(self, y: np.ndarray, C: int, sigma: float | None = None, stream: int = 0xC0418) -> np.ndarray:
         """Release ``(n_1, ..., n_C) + N(0, sigma^2 I_C)`` (``smooth`` schedule with
         ``class_balance="logit_adjust"``; it replaces the noisy count).
 
@@ -340,9 +398,10 @@ class NoisyGDMethod(LinearHead):
         count is its sum (post-processing, noise std ``sqrt(C) sigma``). Each bin is snapped
         to the integer grid (:func:`~mixdp_core.randomness.snap_count`).
         """
-        rng = noise_rng(self.config.noise, self.config.seed, 0xC0418)
+        rng = noise_rng(self.config.noise, self.config.seed, stream)
         hist = np.bincount(np.asarray(y, dtype=np.int64), minlength=C).astype(np.float64)
-        return np.rint(hist + self.config.noise_multiplier * rng.standard_normal(C))
+        sigma = self.config.noise_multiplier if sigma is None else sigma
+        return np.rint(hist + sigma * rng.standard_normal(C))
 
     def _fit(self, split: Any, on_step: OnStep | None) -> "NoisyGDMethod":
         if self.config.honest_tuning:
@@ -570,6 +629,11 @@ class NoisyGDMethod(LinearHead):
         n_report = len(split.y_private)  # pDP rows: the private ones (stacked first)
         n_pub_grad = problem.X_public.shape[0] if opts.use_public_gradient else 0
         n_count = 1 if smooth else 0  # releases spent on the noisy count
+        hist = None
+        if smooth and getattr(cfg, "class_balance", "none") != "none":
+            # the histogram replaces the count; it may take several releases' worth of the budget,
+            # decided before the gradient phase (so T_grad below is known when it starts)
+            hist, n_count = self._released_histogram(problem.y_private, problem.n_classes, T, ledger, release)
         # The public-start guard (one release at the end) only when a gradient step is left.
         n_guard = 1 if (smooth and cfg.public_guard and self._public_start and T - n_count >= 2) else 0
         # The early-checkpoint test (one release) only with the guard, one candidate run and
@@ -584,13 +648,12 @@ class NoisyGDMethod(LinearHead):
         if smooth:
             if getattr(cfg, "class_balance", "none") != "none":
                 C = problem.n_classes
-                hist = self._noisy_histogram(problem.y_private, C)
-                ledger.release(release, what="noisy class histogram")
-                n_noisy, count_std = float(hist.sum()), math.sqrt(C) * cfg.noise_multiplier
+                sigma_h = cfg.noise_multiplier / math.sqrt(n_count)  # std of the combined histogram
+                n_noisy, count_std = float(hist.sum()), math.sqrt(C) * sigma_h
                 # Post-processing: the shrunk counts set the private rows' logit offsets (the
                 # logit-adjusted loss targets the balanced error) and, with weighted tests, the
                 # noisy tests' class weights (max weight 1, so their sensitivity stays 1).
-                counts = shrunk_class_counts(hist, cfg.noise_multiplier)
+                counts = shrunk_class_counts(hist, sigma_h)
                 self.class_counts_ = counts
                 opts.logit_offset = log_prior(counts)
                 if problem.X_public.shape[0] and opts.use_public_gradient:
@@ -649,10 +712,10 @@ class NoisyGDMethod(LinearHead):
         head: list[StepRecord] = []
         stop_now = False
         if n_count:
-            rec0 = StepRecord(
-                step=1, total_steps=total_releases, test_error=None,
+            rec0 = StepRecord(  # the count (or histogram: n_count releases' worth) as one record
+                step=n_count, total_steps=total_releases, test_error=None,
                 epsilon_spent=float(accounting.privacy_curve(
-                    noise_multiplier=cfg.noise_multiplier, steps=1, delta=cfg.target_delta)[0]),
+                    noise_multiplier=cfg.noise_multiplier, steps=n_count, delta=cfg.target_delta)[-1]),
                 extra={"noisy_count": float(n_noisy)},
             )
             head.append(rec0)

@@ -42,6 +42,13 @@ REGIME_FAMILY: tuple[dict[str, Any], ...] = (
     {"name": "classes_20_d128_ir10", "role": "validation", "public_per_class": 3, "imbalance_ratio": 10.0,
      "dataset_kwargs": {"classes": 20, "dim": 128, "train_per_class": 400, "test_per_class": 40,
                         "effective_rank": 24.0, "separation": 4.0, "shared_mean": 1.5, "ambiguity": 0.02}},
+    # scarce and imbalanced: the smallest private classes hold about 5 rows (the Classroom's dialled
+    # lesson is the development one; docs/results/class_balance.md)
+    {"name": "scarce_20_ir10", "role": "development", "public_per_class": 5, "imbalance_ratio": 10.0,
+     "dataset_kwargs": {"classes": 20, "dim": 64, "train_per_class": 60, "test_per_class": 20, "separation": 4.0}},
+    {"name": "scarce_50_d256_ir10", "role": "validation", "public_per_class": 3, "imbalance_ratio": 10.0,
+     "dataset_kwargs": {"classes": 50, "dim": 256, "train_per_class": 60, "test_per_class": 20,
+                        "effective_rank": 32.0, "separation": 5.0, "shared_mean": 1.5, "ambiguity": 0.02}},
 )
 
 

@@ -93,6 +93,15 @@ small epsilon. The new schedule:
    start is poor (``many_class_100_d256``, 8 seeds), where it broke property (a) of
    docs/results/regimes.md (centering.md, last section). ``grow_only`` (never shrink) and
    ``noise`` (no C law) remain options.
+4b. **Class histogram** (``class_balance="logit_adjust"``, the default): the first releases
+   are a noisy class histogram whose shrunk counts set the logit-adjusted loss's offsets. It
+   may take ``m = round(a/(1+a) T)`` of the run's T releases (``a = 0.3 sqrt(10 / C)``, the
+   alignment above: the split that balances a release's value to the offsets and to the class
+   columns), staged: a pilot of ``m/4`` (:data:`HISTOGRAM_PILOT_SHARE`) and the rest only when
+   a chi² test at 5 % (:data:`HISTOGRAM_TEST_LEVEL`) finds the classes imbalanced; see
+   :meth:`.private.NoisyGDMethod._released_histogram` and docs/results/class_balance.md. One
+   release at sigma = 20, the former default, left the offsets random where classes hold
+   5-55 private rows.
 5. lambda: the Thm.-3 rule on the mean loss (noise std ``sigma tau / n_hat``) with that R.
    The rule balances a worst-case bound (noise along all k C directions costs as much as
    along the loss's high-curvature ones) and over-regularizes towards ``w_ref``; the factor 2
@@ -132,6 +141,8 @@ from .configs import (
     BURN_IN_ALIGNMENT,
     CHECKPOINT_DIVISOR,
     GUARD_Z,
+    HISTOGRAM_PILOT_SHARE,
+    HISTOGRAM_TEST_LEVEL,
     MIN_CHECKPOINT_STEPS,
     HONEST_DEFAULT_WEIGHT,
     HONEST_GRID,
@@ -153,7 +164,8 @@ from .references import LinearHead, OnlyPublic, Paragon, UnitRows, ZeroShot, tex
 from .private import NGD, PPGD, AdaMix, FullyPrivate, NoisyGDMethod
 
 __all__ = [
-    "AdaMix", "AdaMixConfig", "BURN_IN_ALIGNMENT", "CHECKPOINT_DIVISOR", "MIN_CHECKPOINT_STEPS", "FullyPrivate", "FullyPrivateConfig", "GUARD_Z", "HONEST_DEFAULT_WEIGHT",
+    "AdaMix", "AdaMixConfig", "BURN_IN_ALIGNMENT", "CHECKPOINT_DIVISOR", "MIN_CHECKPOINT_STEPS", "FullyPrivate", "FullyPrivateConfig", "GUARD_Z", "HISTOGRAM_PILOT_SHARE",
+    "HISTOGRAM_TEST_LEVEL", "HONEST_DEFAULT_WEIGHT",
     "HONEST_GRID",
     "LinearHead", "NGD", "NGDConfig", "NOISE_MARGIN_Z", "NoisyGDConfig", "NoisyGDMethod", "NonPrivateConfig",
     "OnlyPublic", "OnlyPublicConfig", "PAPER_LEARNING_RATES", "PPGD", "PPGDConfig", "PROJECTIONS", "Paragon", "REF_DISTANCE_SCALE", "THEOREM3_LAMBDA_GRID",

@@ -72,7 +72,8 @@ THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
 _CLASS_BALANCE_CHOICES = ("logit_adjust", "logit_adjust_weighted_tests", "none")
 _CLASS_BALANCE_HELP = (
     "schedule='smooth': 'logit_adjust' (default) releases a noisy per-class histogram of the private rows "
-    "instead of the noisy count (the same Gaussian release: sensitivity 1, noise σ per class, no extra ε), "
+    "instead of the noisy count (a Gaussian release of sensitivity 1 taking m of the run's T releases, noise "
+    "σ/sqrt(m) per class: histogram_share; no extra ε), "
     "shrinks it towards its mean (James–Stein: balanced data give no offset) and trains on the "
     "logit-adjusted loss −log softmax(xW + log π̂)_y (Menon et al. 2021), so an imbalanced private set "
     "does not pull predictions to its majority classes: the model targets the balanced error. "

@@ -393,10 +393,11 @@ class NoisyGDMethod(LinearHead):
 
         Gaussian mechanism on the class histogram of the private rows: adding or removing one
         row moves one bin by 1, so the L2 sensitivity is 1 (add/remove), noise std ``sigma``
-        (the run's noise multiplier) per bin: accounted exactly as the count it replaces
-        (``mu^2 = 1/sigma^2``, one release of the run's ``ComposedGaussian(sigma, T)``). The
-        count is its sum (post-processing, noise std ``sqrt(C) sigma``). Each bin is snapped
-        to the integer grid (:func:`~mixdp_core.randomness.snap_count`).
+        per bin (default the run's noise multiplier σ; σ/sqrt(m) is accounted as m releases at
+        σ, ``mu^2 = m/σ^2``: :meth:`_released_histogram`). The count is its sum
+        (post-processing, noise std ``sqrt(C) sigma``). Each bin is snapped to the integer grid
+        (:func:`~mixdp_core.randomness.snap_count`). ``stream``: the noise stream (the staged
+        release's two parts draw independent noise).
         """
         rng = noise_rng(self.config.noise, self.config.seed, stream)
         hist = np.bincount(np.asarray(y, dtype=np.int64), minlength=C).astype(np.float64)
@@ -716,7 +717,7 @@ class NoisyGDMethod(LinearHead):
                 step=n_count, total_steps=total_releases, test_error=None,
                 epsilon_spent=float(accounting.privacy_curve(
                     noise_multiplier=cfg.noise_multiplier, steps=n_count, delta=cfg.target_delta)[-1]),
-                extra={"noisy_count": float(n_noisy)},
+                extra={"noisy_count": float(n_noisy), "count_releases": float(n_count)},
             )
             head.append(rec0)
             stop_now = bool(on_step(rec0)) if on_step is not None else False

@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import ConfigError
 from .base import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _setup_line, _table
 from ..sweep import Variant
-from .adamix import _error_vs_epsilon
+from .adamix import _error_vs_epsilon, _variants
 
 
 DPPL_FAMILY = (
@@ -34,9 +34,10 @@ DPPL_FAMILY = (
 
 
 @figure("dppl_epsilon", "DP-prototypes family: test error vs ε", "DP prototypes (DPPL), ε sweeps",
-        epsilons=[0.1, 0.5, 1, 3, 8], seeds=[0, 1, 2], public_per_class=5, imbalance_ratio=1.0, detail_epsilon=1.0)
+        epsilons=[0.1, 0.5, 1, 3, 8], seeds=[0, 1, 2], public_per_class=5, imbalance_ratio=1.0, detail_epsilon=1.0,
+        variants=[v.label for v in DPPL_FAMILY])
 def _dppl_epsilon(ctx: Context) -> FigureOutput:
-    return _error_vs_epsilon(ctx, DPPL_FAMILY, {}, "DP-prototypes family: test error vs ε")
+    return _error_vs_epsilon(ctx, _variants(ctx.params, DPPL_FAMILY), {}, "DP-prototypes family: test error vs ε")
 
 
 @figure("dppl_imbalance", "DPPL under class imbalance", "DP prototypes (DPPL), imbalance ratios 1–100", figsize=(11, 4.5),

@@ -61,6 +61,7 @@ VARIANTS = {
     "HS4": ("adamix", {"histogram_share": 1 / 16}),
     "HS8": ("adamix", {"histogram_share": 1 / 8}),
     "HS16": ("adamix", {"histogram_share": 1 / 4}),
+    "dplp": ("dp_linear_probe", {}),
     # the plain schedule a new user tried on unseen 102-class data (issue #25's table)
     "plain": ("adamix", {"schedule": "constant", "learning_rate": 1e-3, "weight_decay": 0.01, "init_scale": "none",
                          "public_guard": False}),

@@ -155,7 +155,8 @@ def show_step():
             fig = charts.sample_grid_figure(imgs, title=f"True (top) vs published (bottom) class averages at ε = {eps:g}")
             st.plotly_chart(big(fig, 360), key="class_noise", width="stretch", config=charts.LIVE_CONFIG)
         else:  # feature rows: how far the noise moves each average, against what separates two classes
-            fig = charts.noise_vs_separation_figure(d["error_norm"], d["mean_distance"], epsilon=eps)
+            fig = charts.noise_vs_separation_figure(d["error_norm"], d["mean_distance"], epsilon=eps,
+                                                    minority=d["minority"])
             show_chart(big(fig, 420), key="class_noise", name="classroom_noise")
             import numpy as np
 

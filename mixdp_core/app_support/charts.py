@@ -560,7 +560,10 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
             hovertemplate="ε=%{x:g}: %{y:.3f} (mean over %{customdata} seed(s))",
             marker=dict(size=8, color=color), line=dict(color=color)))
     _layout(fig, title, "ε (log scale, δ fixed)", ylabel, height=380)
-    fig.update_layout(legend_title_text="mean ± std over seeds · dashed: non-private reference")
+    # the caption says what a point is: a single training has no seed spread to show
+    seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
+    fig.update_layout(legend_title_text=("mean ± std over seeds" if seeds > 1 else "one training per point")
+                      + " · dashed: non-private reference")
     _log_eps_axis(fig, eps_all)
     if metric in FRACTION_METRICS:
         _fraction_axis(fig)
@@ -855,14 +858,23 @@ def figure_image(fig, fmt: str = "svg") -> bytes:
 
 
 # --------------------------------------------------------------------------- sample images
-def noise_vs_separation_figure(error_norm: Sequence[float], mean_distance: float, *, epsilon: float):
+def noise_vs_separation_figure(error_norm: Sequence[float], mean_distance: float, *, epsilon: float,
+                               minority: Sequence[int] = ()):
     """Classroom step 1 without images: per class, how far the published average lies from the
-    true one (‖noise‖, sorted), against the median distance between two true class averages."""
+    true one (‖noise‖, sorted), against the median distance between two true class averages.
+    ``minority``: class ids drawn as their own, hatched series (a long-tailed lesson)."""
     go = _go()
-    e = np.sort(np.asarray(error_norm, dtype=float))
+    raw = np.asarray(error_norm, dtype=float)
+    order = np.argsort(raw, kind="stable")
+    e = raw[order]
+    mino = np.isin(order, np.asarray(list(minority), dtype=np.int64))
+    x = np.arange(1, e.size + 1)
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=np.arange(1, e.size + 1), y=e, name="‖published − true average‖ per class",
-                         marker_color=PRIVATE_COLOR))
+    other = "‖published − true average‖ per class" if not mino.any() else "‖published − true average‖: other classes"
+    fig.add_trace(go.Bar(x=x[~mino], y=e[~mino], name=other, marker_color=PRIVATE_COLOR))
+    if mino.any():
+        fig.add_trace(go.Bar(x=x[mino], y=e[mino], name="minority classes (smallest quarter by private rows)",
+                             marker_color=MINORITY_COLOR, marker_pattern_shape="/"))
     fig.add_hline(y=float(mean_distance), line=dict(color="black", dash="dash", width=3),
                   annotation_text="median distance between two true class averages", annotation_position="top left")
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="black", dash="dash", width=3),

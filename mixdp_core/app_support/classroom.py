@@ -195,7 +195,10 @@ def noisy_class_means(epsilon: float, *, delta: float = LESSON_DELTA, seed: int 
     d2 = np.sqrt(np.maximum((flat ** 2).sum(1)[:, None] + (flat ** 2).sum(1)[None, :] - 2 * flat @ flat.T, 0.0))
     return {"class_names": [str(n) for n in split.class_names], "clean": clean_a, "noisy": noisy_a,
             "sigma": sigma, "noise_std": float(np.mean(std)), "counts": counts, "noisy_counts": noisy_counts,
-            "minority": [int(c) for c in split.minority_classes], "mechanism": CLASS_MEAN_MECHANISM,
+            "minority": [int(c) for c in split.minority_classes],
+            # feature rows, not images, on a synthetic lesson: the caption names what is clipped and summed
+            "mechanism": CLASS_MEAN_MECHANISM if clean_a.ndim == 3
+            else CLASS_MEAN_MECHANISM.replace("images", "rows").replace("image", "row"),
             "error_norm": np.linalg.norm((noisy_a - clean_a).reshape(C, -1), axis=1),
             "mean_distance": float(np.median(d2[np.triu_indices(C, 1)]))}
 

@@ -463,6 +463,25 @@ def test_metric_cards_have_no_minority_card_without_a_minority_class():
                                                                           imbalance_ratio=1.0)))
 
 
+def test_noise_vs_separation_figure_marks_the_minority_classes():
+    fig = charts.noise_vs_separation_figure([0.5, 0.1, 0.9, 0.3], 0.4, epsilon=1.0, minority=[2])
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name.startswith("minority") for t in bars] == [False, True]
+    assert list(bars[0].x) == [1, 2, 3] and list(bars[0].y) == [0.1, 0.3, 0.5]  # sorted by error
+    assert list(bars[1].x) == [4] and list(bars[1].y) == [0.9]  # class 2 has the largest error
+    plain = charts.noise_vs_separation_figure([0.5, 0.1], 0.4, epsilon=1.0)
+    assert [t.name for t in plain.data if t.type == "bar"] == ["‖published − true average‖ per class"]
+
+
+def test_metric_vs_epsilon_says_what_a_point_is():
+    one = [{"method": "adamix", "epsilon": e, "test_error_mean": 0.3, "test_error_std": 0.0, "n": 1} for e in (1, 3)]
+    assert charts.metric_vs_epsilon(one, "test_error", "t", "y").layout.legend.title.text.startswith(
+        "one training per point")
+    seeds = [dict(r, n=3, test_error_std=0.02) for r in one]
+    assert charts.metric_vs_epsilon(seeds, "test_error", "t", "y").layout.legend.title.text.startswith(
+        "mean ± std over seeds")
+
+
 def test_class_counts_figure_marks_minorities():
     s = {"class_names": ["a", "b", "c"], "public": [2, 2, 2], "private": [10, 5, 1], "test": [3, 3, 3],
          "minority": [0, 0, 1]}
@@ -909,3 +928,7 @@ def test_lesson_dials_are_declared_checked_and_reach_the_data(tmp_path):
     balanced = noisy_class_means(2.0, lesson=Lesson(data="many classes (synthetic)", classes=12, train_per_class=35),
                                  cache_dir=tmp_path, noise="reproducible")
     assert balanced["minority"] == [] and set(balanced["counts"]) == {30}
+    # rows, not images, on the synthetic lesson: the mechanism's caption says so
+    assert "row" in d["mechanism"] and "image" not in d["mechanism"]
+    digits = noisy_class_means(2.0, cache_dir=tmp_path, noise="reproducible")
+    assert "image" in digits["mechanism"]

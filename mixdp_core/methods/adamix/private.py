@@ -62,6 +62,13 @@ class RunSetup(NamedTuple):
     options: NoisyGDOptions
 
 
+def _class_scaled_alignment(C: int) -> float:
+    """The assumed alignment of the clipped gradient sum at C classes: ``BURN_IN_ALIGNMENT``
+    (set at ``BURN_IN_CLASSES``) times ``sqrt(BURN_IN_CLASSES / C)``. The class-scaled start's
+    burn-in and the class histogram's share both read it."""
+    return BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2))
+
+
 class NoisyGDMethod(LinearHead):
     """Common fit logic: calibrate T, build the problem, run (or optimistically tune)."""
 
@@ -140,7 +147,7 @@ class NoisyGDMethod(LinearHead):
             # own rows only: sum_i (y_i - p_i) x_i^T has column c ~ (n/C)(mu_c - mu), so its norm
             # over the sum of the rows' norms is ~ s / sqrt(C) (s: a row's class-signal share).
             # The constant was set at C = BURN_IN_CLASSES; the 1/sqrt(C) law carries it to any C.
-            align = BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2))
+            align = _class_scaled_alignment(C)
         if cfg.init_scale == "signal_share":
             # The same alignment with no assumed constant: at W = 0 it is ||sum_i x_i e_i^T|| /
             # sum_i ||x_i|| ||e_i|| ~ s / sqrt(C - 1) for unit rows (||e_i|| = sqrt((C-1)/C)),
@@ -344,7 +351,7 @@ class NoisyGDMethod(LinearHead):
         less class signal per release. Public inputs only (C, T)."""
         share = getattr(self.config, "histogram_share", 0.0)
         if share is None:
-            a = BURN_IN_ALIGNMENT * math.sqrt(BURN_IN_CLASSES / max(C, 2))
+            a = _class_scaled_alignment(C)
             share = a / (1.0 + a)
         return max(1, min(int(round(float(share) * T)), T // 2))
 
@@ -376,7 +383,7 @@ class NoisyGDMethod(LinearHead):
         h1 = self._noisy_histogram(y, C, sigma / math.sqrt(m1))
         ledger.release(release, what="noisy class histogram", count=m1)
         self.histogram_test_ = None
-        if not staged or m1 >= m:
+        if not staged:  # (staged: m >= 2, so the pilot ceil(m/4) leaves m - m1 >= 1)
             return h1, m1
         s1_sq = sigma**2 / m1 + 1.0 / 12.0
         stat = float(np.sum((h1 - h1.mean()) ** 2) / s1_sq)
@@ -389,21 +396,20 @@ class NoisyGDMethod(LinearHead):
         ledger.release(release, what="noisy class histogram", count=m2)
         return (m1 * h1 + m2 * h2) / m, m
 
-    def _noisy_histogram(self, y: np.ndarray, C: int, sigma: float | None = None, stream: int = 0xC0418) -> np.ndarray:
+    def _noisy_histogram(self, y: np.ndarray, C: int, sigma: float, stream: int = 0xC0418) -> np.ndarray:
         """Release ``(n_1, ..., n_C) + N(0, sigma^2 I_C)`` (``smooth`` schedule with
         ``class_balance="logit_adjust"``; it replaces the noisy count).
 
         Gaussian mechanism on the class histogram of the private rows: adding or removing one
         row moves one bin by 1, so the L2 sensitivity is 1 (add/remove), noise std ``sigma``
-        per bin (default the run's noise multiplier σ; σ/sqrt(m) is accounted as m releases at
-        σ, ``mu^2 = m/σ^2``: :meth:`_released_histogram`). The count is its sum
+        per bin (σ/sqrt(m) for m of the run's releases at noise multiplier σ, accounted as m
+        releases at σ, ``mu^2 = m/σ^2``: :meth:`_released_histogram`). The count is its sum
         (post-processing, noise std ``sqrt(C) sigma``). Each bin is snapped to the integer grid
         (:func:`~mixdp_core.randomness.snap_count`). ``stream``: the noise stream (the staged
         release's two parts draw independent noise).
         """
         rng = noise_rng(self.config.noise, self.config.seed, stream)
         hist = np.bincount(np.asarray(y, dtype=np.int64), minlength=C).astype(np.float64)
-        sigma = self.config.noise_multiplier if sigma is None else sigma
         return np.rint(hist + sigma * rng.standard_normal(C))
 
     def _fit(self, split: Any, on_step: OnStep | None) -> "NoisyGDMethod":

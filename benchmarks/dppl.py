@@ -83,7 +83,15 @@ def _worker(cfg: dict) -> dict:
     y = rng.integers(0, N_CLASSES, n_private)
     d_min, d_max = (0.0, 2.0) if cfg["path"] == "noclip" else (0.5, 1.5)
     device = cfg.get("device", "cpu")
+    precision = cfg.get("precision", "fp32")
     rss_data = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    torch_import = 0.0
+    if precision != "fp32" or device != "cpu":  # torch's threads are its own, not a BLAS pool
+        t0 = time.perf_counter()
+        import torch
+
+        torch.set_num_threads(cfg["threads"])
+        torch_import = time.perf_counter() - t0
     with threadpool_limits(limits=cfg["threads"]):
         if device != "cpu":  # the CUDA context and torch's import are paid once per process
             public_utilities(X[:8], y[:8], base[:8], n_classes=N_CLASSES, d_min=d_min, d_max=d_max, device=device)
@@ -92,11 +100,12 @@ def _worker(cfg: dict) -> dict:
             U = _gemm_floor(X, pool, cfg["block"] or default_block_size(len(X)))
         else:
             U = public_utilities(X, y, pool, n_classes=N_CLASSES, d_min=d_min, d_max=d_max,
-                                 block_size=cfg["block"], layout=cfg["layout"], device=device)
+                                 block_size=cfg["block"], layout=cfg["layout"], device=device, precision=precision)
         dt = time.perf_counter() - t0
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert np.isfinite(U).all()
-    return {**cfg, "seconds": dt, "seconds_full_pool": dt * N_POOL / n_pool,
+    return {**cfg, "precision": precision, "seconds": dt, "seconds_full_pool": dt * N_POOL / n_pool,
+            "torch_import_seconds": torch_import,
             "gflops": 2.0 * n_pool * n_private * DIM / dt / 1e9,
             "peak_rss_mib": rss1, "baseline_rss_mib": rss0, "data_rss_mib": rss_data,
             "output_mib": U.nbytes / 2**20}
@@ -116,12 +125,13 @@ def _gemm_floor(X, pool, block):
 
 
 def _grid(quick: bool, tiny: bool = False, threads=(1, 2), layouts=("private_major", "pool_major"),
-          blocks=(None, 1024, 8192), devices=("cpu",)) -> list[dict]:
-    if tiny:  # one thread, auto block: the fast path, the two clip layouts and the floor
+          blocks=(None, 1024, 8192), devices=("cpu",), precisions=("fp32", "bf16")) -> list[dict]:
+    if tiny:  # one thread, auto block: the fast path, the two clip layouts, bf16 and the floor
         small = {"threads": 1, "block": None, "n_pool": 20_000, "n_private": 500, "base_rows": 4096}
         return [{"path": "noclip", "layout": "private_major", **small},
                 {"path": "clip", "layout": "private_major", **small},
                 {"path": "clip", "layout": "pool_major", **small},
+                {"path": "clip", "layout": "pool_major", "precision": "bf16", **small},
                 {"path": "gemm", "layout": "pool_major", **small}]
     n = N_POOL // 10 if quick else N_POOL
     grid = []
@@ -131,6 +141,10 @@ def _grid(quick: bool, tiny: bool = False, threads=(1, 2), layouts=("private_maj
             for layout in layouts:
                 for block in blocks:
                     grid.append({"path": "clip", "threads": th, "layout": layout, "block": block, "n_pool": n})
+            for prec in precisions:
+                if prec != "fp32":  # bf16 products (torch, CPU), its own tile size
+                    grid.append({"path": "clip", "threads": th, "layout": "pool_major", "block": None, "n_pool": n,
+                                 "precision": prec})
             grid.append({"path": "gemm", "threads": th, "layout": "pool_major", "block": None, "n_pool": n})
         for dev in devices:
             if dev != "cpu":
@@ -149,6 +163,8 @@ def main() -> None:
     ap.add_argument("--layouts", default="private_major,pool_major", help="clip-path layouts")
     ap.add_argument("--blocks", default="auto,1024,8192", help="clip-path block sizes ('auto' or rows)")
     ap.add_argument("--devices", default="cpu", help="'cpu' and/or 'cuda', comma-separated")
+    ap.add_argument("--precisions", default="fp32,bf16",
+                    help="clip-path arithmetic on the CPU: 'fp32' and/or 'bf16' (bfloat16 products), comma-separated")
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(_worker(json.loads(args.worker))))
@@ -157,7 +173,7 @@ def main() -> None:
     threads = tuple(int(t) for t in args.threads.split(","))
     blocks = tuple(None if b == "auto" else int(b) for b in args.blocks.split(","))
     grid = _grid(args.quick, args.tiny, threads, tuple(args.layouts.split(",")), blocks,
-                 tuple(args.devices.split(",")))
+                 tuple(args.devices.split(",")), tuple(args.precisions.split(",")))
     nt = str(max(threads))
     env = dict(os.environ, OMP_NUM_THREADS=nt, OPENBLAS_NUM_THREADS=nt, MKL_NUM_THREADS=nt)
     for cfg in grid:
@@ -165,22 +181,23 @@ def main() -> None:
                              text=True, env=env, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(r)
-        print(f"{r['path']:7s} {r.get('device', 'cpu'):4s} threads={r['threads']} {r['layout']:13s} "
+        print(f"{r['path']:7s} {r.get('device', 'cpu'):4s} {r['precision']:4s} threads={r['threads']} {r['layout']:13s} "
               f"block={str(r['block']):5s} {r['seconds_full_pool']:7.1f} s  {r['gflops']:7.1f} GFLOP/s  "
               f"peak {r['peak_rss_mib']:7.0f} MiB", flush=True)
-    print("\n| path | device | threads | layout | block | seconds (full pool) | GFLOP/s (2 n N d / s) | peak RSS MiB |"
-          "\n|---|---|---|---|---|---|---|---|")
+    print("\n| path | device | precision | threads | layout | block | seconds (full pool) | GFLOP/s (2 n N d / s) | "
+          "peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['path']} | {r.get('device', 'cpu')} | {r['threads']} | {r['layout']} | {r['block'] or 'auto'} | "
+        print(f"| {r['path']} | {r.get('device', 'cpu')} | {r['precision']} | {r['threads']} | {r['layout']} | "
+              f"{r['block'] or 'auto'} | "
               f"{r['seconds_full_pool']:.1f} | {r['gflops']:.0f} | {r['peak_rss_mib']:.0f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
 
-    def sec(path, threads, layout, block, device="cpu"):
+    def sec(path, threads, layout, block, device="cpu", precision="fp32"):
+        key = (path, threads, layout, block, device, precision)
         return next((r["seconds"] for r in rows if (r["path"], r["threads"], r["layout"], r["block"],
-                                                     r.get("device", "cpu")) == (path, threads, layout, block, device)),
-                    None)
+                                                     r.get("device", "cpu"), r["precision"]) == key), None)
 
     res = {"benchmark": "dppl", "n_pool": rows[0]["n_pool"], "n_private": rows[0].get("n_private", N_PRIVATE),
            "dim": DIM, "rows": rows}
@@ -203,6 +220,11 @@ def main() -> None:
             res[f"clip_over_noclip_threads{th}"] = pm / nc
         if pm and qm:
             res[f"pool_major_over_private_major_threads{th}"] = qm / pm
+        bf = sec("clip", th, "pool_major", None, precision="bf16")
+        if bf:  # the clipped utilities with bf16 products, import of torch excluded (reported per row)
+            res[f"clip_bf16_seconds_full_pool_threads{th}"] = bf * N_POOL / rows[0]["n_pool"]
+            if qm:
+                res[f"clip_fp32_over_bf16_threads{th}"] = qm / bf
     for path, layout in (("noclip", "private_major"), ("clip", "private_major"), ("clip", "pool_major")):
         one, two = sec(path, 1, layout, None), sec(path, 2, layout, None)
         if one and two and 2 in threads:

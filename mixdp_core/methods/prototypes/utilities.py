@@ -130,6 +130,7 @@ def public_utilities(
     dtype: Any = np.float32,
     layout: str = "pool_major",
     device: str = "cpu",
+    precision: str = "fp32",
 ) -> np.ndarray:
     """Utilities of every pool candidate for every class (Eq. 14, Alg. 1), blocked.
 
@@ -169,6 +170,17 @@ def public_utilities(
             The torch path computes the same float32 tiles as ``pool_major`` (the pool is
             copied to the device block by block; no TF32), so the utilities, and the
             exponential mechanism drawn from them on the host, are the same on every device.
+        precision: ``"fp32"`` (default), ``"bf16"`` or ``"auto"`` (:func:`utilities_precision`).
+            ``"bf16"`` (clipping path, torch on the CPU): the cosine tile is a bfloat16 product
+            (fp32 accumulation inside the matrix unit, bf16 output), clipped in bf16 and summed
+            per class in float32 (:func:`_public_utilities_bf16`). Each summand is still a clipped
+            value in ``[0, d_max − d_min]``, so the sensitivity, and the privacy guarantee, are
+            unchanged; only the utilities' rounding differs from fp32, by at most
+            ``3·2⁻⁹`` per summand (the rows' and the tile's bf16 rounding, 1-Lipschitz clip), so
+            ``3·2⁻⁹·n_c`` in a class sum; measured 0.8-5.1 x ``2⁻⁹·√n_c`` (features with a
+            shared mean round alike), the exponential mechanism's distribution moving by a
+            total variation of at most 0.4 % at ε = 1 and 2.1 % at ε = 8
+            (``scripts/bf16_utilities_agreement.py``; docs/results/prototypes.md, "bf16 utilities").
 
     Returns:
         ``(C, N)`` float64 utilities.
@@ -184,6 +196,10 @@ def public_utilities(
     counts = np.bincount(y, minlength=n_classes).astype(np.float64)
     clipping = d_min > 0.0 or d_max < 2.0
     where = utilities_device(device, n_private=len(E), n_pool=N, dim=E.shape[1])
+    prec = utilities_precision(precision, device=where, clipping=clipping, n_private=len(E), n_pool=N,
+                               dim=E.shape[1])
+    if prec == "bf16":
+        return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size)
     if where != "cpu":
         return _public_utilities_torch(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size,
                                        clipping=clipping, device="cpu" if where == "torch" else where)
@@ -251,6 +267,135 @@ def utilities_device(device: str, *, n_private: int, n_pool: int, dim: int) -> s
     if device == "auto" and n_private * n_pool * dim < AUTO_CUDA_MIN_MACS:
         return "cpu"  # decided before looking for a GPU: small problems never import torch
     return resolve_device(device)
+
+
+#: ``precision="auto"`` multiplies in bfloat16 from this many multiply-adds of the cosine tile,
+#: on a CPU with bfloat16 matrix units (AMX-BF16). Why this size: the bf16 path imports torch
+#: (~1-2 s) and its result differs from fp32 by rounding; below 1e11 multiply-adds the fp32
+#: products take seconds at most (30-70 GFLOP/s on these cores), so exact fp32 is kept.
+AUTO_BF16_MIN_MACS = 10**11
+
+
+def cpu_has_bf16_matrix_units() -> bool:
+    """Whether this CPU has AMX-BF16 tile units (Linux ``/proc/cpuinfo`` flag ``amx_bf16``).
+
+    Where it does, a bfloat16 product runs ~4-5x the fp32 rate of the same cores (measured
+    side by side in ``benchmarks/dppl.py``); without them torch's bf16 products are no faster
+    than fp32, so ``precision="auto"`` keeps fp32. Read once per process; False where the
+    file is missing (other systems)."""
+    global _AMX
+    if _AMX is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                _AMX = any(line.startswith("flags") and " amx_bf16" in line for line in f)
+        except OSError:
+            _AMX = False
+    return _AMX
+
+
+_AMX: bool | None = None
+PRECISIONS = ("fp32", "bf16", "auto")
+
+
+def utilities_precision(precision: str, *, device: str, clipping: bool, n_private: int, n_pool: int,
+                        dim: int) -> str:
+    """The arithmetic of :func:`public_utilities`: ``"fp32"`` or ``"bf16"``.
+
+    ``"auto"`` is ``"bf16"`` only for the clipping path on the CPU (``device`` resolved to
+    ``"cpu"``), when :func:`cpu_has_bf16_matrix_units` and the tile has at least
+    :data:`AUTO_BF16_MIN_MACS` multiply-adds; else ``"fp32"`` (the no-clipping path is a
+    ``(C, d)`` product, memory-bound, and a GPU's fp32 is already fast). ``"bf16"`` asks for
+    it wherever clipping applies on the CPU (on a CPU without matrix units it is slower, not
+    wrong; with ``device="cuda"`` a one-line ``ConfigError``); without clipping it is ``"fp32"``.
+    """
+    if precision not in PRECISIONS:
+        raise ConfigError("precision", f"must be one of {list(PRECISIONS)}, got {precision!r}")
+    if not clipping or precision == "fp32":
+        return "fp32"
+    if precision == "bf16":
+        if device == "cuda":
+            raise ConfigError("precision", "'bf16' is the CPU's bfloat16 path; with device 'cuda' use 'fp32' or "
+                                           "'auto'")
+        return "bf16"
+    big = n_private * n_pool * dim >= AUTO_BF16_MIN_MACS
+    return "bf16" if device == "cpu" and big and cpu_has_bf16_matrix_units() else "fp32"
+
+
+def _bf16_group(n: int, n_classes: int) -> int:
+    """Rows per group of the bf16 path's class sums: a power of two up to 64 whose padding,
+    at most ``(g - 1)`` zero rows per class, stays within an eighth of the ``n`` rows."""
+    g = 64
+    while g > 1 and (g - 1) * n_classes > n / 8:
+        g //= 2
+    return g
+
+
+def _bf16_inward(x: float, *, up: bool) -> float:
+    """The bfloat16 number nearest ``x`` on its ``up`` (>= x) or down (<= x) side.
+
+    bfloat16 is the top 16 bits of a float32; a float32 truncated to them moves toward zero."""
+    v = float(x)
+    f = np.array([v], dtype=np.float32)
+    bits = f.view(np.uint32)
+    for _ in range(3):  # at most two steps: float32 rounding, then the bf16 truncation
+        t = (bits & np.uint32(0xFFFF0000)).view(np.float32)
+        if (float(t[0]) >= v) if up else (float(t[0]) <= v):
+            return float(t[0])
+        # one bf16 ulp away from zero is up for positive x, down for negative x
+        away = (float(t[0]) >= 0) == up
+        bits = (bits & np.uint32(0xFFFF0000)) + (np.uint32(0x10000) if away else np.uint32(0))
+        if not away:  # toward zero by one ulp
+            bits = bits - np.uint32(0x10000)
+    raise AssertionError(f"no bf16 number on the requested side of {x}")  # pragma: no cover
+
+
+def _public_utilities_bf16(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.ndarray, *, d_min: float,
+                           d_max: float, block_size: int | None) -> np.ndarray:
+    """The clipping path of :func:`public_utilities` with bfloat16 products (torch, CPU).
+
+    Layout: the normalized private rows sorted by class, each class padded with zero rows to a
+    multiple of ``g`` (:func:`_bf16_group`). Per pool block ``P`` (normalized in fp32, then
+    rounded to bf16): tile ``T = P @ E.T`` in bf16 (fp32 accumulation inside the product),
+    ``clip(T, d_min - 1, d_max - 1)`` in place, row-group sums in **float32**
+    (``T.view(b, groups, g).sum(-1, dtype=float32)``), then a float32 product with the
+    ``(groups, C)`` one-hot of the groups' classes. A padded row has cosine 0, so it adds
+    ``clip(0, d_min - 1, d_max - 1)`` to its class, subtracted exactly afterwards. The class
+    sums never pass through bf16: a bf16 output there would round a utility of ~10³ by ~2.
+    """
+    import torch
+
+    n_classes = len(counts)
+    N = int(pool.shape[0])
+    g = _bf16_group(len(E), n_classes)
+    n_c = counts.astype(np.int64)
+    padded = -(-n_c // g) * g
+    order = np.argsort(y, kind="stable")
+    Ep = np.zeros((int(padded.sum()), E.shape[1]), dtype=np.float32)
+    starts = np.concatenate([[0], np.cumsum(padded)[:-1]])
+    src = np.concatenate([[0], np.cumsum(n_c)[:-1]])
+    for c in np.flatnonzero(n_c):
+        Ep[starts[c]: starts[c] + n_c[c]] = E[order[src[c]: src[c] + n_c[c]]]
+    groups = len(Ep) // g
+    Mg = torch.zeros((groups, n_classes), dtype=torch.float32)
+    Mg[torch.arange(groups), torch.from_numpy(np.repeat(np.arange(n_classes), padded // g))] = 1.0
+    Eb = torch.from_numpy(Ep).to(torch.bfloat16)
+    # the clip's bounds rounded *inward* to bf16 numbers: every summand stays in [d_min - 1,
+    # d_max - 1] (the sensitivity d_max - d_min holds); rounding them to nearest could step out
+    lo, hi = _bf16_inward(d_min - 1.0, up=True), _bf16_inward(d_max - 1.0, up=False)
+    pad_value = min(max(0.0, lo), hi)  # what a zero row's cosine adds after the clip
+    offset = torch.from_numpy(counts * (1.0 - d_min) - (padded - n_c) * pad_value)
+    # tile budget 4 MiB of bf16: it stays in the cores' caches between product, clip and sums
+    bs = block_size or int(max(64, min(N, (4 * 2**20) // (2 * max(len(Ep), 1)))))
+    U = np.empty((n_classes, N), dtype=np.float64)
+    with torch.no_grad():
+        for a in range(0, N, bs):
+            b = min(N, a + bs)
+            P = torch.from_numpy(np.ascontiguousarray(pool[a:b], dtype=np.float32))
+            P = (P / P.norm(dim=1, keepdim=True).clamp_min(1e-12)).to(torch.bfloat16)
+            T = (P @ Eb.T).clamp_(lo, hi)
+            S = T.view(b - a, groups, g).sum(-1, dtype=torch.float32) @ Mg
+            U[:, a:b] = (S.T.double() + offset[:, None]).numpy()
+    return U
 
 
 def _public_utilities_torch(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.ndarray, *, d_min: float,

@@ -127,6 +127,28 @@ def test_em_selection_concentrates_at_large_epsilon(digits_split):
         assert set(k.prototype_indices_[c]) == set(np.argsort(-U[c])[:3])
 
 
+def test_clipped_utilities_precision_is_recorded_and_bf16_selects_the_fp32_maximiser(digits_split):
+    """The method records which arithmetic ran: 'auto' on a small problem is fp32 (below the
+    threshold, on any CPU), without clipping always fp32; 'bf16' runs the bf16 path and, at
+    ε = 1000, still returns each class's fp32 utility maximiser wherever the top two utilities
+    differ by more than 0.5 (far above the bf16 rounding of these sums), with the same ε."""
+    pytest.importorskip("torch")
+    from mixdp_core.methods.prototypes.utilities import public_utilities
+
+    clip = dict(d_min=1.2, d_max=2.0, target_epsilon=1e3)  # d_min > 1: the bf16 path's padding correction
+    assert _fit("dppl_public", digits_split, **clip).utilities_precision_ == "fp32"
+    assert _fit("dppl_public", digits_split, target_epsilon=1e3, precision="bf16").utilities_precision_ == "fp32"
+    m = _fit("dppl_public", digits_split, precision="bf16", **clip)
+    assert m.utilities_precision_ == "bf16"
+    U = public_utilities(digits_split.X_private, digits_split.y_private, digits_split.X_public, n_classes=10,
+                         d_min=1.2, d_max=2.0)
+    top2 = np.sort(U, axis=1)[:, -2:]
+    clear = top2[:, 1] - top2[:, 0] > 0.5  # a margin far above the bf16 rounding of these sums
+    np.testing.assert_array_equal(m.prototype_indices_[clear], U.argmax(axis=1)[clear])
+    assert clear.sum() >= 5
+    assert m.privacy_.epsilon == _fit("dppl_public", digits_split, **clip).privacy_.epsilon
+
+
 def test_topk_default_k1_is_dppl_public_in_distribution(digits_split):
     """K = 1 with the monotone scale draws from exactly DPPL-Public's distribution (per class)."""
     from mixdp_core.methods.prototypes.utilities import em_log_probs, public_utilities, topk_rank_log_probs

@@ -90,6 +90,64 @@ def test_utilities_device_auto_and_cuda_check():
             utilities_device("cuda", n_private=1, n_pool=1, dim=1)
 
 
+@pytest.mark.parametrize("d_min,d_max", [(0.5, 1.5), (0.3, 1.9), (1.2, 1.8), (0.0, 1.2)])
+@pytest.mark.parametrize("block", [7, None])
+def test_bf16_utilities_near_dense_and_clipped(d_min, d_max, block):
+    """The bf16 path: every class sum within its bound of the float64 reference, 3·2⁻⁹ per summand
+    (inputs' and tile's rounding), and typically ~2⁻⁹·√n_c; each summand inside [0, d_max − d_min]
+    (bounds rounded inward: d_min − 1 = −0.7 is not a bf16 number), so a class's utility never
+    exceeds n_c (d_max − d_min); padding rows (d_min > 1: a zero row would add clip(0) = 0.2)
+    subtracted; an empty class is zero; classes of 1 to 400 rows (groups of g rows)."""
+    pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    C, D = 6, 48
+    mu = rng.normal(size=(C, D))
+    y = np.repeat(np.arange(C - 1), [400, 150, 37, 5, 1])  # class 5 empty
+    X = (mu[y] + rng.normal(size=(len(y), D))).astype(np.float32)
+    pool = (mu[rng.integers(0, C, 333)] + rng.normal(size=(333, D))).astype(np.float32)
+    dense = dense_public_utilities(X, y, pool, n_classes=C, d_min=d_min, d_max=d_max)
+    U = public_utilities(X, y, pool, n_classes=C, d_min=d_min, d_max=d_max, block_size=block, precision="bf16")
+    n_c = np.bincount(y, minlength=C)[:, None]
+    err = np.abs(U - dense)
+    assert np.all(err <= 3 * 2.0**-9 * n_c + 1e-4)
+    assert err.max() > 0  # it is the bf16 path, not fp32 under another name
+    assert np.median(err[:5] / np.sqrt(n_c[:5])) < 2.0**-9
+    assert np.all(U[5] == 0)
+    assert np.all(U >= -1e-6) and np.all(U <= n_c * (d_max - d_min) + 1e-6)
+
+
+def test_bf16_bounds_round_inward():
+    from mixdp_core.methods.prototypes.utilities import _bf16_inward
+
+    torch = pytest.importorskip("torch")
+    for x in (-0.7, -0.5, -0.3, 0.0, 0.2, 0.3, 0.7, 0.123456, 1.0):
+        up, down = _bf16_inward(x, up=True), _bf16_inward(x, up=False)
+        assert down <= x <= up and up - down <= 2.0**-7 * max(abs(x), 2.0**-8)  # one bf16 ulp
+        for v in (up, down):  # both are bf16 numbers: a round trip keeps them
+            assert torch.tensor(v, dtype=torch.float64).to(torch.bfloat16).double().item() == v
+
+
+def test_utilities_precision_choice(monkeypatch):
+    """'auto' takes bf16 only for big clipped problems on a CPU with bf16 matrix units; an
+    unknown precision, or 'bf16' on CUDA, is a one-line ConfigError naming ``precision``."""
+    from mixdp_core.methods.prototypes import utilities as ut
+
+    big = dict(n_private=5000, n_pool=1_281_167, dim=512)
+    monkeypatch.setattr(ut, "_AMX", True)
+    assert ut.utilities_precision("auto", device="cpu", clipping=True, **big) == "bf16"
+    assert ut.utilities_precision("auto", device="cpu", clipping=False, **big) == "fp32"
+    assert ut.utilities_precision("auto", device="cuda", clipping=True, **big) == "fp32"
+    assert ut.utilities_precision("auto", device="cpu", clipping=True, n_private=500, n_pool=1000, dim=64) == "fp32"
+    assert ut.utilities_precision("fp32", device="cpu", clipping=True, **big) == "fp32"
+    monkeypatch.setattr(ut, "_AMX", False)
+    assert ut.utilities_precision("auto", device="cpu", clipping=True, **big) == "fp32"
+    assert ut.utilities_precision("bf16", device="cpu", clipping=True, n_private=1, n_pool=1, dim=1) == "bf16"
+    with pytest.raises(ConfigError, match="^precision: must be one of"):
+        ut.utilities_precision("fp16", device="cpu", clipping=True, **big)
+    with pytest.raises(ConfigError, match="^precision: 'bf16' is the CPU"):
+        ut.utilities_precision("bf16", device="cuda", clipping=True, **big)
+
+
 def test_blocked_utilities_from_memmap(tiny, tmp_path):
     Xp, yp, pool = tiny
     path = tmp_path / "pool.npy"

@@ -513,9 +513,22 @@ def _walk(server, driver, tmp_path):
     ui.nav("Compare")
     ui.text_present("runs in this comparison")
     t0 = time.monotonic()
+    assert "methods=" not in driver.current_url  # the launch makes the comparison addressable (below)
+
+    def launched(_):  # the sweep was submitted: its URL, or its progress line
+        return "methods=" in driver.current_url or "runs finished" in ui.body()
+
     ui.click_button("Run comparison")
+    try:
+        ui.wait(launched, 20)
+    except TimeoutException:
+        # a click that lands while the page reruns (it just loaded) is lost, as on the
+        # Classroom below: click once more; the sweep must then start
+        print("COMPARE: one more click on Run comparison")
+        ui.click_button("Run comparison")
+        ui.wait(launched, 30)
     ui.text_present("Which method at my ε?", timeout=150)
-    ui.wait(lambda d: "running" not in ui.body().split("Run comparison")[-1][:400], timeout=150)
+    ui.wait(lambda d: "runs finished" not in ui.body(), timeout=150)  # the progress line goes at the end
     ui.text_present("At ε = 8", timeout=60)
     # one seed: no winner claimed (one line per ε): the spread is said to be unknown, or a tie
     # with Only-Public (ε = 0) says the private data buy nothing here

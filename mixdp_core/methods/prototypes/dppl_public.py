@@ -39,8 +39,7 @@ from .utilities import (
     cosine_scores,
     load_public_pool,
     public_utilities,
-    utilities_device,
-    utilities_precision,
+    utilities_plan,
     sample_em,
     validate_pool_spec,
 )
@@ -93,9 +92,9 @@ class _PublicBase(PrototypeFamilyMethod):
         cfg = self.config
         pool = load_public_pool(cfg.public_pool, split, public_pool)
         n, d = np.shape(split.X_private)
-        self.utilities_precision_ = utilities_precision(
-            cfg.precision, device=utilities_device(cfg.device, n_private=n, n_pool=int(pool.shape[0]), dim=d),
-            clipping=cfg.d_min > 0.0 or cfg.d_max < 2.0, n_private=n, n_pool=int(pool.shape[0]), dim=d)
+        _, self.utilities_precision_ = utilities_plan(cfg.device, cfg.precision,
+                                                      clipping=cfg.d_min > 0.0 or cfg.d_max < 2.0,
+                                                      n_private=n, n_pool=int(pool.shape[0]), dim=d)
         U = public_utilities(
             split.X_private, split.y_private, pool, n_classes=split.n_classes,
             d_min=cfg.d_min, d_max=cfg.d_max, block_size=cfg.block_size, device=cfg.device,

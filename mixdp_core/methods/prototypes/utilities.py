@@ -195,9 +195,7 @@ def public_utilities(
         raise DataError(f"public_pool: has {pool.shape[1]} features, private data has {E.shape[1]}")
     counts = np.bincount(y, minlength=n_classes).astype(np.float64)
     clipping = d_min > 0.0 or d_max < 2.0
-    where = utilities_device(device, n_private=len(E), n_pool=N, dim=E.shape[1])
-    prec = utilities_precision(precision, device=where, clipping=clipping, n_private=len(E), n_pool=N,
-                               dim=E.shape[1])
+    where, prec = utilities_plan(device, precision, clipping=clipping, n_private=len(E), n_pool=N, dim=E.shape[1])
     if prec == "bf16":
         return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size)
     if where != "cpu":
@@ -321,6 +319,19 @@ def utilities_precision(precision: str, *, device: str, clipping: bool, n_privat
     return "bf16" if device == "cpu" and big and cpu_has_bf16_matrix_units() else "fp32"
 
 
+def utilities_plan(device: str, precision: str, *, clipping: bool, n_private: int, n_pool: int,
+                   dim: int) -> tuple[str, str]:
+    """``(where, precision)`` of :func:`public_utilities`: :func:`utilities_device`, then
+    :func:`utilities_precision` there. An explicit ``precision="bf16"`` with ``device="auto"``
+    runs on the CPU (the bf16 path is the CPU's); with ``device="cuda"`` it is refused."""
+    if precision == "bf16" and device == "auto" and clipping:
+        where = "cpu"
+    else:
+        where = utilities_device(device, n_private=n_private, n_pool=n_pool, dim=dim)
+    return where, utilities_precision(precision, device=where, clipping=clipping, n_private=n_private,
+                                      n_pool=n_pool, dim=dim)
+
+
 def _bf16_group(n: int, n_classes: int) -> int:
     """Rows per group of the bf16 path's class sums: a power of two up to 64 whose padding,
     at most ``(g - 1)`` zero rows per class, stays within an eighth of the ``n`` rows."""
@@ -333,20 +344,13 @@ def _bf16_group(n: int, n_classes: int) -> int:
 def _bf16_inward(x: float, *, up: bool) -> float:
     """The bfloat16 number nearest ``x`` on its ``up`` (>= x) or down (<= x) side.
 
-    bfloat16 is the top 16 bits of a float32; a float32 truncated to them moves toward zero."""
-    v = float(x)
-    f = np.array([v], dtype=np.float32)
-    bits = f.view(np.uint32)
-    for _ in range(3):  # at most two steps: float32 rounding, then the bf16 truncation
-        t = (bits & np.uint32(0xFFFF0000)).view(np.float32)
-        if (float(t[0]) >= v) if up else (float(t[0]) <= v):
-            return float(t[0])
-        # one bf16 ulp away from zero is up for positive x, down for negative x
-        away = (float(t[0]) >= 0) == up
-        bits = (bits & np.uint32(0xFFFF0000)) + (np.uint32(0x10000) if away else np.uint32(0))
-        if not away:  # toward zero by one ulp
-            bits = bits - np.uint32(0x10000)
-    raise AssertionError(f"no bf16 number on the requested side of {x}")  # pragma: no cover
+    bfloat16 is the top 16 bits of a float32: ``x`` truncated to them, and that number's two
+    neighbours one bf16 ulp apart, bracket ``x``; the nearest on the asked side is returned."""
+    t = int(np.array([x], dtype=np.float32).view(np.uint32)[0]) & 0xFFFF0000
+    vals = [float(np.array([b], dtype=np.uint32).view(np.float32)[0])
+            for b in (t - 0x10000, t, t + 0x10000) if 0 <= b <= 0xFFFFFFFF]
+    side = [v for v in vals if np.isfinite(v) and (v >= x if up else v <= x)]
+    return min(side) if up else max(side)
 
 
 def _public_utilities_bf16(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.ndarray, *, d_min: float,

@@ -120,7 +120,7 @@ def test_bf16_bounds_round_inward():
     from mixdp_core.methods.prototypes.utilities import _bf16_inward
 
     torch = pytest.importorskip("torch")
-    for x in (-0.7, -0.5, -0.3, 0.0, 0.2, 0.3, 0.7, 0.123456, 1.0):
+    for x in (-0.7, -0.5, -0.3, -1e-30, 0.0, 1e-30, 0.2, 0.3, 0.7, 0.123456, 1.0, -1.0, 0.9999999):
         up, down = _bf16_inward(x, up=True), _bf16_inward(x, up=False)
         assert down <= x <= up and up - down <= 2.0**-7 * max(abs(x), 2.0**-8)  # one bf16 ulp
         for v in (up, down):  # both are bf16 numbers: a round trip keeps them
@@ -146,6 +146,9 @@ def test_utilities_precision_choice(monkeypatch):
         ut.utilities_precision("fp16", device="cpu", clipping=True, **big)
     with pytest.raises(ConfigError, match="^precision: 'bf16' is the CPU"):
         ut.utilities_precision("bf16", device="cuda", clipping=True, **big)
+    # bf16 asked for with the default device: the CPU's path, whatever GPU is visible
+    assert ut.utilities_plan("auto", "bf16", clipping=True, **big) == ("cpu", "bf16")
+    assert ut.utilities_plan("cpu", "auto", clipping=False, **big) == ("cpu", "fp32")
 
 
 def test_blocked_utilities_from_memmap(tiny, tmp_path):

@@ -96,6 +96,12 @@ else:
     hashes = [c.config_hash() for c in configs]
     stored = sum(store.find_completed(h) is not None for h in hashes)
     st.caption(f"{len(configs)} runs in this comparison, {stored} already stored.")
+    if manager.get(st.session_state.get("compare_job")) is None:
+        # a new session (reload, shared link, reconnected socket) of a comparison launched
+        # earlier on this server: follow that job's progress rather than only the stored runs
+        earlier = manager.find_sweep(hashes, kind="compare")
+        if earlier is not None:
+            st.session_state["compare_job"] = earlier.job_id
     if launch:
         try:
             job = manager.submit_sweep(configs, kind="compare", reuse=True)

@@ -289,6 +289,17 @@ class JobManager:
         with self._lock:
             return sorted(self._jobs.values(), key=lambda j: j.created_at, reverse=True)
 
+    def find_sweep(self, config_hashes: Sequence[str], *, kind: str = "compare") -> Job | None:
+        """The newest job of ``kind`` whose configs have exactly ``config_hashes``, in order:
+        a comparison launched from an earlier session of this server (a reload, a second
+        browser, a reconnected socket) for the same selection, so that its page re-attaches to
+        the job's progress instead of showing only what is already stored."""
+        want = list(config_hashes)
+        for j in self.jobs():
+            if j.kind == kind and len(j.configs) == len(want) and [c.config_hash() for c in j.configs] == want:
+                return j
+        return None
+
     def run_id(self, job: Job, index: int = 0) -> str | None:
         """Run id of the job's ``index``-th config, looked up by label while it runs."""
         rid = job.run_ids[index] if index < len(job.run_ids) else None

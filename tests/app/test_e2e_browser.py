@@ -319,7 +319,18 @@ def test_every_page_end_to_end(server, driver, tmp_path):
         _walk(server, driver, tmp_path)
     except BaseException:
         driver.save_screenshot(str(tmp_path / "failure.png"))
-        print("FAILURE SCREENSHOT", tmp_path / "failure.png")
+        print("FAILURE SCREENSHOT", tmp_path / "failure.png", "URL", driver.current_url)
+        # what the server and the store say, for a failure seen only on a loaded CI runner
+        log = tmp_path / "streamlit.log"
+        print("SERVER LOG (tail)\n" + (log.read_text(errors="replace")[-4000:] if log.exists() else "(none)"))
+        try:
+            from mixdp_core.runs import RunStore
+
+            runs = RunStore(tmp_path / "home", recover=False).list_runs()
+            print("RUNS", [(r.method, r.target_epsilon, r.status)
+                           for r in runs])
+        except Exception as e:  # the diagnosis must not hide the failure
+            print("RUNS unavailable:", e)
         raise
 
 

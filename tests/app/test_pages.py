@@ -275,6 +275,22 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
     assert len(store.list_runs()) == 4
     assert "4 runs in this comparison, 4 already stored." in page_text(at)
+    # a new session on the same link (a reload, a second browser, a socket that reconnected)
+    # re-attaches to the newest job of that selection, so a running comparison's progress does
+    # not vanish from the page; another selection attaches to none
+    from streamlit.testing.v1 import AppTest
+
+    from .helpers import APP, TIMEOUT
+
+    jid = at.session_state["compare_job"]
+    link = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    for methods, attached in (("adamix", jid), ("ngd", None)):
+        t = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+        for k, v in {**link, "methods": methods}.items():
+            t.query_params[k] = v
+        t.switch_page("pages/3_compare.py").run()
+        assert not t.exception, t.exception
+        assert (t.session_state["compare_job"] if "compare_job" in t.session_state else None) == attached
 
 
 def test_compare_link_reopens_the_comparison_in_a_new_session(app_env):

@@ -86,7 +86,9 @@ def test_writer_batches_by_count_and_age(tmp_path):
     w2 = st.step_writer(rid, max_age_s=0.2, max_steps=1000)
     w2.append({"step": 10})
     deadline = time.time() + 5
-    while len(st.steps(rid)) < 11 and time.time() < deadline:
+    # both conditions: the thread commits the record, then counts the flush (a read between
+    # the two saw 11 records and 0 flushes once, under load)
+    while (len(st.steps(rid)) < 11 or w2.n_flushes < 1) and time.time() < deadline:
         time.sleep(0.02)
     assert len(st.steps(rid)) == 11 and w2.n_flushes == 1
     w2.close()

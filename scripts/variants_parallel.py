@@ -43,9 +43,15 @@ def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
     args = dict(kw)
     if eps is not None:
         args.update(target_epsilon=eps, seed=seed)
+    # keys starting with "_" are the methods' tuning attributes (e.g. "_margin_z", the noise
+    # margin of the start's scale), set on the instance, as scripts/selection_headroom.py does
+    attrs = {k: args.pop(k) for k in list(args) if k.startswith("_")}
     t = time.time()
     with threadpool_limits(1):
-        m = make_method(meth, **args).fit(sp)
+        m = make_method(meth, **args)
+        for k, v in attrs.items():
+            setattr(m, k, v)
+        m = m.fit(sp)
     pred = m.predict(sp.X_test)
     g = getattr(m, "guard_kept_private_", None)
     alpha = getattr(m, "init_scale_", None)

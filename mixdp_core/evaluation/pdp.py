@@ -146,8 +146,10 @@ def _public_shares(model: Any, split: Any, max_cells: float) -> tuple[np.ndarray
     pool = np.asarray(load_public_pool(cfg.public_pool, split, None), dtype=np.float64)
     if pool.shape[0] * len(split.y_private) > max_cells:
         return None
+    # the utilities the run drew from (bf16 products where it recorded them; each sample's
+    # share below stays exact, so U[y_i] - V[i] is the bf16 utility without i to rounding)
     U = public_utilities(split.X_private, split.y_private, pool, n_classes=split.n_classes,
-                         d_min=cfg.d_min, d_max=cfg.d_max)
+                         d_min=cfg.d_min, d_max=cfg.d_max, precision=getattr(model, "utilities_precision_", "fp32"))
     cos = l2_normalize(np.asarray(split.X_private, np.float64)) @ l2_normalize(pool).T
     V = np.clip(1.0 + cos, cfg.d_min, cfg.d_max) - cfg.d_min
     return U, V, cfg.d_max - cfg.d_min

@@ -75,9 +75,9 @@ class DPPLPublicConfig(SeededPrivacyConfig):
                                 "(bfloat16 products, clip and float32 class sums in torch: ~4x faster where the CPU "
                                 "has AMX-BF16 units; each summand stays clipped, so ε is unchanged; the "
                                 "utilities move by rounding, at most 3·2^-9 per summand, and the selection's "
-                                "distribution by a total variation of 0.4 % at ε = 1, 2.1 % at ε = 8, measured); 'auto' (bf16 on such a CPU for clipped "
-                                "utilities of >= 1e11 multiply-adds, else fp32). The run records which ran "
-                                "(utilities_precision_).")
+                                "distribution by a total variation of 0.4 % at ε = 1, 2.1 % at ε = 8, measured); "
+                                "'auto' (bf16 on such a CPU for clipped utilities of >= 1e11 multiply-adds, else "
+                                "fp32). The run records which ran (utilities_precision_).")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -278,9 +278,9 @@ def cpu_has_bf16_matrix_units() -> bool:
     """Whether this CPU has AMX-BF16 tile units (Linux ``/proc/cpuinfo`` flag ``amx_bf16``).
 
     Where it does, a bfloat16 product runs ~4-5x the fp32 rate of the same cores (measured
-    side by side in ``benchmarks/dppl.py``); without them torch's bf16 products are no faster
-    than fp32, so ``precision="auto"`` keeps fp32. Read once per process; False where the
-    file is missing (other systems)."""
+    side by side in ``benchmarks/dppl.py``); the gain is the matrix units' (a CPU without them
+    was not measured), so ``precision="auto"`` keeps fp32 there. Read once per process; False
+    where the file is missing (other systems)."""
     global _AMX
     if _AMX is None:
         try:

@@ -303,8 +303,9 @@ def utilities_precision(precision: str, *, device: str, clipping: bool, n_privat
     ``"cpu"``), when :func:`cpu_has_bf16_matrix_units` and the tile has at least
     :data:`AUTO_BF16_MIN_MACS` multiply-adds; else ``"fp32"`` (the no-clipping path is a
     ``(C, d)`` product, memory-bound, and a GPU's fp32 is already fast). ``"bf16"`` asks for
-    it wherever clipping applies on the CPU (on a CPU without matrix units it is slower, not
-    wrong; with ``device="cuda"`` a one-line ``ConfigError``); without clipping it is ``"fp32"``.
+    it wherever clipping applies on the CPU (on a CPU without matrix units it runs as well,
+    at a speed not measured here; with ``device="cuda"`` a one-line ``ConfigError``); without
+    clipping it is ``"fp32"``.
     """
     if precision not in PRECISIONS:
         raise ConfigError("precision", f"must be one of {list(PRECISIONS)}, got {precision!r}")

@@ -36,6 +36,7 @@ from ...randomness import noise_rng
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import calibrate_em_epsilon
 from .utilities import (
+    PRECISIONS,
     cosine_scores,
     load_public_pool,
     public_utilities,
@@ -70,7 +71,7 @@ class DPPLPublicConfig(SeededPrivacyConfig):
              "'cpu' (numpy), 'cuda' (torch on the GPU; refused when torch sees none), 'auto' (CUDA when torch "
              "sees a GPU and the products take >= 1e11 multiply-adds, else cpu). The exponential mechanism is "
              "drawn on the host from the same utilities, so the release and ε are the same on every device.")
-    precision: str = param("auto", choices=("auto", "fp32", "bf16"),
+    precision: str = param("auto", choices=PRECISIONS,
                            help="Arithmetic of the clipped utilities' cosine products on the CPU: 'fp32'; 'bf16' "
                                 "(bfloat16 products, clip and float32 class sums in torch: ~4x faster where the CPU "
                                 "has AMX-BF16 units; each summand stays clipped, so ε is unchanged; the "

@@ -292,7 +292,8 @@ def cpu_has_bf16_matrix_units() -> bool:
 
 
 _AMX: bool | None = None
-PRECISIONS = ("fp32", "bf16", "auto")
+#: The values of ``precision`` (the DPPL-Public configs declare the same tuple).
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def utilities_precision(precision: str, *, device: str, clipping: bool, n_private: int, n_pool: int,

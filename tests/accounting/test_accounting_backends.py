@@ -1,0 +1,61 @@
+"""The PLD backend (:mod:`mixdp_core.accounting.backends`) against dp-accounting's own
+construction: the vectorized hockey-stick divergences must give the library's PMF and ε
+exactly (same formulas), so that "tightest sound accountant" stays the library's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mixdp_core.accounting import backends as B
+
+
+def _library(blocks, interval):
+    from dp_accounting.pld import PLDAccountant
+
+    acc = PLDAccountant(value_discretization_interval=interval)
+    acc.compose(B._pld_event(blocks))
+    return acc
+
+
+@pytest.mark.parametrize("sigma,q", [(1.0, 0.05), (0.7, 0.5), (3.0, 1.0), (0.55, 0.999), (4.0, 0.001)])
+def test_one_step_pld_is_the_library_pmf(sigma, q):
+    from dp_accounting.pld import privacy_loss_distribution as P
+
+    lib = P.from_gaussian_mechanism(sigma, sensitivity=1.0, sampling_prob=q, value_discretization_interval=1e-3)
+    B._gaussian_pld.cache_clear()
+    ours = B._gaussian_pld(sigma, q, 1e-3)
+    for a, b in ((lib._pmf_remove, ours._pmf_remove), (lib._pmf_add, ours._pmf_add)):
+        assert type(a) is type(b) and a._infinity_mass == b._infinity_mass
+        if hasattr(a, "_loss_probs"):  # sparse: few losses (a large sigma at a small q)
+            assert a._loss_probs == b._loss_probs
+        else:
+            assert a._lower_loss == b._lower_loss
+            np.testing.assert_array_equal(a._probs, b._probs)
+
+
+@settings(max_examples=12, deadline=None)
+@given(sigma=st.floats(0.5, 8.0), q=st.floats(0.002, 1.0), t=st.integers(1, 400), delta=st.sampled_from([1e-5, 1e-6]))
+def test_composed_epsilon_and_delta_equal_the_library_accountant(sigma, q, t, delta):
+    blocks = [(sigma, q, t), (20.0, 1.0, 3)]  # a DP-SGD run and three full-batch releases
+    lib = _library(blocks, 1e-3)
+    ours = B._pld(blocks, 1e-3)
+    assert ours.get_epsilon_for_delta(delta) == lib.get_epsilon(delta)
+    assert ours.get_delta_for_epsilon(1.0) == lib.get_delta(1.0)
+
+
+def test_reported_epsilon_is_the_library_value_at_the_default_interval():
+    blocks = ((1.1, 0.004, 600),)
+    assert B.pld_epsilon(blocks, delta=1e-5) == _library(blocks, B.PLD_INTERVAL).get_epsilon(1e-5)
+    assert B.pld_delta(blocks, epsilon=1.0) == _library(blocks, B.PLD_INTERVAL).get_delta(1.0)
+
+
+def test_no_noise_is_not_private_and_empty_blocks_are_skipped():
+    assert B.pld_epsilon(((0.0, 0.1, 5),), delta=1e-5) == math.inf
+    assert B.pld_delta(((0.0, 0.1, 5),), epsilon=1.0) == 1.0
+    one = B.pld_epsilon(((1.0, 0.1, 50),), delta=1e-5)
+    assert B.pld_epsilon(((1.0, 0.1, 50), (2.0, 0.0, 9), (2.0, 0.3, 0)), delta=1e-5) == one

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tarfile
 from pathlib import Path
@@ -14,9 +15,16 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path_factory, monkeypatch):
-    """Never touch the user's cache or run store from tests."""
+    """Never touch the user's cache or run store from tests.
+
+    The feature cache (and the encoders' exported and quantized models in it) is shared by
+    the xdist workers of one test session, as a user's cache is shared by the app, the CLI
+    and sweep workers: each model is then exported and quantized once per session instead of
+    once per worker (seconds each), and the cache's concurrency is exercised on the way. A
+    test that needs an empty cache sets its own ``MIXDP_CACHE``."""
     base = tmp_path_factory.getbasetemp()
-    monkeypatch.setenv("MIXDP_CACHE", str(base / "feature-cache"))
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    monkeypatch.setenv("MIXDP_CACHE", str(shared / "feature-cache"))
     monkeypatch.setenv("MIXDP_HOME", str(base / "mixdp-home"))
     yield
 

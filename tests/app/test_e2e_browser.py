@@ -10,7 +10,9 @@ images, no minority at ratio 1), Compare (log-ε axis with every ε, fixed 0-100
 legend, recommendations), Privacy audit (clipped δ(ε) axis) and the five Classroom steps.
 Screenshots go to the test's temporary folder; set ``MIXDP_SCREENSHOTS=<folder>`` to also save
 them there (``make screenshots`` refreshes ``docs/screenshots/`` this way). Timings are printed
-and written to ``timings.json`` beside the screenshots.
+and written to ``timings.json`` beside the screenshots (with ``section_start_s``: where the
+walk's time goes); ``WALK_PROFILE=<file.json>`` also writes the browser's JavaScript CPU profile
+(Chrome DevTools ``Profiler``; open it in DevTools' Performance panel).
 
 Needs the Debian ``chromium`` and ``chromium-driver`` packages (``make browser`` installs them
 as root) and the ``selenium`` package; skipped with the reason otherwise.
@@ -38,7 +40,7 @@ pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (run `make browser` as root: "
                                                  "apt-get install chromium chromium-driver)"),
     pytest.mark.skipif(CHROMEDRIVER is None, reason="chromedriver is not installed (Debian package chromium-driver)"),
-    pytest.mark.timeout(600),  # ~3 min on 2 idle cores; far more on a loaded machine
+    pytest.mark.timeout(600),  # ~1 min on 2 idle cores; far more on a loaded machine
 ]
 
 selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install selenium)")
@@ -145,13 +147,14 @@ class UI:
                              ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(cond)
 
     def text_present(self, text: str, timeout: float = 60):
-        return self.wait(lambda d: text in d.find_element(By.TAG_NAME, "body").text, timeout)
+        return self.wait(lambda d: text in self.body(), timeout)
 
     def nav(self, title: str):
         link = self.wait(EC.element_to_be_clickable(
             (By.XPATH, f"//*[@data-testid='stSidebar']//a[@data-testid='stPageLink-NavLink'][.//p[normalize-space()='{title}']]")))
         link.click()
-        self.wait(lambda d: any(h.text.strip() == title or title in h.text for h in d.find_elements(By.TAG_NAME, "h1")), 30)
+        self.wait(lambda d: any(h.strip() == title or title in h for h in d.execute_script(
+            "return Array.from(document.querySelectorAll('h1'), h => h.innerText)")), 30)
 
     def select(self, label: str, option: str):
         """Pick ``option`` (the start of its text) in the select box labelled ``label``."""
@@ -170,7 +173,11 @@ class UI:
         btn.click()
 
     def body(self) -> str:
-        return self.d.find_element(By.TAG_NAME, "body").text
+        # the page's rendered text from the browser's own innerText, not Selenium's ``.text``:
+        # that atom walks the page in JavaScript with getComputedStyle per node, and the
+        # polls of this walk (every 0.25 s) made half of the browser's script time (CDP
+        # profile); innerText is the same rendered text (hidden elements left out), native
+        return self.d.execute_script("return document.body.innerText")
 
     def plots(self) -> list[dict]:
         """Title, axes and trace summary of every plotly chart on the page (from the browser)."""
@@ -191,7 +198,8 @@ class UI:
         return next((p for p in self.plots() if str(p["title"]).startswith(title_start)), None)
 
     def metric_labels(self) -> list[str]:
-        return [e.text.strip() for e in self.d.find_elements(By.CSS_SELECTOR, "[data-testid='stMetricLabel']")]
+        return [t.strip() for t in self.d.execute_script(
+            "return Array.from(document.querySelectorAll(\"[data-testid='stMetricLabel']\"), e => e.innerText)")]
 
     def n_buttons(self, text: str) -> int:
         return len(self.d.find_elements(By.XPATH, f"//button[contains(normalize-space(), '{text}')]"))
@@ -342,6 +350,10 @@ def _walk(server, driver, tmp_path):
     laps: dict[str, float] = {}
     timings["section_start_s"] = laps  # where the walk's time goes (printed with TIMINGS)
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_JS})
+    if os.environ.get("WALK_PROFILE"):
+        driver.execute_cdp_cmd("Profiler.enable", {})
+        driver.execute_cdp_cmd("Profiler.setSamplingInterval", {"interval": 1000})
+        driver.execute_cdp_cmd("Profiler.start", {})
     driver.get(server)
     ui.text_present("Mixed DP")
     ui.text_present("Run the demo")
@@ -621,6 +633,9 @@ def _walk(server, driver, tmp_path):
             ui.text_present("no attacker can identify more than")
             ui.shot("07_classroom")
     timings["total_s"] = time.monotonic() - t_start
+    if os.environ.get("WALK_PROFILE"):
+        prof = driver.execute_cdp_cmd("Profiler.stop", {})
+        Path(os.environ["WALK_PROFILE"]).write_text(__import__("json").dumps(prof["profile"]))
     print("TIMINGS", timings)
     (tmp_path / "timings.json").write_text(__import__("json").dumps(timings, indent=1))
     extra = os.environ.get("MIXDP_SCREENSHOTS")

@@ -66,7 +66,20 @@ class StepRecord:
     extra: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """``dataclasses.asdict(self)``: the same dict, built directly when ``extra`` holds
+        scalars (asdict's recursive deep copy was a tenth of a small run's time with a record
+        written every step: 0.8 of 10 s over 10,000 digits steps, cProfile)."""
+        out = {name: getattr(self, name) for name in _STEP_FIELDS}
+        extra = out.pop("extra")
+        if not all(type(v) in _SCALAR_TYPES for v in (*out.values(), *extra.values())):
+            return dataclasses.asdict(self)
+        out["extra"] = dict(extra)
+        return out
+
+
+#: The record's fields in order; immutable values a record's dict may share with it (no copy).
+_STEP_FIELDS = tuple(f.name for f in dataclasses.fields(StepRecord))
+_SCALAR_TYPES = frozenset({int, float, bool, str, type(None), np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
 #: Callback type: return ``True`` to request a stop.

@@ -341,3 +341,22 @@ def test_noisygd_ledger_counts_every_release(contract_split):
     kinds = [r.what for r in led.releases]
     assert kinds[0] == "noisy class histogram" and "gradient step" in kinds
     assert {r.event.noise_multiplier for r in led.releases} == {m.noise_multiplier_}
+
+
+def test_step_record_to_dict_is_asdict_and_a_copy():
+    import dataclasses
+
+    import numpy as np
+
+    from mixdp_core.methods.base import StepRecord
+
+    for rec in (StepRecord(3, 10), StepRecord(1, 2, 0.5, np.float64(0.25), np.float32(1.5), 0.1, {"lr": 0.1, "k": 3}),
+                StepRecord(2, 2, extra={"nested": {"a": [1, 2]}, "arr": np.arange(2)})):
+        got, want = rec.to_dict(), dataclasses.asdict(rec)
+        assert list(got) == list(want)
+        assert {k: v for k, v in got.items() if k != "extra"} == {k: v for k, v in want.items() if k != "extra"}
+        assert got["extra"].keys() == want["extra"].keys()
+        got["extra"]["added"] = 1.0  # the dict is the caller's: the frozen record keeps its own
+        assert "added" not in rec.extra
+    nested = StepRecord(2, 2, extra={"nested": {"a": [1, 2]}}).to_dict()
+    assert nested["extra"]["nested"] == {"a": [1, 2]}

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
 import importlib.util
+import math
 import sys
 import threading
 import warnings

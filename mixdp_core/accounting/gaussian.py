@@ -225,8 +225,8 @@ def gdp_mu_for_budget(*, epsilon: float, delta: float) -> float:
 
     δ(ε; μ) increases in μ (∂δ/∂μ = φ(μ/2 − ε/μ) > 0), so the root of
     ``log δ(ε; μ) = log δ`` is found by a bracketing search in log μ (to adjacent floats, on
-    the safe side), then μ is nudged down by ulps if ``exp`` rounded it onto the wrong side. Calibration builds on this: full-batch NoisyGD
-    meets (ε, δ) iff √T/σ ≤ μ*.
+    the safe side), then μ is nudged down by ulps if ``exp`` rounded it onto the wrong side.
+    Calibration builds on this: full-batch NoisyGD meets (ε, δ) iff √T/σ ≤ μ*.
 
     Args:
         epsilon: ε > 0.

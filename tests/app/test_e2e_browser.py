@@ -348,7 +348,7 @@ def _walk(server, driver, tmp_path):
     ui = UI(driver, shots, tmp_path)
     t_start = time.monotonic()
     laps: dict[str, float] = {}
-    timings["section_start_s"] = laps  # where the walk's time goes (printed with TIMINGS)
+    timings["section_start_s"] = laps  # each section's start, s since the walk began (where its time goes)
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_JS})
     if os.environ.get("WALK_PROFILE"):
         driver.execute_cdp_cmd("Profiler.enable", {})
@@ -361,7 +361,7 @@ def _walk(server, driver, tmp_path):
     ui.shot("01_home")
 
     # ---------------------------------------------------------------- demo: cold, timed
-    laps["demo"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["demo"] = round(time.monotonic() - t_start, 1)
     t0 = time.monotonic()
     ui.click_button("Run the demo")
     ui.wait(lambda d: _run_id(d.current_url) is not None, 30)
@@ -397,7 +397,7 @@ def _walk(server, driver, tmp_path):
     assert ui.plot("Histogram of per-instance ε") is not None  # pDP on Train
 
     # ---------------------------------------------------------------- reload + new session
-    laps["reload_new_session"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["reload_new_session"] = round(time.monotonic() - t_start, 1)
     driver.refresh()
     ui.text_present("Final metrics", timeout=30)
     assert _run_id(driver.current_url) == demo_run and demo_run in ui.body()
@@ -416,7 +416,7 @@ def _walk(server, driver, tmp_path):
         driver.switch_to.window(first)
 
     # ---------------------------------------------------------------- Data: split without extraction
-    laps["data"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["data"] = round(time.monotonic() - t_start, 1)
     ui.nav("Data & encoder")
     ui.text_present("Owner's view, not private", timeout=30)
     assert "no minority class" in ui.body() and "★" not in ui.body()
@@ -436,7 +436,7 @@ def _walk(server, driver, tmp_path):
     ui.text_present("Final metrics")
 
     # ---------------------------------------------------------------- live run + a second one beside it
-    laps["live_run_a_second_one_beside_it"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["live_run_a_second_one_beside_it"] = round(time.monotonic() - t_start, 1)
     # ε = 40: about 13,000 steps, 6-10 s here. Why this long: the redraw target is "every 0.5 s or
     # every 5 % of the steps, whichever is sooner", and a browser redraw takes about 0.1 s of its
     # main thread, so no redraw-based view can show a run shorter than about 20 redraws (2-3 s)
@@ -509,7 +509,7 @@ def _walk(server, driver, tmp_path):
     ui.shot("02_train")
 
     # ---------------------------------------------------------------- sparse_finetune from the form
-    laps["sparse_finetune_from_the_form"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["sparse_finetune_from_the_form"] = round(time.monotonic() - t_start, 1)
     ui.type_into("…or type an exact ε (optional)", "3")
     ui.select("Method", "sparse_finetune")
     ui.click_button("Launch")
@@ -537,7 +537,7 @@ def _walk(server, driver, tmp_path):
     assert ui.plot("ε spent vs step") is None
 
     # ---------------------------------------------------------------- Runs: both concurrent runs completed
-    laps["runs"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["runs"] = round(time.monotonic() - t_start, 1)
     ui.nav("Runs")
     ui.text_present("stored runs")
     ui.text_present("Run details")
@@ -546,7 +546,7 @@ def _walk(server, driver, tmp_path):
     ui.shot("05_runs")
 
     # ---------------------------------------------------------------- Compare: axes, legend, recommendation
-    laps["compare"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["compare"] = round(time.monotonic() - t_start, 1)
     ui.nav("Compare")
     ui.text_present("runs in this comparison")
     t0 = time.monotonic()
@@ -594,7 +594,7 @@ def _walk(server, driver, tmp_path):
     ui.check_exports(3)
 
     # ---------------------------------------------------------------- Privacy audit: readable δ(ε)
-    laps["privacy_audit"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["privacy_audit"] = round(time.monotonic() - t_start, 1)
     ui.nav("Privacy audit")
     ui.text_present("Per-instance privacy")
     ui.text_present("What the guarantee allows vs what attacks achieve")
@@ -609,7 +609,7 @@ def _walk(server, driver, tmp_path):
     ui.check_exports(4)
 
     # ---------------------------------------------------------------- Classroom: five steps
-    laps["classroom"] = round(time.monotonic() - t_start, 1)  # section start, s since the walk began
+    laps["classroom"] = round(time.monotonic() - t_start, 1)
     ui.nav("Classroom")
     ui.text_present("Step 1 — The noise added", timeout=30)
     heads = ["Step 2 — The accuracy lost", "Step 3 — The best possible attack",

@@ -179,6 +179,12 @@ class UI:
         # profile); innerText is the same rendered text (hidden elements left out), native
         return self.d.execute_script("return document.body.innerText")
 
+    def run_finished(self, run_id: str, timeout: float = 60):
+        """Wait for ``run_id``'s own final view. Why not only "Final metrics": after a launch the
+        URL changes at once, while the previous run's finished view stays on the page until the
+        new run's view replaces it (the text is read every 0.25 s: a stale match was seen)."""
+        return self.wait(lambda d: run_id in (b := self.body()) and "Final metrics" in b, timeout)
+
     def plots(self) -> list[dict]:
         """Title, axes and trace summary of every plotly chart on the page (from the browser)."""
         return self.d.execute_script("""
@@ -498,7 +504,7 @@ def _walk(server, driver, tmp_path):
     ui.click_button("Launch")  # a second run while (or right after) the first trains
     ui.wait(lambda d: _run_id(d.current_url) not in (None, demo_run, long_run), 60)
     second_run = _run_id(driver.current_url)
-    ui.text_present("Final metrics", timeout=180)
+    ui.run_finished(second_run, timeout=180)
     driver.get(server + "/train?run=" + long_run)  # both stay viewable from their URLs
     ui.wait(lambda d: long_run in ui.body(), 60)
     ui.text_present("Final metrics", timeout=180)
@@ -531,7 +537,7 @@ def _walk(server, driver, tmp_path):
     ui.select("Method", "dppl_mean")
     ui.click_button("Launch")
     ui.wait(lambda d: _run_id(d.current_url) not in (None, demo_run, long_run, second_run, ft_run), 60)
-    ui.text_present("Final metrics", timeout=120)
+    ui.run_finished(_run_id(driver.current_url), timeout=120)
     assert "dppl_mean on digits" in ui.body()
     assert ui.plot("Clip threshold") is None and ui.plot("Test error vs step") is None
     assert ui.plot("ε spent vs step") is None

@@ -37,6 +37,7 @@ from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import calibrate_em_epsilon
 from .utilities import (
     PRECISIONS,
+    clips,
     cosine_scores,
     load_public_pool,
     public_utilities,
@@ -94,7 +95,7 @@ class _PublicBase(PrototypeFamilyMethod):
         pool = load_public_pool(cfg.public_pool, split, public_pool)
         n, d = np.shape(split.X_private)
         _, self.utilities_precision_ = utilities_plan(cfg.device, cfg.precision,
-                                                      clipping=cfg.d_min > 0.0 or cfg.d_max < 2.0,
+                                                      clipping=clips(cfg.d_min, cfg.d_max),
                                                       n_private=n, n_pool=int(pool.shape[0]), dim=d)
         U = public_utilities(
             split.X_private, split.y_private, pool, n_classes=split.n_classes,

@@ -194,7 +194,7 @@ def public_utilities(
     if pool.shape[1] != E.shape[1]:
         raise DataError(f"public_pool: has {pool.shape[1]} features, private data has {E.shape[1]}")
     counts = np.bincount(y, minlength=n_classes).astype(np.float64)
-    clipping = d_min > 0.0 or d_max < 2.0
+    clipping = clips(d_min, d_max)
     where, prec = utilities_plan(device, precision, clipping=clipping, n_private=len(E), n_pool=N, dim=E.shape[1])
     if prec == "bf16":
         return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size)
@@ -265,6 +265,12 @@ def utilities_device(device: str, *, n_private: int, n_pool: int, dim: int) -> s
     if device == "auto" and n_private * n_pool * dim < AUTO_CUDA_MIN_MACS:
         return "cpu"  # decided before looking for a GPU: small problems never import torch
     return resolve_device(device)
+
+
+def clips(d_min: float, d_max: float) -> bool:
+    """Whether the range ``[d_min, d_max]`` clips ``1 + cos`` (which spans ``[0, 2]``): the
+    clipped path of :func:`public_utilities` (its tile, its precision choice)."""
+    return d_min > 0.0 or d_max < 2.0
 
 
 #: ``precision="auto"`` multiplies in bfloat16 from this many multiply-adds of the cosine tile,

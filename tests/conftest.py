@@ -43,6 +43,25 @@ def _keep_main_module():
         sys.modules["__main__"] = main
 
 
+@pytest.fixture(autouse=True)
+def _scan_installed_components_once():
+    """Keep the result of Streamlit's scan for installed components for the test session.
+
+    Why: every new ``AppTest`` (Streamlit 1.67) reads the metadata of every installed
+    distribution to look for custom components, 0.1-0.2 s each time: a quarter of the app
+    page tests' CPU. Nothing is installed while the suite runs, so after the first real scan
+    in a worker (once Streamlit's scanner module is imported) the same list is returned."""
+    scanner = sys.modules.get("streamlit.components.v2.manifest_scanner")
+    if scanner is not None and not hasattr(scanner.scan_component_manifests, "cache_info"):
+        import functools
+
+        real = scanner.scan_component_manifests
+        cached = functools.lru_cache(maxsize=1)(lambda: tuple(real()))
+        scanner.scan_component_manifests = functools.wraps(real)(lambda *a, **k: list(cached()))
+        scanner.scan_component_manifests.cache_info = cached.cache_info
+    yield
+
+
 @pytest.fixture(scope="session")
 def digits_features():
     """Digits as a FeatureSet of raw pixels (0..16 scaled to 0..1), fixed train/test split."""

@@ -38,6 +38,40 @@ def test_one_step_pld_is_the_library_pmf(sigma, q):
             np.testing.assert_array_equal(a._probs, b._probs)
 
 
+@pytest.mark.parametrize("sigma,q,t,interval", [(1.0, 0.05, 100, 1e-4), (1.1, 0.004, 600, 1e-3), (0.8, 0.1, 1, 1e-3),
+                                                  (4.0, 0.001, 2, 1e-3), (4.0, 0.001, 40, 1e-3), (3.0, 1.0, 7, 1e-3),
+                                                  (20.0, 0.9, 2, 1e-2)])
+def test_self_composition_is_the_library_pmf(sigma, q, t, interval):
+    """Dense and sparse PMFs (a sparse one small enough to stay sparse, and one that turns
+    dense), one and many compositions: the same arrays, offsets and infinity masses."""
+    pld = B._gaussian_pld(sigma, q, interval)
+    lib, ours = pld.self_compose(t), B._self_compose(pld, t)
+    assert lib._symmetric == ours._symmetric
+    for a, b in ((lib._pmf_remove, ours._pmf_remove), (lib._pmf_add, ours._pmf_add)):
+        assert type(a) is type(b) and a._infinity_mass == b._infinity_mass
+        if hasattr(a, "_loss_probs"):
+            assert a._loss_probs == b._loss_probs
+        else:
+            assert a._lower_loss == b._lower_loss
+            np.testing.assert_array_equal(a._probs, b._probs)
+
+
+@settings(max_examples=30, deadline=None)
+@given(probs=st.lists(st.one_of(st.just(0.0), st.floats(1e-300, 1.0)), min_size=1, max_size=300),
+       k=st.integers(1, 20), sign=st.sampled_from([-1, 1]))
+def test_log_mgf_is_scipys_logsumexp(probs, k, sign):
+    """The Chernoff bounds' log-MGF equals SciPy's ``logsumexp(arange(n) * order, b=probs)``
+    bit for bit (zero weights, ties, underflow included), so the truncation is the library's."""
+    from scipy import special
+
+    b = np.asarray(probs, dtype=np.float64)
+    order = sign * k / len(b)
+    with np.errstate(divide="ignore"):
+        want = float(special.logsumexp(np.arange(len(b)) * order, b=b))
+    got = B._log_mgf(b, order)
+    assert got == want or (math.isnan(got) and math.isnan(want))
+
+
 @settings(max_examples=8, deadline=None)
 @given(sigma=st.floats(0.5, 8.0), q=st.floats(0.002, 1.0), t=st.integers(1, 400), delta=st.sampled_from([1e-5, 1e-6]))
 def test_composed_epsilon_and_delta_equal_the_library_accountant(sigma, q, t, delta):

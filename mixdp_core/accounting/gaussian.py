@@ -262,12 +262,12 @@ def gdp_mu_for_budget(*, epsilon: float, delta: float) -> float:
     # costs ~0.5 s in every fresh process that calibrates (the app's run workers, sweep
     # workers, each CLI run), more than all of its calls here.
     flo, fhi = f(lo), f(hi)
-    side, widths = 0, [hi - lo, hi - lo]
+    side, width_before, width = 0, hi - lo, hi - lo  # the bracket's width two steps ago and one
     for _ in range(400):
         if not lo < 0.5 * (lo + hi) < hi:
             break
         mid = hi - fhi * (hi - lo) / (fhi - flo) if fhi != flo else 0.5 * (lo + hi)
-        if not lo < mid < hi or hi - lo > 0.5 * widths[-2]:
+        if not lo < mid < hi or hi - lo > 0.5 * width_before:
             mid = 0.5 * (lo + hi)
         fm = f(mid)
         if fm <= 0:
@@ -280,7 +280,7 @@ def gdp_mu_for_budget(*, epsilon: float, delta: float) -> float:
             if side == 1:
                 flo *= 0.5
             side = 1
-        widths.append(hi - lo)
+        width_before, width = width, hi - lo
     mu = math.exp(lo)
     while math.exp(logd(mu)) > dl:  # same test as gaussian_delta(mu, eps) <= delta
         mu = float(np.nextafter(mu, 0.0))

@@ -135,6 +135,12 @@ def _balance_note(r: dict) -> str:
 
 @st.fragment(run_every=1.0 if not cache.done else None)
 def show_step():
+    # The step from the widget's state, not the ``k`` of the full run that defined this
+    # fragment: if a full run started by a click is interrupted before it redefines the
+    # fragment, a timed run of the older definition would redraw the step before the click
+    # under the new one's selected button (seen once in the browser walk: "4" selected, step 3
+    # drawn, nothing redrawing it once every training was ready).
+    k = STEPS.index(st.session_state.get("class_step") or STEPS[0]) + 1
     if not cache.done:
         cache.start(priority_epsilon=eps)  # no-op while it trains; resumes it if another session stopped it
     run = cache.get("adamix", eps)

@@ -68,6 +68,13 @@ VARIANTS = {
     "HS8": ("adamix", {"histogram_share": 1 / 8}),
     "HS16": ("adamix", {"histogram_share": 1 / 4}),
     "dplp": ("dp_linear_probe", {}),
+    # where Fully-Private beats AdaMix (plentiful private rows; docs/results/fewshot.md, CIFAR-10 2 + 60)
+    "ngd": ("ngd", {}),
+    "RN": ("adamix", {"init_scale": "released_noise"}),
+    "RC": ("adamix", {"init_scale": "release_capped"}),
+    "Pn": ("adamix", {"projection": "none"}),
+    "Z0": ("adamix", {"init": "zero"}),
+    "L4": ("adamix", {"_lambda_mult": 0.25}),
     # the plain schedule a new user tried on unseen 102-class data (issue #25's table)
     "plain": ("adamix", {"schedule": "constant", "learning_rate": 1e-3, "weight_decay": 0.01, "init_scale": "none",
                          "public_guard": False}),
@@ -76,13 +83,15 @@ VARIANTS = {
 
 def regime_features(name: str):
     """``(feature set, public per class, imbalance ratio)`` of REGIME: a ``REGIME_FAMILY`` name,
-    ``digits`` or ``digits_ir10`` (pixels, 5 public per class, imbalance ratio 1 / 10), or
+    ``digits`` or ``digits_ir10`` (pixels, 5 public per class, imbalance ratio 1 / 10), ``digits_1shot``, or
     ``cifar10_2_20`` / ``cifar10_2_60`` (fewshot.md's CIFAR-10 regimes, 2 public + 20 / 60
-    private per class; ``CIFAR10_DIR`` in the environment, default /tmp/c10), or
+    private per class; ``CIFAR10_DIR`` in the environment, default /tmp/c10), ``pacs_photo_art``
+    (fewshot.md's PACS shift: private and test rows from art_painting, 2 public per class from
+    photo; ``PACS_DIR``, default /tmp/pacs/PACS), or
     ``classroom_20_60_ir10`` (the Classroom's synthetic lesson at 20 classes x 60 rows, 5 public,
     imbalance ratio 10: scarce and imbalanced)."""
-    if name.startswith("digits"):
-        return get_features("digits", "pixels"), 5, 10.0 if name == "digits_ir10" else 1.0
+    if name.startswith("digits"):  # digits_1shot: fewshot.md's 1 public per class
+        return get_features("digits", "pixels"), 1 if name == "digits_1shot" else 5, 10.0 if name == "digits_ir10" else 1.0
     if name == "classroom_20_60_ir10":  # the Classroom's synthetic lesson dialled to 20 classes x 60 rows, ratio 10
         from mixdp_core.app_support.classroom import Lesson
 
@@ -94,6 +103,12 @@ def regime_features(name: str):
                           max_per_class=2 + int(name.rsplit("_", 1)[1]), max_test_per_class=200,
                           encoder_kwargs={"image_size": 128, "precision": "fp32"})
         return fs, 2, 1.0
+    if name == "pacs_photo_art":  # fewshot.md's PACS domain shift: 2 public / class from photo, private from art
+        root = os.environ.get("PACS_DIR", "/tmp/pacs/PACS")
+        ekw = {"image_size": 128, "precision": "fp32"}
+        fs = get_features("image_folder", "efficientnet_lite0", root=f"{root}/art_painting", encoder_kwargs=ekw)
+        pub = get_features("image_folder", "efficientnet_lite0", root=f"{root}/photo", encoder_kwargs=ekw)
+        return (fs, pub), 2, 1.0
     reg = {r["name"]: r for r in REGIME_FAMILY}[name]
     return get_features("synthetic", "pixels", **reg["dataset_kwargs"]), reg["public_per_class"], reg["imbalance_ratio"]
 
@@ -101,8 +116,11 @@ def regime_features(name: str):
 def regime_splits(name: str, seeds):
     """``(seed, split)`` for each seed of REGIME (:func:`regime_features`)."""
     fs, k, ir = regime_features(name)
+    fs, pub = fs if isinstance(fs, tuple) else (fs, None)
     for seed in seeds:
-        yield seed, make_split(fs, SplitSpec(public_per_class=k, imbalance_ratio=ir, seed=seed))
+        spec = SplitSpec(public_per_class=k, imbalance_ratio=ir, seed=seed,
+                         public_from=None if pub is None else "image_folder:photo")
+        yield seed, make_split(fs, spec, public_features=pub)
 
 
 def main() -> None:

@@ -8,6 +8,10 @@ balanced accuracy and guard-release count per variant and ε, and appends every 
 to a JSON-lines file as it finishes (``--jsonl``). Used for the guard measurements of docs/results/regimes.md on a
 many-core machine.
 
+``MIXDP_VARIANTS_NOISE=reproducible`` in the environment runs every private variant on noise
+drawn from its seed (common random numbers across variants, for paired comparisons in research;
+such runs must never be released).
+
 Usage::
 
     python scripts/variants_parallel.py --regimes ten_class_ir10,many_class_100_d256 \\
@@ -43,6 +47,10 @@ def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
     args = dict(kw)
     if eps is not None:
         args.update(target_epsilon=eps, seed=seed)
+        if os.environ.get("MIXDP_VARIANTS_NOISE") == "reproducible":
+            # common random numbers: every variant of a (regime, seed, eps) cell draws the same
+            # noise stream, so paired differences carry the variants' effect, not the draws'
+            args.setdefault("noise", "reproducible")
     # keys starting with "_" are the methods' tuning attributes (e.g. "_margin_z", the noise
     # margin of the start's scale), set on the instance, as scripts/selection_headroom.py does
     attrs = {k: args.pop(k) for k in list(args) if k.startswith("_")}

@@ -128,12 +128,12 @@ def test_hundred_classes_private_phase_beats_only_public_where_the_former_defaul
 
 
 def test_class_scaled_start_keeps_ten_classes_and_grows_with_sqrt_c():
-    """'class_scaled' (default): at C = 10 the same start as 'noise'; at C = 40 the burn-in
+    """'class_scaled' (the default's burn-in rule): at C = 10 the same start as 'noise'; at C = 40 the burn-in
     alignment is halved, so (when the horizon is not capped by T) the horizon is 4x and the
     noise std, hence the start's scale, 2x that of 'noise'."""
     from mixdp_core.features.cache import get_features
 
-    assert make_method("adamix").config.init_scale == "class_scaled"
+    assert make_method("adamix").config.init_scale == "release_capped"  # class_scaled, capped past the burn-in
     ten = make_split(digits_featureset(), SplitSpec(public_per_class=3, seed=0))
     a, b = (make_method("adamix", target_epsilon=3.0, init_scale=r, noise="reproducible") for r in ("noise", "class_scaled"))
     for m in (a, b):

@@ -258,8 +258,13 @@ class NoisyGDConfig(PrivacyConfig):
                                help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's "
                                     "constraint set).")
     init_scale: str = param(
-        "class_scaled", choices=("class_scaled", "signal_share", "noise", "grow_only", "released_noise", "none"),
-        help="schedule='smooth' with a public start: 'class_scaled' (default) rescales the public solution so the "
+        "release_capped", choices=("release_capped", "class_scaled", "signal_share", "noise", "grow_only",
+                                   "released_noise", "none"),
+        help="schedule='smooth' with a public start: 'release_capped' (default) is 'class_scaled' capped, once "
+             "the run outlasts its burn-in, at the size 'released_noise' gives: the start never needs to outlast "
+             "more noise than the released average keeps (the burn-in's noise model ignores the weight decay's "
+             "contraction; docs/results/tuning_notes.md). "
+             "'class_scaled' rescales the public solution so the "
              "noise of the run's burn-in cannot flip its predictions (up or down), with a burn-in horizon that "
              "grows with the number of classes C: the assumed alignment of the clipped gradient sum "
              "(BURN_IN_ALIGNMENT, set at C = 10) scales as sqrt(10/C), since at the start each class column "

@@ -306,6 +306,11 @@ def test_default_ref_distance_is_the_scaled_public_guess(small_split):
     assert fp.ref_distance_ == pytest.approx(2.0 * math.sqrt(C) * math.log(C))
     given = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", ref_distance=5.0).fit(small_split)
     assert given.ref_distance_ == 5.0
+    # lambda ~ 1/R at the same start: the default start's cap past the burn-in reads lambda, so
+    # compare under the uncapped rule, whose start does not depend on R
+    m, given = (make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", init_scale="class_scaled",
+                            **kw).fit(small_split) for kw in ({}, {"ref_distance": 5.0}))
+    assert given.init_scale_ == m.init_scale_
     assert given.weight_decay_ * 5.0 == pytest.approx(m.weight_decay_ * m.ref_distance_, rel=1e-4)
     # PPGD keeps the paper's unscaled guess from its start W = 0 (the scale was not measured there)
     pp = make_method("ppgd", target_epsilon=3.0, seed=0).fit(small_split)
@@ -313,3 +318,30 @@ def test_default_ref_distance_is_the_scaled_public_guess(small_split):
     # honest tuning reports the R of the repetition it released
     hon = make_method("adamix", target_epsilon=3.0, seed=0, honest_tuning=True).fit(small_split)
     assert hon.ref_distance_ is not None and hon.ref_distance_ >= 2.0 * math.sqrt(C) * math.log(C) - 1e-6
+
+
+def test_release_capped_start_is_the_smaller_of_the_burn_in_and_released_noise_sizes():
+    """init_scale='release_capped' (default): within the burn-in (ε = 0.5 here: T = 8 steps
+    against a burn-in of ~150) the start is the class-scaled one; past it, never larger than
+    'released_noise' gives, and here (D = 1280, 62 rows a class: the weight decay's contraction
+    makes the released average's noise several times smaller than the burn-in model's) that
+    cap binds. Same split, same noise draws, guard off."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    fs = get_features("synthetic", "pixels", classes=10, dim=1280, train_per_class=62, test_per_class=5,
+                      effective_rank=64, separation=4.0, shared_mean=1.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+
+    def alpha(eps: float, rule: str) -> float:
+        m = make_method("adamix", target_epsilon=eps, seed=0, init_scale=rule, noise="reproducible",
+                        public_guard=False)
+        m.fit(sp, on_step=lambda r: True)  # the start is set before the first step
+        return m.init_scale_
+
+    assert make_method("adamix").config.init_scale == "release_capped"
+    cs, rn, rc = (alpha(0.5, r) for r in ("class_scaled", "released_noise", "release_capped"))
+    assert rc == cs and rn == cs  # within the burn-in all three are the burn-in rule
+    cs, rn, rc = (alpha(8.0, r) for r in ("class_scaled", "released_noise", "release_capped"))
+    assert rc == pytest.approx(min(cs, rn), rel=1e-6), (cs, rn, rc)
+    assert rc < 0.5 * cs, (cs, rn, rc)  # the cap binds: the burn-in model over-states the released noise

@@ -18,7 +18,7 @@ PAPER_LEARNING_RATES: tuple[float, ...] = (5e-4, 1e-3, 2.5e-3, 5e-3)
 #: development data, with BURN_IN_ALIGNMENT: docs/results/tuning_notes.md, NOISE_MARGIN_Z.
 NOISE_MARGIN_Z = 3.0
 #: Assumed alignment of the clipped private gradients in the burn-in horizon (see there), at
-#: C = 10 classes; init_scale='class_scaled' (default) scales it by sqrt(10 / C).
+#: C = 10 classes; init_scale='class_scaled' (and the default 'release_capped') scales it by sqrt(10 / C).
 BURN_IN_ALIGNMENT = 0.3
 #: The number of classes at which BURN_IN_ALIGNMENT was set (digits, CIFAR-10).
 BURN_IN_CLASSES = 10

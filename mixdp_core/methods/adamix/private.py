@@ -101,7 +101,9 @@ class NoisyGDMethod(LinearHead):
                             T_grad: int, n_hat: float) -> tuple[np.ndarray, float]:
         """Rescale the public solution ``alpha * W_pub`` (same predictions, ``alpha > 0``;
         ``alpha >= 1`` with ``init_scale="grow_only"``; the burn-in alignment scaled by
-        ``sqrt(BURN_IN_CLASSES / C)`` with ``init_scale="class_scaled"``, the default; estimated
+        ``sqrt(BURN_IN_CLASSES / C)`` with ``init_scale="class_scaled"`` and with the default
+        ``"release_capped"``, which past the burn-in also caps ``nu`` at the noise of the released
+        average, ``min(nu, nu_released)`` (package docstring, 4a); estimated
         from the public rows, ``s / sqrt(C - 1)``, with ``init_scale="signal_share"``).
 
         The private phase starts where the released noise cannot, in expectation, flip the

@@ -68,7 +68,8 @@ def _variants(p: Mapping[str, Any], table: Sequence[Variant]) -> tuple[Variant, 
 
 def _property_lines(mean: Mapping[tuple, float | None], eps: Sequence[float]) -> list[str]:
     """The paper's ordering per ε and the AdaMix property checks (means over seeds): public
-    data never hurt, more budget never hurts, the relative gain over Only-Public at ε = 3."""
+    data never hurt, no worse than the better of Only-Public and Fully-Private (property (a) of
+    docs/results/regimes.md), more budget never hurts, the relative gain over Only-Public at ε = 3."""
     par, pub = mean.get(("paragon", None)), mean.get(("only_public", None))
     lines: list[str] = []
     if par is None or pub is None:
@@ -92,9 +93,15 @@ def _property_lines(mean: Mapping[tuple, float | None], eps: Sequence[float]) ->
         incr = max([b - a for (_, a), (_, b) in zip(ada, ada[1:])] or [0.0])
         lines += ["", "Fidelity property checks (means over seeds; AdaMix = default `adamix`):", "",
                   f"- public data never hurt (AdaMix ≤ Only-Public + 1 pt at every ε): "
-                  f"{'**holds**' if worst <= 0.01 else '**fails**'} (worst AdaMix − Only-Public = {100 * worst:+.1f} pts)",
-                  f"- more budget never hurts (non-increasing in ε, 1.5 pt seed-noise allowance): "
-                  f"{'**holds**' if incr <= 0.015 else '**fails**'} (largest increase {100 * incr:+.1f} pts)"]
+                  f"{'**holds**' if worst <= 0.01 else '**fails**'} (worst AdaMix − Only-Public = {100 * worst:+.1f} pts)"]
+        fp = [(a, mean.get(("fully_private", e))) for e, a in ada]
+        if all(f is not None for _, f in fp):  # regimes.md's property (a): neither reference alone is better
+            worst_ref = max(a - min(pub, f) for a, f in fp)
+            lines.append(f"- no worse than the better reference (AdaMix ≤ min(Only-Public, Fully-Private) + 1 pt at "
+                         f"every ε): {'**holds**' if worst_ref <= 0.01 else '**fails**'} (worst AdaMix − "
+                         f"min(Only-Public, Fully-Private) = {100 * worst_ref:+.1f} pts)")
+        lines.append(f"- more budget never hurts (non-increasing in ε, 1.5 pt seed-noise allowance): "
+                     f"{'**holds**' if incr <= 0.015 else '**fails**'} (largest increase {100 * incr:+.1f} pts)")
         a3 = dict(ada).get(3.0)
         if a3 is not None and pub > 0:
             lines.append(f"- relative error reduction over Only-Public at ε = 3: {100 * (pub - a3) / pub:.1f} %")

@@ -128,9 +128,16 @@ def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | Non
         from .store import RunStore
 
         ctx.store = RunStore()
+    created = not Path(out_dir).expanduser().exists()
     out_dir = writable_dir(out_dir, field="out")  # before any training: a bad --out loses no work
     t0 = time.perf_counter()
-    out = fig_def.build(ctx)
+    try:
+        out = fig_def.build(ctx)
+    except BaseException:
+        # a figure that refuses its input (or fails) leaves no empty output folder behind
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise
     paths = {"png": out_dir / f"{stem}.png", "md": out_dir / (doc or f"{name}.md" if section else f"{stem}.md"),
              "json": out_dir / f"{stem}.json"}
     charts = [("png", out.draw, fig_def.size)]

@@ -138,8 +138,10 @@ def test_sparse_finetune_tiny(env):
     assert all(0 < r["epsilon_spent_max"] <= 1.0 + 1e-9 and 0 <= r["accuracy_mean"] <= 1 for r in rows)
 
 
-def test_cli_reproduce_list_and_errors(env, capsys):
+def test_cli_reproduce_list_and_errors(env, capsys, monkeypatch):
     from mixdp_core.cli import main
+
+    monkeypatch.chdir(env)  # the default --out is ./reproduce_out: a refused command must not leave it
 
     assert main(["reproduce", "--list"]) == 0
     out = capsys.readouterr().out
@@ -153,6 +155,7 @@ def test_cli_reproduce_list_and_errors(env, capsys):
         assert main(argv + ["--store", str(env / "s"), "--no-progress"]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and err.startswith(f"mixdp reproduce: error: {field}"), err
+        assert not (env / "reproduce_out").exists(), argv  # refused before any output: no empty folder
 
 
 def test_cli_reproduce_writes_files(env, capsys):

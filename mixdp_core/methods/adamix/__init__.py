@@ -105,7 +105,7 @@ small epsilon. The new schedule:
    docs/results/tuning_notes.md): identical to ``class_scaled`` wherever the cap does not bind;
    where it binds, CIFAR-10 2 + 60 at epsilon = 3 / 8 46.8 / 40.5 -> 40.2 / 34.6 % (Fully-Private
    44.1 / 35.3 %: property (a) of docs/results/regimes.md failed there before) and CIFAR-10 2 + 20
-   at epsilon = 8 50.7 -> 45.0 %.
+   at epsilon = 8 50.6 -> 45.0 %.
 4b. **Class histogram** (``class_balance="logit_adjust"``, the default): the first releases
    are a noisy class histogram whose shrunk counts set the logit-adjusted loss's offsets. It
    may take ``m = round(a/(1+a) T)`` of the run's T releases (``a = 0.3 sqrt(10 / C)``, the

@@ -103,20 +103,32 @@ def regime_features(name: str):
                           max_per_class=2 + int(name.rsplit("_", 1)[1]), max_test_per_class=200,
                           encoder_kwargs={"image_size": 128, "precision": "fp32"})
         return fs, 2, 1.0
-    if name == "pacs_photo_art":  # fewshot.md's PACS domain shift: 2 public / class from photo, private from art
-        root = os.environ.get("PACS_DIR", "/tmp/pacs/PACS")
-        ekw = {"image_size": 128, "precision": "fp32"}
-        fs = get_features("image_folder", "efficientnet_lite0", root=f"{root}/art_painting", encoder_kwargs=ekw)
-        pub = get_features("image_folder", "efficientnet_lite0", root=f"{root}/photo", encoder_kwargs=ekw)
-        return (fs, pub), 2, 1.0
+    if name == "pacs_photo_art":  # fewshot.md's PACS domain shift: private and test rows from art painting
+        return _pacs_features("art_painting"), 2, 1.0
     reg = {r["name"]: r for r in REGIME_FAMILY}[name]
     return get_features("synthetic", "pixels", **reg["dataset_kwargs"]), reg["public_per_class"], reg["imbalance_ratio"]
 
 
+def _pacs_features(domain: str):
+    """EfficientNet-Lite0 features (128 px, fp32, as fewshot.md) of one PACS domain folder
+    (``PACS_DIR``, default /tmp/pacs/PACS)."""
+    root = os.environ.get("PACS_DIR", "/tmp/pacs/PACS")
+    return get_features("image_folder", "efficientnet_lite0", root=f"{root}/{domain}",
+                        encoder_kwargs={"image_size": 128, "precision": "fp32"})
+
+
+def public_domain_features(name: str):
+    """The features the public rows of REGIME come from when they are another domain's
+    (``pacs_photo_art``: PACS photo), else ``None`` (the public rows are drawn from
+    :func:`regime_features`' set)."""
+    return _pacs_features("photo") if name == "pacs_photo_art" else None
+
+
 def regime_splits(name: str, seeds):
-    """``(seed, split)`` for each seed of REGIME (:func:`regime_features`)."""
+    """``(seed, split)`` for each seed of REGIME (:func:`regime_features`, public rows from
+    :func:`public_domain_features` where that is not ``None``)."""
     fs, k, ir = regime_features(name)
-    fs, pub = fs if isinstance(fs, tuple) else (fs, None)
+    pub = public_domain_features(name)
     for seed in seeds:
         spec = SplitSpec(public_per_class=k, imbalance_ratio=ir, seed=seed,
                          public_from=None if pub is None else "image_folder:photo")

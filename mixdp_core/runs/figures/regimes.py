@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from ...errors import ConfigError
 from .base import Context, FigureOutput, figure, _agg, _cell, _log_axis, _table
-from .adamix import ADAMIX_FAMILY, NONPRIVATE, _display, _variants
+from .adamix import ADAMIX_FAMILY, NONPRIVATE, _display, _variants, better_reference_error
 
 
 #: The regime family of ``mixdp reproduce regimes`` (``synthetic`` data, :mod:`mixdp_core.data.synthetic`).
@@ -63,8 +63,7 @@ def _regime_checks(err: Mapping[tuple, float | None], bal: Mapping[tuple, float 
     ada = [(e, err.get(("adamix", e))) for e in eps]
     out: dict[str, bool | None] = {"a": None, "b": None, "c": None, "d": None}
     if op is not None and all(a is not None for _, a in ada):
-        out["a"] = all(a <= min(op, err.get(("fully_private", e)) if err.get(("fully_private", e)) is not None
-                                else op) + 0.01 for e, a in ada)
+        out["a"] = all(a <= better_reference_error(err, e) + 0.01 for e, a in ada)
         out["b"] = all(b <= a + 0.01 for (_, a), (_, b) in zip(ada, ada[1:]))
         if par is not None and par <= 0.5 * op and 3.0 in eps and 8.0 in eps:
             a3, a8 = dict(ada)[3.0], dict(ada)[8.0]

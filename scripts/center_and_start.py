@@ -72,6 +72,15 @@ VARIANTS = {
     "ngd": ("ngd", {}),
     "RN": ("adamix", {"init_scale": "released_noise"}),
     "RC": ("adamix", {"init_scale": "release_capped"}),
+    # the guard's count under imbalance (tuning_notes.md, "The guard under imbalance"): the former one
+    # release, unweighted ("GS") against the default's class-weighted count at the histogram's share
+    "GS": ("adamix", {"guard_rule": "single_count"}),
+    "GB": ("adamix", {"guard_rule": "balanced_when_imbalanced"}),
+    # the start's margin from approximate leave-one-out public margins instead of the fit's own
+    # (tuning_notes.md, "The start's margin"), at the noise margin z x 1 / x 1/3 / x 1/6
+    "LM": ("adamix", {"_start_margin": "loo"}),
+    "LM3": ("adamix", {"_start_margin": "loo", "_margin_z": NOISE_MARGIN_Z / 3}),
+    "LM6": ("adamix", {"_start_margin": "loo", "_margin_z": NOISE_MARGIN_Z / 6}),
     "Pn": ("adamix", {"projection": "none"}),
     "Z0": ("adamix", {"init": "zero"}),
     "L4": ("adamix", {"_lambda_mult": 0.25}),
@@ -87,7 +96,9 @@ def regime_features(name: str):
     ``cifar10_2_20`` / ``cifar10_2_60`` (fewshot.md's CIFAR-10 regimes, 2 public + 20 / 60
     private per class; ``CIFAR10_DIR`` in the environment, default /tmp/c10), ``pacs_photo_art``
     (fewshot.md's PACS shift: private and test rows from art_painting, 2 public per class from
-    photo; ``PACS_DIR``, default /tmp/pacs/PACS), or
+    photo; ``PACS_DIR``, default /tmp/pacs/PACS), ``many38_2_60`` (fewshot.md's 38 classes, 2 public
+    + 60 private per class: ``MANY38_DIR``, default /tmp/STORE20/many38, the folder
+    ``scripts/make_results.sh`` builds), or
     ``classroom_20_60_ir10`` (the Classroom's synthetic lesson at 20 classes x 60 rows, 5 public,
     imbalance ratio 10: scarce and imbalanced)."""
     if name.startswith("digits"):  # digits_1shot: fewshot.md's 1 public per class
@@ -105,6 +116,10 @@ def regime_features(name: str):
         return fs, 2, 1.0
     if name == "pacs_photo_art":  # fewshot.md's PACS domain shift: private and test rows from art painting
         return _pacs_features("art_painting"), 2, 1.0
+    if name == "many38_2_60":  # fewshot.md's 38 classes (28 PACS domain x class + 10 CIFAR-10), 2 + 60
+        fs = get_features("image_folder", "efficientnet_lite0", root=os.environ.get("MANY38_DIR", "/tmp/STORE20/many38"),
+                          encoder_kwargs={"image_size": 128, "precision": "fp32"})
+        return fs, 2, 1.0
     reg = {r["name"]: r for r in REGIME_FAMILY}[name]
     return get_features("synthetic", "pixels", **reg["dataset_kwargs"]), reg["public_per_class"], reg["imbalance_ratio"]
 

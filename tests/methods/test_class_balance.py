@@ -201,3 +201,45 @@ def test_scarce_imbalanced_balanced_and_minority_accuracy_beat_the_one_release_h
         bal_gain.append(acc[None][0] - acc[0.0][0])
         min_gain.append(acc[None][1] - acc[0.0][1])
     assert np.mean(bal_gain) > 0.025 and min(min_gain) > 0.03, (bal_gain, min_gain)
+
+
+def test_balanced_guard_rule_counts_class_weighted_at_the_histograms_share_and_the_same_epsilon():
+    """``guard_rule="balanced_when_imbalanced"`` (an option, measured and not the default): where
+    the pilot found imbalance the guard is one release at σ/sqrt(m), m the histogram's share,
+    recorded as m releases at σ, so T and ε stay those of the single count and the gradient
+    phase gives up m − 1 steps; its count is class-weighted; balanced data keep one release."""
+    from mixdp_core.methods.adamix.private import NoisyGDMethod
+
+    sp = _scarce_split(0)
+    runs = {r: make_method("adamix", target_epsilon=3.0, seed=0, guard_rule=r, noise="reproducible").fit(sp)
+            for r in ("single_count", "balanced_when_imbalanced")}
+    one, bal = runs["single_count"], runs["balanced_when_imbalanced"]
+    assert bal.histogram_test_["imbalanced"] and one.histogram_test_["imbalanced"]
+    assert isinstance(bal, NoisyGDMethod)
+    m = bal._histogram_releases(bal.steps_, sp.n_classes)
+    assert m > 1 and bal.guard_releases_ == m and one.guard_releases_ == 1
+    assert bal.privacy_.epsilon == pytest.approx(one.privacy_.epsilon, rel=1e-12) and bal.steps_ == one.steps_
+    assert bal.verify_privacy() == pytest.approx(bal.privacy_.epsilon)
+    rec = [r for r in bal.ledger_.releases if r.what == "public-start guard"]
+    assert len(rec) == 1 and rec[0].count == m and rec[0].event.noise_multiplier == 20.0
+    grad = lambda r: sum(x.count for x in r.ledger_.releases if x.what == "gradient step")
+    assert grad(one) - grad(bal) == m - 1
+    assert one._guard_weights is None and bal._guard_weights.max() == pytest.approx(1.0)
+    assert bal.history_[-1].extra["guard_releases"] == m
+    # the released count: the weighted paired gain plus N(0, (σ/sqrt(m))²) on the guard's stream
+    from mixdp_core.methods.adamix.engine import NoisyGDProblem
+    from mixdp_core.randomness import noise_rng
+
+    X, y = bal.feature_map_(sp.X_private), sp.y_private
+    assert bal.guard_kept_private_  # released here, so W_ is the model the guard counted
+    d = ((X @ bal.W_).argmax(1) == y).astype(float) - ((X @ bal.W_start_).argmax(1) == y)
+    want = float(np.sum(bal._guard_weights[y] * d)) + 20.0 / np.sqrt(m) * float(
+        noise_rng("reproducible", 0, 0x6A4D).standard_normal())
+    assert bal.history_[-1].extra["guard_noisy_gain"] == pytest.approx(want, rel=1e-9)
+    # balanced private classes: the pilot finds no imbalance, the guard stays one unweighted release
+    reg = {r["name"]: r for r in REGIME_FAMILY}["many_class_100_d256"]
+    fs = get_features("synthetic", "pixels", **reg["dataset_kwargs"])
+    bsp = make_split(fs, SplitSpec(public_per_class=reg["public_per_class"], seed=0))
+    b = make_method("adamix", target_epsilon=3.0, seed=0, guard_rule="balanced_when_imbalanced",
+                    noise="reproducible").fit(bsp)
+    assert not b.histogram_test_["imbalanced"] and b.guard_releases_ == 1 and b._guard_weights is None

@@ -179,3 +179,33 @@ def test_public_ridge_rejects_an_unknown_rule(digits_split):
 
     with pytest.raises(ConfigError, match="^l2_rule: must be 'loo' or 'fixed'"):
         _linear.public_ridge(digits_split.X_public, digits_split.y_public, 10, "cv")
+
+
+def test_loo_margin_scale_estimates_unseen_rows_margins_where_the_fits_own_overstate_them():
+    """``loo_margin_scale`` (the start's margin research hook, tuning_notes.md): on few-shot
+    rows (3 per class, D = 30) the weak-ridge fit separates its own rows, so their median margin
+    overstates fresh rows' from the same classes several-fold; the ALO estimate lands within a
+    factor 2 of the fresh rows' median |margin|, and no row can be scored at 1 shot."""
+    from mixdp_core.methods._linear import fit_public, loo_margin_scale
+
+    def margins(Z, y):
+        idx = np.arange(len(y))
+        own = Z[idx, y].copy()
+        Z = Z.copy()
+        Z[idx, y] = -np.inf
+        return own - Z.max(axis=1)
+
+    rng = np.random.default_rng(3)
+    C, D, k, l2 = 8, 30, 3, 1e-4
+    means = 0.5 * rng.normal(size=(C, D))
+    draw = lambda n: (l2_normalize(means[np.repeat(np.arange(C), n)] + rng.normal(size=(C * n, D))),
+                      np.repeat(np.arange(C), n))
+    X, y = draw(k)
+    Xf, yf = draw(200)
+    W = fit_public(X, y, C, l2=l2)
+    own = float(np.median(margins(X @ W, y)))
+    fresh = float(np.median(np.abs(margins(Xf @ W, yf))))
+    est = loo_margin_scale(X, y, C, l2)
+    assert own > 3 * fresh  # the fit's own margins overstate unseen rows'
+    assert 0.5 * fresh < est < 2.0 * fresh
+    assert loo_margin_scale(X[::k], y[::k], C, l2) is None  # 1 shot: nothing to hold out

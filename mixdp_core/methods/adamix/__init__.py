@@ -132,7 +132,11 @@ small epsilon. The new schedule:
    models worse than their start in three regimes (docs/results/regimes.md).
    ``guard_holdout > 0`` asks held-out private rows instead, class-balanced, at no extra ε
    (:meth:`.private.NoisyGDMethod._fit_holdout_guard`); measured there, not the default (it
-   trains on fewer rows).
+   trains on fewer rows). ``guard_rule="balanced_when_imbalanced"`` counts class-weighted
+   where the histogram's pilot found imbalance, with the histogram's share of the releases
+   (:meth:`.private.NoisyGDMethod._guard_releases`); measured, not the default: the
+   weighting removes the imbalance's bias but not the in-sample optimism, and the share costs
+   gradient steps (docs/results/tuning_notes.md, "The guard under imbalance").
 7. **Early-checkpoint test** (``early_checkpoint=True``, with the guard, when >= 8 gradient
    steps remain): one more noisy paired count, (#correct of the average after a quarter of the
    steps) − (#correct of the final average) + N(0, sigma^2), sensitivity 1, accounted; the

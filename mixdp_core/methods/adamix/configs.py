@@ -295,6 +295,18 @@ class NoisyGDConfig(PrivacyConfig):
              "Only-Public by more than the noise allows. Sensitivity 1 (add/remove): one more Gaussian release "
              "of the run, accounted (T = count + guard + gradient steps).",
         privacy_note="one Gaussian release on private rows, accounted in the run's ε")
+    guard_rule: str = param(
+        "single_count", choices=("single_count", "balanced_when_imbalanced"),
+        help="schedule='smooth' with the public-start guard: 'single_count' (default): one release at σ, weights "
+             "only with class_balance='logit_adjust_weighted_tests'. 'balanced_when_imbalanced' (measured, not "
+             "the default: it moved the failing development cell by 0.1 point and cost 0.6–2.3 elsewhere; "
+             "docs/results/tuning_notes.md, 'The guard under imbalance'): where the class "
+             "histogram's pilot found the private classes imbalanced (class_balance='logit_adjust'), the guard's "
+             "and the checkpoint test's paired counts weigh every class alike (w_c = min n̂ / n̂_c, from the released "
+             "histogram: the count estimates the balanced accuracy gain the test set measures, not the majority "
+             "classes'), and the guard takes the histogram's m releases' worth (one Gaussian release at σ/sqrt(m): "
+             "the weighted count's power grows with the budget as the run's does); balanced data keep 'single_count'.",
+        privacy_note="the guard's m releases are part of the run's T, accounted (no extra ε)")
     guard_holdout: float = param(
         0.0, type=float, range=Interval(0.0, 0.5, closed="both"),
         help="0 (default): the public-start guard counts on the private training rows. > 0: that share of the "

@@ -13,7 +13,8 @@ import numpy as np
 from ... import accounting
 from ...errors import DataError
 from ...randomness import noise_rng, snap_count
-from .._linear import error_rate, fit_logistic, fit_public, l2_normalize, public_ridge, row_norms, softmax_residual
+from .._linear import (error_rate, fit_logistic, fit_public, l2_normalize, loo_margin_scale, public_ridge, row_norms,
+                       softmax_residual)
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
@@ -136,6 +137,11 @@ class NoisyGDMethod(LinearHead):
         margin = float(np.median(zy - Z.max(axis=1)))
         if not margin > 0:
             return W_pub, 1.0
+        if getattr(self, "_start_margin", "in_sample") == "loo":
+            # research hook (measured: tuning_notes.md): the unseen rows' margin scale instead
+            loo = loo_margin_scale(Xp, yp, W_pub.shape[1], self.public_l2_)
+            if loo is not None and loo > 0:
+                margin = loo
         D, C = W_pub.shape
         k = opts.projection_dim
         if k == "span":  # the engine projects on span(X_pub^T): its dimension is rank(X_pub)
@@ -203,7 +209,7 @@ class NoisyGDMethod(LinearHead):
         return mult * lam
 
     def _public_guard(self, problem: NoisyGDProblem, W_private: np.ndarray, W_start: np.ndarray, *,
-                      step: int, total: int) -> tuple[np.ndarray, StepRecord]:
+                      step: int, total: int, releases: int = 1) -> tuple[np.ndarray, StepRecord]:
         """Keep the public start unless a noisy paired count says the private phase helped.
 
         Released (Gaussian mechanism, add/remove one private row): ``D = sum_i w_{y_i} [1(W_private
@@ -227,16 +233,17 @@ class NoisyGDMethod(LinearHead):
         generalisation gap is bounded by its privacy (Dwork et al. 2015), and the start's count is
         unbiased (it never saw these rows).
         """
-        cfg = self.config
-        noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D)
-        keep = noisy_gain > GUARD_Z * cfg.noise_multiplier
+        sigma_g = self.config.noise_multiplier / math.sqrt(releases)
+        noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g)
+        keep = noisy_gain > GUARD_Z * sigma_g
         W = W_private if keep else W_start.copy()
         self.guard_kept_private_ = bool(keep)
         return W, self._test_record(problem, W, step=step, total=total,
-                                    extra={"guard_noisy_gain": float(noisy_gain), "guard_kept_private": float(keep)})
+                                    extra={"guard_noisy_gain": float(noisy_gain), "guard_kept_private": float(keep),
+                                           "guard_releases": float(releases)})
 
     def _noisy_paired_gain(self, problem: NoisyGDProblem, W_new: np.ndarray, W_base: np.ndarray, *,
-                           stream: int) -> float:
+                           stream: int, sigma: float | None = None) -> float:
         """``sum_i w_{y_i} [1(W_new classifies x_i right) - 1(W_base classifies x_i right)] +
         N(0, sigma^2)`` over the private rows: the Gaussian mechanism on a sum of terms in
         ``[-w_max, w_max]`` with ``w_max <= 1``, so adding or removing one private row changes it
@@ -246,14 +253,15 @@ class NoisyGDMethod(LinearHead):
         released class histogram, so the count weighs every class alike (≈ ``min_k n̂_k`` times
         the sum of per-class accuracy gains) and cannot reward majority-class predictions. The
         caller accounts it as one release. ``stream`` keeps the draw apart from the run's other
-        releases (same seed)."""
+        releases (same seed). ``sigma``: the noise std (default the run's noise multiplier; the
+        guard's m releases' worth give ``sigma / sqrt(m)``, accounted as m releases)."""
         cfg = self.config
         X, y = problem.X_private, problem.y_private
         d = ((X @ W_new).argmax(1) == y).astype(np.float64) - ((X @ W_base).argmax(1) == y)
         w = getattr(self, "_guard_weights", None)
         gain = float(np.sum(d if w is None else w[y] * d))
         rng = noise_rng(cfg.noise, cfg.seed, stream)
-        return gain + cfg.noise_multiplier * float(rng.standard_normal())
+        return gain + (cfg.noise_multiplier if sigma is None else sigma) * float(rng.standard_normal())
 
     def _checkpoint_test(self, problem: NoisyGDProblem, W_final: np.ndarray, W_early: np.ndarray, *,
                          early_step: int, step: int, total: int) -> tuple[np.ndarray, StepRecord]:
@@ -360,6 +368,30 @@ class NoisyGDMethod(LinearHead):
             a = _class_scaled_alignment(C)
             share = a / (1.0 + a)
         return max(1, min(int(round(float(share) * T)), T // 2))
+
+    def _balanced_guard(self) -> bool:
+        """Whether the noisy tests count class-weighted under ``guard_rule`` (the default
+        ``'balanced_when_imbalanced'``: only where the histogram's pilot found the private classes
+        imbalanced; post-processing of that release)."""
+        test = getattr(self, "histogram_test_", None)
+        return bool(getattr(self.config, "guard_rule", "single_count") == "balanced_when_imbalanced"
+                    and test is not None and test["imbalanced"])
+
+    def _guard_releases(self, T: int, n_count: int, C: int) -> int:
+        """Releases' worth the public-start guard takes of the run's T (one Gaussian release at
+        σ/sqrt(m), accounted as m releases at σ: the same μ).
+
+        1, unless :meth:`_balanced_guard`: then the histogram's m (:meth:`_histogram_releases`),
+        at most what leaves one gradient step. Why: the class-weighted count (weights
+        min n̂ / n̂_c <= 1, sensitivity still 1) estimates the balanced accuracy gain but sums
+        only about C · min n̂ rows' worth of signal, so at one release its noise drowns a real
+        gain (docs/results/class_balance.md); the histogram's share is the one the run already
+        spends on a class-level question of its private rows, and it grows with T, so the
+        guard's power grows with ε as the private phase's gain does. Public inputs and the
+        pilot's released test only."""
+        if not self._balanced_guard():
+            return 1
+        return max(1, min(self._histogram_releases(T, C), T - n_count - 1))
 
     def _released_histogram(self, y: np.ndarray, C: int, T: int, ledger: Any, release: Any) -> tuple[np.ndarray, int]:
         """Release the noisy class histogram; returns ``(histogram, releases it took)``.
@@ -645,17 +677,22 @@ class NoisyGDMethod(LinearHead):
         n_pub_grad = problem.X_public.shape[0] if opts.use_public_gradient else 0
         n_count = 1 if smooth else 0  # releases spent on the noisy count
         hist = None
+        self.histogram_test_ = None  # set by the staged histogram's pilot (read by _balanced_guard)
         if smooth and getattr(cfg, "class_balance", "none") != "none":
             # the histogram replaces the count; it may take several releases' worth of the budget,
             # decided before the gradient phase (so T_grad below is known when it starts)
             hist, n_count = self._released_histogram(problem.y_private, problem.n_classes, T, ledger, release)
-        # The public-start guard (one release at the end) only when a gradient step is left.
-        n_guard = 1 if (smooth and cfg.public_guard and self._public_start and T - n_count >= 2) else 0
+        # The public-start guard (one release at the end) only when a gradient step is left; under
+        # imbalance found by the histogram's pilot it counts class-weighted and takes the
+        # histogram's m releases' worth (guard_rule; _guard_releases).
+        n_guard = self._guard_releases(T, n_count, problem.n_classes) if (
+            smooth and cfg.public_guard and self._public_start and T - n_count >= 2) else 0
         # The early-checkpoint test (one release) only with the guard, one candidate run and
         # enough gradient steps left for a checkpoint a quarter of the way in.
         n_check = 1 if (n_guard and cfg.early_checkpoint and not cfg.optimistic_tuning
                         and T - n_count - n_guard - 1 >= MIN_CHECKPOINT_STEPS) else 0
         T_grad = T - n_count - n_guard - n_check
+        self.guard_releases_ = n_guard
         early_step = T_grad // CHECKPOINT_DIVISOR if n_check else None  # >= 2: T_grad >= MIN_CHECKPOINT_STEPS
         n_hat = None
         self.class_counts_ = None
@@ -673,7 +710,7 @@ class NoisyGDMethod(LinearHead):
                 opts.logit_offset = log_prior(counts)
                 if problem.X_public.shape[0] and opts.use_public_gradient:
                     opts.public_logit_offset = log_prior(np.bincount(problem.y_public, minlength=C))
-                if cfg.class_balance == "logit_adjust_weighted_tests":
+                if cfg.class_balance == "logit_adjust_weighted_tests" or self._balanced_guard():
                     self._guard_weights = counts.min() / counts
             else:
                 n_noisy = self._noisy_count(problem.X_private.shape[0])
@@ -784,10 +821,10 @@ class NoisyGDMethod(LinearHead):
             if on_step is not None and on_step(rec):
                 stopped = True  # cancelled here: the guard is not released
         if n_guard and not stopped and res.steps > 0:
-            self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + 1,
-                                              total=total_releases)
-            ledger.release(release, what="public-start guard")
-            total_steps += 1
+            self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + n_guard,
+                                              total=total_releases, releases=n_guard)
+            ledger.release(release, what="public-start guard", count=n_guard)
+            total_steps += n_guard
             history = history + [rec]
             if on_step is not None:
                 on_step(rec)

@@ -472,3 +472,35 @@ def test_adamix_subspace_reads_the_runs_own_diagnostic(env):
     row = json.loads(paths["json"].read_text())["rows"][0]
     assert 0 <= row["public_error_mean"] < row["random_error_mean"] <= 1 and row["n_points"] >= 2
     assert "random / public" in paths["md"].read_text()
+
+
+def test_regime_slack_is_the_tightest_cells_margin_with_its_paired_standard_error():
+    """Each property's slack (>= 0 iff it holds) and the paired s.e. over seeds of that cell's
+    difference, against the numbers written out."""
+    import math
+
+    from mixdp_core.runs.figures.regimes import _regime_checks, _regime_slack
+
+    eps = [1.0, 3.0, 8.0]
+    per = {("only_public", None): [0.44, 0.46], ("paragon", None): [0.07, 0.07],
+           ("fully_private", 1.0): [0.9, 0.9], ("fully_private", 3.0): [0.7, 0.7],
+           ("fully_private", 8.0): [0.235, 0.255],
+           ("adamix", 1.0): [0.44, 0.46], ("adamix", 3.0): [0.37, 0.43], ("adamix", 8.0): [0.25, 0.27]}
+    per_bal = {("adamix", 1.0): [0.5, 0.5], ("adamix", 3.0): [0.58, 0.62], ("adamix", 8.0): [0.56, 0.54]}
+    mean = lambda d: {k: sum(v) / 2 for k, v in d.items()}
+    seeds = lambda d: {k: dict(enumerate(v)) for k, v in d.items()}
+    err, bal = mean(per), mean(per_bal)
+    got = _regime_slack(err, bal, eps, True, seeds(per), seeds(per_bal))
+    se2 = lambda a, b: abs((a[0] - b[0]) - (a[1] - b[1])) / 2  # two seeds: sd/sqrt(2) of the differences
+    # (a): at ε = 8 Fully-Private (24.5 %) is the bar: 0.245 + 0.01 - 0.26 = -0.005; the differences
+    # AdaMix - Fully-Private are 0.015 in both seeds, so the paired s.e. is 0 (unpaired it would not be)
+    assert got["a"][0] == pytest.approx(-0.005) and got["a"][1] == pytest.approx(0.0, abs=1e-12)
+    # (b): tightest step 1 -> 3 (0.45 + 0.01 - 0.40 = 0.06) vs 3 -> 8 (0.40 + 0.01 - 0.26 = 0.15)
+    assert got["b"] == pytest.approx((0.06, se2(per[("adamix", 3.0)], per[("adamix", 1.0)])))
+    # (c): gain at 3 = 0.05/0.45 - 0.10 (the tightest); at 8 = 0.19/0.45 - 0.40
+    assert got["c"] == pytest.approx((0.05 / 0.45 - 0.10, se2(per[("adamix", 3.0)], per[("only_public", None)]) / 0.45))
+    # (d): 0.55 + 0.01 - 0.6 = -0.04 between ε = 3 and 8
+    assert got["d"] == pytest.approx((-0.04, se2(per_bal[("adamix", 8.0)], per_bal[("adamix", 3.0)])))
+    assert math.isclose(got["d"][1], 0.03)  # differences -0.02 and -0.08: sd 0.06/sqrt(2), over sqrt(2)
+    assert _regime_checks(err, bal, eps, True) == {"a": False, "b": True, "c": True, "d": False}
+    assert _regime_slack(err, bal, eps, False)["d"] is None and _regime_slack(err, bal, eps, False)["a"][1] is None

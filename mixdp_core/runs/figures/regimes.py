@@ -10,8 +10,11 @@ mean test errors in [0, 1] over seeds.
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 from ...errors import ConfigError
 from .base import Context, FigureOutput, figure, _agg, _cell, _log_axis, _table
@@ -52,27 +55,83 @@ REGIME_FAMILY: tuple[dict[str, Any], ...] = (
 )
 
 
-def _regime_checks(err: Mapping[tuple, float | None], bal: Mapping[tuple, float | None], eps: Sequence[float],
-                   imbalanced: bool) -> dict[str, bool | None]:
-    """The fidelity properties of one regime from mean test errors / balanced accuracies over seeds:
-    (a) AdaMix <= min(Only-Public, Fully-Private) + 1 pt at every ε; (b) AdaMix non-increasing in ε
-    within 1 pt; (c) where paragon <= ½ Only-Public: >= 10 % relative gain over Only-Public at ε = 3
-    and >= 40 % at ε = 8 (``None`` where it does not apply); (d) under imbalance, AdaMix's balanced
-    accuracy non-decreasing in ε within 1 pt (``None`` when balanced)."""
+def _paired_se(per_seed: Mapping[tuple, Mapping[Any, float]], a: tuple, b: tuple | None,
+               scale: float = 1.0) -> float | None:
+    """Standard error of the mean over seeds of ``per_seed[a] - per_seed[b]`` (``b=None``: of
+    ``per_seed[a]``) on the seeds both share, times ``scale``: sd / sqrt(n), paired because every
+    method of a regime runs on the same split seeds. ``None`` with fewer than 2 shared seeds."""
+    xa = per_seed.get(a) or {}
+    xb = per_seed.get(b) or {} if b is not None else None
+    seeds = [k for k in xa if xb is None or k in xb]
+    if len(seeds) < 2:
+        return None
+    d = np.array([xa[k] - (0.0 if xb is None else xb[k]) for k in seeds], dtype=float)
+    return float(scale * d.std(ddof=1) / math.sqrt(len(d)))
+
+
+def _regime_slack(err: Mapping[tuple, float | None], bal: Mapping[tuple, float | None], eps: Sequence[float],
+                  imbalanced: bool, per_seed: Mapping[tuple, Mapping[Any, float]] | None = None,
+                  per_seed_bal: Mapping[tuple, Mapping[Any, float]] | None = None,
+                  ) -> dict[str, tuple[float, float | None] | None]:
+    """How far each fidelity property is from failing in its tightest cell, from mean test errors
+    / balanced accuracies over seeds (fractions): ``{property: (slack, standard error)}``, the
+    property holding iff ``slack >= 0``; ``None`` where it does not apply or a mean is missing.
+
+    (a) AdaMix <= min(Only-Public, Fully-Private) + 1 pt at every ε: slack ``min_ε bar + 0.01 -
+    AdaMix``; (b) AdaMix non-increasing in ε within 1 pt: ``min AdaMix(ε) + 0.01 - AdaMix(ε')``
+    over consecutive ε < ε'; (c) where paragon <= ½ Only-Public: relative gain over Only-Public
+    >= 10 % at ε = 3 and >= 40 % at ε = 8, slack ``min(gain₃ − 0.10, gain₈ − 0.40)``; (d) under
+    imbalance, AdaMix's balanced accuracy non-decreasing in ε within 1 pt: ``min bal(ε') + 0.01 −
+    bal(ε)``. The standard error is the paired one of the tightest cell's difference over the
+    seeds (:func:`_paired_se` on ``per_seed`` / ``per_seed_bal``, ``{(label, ε or None): {seed:
+    value}}``; for (c) the difference to Only-Public over Only-Public's mean), ``None`` without
+    them. It says whether a ✓ or ✗ is within the seeds' noise; the verdict is the means' alone."""
+    ps, pb = per_seed or {}, per_seed_bal or {}
     op, par = err.get(("only_public", None)), err.get(("paragon", None))
     ada = [(e, err.get(("adamix", e))) for e in eps]
-    out: dict[str, bool | None] = {"a": None, "b": None, "c": None, "d": None}
+    out: dict[str, tuple[float, float | None] | None] = {"a": None, "b": None, "c": None, "d": None}
+    worst = lambda cells: min(cells, key=lambda c: c[0])
     if op is not None and all(a is not None for _, a in ada):
-        out["a"] = all(a <= better_reference_error(err, e) + 0.01 for e, a in ada)
-        out["b"] = all(b <= a + 0.01 for (_, a), (_, b) in zip(ada, ada[1:]))
+        cells = []
+        for e, a in ada:
+            bar = better_reference_error(err, e)
+            ref = ("only_public", None) if bar == op else ("fully_private", e)
+            cells.append((bar + 0.01 - a, _paired_se(ps, ("adamix", e), ref)))
+        out["a"] = worst(cells)
+        if len(ada) > 1:
+            out["b"] = worst([(a + 0.01 - b, _paired_se(ps, ("adamix", f), ("adamix", e)))
+                              for (e, a), (f, b) in zip(ada, ada[1:])])
         if par is not None and par <= 0.5 * op and 3.0 in eps and 8.0 in eps:
-            a3, a8 = dict(ada)[3.0], dict(ada)[8.0]
-            out["c"] = (op - a3) / op >= 0.10 and (op - a8) / op >= 0.40
+            got = dict(ada)
+            out["c"] = worst([((op - got[e]) / op - need, _paired_se(ps, ("adamix", e), ("only_public", None), 1 / op))
+                              for e, need in ((3.0, 0.10), (8.0, 0.40))])
     if imbalanced:
-        b = [bal.get(("adamix", e)) for e in eps]
-        if all(v is not None for v in b):
-            out["d"] = all(y >= x - 0.01 for x, y in zip(b, b[1:]))
+        b = [(e, bal.get(("adamix", e))) for e in eps]
+        if len(b) > 1 and all(v is not None for _, v in b):
+            out["d"] = worst([(y + 0.01 - x, _paired_se(pb, ("adamix", f), ("adamix", e)))
+                              for (e, x), (f, y) in zip(b, b[1:])])
     return out
+
+
+def _regime_checks(err: Mapping[tuple, float | None], bal: Mapping[tuple, float | None], eps: Sequence[float],
+                   imbalanced: bool) -> dict[str, bool | None]:
+    """The fidelity properties (a)–(d) of :func:`_regime_slack` from the means: ✓ iff the
+    tightest cell's slack is >= 0 (``None`` where a property does not apply)."""
+    return {k: None if v is None else v[0] >= 0 for k, v in _regime_slack(err, bal, eps, imbalanced).items()}
+
+
+def _slack_cell(mark: str, slack: tuple[float, float] | None) -> str:
+    """A property's mark with its tightest cell's slack ± s.e. in points (``n/a`` alone)."""
+    if slack is None:
+        return mark
+    return f"{mark} {100 * slack[0]:+.1f}" + ("" if slack[1] is None else f" ± {100 * slack[1]:.1f}")
+
+
+def _regime_checks(err: Mapping[tuple, float | None], bal: Mapping[tuple, float | None], eps: Sequence[float],
+                   imbalanced: bool) -> dict[str, bool | None]:
+    """The fidelity properties (a)–(d) of :func:`_regime_slack` from the means: ✓ iff the
+    tightest cell's slack is >= 0 (``None`` where a property does not apply)."""
+    return {k: None if v is None else v[0] >= 0 for k, v in _regime_slack(err, bal, eps, imbalanced).items()}
 
 
 @figure("regimes", "Regime family: AdaMix and its references across classes, dimensions, shots and imbalance",
@@ -119,12 +178,20 @@ def _regimes(ctx: Context) -> FigureOutput:
         bal = {(lab, None if lab in NONPRIVATE else e): m
                for (lab, e), (m, _, _) in _agg(rows, ("label", "target_epsilon"), "balanced_accuracy").items()}
         sd = {(lab, e): s for (lab, e), (_, s, _) in _agg(rows, ("label", "target_epsilon"), "test_error").items()}
+        # per-seed values, keyed like err / bal: the properties' paired standard errors
+        per_seed: dict[str, dict[tuple, dict]] = {"test_error": defaultdict(dict), "balanced_accuracy": defaultdict(dict)}
+        for r in rows:
+            for metric, d in per_seed.items():
+                v = r["metrics"].get(metric)
+                if v is not None and math.isfinite(v):
+                    d[(r["label"], None if r["label"] in NONPRIVATE else r["target_epsilon"])][r["seed"]] = v
         guard = defaultdict(list)
         for r in rows:
             g = r["metrics"].get("guard_released_private")
             if r["label"] == "adamix" and g is not None:
                 guard[r["target_epsilon"]].append(bool(g))
-        checks = _regime_checks(err, bal, eps, ir > 1.0)
+        slack = _regime_slack(err, bal, eps, ir > 1.0, per_seed["test_error"], per_seed["balanced_accuracy"])
+        checks = {k: None if v is None else v[0] >= 0 for k, v in slack.items()}
         md += [f"### `{reg['name']}` ({reg['role']})", "",
                f"`synthetic` {json.dumps(kw)}, {reg['public_per_class']} public per class, imbalance ratio {ir:g}, "
                f"seeds {list(p['seeds'])}.", ""]
@@ -142,19 +209,21 @@ def _regimes(ctx: Context) -> FigureOutput:
                    [f"{sum(guard[e])}/{len(guard[e])}" if guard[e] else "–" for e in eps])
         md += _table(hdr, trs)
         mark = {True: "✓", False: "✗", None: "n/a"}
-        md += ["", "Properties (means over seeds): "
-               f"(a) AdaMix ≤ min(Only-Public, Fully-Private) + 1 pt: {mark[checks['a']]} · "
-               f"(b) non-increasing in ε (1 pt): {mark[checks['b']]} · "
-               f"(c) many-class few-shot gain (≥ 10 % at ε = 3, ≥ 40 % at ε = 8): {mark[checks['c']]} · "
-               f"(d) balanced accuracy non-decreasing under imbalance: {mark[checks['d']]}", ""]
-        summary.append([f"`{reg['name']}`", reg["role"]] + [mark[checks[k]] for k in "abcd"])
+        md += ["", "Properties (means over seeds; tightest cell's slack ± s.e. in points): "
+               f"(a) AdaMix ≤ min(Only-Public, Fully-Private) + 1 pt: {_slack_cell(mark[checks['a']], slack['a'])} · "
+               f"(b) non-increasing in ε (1 pt): {_slack_cell(mark[checks['b']], slack['b'])} · "
+               f"(c) many-class few-shot gain (≥ 10 % at ε = 3, ≥ 40 % at ε = 8): {_slack_cell(mark[checks['c']], slack['c'])} · "
+               f"(d) balanced accuracy non-decreasing under imbalance: {_slack_cell(mark[checks['d']], slack['d'])}", ""]
+        summary.append([f"`{reg['name']}`", reg["role"]] + [_slack_cell(mark[checks[k]], slack[k]) for k in "abcd"])
         for (lab, e), m in err.items():
             out_rows.append({"regime": reg["name"], "role": reg["role"], "method": lab, "target_epsilon": e,
                              "test_error_mean": m, "guard_released": (sum(guard[e]) / len(guard[e]))
                              if lab == "adamix" and guard.get(e) else None})
         curves[reg["name"]] = [(e, err.get(("adamix", e)), err.get(("only_public", None)),
                                 err.get(("fully_private", e))) for e in eps]
-    head = ["**Properties per regime** (✓ holds, ✗ fails, n/a does not apply)", ""]
+    head = ["**Properties per regime** (✓ holds, ✗ fails, n/a does not apply; after each mark the tightest "
+            "cell's slack ± its standard error over seeds, in points (for (c) points of relative gain), negative "
+            "where it fails: paired over the split seeds; a slack within about two standard errors of 0 could flip with other seeds)", ""]
     head += _table(["regime", "role", "(a)", "(b)", "(c)", "(d)"], summary) + [""]
 
     def draw(fig: Any) -> None:

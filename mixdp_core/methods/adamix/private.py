@@ -218,7 +218,10 @@ class NoisyGDMethod(LinearHead):
         ``<= 1`` from the released histogram that count every class alike). ``W_private`` is
         post-processing of earlier releases and ``W_start`` is
         public, so one row changes the sum by at most 1: **L2 sensitivity 1**, noise multiplier
-        ``sigma``, accounted as one more release of the run's ``ComposedGaussian(sigma, T)``.
+        ``sigma``, accounted as one more release of the run's ``ComposedGaussian(sigma, T)``
+        (``releases = m`` > 1 under ``guard_rule="balanced_when_imbalanced"``: noise
+        ``sigma / sqrt(m)``, accounted as m releases at ``sigma``, the same mu, and the threshold
+        below at that noise std).
         Output: ``W_private`` if ``D > GUARD_Z * sigma`` else ``W_start`` (post-processing): a
         one-sided test at one noise std (:data:`GUARD_Z` = 1), so a private phase that did not
         help is kept with probability <= 1 - Phi(1) ~ 16 % instead of 50 %, which also offsets
@@ -370,9 +373,9 @@ class NoisyGDMethod(LinearHead):
         return max(1, min(int(round(float(share) * T)), T // 2))
 
     def _balanced_guard(self) -> bool:
-        """Whether the noisy tests count class-weighted under ``guard_rule`` (the default
-        ``'balanced_when_imbalanced'``: only where the histogram's pilot found the private classes
-        imbalanced; post-processing of that release)."""
+        """Whether the noisy tests count class-weighted under ``guard_rule`` (the option
+        ``'balanced_when_imbalanced'``, not the default: only where the histogram's pilot found the
+        private classes imbalanced; post-processing of that release)."""
         test = getattr(self, "histogram_test_", None)
         return bool(getattr(self.config, "guard_rule", "single_count") == "balanced_when_imbalanced"
                     and test is not None and test["imbalanced"])
@@ -692,7 +695,7 @@ class NoisyGDMethod(LinearHead):
         n_check = 1 if (n_guard and cfg.early_checkpoint and not cfg.optimistic_tuning
                         and T - n_count - n_guard - 1 >= MIN_CHECKPOINT_STEPS) else 0
         T_grad = T - n_count - n_guard - n_check
-        self.guard_releases_ = n_guard
+        self.guard_releases_ = n_guard  # planned; released only if the run is not stopped before the guard
         early_step = T_grad // CHECKPOINT_DIVISOR if n_check else None  # >= 2: T_grad >= MIN_CHECKPOINT_STEPS
         n_hat = None
         self.class_counts_ = None

@@ -222,8 +222,8 @@ def _regimes(ctx: Context) -> FigureOutput:
         curves[reg["name"]] = [(e, err.get(("adamix", e)), err.get(("only_public", None)),
                                 err.get(("fully_private", e))) for e in eps]
     head = ["**Properties per regime** (✓ holds, ✗ fails, n/a does not apply; after each mark the tightest "
-            "cell's slack ± its standard error over seeds, in points (for (c) points of relative gain), negative "
-            "where it fails: paired over the split seeds; a slack within about two standard errors of 0 could flip with other seeds)", ""]
+            "cell's slack, negative where it fails, in points (for (c) points of relative gain) ± its standard error "
+            "paired over the split seeds: a slack within about two standard errors of 0 could flip with other seeds)", ""]
     head += _table(["regime", "role", "(a)", "(b)", "(c)", "(d)"], summary) + [""]
 
     def draw(fig: Any) -> None:

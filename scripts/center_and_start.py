@@ -98,7 +98,8 @@ def regime_features(name: str):
     (fewshot.md's PACS shift: private and test rows from art_painting, 2 public per class from
     photo; ``PACS_DIR``, default /tmp/pacs/PACS), ``many38_2_60`` (fewshot.md's 38 classes, 2 public
     + 60 private per class: ``MANY38_DIR``, default /tmp/STORE20/many38, the folder
-    ``scripts/make_results.sh`` builds), or
+    ``scripts/make_results.sh`` builds), ``folder:PATH:SHOTS`` (any image folder with ``train/`` and
+    ``test/`` class folders, EfficientNet-Lite0 at 128 px, SHOTS public rows per class), or
     ``classroom_20_60_ir10`` (the Classroom's synthetic lesson at 20 classes x 60 rows, 5 public,
     imbalance ratio 10: scarce and imbalanced)."""
     if name.startswith("digits"):  # digits_1shot: fewshot.md's 1 public per class
@@ -116,6 +117,11 @@ def regime_features(name: str):
         return fs, 2, 1.0
     if name == "pacs_photo_art":  # fewshot.md's PACS domain shift: private and test rows from art painting
         return _pacs_features("art_painting"), 2, 1.0
+    if name.startswith("folder:"):  # any image folder (train/ and test/ of class folders): folder:PATH:SHOTS
+        _, root, shots = name.rsplit(":", 2) if name.count(":") >= 2 else (None, name[len("folder:"):], "2")
+        fs = get_features("image_folder", "efficientnet_lite0", root=root,
+                          encoder_kwargs={"image_size": 128, "precision": "fp32"})
+        return fs, int(shots), 1.0
     if name == "many38_2_60":  # fewshot.md's 38 classes (28 PACS domain x class + 10 CIFAR-10), 2 + 60
         fs = get_features("image_folder", "efficientnet_lite0", root=os.environ.get("MANY38_DIR", "/tmp/STORE20/many38"),
                           encoder_kwargs={"image_size": 128, "precision": "fp32"})

@@ -4,6 +4,7 @@ file whose numbers come from the stored runs; a second call reuses every run."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,6 +119,13 @@ def test_adamix_epsilon_table_matches_the_runs(env):
     assert len(errs) == 2 and row["test_error_mean"] == pytest.approx(np.mean(errs))
     assert row["test_error_std"] == pytest.approx(np.std(errs, ddof=1))
     assert f"| AdaMix (paper projection) | {100 * np.mean(errs):.1f} ± {100 * np.std(errs, ddof=1):.1f} |" in paths["md"].read_text()
+    # how often the public-start guard released the private model: the runs' own flags, per ε
+    kept = [r["metrics"]["guard_released_private"] for r in data["runs"] if r["label"] == "adamix"]
+    assert all(k in (True, False) for k in kept)
+    assert f"| AdaMix (paper projection): guard released the private model | {sum(kept)}/2 |" in paths["md"].read_text()
+    assert row["guard_released"] == pytest.approx(sum(kept) / 2)
+    fp = next(r for r in data["rows"] if r["method"] == "fully_private")
+    assert "guard_released" not in fp and "Fully-Private (NoisyGD): guard released" not in paths["md"].read_text()
 
 
 def test_public_vs_private_cap_is_applied(env):
@@ -504,3 +512,24 @@ def test_regime_slack_is_the_tightest_cells_margin_with_its_paired_standard_erro
     assert math.isclose(got["d"][1], 0.03)  # differences -0.02 and -0.08: sd 0.06/sqrt(2), over sqrt(2)
     assert _regime_checks(err, bal, eps, True) == {"a": False, "b": True, "c": True, "d": False}
     assert _regime_slack(err, bal, eps, False)["d"] is None and _regime_slack(err, bal, eps, False)["a"][1] is None
+
+
+def test_guard_release_counts_script_reads_the_committed_runs(tmp_path, capsys):
+    """scripts/guard_release_counts.py: released / runs per method and ε from a results file's
+    runs (flags None, i.e. no guard, are not counted), and its markdown row."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "guard_release_counts", Path(__file__).resolve().parents[2] / "scripts" / "guard_release_counts.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    runs = [{"label": "adamix", "target_epsilon": 1.0, "metrics": {"guard_released_private": g}} for g in (True, False)]
+    runs += [{"label": "adamix", "target_epsilon": 8.0, "metrics": {"guard_released_private": True}},
+             {"label": "fully_private", "target_epsilon": 1.0, "metrics": {"guard_released_private": None}}]
+    f = tmp_path / "x.json"
+    f.write_text(json.dumps({"runs": runs, "code": {"git_commit": "abc1234"}}))
+    by, commit = mod.counts(f)
+    assert commit == "abc1234" and set(by) == {"adamix"}
+    assert by["adamix"][1.0] == [True, False] and by["adamix"][8.0] == [True]
+    assert mod.main([str(f)]) == 0
+    assert "| `x.json` | `adamix` | 1/2 | 1/1 | `abc1234` |" in capsys.readouterr().out

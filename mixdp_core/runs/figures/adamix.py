@@ -169,6 +169,22 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
             return "–"
         return (f"T = {np.mean(ts):.0f}, " if ts else "") + f"ε = {max(vals):.3f}"
 
+    # How often the public-start guard released the private model (issue #25: every results table
+    # says it), per guarded method and ε; methods without the guard (None) get no row.
+    released: dict[tuple, list[bool]] = defaultdict(list)
+    for r in rows:
+        g = r["metrics"].get("guard_released_private")
+        if g is not None:
+            released[r["label"], r["target_epsilon"]].append(bool(g))
+    for lab in private:
+        if any(released.get((lab, e)) for e in eps):
+            table_rows.append([f"{shown[lab]}: guard released the private model"] +
+                              [f"{sum(released[(lab, e)])}/{len(released[(lab, e)])}" if released.get((lab, e))
+                               else "–" for e in eps])
+    for row in out_rows:
+        g = released.get((row["method"], row.get("target_epsilon")))
+        if g:
+            row["guard_released"] = sum(g) / len(g)
     hdr = ["method"] + [f"target ε = {e:g}" for e in eps]
     md = ["**Test error (%) — mean ± std over seeds**", ""]
     md += _table(hdr, table_rows)

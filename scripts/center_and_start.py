@@ -72,8 +72,8 @@ VARIANTS = {
     "ngd": ("ngd", {}),
     "RN": ("adamix", {"init_scale": "released_noise"}),
     "RC": ("adamix", {"init_scale": "release_capped"}),
-    # the guard's count under imbalance (tuning_notes.md, "The guard under imbalance"): the former one
-    # release, unweighted ("GS") against the default's class-weighted count at the histogram's share
+    # the guard's count under imbalance (tuning_notes.md, "The guard under imbalance"): the default one
+    # release, unweighted ("GS"), against the option's class-weighted count at the histogram's share
     "GS": ("adamix", {"guard_rule": "single_count"}),
     "GB": ("adamix", {"guard_rule": "balanced_when_imbalanced"}),
     # the start's margin from approximate leave-one-out public margins instead of the fit's own

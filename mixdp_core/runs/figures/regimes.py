@@ -61,7 +61,7 @@ def _paired_se(per_seed: Mapping[tuple, Mapping[Any, float]], a: tuple, b: tuple
     ``per_seed[a]``) on the seeds both share, times ``scale``: sd / sqrt(n), paired because every
     method of a regime runs on the same split seeds. ``None`` with fewer than 2 shared seeds."""
     xa = per_seed.get(a) or {}
-    xb = per_seed.get(b) or {} if b is not None else None
+    xb = (per_seed.get(b) or {}) if b is not None else None
     seeds = [k for k in xa if xb is None or k in xb]
     if len(seeds) < 2:
         return None
@@ -120,18 +120,11 @@ def _regime_checks(err: Mapping[tuple, float | None], bal: Mapping[tuple, float 
     return {k: None if v is None else v[0] >= 0 for k, v in _regime_slack(err, bal, eps, imbalanced).items()}
 
 
-def _slack_cell(mark: str, slack: tuple[float, float] | None) -> str:
+def _slack_cell(mark: str, slack: tuple[float, float | None] | None) -> str:
     """A property's mark with its tightest cell's slack ± s.e. in points (``n/a`` alone)."""
     if slack is None:
         return mark
     return f"{mark} {100 * slack[0]:+.1f}" + ("" if slack[1] is None else f" ± {100 * slack[1]:.1f}")
-
-
-def _regime_checks(err: Mapping[tuple, float | None], bal: Mapping[tuple, float | None], eps: Sequence[float],
-                   imbalanced: bool) -> dict[str, bool | None]:
-    """The fidelity properties (a)–(d) of :func:`_regime_slack` from the means: ✓ iff the
-    tightest cell's slack is >= 0 (``None`` where a property does not apply)."""
-    return {k: None if v is None else v[0] >= 0 for k, v in _regime_slack(err, bal, eps, imbalanced).items()}
 
 
 @figure("regimes", "Regime family: AdaMix and its references across classes, dimensions, shots and imbalance",

@@ -100,8 +100,11 @@ def regime_features(name: str):
     + 60 private per class: ``MANY38_DIR``, default /tmp/STORE20/many38, the folder
     ``scripts/make_results.sh`` builds), ``folder:PATH:SHOTS`` (any image folder with ``train/`` and
     ``test/`` class folders, EfficientNet-Lite0 at 128 px, SHOTS public rows per class), or
+    ``digits_scarce`` (digits.md's scarce section: pixels, ``test_fraction=0.9``, 5 public per class), or
     ``classroom_20_60_ir10`` (the Classroom's synthetic lesson at 20 classes x 60 rows, 5 public,
     imbalance ratio 10: scarce and imbalanced)."""
+    if name == "digits_scarce":  # digits.md's scarce section: test_fraction 0.9 (~13 private rows per class)
+        return get_features("digits", "pixels", test_fraction=0.9), 5, 1.0
     if name.startswith("digits"):  # digits_1shot: fewshot.md's 1 public per class
         return get_features("digits", "pixels"), 1 if name == "digits_1shot" else 5, 10.0 if name == "digits_ir10" else 1.0
     if name == "classroom_20_60_ir10":  # the Classroom's synthetic lesson dialled to 20 classes x 60 rows, ratio 10

@@ -23,22 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's mixdp_core
 
 
-def _margins(Z, y):
-    import numpy as np
-
-    idx = np.arange(len(y))
-    own = Z[idx, y].copy()
-    Z = Z.copy()
-    Z[idx, y] = -np.inf
-    return own - Z.max(axis=1)
-
-
 def main() -> None:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
     from center_and_start import regime_splits
-    from mixdp_core.methods._linear import fit_public, loo_margin_scale, public_ridge
+    from mixdp_core.methods._linear import fit_public, logit_margins, loo_margin_scale, public_ridge
     from mixdp_core.methods.adamix.configs import NOISE_MARGIN_Z
     from mixdp_core.methods.adamix.references import feature_map_for, unit_rows
 
@@ -49,9 +39,9 @@ def main() -> None:
             C, y = sp.n_classes, sp.y_public
             l2 = public_ridge(d.public, y, C, "loo")
             W = fit_public(d.public, y, C, l2=l2)
-            own = float(np.median(_margins(d.public @ W, y)))
+            own = float(np.median(logit_margins(d.public @ W, y)))
             loo = loo_margin_scale(d.public, y, C, l2)
-            test = float(np.median(np.abs(_margins(d.test @ W, sp.y_test))))
+            test = float(np.median(np.abs(logit_margins(d.test @ W, sp.y_test))))
         loo_s = "n/a (1 shot)" if loo is None else f"{loo:.3f} (ratio {loo / own:.3f}, effective z {NOISE_MARGIN_Z * loo / own:.2f})"
         print(f"{reg} seed {seed}: own rows {own:.3f} | leave-one-out {loo_s} | test rows (diagnostic) "
               f"{test:.3f} (ratio {test / own:.3f})", flush=True)

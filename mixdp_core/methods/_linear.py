@@ -684,6 +684,34 @@ def loo_cost(n_rows: int, rank: int, n_classes: int, per_class: int) -> tuple[fl
     return C * r * N, C * (N * r * r + r ** 3 + N * N * r + N ** 3) + C * C * N * N * k + N * k ** 3 * C ** 3
 
 
+def _loo_setup(X: np.ndarray, y: np.ndarray, n_classes: int,
+               basis: SpectralRows | None) -> tuple[SpectralRows, np.ndarray] | None:
+    """``(spectral basis of X, indices of the scored rows)`` for the approximate leave-one-out
+    functions: the rows whose class has another row. ``None`` when no row can be scored (every
+    class has a single row) or the problem exceeds :data:`LOO_MAX_CELLS` / :data:`LOO_MAX_FLOPS`."""
+    counts = np.bincount(y, minlength=n_classes)
+    scored = np.flatnonzero(counts[y] >= 2)
+    if len(scored) == 0:
+        return None
+    sp = basis if basis is not None else spectral_rows(X)
+    N, r = sp.Z.shape
+    cells, flops = loo_cost(N, r, n_classes, int(counts.max()))
+    if cells > LOO_MAX_CELLS or flops > LOO_MAX_FLOPS:
+        return None
+    return sp, scored
+
+
+def logit_margins(Z: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``Z[i, y_i] - max_{c != y_i} Z[i, c]`` per row of the logits ``Z`` (``(N,)``; negative
+    where row ``i`` is misclassified). ``Z`` is not modified."""
+    y = np.asarray(y)
+    idx = np.arange(len(y))
+    own = Z[idx, y].copy()
+    rest = np.array(Z, copy=True)
+    rest[idx, y] = -np.inf
+    return own - rest.max(axis=1)
+
+
 def loo_ridge_path(X: np.ndarray, y: np.ndarray, n_classes: int, *, path: tuple[float, ...] = L2_PATH,
                    basis: SpectralRows | None = None, max_iter: int = 1000, tol: float = 1e-7) -> LooPath | None:
     """Approximate balanced leave-one-out log-loss and error of the ridge fits of ``(X, y)``.
@@ -698,15 +726,10 @@ def loo_ridge_path(X: np.ndarray, y: np.ndarray, n_classes: int, *, path: tuple[
         the problem exceeds :data:`LOO_MAX_CELLS` / :data:`LOO_MAX_FLOPS`.
     """
     y = np.asarray(y)
-    counts = np.bincount(y, minlength=n_classes)
-    scored = np.flatnonzero(counts[y] >= 2)
-    if len(scored) == 0:
+    setup = _loo_setup(X, y, n_classes, basis)
+    if setup is None:
         return None
-    sp = basis if basis is not None else spectral_rows(X)
-    N, r = sp.Z.shape
-    cells, flops = loo_cost(N, r, n_classes, int(counts.max()))
-    if cells > LOO_MAX_CELLS or flops > LOO_MAX_FLOPS:
-        return None
+    sp, scored = setup
     path = tuple(sorted((float(v) for v in path), reverse=True))
     ll, err = np.zeros(len(path)), np.zeros(len(path))
     B = None
@@ -734,22 +757,13 @@ def loo_margin_scale(X: np.ndarray, y: np.ndarray, n_classes: int, l2: float,
     beyond :data:`LOO_MAX_CELLS` / :data:`LOO_MAX_FLOPS`.
     """
     y = np.asarray(y)
-    counts = np.bincount(y, minlength=n_classes)
-    scored = np.flatnonzero(counts[y] >= 2)
-    if len(scored) == 0:
+    setup = _loo_setup(X, y, n_classes, basis)
+    if setup is None:
         return None
-    sp = basis if basis is not None else spectral_rows(X)
-    N, r = sp.Z.shape
-    cells, flops = loo_cost(N, r, n_classes, int(counts.max()))
-    if cells > LOO_MAX_CELLS or flops > LOO_MAX_FLOPS:
-        return None
+    sp, scored = setup
     B = fit_logistic_spectral(sp.Z, y, n_classes, sp.s, l2=float(l2))
     eta = loo_logits_alo(sp.Z, y, n_classes, B, float(l2))[scored]
-    ys = y[scored]
-    idx = np.arange(len(ys))
-    own = eta[idx, ys].copy()
-    eta[idx, ys] = -np.inf
-    return float(np.median(np.abs(own - eta.max(axis=1))))
+    return float(np.median(np.abs(logit_margins(eta, y[scored]))))
 
 
 def select_l2_loo(X: np.ndarray, y: np.ndarray, n_classes: int, *, path: tuple[float, ...] = L2_PATH,

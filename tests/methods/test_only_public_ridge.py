@@ -186,14 +186,7 @@ def test_loo_margin_scale_estimates_unseen_rows_margins_where_the_fits_own_overs
     rows (3 per class, D = 30) the weak-ridge fit separates its own rows, so their median margin
     overstates fresh rows' from the same classes several-fold; the ALO estimate lands within a
     factor 2 of the fresh rows' median |margin|, and no row can be scored at 1 shot."""
-    from mixdp_core.methods._linear import fit_public, loo_margin_scale
-
-    def margins(Z, y):
-        idx = np.arange(len(y))
-        own = Z[idx, y].copy()
-        Z = Z.copy()
-        Z[idx, y] = -np.inf
-        return own - Z.max(axis=1)
+    from mixdp_core.methods._linear import fit_public, logit_margins as margins, loo_margin_scale
 
     rng = np.random.default_rng(3)
     C, D, k, l2 = 8, 30, 3, 1e-4
@@ -209,3 +202,12 @@ def test_loo_margin_scale_estimates_unseen_rows_margins_where_the_fits_own_overs
     assert own > 3 * fresh  # the fit's own margins overstate unseen rows'
     assert 0.5 * fresh < est < 2.0 * fresh
     assert loo_margin_scale(X[::k], y[::k], C, l2) is None  # 1 shot: nothing to hold out
+
+
+def test_logit_margins_against_the_numbers_written_out():
+    from mixdp_core.methods._linear import logit_margins
+
+    Z = np.array([[2.0, 0.5, 1.0], [0.0, 3.0, -1.0], [1.0, 1.0, 4.0]])
+    before = Z.copy()
+    np.testing.assert_allclose(logit_margins(Z, np.array([0, 0, 2])), [1.0, -3.0, 3.0])
+    np.testing.assert_array_equal(Z, before)  # the caller's logits are not touched

@@ -13,8 +13,8 @@ import numpy as np
 from ... import accounting
 from ...errors import DataError
 from ...randomness import noise_rng, snap_count
-from .._linear import (error_rate, fit_logistic, fit_public, l2_normalize, loo_margin_scale, public_ridge, row_norms,
-                       softmax_residual)
+from .._linear import (error_rate, fit_logistic, fit_public, l2_normalize, logit_margins, loo_margin_scale,
+                       public_ridge, row_norms, softmax_residual)
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
@@ -130,11 +130,7 @@ class NoisyGDMethod(LinearHead):
         Xp, yp = problem.X_public, problem.y_public
         if Xp.shape[0] == 0 or T_grad <= 0 or not np.any(W_pub):
             return W_pub, 1.0
-        Z = Xp @ W_pub
-        idx = np.arange(len(yp))
-        zy = Z[idx, yp].copy()
-        Z[idx, yp] = -np.inf
-        margin = float(np.median(zy - Z.max(axis=1)))
+        margin = float(np.median(logit_margins(Xp @ W_pub, yp)))
         if not margin > 0:
             return W_pub, 1.0
         if getattr(self, "_start_margin", "in_sample") == "loo":
@@ -423,8 +419,7 @@ class NoisyGDMethod(LinearHead):
         m1 = max(1, math.ceil(m * HISTOGRAM_PILOT_SHARE)) if staged else m
         h1 = self._noisy_histogram(y, C, sigma / math.sqrt(m1))
         ledger.release(release, what="noisy class histogram", count=m1)
-        self.histogram_test_ = None
-        if not staged:  # (staged: m >= 2, so the pilot ceil(m/4) leaves m - m1 >= 1)
+        if not staged:  # histogram_test_ stays None (reset by _fit_once); staged: m >= 2, so m - m1 >= 1
             return h1, m1
         s1_sq = sigma**2 / m1 + 1.0 / 12.0
         stat = float(np.sum((h1 - h1.mean()) ** 2) / s1_sq)

@@ -117,7 +117,12 @@ def _regime_checks(err: Mapping[tuple, float | None], bal: Mapping[tuple, float 
                    imbalanced: bool) -> dict[str, bool | None]:
     """The fidelity properties (a)–(d) of :func:`_regime_slack` from the means: ✓ iff the
     tightest cell's slack is >= 0 (``None`` where a property does not apply)."""
-    return {k: None if v is None else v[0] >= 0 for k, v in _regime_slack(err, bal, eps, imbalanced).items()}
+    return _verdicts(_regime_slack(err, bal, eps, imbalanced))
+
+
+def _verdicts(slack: Mapping[str, tuple[float, float | None] | None]) -> dict[str, bool | None]:
+    """✓ (True) iff a property's tightest slack is >= 0; ``None`` where it does not apply."""
+    return {k: None if v is None else v[0] >= 0 for k, v in slack.items()}
 
 
 def _slack_cell(mark: str, slack: tuple[float, float | None] | None) -> str:
@@ -184,7 +189,7 @@ def _regimes(ctx: Context) -> FigureOutput:
             if r["label"] == "adamix" and g is not None:
                 guard[r["target_epsilon"]].append(bool(g))
         slack = _regime_slack(err, bal, eps, ir > 1.0, per_seed["test_error"], per_seed["balanced_accuracy"])
-        checks = {k: None if v is None else v[0] >= 0 for k, v in slack.items()}
+        checks = _verdicts(slack)
         md += [f"### `{reg['name']}` ({reg['role']})", "",
                f"`synthetic` {json.dumps(kw)}, {reg['public_per_class']} public per class, imbalance ratio {ir:g}, "
                f"seeds {list(p['seeds'])}.", ""]

@@ -38,7 +38,8 @@ note("mixed_dp", "Mixed DP in one paragraph")
 st.subheader("Method families")
 family_text = {
     "adamix": "**AdaMix family** (Golatkar et al., *Mixed Differential Privacy in Computer Vision*, CVPR 2022): "
-              "linear heads on frozen features trained with NoisyGD, using public data for init, adaptive clipping and projection.",
+              "linear heads on frozen features trained with NoisyGD, using public data for init and adaptive clipping "
+              "(the paper's gradient projection is an option).",
     "prototypes": "**DP prototypes family** (Wahdany et al., *Beyond the Mean: DP Prototypes*): "
                   "one private prototype per class from features, or a public sample picked privately.",
     "finetune": "**Sparse DP fine-tuning** (Luo et al., *Scalable DP with Sparse Network Finetuning*, CVPR 2021): "

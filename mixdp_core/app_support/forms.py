@@ -219,8 +219,8 @@ def parse_text_value(spec: FieldSpec, text: str) -> Any:
     import json
 
     t = text.strip()
-    if t.lower() == "auto" and isinstance(spec.default, str) and spec.default.lower() == "auto":
-        return spec.default  # "auto" is a value of the field (e.g. arch, device), not "empty"
+    if isinstance(spec.default, str) and t.lower() == spec.default.lower():
+        return spec.default  # the field's own default ("auto" of arch / device, "none" of projection), not "empty"
     if not t or t.lower() in ("none", "null", "auto"):
         if spec.optional or spec.default is None:
             return None

@@ -75,6 +75,9 @@ def test_parse_text_value():
     assert forms.parse_text_value(spec, "[0.2, 0.3, 0.5]") == (0.2, 0.3, 0.5)
     assert forms.parse_text_value(forms.FieldSpec("projection", "text", "paper"), "rank") == "rank"
     assert forms.parse_text_value(forms.FieldSpec("projection", "text", "paper"), "12") == 12
+    # a string default that reads like "empty" is still the field's value (AdaMix's projection "none")
+    assert forms.parse_text_value(forms.FieldSpec("projection", "text", "none"), "none") == "none"
+    assert forms.parse_text_value(forms.FieldSpec("projection", "text", "none"), "paper") == "paper"
     assert forms.parse_text_value(forms.FieldSpec("x", "text", None, optional=True), "") is None
     with pytest.raises(ConfigError) as e:
         forms.parse_text_value(spec, "  ")

@@ -87,10 +87,11 @@ def test_correct_mechanisms_are_not_caught_and_bound_has_power(audit_split, meth
         assert s["empirical_mu_lower"] >= 0.3 * s["claimed_mu"]
 
 
-@pytest.mark.parametrize("method", ["dp_linear_probe", "dpsgd_global_adapt", "adamix"])
-def test_dependent_canary_rows_canaries_use_the_one_run_bound_and_stay_below_the_claim(audit_split, method):
+@pytest.mark.parametrize("method,params", [("dp_linear_probe", {}), ("dpsgd_global_adapt", {}),
+                                           ("adamix", {"projection": "paper"})])
+def test_dependent_canary_rows_canaries_use_the_one_run_bound_and_stay_below_the_claim(audit_split, method, params):
     s = run_audit(audit_split, method, attack="canary-whitebox", epsilon=4.0, trials=400, seed=2,
-                  method_params={"noise": "reproducible"}).summary()
+                  method_params={"noise": "reproducible", **params}).summary()
     assert s["bound_method"] == "one_run"  # bias row / projection couple canaries: not independent trials
     assert s["alarm"] is False and 0.0 <= s["empirical_epsilon_lower"] <= s["claimed_epsilon"]
     assert s["auc"] > 0.55  # the white-box statistic sees the canaries
@@ -181,6 +182,16 @@ def test_real_dpsgd_probe_keeps_the_one_run_bound_without_a_size_bound(audit_spl
     assert not independent_canary_rows("dp_linear_probe", DPSGD_PARAMS)
     assert not independent_canary_rows(NoBiasDPSGD, dict(DPSGD_PARAMS, dataset_size="noisy_count"))
     assert independent_canary_rows(NoBiasDPSGD, DPSGD_PARAMS)
+
+
+def test_adamix_canaries_are_independent_exactly_without_its_projection():
+    """AdaMix's default keeps every direction (each canary's release row is its own); the
+    paper's projection couples them. Read from the config's default, not a literal."""
+    from mixdp_core.evaluation.audit.canary import independent_canary_rows
+
+    assert independent_canary_rows("adamix", {}) and independent_canary_rows("adamix", {"projection": "none"})
+    assert not independent_canary_rows("adamix", {"projection": "paper"})
+    assert not independent_canary_rows("adamix", {"projection": "rank"})
 
 
 @pytest.mark.parametrize("shift,refuted", [(2.0, True), (1.0, False)])

@@ -38,7 +38,7 @@ def test_errors_on_a_known_subspace():
 
 
 def test_diagnostic_changes_nothing_released_and_public_beats_random(small_split):
-    runs = {d: make_method("adamix", target_epsilon=3.0, noise="reproducible", seed=0,
+    runs = {d: make_method("adamix", target_epsilon=3.0, noise="reproducible", seed=0, projection="paper",
                            subspace_diagnostics=d).fit(small_split) for d in (False, True)}
     np.testing.assert_array_equal(runs[True].W_, runs[False].W_)
     assert runs[True].privacy_ == runs[False].privacy_
@@ -56,7 +56,8 @@ def test_public_gradients_spanning_the_private_ones(small_split):
     public gradients' span, so the public subspace reconstructs them far better than a random one."""
     sp = dataclasses.replace(small_split, X_private=np.repeat(small_split.X_public, 3, axis=0),
                              y_private=np.repeat(small_split.y_public, 3))
-    m = make_method("adamix", target_epsilon=3.0, noise="reproducible", seed=0, subspace_diagnostics=True).fit(sp)
+    m = make_method("adamix", target_epsilon=3.0, noise="reproducible", seed=0, projection="paper",
+                    subspace_diagnostics=True).fit(sp)
     rec = _diag(m)
     pub = np.mean([r[KEYS[0]] for r in rec])
     rnd = np.mean([r[KEYS[1]] for r in rec])
@@ -65,6 +66,8 @@ def test_public_gradients_spanning_the_private_ones(small_split):
 
 def test_no_projection_no_subspace_error(small_split):
     m = make_method("fully_private", target_epsilon=3.0, subspace_diagnostics=True).fit(small_split)
+    assert _diag(m) == []
+    m = make_method("adamix", target_epsilon=3.0, subspace_diagnostics=True).fit(small_split)  # default: none
     assert _diag(m) == []
 
 

@@ -86,7 +86,7 @@ def independent_canary_rows(method: Any, params: dict[str, Any]) -> bool:
     """Whether each Dirac canary's release row is untouched by every other row.
 
     True for NoisyGD without projection (``fully_private``, ``ngd``, ``ppgd``, ``adamix`` with
-    ``projection="none"``). AdaMix's projection ``U U^T`` mixes coordinates (and DP-SGD's bias row
+    ``projection="none"``, its default). AdaMix's optional projection ``U U^T`` mixes coordinates (and DP-SGD's bias row
     couples canaries), so there the canaries are not independent trials.
     """
     from ...methods import METHODS
@@ -101,7 +101,8 @@ def independent_canary_rows(method: Any, params: dict[str, Any]) -> bool:
     if not is_noisygd_family(method):
         return False
     if issubclass(cls, AdaMix):
-        return params.get("projection", "paper") == "none"
+        # the projection basis follows w_t, a function of every row: with one, canaries couple
+        return params.get("projection", cls.config_cls().projection) == "none"
     return True
 
 

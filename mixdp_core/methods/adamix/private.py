@@ -907,9 +907,11 @@ class NGD(NoisyGDMethod):
 
 @METHODS.register("adamix")
 class AdaMix(NoisyGDMethod):
-    """AdaMix (Alg. 2): adaptive clipping + adaptive subspace projection from public data.
+    """AdaMix (Alg. 2): adaptive clipping (and, with ``projection`` set, the paper's adaptive
+    subspace projection) from public data.
 
-    Released per step: ``U_t^T sum_i clip_{tau_t}(g_i) + N(0, sigma^2 tau_t^2 I_{k x C})``;
+    Released per step: ``U_t^T sum_i clip_{tau_t}(g_i) + N(0, sigma^2 tau_t^2 I_{k x C})``
+    (``U_t = I``, ``k = D`` with the default ``projection="none"``: package docstring, item 8);
     sensitivity ``tau_t`` (add/remove one private row), tau_t and ``U_t`` computed from
     public data and ``w_t`` only. The update adds the exact public gradient, the
     back-projected noisy private sum and weight decay centred at the initialization
@@ -917,7 +919,7 @@ class AdaMix(NoisyGDMethod):
     """
 
     config_cls = AdaMixConfig
-    description = "AdaMix: public init, adaptive clipping and gradient projection from public data"
+    description = "AdaMix: public init and adaptive clipping from public data (gradient projection optional)"
     paper = "AdaMix (Golatkar et al. 2022), Alg. 2, Sec. 3.2-3.3"
 
     def _starts_public(self) -> bool:

@@ -366,15 +366,16 @@ def test_ablation_runs_each_ingredient_as_configured(env):
                       workers=1)
     runs = json.loads(paths["json"].read_text())["runs"]
     by = {r["label"]: r for r in runs}
-    assert set(by) == {"paragon", "only_public", "ngd", "adamix_clip_only", "adamix_projection_only", "adamix_both"}
+    assert set(by) == {"paragon", "only_public", "ngd", "adamix", "adamix_projection_only", "adamix_both"}
     store = RunStore(env / "store")
     cfg = {lab: store.get_run(by[lab]["run_id"]).config["method_params"] for lab in by}
-    assert cfg["adamix_clip_only"]["projection"] == "none" and cfg["adamix_clip_only"]["clip"] == "adaptive"
+    assert cfg["adamix"] == {"noise_multiplier": 20.0}  # the default: adaptive clip, no projection
     assert cfg["adamix_projection_only"]["clip"] == "fixed" and cfg["adamix_projection_only"]["projection"] == "paper"
     assert cfg["adamix_both"]["clip"] == "adaptive" and cfg["adamix_both"]["projection"] == "paper"
     md = paths["md"].read_text()
-    assert "+ adaptive clip (no projection: AdaMix's default)" in md and "+ projection (fixed clip)" in md
+    assert "+ adaptive clip, no projection (AdaMix's default)" in md and "+ projection (fixed clip)" in md
     assert "+ both (AdaMix as in the paper)" in md
+    assert "Fidelity property checks" in md  # they read the default adamix, which the ablation runs
 
 
 def test_sparse_layers_tiny(env):

@@ -81,7 +81,9 @@ VARIANTS = {
     "LM": ("adamix", {"_start_margin": "loo"}),
     "LM3": ("adamix", {"_start_margin": "loo", "_margin_z": NOISE_MARGIN_Z / 3}),
     "LM6": ("adamix", {"_start_margin": "loo", "_margin_z": NOISE_MARGIN_Z / 6}),
+    # the projection (tuning_notes.md, "The projection"): none (the default since 2026-11-28) / the paper's
     "Pn": ("adamix", {"projection": "none"}),
+    "Pp": ("adamix", {"projection": "paper"}),
     "Z0": ("adamix", {"init": "zero"}),
     "L4": ("adamix", {"_lambda_mult": 0.25}),
     # the plain schedule a new user tried on unseen 102-class data (issue #25's table)

@@ -186,9 +186,13 @@ def test_one_step_default_is_not_at_chance_in_the_few_sample_regime():
     split = make_split(fs, SplitSpec(public_per_class=2, private_per_class=60, seed=0))
     err = {}
     for name, kw in {"one": {}, "paper": {"budget_split": PAPER_BUDGET_SPLIT}}.items():
-        m = dppl_mean.DPPLMean(target_epsilon=1.0, seed=0, **kw).fit(split)
-        err[name] = float((m.predict(split.X_test) != split.y_test).mean())
-        assert m.privacy_.epsilon <= 1.0 + 1e-9
-    # chance is 0.975; measured 0.41 and 0.97
-    assert err["one"] < 0.6
-    assert err["paper"] > 0.9
+        # noise drawn from the seed (three draws), so the check does not fail on a rare secure draw
+        errs = []
+        for seed in (0, 1, 2):
+            m = dppl_mean.DPPLMean(target_epsilon=1.0, seed=seed, noise="reproducible", **kw).fit(split)
+            errs.append(float((m.predict(split.X_test) != split.y_test).mean()))
+            assert m.privacy_.epsilon <= 1.0 + 1e-9
+        err[name] = max(errs) if name == "one" else min(errs)
+    # chance is 0.975
+    assert err["one"] < 0.6, err
+    assert err["paper"] > 0.9, err

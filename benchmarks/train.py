@@ -331,6 +331,8 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
     W0 = fit_logistic(prob.X_public, prob.y_public, c, l2=1.0 / len(prob.y_public))
     variants = {
         "noisygd": NoisyGDOptions(noise_multiplier=20.0, steps=steps, target_delta=1e-5, clip="fixed", projection_dim=None),
+        # the paper's projection (the release's most expensive AdaMix path; the default has none,
+        # i.e. the "noisygd" release with an adaptive clip)
         "adamix": NoisyGDOptions(noise_multiplier=20.0, steps=steps, target_delta=1e-5, clip="percentile",
                                  projection_dim=projection_dim_for(d, "paper", c)),
     }

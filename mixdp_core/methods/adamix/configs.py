@@ -389,8 +389,8 @@ class AdaMixConfig(NoisyGDConfig):
     completion, which drops the same share of private signal outside ``U_r`` as of noise and
     keeps the model from ever learning the dropped directions. Measured on the development
     regimes with common noise draws (docs/results/tuning_notes.md, "The projection"): no
-    projection is 0.4-0.8 points better at epsilon >= 3 and never worse beyond noise; on real
-    features a tie. The rank-C and public-span subspaces discard more private signal than
+    projection is up to 0.8 points better at epsilon >= 3 and never worse beyond one standard
+    error; on real features -0.8 to +0.3 points. The rank-C and public-span subspaces discard more private signal than
     noise in every few-shot regime measured (docs/results/fewshot.md). ``"paper"`` remains the
     paper's choice.
     """
@@ -408,8 +408,8 @@ class AdaMixConfig(NoisyGDConfig):
     projection: Any = param(
         "none", check=_check_projection, allowed="'paper', 'rank', 'public_span', 'none' or an integer >= 1",
         help="'none' (default: the released sum keeps every direction; beyond the public gradient's rank a "
-             "kept subspace is not fixed by the data, and dropping data-independent directions cost 0.4-0.8 "
-             "points in the development regimes), 'paper' (the paper's k = round(D · 2000/2048): the public "
+             "kept subspace is not fixed by the data, and dropping data-independent directions cost up to 0.8 "
+             "points at ε >= 3 in the development regimes), 'paper' (the paper's k = round(D · 2000/2048): the public "
              "gradient's top directions completed by fixed random ones), 'rank' (rank of the public gradient, "
              "<= C−1), 'public_span' (fixed basis of the span of the public features) or an integer k >= 1.")
 

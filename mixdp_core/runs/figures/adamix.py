@@ -271,7 +271,8 @@ def _fewshot(ctx: Context) -> FigureOutput:
 #: AdaMix Fig. 5's ablation, one ingredient at a time from NGD (public start, fixed clip, no
 #: projection) to the paper's AdaMix (adaptive clip + projection on the public-gradient
 #: subspace). The default ``adamix`` (no projection) is the adaptive-clip step, so the
-#: figure's property checks read the default; ``adamix_clip_only`` spells it out (same runs).
+#: figure's property checks read the default; ``adamix_clip_only`` spells it out (same settings,
+#: its own runs).
 ABLATION = (
     Variant("paragon", "paragon"), Variant("only_public", "only_public"),
     Variant("ngd", "ngd"),
@@ -287,7 +288,7 @@ DISPLAY.update({"adamix_clip_only": "+ adaptive clip (no projection)",
 ABLATION_LABELS = {"adamix": "+ adaptive clip, no projection (AdaMix's default)"}
 
 
-@figure("adamix_ablation", "AdaMix ablation: NGD, + adaptive clip, + projection, AdaMix",
+@figure("adamix_ablation", "AdaMix ablation: NGD, + adaptive clip, + projection, both (the paper's AdaMix)",
         "AdaMix (Golatkar et al. 2022), Fig. 5 (ablation of adaptive clipping and projection)",
         epsilons=[0.5, 1, 3, 8], seeds=[0, 1, 2], public_per_class=2, private_per_class=None,
         noise_multiplier=20.0, detail_epsilon=3.0,

@@ -101,8 +101,12 @@ def independent_canary_rows(method: Any, params: dict[str, Any]) -> bool:
     if not is_noisygd_family(method):
         return False
     if issubclass(cls, AdaMix):
-        # the projection basis follows w_t, a function of every row: with one, canaries couple
-        return params.get("projection", cls.config_cls().projection) == "none"
+        # the projection basis follows w_t, a function of every row: with one, canaries couple.
+        # The default is read from the declaration (building a config would probe for a GPU).
+        from ...config import default_of, describe
+
+        default = next(default_of(s) for s in describe(cls.config_cls) if s.name == "projection")
+        return params.get("projection", default) == "none"
     return True
 
 

@@ -29,7 +29,7 @@ st.markdown(
     "**Mixed DP** adds a few *public* samples (for example 5 per class, collected with "
     "consent or from a public source) beside the large *private* set. "
     "The public samples cost no privacy and steer the private learner: its initialization, "
-    "its clipping threshold and the directions in which noise is added. "
+    "its clipping threshold and, optionally, the directions in which noise is added. "
     "This app lets you measure that privacy–utility trade-off: train, compare methods at "
     "chosen budgets, and audit what a run leaks."
 )

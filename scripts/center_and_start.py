@@ -84,6 +84,10 @@ VARIANTS = {
     # the projection (tuning_notes.md, "The projection"): none (the default since 2026-11-28) / the paper's
     "Pn": ("adamix", {"projection": "none"}),
     "Pp": ("adamix", {"projection": "paper"}),
+    # the public-start guard's noise at most a share r of the private rows (research hook
+    # "_guard_resolution"; releases' worth capped at (T - count) / 16)
+    "GR1": ("adamix", {"_guard_resolution": 0.01}),
+    "GR2": ("adamix", {"_guard_resolution": 0.02}),
     "Z0": ("adamix", {"init": "zero"}),
     "L4": ("adamix", {"_lambda_mult": 0.25}),
     # the plain schedule a new user tried on unseen 102-class data (issue #25's table)

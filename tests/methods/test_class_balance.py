@@ -243,3 +243,29 @@ def test_balanced_guard_rule_counts_class_weighted_at_the_histograms_share_and_t
     b = make_method("adamix", target_epsilon=3.0, seed=0, guard_rule="balanced_when_imbalanced",
                     noise="reproducible").fit(bsp)
     assert not b.histogram_test_["imbalanced"] and b.guard_releases_ == 1 and b._guard_weights is None
+
+
+def test_guard_resolution_hook_takes_releases_from_the_released_total_at_the_same_epsilon():
+    """The research hook ``_guard_resolution = r`` (measured, not the default): the guard's
+    single count takes m = ceil((σ / (r n̂_lo))²) releases' worth, n̂_lo the released histogram's
+    total minus two of its stds, at most (T − count releases) / 16; recorded as m releases at σ,
+    so T and ε are the default's and the gradient phase gives up m − 1 steps."""
+    import math
+
+    sp = _scarce_split(0)
+    base = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible").fit(sp)
+    hook = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible")
+    hook._guard_resolution = 0.02
+    hook.fit(sp)
+    hist = [r for r in hook.ledger_.releases if "histogram" in r.what]
+    n_count = sum(r.count for r in hist)
+    assert base.guard_releases_ == 1 and n_count >= 1
+    n_noisy = hook.history_[0].extra["noisy_count"]
+    n_lo = max(n_noisy - 2.0 * math.sqrt(sp.n_classes) * 20.0 / math.sqrt(n_count), 1.0)
+    want = max(1, min(math.ceil((20.0 / (0.02 * n_lo)) ** 2), (hook.steps_ - n_count) // 16))
+    assert want > 1 and hook.guard_releases_ == want
+    assert hook.privacy_.epsilon == pytest.approx(base.privacy_.epsilon, rel=1e-12) and hook.steps_ == base.steps_
+    assert hook.verify_privacy() == pytest.approx(hook.privacy_.epsilon)
+    grad = lambda r: sum(x.count for x in r.ledger_.releases if x.what == "gradient step")
+    assert grad(base) - grad(hook) == want - 1
+    assert hook.history_[-1].extra["guard_releases"] == want

@@ -376,7 +376,7 @@ class NoisyGDMethod(LinearHead):
         return bool(getattr(self.config, "guard_rule", "single_count") == "balanced_when_imbalanced"
                     and test is not None and test["imbalanced"])
 
-    def _guard_releases(self, T: int, n_count: int, C: int) -> int:
+    def _guard_releases(self, T: int, n_count: int, C: int, hist: np.ndarray | None = None) -> int:
         """Releases' worth the public-start guard takes of the run's T (one Gaussian release at
         σ/sqrt(m), accounted as m releases at σ: the same μ).
 
@@ -388,6 +388,18 @@ class NoisyGDMethod(LinearHead):
         spends on a class-level question of its private rows, and it grows with T, so the
         guard's power grows with ε as the private phase's gain does. Public inputs and the
         pilot's released test only."""
+        # Research hook, not the default (measured and not adopted: docs/results/tuning_notes.md,
+        # "The guard's resolution"): ``_guard_resolution = r`` gives the single count m releases'
+        # worth so that its noise std sigma/sqrt(m) is at most r times a lower bound on the private
+        # rows (the released histogram's total minus two of its stds), m capped at (T - n_count) / 16.
+        # Post-processing of the histogram; the run's total stays T (same argument as the staged
+        # histogram's adaptive share).
+        res = getattr(self, "_guard_resolution", None)
+        if res is not None and not self._balanced_guard() and hist is not None:
+            sigma = float(self.config.noise_multiplier)
+            n_lo = max(float(hist.sum()) - 2.0 * math.sqrt(C) * sigma / math.sqrt(n_count), 1.0)
+            need = math.ceil((sigma / (float(res) * n_lo)) ** 2)
+            return max(1, min(need, (T - n_count) // int(getattr(self, "_guard_share_divisor", 16))))
         if not self._balanced_guard():
             return 1
         return max(1, min(self._histogram_releases(T, C), T - n_count - 1))
@@ -683,7 +695,7 @@ class NoisyGDMethod(LinearHead):
         # The public-start guard (one release at the end) only when a gradient step is left; under
         # imbalance found by the histogram's pilot it counts class-weighted and takes the
         # histogram's m releases' worth (guard_rule; _guard_releases).
-        n_guard = self._guard_releases(T, n_count, problem.n_classes) if (
+        n_guard = self._guard_releases(T, n_count, problem.n_classes, hist=hist) if (
             smooth and cfg.public_guard and self._public_start and T - n_count >= 2) else 0
         # The early-checkpoint test (one release) only with the guard, one candidate run and
         # enough gradient steps left for a checkpoint a quarter of the way in.

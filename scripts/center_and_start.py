@@ -68,6 +68,14 @@ VARIANTS = {
     "HS8": ("adamix", {"histogram_share": 1 / 8}),
     "HS16": ("adamix", {"histogram_share": 1 / 4}),
     "dplp": ("dp_linear_probe", {}),
+    # every other feature method of the library with its defaults (regimes.md: whether any method
+    # reaches property (c) where AdaMix does not)
+    "ppgd": ("ppgd", {}),
+    "dpls": ("dp_ls", {}),
+    "dpga": ("dpsgd_global_adapt", {}),
+    "dpplM": ("dppl_mean", {}),
+    "dpplP": ("dppl_public", {}),
+    "dpplT": ("dppl_public_topk", {}),
     # where Fully-Private beats AdaMix (plentiful private rows; docs/results/fewshot.md, CIFAR-10 2 + 60)
     "ngd": ("ngd", {}),
     "RN": ("adamix", {"init_scale": "released_noise"}),

@@ -96,6 +96,9 @@ VARIANTS = {
     # "_guard_resolution"; releases' worth capped at (T - count) / 16)
     "GR1": ("adamix", {"_guard_resolution": 0.01}),
     "GR2": ("adamix", {"_guard_resolution": 0.02}),
+    # the public-start guard's one-sided threshold GUARD_Z (1) at 1.5 and 2 noise stds
+    "GZ15": ("adamix", {"_guard_z": 1.5}),
+    "GZ2": ("adamix", {"_guard_z": 2.0}),
     "Z0": ("adamix", {"init": "zero"}),
     "L4": ("adamix", {"_lambda_mult": 0.25}),
     # the plain schedule a new user tried on unseen 102-class data (issue #25's table)

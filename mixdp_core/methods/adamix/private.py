@@ -234,7 +234,9 @@ class NoisyGDMethod(LinearHead):
         """
         sigma_g = self.config.noise_multiplier / math.sqrt(releases)
         noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g)
-        keep = noisy_gain > GUARD_Z * sigma_g
+        # research hook "_guard_z" (scripts/center_and_start.py variants GZ15 / GZ2): another
+        # threshold for this test only (docs/results/tuning_notes.md, GUARD_Z)
+        keep = noisy_gain > getattr(self, "_guard_z", GUARD_Z) * sigma_g
         W = W_private if keep else W_start.copy()
         self.guard_kept_private_ = bool(keep)
         return W, self._test_record(problem, W, step=step, total=total,

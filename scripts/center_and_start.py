@@ -99,6 +99,10 @@ VARIANTS = {
     # the public-start guard's one-sided threshold GUARD_Z (1) at 1.5 and 2 noise stds
     "GZ15": ("adamix", {"_guard_z": 1.5}),
     "GZ2": ("adamix", {"_guard_z": 2.0}),
+    # the start's cap made continuous in T: relaxed by (burn-in / T)^p within the burn-in
+    "CR0": ("adamix", {"_cap_relax_power": 0.0}),
+    "CR05": ("adamix", {"_cap_relax_power": 0.5}),
+    "CR1": ("adamix", {"_cap_relax_power": 1.0}),
     "Z0": ("adamix", {"init": "zero"}),
     "L4": ("adamix", {"_lambda_mult": 0.25}),
     # the plain schedule a new user tried on unseen 102-class data (issue #25's table)

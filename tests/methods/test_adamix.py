@@ -347,6 +347,32 @@ def test_release_capped_start_is_the_smaller_of_the_burn_in_and_released_noise_s
     assert rc < 0.5 * cs, (cs, rn, rc)  # the cap binds: the burn-in model over-states the released noise
 
 
+def test_cap_relax_hook_spans_the_ungated_and_the_default_cap():
+    """Research hook ``_cap_relax_power = p`` (measured, not the default: tuning_notes.md): the
+    cap at every T, relaxed by (burn_in / T)^p within the burn-in. p = inf is the default's
+    gated cap; p = 0 caps within the burn-in too (here it binds: a smaller start than the
+    default's); p = 1 lies between; past the burn-in (ε = 8) every p is the default."""
+    import math
+
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    fs = get_features("synthetic", "pixels", classes=10, dim=1280, train_per_class=62, test_per_class=5,
+                      effective_rank=64, separation=4.0, shared_mean=1.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+
+    def alpha(eps: float, p: float | None) -> float:
+        m = make_method("adamix", target_epsilon=eps, seed=0, noise="reproducible", public_guard=False)
+        if p is not None:
+            m._cap_relax_power = p
+        m.fit(sp, on_step=lambda r: True)
+        return m.init_scale_
+
+    base, inf, zero, one = (alpha(0.5, p) for p in (None, math.inf, 0.0, 1.0))
+    assert inf == base and zero < 0.9 * base and zero <= one <= base, (base, zero, one)
+    assert len({alpha(8.0, p) for p in (None, 0.0, 1.0, math.inf)}) == 1
+
+
 def test_paper_completion_drops_every_direction_outside_the_public_rank_alike():
     """Item 8 of the package docstring: ``G_pub`` has rank r <= C - 1, and the paper's k > r
     completes ``U_r`` with data-independent directions, so any fixed direction outside

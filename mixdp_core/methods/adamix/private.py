@@ -167,6 +167,12 @@ class NoisyGDMethod(LinearHead):
         # Within the burn-in every iterate is noise-dominated and the rule stays the burn-in's:
         # capping there too was measured worse at epsilon <= 1 (docs/results/tuning_notes.md).
         released = cfg.init_scale in ("released_noise", "release_capped") and T_grad > burn_in
+        # research hook "_cap_relax_power" p (docs/results/tuning_notes.md, "The guard's resolution",
+        # the step in the start rule): the cap at every T, relaxed by (burn_in / T)^p within the
+        # burn-in, continuous in T (p = 0: the ungated cap; the default is the gated one)
+        relax = getattr(self, "_cap_relax_power", None)
+        if relax is not None and cfg.init_scale == "release_capped":
+            released = True
         alpha = 1.0
         for _ in range(4):  # fixed point: tau depends on the scale of the start
             Ep, _ = softmax_residual(Xp @ (W_pub * np.float32(alpha)), yp)
@@ -181,6 +187,8 @@ class NoisyGDMethod(LinearHead):
                                                 mult=getattr(self, "_lambda_mult", 1.0))
                 nu_released = averaged_logit_noise_std(step_cap=1.0 / (1.0 / eta + lam), weight_decay=lam,
                                                        steps=T_grad, noise_std=cfg.noise_multiplier * tau / n_hat)
+                if relax is not None and cfg.init_scale == "release_capped":
+                    nu_released *= max(1.0, burn_in / T_grad) ** float(relax)
                 nu = min(nu, nu_released) if cfg.init_scale == "release_capped" else nu_released
             alpha = getattr(self, "_margin_z", NOISE_MARGIN_Z) * math.sqrt(2.0) * nu / margin
             if cfg.init_scale == "grow_only":

@@ -170,9 +170,8 @@ class NoisyGDMethod(LinearHead):
         # research hook "_cap_relax_power" p (docs/results/tuning_notes.md, "The guard's resolution",
         # the step in the start rule): the cap at every T, relaxed by (burn_in / T)^p within the
         # burn-in, continuous in T (p = 0: the ungated cap; the default is the gated one)
-        relax = getattr(self, "_cap_relax_power", None)
-        if relax is not None and cfg.init_scale == "release_capped":
-            released = True
+        relax = getattr(self, "_cap_relax_power", None) if cfg.init_scale == "release_capped" else None
+        released = released or relax is not None
         alpha = 1.0
         for _ in range(4):  # fixed point: tau depends on the scale of the start
             Ep, _ = softmax_residual(Xp @ (W_pub * np.float32(alpha)), yp)
@@ -187,7 +186,7 @@ class NoisyGDMethod(LinearHead):
                                                 mult=getattr(self, "_lambda_mult", 1.0))
                 nu_released = averaged_logit_noise_std(step_cap=1.0 / (1.0 / eta + lam), weight_decay=lam,
                                                        steps=T_grad, noise_std=cfg.noise_multiplier * tau / n_hat)
-                if relax is not None and cfg.init_scale == "release_capped":
+                if relax is not None:
                     nu_released *= max(1.0, burn_in / T_grad) ** float(relax)
                 nu = min(nu, nu_released) if cfg.init_scale == "release_capped" else nu_released
             alpha = getattr(self, "_margin_z", NOISE_MARGIN_Z) * math.sqrt(2.0) * nu / margin
@@ -409,7 +408,7 @@ class NoisyGDMethod(LinearHead):
             sigma = float(self.config.noise_multiplier)
             n_lo = max(float(hist.sum()) - 2.0 * math.sqrt(C) * sigma / math.sqrt(n_count), 1.0)
             need = math.ceil((sigma / (float(res) * n_lo)) ** 2)
-            return max(1, min(need, (T - n_count) // int(getattr(self, "_guard_share_divisor", 16))))
+            return max(1, min(need, (T - n_count) // 16))
         if not self._balanced_guard():
             return 1
         return max(1, min(self._histogram_releases(T, C), T - n_count - 1))

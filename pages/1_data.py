@@ -6,6 +6,7 @@ from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.data import (label_summary, labels_known, public_sample_images, split_problem, split_summary,
                                          weights_file_from_path)
 from mixdp_core.app_support.jobs import feature_key
+from mixdp_core.data.datasets import public_source
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, poll_seconds, save_data_settings, show_field_errors, show_chart,
 )
@@ -126,11 +127,19 @@ with c2:
     ir = st.number_input("Imbalance ratio of the private part (1 = balanced)", min_value=1.0, max_value=1000.0,
                          value=float(settings["imbalance_ratio"]), step=1.0, key="data_ir",
                          help="Long tail: class ranked r keeps n_max · IR^(−r/(C−1)) private samples.")
-    domains = ["(same dataset)"] + [d for d in registered if d != dataset]
+    # synthetic is its own second domain: its public rows from class means moved by "shift"
+    domains = ["(same dataset)"] + [d for d in registered if d != dataset or d == "synthetic"]
     pf = st.selectbox("Public data from (domain shift, optional)", domains,
                       index=domains.index(settings["public_from"]) if settings["public_from"] in domains else 0,
-                      key="data_public_from")
+                      key="data_public_from",
+                      help="Another dataset with the same classes provides the public samples; for synthetic, "
+                           "choose synthetic: its public domain, shifted by the option 'Public → private shift'.")
     public_from = None if pf == "(same dataset)" else pf
+    try:
+        public_source(dataset, dataset_kwargs, public_from)
+    except MixDPError as e:
+        k, v = field_and_message(e, "public_from")
+        errors[k] = v
 
 if not errors:  # settings no run could use are shown, never saved (Launch stays blocked)
     bad = split_problem(dataset, public_per_class=int(ppc), imbalance_ratio=float(ir), public_from=public_from,

@@ -142,7 +142,7 @@ regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/
   # 16 cores and WORKERS=12; RSEEDS=0,1,2,3 halves it). Each regime is its own section, then the whole family at once (reusing
   # the stored runs) for the property summary.
   for r in fine_grained_100 many_class_100_d256 ten_class_ir10 classes_200_d512_1shot classes_50_d2048_5shot \
-           classes_20_d128_ir10 scarce_20_ir10 scarce_50_d256_ir10; do
+           classes_20_d128_ir10 scarce_20_ir10 scarce_50_d256_ir10 shift_7_d512 shift_100_d512; do
     "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${RSEEDS:-0,1,2,3,4,5,6,7}" --set "regimes=[\"$r\"]" --doc regimes.md \
       --stem "regimes_$r" --section "$r"
   done

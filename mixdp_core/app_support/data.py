@@ -18,12 +18,15 @@ def split_summary(dataset: str, encoder: str, *, public_per_class: int = 5, imba
     Raises:
         ConfigError / DataError: invalid split parameters or data (messages name the field).
     """
+    from ..data.datasets import public_source
     from ..data.splits import SplitSpec, make_split
     from ..features.cache import get_features
 
     ekw = dict(encoder_kwargs or {}) or None
-    fs = get_features(dataset, encoder, cache_dir=cache_dir, encoder_kwargs=ekw, **dict(dataset_kwargs or {}))
-    pub = get_features(public_from, encoder, cache_dir=cache_dir, encoder_kwargs=ekw) if public_from else None
+    dkw = dict(dataset_kwargs or {})
+    fs = get_features(dataset, encoder, cache_dir=cache_dir, encoder_kwargs=ekw, **dkw)
+    pub_spec, pub_kw = public_source(dataset, dkw, public_from)
+    pub = get_features(pub_spec, encoder, cache_dir=cache_dir, encoder_kwargs=ekw, **pub_kw) if pub_spec else None
     spec = SplitSpec(public_per_class=int(public_per_class), imbalance_ratio=float(imbalance_ratio),
                      seed=int(seed), public_from=public_from)
     split = make_split(fs, spec, public_features=pub)

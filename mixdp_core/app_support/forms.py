@@ -93,6 +93,9 @@ SYNTHETIC_CONTROLS = (
                                                "encoder features have; larger = each row carries less class signal"),
     ("ambiguity", "Ambiguous rows", float, 0.0, "0 to 0.5: share of rows drawn around another class (label kept): "
                                                 "an error floor no data removes"),
+    ("shift", "Public → private shift", float, 0.0, "0 to 10: how far each public class mean lies from its private "
+                                                     "one, in units of the class means' spread; acts when 'Public data "
+                                                     "from' is synthetic (this regime's public domain)"),
     ("data_seed", "Data seed", int, 0, "seed of the generated data (the run's seed makes the split)"),
 )
 

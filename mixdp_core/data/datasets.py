@@ -310,26 +310,64 @@ def load_features_dataset(root: str | None = None, **_: Any) -> LoadedDataset:
 @DATASETS.register("synthetic")
 def load_synthetic_dataset(root: str | None = None, *, classes: int = 10, dim: int = 64, train_per_class: int = 200,
                            test_per_class: int = 50, effective_rank: float = 16.0, separation: float = 1.0,
-                           data_seed: int = 0, shared_mean: float = 0.0, ambiguity: float = 0.0) -> LoadedDataset:
+                           data_seed: int = 0, shared_mean: float = 0.0, ambiguity: float = 0.0,
+                           shift: float = 0.0, domain: str = "private") -> LoadedDataset:
     """``synthetic``: Gaussian class features with controllable classes, dimension, counts,
-    spectrum and separation, deterministic from the options (:mod:`.synthetic`); set them with
-    ``--dataset-arg`` / ``dataset_kwargs``. No encoder is run (the rows are the features)."""
+    spectrum, separation and public → private shift, deterministic from the options
+    (:mod:`.synthetic`); set them with ``--dataset-arg`` / ``dataset_kwargs``. No encoder is run
+    (the rows are the features). ``domain`` is set by :func:`public_source`, not by users."""
     from .synthetic import synthetic_features
 
     if root:
         raise ConfigError("dataset", "synthetic takes no path; set its options with --dataset-arg "
                                      "(classes, dim, train_per_class, test_per_class, effective_rank, separation, "
-                                     "data_seed, shared_mean, ambiguity)")
+                                     "data_seed, shared_mean, ambiguity, shift)")
     opts = dict(classes=classes, dim=dim, train_per_class=train_per_class, test_per_class=test_per_class,
                 effective_rank=effective_rank, separation=separation, data_seed=data_seed)
-    # the two later options enter the cache key only when set, so earlier caches stay valid
-    opts.update({k: v for k, v in (("shared_mean", shared_mean), ("ambiguity", ambiguity)) if float(v) != 0.0})
-    X_tr, y_tr, X_te, y_te = synthetic_features(**opts)
+    # the later options enter the cache key only when set, so earlier caches stay valid; the
+    # shift moves the public domain only, so the private domain's key leaves it out
+    later = [("shared_mean", shared_mean), ("ambiguity", ambiguity)]
+    if domain == "public":
+        later.append(("shift", shift))
+    opts.update({k: v for k, v in later if float(v) != 0.0})
+    X_tr, y_tr, X_te, y_te = synthetic_features(**opts, domain=domain)
     names = [f"class {c}" for c in range(int(classes))]
     fs = FeatureSet(X_train=X_tr, y_train=y_tr, X_test=X_te, y_test=y_te, class_names=names,
-                    meta={"dataset": "synthetic", "encoder": "precomputed", "synthetic": opts})
-    return LoadedDataset(name="synthetic", class_names=names, features=fs,
-                         cache_key={"dataset": "synthetic", **{k: float(v) for k, v in opts.items()}})
+                    meta={"dataset": "synthetic", "encoder": "precomputed", "synthetic": {**opts, "domain": domain}})
+    key = {"dataset": "synthetic", **{k: float(v) for k, v in opts.items()}}
+    if domain != "private":
+        key["domain"] = domain
+    return LoadedDataset(name="synthetic", class_names=names, features=fs, cache_key=key)
+
+
+#: Loader options a run never sets itself: :func:`public_source` sets them.
+_INTERNAL_DATASET_ARGS = frozenset({"domain"})
+
+
+def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str | None
+                  ) -> tuple[str | None, dict[str, Any]]:
+    """The dataset spec and loader options of a run's public rows.
+
+    ``public_from=None``: ``(None, {})`` (the public rows come from the dataset's own training
+    rows). ``public_from="synthetic"`` with ``dataset="synthetic"``: the same options in the
+    public domain (``domain="public"``, :mod:`.synthetic`: class means moved by ``shift``).
+    Any other spec: ``(public_from, {})``, loaded with its own defaults (a real second domain,
+    e.g. ``image_folder:PACS/photo``).
+
+    Raises:
+        ConfigError: ``shift`` set where no public domain uses it (``public_from`` is not
+            ``"synthetic"``), or ``public_from="synthetic"`` for another dataset.
+    """
+    key, _ = parse_spec(dataset)
+    if public_from is not None and parse_spec(public_from)[0] == "synthetic":
+        if key != "synthetic":
+            raise ConfigError("public_from", f"'synthetic' is the public domain of dataset 'synthetic' only, "
+                                             f"not of {dataset!r}")
+        return "synthetic", {**dataset_kwargs, "domain": "public"}
+    if key == "synthetic" and float(dataset_kwargs.get("shift") or 0.0) != 0.0:
+        raise ConfigError("shift", "moves the public domain only: set public_from='synthetic' with it "
+                                   "(without it the public rows are the private domain's)")
+    return public_from, {}
 
 
 # ------------------------------------------------------------------ torchvision sets
@@ -464,6 +502,9 @@ def _dataset_arg_specs() -> dict[str, Any]:
                                   help="norm of a nonnegative mean shared by all classes, in units of sqrt(dim)"),
             ambiguity=ParamSpec(name="ambiguity", type=float, default=0.0, range=Interval(0, 0.5),
                                 help="share of rows drawn around another class's mean, label kept"),
+            shift=ParamSpec(name="shift", type=float, default=0.0, range=Interval(0, 10),
+                            help="public -> private domain shift: how far each public class mean moves, in units "
+                                 "of the class means' spread (with public_from='synthetic')"),
         )
     return DATASET_ARG_SPECS
 
@@ -485,7 +526,8 @@ def check_dataset_kwargs(spec: str, kwargs: dict[str, Any]) -> None:
     key, _ = parse_spec(spec)
     loader = DATASETS.get(key)
     takes = [p.name for p in inspect.signature(loader).parameters.values()
-             if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+             if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+             and p.name not in _INTERNAL_DATASET_ARGS]
     specs = _dataset_arg_specs()
     for k, v in kwargs.items():
         if k not in takes:

@@ -2,11 +2,10 @@
 
 A regime family the product can dial without downloading anything: many classes (≥ 100),
 any dimension, few or many samples per class, a covariance of chosen effective rank and a
-chosen class separation, a shared mean and ambiguous rows (imbalance and the public/private
-counts come from the split's own options). Deterministic from its arguments (the same
-arguments give the same arrays on every machine), so a regime is named by its options. Not
-yet: a public → private domain shift (the split picks the public rows, so a shift belongs to
-the split; the real PACS domains provide one).
+chosen class separation, a shared mean, ambiguous rows and a public → private domain shift
+(imbalance and the public/private counts come from the split's own options). Deterministic
+from its arguments (the same arguments give the same arrays on every machine), so a regime is
+named by its options.
 
 Generative model (every quantity below is a loader option)::
 
@@ -16,6 +15,8 @@ Generative model (every quantity below is a loader option)::
     x      = μ_s + Q diag(√λ) z + m,  z ~ N(0, I_D)                       (one sample of class y)
     s      = y, or with probability ``ambiguity`` another class (label kept: irreducible error)
     m      = ``shared_mean`` · √D · |h|/‖h‖,  h ~ N(0, I_D)                  (mean shared by all classes)
+    μ'_c   = μ_c + ``shift`` · separation · Q diag(√λ) g'_c,  g'_c ~ N(0, I_D / D)
+                                                          (class means of the public domain)
 
 ``r`` (``effective_rank``) sets how fast the spectrum decays: its participation ratio
 ``(Σλ)² / Σλ²`` grows with ``r`` (about ``r·ln(D/r)`` for ``r ≪ D``) and reaches ``D`` for a
@@ -28,6 +29,18 @@ smaller share of each row, so a clipped private gradient carries less of it (pri
 more) while the nearest-mean geometry that few public shots exploit is unchanged.
 ``ambiguity`` draws that fraction of rows around another class's mean with their own label
 kept — an error no amount of data removes (paragon's floor), as fine-grained photos have.
+
+**Domain shift.** ``domain="public"`` draws the *train* rows of the same regime's public
+domain: every class mean moves by an independent displacement with the law of a class mean
+itself, scaled by ``shift`` (so ``shift`` is in units of the class means' own spread: at 1 a
+public class mean lies about as far from its private mean as from the origin of the class
+means; the within-class noise, the shared mean and the ambiguity are unchanged). Its rows come
+from their own noise streams, so no public row repeats a private one, even at ``shift = 0``
+(an independent public pool). A run uses it with ``dataset="synthetic"`` and
+``public_from="synthetic"`` (:func:`mixdp_core.data.datasets.public_source`): the public rows are
+then the public domain's of the same options, the private and test rows the private domain's
+(``shift`` does not change those). This is the few-shot picture of a public set photographed
+elsewhere (PACS photo → art): nearest public means are biased, private rows can correct them.
 
 Train rows are class-major (``train_per_class`` per class), test rows likewise; the split
 (public / private / test, imbalance) is made by :mod:`mixdp_core.data.splits` as for any set.
@@ -48,6 +61,8 @@ SYNTHETIC_LIMITS = {
     "test_per_class": (1, 1000),
 }
 MAX_SYNTHETIC_VALUES = 128 * 2**20  # float32 values in train + test (512 MiB)
+#: ``domain`` choices: the private domain (train / test rows of a run) or the public one.
+DOMAINS = ("private", "public")
 
 
 def _check_int(name: str, v: int, lo: int, hi: int) -> int:
@@ -80,9 +95,13 @@ def participation_ratio(lam: np.ndarray) -> float:
 
 def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int = 200, test_per_class: int = 50,
                        effective_rank: float = 16.0, separation: float = 1.0, data_seed: int = 0,
-                       shared_mean: float = 0.0, ambiguity: float = 0.0,
+                       shared_mean: float = 0.0, ambiguity: float = 0.0, shift: float = 0.0,
+                       domain: str = "private",
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(X_train, y_train, X_test, y_test)`` of the model in the module docstring.
+
+    ``domain="public"`` gives the public domain's rows (shifted class means, own streams);
+    ``"private"`` (default) ignores ``shift``: the private domain is the same for every shift.
 
     Raises:
         ConfigError: an option out of its range (the message names it).
@@ -96,6 +115,9 @@ def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int
     seed = _check_int("data_seed", data_seed, 0, 2**32 - 1)
     offset = _check_float("shared_mean", shared_mean, 0.0, 100.0)
     amb = _check_float("ambiguity", ambiguity, 0.0, 0.5)
+    sh = _check_float("shift", shift, 0.0, 10.0)
+    if domain not in DOMAINS:
+        raise ConfigError("domain", f"must be one of {', '.join(DOMAINS)}, got {domain!r}")
     if C * (n_tr + n_te) * D > MAX_SYNTHETIC_VALUES:
         raise ConfigError("dim", f"classes x (train + test per class) x dim = {C * (n_tr + n_te) * D:,} values; at most "
                                  f"{MAX_SYNTHETIC_VALUES:,} (512 MiB): lower one of them")
@@ -112,6 +134,9 @@ def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int
     # the signal a clipped private gradient can carry. Its own stream: the rest is unchanged.
     common = np.abs(np.random.default_rng([seed, 0x5E8]).standard_normal(D))
     common *= offset * np.sqrt(D) / max(float(np.linalg.norm(common)), 1e-12)
+    public = domain == "public"
+    if public:  # own stream: the private domain's means and rows are unchanged by any shift
+        means = means + sh * sep * (np.random.default_rng([seed, 0x5E9]).standard_normal((C, D)) / np.sqrt(D)) @ A.T
 
     def draw(n: int, stream: int) -> tuple[np.ndarray, np.ndarray]:
         g = np.random.default_rng([seed, stream])
@@ -124,6 +149,7 @@ def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int
         X = means[src] + g.standard_normal((C * n, D)) @ A.T + common
         return X.astype(np.float32), y.astype(np.int64)
 
-    X_tr, y_tr = draw(n_tr, 1)
-    X_te, y_te = draw(n_te, 2)
+    # the public domain's rows use streams 3 / 4: never a copy of a private row's noise
+    X_tr, y_tr = draw(n_tr, 3 if public else 1)
+    X_te, y_te = draw(n_te, 4 if public else 2)
     return X_tr, y_tr, X_te, y_te

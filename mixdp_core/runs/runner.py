@@ -163,9 +163,10 @@ class RunConfig:
         for k in self.method_params:
             if k in _FORWARDED:
                 raise ConfigError(k, f"set it as RunConfig.{k}, not inside method_params")
-        from ..data.datasets import check_dataset_kwargs
+        from ..data.datasets import check_dataset_kwargs, public_source
 
         check_dataset_kwargs(self.dataset, self.dataset_kwargs)
+        public_source(self.dataset, self.dataset_kwargs, self.public_from)  # refuses a shift nothing uses
         # Validates method_params against the method's config (ranges, names). No calibration
         # here: the budget is checked once, by preflight(), where a run is about to start.
         self.make_method()
@@ -403,6 +404,7 @@ class _LiveView:
 
 
 def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | None):
+    from ..data.datasets import public_source
     from ..features.cache import get_features
 
     kw = dict(config.dataset_kwargs)
@@ -410,9 +412,10 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
     feats = get_features(config.dataset, config.encoder, root=config.dataset_root, cache_dir=cache_dir,
                          progress=progress, encoder_kwargs=ekw, **kw)
     pub = None
-    if config.public_from is not None:
-        pub = get_features(config.public_from, config.encoder, root=None, cache_dir=cache_dir,
-                           progress=progress, encoder_kwargs=ekw)
+    pub_spec, pub_kw = public_source(config.dataset, kw, config.public_from)
+    if pub_spec is not None:
+        pub = get_features(pub_spec, config.encoder, root=None, cache_dir=cache_dir,
+                           progress=progress, encoder_kwargs=ekw, **pub_kw)
     return feats, pub
 
 

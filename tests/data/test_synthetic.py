@@ -103,3 +103,63 @@ def test_new_synthetic_options_are_checked_with_their_range():
         synthetic_features(ambiguity=0.7)
     with pytest.raises(ConfigError, match="shared_mean"):
         synthetic_features(shared_mean=-1)
+
+
+def test_shift_moves_only_the_public_domains_class_means_by_shift_times_their_spread():
+    """domain="public": class means move by shift × (a class mean's own law); the private
+    domain is the same for every shift, and public rows never reuse a private row's noise."""
+    from mixdp_core.data.synthetic import synthetic_features
+
+    kw = dict(classes=40, dim=16, train_per_class=400, test_per_class=5, separation=5.0, effective_rank=1e6,
+              data_seed=3)
+    priv = synthetic_features(**kw)
+    for a, b in zip(priv, synthetic_features(**kw, shift=2.0)):
+        np.testing.assert_array_equal(a, b)  # private domain: shift ignored, caches stay valid
+    pub0 = synthetic_features(**kw, domain="public")
+    assert not np.any(np.isclose(pub0[0], priv[0]).all(axis=1))  # fresh draws, even at shift 0
+
+    def means(X, y):
+        return np.stack([X[y == c].mean(0) for c in range(40)])
+
+    mu, mu0 = means(*priv[:2]), means(*pub0[:2])
+    spread = np.linalg.norm(mu - mu.mean(0), axis=1).mean()
+    assert np.linalg.norm(mu0 - mu, axis=1).mean() < 0.25 * spread  # shift 0: same class means
+    for sh in (0.5, 2.0):
+        pub = synthetic_features(**kw, shift=sh, domain="public")
+        moved = np.linalg.norm(means(*pub[:2]) - mu, axis=1).mean()
+        # an independent copy of a class mean's law, scaled by sh (flat spectrum: the class means'
+        # norm is separation; mean-estimate noise ~ sqrt(16/400) adds little)
+        assert moved == pytest.approx(sh * spread, rel=0.2)
+    with pytest.raises(ConfigError, match=r"shift: must be a number in \[0, 10\]"):
+        synthetic_features(shift=11.0, domain="public")
+    with pytest.raises(ConfigError, match="domain: must be one of private, public"):
+        synthetic_features(domain="elsewhere")
+
+
+def test_public_from_synthetic_takes_the_public_rows_from_the_shifted_domain_and_bad_combinations_are_refused():
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.runs.runner import RunConfig, _load_features, train
+
+    kw = {"classes": 6, "dim": 24, "train_per_class": 60, "test_per_class": 30, "separation": 8.0,
+          "effective_rank": 1e6}
+    errs = []
+    for sh in (0.0, 3.0):
+        c = RunConfig(dataset="synthetic", encoder="pixels", method="only_public", public_per_class=2,
+                      dataset_kwargs={**kw, "shift": sh}, public_from="synthetic")
+        feats, pub = _load_features(c, cache_dir=None, progress=None)
+        split = make_split(feats, SplitSpec(public_per_class=2, public_from="synthetic"), public_features=pub)
+        assert len(split.y_private) == 6 * 60  # every private-domain train row stays private
+        # the public rows are the public domain's rows, none of the private domain's
+        assert not (split.X_public[:, None, :] == feats.X_train[None]).all(-1).any()
+        assert (split.X_public[:, None, :] == pub.X_train[None]).all(-1).any(1).all()  # ... and the public domain's
+        r = train(c)
+        assert r.status == "completed", r.error
+        errs.append(r.metrics["test_error"])
+    assert errs[1] > errs[0] + 0.1  # public shots from a shifted domain hurt Only-Public
+    with pytest.raises(ConfigError, match="shift: moves the public domain only"):
+        RunConfig(dataset="synthetic", encoder="pixels", method="only_public", dataset_kwargs={**kw, "shift": 1.0})
+    with pytest.raises(ConfigError, match="public_from: 'synthetic' is the public domain of dataset 'synthetic' only"):
+        RunConfig(dataset="digits", encoder="pixels", method="only_public", public_from="synthetic")
+    with pytest.raises(ConfigError, match="domain: not an option of dataset 'synthetic'"):
+        RunConfig(dataset="synthetic", encoder="pixels", method="only_public", dataset_kwargs={"domain": "public"},
+                  public_from="synthetic")

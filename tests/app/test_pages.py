@@ -685,6 +685,15 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     assert s["dataset"] == "synthetic" and s["dataset_kwargs"]["classes"] == 120
     counts = _charts(at)["data_counts"]
     assert len(counts["data"][0]["x"]) == 120  # one bar per class: the options reached the preview
+    # a shift without the public domain would change nothing: refused, naming the field, not saved
+    at.number_input(key="syn_shift").set_value(1.5).run()
+    assert not at.exception, at.exception
+    assert "moves the public domain only" in page_text(at)
+    assert float(at.session_state["data_settings"]["dataset_kwargs"].get("shift", 0.0)) == 0.0
+    at.selectbox(key="data_public_from").select("synthetic").run()
+    assert not at.exception, at.exception
+    s = at.session_state["data_settings"]
+    assert s["public_from"] == "synthetic" and s["dataset_kwargs"]["shift"] == 1.5
     at.switch_page("pages/2_train.py").run()
     # fully_private: no public fit, whose leave-one-out ridge selection takes ~6 s at 120 classes
     # (what is checked here is that the dialled data reach the run)
@@ -693,6 +702,7 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     assert not at.exception, at.exception
     (r,) = _store().list_runs()
     assert r.config["dataset_kwargs"]["classes"] == 120 and r.metrics["n_classes"] == 120
+    assert r.config["public_from"] == "synthetic" and r.config["dataset_kwargs"]["shift"] == 1.5
 
 
 def test_classroom_runs_on_a_many_class_synthetic_regime(at):

@@ -148,6 +148,11 @@ regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/
   done
   "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${RSEEDS:-0,1,2,3,4,5,6,7}" --doc regimes.md --stem regimes \
     --section "summary: the whole family"
+  # regimes drawn at random from the family's ranges (drawn_regime in mixdp_core/runs/figures/regimes.py),
+  # every draw 0-7 reported, 4 seeds
+  "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${DSEEDS:-0,1,2,3}" --doc regimes.md --stem regimes_drawn \
+    --set 'regimes=["drawn_0","drawn_1","drawn_2","drawn_3","drawn_4","drawn_5","drawn_6","drawn_7"]' \
+    --section "drawn at random: drawn_0 to drawn_7"
 }
 
 episodes() {  # docs/results/episodes.md (needs no CIFAR-10): the CD-FSL protocol of Luo et al. Table 2 (5-way,

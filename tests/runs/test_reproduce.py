@@ -538,3 +538,29 @@ def test_guard_release_counts_script_reads_the_committed_runs(tmp_path, capsys):
     assert by["adamix"][1.0] == [True, False] and by["adamix"][8.0] == [True]
     assert mod.main([str(f)]) == 0
     assert "| `x.json` | `adamix` | 1/2 | 1/1 | `abc1234` |" in capsys.readouterr().out
+
+
+def test_drawn_regimes_are_deterministic_within_the_stated_ranges_and_bounded():
+    from mixdp_core.runs.figures.regimes import DRAW_MAX_VALUES, drawn_regime, regime_by_name
+
+    regs = [drawn_regime(i) for i in range(40)]
+    assert regs[3] == drawn_regime(3) == regime_by_name("drawn_3")  # from the index alone
+    assert len({json.dumps(r["dataset_kwargs"], sort_keys=True) for r in regs}) == 40
+    for r in regs:
+        kw = r["dataset_kwargs"]
+        assert 10 <= kw["classes"] <= 200 and kw["dim"] in (64, 128, 256, 512, 1024, 2048)
+        assert 1 <= r["public_per_class"] <= 5 and r["imbalance_ratio"] in (1.0, 10.0)
+        private = kw["train_per_class"] - (0 if r.get("public_from") else r["public_per_class"])
+        assert 10 <= private <= 500
+        # the bound holds (a draw never goes below 10 private rows per class to meet it)
+        assert kw["classes"] * kw["dim"] * (kw["train_per_class"] + kw["test_per_class"]) <= DRAW_MAX_VALUES or private == 10
+        assert (r.get("public_from") == "synthetic") == ("shift" in kw) and 0.5 <= kw.get("shift", 1.0) <= 2.0
+        ratio = kw["separation"] / np.sqrt(np.log(kw["classes"]))
+        assert 2.0 - 0.01 <= ratio <= 6.0 + 0.01 and r["role"].startswith("validation")
+    # the share of shifted draws is the stated one in three (40 draws: 5 to 22 is a 99.9 % band)
+    assert 5 <= sum("shift" in r["dataset_kwargs"] for r in regs) <= 22
+    for bad in ("drawn_x", "drawn_-1", "nope"):
+        with pytest.raises(ConfigError, match="regimes: unknown regime"):
+            regime_by_name(bad)
+    with pytest.raises(ConfigError, match=r"regimes: a drawn regime's index must be an integer in \[0, 1000000\)"):
+        drawn_regime(10**6)

@@ -71,6 +71,86 @@ REGIME_FAMILY: tuple[dict[str, Any], ...] = (
 )
 
 
+#: The ranges :func:`drawn_regime` draws from (the issue's family: ≥ 100 classes among them, D
+#: 64–2048, 1–5 public and 10–500 private rows per class, shift, imbalance), each option
+#: uniform on its range (``log``: log-uniform; a tuple of values: one of them). ``separation``
+#: is drawn relative to ``sqrt(log C)`` (the largest of C − 1 confusions grows like
+#: ``sqrt(2 log C)`` noise stds, so more classes need means further apart to stay as
+#: distinguishable). The ranges were set before any draw was run and not changed after; every
+#: draw is reported, easy ones included (Only-Public near paragon: the private data must then
+#: not hurt).
+DRAW_RANGES: dict[str, Any] = {
+    "classes": ("log", 10, 200),
+    "dim": (64, 128, 256, 512, 1024, 2048),
+    "public_per_class": (1, 2, 3, 4, 5),
+    "private_per_class": ("log", 10, 500),
+    "imbalance_ratio": (1.0, 10.0),
+    "effective_rank_share": ("uniform", 1 / 16, 1 / 2),  # effective_rank = share · D
+    "separation_per_sqrt_log_c": ("uniform", 2.0, 6.0),
+    "shared_mean": ("uniform", 0.0, 3.0),
+    "ambiguity": ("uniform", 0.0, 0.1),
+    "shift": (0.0, 0.0, ("uniform", 0.5, 2.0)),  # one draw in three from a shifted public domain
+}
+#: At most this many float32 feature values per drawn regime (train + test rows × D): bounds a
+#: draw's time and memory; larger draws keep their classes and dimension and get fewer rows.
+DRAW_MAX_VALUES = 12_000_000
+
+
+def _draw(g: np.random.Generator, rng_spec: Any) -> Any:
+    if isinstance(rng_spec, tuple) and rng_spec and rng_spec[0] in ("log", "uniform"):
+        lo, hi = float(rng_spec[1]), float(rng_spec[2])
+        return float(np.exp(g.uniform(np.log(lo), np.log(hi)))) if rng_spec[0] == "log" else float(g.uniform(lo, hi))
+    v = rng_spec[int(g.integers(len(rng_spec)))]
+    return _draw(g, v) if isinstance(v, tuple) else v
+
+
+def drawn_regime(index: int) -> dict[str, Any]:
+    """Regime ``drawn_<index>``: every option drawn from :data:`DRAW_RANGES` by a generator
+    seeded with ``index`` alone, so nobody chose it and nobody looked at a method's error on it
+    before it was drawn (role ``validation``: drawn after every library constant was chosen).
+
+    Raises:
+        ConfigError: ``index`` is not an integer in [0, 10⁶).
+    """
+    if isinstance(index, bool) or not float(index).is_integer() or not 0 <= int(index) < 10**6:
+        raise ConfigError("regimes", f"a drawn regime's index must be an integer in [0, 1000000), got {index!r}")
+    g = np.random.default_rng([int(index), 0xD4A3])
+    d = {k: _draw(g, v) for k, v in DRAW_RANGES.items()}
+    C, D = int(round(d["classes"])), int(d["dim"])
+    k, n = int(d["public_per_class"]), max(10, int(round(d["private_per_class"])))
+    test = 20
+    n = min(n, max(10, DRAW_MAX_VALUES // (C * D) - k - test))
+    kw: dict[str, Any] = {
+        "classes": C, "dim": D, "train_per_class": n + k, "test_per_class": test,
+        "effective_rank": round(d["effective_rank_share"] * D, 1),
+        "separation": round(d["separation_per_sqrt_log_c"] * float(np.sqrt(np.log(C))), 2),
+        "shared_mean": round(d["shared_mean"], 2), "ambiguity": round(d["ambiguity"], 3),
+        "data_seed": int(index),
+    }
+    reg = {"name": f"drawn_{int(index)}", "role": "validation (drawn)", "public_per_class": k,
+           "imbalance_ratio": float(d["imbalance_ratio"]), "dataset_kwargs": kw}
+    if d["shift"]:
+        kw["shift"] = round(float(d["shift"]), 2)
+        reg["public_from"] = "synthetic"
+        kw["train_per_class"] = n  # the public rows come from the public domain
+    return reg
+
+
+def regime_by_name(name: str) -> dict[str, Any]:
+    """A regime of :data:`REGIME_FAMILY` by name, or ``drawn_<i>`` (:func:`drawn_regime`).
+
+    Raises:
+        ConfigError: an unknown name (the message lists the family's names).
+    """
+    by_name = {r["name"]: r for r in REGIME_FAMILY}
+    if name in by_name:
+        return by_name[name]
+    if name.startswith("drawn_") and name[6:].isdigit():
+        return drawn_regime(int(name[6:]))
+    raise ConfigError("regimes", f"unknown regime {name!r}; choose from {', '.join(by_name)} or drawn_<i> "
+                                 "(a regime drawn at random, i >= 0)")
+
+
 def _paired_se(per_seed: Mapping[tuple, Mapping[Any, float]], a: tuple, b: tuple | None,
                scale: float = 1.0) -> float | None:
     """Standard error of the mean over seeds of ``per_seed[a] - per_seed[b]`` (``b=None``: of
@@ -161,11 +241,7 @@ def _regimes(ctx: Context) -> FigureOutput:
 
     p = ctx.params
     eps = [float(e) for e in p["epsilons"]]
-    by_name = {r["name"]: r for r in REGIME_FAMILY}
-    try:
-        chosen = [by_name[str(n)] for n in p["regimes"]]
-    except KeyError as e:
-        raise ConfigError("regimes", f"unknown regime {e.args[0]!r}; choose from {', '.join(by_name)}") from None
+    chosen = [regime_by_name(str(n)) for n in p["regimes"]]
     scale = float(p.get("scale", 1.0))
     if not 0.0 < scale <= 1.0:
         raise ConfigError("scale", f"must lie in (0, 1], got {scale!r}")

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 from mixdp_core.data.splits import SplitSpec, make_split  # noqa: E402
 from mixdp_core.features.cache import get_features  # noqa: E402
-from mixdp_core.runs.figures.regimes import REGIME_FAMILY  # noqa: E402
+from mixdp_core.runs.figures.regimes import regime_by_name  # noqa: E402
 
 from mixdp_core.methods.adamix.configs import NOISE_MARGIN_Z  # noqa: E402
 
@@ -112,7 +112,7 @@ VARIANTS = {
 
 
 def regime_features(name: str):
-    """``(feature set, public per class, imbalance ratio)`` of REGIME: a ``REGIME_FAMILY`` name,
+    """``(feature set, public per class, imbalance ratio)`` of REGIME: a ``REGIME_FAMILY`` name or ``drawn_<i>``,
     ``digits`` or ``digits_ir10`` (pixels, 5 public per class, imbalance ratio 1 / 10), ``digits_1shot``, or
     ``cifar10_2_20`` / ``cifar10_2_60`` (fewshot.md's CIFAR-10 regimes, 2 public + 20 / 60
     private per class; ``CIFAR10_DIR`` in the environment, default /tmp/c10), ``pacs_photo_art``
@@ -150,7 +150,7 @@ def regime_features(name: str):
         fs = get_features("image_folder", "efficientnet_lite0", root=os.environ.get("MANY38_DIR", "/tmp/STORE20/many38"),
                           encoder_kwargs={"image_size": 128, "precision": "fp32"})
         return fs, 2, 1.0
-    reg = {r["name"]: r for r in REGIME_FAMILY}[name]
+    reg = regime_by_name(name)  # the family's regimes and drawn_<i>
     return get_features("synthetic", "pixels", **reg["dataset_kwargs"]), reg["public_per_class"], reg["imbalance_ratio"]
 
 
@@ -162,11 +162,29 @@ def _pacs_features(domain: str):
                         encoder_kwargs={"image_size": 128, "precision": "fp32"})
 
 
+def _public_from(name: str) -> str | None:
+    """The ``public_from`` spec of REGIME's split (``None``: its own training rows)."""
+    if name == "pacs_photo_art":
+        return "image_folder:photo"
+    if name.startswith(("digits", "cifar10_", "folder:", "many38_", "classroom_")):
+        return None
+    return regime_by_name(name).get("public_from")
+
+
 def public_domain_features(name: str):
     """The features the public rows of REGIME come from when they are another domain's
-    (``pacs_photo_art``: PACS photo), else ``None`` (the public rows are drawn from
-    :func:`regime_features`' set)."""
-    return _pacs_features("photo") if name == "pacs_photo_art" else None
+    (``pacs_photo_art``: PACS photo; a synthetic regime with ``public_from``: its public domain,
+    :func:`mixdp_core.data.datasets.public_source`), else ``None`` (the public rows are drawn
+    from :func:`regime_features`' set)."""
+    from mixdp_core.data.datasets import public_source
+
+    if name == "pacs_photo_art":
+        return _pacs_features("photo")
+    pf = _public_from(name)
+    if pf is None:
+        return None
+    spec, kw = public_source("synthetic", regime_by_name(name)["dataset_kwargs"], pf)
+    return get_features(spec, "pixels", **kw)
 
 
 def regime_splits(name: str, seeds):
@@ -176,7 +194,7 @@ def regime_splits(name: str, seeds):
     pub = public_domain_features(name)
     for seed in seeds:
         spec = SplitSpec(public_per_class=k, imbalance_ratio=ir, seed=seed,
-                         public_from=None if pub is None else "image_folder:photo")
+                         public_from=None if pub is None else _public_from(name))
         yield seed, make_split(fs, spec, public_features=pub)
 
 

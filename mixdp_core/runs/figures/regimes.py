@@ -231,7 +231,7 @@ def _slack_cell(mark: str, slack: tuple[float, float | None] | None) -> str:
 @figure("regimes", "Regime family: AdaMix and its references across classes, dimensions, shots and imbalance",
         "AdaMix (Golatkar et al. 2022), Table 1, across a regime family (fidelity at scale)",
         epsilons=[0.5, 1, 3, 8], seeds=[0, 1, 2, 3], regimes=[r["name"] for r in REGIME_FAMILY],
-        variants=["paragon", "only_public", "fully_private", "ngd", "adamix"], scale=1.0)
+        variants=["paragon", "only_public", "fully_private", "ngd", "adamix"], scale=1.0, figsize=(10.0, 4.8))
 def _regimes(ctx: Context) -> FigureOutput:
     """One grid per regime of :data:`REGIME_FAMILY` (``synthetic`` data; the context's own
     dataset is not used), each with the properties (a)–(d) of :func:`_regime_checks` and how
@@ -331,7 +331,8 @@ def _regimes(ctx: Context) -> FigureOutput:
         ax.set_ylabel("test error (%)")
         ax.set_title("AdaMix across the regime family (dotted: Only-Public)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
+        # beside the axes: inside, a family of ten regimes' legend hid the curves it names
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
     setup = (f"{len(chosen)} `synthetic` regimes (data model in `mixdp_core/data/synthetic.py`), δ = "
              f"{p.get('delta', 1e-5):g}, seeds {list(p['seeds'])}, scale {scale:g}")

@@ -357,6 +357,15 @@ def test_regimes_report_the_guard_rate_and_every_property(env):
     assert {r["regime"] for r in rows} == {"many_class_100_d256", "ten_class_ir10"}
     ada = [r for r in rows if r["method"] == "adamix"]
     assert ada and all(r["guard_released"] in (0.0, 1.0) for r in ada)  # one seed: 0 or 1 of 1
+    # the chart can be redrawn from the JSON alone (scripts/redraw_regimes_chart.py): same curves
+    from mixdp_core.runs.figures.regimes import family_curves
+
+    curves = family_curves(rows)
+    assert list(curves) == ["many_class_100_d256", "ten_class_ir10"]
+    for r in ada:
+        e, a, op, _ = next(p for p in curves[r["regime"]] if p[0] == r["target_epsilon"])
+        assert a == r["test_error_mean"]
+        assert op == next(x["test_error_mean"] for x in rows if x["regime"] == r["regime"] and x["method"] == "only_public")
     with pytest.raises(ConfigError, match="regimes: unknown regime 'nope'"):
         reproduce("regimes", env / "out2", params={"regimes": ["nope"]}, store=RunStore(env / "store"))
 

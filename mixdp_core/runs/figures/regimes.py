@@ -151,6 +151,37 @@ def regime_by_name(name: str) -> dict[str, Any]:
                                  "(a regime drawn at random, i >= 0)")
 
 
+def family_curves(rows: Sequence[Mapping[str, Any]]) -> dict[str, list]:
+    """``{regime: [(ε, AdaMix, Only-Public, Fully-Private), ...]}`` (mean test errors) from the
+    rows the figure writes to its JSON (``test_error_mean`` per regime, method and ε)."""
+    by = {(r["regime"], r["method"], r["target_epsilon"]): r["test_error_mean"] for r in rows}
+    out: dict[str, list] = {}
+    for reg in dict.fromkeys(r["regime"] for r in rows):
+        eps = sorted({e for (g, m, e) in by if g == reg and m == "adamix" and e is not None})
+        out[reg] = [(e, by.get((reg, "adamix", e)), by.get((reg, "only_public", None)),
+                     by.get((reg, "fully_private", e))) for e in eps]
+    return out
+
+
+def draw_family(fig: Any, curves: Mapping[str, list], eps: Sequence[float]) -> None:
+    """The family chart: AdaMix's test error against ε per regime, Only-Public dotted."""
+    ax = fig.add_subplot(1, 1, 1)
+    for j, (name, pts) in enumerate(curves.items()):
+        xs = [e for e, a, _, _ in pts if a is not None]
+        ys = [100 * a for _, a, _, _ in pts if a is not None]
+        line, = ax.plot(xs, ys, marker="osD^vP"[j % 6], label=f"{name}: AdaMix")
+        op = pts[0][2] if pts else None
+        if op is not None:
+            ax.axhline(100 * op, color=line.get_color(), ls=":", lw=1, label=f"{name}: Only-Public (ε = 0)")
+    _log_axis(ax, eps)
+    ax.set_xlabel("target ε (log scale)")
+    ax.set_ylabel("test error (%)")
+    ax.set_title("AdaMix across the regime family (dotted: Only-Public)")
+    ax.grid(True, alpha=0.3)
+    # beside the axes: inside, a family of ten regimes' legend hid the curves it names
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
 def _paired_se(per_seed: Mapping[tuple, Mapping[Any, float]], a: tuple, b: tuple | None,
                scale: float = 1.0) -> float | None:
     """Standard error of the mean over seeds of ``per_seed[a] - per_seed[b]`` (``b=None``: of
@@ -318,21 +349,7 @@ def _regimes(ctx: Context) -> FigureOutput:
     head += _table(["regime", "role", "(a)", "(b)", "(c)", "(d)"], summary) + [""]
 
     def draw(fig: Any) -> None:
-        ax = fig.add_subplot(1, 1, 1)
-        for j, (name, pts) in enumerate(curves.items()):
-            xs = [e for e, a, _, _ in pts if a is not None]
-            ys = [100 * a for _, a, _, _ in pts if a is not None]
-            line, = ax.plot(xs, ys, marker="osD^vP"[j % 6], label=f"{name}: AdaMix")
-            op = pts[0][2]
-            if op is not None:
-                ax.axhline(100 * op, color=line.get_color(), ls=":", lw=1, label=f"{name}: Only-Public (ε = 0)")
-        _log_axis(ax, eps)
-        ax.set_xlabel("target ε (log scale)")
-        ax.set_ylabel("test error (%)")
-        ax.set_title("AdaMix across the regime family (dotted: Only-Public)")
-        ax.grid(True, alpha=0.3)
-        # beside the axes: inside, a family of ten regimes' legend hid the curves it names
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        draw_family(fig, curves, eps)
 
     setup = (f"{len(chosen)} `synthetic` regimes (data model in `mixdp_core/data/synthetic.py`), δ = "
              f"{p.get('delta', 1e-5):g}, seeds {list(p['seeds'])}, scale {scale:g}")

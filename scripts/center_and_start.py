@@ -99,6 +99,11 @@ VARIANTS = {
     # the public-start guard's one-sided threshold GUARD_Z (1) at 1.5 and 2 noise stds
     "GZ15": ("adamix", {"_guard_z": 1.5}),
     "GZ2": ("adamix", {"_guard_z": 2.0}),
+    # the guard's count without each row's own pull, a fraction kappa of the bound
+    # (tuning_notes.md, "The guard's in-sample optimism")
+    "SP1": ("adamix", {"_guard_self_pull": 1.0}),
+    "SP05": ("adamix", {"_guard_self_pull": 0.5}),
+    "SP025": ("adamix", {"_guard_self_pull": 0.25}),
     # the start's cap made continuous in T: relaxed by (burn-in / T)^p within the burn-in
     "CR0": ("adamix", {"_cap_relax_power": 0.0}),
     "CR05": ("adamix", {"_cap_relax_power": 0.5}),

@@ -8,13 +8,11 @@ releases (private model right minus public start right, without its noise), the 
 the private model is counted right only if its margin exceeds the largest change its own row can
 have made to it, and the gain on the test set.
 
-The pull bound (public quantities of the run only): a row's clipped gradient has Frobenius norm
-at most ``tau_t``, so one step moves that row's margin ``z_y - z_k`` by at most
-``sqrt(2) tau_t ||x|| eta_t / n_hat`` (mean-loss scale); the Thm.-3 weight decay contracts it by
-``(1 - eta lambda)`` per later step and the t-weighted average weighs it as
-:func:`mixdp_core.methods.adamix.engine.averaged_logit_noise_std` weighs the noise (the loss's
-own curvature is ignored, so this over-states the pull). A row right with a larger margin is
-right under the leave-one-out model of this linearized dynamics.
+The pull bound (public quantities of the run only):
+:func:`mixdp_core.methods.adamix.engine.self_pull_bound`. A row right with a larger margin is
+right under the leave-one-out model of the linearized dynamics. The library's research hook
+``_guard_self_pull`` (variants ``SP1`` / ``SP05`` / ``SP025`` of ``scripts/center_and_start.py``)
+releases this count, with a fraction of the bound, as the guard.
 
 Usage: ``python scripts/guard_self_pull.py REGIME EPSILON SEEDS`` with REGIME a name of
 ``scripts/center_and_start.py``'s ``regime_features``, e.g.
@@ -30,35 +28,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's mixdp_core
 
 
-def pull_per_unit_norm(history, n_hat: float) -> float:
-    """The bound on one row's pull on its own margin in the released average, per unit ``||x||``."""
-    import numpy as np
-
-    steps = [h for h in history if h.extra and "lr" in h.extra]
-    T = len(steps)
-    eta = np.array([h.extra["lr"] for h in steps])
-    tau = np.array([h.clip_norm for h in steps])
-    lam = float(steps[0].extra["weight_decay"])
-    c = 2.0 * np.arange(1, T + 1) / (T * (T + 1.0))  # weight of iterate t in the average
-    A = np.zeros(T + 1)  # A[j]: total weight on the update of step j (0-based; enters iterates j+2..T)
-    for j in range(T - 2, -1, -1):
-        A[j] = c[j + 1] + (1.0 - eta[j + 1] * lam) * A[j + 1]
-    return float(np.sqrt(2.0) * np.sum(eta * tau * A[:T]) / n_hat)
-
-
 def main() -> None:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
     from center_and_start import regime_splits
     from mixdp_core.methods import make_method
+    from mixdp_core.methods.adamix.engine import self_pull_bound
 
     reg, eps, seeds = sys.argv[1], float(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
     for seed, sp in regime_splits(reg, seeds):
         with threadpool_limits(1):
             op = make_method("only_public").fit(sp)
             m = make_method("adamix", target_epsilon=eps, seed=seed, noise="reproducible", public_guard=False).fit(sp)
-        pull = pull_per_unit_norm(m.history_, float(m.n_hat_))
+        pull = self_pull_bound(m.history_, float(m.n_hat_))
         y = sp.y_private
         Z = np.asarray(m.decision_function(sp.X_private), dtype=np.float64)
         rows = np.arange(len(y))

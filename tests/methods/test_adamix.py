@@ -373,6 +373,43 @@ def test_cap_relax_hook_spans_the_ungated_and_the_default_cap():
     assert len({alpha(8.0, p) for p in (None, 0.0, 1.0, math.inf)}) == 1
 
 
+def test_self_pull_bound_matches_its_closed_form_and_the_hook_only_raises_the_bar():
+    """``self_pull_bound`` (research hook ``_guard_self_pull``, measured, not the default:
+    tuning_notes.md, "The guard's in-sample optimism"): with constant eta and tau and no weight
+    decay, one row's pull on its margin in the t-weighted average is sqrt(2) eta tau / n_hat
+    times sum_t c_t (t - 1) = 2 (T - 1) / 3 (each earlier update reaches iterate t). In a run,
+    kappa = 0 is the default guard, and an unreachable bar counts the private model right
+    nowhere, so the guard keeps the public start."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+    from mixdp_core.methods.adamix.engine import self_pull_bound
+    from mixdp_core.methods.base import StepRecord
+
+    T, eta, tau, n_hat = 37, 0.3, 0.7, 250.0
+    hist = [StepRecord(step=t, total_steps=T, clip_norm=tau, extra={"lr": eta, "weight_decay": 0.0})
+            for t in range(1, T + 1)]
+    assert self_pull_bound(hist, n_hat) == pytest.approx(np.sqrt(2) * eta * tau / n_hat * 2 * (T - 1) / 3, rel=1e-12)
+    decayed = [StepRecord(step=h.step, total_steps=T, clip_norm=tau, extra={"lr": eta, "weight_decay": 0.5}) for h in hist]
+    assert 0 < self_pull_bound(decayed, n_hat) < self_pull_bound(hist, n_hat)  # decay contracts the pull
+
+    fs = get_features("synthetic", "pixels", classes=10, dim=64, train_per_class=80, test_per_class=10,
+                      effective_rank=16, separation=4.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+
+    def guard(kappa: float | None) -> tuple[bool, float]:
+        m = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible")
+        if kappa is not None:
+            m._guard_self_pull = kappa
+        m.fit(sp)
+        rec = next(h for h in reversed(m.history_) if "guard_noisy_gain" in h.extra)
+        return m.guard_kept_private_, rec.extra["guard_noisy_gain"]
+
+    kept, gain = guard(None)
+    assert kept and guard(0.0) == (kept, gain)  # the private phase helps here; kappa 0 is the default
+    kept_hi, gain_hi = guard(1e9)
+    assert not kept_hi and gain_hi < gain  # same noise draw, fewer rows counted right
+
+
 def test_paper_completion_drops_every_direction_outside_the_public_rank_alike():
     """Item 8 of the package docstring: ``G_pub`` has rank r <= C - 1, and the paper's k > r
     completes ``U_r`` with data-independent directions, so any fixed direction outside

@@ -286,6 +286,35 @@ def averaged_logit_noise_std(*, step_cap: float, weight_decay: float, steps: int
     return float(noise_std * math.sqrt(float(np.sum((eta[: T - 1] * A[1:T]) ** 2))))
 
 
+def self_pull_bound(history: list, n_hat: float) -> float:
+    """Largest change one private row's own clipped gradients can make to its own margin
+    ``z_y - z_k`` in the released t-weighted average of a ``smooth`` run, per unit row norm.
+
+    From the run's step records (public: ``extra["lr"]`` = eta_t, ``extra["weight_decay"]`` =
+    lambda, ``clip_norm`` = tau_t): a clipped per-row gradient ``x r^T`` has Frobenius norm at
+    most ``tau_t``, so one step moves ``x^T W (e_y - e_k)`` by at most ``sqrt(2) tau_t ||x||
+    eta_t / n_hat`` (mean-loss scale); the weight decay contracts it by ``1 - eta lambda`` per
+    later step and the average weighs it as :func:`averaged_logit_noise_std` weighs the noise
+    (the loss's own curvature is ignored, so this over-states the pull). A row the released
+    model classifies right with a margin above this times ``||x||`` is right for the model
+    trained without that row under the linearized dynamics. Research use only (the hook
+    ``_guard_self_pull`` of :class:`~.private.NoisyGDMethod`, docs/results/tuning_notes.md,
+    "The guard's in-sample optimism").
+    """
+    steps = [h for h in history if h.extra and "lr" in h.extra and h.clip_norm is not None]
+    T = len(steps)
+    if T < 2 or not n_hat > 0:
+        return 0.0
+    eta = np.array([h.extra["lr"] for h in steps], dtype=float)
+    tau = np.array([h.clip_norm for h in steps], dtype=float)
+    lam = float(steps[0].extra["weight_decay"])
+    c = 2.0 * np.arange(1, T + 1) / (T * (T + 1.0))  # weight of iterate t in the average
+    A = np.zeros(T + 1)  # A[j]: weight on the update of step j (0-based; enters iterates j+2..T)
+    for j in range(T - 2, -1, -1):
+        A[j] = c[j + 1] + (1.0 - eta[j + 1] * lam) * A[j + 1]
+    return float(math.sqrt(2.0) * np.sum(eta * tau * A[:T]) / float(n_hat))
+
+
 def theorem3_weight_decay(
     *, lipschitz: float, noise_std: float, dim: int, steps: int, ref_distance: float, include_optimization: bool = False
 ) -> float:

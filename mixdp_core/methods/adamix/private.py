@@ -240,7 +240,18 @@ class NoisyGDMethod(LinearHead):
         unbiased (it never saw these rows).
         """
         sigma_g = self.config.noise_multiplier / math.sqrt(releases)
-        noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g)
+        # research hook "_guard_self_pull" kappa (scripts/center_and_start.py variants SP*;
+        # docs/results/tuning_notes.md, "The guard's in-sample optimism"): the private model is
+        # counted right only above kappa times the bound on the row's own pull on its margin
+        kappa = getattr(self, "_guard_self_pull", None)
+        margin_min = None
+        if kappa:
+            from .engine import self_pull_bound
+
+            history, n_hat = self._guard_pull_inputs
+            margin_min = float(kappa) * self_pull_bound(history, n_hat) * np.linalg.norm(problem.X_private, axis=1)
+        noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g,
+                                             margin_min=margin_min)
         # research hook "_guard_z" (scripts/center_and_start.py variants GZ15 / GZ2): another
         # threshold for this test only (docs/results/tuning_notes.md, GUARD_Z)
         keep = noisy_gain > getattr(self, "_guard_z", GUARD_Z) * sigma_g
@@ -251,7 +262,7 @@ class NoisyGDMethod(LinearHead):
                                            "guard_releases": float(releases)})
 
     def _noisy_paired_gain(self, problem: NoisyGDProblem, W_new: np.ndarray, W_base: np.ndarray, *,
-                           stream: int, sigma: float | None = None) -> float:
+                           stream: int, sigma: float | None = None, margin_min: np.ndarray | None = None) -> float:
         """``sum_i w_{y_i} [1(W_new classifies x_i right) - 1(W_base classifies x_i right)] +
         N(0, sigma^2)`` over the private rows: the Gaussian mechanism on a sum of terms in
         ``[-w_max, w_max]`` with ``w_max <= 1``, so adding or removing one private row changes it
@@ -262,10 +273,21 @@ class NoisyGDMethod(LinearHead):
         the sum of per-class accuracy gains) and cannot reward majority-class predictions. The
         caller accounts it as one release. ``stream`` keeps the draw apart from the run's other
         releases (same seed). ``sigma``: the noise std (default the run's noise multiplier; the
-        guard's m releases' worth give ``sigma / sqrt(m)``, accounted as m releases)."""
+        guard's m releases' worth give ``sigma / sqrt(m)``, accounted as m releases).
+        ``margin_min`` (research hook ``_guard_self_pull``): ``W_new`` counts as right on row
+        ``i`` only with a margin above ``margin_min[i]``, a function of row ``i`` and public
+        quantities alone, so the sensitivity stays 1."""
         cfg = self.config
         X, y = problem.X_private, problem.y_private
-        d = ((X @ W_new).argmax(1) == y).astype(np.float64) - ((X @ W_base).argmax(1) == y)
+        if margin_min is None:
+            right_new = (X @ W_new).argmax(1) == y
+        else:
+            Z = X @ W_new
+            rows = np.arange(len(y))
+            zy = Z[rows, y].copy()
+            Z[rows, y] = -np.inf
+            right_new = zy - Z.max(1) > margin_min
+        d = right_new.astype(np.float64) - ((X @ W_base).argmax(1) == y)
         w = getattr(self, "_guard_weights", None)
         gain = float(np.sum(d if w is None else w[y] * d))
         rng = noise_rng(cfg.noise, cfg.seed, stream)
@@ -840,6 +862,7 @@ class NoisyGDMethod(LinearHead):
             if on_step is not None and on_step(rec):
                 stopped = True  # cancelled here: the guard is not released
         if n_guard and not stopped and res.steps > 0:
+            self._guard_pull_inputs = (res.history, opts.n_hat)  # public: the run's step records
             self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + n_guard,
                                               total=total_releases, releases=n_guard)
             ledger.release(release, what="public-start guard", count=n_guard)

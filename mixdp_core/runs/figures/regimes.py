@@ -92,7 +92,8 @@ DRAW_RANGES: dict[str, Any] = {
     "shift": (0.0, 0.0, ("uniform", 0.5, 2.0)),  # one draw in three from a shifted public domain
 }
 #: At most this many float32 feature values per drawn regime (train + test rows × D): bounds a
-#: draw's time and memory; larger draws keep their classes and dimension and get fewer rows.
+#: draw's time and memory; larger draws keep their classes and dimension and get fewer rows
+#: (halved from 24 M after the references of draws 0–7 had run, before any private method had).
 DRAW_MAX_VALUES = 12_000_000
 
 

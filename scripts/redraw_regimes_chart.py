@@ -24,7 +24,8 @@ def main() -> None:
     src = Path(sys.argv[1])
     data = json.loads(src.read_text())
     fig = plt.figure(figsize=FIGURES.get("regimes").size)
-    draw_family(fig, family_curves(data["rows"]), [float(e) for e in data["params"]["epsilons"]])
+    eps = [float(e) for e in data["params"]["epsilons"]]
+    draw_family(fig, family_curves(data["rows"], eps), eps)
     fig.tight_layout()
     fig.savefig(src.with_suffix(".png"), dpi=130)
     print(src.with_suffix(".png"))

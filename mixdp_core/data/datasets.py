@@ -360,6 +360,9 @@ def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str
     """
     key, _ = parse_spec(dataset)
     if public_from is not None and parse_spec(public_from)[0] == "synthetic":
+        if public_from != "synthetic":
+            raise ConfigError("public_from", f"the synthetic public domain is named 'synthetic' alone (it takes no "
+                                             f"path), got {public_from!r}")
         if key != "synthetic":
             raise ConfigError("public_from", f"'synthetic' is the public domain of dataset 'synthetic' only, "
                                              f"not of {dataset!r}")

@@ -78,6 +78,10 @@ CAP_PREFIX = "budget_cap:"
 #: them from: left out of the data set's identity (see the module docstring).
 SELECTOR_OPTIONS = frozenset({"test_fraction", "split_seed", "max_per_class", "max_test_per_class", "download",
                               "root"})
+#: Loader options that change only the *public* rows a run may draw (the ``synthetic`` public
+#: domain's ``shift``, and its internal ``domain``): the private rows, and so their ledger, are
+#: the same at every value.
+PUBLIC_DOMAIN_OPTIONS = frozenset({"shift", "domain"})
 #: Run statuses whose privacy report counts (the run released a model and its metrics).
 COUNTED_STATUSES = (COMPLETED, CANCELLED)
 
@@ -131,11 +135,11 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     try:  # the loader's defaults, so that an option left at its default is the same data set
         params = inspect.signature(DATASETS.get(name)).parameters.values()
         opts = {p.name: p.default for p in params
-                if p.default is not inspect.Parameter.empty and p.name not in SELECTOR_OPTIONS
+                if p.default is not inspect.Parameter.empty and p.name not in SELECTOR_OPTIONS | PUBLIC_DOMAIN_OPTIONS
                 and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
     except UnknownNameError:  # a data set no longer registered: its runs still count, by their options
         pass
-    opts.update({k: v for k, v in kwargs.items() if k not in SELECTOR_OPTIONS})
+    opts.update({k: v for k, v in kwargs.items() if k not in SELECTOR_OPTIONS | PUBLIC_DOMAIN_OPTIONS})
     if opts:
         ident["options"] = {k: _number(opts[k]) for k in sorted(opts)}
     return ident

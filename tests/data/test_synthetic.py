@@ -163,3 +163,25 @@ def test_public_from_synthetic_takes_the_public_rows_from_the_shifted_domain_and
     with pytest.raises(ConfigError, match="domain: not an option of dataset 'synthetic'"):
         RunConfig(dataset="synthetic", encoder="pixels", method="only_public", dataset_kwargs={"domain": "public"},
                   public_from="synthetic")
+
+
+def test_the_shift_reaches_the_episodes_figure_and_leaves_the_privacy_ledger_key_alone():
+    """Every path that loads a synthetic public domain goes through ``public_source``: the
+    episodes figure's public rows are the public domain's (never private rows, same dimension);
+    and the shift changes only public rows, so the private data set's ledger key is the same."""
+    from mixdp_core.runs import ledger as L
+    from mixdp_core.runs.figures.base import Context
+    from mixdp_core.runs.figures.episodes import _episode_data
+
+    kw = {"classes": 6, "dim": 24, "train_per_class": 30, "test_per_class": 10, "separation": 4.0, "shift": 1.0}
+    ctx = Context(dataset="synthetic", encoder="pixels", dataset_kwargs=kw, public_from="synthetic")
+    d = _episode_data(ctx, 2, 0)
+    Xp, _ = d["public"]
+    assert Xp.shape == (12, 24) and d["pool"].shape[1] == 24
+    assert not (Xp[:, None, :] == d["X"][None]).all(-1).any()  # no private row among the public ones
+    assert L.dataset_key("synthetic", dataset_kwargs=kw) == L.dataset_key("synthetic", dataset_kwargs={**kw, "shift": 0.0})
+    assert L.dataset_key("synthetic", dataset_kwargs=kw) != L.dataset_key("synthetic", dataset_kwargs={**kw, "dim": 25})
+    from mixdp_core.runs.runner import RunConfig
+
+    with pytest.raises(ConfigError, match="public_from: the synthetic public domain is named 'synthetic' alone"):
+        RunConfig(dataset="synthetic", encoder="pixels", method="only_public", public_from="synthetic:x")

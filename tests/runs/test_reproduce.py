@@ -360,7 +360,7 @@ def test_regimes_report_the_guard_rate_and_every_property(env):
     # the chart can be redrawn from the JSON alone (scripts/redraw_regimes_chart.py): same curves
     from mixdp_core.runs.figures.regimes import family_curves
 
-    curves = family_curves(rows)
+    curves = family_curves(rows, TINY["regimes"]["epsilons"])
     assert list(curves) == ["many_class_100_d256", "ten_class_ir10"]
     for r in ada:
         e, a, op, _ = next(p for p in curves[r["regime"]] if p[0] == r["target_epsilon"])
@@ -568,8 +568,11 @@ def test_drawn_regimes_are_deterministic_within_the_stated_ranges_and_bounded():
         assert 2.0 - 0.01 <= ratio <= 6.0 + 0.01 and r["role"].startswith("validation")
     # the share of shifted draws is the stated one in three (40 draws: 5 to 22 is a 99.9 % band)
     assert 5 <= sum("shift" in r["dataset_kwargs"] for r in regs) <= 22
-    for bad in ("drawn_x", "drawn_-1", "nope"):
+    for bad in ("drawn_x", "drawn_-1", "drawn_²", "nope"):
         with pytest.raises(ConfigError, match="regimes: unknown regime"):
             regime_by_name(bad)
     with pytest.raises(ConfigError, match=r"regimes: a drawn regime's index must be an integer in \[0, 1000000\)"):
         drawn_regime(10**6)
+    for bad in (None, 2.5, "3", True):
+        with pytest.raises(ConfigError, match="regimes: a drawn regime's index must be an integer"):
+            drawn_regime(bad)

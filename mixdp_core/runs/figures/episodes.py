@@ -95,8 +95,13 @@ def _episode_data(ctx: Context, n_pub: int, seed: int) -> dict[str, Any]:
                                        for c in classes])) if n_pub else np.zeros(0, np.int64)
 
     if ctx.public_from is not None:
-        src = get_features(ctx.public_from, ctx.encoder, cache_dir=ctx.cache_dir, encoder_kwargs=ctx.encoder_kwargs,
-                           progress=ctx.progress)
+        from ...data.datasets import public_source
+
+        # the synthetic public domain needs the run's own options (public_source); a real
+        # second domain loads with its defaults
+        pub_spec, pub_kw = public_source(ctx.dataset, dict(ctx.dataset_kwargs), ctx.public_from)
+        src = get_features(pub_spec, ctx.encoder, cache_dir=ctx.cache_dir, encoder_kwargs=ctx.encoder_kwargs,
+                           progress=ctx.progress, **pub_kw)
         Xs = np.concatenate([src.X_train, src.X_test]).astype(np.float32)
         ys_names = np.asarray(src.class_names)[np.concatenate([src.y_train, src.y_test])]
         missing = [c for c in names if c not in set(src.class_names)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
@@ -91,7 +92,8 @@ DRAW_RANGES: dict[str, Any] = {
     "ambiguity": ("uniform", 0.0, 0.1),
     "shift": (0.0, 0.0, ("uniform", 0.5, 2.0)),  # one draw in three from a shifted public domain
 }
-#: At most this many float32 feature values per drawn regime (train + test rows × D): bounds a
+#: At most this many float32 feature values per drawn regime's private domain (train + test rows
+#: × D; a shifted draw builds its public domain of the same size and uses k rows of it): bounds a
 #: draw's time and memory; larger draws keep their classes and dimension and get fewer rows
 #: (halved from 24 M after the references of draws 0–7 had run, before any private method had).
 DRAW_MAX_VALUES = 12_000_000
@@ -113,7 +115,7 @@ def drawn_regime(index: int) -> dict[str, Any]:
     Raises:
         ConfigError: ``index`` is not an integer in [0, 10⁶).
     """
-    if isinstance(index, bool) or not float(index).is_integer() or not 0 <= int(index) < 10**6:
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= int(index) < 10**6:
         raise ConfigError("regimes", f"a drawn regime's index must be an integer in [0, 1000000), got {index!r}")
     g = np.random.default_rng([int(index), 0xD4A3])
     d = {k: _draw(g, v) for k, v in DRAW_RANGES.items()}
@@ -146,22 +148,21 @@ def regime_by_name(name: str) -> dict[str, Any]:
     by_name = {r["name"]: r for r in REGIME_FAMILY}
     if name in by_name:
         return by_name[name]
-    if name.startswith("drawn_") and name[6:].isdigit():
-        return drawn_regime(int(name[6:]))
+    m = re.fullmatch(r"drawn_([0-9]+)", name)
+    if m:
+        return drawn_regime(int(m.group(1)))
     raise ConfigError("regimes", f"unknown regime {name!r}; choose from {', '.join(by_name)} or drawn_<i> "
                                  "(a regime drawn at random, i >= 0)")
 
 
-def family_curves(rows: Sequence[Mapping[str, Any]]) -> dict[str, list]:
-    """``{regime: [(ε, AdaMix, Only-Public, Fully-Private), ...]}`` (mean test errors) from the
-    rows the figure writes to its JSON (``test_error_mean`` per regime, method and ε)."""
+def family_curves(rows: Sequence[Mapping[str, Any]], eps: Sequence[float]) -> dict[str, list]:
+    """``{regime: [(ε, AdaMix, Only-Public, Fully-Private), ...]}`` over the figure's ``eps``
+    (mean test errors, ``None`` where missing) from the rows the figure writes to its JSON
+    (``test_error_mean`` per regime, method and ε)."""
     by = {(r["regime"], r["method"], r["target_epsilon"]): r["test_error_mean"] for r in rows}
-    out: dict[str, list] = {}
-    for reg in dict.fromkeys(r["regime"] for r in rows):
-        eps = sorted({e for (g, m, e) in by if g == reg and m == "adamix" and e is not None})
-        out[reg] = [(e, by.get((reg, "adamix", e)), by.get((reg, "only_public", None)),
-                     by.get((reg, "fully_private", e))) for e in eps]
-    return out
+    return {reg: [(float(e), by.get((reg, "adamix", float(e))), by.get((reg, "only_public", None)),
+                   by.get((reg, "fully_private", float(e)))) for e in eps]
+            for reg in dict.fromkeys(r["regime"] for r in rows)}
 
 
 def draw_family(fig: Any, curves: Mapping[str, list], eps: Sequence[float]) -> None:

@@ -203,6 +203,22 @@ def regime_splits(name: str, seeds):
         yield seed, make_split(fs, spec, public_features=pub)
 
 
+def guard_off_fits(argv: list[str]):
+    """``(regime, epsilon, seed, split, only_public, adamix)`` per seed of ``argv = [REGIME,
+    EPSILON, SEEDS]``: Only-Public and AdaMix with the guard off (noise drawn from the seed, a
+    research run) on each split, one BLAS thread; the guard diagnostics' common part."""
+    from threadpoolctl import threadpool_limits
+
+    from mixdp_core.methods import make_method
+
+    reg, eps, seeds = argv[0], float(argv[1]), [int(s) for s in argv[2].split(",")]
+    for seed, sp in regime_splits(reg, seeds):
+        with threadpool_limits(1):
+            op = make_method("only_public").fit(sp)
+            m = make_method("adamix", target_epsilon=eps, seed=seed, noise="reproducible", public_guard=False).fit(sp)
+        yield reg, eps, seed, sp, op, m
+
+
 def main() -> None:
     from variants_parallel import print_tables, run  # the same jobs and table, in this process
 

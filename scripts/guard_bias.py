@@ -20,16 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 def main() -> None:
     import numpy as np
-    from threadpoolctl import threadpool_limits
 
-    from center_and_start import regime_splits
-    from mixdp_core.methods import make_method
+    from center_and_start import guard_off_fits
 
-    reg, eps, seeds = sys.argv[1], float(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
-    for seed, sp in regime_splits(reg, seeds):
-        with threadpool_limits(1):
-            op = make_method("only_public").fit(sp)
-            m = make_method("adamix", target_epsilon=eps, seed=seed, noise="reproducible", public_guard=False).fit(sp)
+    for reg, eps, seed, sp, op, m in guard_off_fits(sys.argv[1:4]):
         y = sp.y_private
         d = (m.predict(sp.X_private) == y).astype(float) - (op.predict(sp.X_private) == y)
         per_class = [d[y == c].mean() for c in range(sp.n_classes) if np.any(y == c)]

@@ -30,24 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 def main() -> None:
     import numpy as np
-    from threadpoolctl import threadpool_limits
 
-    from center_and_start import regime_splits
-    from mixdp_core.methods import make_method
+    from center_and_start import guard_off_fits
+    from mixdp_core.methods._linear import logit_margins
     from mixdp_core.methods.adamix.engine import self_pull_bound
 
-    reg, eps, seeds = sys.argv[1], float(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
-    for seed, sp in regime_splits(reg, seeds):
-        with threadpool_limits(1):
-            op = make_method("only_public").fit(sp)
-            m = make_method("adamix", target_epsilon=eps, seed=seed, noise="reproducible", public_guard=False).fit(sp)
+    for reg, eps, seed, sp, op, m in guard_off_fits(sys.argv[1:4]):
         pull = self_pull_bound(m.history_, float(m.n_hat_))
         y = sp.y_private
-        Z = np.asarray(m.decision_function(sp.X_private), dtype=np.float64)
-        rows = np.arange(len(y))
-        others = Z.copy()
-        others[rows, y] = -np.inf
-        margin = Z[rows, y] - others.max(1)
+        margin = logit_margins(np.asarray(m.decision_function(sp.X_private), dtype=np.float64), y)
         xn = np.linalg.norm(m.feature_map_(sp.X_private), axis=1)  # the run's own coordinates
         start = op.predict(sp.X_private) == y
         plain = float(np.sum((margin > 0).astype(float) - start))

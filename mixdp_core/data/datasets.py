@@ -342,6 +342,9 @@ def load_synthetic_dataset(root: str | None = None, *, classes: int = 10, dim: i
 
 #: Loader options a run never sets itself: :func:`public_source` sets them.
 _INTERNAL_DATASET_ARGS = frozenset({"domain"})
+#: Loader options that change only the *public* rows a run may draw (the ``synthetic`` public
+#: domain): the private rows, and so their privacy ledger, are the same at every value.
+PUBLIC_DOMAIN_OPTIONS = frozenset({"shift"}) | _INTERNAL_DATASET_ARGS
 
 
 def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str | None

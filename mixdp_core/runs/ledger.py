@@ -78,10 +78,6 @@ CAP_PREFIX = "budget_cap:"
 #: them from: left out of the data set's identity (see the module docstring).
 SELECTOR_OPTIONS = frozenset({"test_fraction", "split_seed", "max_per_class", "max_test_per_class", "download",
                               "root"})
-#: Loader options that change only the *public* rows a run may draw (the ``synthetic`` public
-#: domain's ``shift``, and its internal ``domain``): the private rows, and so their ledger, are
-#: the same at every value.
-PUBLIC_DOMAIN_OPTIONS = frozenset({"shift", "domain"})
 #: Run statuses whose privacy report counts (the run released a model and its metrics).
 COUNTED_STATUSES = (COMPLETED, CANCELLED)
 
@@ -121,7 +117,7 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     Raises:
         ConfigError: ``dataset``: not a non-empty string.
     """
-    from ..data.datasets import DATASETS, parse_spec
+    from ..data.datasets import DATASETS, PUBLIC_DOMAIN_OPTIONS, parse_spec
 
     if not isinstance(dataset, str) or not dataset.strip():
         raise ConfigError("dataset", f"must be a dataset spec such as 'digits', got {dataset!r}")
@@ -132,14 +128,15 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     if path:
         ident["path"] = os.path.realpath(os.path.expanduser(str(path)))
     opts: dict[str, Any] = {}
+    left_out = SELECTOR_OPTIONS | PUBLIC_DOMAIN_OPTIONS  # neither changes which private rows these are
     try:  # the loader's defaults, so that an option left at its default is the same data set
         params = inspect.signature(DATASETS.get(name)).parameters.values()
         opts = {p.name: p.default for p in params
-                if p.default is not inspect.Parameter.empty and p.name not in SELECTOR_OPTIONS | PUBLIC_DOMAIN_OPTIONS
+                if p.default is not inspect.Parameter.empty and p.name not in left_out
                 and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
     except UnknownNameError:  # a data set no longer registered: its runs still count, by their options
         pass
-    opts.update({k: v for k, v in kwargs.items() if k not in SELECTOR_OPTIONS | PUBLIC_DOMAIN_OPTIONS})
+    opts.update({k: v for k, v in kwargs.items() if k not in left_out})
     if opts:
         ident["options"] = {k: _number(opts[k]) for k in sorted(opts)}
     return ident

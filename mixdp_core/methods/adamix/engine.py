@@ -279,11 +279,20 @@ def averaged_logit_noise_std(*, step_cap: float, weight_decay: float, steps: int
     eta = np.full(T, float(step_cap))
     if weight_decay > 0:
         eta = np.minimum(eta, 2.0 / (weight_decay * (t + 1.0)))
-    c = 2.0 * t / (T * (T + 1.0))  # c[t-1]: weight of iterate t
-    A = np.zeros(T + 1)  # A[j]: weight on the noise injected at step j (enters iterates j+1..T)
-    for j in range(T - 1, 0, -1):
-        A[j] = c[j] + (1.0 - eta[j] * weight_decay) * A[j + 1]
-    return float(noise_std * math.sqrt(float(np.sum((eta[: T - 1] * A[1:T]) ** 2))))
+    return float(noise_std * math.sqrt(float(np.sum(_update_weights(eta, weight_decay) ** 2))))
+
+
+def _update_weights(eta: np.ndarray, weight_decay: float) -> np.ndarray:
+    """``eta_j A_j`` for the updates of steps ``j = 1..T`` (0-based here): the total weight the
+    released t-weighted average ``sum_t 2 t w_t / (T (T + 1))`` puts on step j's update, which
+    enters iterates ``j+1..T`` contracted by ``1 - eta lambda`` per later step (backward
+    recursion ``A_j = c_{j+1} + (1 - eta_{j+1} lambda) A_{j+1}``; the last update never enters)."""
+    T = len(eta)
+    c = 2.0 * np.arange(1, T + 1) / (T * (T + 1.0))  # c[t-1]: weight of iterate t
+    A = np.zeros(T)
+    for j in range(T - 2, -1, -1):
+        A[j] = c[j + 1] + (1.0 - eta[j + 1] * weight_decay) * A[j + 1]
+    return eta * A
 
 
 def self_pull_bound(history: list, n_hat: float) -> float:
@@ -307,12 +316,8 @@ def self_pull_bound(history: list, n_hat: float) -> float:
         return 0.0
     eta = np.array([h.extra["lr"] for h in steps], dtype=float)
     tau = np.array([h.clip_norm for h in steps], dtype=float)
-    lam = float(steps[0].extra["weight_decay"])
-    c = 2.0 * np.arange(1, T + 1) / (T * (T + 1.0))  # weight of iterate t in the average
-    A = np.zeros(T + 1)  # A[j]: weight on the update of step j (0-based; enters iterates j+2..T)
-    for j in range(T - 2, -1, -1):
-        A[j] = c[j + 1] + (1.0 - eta[j + 1] * lam) * A[j + 1]
-    return float(math.sqrt(2.0) * np.sum(eta * tau * A[:T]) / float(n_hat))
+    w = _update_weights(eta, float(steps[0].extra["weight_decay"]))
+    return float(math.sqrt(2.0) * np.sum(w * tau) / float(n_hat))
 
 
 def theorem3_weight_decay(

@@ -46,6 +46,7 @@ from .engine import (
     effective_weight_decay,
     log_prior,
     run_noisygd,
+    self_pull_bound,
     shrunk_class_counts,
     theorem3_weight_decay,
 )
@@ -246,8 +247,6 @@ class NoisyGDMethod(LinearHead):
         kappa = getattr(self, "_guard_self_pull", None)
         margin_min = None
         if kappa:
-            from .engine import self_pull_bound
-
             history, n_hat = self._guard_pull_inputs
             margin_min = float(kappa) * self_pull_bound(history, n_hat) * np.linalg.norm(problem.X_private, axis=1)
         noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g,
@@ -282,11 +281,7 @@ class NoisyGDMethod(LinearHead):
         if margin_min is None:
             right_new = (X @ W_new).argmax(1) == y
         else:
-            Z = X @ W_new
-            rows = np.arange(len(y))
-            zy = Z[rows, y].copy()
-            Z[rows, y] = -np.inf
-            right_new = zy - Z.max(1) > margin_min
+            right_new = logit_margins(X @ W_new, y) > margin_min
         d = right_new.astype(np.float64) - ((X @ W_base).argmax(1) == y)
         w = getattr(self, "_guard_weights", None)
         gain = float(np.sum(d if w is None else w[y] * d))

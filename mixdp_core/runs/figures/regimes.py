@@ -281,7 +281,6 @@ def _regimes(ctx: Context) -> FigureOutput:
     variants = _variants(p, ADAMIX_FAMILY)
     md: list[str] = []
     out_rows: list[dict[str, Any]] = []
-    curves: dict[str, list] = {}
     summary = []
     for reg in chosen:
         kw = dict(reg["dataset_kwargs"])
@@ -343,15 +342,13 @@ def _regimes(ctx: Context) -> FigureOutput:
             out_rows.append({"regime": reg["name"], "role": reg["role"], "method": lab, "target_epsilon": e,
                              "test_error_mean": m, "guard_released": (sum(guard[e]) / len(guard[e]))
                              if lab == "adamix" and guard.get(e) else None})
-        curves[reg["name"]] = [(e, err.get(("adamix", e)), err.get(("only_public", None)),
-                                err.get(("fully_private", e))) for e in eps]
     head = ["**Properties per regime** (✓ holds, ✗ fails, n/a does not apply; after each mark the tightest "
             "cell's slack, negative where it fails, in points (for (c) points of relative gain) ± its standard error "
             "paired over the split seeds: a slack within about two standard errors of 0 could flip with other seeds)", ""]
     head += _table(["regime", "role", "(a)", "(b)", "(c)", "(d)"], summary) + [""]
 
     def draw(fig: Any) -> None:
-        draw_family(fig, curves, eps)
+        draw_family(fig, family_curves(out_rows, eps), eps)  # the JSON's rows: a redraw draws the same
 
     setup = (f"{len(chosen)} `synthetic` regimes (data model in `mixdp_core/data/synthetic.py`), δ = "
              f"{p.get('delta', 1e-5):g}, seeds {list(p['seeds'])}, scale {scale:g}")

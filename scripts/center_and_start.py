@@ -104,6 +104,12 @@ VARIANTS = {
     "SP1": ("adamix", {"_guard_self_pull": 1.0}),
     "SP05": ("adamix", {"_guard_self_pull": 0.5}),
     "SP025": ("adamix", {"_guard_self_pull": 0.25}),
+    # the guard's count on first-order leave-one-out logits (each row's own tracked pull removed;
+    # tuning_notes.md, "A first-order leave-one-out count"), alone and class-weighted where imbalanced
+    "LOO": ("adamix", {"_guard_loo": True}),
+    "LOOB": ("adamix", {"_guard_loo": True, "guard_rule": "balanced_when_imbalanced"}),
+    "LOOZ0": ("adamix", {"_guard_loo": True, "_guard_z": 0.0}),
+    "LOOH": ("adamix", {"_guard_loo": True, "_guard_harm": 0.5}),
     # the start's cap made continuous in T: relaxed by (burn-in / T)^p within the burn-in
     "CR0": ("adamix", {"_cap_relax_power": 0.0}),
     "CR05": ("adamix", {"_cap_relax_power": 0.5}),
@@ -203,10 +209,11 @@ def regime_splits(name: str, seeds):
         yield seed, make_split(fs, spec, public_features=pub)
 
 
-def guard_off_fits(argv: list[str]):
+def guard_off_fits(argv: list[str], **hooks):
     """``(regime, epsilon, seed, split, only_public, adamix)`` per seed of ``argv = [REGIME,
     EPSILON, SEEDS]``: Only-Public and AdaMix with the guard off (noise drawn from the seed, a
-    research run) on each split, one BLAS thread; the guard diagnostics' common part."""
+    research run) on each split, one BLAS thread; the guard diagnostics' common part. ``hooks``:
+    research attributes set on the AdaMix instance before its fit (e.g. ``_guard_loo=True``)."""
     from threadpoolctl import threadpool_limits
 
     from mixdp_core.methods import make_method
@@ -215,7 +222,10 @@ def guard_off_fits(argv: list[str]):
     for seed, sp in regime_splits(reg, seeds):
         with threadpool_limits(1):
             op = make_method("only_public").fit(sp)
-            m = make_method("adamix", target_epsilon=eps, seed=seed, noise="reproducible", public_guard=False).fit(sp)
+            m = make_method("adamix", target_epsilon=eps, seed=seed, noise="reproducible", public_guard=False)
+            for k, v in hooks.items():
+                setattr(m, k, v)
+            m.fit(sp)
         yield reg, eps, seed, sp, op, m
 
 

@@ -35,7 +35,7 @@ def main() -> None:
     from mixdp_core.methods._linear import logit_margins
     from mixdp_core.methods.adamix.engine import self_pull_bound
 
-    for reg, eps, seed, sp, op, m in guard_off_fits(sys.argv[1:4]):
+    for reg, eps, seed, sp, op, m in guard_off_fits(sys.argv[1:4], _guard_loo=True):
         pull = self_pull_bound(m.history_, float(m.n_hat_))
         y = sp.y_private
         margin = logit_margins(np.asarray(m.decision_function(sp.X_private), dtype=np.float64), y)
@@ -43,9 +43,12 @@ def main() -> None:
         start = op.predict(sp.X_private) == y
         plain = float(np.sum((margin > 0).astype(float) - start))
         robust = float(np.sum((margin > pull * xn).astype(float) - start))
+        # first-order leave-one-out: the logits without each row's own tracked pull
+        z = np.asarray(m.decision_function(sp.X_private), dtype=np.float64) - m._guard_pull_shift
+        loo = float(np.sum((z.argmax(1) == y).astype(float) - start))
         test = np.mean(m.predict(sp.X_test) == sp.y_test) - np.mean(op.predict(sp.X_test) == sp.y_test)
         print(f"{reg} seed {seed} eps {eps:g}: guard's count {plain:+.0f} rows, without each row's own pull "
-              f"{robust:+.0f} (noise std {m.noise_multiplier_:g}; pull bound {pull:.3g} per unit norm, median "
+              f"{robust:+.0f}, first-order leave-one-out {loo:+.0f} (noise std {m.noise_multiplier_:g}; pull bound {pull:.3g} per unit norm, median "
               f"margin {np.median(margin):.3g}) | test {100 * test:+.1f} pts", flush=True)
 
 

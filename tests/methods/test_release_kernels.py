@@ -506,3 +506,23 @@ def test_every_kernel_applies_the_logit_offset(kernel, C):
     # a constant offset changes nothing (softmax is shift-invariant)
     same, _, _ = private_release(X, y, W, tau, None, kernel=kernel, logit_offset=np.full(C, -2.5, np.float32))
     np.testing.assert_allclose(same, plain, rtol=1e-4, atol=2e-5 * scale)
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "numba", "torch"])
+@pytest.mark.parametrize("C", [2, 5])
+def test_every_kernel_writes_the_clipped_residuals_where_asked(kernel, C):
+    """``resid_out`` (the guard's leave-one-out tracking) receives ``c_i (p_i - y_i)`` from every
+    backend, with and without a logit offset, and asking for it changes nothing released."""
+    X, y, _, _, W = _data(C=C)
+    tau = 0.3
+    for b in (None, np.log(np.linspace(1.0, 9.0, C) / np.linspace(1.0, 9.0, C).sum()).astype(np.float32)):
+        E, _ = softmax_residual(X.astype(np.float64) @ W.astype(np.float64)
+                                + (0.0 if b is None else b.astype(np.float64)), y)
+        n = np.linalg.norm(X.astype(np.float64), axis=1) * np.linalg.norm(E, axis=1)
+        ref = E * np.where(n > 0, np.minimum(1.0, tau / np.where(n > 0, n, 1.0)), 1.0)[:, None]  # row 7: x = 0
+        out = np.full((len(y), C), np.nan)
+        got = private_release(X, y, W, tau, None, kernel=kernel, logit_offset=b, resid_out=out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+        plain = private_release(X, y, W, tau, None, kernel=kernel, logit_offset=b)
+        for u, v in zip(got, plain):
+            np.testing.assert_array_equal(u, v)

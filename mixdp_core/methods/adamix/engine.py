@@ -158,6 +158,10 @@ class NoisyGDOptions:
     subspace_every: int = 0
     logit_offset: Optional[np.ndarray] = None
     public_logit_offset: Optional[np.ndarray] = None
+    #: track each private row's own pull on its own logits in the output
+    #: (:attr:`NoisyGDResult.self_pull`; the guard's leave-one-out count): the kernel also
+    #: writes its clipped residuals, an (N, C) array, and two (N, C) recursions run per step
+    track_self_pull: bool = False
 
 
 @dataclass
@@ -171,6 +175,11 @@ class NoisyGDResult:
     clip_norms: list[float] = field(default_factory=list)
     #: the output (released average) after ``snapshot_at`` steps, if asked and reached
     snapshot: Optional[np.ndarray] = None
+    #: ``(N, C)``, with ``opts.track_self_pull``: row i's own clipped gradients' total change to
+    #: its own logits in the output (:func:`run_noisygd`); ``snapshot_self_pull`` the same at
+    #: ``snapshot_at``. Owner's view (reads private rows), never released.
+    self_pull: Optional[np.ndarray] = None
+    snapshot_self_pull: Optional[np.ndarray] = None
 
 
 def percentile_linear(a: np.ndarray, q: float) -> float:
@@ -381,6 +390,7 @@ def private_release(
     threads: Optional[int] = None,
     on_sum: Optional[Callable[[np.ndarray], None]] = None,
     logit_offset: Optional[np.ndarray] = None,
+    resid_out: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One Gaussian-mechanism release of AdaMix / NoisyGD, back-projected to ``(D, C)``.
 
@@ -416,6 +426,8 @@ def private_release(
         logit_offset: ``(C,)`` fixed offset ``b`` of the logit-adjusted loss, ``p_i =
             softmax(x_i W + b)`` (None = 0); it must be public or already released. The
             sensitivity stays ``tau`` (the clip bounds each term whatever ``b`` is).
+        resid_out: optional ``(N, C)`` float64 array receiving the clipped residuals ``c_i (p_i
+            - y_i)`` (owner's view; the release does not depend on it).
 
     Returns:
         ``(released, ratio, loss)``: the back-projected noisy sum ``(D, C)`` in ``X``'s float
@@ -423,7 +435,7 @@ def private_release(
     """
     S, ratio, loss = get_kernel(kernel).clipped_sum(
         X, y, W, tau, basis, x_norm=x_norm, XB=XB, X_Qp=X_Qp, block_rows=block_rows, threads=threads,
-        ratio_out=ratio_out, loss_out=loss_out, logit_offset=logit_offset)
+        ratio_out=ratio_out, loss_out=loss_out, logit_offset=logit_offset, resid_out=resid_out)
     if on_sum is not None:
         on_sum(S)
     noisy = S if noise is None else S + noise
@@ -523,6 +535,7 @@ def run_noisygd(
     # for ratio, loss and ratio**2 at every step cost ~0.04 of a stream pass over the
     # 50,000 x 1,280 X (allocation and first-touch page faults; 0.004 reused, side by side)
     ratio_buf, loss_buf, sq_buf = np.empty(N), np.empty(N), np.empty(N)
+    resid_buf = np.empty((N, C)) if opts.track_self_pull else None  # the kernel's clipped residuals
     history: list[StepRecord] = []
     clip_norms: list[float] = []
     lam: Optional[float] = None
@@ -530,6 +543,13 @@ def run_noisygd(
     executed = 0
     live = step_observer()  # the runner's live view (minority accuracy, pDP so far), else None
     snapshot: Optional[np.ndarray] = None
+    # Own pull (opts.track_self_pull): P_i, row i's own clipped gradients' share of the current
+    # iterate's logits x_i W, and Q_i its share of the released average's, carried by the same
+    # linear recursions as W and W_avg (decay, average, ball projection); the loss's curvature
+    # (row i's effect on the other rows' residuals) is left out, a first-order leave-one-out.
+    pull_P = np.zeros((N, C)) if opts.track_self_pull else None
+    pull_Q = np.zeros((N, C)) if opts.track_self_pull else None
+    snapshot_pull: Optional[np.ndarray] = None
 
     # AdaMix Fig. 6 (owner's view, opts.subspace_every > 0): the random subspaces compared with the
     # public one, drawn once per dimension from a seeded generator (a diagnostic, not a release)
@@ -568,8 +588,16 @@ def run_noisygd(
                 diag["subspace_dim"] = float(basis.dim)
         noisy, ratio, loss_q = private_release(Xq, yq, W, tau, basis, noise=z, kernel=kernel, x_norm=xq_norm, XB=XB,
                                                X_Qp=X_Qp, ratio_out=ratio_buf, loss_out=loss_buf, on_sum=on_sum,
-                                               logit_offset=opts.logit_offset)
+                                               logit_offset=opts.logit_offset, resid_out=resid_buf)
         pdp += np.square(ratio, out=sq_buf)
+        own = None
+        if pull_P is not None:
+            # row i's released term U U^T c_i x_i r_i^T moves its own logits by ||U^T x_i||^2 e_i
+            # (e_i = c_i r_i, the kernel's clipped residual); the ratio is ||U^T x_i|| ||e_i|| / tau,
+            # so ||U^T x_i||^2 = (ratio_i tau / ||e_i||)^2 whatever the projection
+            en = np.linalg.norm(resid_buf, axis=1)
+            nu_sq = np.divide(np.square(ratio * float(tau)), np.square(en), out=np.zeros(N), where=en > 0)
+            own = resid_buf * nu_sq[:, None]
         executed = t
         notify_release(t, W, noisy, tau)
 
@@ -602,15 +630,24 @@ def run_noisygd(
             # w_bar_t = sum_{s<=t} 2 s w_s / (t (t+1)), incremental (Thm. 3); w_t is the
             # iterate at which this step's gradient was taken.
             W_avg = W_avg * np.float32((t - 1) / (t + 1)) + W * np.float32(2.0 / (t + 1))
+            if pull_Q is not None:
+                pull_Q = pull_Q * ((t - 1) / (t + 1)) + pull_P * (2.0 / (t + 1))
         W = W - np.float32(eta) * grad
+        if pull_P is not None:
+            scale_n = float(inv_n) if smooth else 1.0
+            pull_P = (1.0 - float(eta) * lam) * pull_P - float(eta) * scale_n * own
         if R_ball is not None:
             # projection onto W = {||w - w_ref|| <= R} (Alg. 1, last line; post-processing)
             dist = float(np.linalg.norm(W - W_ref))
             if dist > R_ball:
                 W = W_ref + (W - W_ref) * np.float32(R_ball / dist)
+                if pull_P is not None:
+                    pull_P = pull_P * (R_ball / dist)
         out = W_avg if averaged else W
         if t == snapshot_at:
             snapshot = np.array(out, dtype=np.float32)
+            if pull_P is not None:
+                snapshot_pull = (pull_Q if averaged else pull_P).copy()
         clip_norms.append(tau)
 
         test_err = None
@@ -632,5 +669,8 @@ def run_noisygd(
         if on_step is not None and on_step(rec):
             break
     out = (W_avg if opts.schedule in ("theorem3", "smooth") else W) if executed > 0 else W
+    pull = None
+    if pull_P is not None:
+        pull = (pull_Q if opts.schedule in ("theorem3", "smooth") else pull_P) if executed > 0 else np.zeros((N, C))
     return NoisyGDResult(W=np.array(out, dtype=np.float32), steps=executed, history=history, pdp_sq_ratio_sum=pdp,
-                         clip_norms=clip_norms, snapshot=snapshot)
+                         clip_norms=clip_norms, snapshot=snapshot, self_pull=pull, snapshot_self_pull=snapshot_pull)

@@ -64,6 +64,24 @@ class RunSetup(NamedTuple):
     options: NoisyGDOptions
 
 
+def guard_z_for_harm(harm_points: float, n_private: float, sigma: float) -> float:
+    """Smallest threshold z >= 0 (in noise stds) of the guard's one-sided test whose worst-case
+    expected harm is at most ``harm_points`` points of error on ``n_private`` rows.
+
+    With an unbiased paired count of true gain ``-g`` rows (the private model worse by g), the
+    test releases it with probability ``Phi(-g/sigma - z)``: expected harm ``g Phi(-g/sigma -
+    z)`` rows, largest at some g of order sigma; ``f(z) = sup_x x Phi(-x - z)`` (f(0) = 0.17,
+    f(1) = 0.034). Returns the smallest z with ``100 sigma f(z) / n_private <= harm_points``.
+    Research hook ``_guard_harm`` (public inputs: the released count, sigma)."""
+    from scipy.special import ndtr
+
+    x = np.linspace(0.0, 4.0, 801)[:, None]
+    zs = np.linspace(0.0, 4.0, 401)
+    f = np.max(x * ndtr(-x - zs[None, :]), axis=0)  # decreasing in z
+    ok = 100.0 * sigma * f / max(n_private, 1.0) <= harm_points
+    return float(zs[np.argmax(ok)]) if ok.any() else float(zs[-1])
+
+
 def _class_scaled_alignment(C: int) -> float:
     """The assumed alignment of the clipped gradient sum at C classes: ``BURN_IN_ALIGNMENT``
     (set at ``BURN_IN_CLASSES``) times ``sqrt(BURN_IN_CLASSES / C)``. The class-scaled start's
@@ -249,11 +267,19 @@ class NoisyGDMethod(LinearHead):
         if kappa:
             history, n_hat = self._guard_pull_inputs
             margin_min = float(kappa) * self_pull_bound(history, n_hat) * np.linalg.norm(problem.X_private, axis=1)
+        # research hook "_guard_loo" (docs/results/tuning_notes.md, "A first-order leave-one-out
+        # count"): the private model is counted on each row's logits without that row's own
+        # pull (the engine's track_self_pull), a function of the row and the releases only
+        loo_shift = getattr(self, "_guard_pull_shift", None) if getattr(self, "_guard_loo", False) else None
         noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g,
-                                             margin_min=margin_min)
+                                             margin_min=margin_min, logit_shift=loo_shift)
         # research hook "_guard_z" (scripts/center_and_start.py variants GZ15 / GZ2): another
         # threshold for this test only (docs/results/tuning_notes.md, GUARD_Z)
-        keep = noisy_gain > getattr(self, "_guard_z", GUARD_Z) * sigma_g
+        z = getattr(self, "_guard_z", GUARD_Z)
+        harm = getattr(self, "_guard_harm", None)
+        if harm is not None:  # research hook: the smallest z whose worst-case expected harm is <= harm points
+            z = guard_z_for_harm(float(harm), float(self._guard_n_private), sigma_g)
+        keep = noisy_gain > z * sigma_g
         W = W_private if keep else W_start.copy()
         self.guard_kept_private_ = bool(keep)
         return W, self._test_record(problem, W, step=step, total=total,
@@ -261,7 +287,8 @@ class NoisyGDMethod(LinearHead):
                                            "guard_releases": float(releases)})
 
     def _noisy_paired_gain(self, problem: NoisyGDProblem, W_new: np.ndarray, W_base: np.ndarray, *,
-                           stream: int, sigma: float | None = None, margin_min: np.ndarray | None = None) -> float:
+                           stream: int, sigma: float | None = None, margin_min: np.ndarray | None = None,
+                           logit_shift: np.ndarray | None = None) -> float:
         """``sum_i w_{y_i} [1(W_new classifies x_i right) - 1(W_base classifies x_i right)] +
         N(0, sigma^2)`` over the private rows: the Gaussian mechanism on a sum of terms in
         ``[-w_max, w_max]`` with ``w_max <= 1``, so adding or removing one private row changes it
@@ -275,13 +302,18 @@ class NoisyGDMethod(LinearHead):
         guard's m releases' worth give ``sigma / sqrt(m)``, accounted as m releases).
         ``margin_min`` (research hook ``_guard_self_pull``): ``W_new`` counts as right on row
         ``i`` only with a margin above ``margin_min[i]``, a function of row ``i`` and public
-        quantities alone, so the sensitivity stays 1."""
+        quantities alone, so the sensitivity stays 1. ``logit_shift`` (research hook
+        ``_guard_loo``): ``(N, C)``, subtracted from ``W_new``'s logits before the count (row
+        ``i``'s own pull, a function of row ``i`` and the releases: sensitivity still 1)."""
         cfg = self.config
         X, y = problem.X_private, problem.y_private
+        Z_new = X @ W_new
+        if logit_shift is not None:
+            Z_new = Z_new - logit_shift
         if margin_min is None:
-            right_new = (X @ W_new).argmax(1) == y
+            right_new = Z_new.argmax(1) == y
         else:
-            right_new = logit_margins(X @ W_new, y) > margin_min
+            right_new = logit_margins(Z_new, y) > margin_min
         d = right_new.astype(np.float64) - ((X @ W_base).argmax(1) == y)
         w = getattr(self, "_guard_weights", None)
         gain = float(np.sum(d if w is None else w[y] * d))
@@ -770,6 +802,7 @@ class NoisyGDMethod(LinearHead):
         self.ref_distance_ = float(R)
         opts.ball_radius = R if (smooth and cfg.trust_region) else None
         opts.device = cfg.device  # kernel of the private release (same mechanism on every device)
+        opts.track_self_pull = bool(getattr(self, "_guard_loo", False))
         lip_pub = math.sqrt(2.0)  # ||g_j|| <= ||x_j|| ||p_j - y_j|| <= sqrt(2) for public rows
 
         def wd_fn(mult: float):
@@ -848,16 +881,21 @@ class NoisyGDMethod(LinearHead):
         history = all_hist if cfg.optimistic_tuning else head + res.history
         self.guard_kept_private_ = None
         self.checkpoint_kept_early_ = None
+        pull = res.self_pull  # None unless the research hook _guard_loo asked the engine for it
         if n_check and not stopped and res.snapshot is not None:
             self.W_, rec = self._checkpoint_test(problem, self.W_, res.snapshot, early_step=early_step,
                                                  step=total_steps + 1, total=total_releases)
+            if self.checkpoint_kept_early_:
+                pull = res.snapshot_self_pull
             ledger.release(release, what="checkpoint test")
             total_steps += 1
             history = history + [rec]
             if on_step is not None and on_step(rec):
                 stopped = True  # cancelled here: the guard is not released
+        self._guard_pull_shift = pull  # owner's view (research hook _guard_loo), never released
         if n_guard and not stopped and res.steps > 0:
             self._guard_pull_inputs = (res.history, opts.n_hat)  # public: the run's step records
+            self._guard_n_private = opts.n_hat_private
             self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + n_guard,
                                               total=total_releases, releases=n_guard)
             ledger.release(release, what="public-start guard", count=n_guard)

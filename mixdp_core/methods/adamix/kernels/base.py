@@ -46,6 +46,7 @@ class ReleaseKernel(ABC):
         ratio_out: Optional[np.ndarray] = None,
         loss_out: Optional[np.ndarray] = None,
         logit_offset: Optional[np.ndarray] = None,
+        resid_out: Optional[np.ndarray] = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The clipped per-sample gradient sum of the linear softmax head, and per-sample data.
 
@@ -80,6 +81,9 @@ class ReleaseKernel(ABC):
                 (the logit-adjusted loss; None = 0). ``b`` does not depend on the row, so
                 ``||g_i||_F = ||x_i|| ||p_i - y_i|| <= sqrt(2) ||x_i||`` still and the clip and
                 the sensitivity ``tau`` are unchanged.
+            resid_out: optional ``(N, C)`` float64 array that receives the clipped residuals
+                ``c_i (p_i - y_i)`` (owner's view: the engine's own-pull tracking for the guard's
+                leave-one-out count; nothing released depends on it).
 
         Returns:
             ``(S, ratio, loss)``.

@@ -90,7 +90,7 @@ def complement_maps(basis: ProjectionBasis, n_pub: int) -> tuple[np.ndarray, np.
     return np.ascontiguousarray(M1T, dtype=np.float32), np.ascontiguousarray(coef.T, dtype=np.float32)
 
 
-def fused_clipped_sum(X, y, W, x_norm, tau, ce_out, loss_out, threads, logit_offset=None) -> np.ndarray:
+def fused_clipped_sum(X, y, W, x_norm, tau, ce_out, loss_out, threads, logit_offset=None, resid_out=None) -> np.ndarray:
     """``(C, D)`` float64 ``sum_i c_i (p_i - y_i) x_i^T`` by the fused kernel; fills ``ce_out``
     with ``c_i ||p_i - y_i||`` and ``loss_out``. ``threads`` > 1: contiguous row ranges (the
     kernel releases the GIL), partial sums added in order. ``logit_offset``: ``(C,)`` ``b`` of
@@ -106,10 +106,13 @@ def fused_clipped_sum(X, y, W, x_norm, tau, ce_out, loss_out, threads, logit_off
     # the offsets relative to the last class, like the logits (that class's logit is 0)
     b = np.zeros(C, np.float64) if logit_offset is None else np.asarray(logit_offset, dtype=np.float64)
     off = np.ascontiguousarray(b[:-1] - b[-1], dtype=np.float32)
+    # (N, C) clipped residuals c_i (p_i - y_i) where asked (float64, written row by row), else a
+    # (0, C) placeholder the kernel skips
+    E = resid_out if resid_out is not None else np.empty((0, C))
 
     def part(lo: int, hi: int) -> np.ndarray:
         S = np.zeros((C, D))
-        numba_jit.clipped_sum(Xc, yc, VT, xn, float(tau), lo, hi, S, ce_out, loss_out, off)
+        numba_jit.clipped_sum(Xc, yc, VT, xn, float(tau), lo, hi, S, ce_out, loss_out, off, E)
         return S
 
     n_threads = max(1, min(int(threads or 1), -(-N // 4096)))
@@ -134,7 +137,7 @@ class NumbaKernel(ReleaseKernel):
     name = "numba"
 
     def clipped_sum(self, X, y, W, tau, basis, *, x_norm=None, XB=None, X_Qp=None, block_rows=None, threads=None,
-                    ratio_out=None, loss_out=None, logit_offset=None):
+                    ratio_out=None, loss_out=None, logit_offset=None, resid_out=None):
         if not (supports(X, basis, X_Qp) and available()):
             raise ValueError("fused kernel: needs numba, float32 X and no projection or a cached X_Qp")
         from . import numba_jit
@@ -155,7 +158,7 @@ class NumbaKernel(ReleaseKernel):
         y = np.asarray(y)
         if complement and XB is None:
             XB = X @ basis.B
-        ST = fused_clipped_sum(X, y, Wf, x_norm, tau, ratio, loss, threads, logit_offset)
+        ST = fused_clipped_sum(X, y, Wf, x_norm, tau, ratio, loss, threads, logit_offset, resid_out)
         # ratio holds c_i ||p_i - y_i|| -> r_i = c_i ||U^T x_i|| ||p_i - y_i|| / tau, block by block
         if basis is not None and (complement or via_qp):
             if complement:  # ||U^T x||^2 from [X B | X Q_p] and low-rank maps (see complement_maps)

@@ -180,8 +180,9 @@ if _numba is not None:
             out[i] = _expf(x[i])
 
     @_jit
-    def _residual_rows(Z, nr, y, xn, a, tau, ce, loss):  # pragma: no cover - compiled
-        """In place: logits Z[r] -> c_r (p_r - y_r) for the nr rows starting at a."""
+    def _residual_rows(Z, nr, y, xn, a, tau, ce, loss, E):  # pragma: no cover - compiled
+        """In place: logits Z[r] -> c_r (p_r - y_r) for the nr rows starting at a (also into E's
+        rows a.. where E has rows: the owner's-view residual output)."""
         C = Z.shape[1]
         for r in range(nr):
             m = Z[r, 0]
@@ -215,9 +216,12 @@ if _numba is not None:
             for c in range(C):
                 Z[r, c] *= cf32
             ce[a + r] = cf * en
+            if E.shape[0] > 0:
+                for c in range(C):
+                    E[a + r, c] = Z[r, c]
 
     @_jit
-    def clipped_sum(X, y, VT, xn, tau, lo, hi, S, ce, loss, off):  # pragma: no cover - compiled
+    def clipped_sum(X, y, VT, xn, tau, lo, hi, S, ce, loss, off, E):  # pragma: no cover - compiled
         """Add ``sum_{lo <= i < hi} c_i x_i (p_i - y_i)^T`` (transposed, ``(C, D)``) to ``S``.
 
         Args:
@@ -233,6 +237,8 @@ if _numba is not None:
             loss: ``(N,)`` float64, receives ``-log p_{i, y_i}`` (nats) on ``lo .. hi-1``.
             off: ``(C - 1,)`` float32 logit offsets relative to the last class, ``b_c - b_{C-1}``
                 (zeros: plain softmax).
+            E: ``(N, C)`` float64 receiving ``c_i (p_i - y_i)`` on ``lo .. hi-1``, or ``(0, C)``
+                to skip it.
         """
         D = X.shape[1]
         Cm = VT.shape[0]
@@ -283,7 +289,7 @@ if _numba is not None:
                 for c in range(Cm):
                     Z[r_, c] += off[c]
                 Z[r_, Cm] = 0.0
-            _residual_rows(Z, nr, y, xn, a, tau, ce, loss)
+            _residual_rows(Z, nr, y, xn, a, tau, ce, loss, E)
             # --- backward: P[c] += sum_r e_rc x_r for c < C-1 (column C-1 from the zero sum) ---
             if nr == 4:
                 x0 = X[a]

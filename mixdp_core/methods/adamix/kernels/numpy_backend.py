@@ -52,7 +52,7 @@ class NumpyKernel(ReleaseKernel):
     name = "numpy"
 
     def clipped_sum(self, X, y, W, tau, basis, *, x_norm=None, XB=None, X_Qp=None, block_rows=None, threads=None,
-                    ratio_out=None, loss_out=None, logit_offset=None):
+                    ratio_out=None, loss_out=None, logit_offset=None, resid_out=None):
         N, D = X.shape
         C = W.shape[1]
         ft = np.result_type(X.dtype, np.float32)
@@ -140,6 +140,8 @@ class NumpyKernel(ReleaseKernel):
                     cf = ws.clip_f[:nb]
                     cf[...] = c
                     np.multiply(ET, cf, out=ET)
+                    if resid_out is not None:
+                        resid_out[sl] = ET.T  # c_i (p_i - y_i), before the block leaves the cache
                     # --- backward: (c E)^T X_b while X_b is still in cache ---
                     np.matmul(ETp, Xb, out=ws.ST_block)
                     np.add(ST, ws.ST_block[:C], out=ST)

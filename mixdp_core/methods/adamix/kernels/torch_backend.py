@@ -71,6 +71,7 @@ def torch_clipped_sum(
     ratio_out: Optional[np.ndarray] = None,
     loss_out: Optional[np.ndarray] = None,
     logit_offset: Optional[np.ndarray] = None,
+    resid_out: Optional[np.ndarray] = None,
     device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:meth:`~.base.ReleaseKernel.clipped_sum` in torch on ``device`` (``"cpu"`` or ``"cuda"``):
@@ -135,6 +136,8 @@ def torch_clipped_sum(
             g = xn[sl] * en
             c = torch.clamp(tau / g, max=1.0)  # g = 0 -> inf -> 1
             E = E * c.to(tdt)[:, None]
+            if resid_out is not None:
+                resid_out[sl] = E.to(torch.float64).cpu().numpy()
             ST.addmm_(E.T, Xb)
             if basis is None:
                 r = c * g

@@ -24,7 +24,9 @@ Sections (each prints its ratios; ``--only`` picks some):
              count of the release, the torch kernel (CPU; CUDA when available, else
              ``torch_cuda_* = null`` and ``torch_cuda_skipped`` says why) and Opacus' epoch
              over one step, and AdaMix's projection norms alone (``pdp_norms_over_stream``,
-             fused path; ``pdp_norms_dense_over_stream`` the dense map it replaced). Each ratio is the median over interleaved repeats in this process; 1-thread
+             fused path; ``pdp_norms_dense_over_stream`` the dense map it replaced), and the cost
+             of the guard's leave-one-out tracking (``step_over_stream_floor_noisygd_tracked*``,
+             ``tracked_over_untracked*``: the same step with ``track_self_pull``). Each ratio is the median over interleaved repeats in this process; 1-thread
              ratios use process CPU time (robust to other processes sharing the cores), thread
              comparisons use wall time. Prints one JSON object as the **last line**.
 
@@ -40,6 +42,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -314,14 +317,15 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
 
     from _release_v0 import private_release_v0 as _v0
 
-    def private_release_v0(*a, ratio_out=None, loss_out=None, kernel=None, on_sum=None, logit_offset=None, **k):
+    def private_release_v0(*a, ratio_out=None, loss_out=None, kernel=None, on_sum=None, logit_offset=None,
+                           resid_out=None, **k):
         """The kernel before the fused one (commit 3902d5c) behind the engine's current call (it
         fills the run's reused ``(N,)`` buffers: two copies, ~0.004 of a stream pass; the kernel
         choice is ignored). It has no logit offset: the benchmark's runs use none."""
         from mixdp_core.methods._linear import into
 
-        if logit_offset is not None:
-            raise ValueError("the v0 release kernel has no logit offset")
+        if logit_offset is not None or resid_out is not None:
+            raise ValueError("the v0 release kernel has no logit offset and no residual output")
 
         noisy, ratio, loss = _v0(*a, **k)
         return noisy, into(ratio_out, ratio), into(loss_out, loss)
@@ -353,7 +357,10 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
 
     out: dict = {"n": n, "d": d, "c": c, "timer_1thread": "process CPU time", "repeats": repeats}
     ratios: dict = {k: [] for k in ("noisygd", "adamix", "noisygd_numpy", "adamix_numpy", "noisygd_before", "adamix_before",
-                                    "two_gemm", "two_gemm_in_cache")}
+                                    "noisygd_tracked", "noisygd_tracked_numpy", "two_gemm", "two_gemm_in_cache")}
+    # the guard's leave-one-out count (AdaMix's default): the kernel also writes its clipped
+    # residuals and the engine carries each row's own pull, two (N, C) recursions per step
+    tracked = dataclasses.replace(variants["noisygd"], track_self_pull=True)
     gemm_s: list = []
     R = np.random.default_rng(1).standard_normal((n, c), dtype=np.float32)
     bh = min(512, n)
@@ -378,6 +385,10 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
                 ratios[name + "_numpy"].append(_cpu_steps(run_with(fast, opts, fused=False)) / fl)
                 fl = _stream_cpu(X)
                 ratios[name + "_before"].append(_cpu_steps(run_with(private_release_v0, opts, fused=False)) / fl)
+            fl = _stream_cpu(X)
+            ratios["noisygd_tracked"].append(_cpu_steps(run_with(fast, tracked)) / fl)
+            fl = _stream_cpu(X)
+            ratios["noisygd_tracked_numpy"].append(_cpu_steps(run_with(fast, tracked, fused=False)) / fl)
             for name, f in (("two_gemm", two_gemm), ("two_gemm_in_cache", two_gemm_in_cache)):
                 fl = _stream_cpu(X)
                 a = time.process_time()
@@ -394,6 +405,9 @@ def bench_ratios(n, d, c, repeats=7, steps=6, opacus_repeats=3, physical=5000, b
             key = f"{name}_over_stream" if name.startswith("two_gemm") else f"step_over_stream_floor_{name}"
             out[key] = float(np.median(v))
         out["opacus_epoch_over_step"] = float(np.median(opacus_ratio)) if opacus_ratio else None
+        for suffix in ("", "_numpy"):  # the leave-one-out tracking's cost, step over step, same repeats
+            out[f"tracked_over_untracked{suffix}"] = float(np.median(
+                np.asarray(ratios["noisygd_tracked" + suffix]) / np.asarray(ratios["noisygd" + suffix])))
         out["fused_kernel"] = bool(numba_backend.available()) and X.nbytes >= fused_min
         # arithmetic: one step is 2 products of 2 N D C flops; the GEMM rate in cache is the BLAS
         # ceiling for these skinny shapes, the fused release rate is what the kernel reaches

@@ -105,11 +105,14 @@ VARIANTS = {
     "SP05": ("adamix", {"_guard_self_pull": 0.5}),
     "SP025": ("adamix", {"_guard_self_pull": 0.25}),
     # the guard's count on first-order leave-one-out logits (each row's own tracked pull removed;
-    # tuning_notes.md, "A first-order leave-one-out count"), alone and class-weighted where imbalanced
-    "LOO": ("adamix", {"_guard_loo": True}),
-    "LOOB": ("adamix", {"_guard_loo": True, "guard_rule": "balanced_when_imbalanced"}),
-    "LOOZ0": ("adamix", {"_guard_loo": True, "_guard_z": 0.0}),
-    "LOOH": ("adamix", {"_guard_loo": True, "_guard_harm": 0.5}),
+    # tuning_notes.md, "A first-order leave-one-out count"; the default since it was measured),
+    # the in-sample count before it, and with the leave-one-out count: class-weighted where
+    # imbalanced, threshold 0, threshold from a worst-case expected harm of half a point
+    "LOO": ("adamix", {"guard_count": "leave_one_out"}),
+    "GIS": ("adamix", {"guard_count": "in_sample"}),
+    "LOOB": ("adamix", {"guard_count": "leave_one_out", "guard_rule": "balanced_when_imbalanced"}),
+    "LOOZ0": ("adamix", {"guard_count": "leave_one_out", "_guard_z": 0.0}),
+    "LOOH": ("adamix", {"guard_count": "leave_one_out", "_guard_harm": 0.5}),
     # the start's cap made continuous in T: relaxed by (burn-in / T)^p within the burn-in
     "CR0": ("adamix", {"_cap_relax_power": 0.0}),
     "CR05": ("adamix", {"_cap_relax_power": 0.5}),
@@ -213,7 +216,7 @@ def guard_off_fits(argv: list[str], **hooks):
     """``(regime, epsilon, seed, split, only_public, adamix)`` per seed of ``argv = [REGIME,
     EPSILON, SEEDS]``: Only-Public and AdaMix with the guard off (noise drawn from the seed, a
     research run) on each split, one BLAS thread; the guard diagnostics' common part. ``hooks``:
-    research attributes set on the AdaMix instance before its fit (e.g. ``_guard_loo=True``)."""
+    research attributes set on the AdaMix instance before its fit (e.g. ``_track_self_pull=True``)."""
     from threadpoolctl import threadpool_limits
 
     from mixdp_core.methods import make_method

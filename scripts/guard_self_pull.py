@@ -12,7 +12,9 @@ The pull bound (public quantities of the run only):
 :func:`mixdp_core.methods.adamix.engine.self_pull_bound`. A row right with a larger margin is
 right under the leave-one-out model of the linearized dynamics. The library's research hook
 ``_guard_self_pull`` (variants ``SP1`` / ``SP05`` / ``SP025`` of ``scripts/center_and_start.py``)
-releases this count, with a fraction of the bound, as the guard.
+releases this count, with a fraction of the bound, as the guard. The last column counts on the
+first-order leave-one-out logits the run tracks (each row's own clipped gradients' pull removed;
+what the default guard, ``guard_count="leave_one_out"``, releases).
 
 Usage: ``python scripts/guard_self_pull.py REGIME EPSILON SEEDS`` with REGIME a name of
 ``scripts/center_and_start.py``'s ``regime_features``, e.g.
@@ -35,7 +37,7 @@ def main() -> None:
     from mixdp_core.methods._linear import logit_margins
     from mixdp_core.methods.adamix.engine import self_pull_bound
 
-    for reg, eps, seed, sp, op, m in guard_off_fits(sys.argv[1:4], _guard_loo=True):
+    for reg, eps, seed, sp, op, m in guard_off_fits(sys.argv[1:4], _track_self_pull=True):
         pull = self_pull_bound(m.history_, float(m.n_hat_))
         y = sp.y_private
         margin = logit_margins(np.asarray(m.decision_function(sp.X_private), dtype=np.float64), y)

@@ -17,7 +17,9 @@ def test_train_benchmark_tiny_prints_ratio_json_last():
     last = p.stdout.strip().splitlines()[-1]
     res = json.loads(last)
     for key in ("step_over_stream_floor_noisygd", "step_over_stream_floor_adamix", "opacus_epoch_over_step",
-                "step_over_stream_floor_noisygd_before", "best_block_rows", "best_threads"):
+                "step_over_stream_floor_noisygd_before", "best_block_rows", "best_threads", "tracked_over_untracked",
+                "tracked_over_untracked_numpy"):
         assert key in res, key
-    for key in ("step_over_stream_floor_noisygd", "step_over_stream_floor_adamix", "opacus_epoch_over_step"):
+    for key in ("step_over_stream_floor_noisygd", "step_over_stream_floor_adamix", "opacus_epoch_over_step",
+                "tracked_over_untracked"):
         assert isinstance(res[key], float) and res[key] > 0, key

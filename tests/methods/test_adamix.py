@@ -445,7 +445,7 @@ def test_paper_completion_drops_every_direction_outside_the_public_rank_alike():
 @pytest.mark.parametrize("ball,projection,device", [(None, None, "cpu"), (0.05, None, "cpu"), (None, 20, "cpu"),
                                                      (None, None, "torch_cpu")])
 def test_tracked_self_pull_is_the_leave_one_out_change_of_the_released_average(ball, projection, device):
-    """``NoisyGDOptions.track_self_pull`` (the guard hook ``_guard_loo``): row i's tracked pull
+    """``NoisyGDOptions.track_self_pull`` (the guard's ``guard_count="leave_one_out"``): row i's tracked pull
     is the change of its own logits in the released t-weighted average when the row is left
     out and everything else (noise draws, n_hat, schedule) stays. Checked against runs without
     each row, same noise: within 3 % where rows barely interact (D >> N). A wrong recursion
@@ -484,8 +484,9 @@ def test_tracked_self_pull_is_the_leave_one_out_change_of_the_released_average(b
 
 
 def test_leave_one_out_guard_counts_without_each_rows_own_pull():
-    """Research hook ``_guard_loo`` (tuning_notes.md, "A first-order leave-one-out count"): the
-    guard counts the private model on each row's logits minus its tracked own pull. Same noise
+    """``guard_count="leave_one_out"`` (the default; tuning_notes.md, "A first-order leave-one-out
+    count"): the guard counts the private model on each row's logits minus its tracked own
+    pull; ``"in_sample"`` on its own logits (the earlier default). Same noise
     draw as the default guard, so the released gain differs exactly by the rows the pull had
     turned right; where rows are few against the weights (here D = 512, 6 private rows per
     class) the in-sample count is the larger."""
@@ -497,12 +498,13 @@ def test_leave_one_out_guard_counts_without_each_rows_own_pull():
     sp = make_split(fs, SplitSpec(public_per_class=1, seed=0))
 
     def guard(loo: bool):
-        m = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible")
-        m._guard_loo = loo
+        m = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible",
+                        guard_count="leave_one_out" if loo else "in_sample")
         m.fit(sp)
         rec = next(h for h in reversed(m.history_) if "guard_noisy_gain" in h.extra)
         return m, rec.extra["guard_noisy_gain"]
 
+    assert make_method("adamix").config.guard_count == "leave_one_out"
     m_in, gain_in = guard(False)
     m_loo, gain_loo = guard(True)
     assert m_in._guard_pull_shift is None and m_loo._guard_pull_shift.shape == (len(sp.y_private), 20)

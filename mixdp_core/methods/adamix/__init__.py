@@ -128,9 +128,15 @@ small epsilon. The new schedule:
    ``T`` releases), and the public start is released unless it exceeds one noise std
    (:data:`GUARD_Z` = 1, a one-sided test; :meth:`.private.NoisyGDMethod._public_guard`).
    In the regime measured where the private phase hurt, it brought the error back to
-   Only-Public's. Its count is on the rows the model trained on (optimistic) and, under
-   imbalance, rewards majority-class predictions: across the regime family it released
-   models worse than their start in three regimes (docs/results/regimes.md).
+   Only-Public's. The count asks each private row the *first-order leave-one-out* model
+   (``guard_count="leave_one_out"``, the default): the row's logits minus the pull its own
+   clipped gradients had on them, tracked through the run by the same recursions as the
+   weights and their average (:attr:`.engine.NoisyGDResult.self_pull`; within 3 % of
+   retraining without the row in the tests). On the rows it trained on, the model's own
+   count is optimistic, by about 20 points where the weights far outnumber the private rows
+   (83 classes × 2048 dimensions, 49 rows per class): the in-sample count (``"in_sample"``,
+   the default before) released models worse than their start there. Under imbalance the
+   count still rewards majority-class predictions (docs/results/regimes.md).
    ``guard_holdout > 0`` asks held-out private rows instead, class-balanced, at no extra ε
    (:meth:`.private.NoisyGDMethod._fit_holdout_guard`); measured there, not the default (it
    trains on fewer rows). ``guard_rule="balanced_when_imbalanced"`` counts class-weighted

@@ -307,6 +307,18 @@ class NoisyGDConfig(PrivacyConfig):
              "classes'), and the guard takes the histogram's m releases' worth (one Gaussian release at σ/sqrt(m): "
              "the weighted count's power grows with the budget as the run's does); balanced data keep 'single_count'.",
         privacy_note="the guard's m releases are part of the run's T, accounted (no extra ε)")
+    guard_count: str = param(
+        "leave_one_out", choices=("leave_one_out", "in_sample"),
+        help="schedule='smooth' with the public-start guard: which logits of the trained model its paired count "
+             "asks on each private row. 'leave_one_out' (default): the row's logits minus its own clipped "
+             "gradients' pull on them, tracked through the run (a first-order leave-one-out model: within 3 % of "
+             "retraining without the row; the count no longer rewards rows the model is right on only because it "
+             "trained on them). 'in_sample': the trained model's own logits, an optimistic count where the model "
+             "has many more weights than private rows (measured: about 20 points optimistic on 83 classes × "
+             "2048 dimensions with 49 rows per class; docs/results/tuning_notes.md, 'A first-order leave-one-out "
+             "count'). Same release either way: sensitivity 1 (each row's term depends on that row and the "
+             "releases only), one Gaussian release at σ.",
+        privacy_note="no extra release: it changes what the guard's one accounted count sums")
     guard_holdout: float = param(
         0.0, type=float, range=Interval(0.0, 0.5, closed="both"),
         help="0 (default): the public-start guard counts on the private training rows. > 0: that share of the "

@@ -237,26 +237,29 @@ class NoisyGDMethod(LinearHead):
         Released (Gaussian mechanism, add/remove one private row): ``D = sum_i w_{y_i} [1(W_private
         classifies x_i right) - 1(W_start classifies x_i right)] + N(0, sigma^2)`` over the
         private rows (:meth:`_noisy_paired_gain`; ``w = 1``, or with ``class_balance`` weights
-        ``<= 1`` from the released histogram that count every class alike). ``W_private`` is
+        ``<= 1`` from the released histogram that count every class alike). With
+        ``guard_count="leave_one_out"`` (default) "W_private classifies x_i right" is asked of
+        the logits ``x_i W_private - q_i``, ``q_i`` row i's own clipped gradients' pull on them
+        (the engine's ``self_pull``: a function of row i and the releases), the first-order
+        leave-one-out model's. ``W_private`` is
         post-processing of earlier releases and ``W_start`` is
-        public, so one row changes the sum by at most 1: **L2 sensitivity 1**, noise multiplier
+        public, and each row's term depends only on that row and the releases and lies in
+        ``[-1, 1]``, so one row changes the sum by at most 1: **L2 sensitivity 1**, noise multiplier
         ``sigma``, accounted as one more release of the run's ``ComposedGaussian(sigma, T)``
         (``releases = m`` > 1 under ``guard_rule="balanced_when_imbalanced"``: noise
         ``sigma / sqrt(m)``, accounted as m releases at ``sigma``, the same mu, and the threshold
         below at that noise std).
         Output: ``W_private`` if ``D > GUARD_Z * sigma`` else ``W_start`` (post-processing): a
         one-sided test at one noise std (:data:`GUARD_Z` = 1), so a private phase that did not
-        help is kept with probability <= 1 - Phi(1) ~ 16 % instead of 50 %, which also offsets
-        the optimism of counting the trained model on its own training rows.
+        help is kept with probability <= 1 - Phi(1) ~ 16 % instead of 50 %.
 
         Why ("public data never hurt"): under a domain shift between public and private
         data, or at a small epsilon, the noisy private phase can end worse than its start
         (measured: digits with shifted private pixels at epsilon 0.5, 26.7 % vs Only-Public's
         23.1 %). The private rows are the only data from the test distribution that the run may
-        use; the guard spends one of its ``T`` releases to ask them. The trained model's count is
-        on its own training rows, an optimistic estimate, but a differentially private model's
-        generalisation gap is bounded by its privacy (Dwork et al. 2015), and the start's count is
-        unbiased (it never saw these rows).
+        use; the guard spends one of its ``T`` releases to ask them. The start's count is
+        unbiased (it never saw these rows); the trained model's own count on its training rows is
+        optimistic where weights far outnumber rows, hence the leave-one-out logits.
         """
         sigma_g = self.config.noise_multiplier / math.sqrt(releases)
         # research hook "_guard_self_pull" kappa (scripts/center_and_start.py variants SP*;
@@ -267,10 +270,11 @@ class NoisyGDMethod(LinearHead):
         if kappa:
             history, n_hat = self._guard_pull_inputs
             margin_min = float(kappa) * self_pull_bound(history, n_hat) * np.linalg.norm(problem.X_private, axis=1)
-        # research hook "_guard_loo" (docs/results/tuning_notes.md, "A first-order leave-one-out
-        # count"): the private model is counted on each row's logits without that row's own
-        # pull (the engine's track_self_pull), a function of the row and the releases only
-        loo_shift = getattr(self, "_guard_pull_shift", None) if getattr(self, "_guard_loo", False) else None
+        # guard_count="leave_one_out" (default): the private model is counted on each row's
+        # logits without that row's own pull (the engine's track_self_pull), a function of the
+        # row and the releases only (docs/results/tuning_notes.md, "A first-order leave-one-out count")
+        # (None where nothing was tracked: no gradient step ran, or a direct call without a fit)
+        loo_shift = getattr(self, "_guard_pull_shift", None) if self._guard_counts_loo() else None
         noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g,
                                              margin_min=margin_min, logit_shift=loo_shift)
         # research hook "_guard_z" (scripts/center_and_start.py variants GZ15 / GZ2): another
@@ -285,6 +289,10 @@ class NoisyGDMethod(LinearHead):
         return W, self._test_record(problem, W, step=step, total=total,
                                     extra={"guard_noisy_gain": float(noisy_gain), "guard_kept_private": float(keep),
                                            "guard_releases": float(releases)})
+
+    def _guard_counts_loo(self) -> bool:
+        """Whether the guard counts on first-order leave-one-out logits (``guard_count``)."""
+        return getattr(self.config, "guard_count", "in_sample") == "leave_one_out"
 
     def _noisy_paired_gain(self, problem: NoisyGDProblem, W_new: np.ndarray, W_base: np.ndarray, *,
                            stream: int, sigma: float | None = None, margin_min: np.ndarray | None = None,
@@ -302,9 +310,10 @@ class NoisyGDMethod(LinearHead):
         guard's m releases' worth give ``sigma / sqrt(m)``, accounted as m releases).
         ``margin_min`` (research hook ``_guard_self_pull``): ``W_new`` counts as right on row
         ``i`` only with a margin above ``margin_min[i]``, a function of row ``i`` and public
-        quantities alone, so the sensitivity stays 1. ``logit_shift`` (research hook
-        ``_guard_loo``): ``(N, C)``, subtracted from ``W_new``'s logits before the count (row
-        ``i``'s own pull, a function of row ``i`` and the releases: sensitivity still 1)."""
+        quantities alone, so the sensitivity stays 1. ``logit_shift`` (``guard_count=
+        "leave_one_out"``): ``(N, C)``, subtracted from ``W_new``'s logits before the count (row
+        ``i``'s own pull on them; row ``i``'s term is then a function of row ``i`` and the
+        releases, still in ``[-1, 1]``: sensitivity still 1)."""
         cfg = self.config
         X, y = problem.X_private, problem.y_private
         Z_new = X @ W_new
@@ -802,7 +811,8 @@ class NoisyGDMethod(LinearHead):
         self.ref_distance_ = float(R)
         opts.ball_radius = R if (smooth and cfg.trust_region) else None
         opts.device = cfg.device  # kernel of the private release (same mechanism on every device)
-        opts.track_self_pull = bool(getattr(self, "_guard_loo", False))
+        # only a run that releases the guard (research: _track_self_pull forces it, for diagnostics)
+        opts.track_self_pull = (bool(n_guard) and self._guard_counts_loo()) or bool(getattr(self, "_track_self_pull", False))
         lip_pub = math.sqrt(2.0)  # ||g_j|| <= ||x_j|| ||p_j - y_j|| <= sqrt(2) for public rows
 
         def wd_fn(mult: float):
@@ -881,7 +891,7 @@ class NoisyGDMethod(LinearHead):
         history = all_hist if cfg.optimistic_tuning else head + res.history
         self.guard_kept_private_ = None
         self.checkpoint_kept_early_ = None
-        pull = res.self_pull  # None unless the research hook _guard_loo asked the engine for it
+        pull = res.self_pull  # None unless the run tracked it (guard_count="leave_one_out")
         if n_check and not stopped and res.snapshot is not None:
             self.W_, rec = self._checkpoint_test(problem, self.W_, res.snapshot, early_step=early_step,
                                                  step=total_steps + 1, total=total_releases)
@@ -892,7 +902,7 @@ class NoisyGDMethod(LinearHead):
             history = history + [rec]
             if on_step is not None and on_step(rec):
                 stopped = True  # cancelled here: the guard is not released
-        self._guard_pull_shift = pull  # owner's view (research hook _guard_loo), never released
+        self._guard_pull_shift = pull  # owner's view (guard_count="leave_one_out"), never released
         if n_guard and not stopped and res.steps > 0:
             self._guard_pull_inputs = (res.history, opts.n_hat)  # public: the run's step records
             self._guard_n_private = opts.n_hat_private

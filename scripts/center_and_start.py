@@ -105,7 +105,7 @@ VARIANTS = {
     "SP05": ("adamix", {"_guard_self_pull": 0.5}),
     "SP025": ("adamix", {"_guard_self_pull": 0.25}),
     # the guard's count on first-order leave-one-out logits (each row's own tracked pull removed;
-    # tuning_notes.md, "A first-order leave-one-out count"; the default since it was measured),
+    # tuning_notes.md, "The guard's count"; the default since it was measured),
     # the in-sample count before it, and with the leave-one-out count: class-weighted where
     # imbalanced, threshold 0, threshold from a worst-case expected harm of half a point
     "LOO": ("adamix", {"guard_count": "leave_one_out"}),

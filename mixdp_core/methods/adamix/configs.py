@@ -315,8 +315,8 @@ class NoisyGDConfig(PrivacyConfig):
              "retraining without the row; the count no longer rewards rows the model is right on only because it "
              "trained on them). 'in_sample': the trained model's own logits, an optimistic count where the model "
              "has many more weights than private rows (measured: about 20 points optimistic on 83 classes × "
-             "2048 dimensions with 49 rows per class; docs/results/tuning_notes.md, 'A first-order leave-one-out "
-             "count'). Same release either way: sensitivity 1 (each row's term depends on that row and the "
+             "2048 dimensions with 49 rows per class; docs/results/tuning_notes.md, \"The guard's count\""
+             "). Same release either way: sensitivity 1 (each row's term depends on that row and the "
              "releases only), one Gaussian release at σ.",
         privacy_note="no extra release: it changes what the guard's one accounted count sums")
     guard_holdout: float = param(

@@ -272,7 +272,7 @@ class NoisyGDMethod(LinearHead):
             margin_min = float(kappa) * self_pull_bound(history, n_hat) * np.linalg.norm(problem.X_private, axis=1)
         # guard_count="leave_one_out" (default): the private model is counted on each row's
         # logits without that row's own pull (the engine's track_self_pull), a function of the
-        # row and the releases only (docs/results/tuning_notes.md, "A first-order leave-one-out count")
+        # row and the releases only (docs/results/tuning_notes.md, "The guard's count")
         # (None where nothing was tracked: no gradient step ran, or a direct call without a fit)
         loo_shift = getattr(self, "_guard_pull_shift", None) if self._guard_counts_loo() else None
         noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g,

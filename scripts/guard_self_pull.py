@@ -40,14 +40,14 @@ def main() -> None:
     for reg, eps, seed, sp, op, m in guard_off_fits(sys.argv[1:4], _track_self_pull=True):
         pull = self_pull_bound(m.history_, float(m.n_hat_))
         y = sp.y_private
-        margin = logit_margins(np.asarray(m.decision_function(sp.X_private), dtype=np.float64), y)
+        logits = np.asarray(m.decision_function(sp.X_private), dtype=np.float64)
+        margin = logit_margins(logits, y)
         xn = np.linalg.norm(m.feature_map_(sp.X_private), axis=1)  # the run's own coordinates
         start = op.predict(sp.X_private) == y
         plain = float(np.sum((margin > 0).astype(float) - start))
         robust = float(np.sum((margin > pull * xn).astype(float) - start))
         # first-order leave-one-out: the logits without each row's own tracked pull
-        z = np.asarray(m.decision_function(sp.X_private), dtype=np.float64) - m._guard_pull_shift
-        loo = float(np.sum((z.argmax(1) == y).astype(float) - start))
+        loo = float(np.sum(((logits - m._guard_pull_shift).argmax(1) == y).astype(float) - start))
         test = np.mean(m.predict(sp.X_test) == sp.y_test) - np.mean(op.predict(sp.X_test) == sp.y_test)
         print(f"{reg} seed {seed} eps {eps:g}: guard's count {plain:+.0f} rows, without each row's own pull "
               f"{robust:+.0f}, first-order leave-one-out {loo:+.0f} (noise std {m.noise_multiplier_:g}; pull bound {pull:.3g} per unit norm, median "

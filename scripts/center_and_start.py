@@ -113,6 +113,10 @@ VARIANTS = {
     "LOOB": ("adamix", {"guard_count": "leave_one_out", "guard_rule": "balanced_when_imbalanced"}),
     "LOOZ0": ("adamix", {"guard_count": "leave_one_out", "_guard_z": 0.0}),
     "LOOH": ("adamix", {"guard_count": "leave_one_out", "_guard_harm": 0.5}),
+    # the private update shrunk towards the public start by the public-logit James–Stein factor
+    # (update_shrinkage; docs/results/tuning_notes.md, "The private update's shrinkage")
+    "SH": ("adamix", {"update_shrinkage": "public_logits"}),
+    "SH0": ("adamix", {"update_shrinkage": "none"}),
     # the start's cap made continuous in T: relaxed by (burn-in / T)^p within the burn-in
     "CR0": ("adamix", {"_cap_relax_power": 0.0}),
     "CR05": ("adamix", {"_cap_relax_power": 0.5}),

@@ -498,7 +498,8 @@ def test_leave_one_out_guard_counts_without_each_rows_own_pull():
     sp = make_split(fs, SplitSpec(public_per_class=1, seed=0))
 
     def guard(loo: bool):
-        m = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible",
+        # the private phase's average unshrunk (update_shrinkage="none"): the counts' mechanics
+        m = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible", update_shrinkage="none",
                         guard_count="leave_one_out" if loo else "in_sample")
         m.fit(sp)
         rec = next(h for h in reversed(m.history_) if "guard_noisy_gain" in h.extra)
@@ -524,3 +525,35 @@ def test_leave_one_out_guard_counts_without_each_rows_own_pull():
     # which is also the better model on the test rows here
     assert gain_loo < gain_in - 20 and m_in.guard_kept_private_ and not m_loo.guard_kept_private_
     assert _err(m_loo, sp) < _err(m_in, sp)
+
+
+def test_shrunk_private_update_uses_the_private_rows_where_their_noise_dominates():
+    """``update_shrinkage="public_logits"`` (default; tuning_notes.md, "The private update's
+    shrinkage"): 40 classes x 512 dimensions, 2 public + 32 private rows per class, epsilon = 3.
+    The unshrunk private phase is worse than its public start on the private rows, so the guard
+    keeps the start (the earlier default: Only-Public's error); released as
+    ``W_start + s (W - W_start)``, the same run keeps the private signal and drops most of the
+    noise, and the guard releases it. Post-processing: the same epsilon."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    fs = get_features("synthetic", "pixels", classes=40, dim=512, train_per_class=34, test_per_class=10,
+                      effective_rank=100, separation=10.0, ambiguity=0.06, shared_mean=2.5)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    op = make_method("only_public").fit(sp)
+    assert make_method("adamix").config.update_shrinkage == "public_logits"
+    new = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible").fit(sp)
+    old = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", update_shrinkage="none").fit(sp)
+    assert old.update_shrinkage_ is None and not old.guard_kept_private_ and _err(old, sp) == _err(op, sp)
+    assert 0.0 < new.update_shrinkage_ < 1.0 and new.guard_kept_private_
+    assert _err(new, sp) < _err(op, sp) - 0.03
+    rec = next(h for h in reversed(new.history_) if "guard_noisy_gain" in h.extra)
+    assert rec.extra["update_shrinkage"] == new.update_shrinkage_
+    assert new.privacy_.epsilon == old.privacy_.epsilon and new.steps_ == old.steps_
+    # without the guard: the released model is the start plus s times the private phase's
+    # average (same noise draws, same steps)
+    kw = dict(target_epsilon=3.0, seed=0, noise="reproducible", public_guard=False)
+    shrunk = make_method("adamix", **kw).fit(sp)
+    whole = make_method("adamix", update_shrinkage="none", **kw).fit(sp)
+    s = shrunk.update_shrinkage_
+    np.testing.assert_allclose(shrunk.W_, whole.W_start_ + s * (whole.W_ - whole.W_start_), atol=1e-5)

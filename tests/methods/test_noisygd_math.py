@@ -170,3 +170,50 @@ def test_percentile_linear_equals_numpy_bit_for_bit():
                 a[: n // 3] = a[0]  # ties
             for q in (0.0, 1e-9, 10.0, 50.0, 75.0, 90.0, 99.5, 100.0, float(rng.uniform(0, 100))):
                 assert percentile_linear(a, q) == float(np.percentile(a, q)), (n, q)
+
+
+def test_update_shrinkage_is_the_positive_part_james_stein_factor_of_the_public_logits():
+    """``s = max(0, 1 - C nu^2 sum ||x||^2 / sum ||x Delta||^2)`` (explicit loops here) and, over
+    noise draws, close to the oracle ``q / (q + C nu^2 sum ||x||^2)`` that minimizes the expected
+    squared logit error; pure noise is shrunk away, a noise-free update kept whole."""
+    from mixdp_core.methods.adamix.engine import update_shrinkage
+
+    rng = np.random.default_rng(0)
+    n, D, C, nu = 40, 300, 12, 0.05
+    X = l2_normalize(rng.standard_normal((n, D))).astype(np.float64)
+    S = 0.3 * rng.standard_normal((D, 3)) @ rng.standard_normal((3, C)) / math.sqrt(D)  # low-rank signal
+    S = S + 0.4 * X.T @ rng.standard_normal((n, C)) / n  # and some on the public rows' span
+    delta = S + nu * rng.standard_normal((D, C))
+    energy = sum(float(np.dot(X[i] @ delta, X[i] @ delta)) for i in range(n))
+    noise = C * nu**2 * sum(float(X[i] @ X[i]) for i in range(n))
+    assert update_shrinkage(X, delta, nu) == pytest.approx(max(0.0, 1.0 - noise / energy), rel=1e-12)
+    q = float(np.sum((X @ S) ** 2))
+    oracle = q / (q + noise)
+    draws = [update_shrinkage(X, S + nu * rng.standard_normal((D, C)), nu) for _ in range(200)]
+    assert 0.1 < oracle < 0.9 and abs(np.mean(draws) - oracle) < 0.05
+    # the oracle factor does minimize the realized squared logit error on average
+    errs = {s: np.mean([np.sum((X @ ((s - 1) * S + s * nu * rng.standard_normal((D, C)))) ** 2) for _ in range(200)])
+            for s in (oracle, 1.0, 0.5 * oracle, min(1.0, 1.5 * oracle))}
+    assert min(errs, key=errs.get) == oracle
+    assert update_shrinkage(X, nu * rng.standard_normal((D, C)), nu) < 0.1
+    assert update_shrinkage(X, S, 0.0) == 1.0 and update_shrinkage(X[:0], delta, nu) == 1.0
+
+
+def test_released_noise_std_matches_the_realized_noise_of_two_draws():
+    """:func:`released_noise_std` (from the step records) against the realized noise: two runs on
+    the same split with independent noise differ by ``N_1 - N_2`` (the signal is nearly the same),
+    of std ``sqrt(2) nu`` per coordinate; the formula ignores the loss's curvature, so it may
+    over-state the noise a little, never much under-state it."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+    from mixdp_core.methods import make_method
+    from mixdp_core.methods.adamix.engine import released_noise_std
+
+    fs = get_features("synthetic", "pixels", classes=20, dim=256, train_per_class=30, test_per_class=5,
+                      effective_rank=64, separation=6.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    runs = [make_method("adamix", target_epsilon=3.0, seed=s, noise="reproducible", public_guard=False,
+                        update_shrinkage="none").fit(sp) for s in (11, 12)]
+    nu = released_noise_std(runs[0].history_, float(runs[0].n_hat_), runs[0].noise_multiplier_)
+    realized = float(np.std(runs[0].W_ - runs[1].W_)) / math.sqrt(2.0)
+    assert 0.8 * nu < realized < 1.05 * nu

@@ -319,6 +319,18 @@ class NoisyGDConfig(PrivacyConfig):
              "). Same release either way: sensitivity 1 (each row's term depends on that row and the "
              "releases only), one Gaussian release at σ.",
         privacy_note="no extra release: it changes what the guard's one accounted count sums")
+    update_shrinkage: str = param(
+        "public_logits", choices=("public_logits", "none"),
+        help="schedule='smooth' with a public start and no projection: what the run releases of its private "
+             "phase. 'public_logits' (default): W_start + s (W − W_start) with s = max(0, 1 − C ν² Σ‖x‖² / "
+             "Σ‖x (W − W_start)‖²) over the public rows x, ν the per-coordinate std of the released average's "
+             "noise (from the step records): the factor minimizing the expected squared logit error on the "
+             "public rows (positive-part James–Stein; no constant). Where the noise's logit energy is most of "
+             "the update's (many classes, high D, small ε) it keeps the public start's knowledge instead of "
+             "trading it for noise; the checkpoint test and the guard then ask the shrunk models. 'none': the "
+             "private phase's average as it ends (docs/results/tuning_notes.md, \"The private update's "
+             "shrinkage\"). Post-processing of the releases and public rows.",
+        privacy_note="post-processing: no release, no extra ε")
     guard_holdout: float = param(
         0.0, type=float, range=Interval(0.0, 0.5, closed="both"),
         help="0 (default): the public-start guard counts on the private training rows. > 0: that share of the "

@@ -304,6 +304,58 @@ def _update_weights(eta: np.ndarray, weight_decay: float) -> np.ndarray:
     return eta * A
 
 
+def released_noise_std(history: list, n_hat: float, noise_multiplier: float) -> float:
+    """Std of one coordinate of the Gaussian noise in the released t-weighted average of a
+    ``smooth`` run, from its step records (public: ``extra["lr"]`` = eta_t,
+    ``extra["weight_decay"]`` = lambda, ``clip_norm`` = tau_t).
+
+    Step t adds ``N(0, (sigma tau_t)^2)`` per coordinate to the summed clipped gradient, scaled
+    by ``eta_t / n_hat`` (mean-loss scale); the weight decay contracts it by ``1 - eta lambda``
+    per later step and the average weighs step j's update by ``eta_j A_j``
+    (:func:`_update_weights`), so the released average's noise has std
+    ``nu = sigma sqrt(sum_j (eta_j A_j tau_j)^2) / n_hat`` per coordinate. The loss's curvature
+    and the ball projection, which contract the noise, are ignored: an upper bound (measured
+    against two noise draws of the same run: 0.86–1.01 of the realized std,
+    docs/results/tuning_notes.md, "The private update's shrinkage"). ``history``: the gradient
+    steps whose average is released (a prefix gives the average after that many steps)."""
+    steps = [h for h in history if h.extra and "lr" in h.extra and h.clip_norm is not None]
+    if len(steps) < 2 or not n_hat > 0:
+        return 0.0
+    eta = np.array([h.extra["lr"] for h in steps], dtype=float)
+    tau = np.array([h.clip_norm for h in steps], dtype=float)
+    w = _update_weights(eta, float(steps[0].extra["weight_decay"]))
+    return float(noise_multiplier) * math.sqrt(float(np.sum((w * tau) ** 2))) / float(n_hat)
+
+
+def update_shrinkage(X_public: np.ndarray, delta_W: np.ndarray, noise_std: float) -> float:
+    """``s`` in ``[0, 1]`` for the released model ``W_start + s (W - W_start)``: the factor that
+    minimizes the expected squared logit error on the public rows (positive-part James–Stein).
+
+    Model: the private phase's update ``Delta = W - W_start = S + N``, ``S`` what the private
+    rows' gradients moved (the noise-free update) and ``N`` the mechanism's Gaussian noise, iid
+    ``N(0, nu^2)`` per coordinate (:func:`released_noise_std`), independent of the public rows
+    ``x``. The logit error of ``W_start + s Delta`` against ``W_start + S`` on a row x is
+    ``(s - 1) x S + s x N``, with expectation ``(1 - s)^2 q + s^2 C nu^2 ||x||^2`` summed over
+    the public rows, ``q = sum_x ||x S||^2``; the minimizer is ``s* = q / (q + C nu^2 sum ||x||^2)``.
+    ``q`` is unknown, but ``E sum_x ||x Delta||^2 = q + C nu^2 sum_x ||x||^2``, hence
+    ``s = max(0, 1 - C nu^2 sum_x ||x||^2 / sum_x ||x Delta||^2)``. Why: the noise fills all
+    ``D x C`` coordinates while the private signal lives in the few directions the data span;
+    where the noise's logit energy is most of the update's (many classes, high D, small epsilon)
+    the unshrunk update costs the public start more than its signal gives (measured:
+    docs/results/tuning_notes.md, "The private update's shrinkage"). No constant. Inputs: the
+    public rows, the released update and the noise's public std: post-processing, no privacy
+    cost. Returns 1 where nothing can be estimated (no public rows, no noise, no update)."""
+    X = np.asarray(X_public, dtype=np.float64)
+    D = np.asarray(delta_W, dtype=np.float64)
+    if X.shape[0] == 0 or not noise_std > 0:
+        return 1.0
+    energy = float(np.sum((X @ D) ** 2))
+    if not energy > 0:
+        return 1.0
+    noise = D.shape[1] * float(noise_std) ** 2 * float(np.sum(X * X))
+    return float(max(0.0, 1.0 - noise / energy))
+
+
 def self_pull_bound(history: list, n_hat: float) -> float:
     """Largest change one private row's own clipped gradients can make to its own margin
     ``z_y - z_k`` in the released t-weighted average of a ``smooth`` run, per unit row norm.

@@ -46,9 +46,11 @@ from .engine import (
     effective_weight_decay,
     log_prior,
     run_noisygd,
+    released_noise_std,
     self_pull_bound,
     shrunk_class_counts,
     theorem3_weight_decay,
+    update_shrinkage,
 )
 from .projection import projection_dim_for, resolve_span
 from .references import LinearHead, UnitRows, public_signal_share, text_init, unit_rows
@@ -288,7 +290,19 @@ class NoisyGDMethod(LinearHead):
         self.guard_kept_private_ = bool(keep)
         return W, self._test_record(problem, W, step=step, total=total,
                                     extra={"guard_noisy_gain": float(noisy_gain), "guard_kept_private": float(keep),
-                                           "guard_releases": float(releases)})
+                                           "guard_releases": float(releases),
+                                           **({} if getattr(self, "update_shrinkage_", None) is None
+                                              else {"update_shrinkage": float(self.update_shrinkage_)})})
+
+    def _shrinks_update(self, smooth: bool, opts: NoisyGDOptions) -> bool:
+        """Whether the released model shrinks its private update towards the public start
+        (``update_shrinkage="public_logits"``): ``smooth`` schedule, public start, and no
+        projection or the public rows' span (:func:`.engine.update_shrinkage` needs the noise's
+        logit variance on a public row to be ``nu^2 ||x||^2``, true of the full space and of any
+        subspace that holds the public rows, not of a gradient subspace)."""
+        cfg = self.config
+        return bool(smooth and self._public_start and getattr(cfg, "update_shrinkage", "none") == "public_logits"
+                    and opts.projection_dim in (None, "span"))
 
     def _guard_counts_loo(self) -> bool:
         """Whether the guard counts on first-order leave-one-out logits (``guard_count``)."""
@@ -892,11 +906,26 @@ class NoisyGDMethod(LinearHead):
         self.guard_kept_private_ = None
         self.checkpoint_kept_early_ = None
         pull = res.self_pull  # None unless the run tracked it (guard_count="leave_one_out")
-        if n_check and not stopped and res.snapshot is not None:
-            self.W_, rec = self._checkpoint_test(problem, self.W_, res.snapshot, early_step=early_step,
+        snap, snap_pull = res.snapshot, res.snapshot_self_pull
+        self.update_shrinkage_ = None
+        if res.steps > 0 and self._shrinks_update(smooth, opts):
+            # the released model keeps of its private update only what its noise leaves
+            # (engine.update_shrinkage: post-processing); each row's own pull scales alike
+            nu = released_noise_std(res.history, float(n_hat), cfg.noise_multiplier)
+            s_fin = update_shrinkage(problem.X_public, self.W_ - W_init, nu)
+            self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
+            pull = None if pull is None else s_fin * pull
+            self.update_shrinkage_ = s_fin
+            if snap is not None:
+                nu_e = released_noise_std(res.history[:early_step], float(n_hat), cfg.noise_multiplier)
+                s_e = update_shrinkage(problem.X_public, snap - W_init, nu_e)
+                snap = W_init + np.float32(s_e) * (snap - W_init)
+                snap_pull = None if snap_pull is None else s_e * snap_pull
+        if n_check and not stopped and snap is not None:
+            self.W_, rec = self._checkpoint_test(problem, self.W_, snap, early_step=early_step,
                                                  step=total_steps + 1, total=total_releases)
             if self.checkpoint_kept_early_:
-                pull = res.snapshot_self_pull
+                pull = snap_pull
             ledger.release(release, what="checkpoint test")
             total_steps += 1
             history = history + [rec]

@@ -133,6 +133,9 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         # fell back to the public start, None without a guard (post-processing of its
         # accounted noisy count: public like the model itself).
         "guard_released_private": getattr(model, "guard_kept_private_", None),
+        # AdaMix / NGD's share s of the private update kept in the released model
+        # (update_shrinkage; post-processing of releases and public rows), None without it
+        "update_shrinkage": getattr(model, "update_shrinkage_", None),
         "noise_multiplier": getattr(model, "noise_multiplier_", None),
         "n_public": int(len(split.y_public)),
         "n_private": int(len(split.y_private)),

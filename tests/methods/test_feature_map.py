@@ -120,7 +120,8 @@ def test_hundred_classes_private_phase_beats_only_public_where_the_former_defaul
     # the former defaults also fixed the public ridge at PUBLIC_L2
     op_old = err(make_method("only_public", feature_center="none", l2_rule="fixed").fit(sp))
     op = err(make_method("only_public").fit(sp))
-    old = err(make_method("adamix", feature_center="none", init_scale="noise", public_l2_rule="fixed", **run).fit(sp))
+    old = err(make_method("adamix", feature_center="none", init_scale="noise", public_l2_rule="fixed",
+                          update_shrinkage="none", **run).fit(sp))
     new = err(make_method("adamix", **run).fit(sp))
     assert old > op_old, (old, op_old)  # the former defaults: the private phase hurts
     assert new <= 0.7 * op, (new, op)

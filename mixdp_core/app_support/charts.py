@@ -445,6 +445,22 @@ BOOST_HELP = ("AdaMix paper's Performance Boost, PB = (error of Only-Public − 
               "data), higher is better, ∞ = as good as the non-private paragon, below 1× = worse than Only-Public.")
 
 
+def release_caption(metrics: Mapping[str, Any]) -> str | None:
+    """What an AdaMix / NGD run released of its private phase, in words: the share ``s`` of the
+    private update kept (``update_shrinkage``, post-processing) and the public-start guard's
+    outcome (one accounted noisy count). ``None`` for a run with neither."""
+    parts = []
+    s = metrics.get("update_shrinkage")
+    if s is not None:
+        parts.append(f"private update kept: {100 * float(s):.0f} % (the rest was estimated to be mostly "
+                     "noise: update_shrinkage, post-processing, no privacy cost)")
+    g = metrics.get("guard_released_private")
+    if g is not None:
+        parts.append("public-start guard: released the private model" if g else
+                     "public-start guard: kept the public start (the private phase did not pass its noisy check)")
+    return " · ".join(parts) if parts else None
+
+
 def metric_cards(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
     where the split has no minority class)."""

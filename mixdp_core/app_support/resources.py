@@ -595,6 +595,9 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
                    f"{metrics.get('n_test', '?')} test samples · {metrics.get('steps', '?')} steps · "
                    f"σ = {_fmt_sigma(metrics.get('noise_multiplier'))} · "
                    f"{metrics.get('fit_seconds', 0):.1f} s fit")
+        released = charts.release_caption(metrics)
+        if released:
+            st.caption(released)
         note("epsilon", "What does ε mean?")
         note("delta", "What does δ mean?")
         note("attack_auc", "What is attack AUC?")

@@ -394,6 +394,8 @@ def _walk(server, driver, tmp_path):
     ui.wait(lambda d: "test error" in ui.metric_labels(), 30)
     labels = ui.metric_labels()
     assert "test error" in labels and "attack AUC" in labels, labels
+    # what the AdaMix demo released of its private phase (charts.release_caption)
+    assert "private update kept:" in ui.body() and "public-start guard:" in ui.body()
     # imbalance ratio 1 (the default): no minority class, so no minority metric or chart
     assert "minority-class accuracy" not in labels, labels
     assert ui.plot("Minority-class accuracy vs step") is None

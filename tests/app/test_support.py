@@ -935,3 +935,10 @@ def test_lesson_dials_are_declared_checked_and_reach_the_data(tmp_path):
     assert "row" in d["mechanism"] and "image" not in d["mechanism"]
     digits = noisy_class_means(2.0, cache_dir=tmp_path, noise="reproducible")
     assert "image" in digits["mechanism"]
+
+
+def test_release_caption_says_what_the_run_kept_of_its_private_phase():
+    assert charts.release_caption({"guard_released_private": None, "update_shrinkage": None}) is None
+    line = charts.release_caption({"guard_released_private": False, "update_shrinkage": 0.2})
+    assert "kept: 20 %" in line and "kept the public start" in line
+    assert "released the private model" in charts.release_caption({"guard_released_private": True})

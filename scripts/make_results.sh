@@ -139,7 +139,7 @@ subspace() {  # docs/results/subspace.md: AdaMix Fig. 6, public vs random subspa
 
 regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/make_results.sh '' STORE): the
   # synthetic regime family, 8 seeds (36 min on 2 cores with WORKERS=2, 2026-11-28; minutes with
-  # 16 cores and WORKERS=12; RSEEDS=0,1,2,3 halves it: the committed table, commit 52e84b4). Each regime is its own section, then the whole family at once (reusing
+  # 16 cores and WORKERS=12; RSEEDS=0,1,2,3 halves it: the committed table, commit c5f0364, about 37 min). Each regime is its own section, then the whole family at once (reusing
   # the stored runs) for the property summary.
   for r in fine_grained_100 many_class_100_d256 ten_class_ir10 classes_200_d512_1shot classes_50_d2048_5shot \
            classes_20_d128_ir10 scarce_20_ir10 scarce_50_d256_ir10 shift_7_d512 shift_100_d512; do

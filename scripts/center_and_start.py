@@ -117,6 +117,8 @@ VARIANTS = {
     # (update_shrinkage; docs/results/tuning_notes.md, "The private update's shrinkage")
     "SH": ("adamix", {"update_shrinkage": "public_logits"}),
     "SH0": ("adamix", {"update_shrinkage": "none"}),
+    # the guard also asks the whole update with one more accounted count (research hook _guard_whole)
+    "SHW": ("adamix", {"_guard_whole": True}),
     # the start's cap made continuous in T: relaxed by (burn-in / T)^p within the burn-in
     "CR0": ("adamix", {"_cap_relax_power": 0.0}),
     "CR05": ("adamix", {"_cap_relax_power": 0.5}),

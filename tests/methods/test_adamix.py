@@ -557,3 +557,28 @@ def test_shrunk_private_update_uses_the_private_rows_where_their_noise_dominates
     whole = make_method("adamix", update_shrinkage="none", **kw).fit(sp)
     s = shrunk.update_shrinkage_
     np.testing.assert_allclose(shrunk.W_, whole.W_start_ + s * (whole.W_ - whole.W_start_), atol=1e-5)
+
+
+def test_guard_whole_hook_spends_one_more_accounted_count():
+    """Research hook ``_guard_whole`` (measured, not the default): the guard also asks the
+    unshrunk update with a second noisy count; that count is one more Gaussian release of the
+    run's T (the gradient phase gives up a step), so epsilon is the same plan's."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    fs = get_features("synthetic", "pixels", classes=10, dim=32, train_per_class=40, test_per_class=5,
+                      effective_rank=8, separation=4.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    runs = []
+    for hook in (False, True):
+        m = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible")
+        m._guard_whole = hook
+        runs.append(m.fit(sp))
+    plain, whole = runs
+    guard = [r.count for r in whole.ledger_.releases if r.what == "public-start guard"]
+    assert guard == [2] and [r.count for r in plain.ledger_.releases if r.what == "public-start guard"] == [1]
+    assert whole.steps_ == plain.steps_ and whole.privacy_.epsilon == pytest.approx(plain.privacy_.epsilon)
+    rec = next(h for h in reversed(whole.history_) if "guard_noisy_gain" in h.extra)
+    assert rec.extra["guard_releases"] == 2.0 and "guard_noisy_gain_whole" in rec.extra
+    grads = [sum(r.count for r in m.ledger_.releases if r.what == "gradient step") for m in runs]
+    assert grads[1] == grads[0] - 1

@@ -233,7 +233,8 @@ class NoisyGDMethod(LinearHead):
         return mult * lam
 
     def _public_guard(self, problem: NoisyGDProblem, W_private: np.ndarray, W_start: np.ndarray, *,
-                      step: int, total: int, releases: int = 1) -> tuple[np.ndarray, StepRecord]:
+                      step: int, total: int, releases: int = 1,
+                      whole: tuple[np.ndarray, Any] | None = None) -> tuple[np.ndarray, StepRecord]:
         """Keep the public start unless a noisy paired count says the private phase helped.
 
         Released (Gaussian mechanism, add/remove one private row): ``D = sum_i w_{y_i} [1(W_private
@@ -287,10 +288,23 @@ class NoisyGDMethod(LinearHead):
             z = guard_z_for_harm(float(harm), float(self._guard_n_private), sigma_g)
         keep = noisy_gain > z * sigma_g
         W = W_private if keep else W_start.copy()
+        extra_whole = {}
+        if whole is not None:
+            # research hook _guard_whole: a second count (one more release at sigma, accounted by
+            # the caller) asks the unshrunk update; the larger noisy gain above the bar wins
+            # (post-processing of the two releases)
+            W_whole, pull_whole = whole
+            gain_whole = self._noisy_paired_gain(problem, W_whole, W_start, stream=0x6A4F,
+                                                 sigma=self.config.noise_multiplier,
+                                                 logit_shift=pull_whole if self._guard_counts_loo() else None)
+            if gain_whole > z * self.config.noise_multiplier and gain_whole > (noisy_gain if keep else -np.inf):
+                W, keep = W_whole, True
+                self.update_shrinkage_ = 1.0  # the whole update was released
+            extra_whole = {"guard_noisy_gain_whole": float(gain_whole)}
         self.guard_kept_private_ = bool(keep)
         return W, self._test_record(problem, W, step=step, total=total,
                                     extra={"guard_noisy_gain": float(noisy_gain), "guard_kept_private": float(keep),
-                                           "guard_releases": float(releases),
+                                           "guard_releases": float(releases + (whole is not None)), **extra_whole,
                                            **({} if getattr(self, "update_shrinkage_", None) is None
                                               else {"update_shrinkage": float(self.update_shrinkage_)})})
 
@@ -778,6 +792,11 @@ class NoisyGDMethod(LinearHead):
         # histogram's m releases' worth (guard_rule; _guard_releases).
         n_guard = self._guard_releases(T, n_count, problem.n_classes, hist=hist) if (
             smooth and cfg.public_guard and self._public_start and T - n_count >= 2) else 0
+        # research hook "_guard_whole" (measured, not the default: docs/results/tuning_notes.md,
+        # "The private update's shrinkage"): one more accounted count asks the whole update too
+        n_whole = 1 if (n_guard and getattr(self, "_guard_whole", False) and self._shrinks_update(smooth, opts)
+                        and T - n_count - n_guard >= 2) else 0
+        n_guard += n_whole
         # The early-checkpoint test (one release) only with the guard, one candidate run and
         # enough gradient steps left for a checkpoint a quarter of the way in.
         n_check = 1 if (n_guard and cfg.early_checkpoint and not cfg.optimistic_tuning
@@ -908,11 +927,13 @@ class NoisyGDMethod(LinearHead):
         pull = res.self_pull  # None unless the run tracked it (guard_count="leave_one_out")
         snap, snap_pull = res.snapshot, res.snapshot_self_pull
         self.update_shrinkage_ = None
+        self._whole_candidate = None
         if res.steps > 0 and self._shrinks_update(smooth, opts):
             # the released model keeps of its private update only what its noise leaves
             # (engine.update_shrinkage: post-processing); each row's own pull scales alike
             nu = released_noise_std(res.history, float(n_hat), cfg.noise_multiplier)
             s_fin = update_shrinkage(problem.X_public, self.W_ - W_init, nu)
+            self._whole_candidate = (self.W_, pull)  # research hook _guard_whole's second candidate
             self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
             pull = None if pull is None else s_fin * pull
             self.update_shrinkage_ = s_fin
@@ -935,10 +956,13 @@ class NoisyGDMethod(LinearHead):
         if n_guard and not stopped and res.steps > 0:
             self._guard_pull_inputs = (res.history, opts.n_hat)  # public: the run's step records
             self._guard_n_private = opts.n_hat_private
-            self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + n_guard,
-                                              total=total_releases, releases=n_guard)
-            ledger.release(release, what="public-start guard", count=n_guard)
-            total_steps += n_guard
+            # research hook _guard_whole: its count runs only where the final average was kept
+            whole = self._whole_candidate if n_whole and not self.checkpoint_kept_early_ else None
+            n_used = n_guard - n_whole + (whole is not None)  # the releases executed
+            self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + n_used,
+                                              total=total_releases, releases=n_guard - n_whole, whole=whole)
+            ledger.release(release, what="public-start guard", count=n_used)
+            total_steps += n_used
             history = history + [rec]
             if on_step is not None:
                 on_step(rec)

@@ -252,6 +252,8 @@ class NoisyGDMethod(LinearHead):
         (``releases = m`` > 1 under ``guard_rule="balanced_when_imbalanced"``: noise
         ``sigma / sqrt(m)``, accounted as m releases at ``sigma``, the same mu, and the threshold
         below at that noise std).
+        ``W_private`` is the model the run would release: with ``update_shrinkage="public_logits"``
+        (default) the start plus the shrunk private update (:func:`.engine.update_shrinkage`).
         Output: ``W_private`` if ``D > GUARD_Z * sigma`` else ``W_start`` (post-processing): a
         one-sided test at one noise std (:data:`GUARD_Z` = 1), so a private phase that did not
         help is kept with probability <= 1 - Phi(1) ~ 16 % instead of 50 %.

@@ -304,6 +304,19 @@ def _update_weights(eta: np.ndarray, weight_decay: float) -> np.ndarray:
     return eta * A
 
 
+def _recorded_update_weights(history: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(eta_j A_j, tau_j)`` per gradient step of a ``smooth`` run from its step records (public:
+    ``extra["lr"]``, ``extra["weight_decay"]``, ``clip_norm``): the weight the released t-weighted
+    average puts on step j's update (:func:`_update_weights`) and that step's clip threshold.
+    ``None`` with fewer than two gradient steps."""
+    steps = [h for h in history if h.extra and "lr" in h.extra and h.clip_norm is not None]
+    if len(steps) < 2:
+        return None
+    eta = np.array([h.extra["lr"] for h in steps], dtype=float)
+    tau = np.array([h.clip_norm for h in steps], dtype=float)
+    return _update_weights(eta, float(steps[0].extra["weight_decay"])), tau
+
+
 def released_noise_std(history: list, n_hat: float, noise_multiplier: float) -> float:
     """Std of one coordinate of the Gaussian noise in the released t-weighted average of a
     ``smooth`` run, from its step records (public: ``extra["lr"]`` = eta_t,
@@ -318,12 +331,10 @@ def released_noise_std(history: list, n_hat: float, noise_multiplier: float) -> 
     against two noise draws of the same run: 0.86–1.01 of the realized std,
     docs/results/tuning_notes.md, "The private update's shrinkage"). ``history``: the gradient
     steps whose average is released (a prefix gives the average after that many steps)."""
-    steps = [h for h in history if h.extra and "lr" in h.extra and h.clip_norm is not None]
-    if len(steps) < 2 or not n_hat > 0:
+    wt = _recorded_update_weights(history)
+    if wt is None or not n_hat > 0:
         return 0.0
-    eta = np.array([h.extra["lr"] for h in steps], dtype=float)
-    tau = np.array([h.clip_norm for h in steps], dtype=float)
-    w = _update_weights(eta, float(steps[0].extra["weight_decay"]))
+    w, tau = wt
     return float(noise_multiplier) * math.sqrt(float(np.sum((w * tau) ** 2))) / float(n_hat)
 
 
@@ -371,13 +382,10 @@ def self_pull_bound(history: list, n_hat: float) -> float:
     ``_guard_self_pull`` of :class:`~.private.NoisyGDMethod`, docs/results/tuning_notes.md,
     "The guard's in-sample optimism").
     """
-    steps = [h for h in history if h.extra and "lr" in h.extra and h.clip_norm is not None]
-    T = len(steps)
-    if T < 2 or not n_hat > 0:
+    wt = _recorded_update_weights(history)
+    if wt is None or not n_hat > 0:
         return 0.0
-    eta = np.array([h.extra["lr"] for h in steps], dtype=float)
-    tau = np.array([h.clip_norm for h in steps], dtype=float)
-    w = _update_weights(eta, float(steps[0].extra["weight_decay"]))
+    w, tau = wt
     return float(math.sqrt(2.0) * np.sum(w * tau) / float(n_hat))
 
 

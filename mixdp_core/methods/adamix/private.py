@@ -929,13 +929,13 @@ class NoisyGDMethod(LinearHead):
         pull = res.self_pull  # None unless the run tracked it (guard_count="leave_one_out")
         snap, snap_pull = res.snapshot, res.snapshot_self_pull
         self.update_shrinkage_ = None
-        self._whole_candidate = None
+        whole_candidate = None  # research hook _guard_whole's second candidate: (W, own pull) unshrunk
         if res.steps > 0 and self._shrinks_update(smooth, opts):
             # the released model keeps of its private update only what its noise leaves
             # (engine.update_shrinkage: post-processing); each row's own pull scales alike
             nu = released_noise_std(res.history, float(n_hat), cfg.noise_multiplier)
             s_fin = update_shrinkage(problem.X_public, self.W_ - W_init, nu)
-            self._whole_candidate = (self.W_, pull)  # research hook _guard_whole's second candidate
+            whole_candidate = (self.W_, pull)
             self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
             pull = None if pull is None else s_fin * pull
             self.update_shrinkage_ = s_fin
@@ -959,7 +959,7 @@ class NoisyGDMethod(LinearHead):
             self._guard_pull_inputs = (res.history, opts.n_hat)  # public: the run's step records
             self._guard_n_private = opts.n_hat_private
             # research hook _guard_whole: its count runs only where the final average was kept
-            whole = self._whole_candidate if n_whole and not self.checkpoint_kept_early_ else None
+            whole = whole_candidate if n_whole and not self.checkpoint_kept_early_ else None
             n_used = n_guard - n_whole + (whole is not None)  # the releases executed
             self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + n_used,
                                               total=total_releases, releases=n_guard - n_whole, whole=whole)

@@ -117,6 +117,13 @@ VARIANTS = {
     # (update_shrinkage; docs/results/tuning_notes.md, "The private update's shrinkage")
     "SH": ("adamix", {"update_shrinkage": "public_logits"}),
     "SH0": ("adamix", {"update_shrinkage": "none"}),
+    # the shrinkage's factor by the public rows' leave-one-out likelihood (tuning_notes.md,
+    # "Shrinkage by the public likelihood")
+    "SL": ("adamix", {"update_shrinkage": "public_likelihood"}),
+    # the current default without the early-checkpoint test (its release goes to the gradient phase)
+    "EC0": ("adamix", {"early_checkpoint": False}),
+    # research: the update's in-sample public logits and the start's own-class logit scaled k/(k-1)
+    "SLC": ("adamix", {"update_shrinkage": "public_likelihood", "_update_in_sample": True, "_start_loo_debias": True}),
     # the guard also asks the whole update with one more accounted count (research hook _guard_whole)
     "SHW": ("adamix", {"_guard_whole": True}),
     # the start's cap made continuous in T: relaxed by (burn-in / T)^p within the burn-in

@@ -757,13 +757,30 @@ def loo_margin_scale(X: np.ndarray, y: np.ndarray, n_classes: int, l2: float,
     beyond :data:`LOO_MAX_CELLS` / :data:`LOO_MAX_FLOPS`.
     """
     y = np.asarray(y)
+    loo = loo_public_logits(X, y, n_classes, l2, basis)
+    if loo is None:
+        return None
+    eta, scored = loo
+    return float(np.median(np.abs(logit_margins(eta, y[scored]))))
+
+
+def loo_public_logits(X: np.ndarray, y: np.ndarray, n_classes: int, l2: float,
+                       basis: SpectralRows | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(logits, scored)``: the approximate class-balanced leave-one-out logits
+    (:func:`loo_logits_alo`) of the ridge fit of ``(X, y)`` (the public solution of
+    :func:`fit_public` at ridge ``l2``) on the rows ``scored``, those whose class has another row.
+    The logits each row would get from the public model fitted without it: what an unseen row
+    of its class gets, where the fit's own logits on its few-shot training rows are those of a
+    (nearly) separating solution. Reads ``(X, y)`` only (public rows): no privacy cost.
+    ``None`` where no row can be scored (1 shot) or the problem is beyond
+    :data:`LOO_MAX_CELLS` / :data:`LOO_MAX_FLOPS`."""
+    y = np.asarray(y)
     setup = _loo_setup(X, y, n_classes, basis)
     if setup is None:
         return None
     sp, scored = setup
     B = fit_logistic_spectral(sp.Z, y, n_classes, sp.s, l2=float(l2))
-    eta = loo_logits_alo(sp.Z, y, n_classes, B, float(l2))[scored]
-    return float(np.median(np.abs(logit_margins(eta, y[scored]))))
+    return loo_logits_alo(sp.Z, y, n_classes, B, float(l2))[scored], scored
 
 
 def select_l2_loo(X: np.ndarray, y: np.ndarray, n_classes: int, *, path: tuple[float, ...] = L2_PATH,

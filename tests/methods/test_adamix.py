@@ -582,3 +582,39 @@ def test_guard_whole_hook_spends_one_more_accounted_count():
     assert rec.extra["guard_releases"] == 2.0 and "guard_noisy_gain_whole" in rec.extra
     grads = [sum(r.count for r in m.ledger_.releases if r.what == "gradient step") for m in runs]
     assert grads[1] == grads[0] - 1
+
+
+def test_public_likelihood_shrinkage_is_the_stacking_ratio_of_the_public_rows_left_out():
+    """``update_shrinkage="public_likelihood"`` (measured, not the default; tuning_notes.md,
+    "Shrinkage by the public likelihood"): the released model is ``W_start + s (W - W_start)``
+    with ``s`` the stacking ratio of the public rows' leave-one-out logits: the start's from
+    ``loo_public_logits`` times the start's scale, the update's minus each row's tracked own
+    pull (recomputed here from the unshrunk run, same noise). At one public row per class
+    nothing can be left out and the squared-logit rule is used. Post-processing: same ε."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+    from mixdp_core.methods._linear import loo_public_logits
+    from mixdp_core.methods.adamix.engine import stacking_shrinkage
+
+    fs = get_features("synthetic", "pixels", classes=10, dim=256, train_per_class=20, test_per_class=20,
+                      effective_rank=64, separation=6.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    kw = dict(target_epsilon=3.0, seed=0, noise="reproducible", public_guard=False)
+    lik = make_method("adamix", update_shrinkage="public_likelihood", **kw).fit(sp)
+    js = make_method("adamix", **kw).fit(sp)
+    whole = make_method("adamix", update_shrinkage="none", **kw)
+    whole._track_public_pull = True
+    whole.fit(sp)
+    assert lik.update_shrinkage_rule_ == "public_likelihood" and js.update_shrinkage_rule_ == "public_logits"
+    assert lik.privacy_.epsilon == js.privacy_.epsilon and lik.steps_ == js.steps_
+    Xp = lik.feature_map_(sp.X_public).astype(np.float64)
+    A, scored = loo_public_logits(Xp, sp.y_public, sp.n_classes, lik.public_l2_)
+    delta = (whole.W_ - whole.W_start_).astype(np.float64)
+    U = Xp[scored] @ delta - whole._public_pull[scored]
+    s = stacking_shrinkage(lik.init_scale_ * A, U, sp.y_public[scored])
+    assert lik.update_shrinkage_ == pytest.approx(s, rel=1e-4) and s != pytest.approx(js.update_shrinkage_, abs=0.05)
+    np.testing.assert_allclose(lik.W_, whole.W_start_ + s * delta, atol=1e-4)
+    one = make_split(fs, SplitSpec(public_per_class=1, seed=0))
+    m1 = make_method("adamix", update_shrinkage="public_likelihood", **kw).fit(one)
+    m2 = make_method("adamix", **kw).fit(one)
+    assert m1.update_shrinkage_rule_ == "public_logits" and m1.update_shrinkage_ == m2.update_shrinkage_

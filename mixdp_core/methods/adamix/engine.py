@@ -162,6 +162,10 @@ class NoisyGDOptions:
     #: (:attr:`NoisyGDResult.self_pull`; the guard's leave-one-out count): the kernel also
     #: writes its clipped residuals, an (N, C) array, and two (N, C) recursions run per step
     track_self_pull: bool = False
+    #: track each public row's own gradient's pull on its own logits in the output
+    #: (:attr:`NoisyGDResult.public_pull`; the released update's leave-one-out logits on the
+    #: public rows, :func:`stacking_shrinkage`): two ``(N_pub, C)`` recursions per step
+    track_public_pull: bool = False
 
 
 @dataclass
@@ -180,6 +184,11 @@ class NoisyGDResult:
     #: ``snapshot_at``. Owner's view (reads private rows), never released.
     self_pull: Optional[np.ndarray] = None
     snapshot_self_pull: Optional[np.ndarray] = None
+    #: ``(N_pub, C)``, with ``opts.track_public_pull``: public row j's own (exact) gradients'
+    #: total change to its own logits in the output; ``snapshot_public_pull`` the same at
+    #: ``snapshot_at``. Public: computed from public rows and released iterates.
+    public_pull: Optional[np.ndarray] = None
+    snapshot_public_pull: Optional[np.ndarray] = None
 
 
 def percentile_linear(a: np.ndarray, q: float) -> float:
@@ -365,6 +374,82 @@ def update_shrinkage(X_public: np.ndarray, delta_W: np.ndarray, noise_std: float
         return 1.0
     noise = D.shape[1] * float(noise_std) ** 2 * float(np.sum(X * X))
     return float(max(0.0, 1.0 - noise / energy))
+
+
+def stacking_shrinkage(start_logits: np.ndarray, update_logits: np.ndarray, y: np.ndarray) -> float:
+    """``s`` in ``[0, 1]`` for the released model ``W_start + s (W - W_start)``: the ratio
+    ``b / a`` of the two weights of the multinomial logistic model ``softmax(a z_start + b z_update)``
+    fitted to the public labels by maximum likelihood (stacking).
+
+    Inputs, per public row that has a leave-one-out version: ``start_logits`` (``n x C``), the
+    start's logits from the public model fitted without that row (:func:`.._linear.loo_public_logits`,
+    times the start's scale); ``update_logits`` (``n x C``), the released update's logits ``x (W -
+    W_start)`` minus the row's own public gradients' pull on them (:attr:`NoisyGDResult.public_pull`);
+    ``y`` their labels. Both are out-of-sample for the row, as a test row's are.
+
+    Why a likelihood and not the squared logit error (:func:`update_shrinkage`): the released
+    model is judged by the classes it predicts. Where the start's margins are large the update's
+    noise flips few predictions, and where the start is wrong a signal far below the noise's
+    energy can still flip them right; the squared error counts every logit alike and shrinks too
+    much there (measured: docs/results/tuning_notes.md, "Shrinkage by the public likelihood").
+    The likelihood weighs the two sources by how well each predicts unseen public rows, in the
+    units of their logits; ``b / a`` is then the update's scale relative to the start. Clipped to
+    ``[0, 1]``: the run releases at most its whole update. A concave problem in two variables
+    (damped Newton). Post-processing of releases and public rows: no privacy cost. Returns 1
+    where nothing can be fitted (no row), 0 where the fitted weight on the update is not positive.
+    """
+    A = np.asarray(start_logits, dtype=np.float64)
+    U = np.asarray(update_logits, dtype=np.float64)
+    y = np.asarray(y)
+    n = len(y)
+    if n == 0:
+        return 1.0
+    idx = np.arange(n)
+    # features of the two-weight model: the logits' deviations, per row (the softmax is shift-invariant)
+    F = np.stack([A - A.mean(1, keepdims=True), U - U.mean(1, keepdims=True)], axis=-1)  # (n, C, 2)
+
+    def nll(w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        Z = F @ w
+        Z = Z - Z.max(1, keepdims=True)
+        P = np.exp(Z)
+        P /= P.sum(1, keepdims=True)
+        f = float(-np.sum(np.log(np.maximum(P[idx, y], 1e-300))))
+        Fbar = np.einsum("nc,nck->nk", P, F)  # E_p[F] per row
+        g = -(F[idx, y] - Fbar).sum(0)
+        H = np.einsum("nc,nck,ncl->kl", P, F, F) - np.einsum("nk,nl->kl", Fbar, Fbar)
+        return f, g, H
+
+    # start from the scale that makes each source's logits unit-variance (the softmax's units)
+    sd = np.array([F[..., 0].std(), F[..., 1].std()])
+    if not (sd > 0).all():
+        return 1.0 if sd[1] > 0 else 0.0
+    w = 1.0 / sd
+    f, g, H = nll(w)
+    for _ in range(100):
+        try:
+            step = np.linalg.solve(H + 1e-12 * np.trace(H) * np.eye(2), g)
+        except np.linalg.LinAlgError:
+            step = g
+        t = 1.0
+        while t > 1e-8:
+            w_new = w - t * step
+            f_new, g_new, H_new = nll(w_new)
+            if f_new <= f - 1e-4 * t * float(g @ step):
+                break
+            t *= 0.5
+        else:
+            break
+        w, f, g, H = w_new, f_new, g_new, H_new
+        # separable public rows: the likelihood has no maximum and |w| grows without bound while
+        # its direction (the ratio) settles; stop once the loss is that of near-certain predictions
+        if float(np.abs(g).max()) < 1e-9 * max(1.0, n) or f < 1e-6 * n:
+            break
+    a, b = float(w[0]), float(w[1])
+    if not b > 0:
+        return 0.0
+    if not a > 0:
+        return 1.0
+    return float(min(1.0, b / a))
 
 
 def self_pull_bound(history: list, n_hat: float) -> float:
@@ -610,6 +695,12 @@ def run_noisygd(
     pull_P = np.zeros((N, C)) if opts.track_self_pull else None
     pull_Q = np.zeros((N, C)) if opts.track_self_pull else None
     snapshot_pull: Optional[np.ndarray] = None
+    # The same first-order leave-one-out for the public rows (opts.track_public_pull): row j's
+    # exact gradient x_j^T e_j moves its own logits by ||x_j||^2 e_j (it is added unprojected)
+    track_pub = bool(opts.track_public_pull and has_pub and opts.use_public_gradient)
+    pub_P = np.zeros((Xp.shape[0], C)) if track_pub else None
+    pub_Q = np.zeros((Xp.shape[0], C)) if track_pub else None
+    snapshot_pub: Optional[np.ndarray] = None
 
     # AdaMix Fig. 6 (owner's view, opts.subspace_every > 0): the random subspaces compared with the
     # public one, drawn once per dimension from a seeded generator (a diagnostic, not a release)
@@ -692,10 +783,14 @@ def run_noisygd(
             W_avg = W_avg * np.float32((t - 1) / (t + 1)) + W * np.float32(2.0 / (t + 1))
             if pull_Q is not None:
                 pull_Q = pull_Q * ((t - 1) / (t + 1)) + pull_P * (2.0 / (t + 1))
+            if pub_Q is not None:
+                pub_Q = pub_Q * ((t - 1) / (t + 1)) + pub_P * (2.0 / (t + 1))
         W = W - np.float32(eta) * grad
+        scale_n = float(inv_n) if smooth else 1.0
         if pull_P is not None:
-            scale_n = float(inv_n) if smooth else 1.0
             pull_P = (1.0 - float(eta) * lam) * pull_P - float(eta) * scale_n * own
+        if pub_P is not None:
+            pub_P = (1.0 - float(eta) * lam) * pub_P - float(eta) * scale_n * (Ep * np.square(xp_norm)[:, None])
         if R_ball is not None:
             # projection onto W = {||w - w_ref|| <= R} (Alg. 1, last line; post-processing)
             dist = float(np.linalg.norm(W - W_ref))
@@ -703,11 +798,15 @@ def run_noisygd(
                 W = W_ref + (W - W_ref) * np.float32(R_ball / dist)
                 if pull_P is not None:
                     pull_P = pull_P * (R_ball / dist)
+                if pub_P is not None:
+                    pub_P = pub_P * (R_ball / dist)
         out = W_avg if averaged else W
         if t == snapshot_at:
             snapshot = np.array(out, dtype=np.float32)
             if pull_P is not None:
                 snapshot_pull = (pull_Q if averaged else pull_P).copy()
+            if pub_P is not None:
+                snapshot_pub = (pub_Q if averaged else pub_P).copy()
         clip_norms.append(tau)
 
         test_err = None
@@ -732,5 +831,9 @@ def run_noisygd(
     pull = None
     if pull_P is not None:
         pull = (pull_Q if opts.schedule in ("theorem3", "smooth") else pull_P) if executed > 0 else np.zeros((N, C))
+    pub_pull = None
+    if pub_P is not None:
+        pub_pull = (pub_Q if opts.schedule in ("theorem3", "smooth") else pub_P) if executed > 0 else np.zeros_like(pub_P)
     return NoisyGDResult(W=np.array(out, dtype=np.float32), steps=executed, history=history, pdp_sq_ratio_sum=pdp,
-                         clip_norms=clip_norms, snapshot=snapshot, self_pull=pull, snapshot_self_pull=snapshot_pull)
+                         clip_norms=clip_norms, snapshot=snapshot, self_pull=pull, snapshot_self_pull=snapshot_pull,
+                         public_pull=pub_pull, snapshot_public_pull=snapshot_pub)

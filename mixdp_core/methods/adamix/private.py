@@ -14,7 +14,7 @@ from ... import accounting
 from ...errors import DataError
 from ...randomness import noise_rng, snap_count
 from .._linear import (error_rate, fit_logistic, fit_public, l2_normalize, logit_margins, loo_margin_scale,
-                       public_ridge, row_norms, softmax_residual)
+                       loo_public_logits, public_ridge, row_norms, softmax_residual)
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
@@ -49,6 +49,7 @@ from .engine import (
     released_noise_std,
     self_pull_bound,
     shrunk_class_counts,
+    stacking_shrinkage,
     theorem3_weight_decay,
     update_shrinkage,
 )
@@ -312,13 +313,44 @@ class NoisyGDMethod(LinearHead):
 
     def _shrinks_update(self, smooth: bool, opts: NoisyGDOptions) -> bool:
         """Whether the released model shrinks its private update towards the public start
-        (``update_shrinkage="public_logits"``): ``smooth`` schedule, public start, and no
-        projection or the public rows' span (:func:`.engine.update_shrinkage` needs the noise's
-        logit variance on a public row to be ``nu^2 ||x||^2``, true of the full space and of any
-        subspace that holds the public rows, not of a gradient subspace)."""
+        (``update_shrinkage="public_logits"`` or ``"public_likelihood"``): ``smooth`` schedule,
+        public start, and no projection or the public rows' span (:func:`.engine.update_shrinkage`
+        needs the noise's logit variance on a public row to be ``nu^2 ||x||^2``, true of the full
+        space and of any subspace that holds the public rows, not of a gradient subspace)."""
         cfg = self.config
-        return bool(smooth and self._public_start and getattr(cfg, "update_shrinkage", "none") == "public_logits"
+        return bool(smooth and self._public_start
+                    and getattr(cfg, "update_shrinkage", "none") in ("public_likelihood", "public_logits")
                     and opts.projection_dim in (None, "span"))
+
+    def _shrinkage_factor(self, problem: NoisyGDProblem, delta_W: np.ndarray, history: list, n_hat: float,
+                          public_pull: np.ndarray | None) -> float:
+        """``s`` of the released model ``W_start + s delta_W`` under ``update_shrinkage``:
+        'public_likelihood' (:func:`.engine.stacking_shrinkage` on the public rows' leave-one-out
+        logits of the start and of the update), falling back to the squared-logit rule
+        (:func:`.engine.update_shrinkage`, 'public_logits') where no public row has a
+        leave-one-out version (one shot per class) or the update's is not tracked. Public rows
+        and releases only: post-processing."""
+        cfg = self.config
+        if cfg.update_shrinkage == "public_likelihood" and public_pull is not None:
+            loo = loo_public_logits(problem.X_public, problem.y_public, problem.n_classes, self.public_l2_)
+            if loo is not None:
+                A, scored = loo
+                if getattr(self, "_start_loo_debias", False):
+                    # research hook (measured: docs/results/tuning_notes.md): a held-out row's own
+                    # class kept k - 1 of its k shots; scale its own-class logit's deviation by k/(k-1)
+                    yl = problem.y_public[scored]
+                    kc = np.bincount(problem.y_public, minlength=problem.n_classes)[yl].astype(np.float64)
+                    mu = A.mean(1)
+                    A = A.copy()
+                    A[np.arange(len(yl)), yl] = mu + (A[np.arange(len(yl)), yl] - mu) * kc / (kc - 1)
+                U = problem.X_public[scored].astype(np.float64) @ delta_W.astype(np.float64)
+                if not getattr(self, "_update_in_sample", False):  # research hook: keep the own pull
+                    U = U - public_pull[scored]
+                self.update_shrinkage_rule_ = "public_likelihood"
+                return stacking_shrinkage(self.init_scale_ * A, U, problem.y_public[scored])
+        self.update_shrinkage_rule_ = "public_logits"
+        nu = released_noise_std(history, float(n_hat), cfg.noise_multiplier)
+        return update_shrinkage(problem.X_public, delta_W, nu)
 
     def _guard_counts_loo(self) -> bool:
         """Whether the guard counts on first-order leave-one-out logits (``guard_count``)."""
@@ -848,6 +880,9 @@ class NoisyGDMethod(LinearHead):
         opts.device = cfg.device  # kernel of the private release (same mechanism on every device)
         # only a run that releases the guard (research: _track_self_pull forces it, for diagnostics)
         opts.track_self_pull = (bool(n_guard) and self._guard_counts_loo()) or bool(getattr(self, "_track_self_pull", False))
+        # the update's leave-one-out logits on the public rows (update_shrinkage="public_likelihood")
+        opts.track_public_pull = ((self._shrinks_update(smooth, opts) and cfg.update_shrinkage == "public_likelihood")
+                                  or bool(getattr(self, "_track_public_pull", False)))  # research: diagnostics
         lip_pub = math.sqrt(2.0)  # ||g_j|| <= ||x_j|| ||p_j - y_j|| <= sqrt(2) for public rows
 
         def wd_fn(mult: float):
@@ -927,21 +962,22 @@ class NoisyGDMethod(LinearHead):
         self.guard_kept_private_ = None
         self.checkpoint_kept_early_ = None
         pull = res.self_pull  # None unless the run tracked it (guard_count="leave_one_out")
+        self._public_pull = res.public_pull  # None unless tracked (public: public rows and releases)
         snap, snap_pull = res.snapshot, res.snapshot_self_pull
         self.update_shrinkage_ = None
+        self.update_shrinkage_rule_ = None
         whole_candidate = None  # research hook _guard_whole's second candidate: (W, own pull) unshrunk
         if res.steps > 0 and self._shrinks_update(smooth, opts):
             # the released model keeps of its private update only what its noise leaves
             # (engine.update_shrinkage: post-processing); each row's own pull scales alike
-            nu = released_noise_std(res.history, float(n_hat), cfg.noise_multiplier)
-            s_fin = update_shrinkage(problem.X_public, self.W_ - W_init, nu)
+            s_fin = self._shrinkage_factor(problem, self.W_ - W_init, res.history, n_hat, res.public_pull)
             whole_candidate = (self.W_, pull)
             self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
             pull = None if pull is None else s_fin * pull
             self.update_shrinkage_ = s_fin
             if snap is not None:
-                nu_e = released_noise_std(res.history[:early_step], float(n_hat), cfg.noise_multiplier)
-                s_e = update_shrinkage(problem.X_public, snap - W_init, nu_e)
+                s_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step], n_hat,
+                                             res.snapshot_public_pull)
                 snap = W_init + np.float32(s_e) * (snap - W_init)
                 snap_pull = None if snap_pull is None else s_e * snap_pull
         if n_check and not stopped and snap is not None:

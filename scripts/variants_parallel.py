@@ -69,6 +69,8 @@ def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
             "minority_accuracy": None if (mi := minority_accuracy(sp.y_test, pred, sp.minority_classes)) is None
             else float(100 * mi),
             "guard_kept_private": None if g is None else bool(g),
+            "checkpoint_kept_early": None if (ck := getattr(m, "checkpoint_kept_early_", None)) is None else bool(ck),
+            "update_shrinkage": None if (sh := getattr(m, "update_shrinkage_", None)) is None else float(sh),
             "init_scale": None if alpha is None else float(alpha), "seconds": time.time() - t}
 
 

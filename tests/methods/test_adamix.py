@@ -498,9 +498,10 @@ def test_leave_one_out_guard_counts_without_each_rows_own_pull():
     sp = make_split(fs, SplitSpec(public_per_class=1, seed=0))
 
     def guard(loo: bool):
-        # the private phase's average unshrunk (update_shrinkage="none"): the counts' mechanics
+        # the private phase's average unshrunk (update_shrinkage="none") and one release at σ
+        # (guard_resolution=None): the counts' mechanics at the resolution they were measured at
         m = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible", update_shrinkage="none",
-                        guard_count="leave_one_out" if loo else "in_sample")
+                        guard_count="leave_one_out" if loo else "in_sample", guard_resolution=None)
         m.fit(sp)
         rec = next(h for h in reversed(m.history_) if "guard_noisy_gain" in h.extra)
         return m, rec.extra["guard_noisy_gain"]
@@ -571,7 +572,7 @@ def test_guard_whole_hook_spends_one_more_accounted_count():
     sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
     runs = []
     for hook in (False, True):
-        m = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible")
+        m = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", guard_resolution=None)
         m._guard_whole = hook
         runs.append(m.fit(sp))
     plain, whole = runs

@@ -151,8 +151,11 @@ def test_histogram_takes_its_share_at_the_same_epsilon():
     from mixdp_core.randomness import noise_rng
 
     sp = _scarce_split(0)
-    one = make_method("adamix", target_epsilon=3.0, seed=0, histogram_share=0.0, noise="reproducible").fit(sp)
-    k8 = make_method("adamix", target_epsilon=3.0, seed=0, histogram_share=0.125, noise="reproducible").fit(sp)
+    # guard_resolution=None: the guard is one release whatever the histogram's total
+    one = make_method("adamix", target_epsilon=3.0, seed=0, histogram_share=0.0, noise="reproducible",
+                      guard_resolution=None).fit(sp)
+    k8 = make_method("adamix", target_epsilon=3.0, seed=0, histogram_share=0.125, noise="reproducible",
+                     guard_resolution=None).fit(sp)
     assert k8.privacy_.epsilon == pytest.approx(one.privacy_.epsilon, rel=1e-9) and k8.steps_ == one.steps_
     k = round(0.125 * one.steps_)
     rec = [r for r in k8.ledger_.releases if r.what == "noisy class histogram"]
@@ -213,8 +216,9 @@ def test_balanced_guard_rule_counts_class_weighted_at_the_histograms_share_and_t
     sp = _scarce_split(0)
     # the in-sample count, so the released gain can be recomputed from the released W_ alone
     # (the leave-one-out count's logit shift is covered in test_adamix.py)
+    # (guard_resolution=None: the single count is one release, the rule this option replaces)
     runs = {r: make_method("adamix", target_epsilon=3.0, seed=0, guard_rule=r, noise="reproducible",
-                           guard_count="in_sample").fit(sp)
+                           guard_count="in_sample", guard_resolution=None).fit(sp)
             for r in ("single_count", "balanced_when_imbalanced")}
     one, bal = runs["single_count"], runs["balanced_when_imbalanced"]
     assert bal.histogram_test_["imbalanced"] and one.histogram_test_["imbalanced"]
@@ -248,18 +252,20 @@ def test_balanced_guard_rule_counts_class_weighted_at_the_histograms_share_and_t
     assert not b.histogram_test_["imbalanced"] and b.guard_releases_ == 1 and b._guard_weights is None
 
 
-def test_guard_resolution_hook_takes_releases_from_the_released_total_at_the_same_epsilon():
-    """The research hook ``_guard_resolution = r`` (measured, not the default): the guard's
-    single count takes m = ceil((σ / (r n̂_lo))²) releases' worth, n̂_lo the released histogram's
-    total minus two of its stds, at most (T − count releases) / 16; recorded as m releases at σ,
-    so T and ε are the default's and the gradient phase gives up m − 1 steps."""
+def test_guard_resolution_takes_releases_from_the_released_total_at_the_same_epsilon():
+    """``guard_resolution = r`` (the research hook ``_guard_resolution`` sets the same): the
+    guard's single count takes m = ceil((σ / (r n̂_lo))²) releases' worth, n̂_lo the released
+    histogram's total minus two of its stds, at most (T − count releases) / 16; recorded as m
+    releases at σ, so T and ε are those of one release and the gradient phase gives up m − 1 steps."""
     import math
 
     sp = _scarce_split(0)
-    base = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible").fit(sp)
-    hook = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible")
+    base = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible", guard_resolution=None).fit(sp)
+    hook = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible", guard_resolution=None)
     hook._guard_resolution = 0.02
     hook.fit(sp)
+    cfg = make_method("adamix", target_epsilon=8.0, seed=0, noise="reproducible", guard_resolution=0.02).fit(sp)
+    assert cfg.guard_releases_ == hook.guard_releases_ and np.array_equal(cfg.W_, hook.W_)
     hist = [r for r in hook.ledger_.releases if "histogram" in r.what]
     n_count = sum(r.count for r in hist)
     assert base.guard_releases_ == 1 and n_count >= 1

@@ -185,19 +185,20 @@ def test_early_checkpoint_is_one_accounted_release_of_the_run(small_split):
     on = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible").fit(small_split)
     off = make_method("adamix", target_epsilon=3.0, seed=0, early_checkpoint=False, noise="reproducible").fit(small_split)
     T, k = on.calibrated_steps_, on.count_releases_  # k: the class histogram's releases (histogram_share)
-    assert on.steps_ == off.steps_ == T and k == off.count_releases_ > 1
+    g = on.guard_releases_  # the guard's releases' worth (guard_resolution)
+    assert on.steps_ == off.steps_ == T and k == off.count_releases_ > 1 and g == off.guard_releases_ >= 1
     rec = [h for h in on.history_ if "checkpoint_noisy_gain" in h.extra]
-    assert len(rec) == 1 and rec[0].step == T - 1 and "guard_noisy_gain" in on.history_[-1].extra
-    assert rec[0].extra["checkpoint_step"] == (T - k - 2) // CHECKPOINT_DIVISOR
+    assert len(rec) == 1 and rec[0].step == T - g and "guard_noisy_gain" in on.history_[-1].extra
+    assert rec[0].extra["checkpoint_step"] == (T - k - g - 1) // CHECKPOINT_DIVISOR
     assert not any("checkpoint_noisy_gain" in h.extra for h in off.history_)
     grad = lambda m: sum(1 for h in m.history_ if not ({"noisy_count", "guard_noisy_gain",  # noqa: E731
                                                           "checkpoint_noisy_gain"} & set(h.extra)))
-    assert grad(off) == grad(on) + 1 == T - k - 1
+    assert grad(off) == grad(on) + 1 == T - k - g
     eps_T = accounting.privacy_report(accounting.ComposedGaussian(noise_multiplier=20.0, steps=T), delta=1e-5).epsilon
     assert on.privacy_.epsilon == pytest.approx(eps_T, rel=1e-9) and on.privacy_.epsilon <= 3.0 + 1e-9
     assert on.history_[-1].epsilon_spent == pytest.approx(eps_T, rel=1e-9)
     # pDP: every private row is charged the histogram, the checkpoint test and the guard
-    assert np.all(on.pdp_sq_ratio_sum_ >= k + 2.0 - 1e-9)
+    assert np.all(on.pdp_sq_ratio_sum_ >= k + 1.0 + g - 1e-9)
     # the test needs >= 8 gradient steps after it: at eps = 0.5 (T = 8) there is none
     small = make_method("adamix", target_epsilon=0.5, seed=0).fit(small_split)
     assert small.checkpoint_kept_early_ is None and small.steps_ == small.calibrated_steps_

@@ -319,6 +319,19 @@ class NoisyGDConfig(PrivacyConfig):
              "). Same release either way: sensitivity 1 (each row's term depends on that row and the "
              "releases only), one Gaussian release at σ.",
         privacy_note="no extra release: it changes what the guard's one accounted count sums")
+    guard_resolution: Optional[float] = param(
+        0.02, type=float, range=Interval(0.0, 0.5, closed="right"), optional=True,
+        help="schedule='smooth' with the public-start guard and a class histogram (class_balance != 'none'): "
+             "r (default 0.02), the largest noise std of the guard's count as a share of the private rows. The "
+             "count takes "
+             "m = ceil((σ / (r n̂_lo))²) releases' worth (one Gaussian release at σ/sqrt(m)), n̂_lo the released "
+             "histogram's total minus two of its stds, at most (T − histogram releases)/16, so the gradient "
+             "phase keeps at least 15/16 of its releases; m = 1 where n̂_lo ≥ σ/r (1,000 rows at r = 0.02). "
+             "None: one release at σ (a noise std of 20 rows: 10 % of 200 private rows; the default before "
+             "2026-11-28). Where the guard decides (a few hundred private rows) it gained 0.6–4.7 points and cost "
+             "up to 0.8 where it does not (the releases it takes from the gradient phase; "
+             "docs/results/tuning_notes.md, \"The guard's resolution\").",
+        privacy_note="the guard's m releases are part of the run's T, accounted (no extra ε)")
     update_shrinkage: str = param(
         "public_logits", choices=("public_logits", "public_likelihood", "none"),
         help="schedule='smooth' with a public start and no projection: what the run releases of its private "

@@ -509,7 +509,10 @@ class NoisyGDMethod(LinearHead):
         """Releases' worth the public-start guard takes of the run's T (one Gaussian release at
         σ/sqrt(m), accounted as m releases at σ: the same μ).
 
-        1, unless :meth:`_balanced_guard`: then the histogram's m (:meth:`_histogram_releases`),
+        With ``guard_resolution = r`` and a released histogram: m = ceil((σ / (r n̂_lo))²), n̂_lo
+        the histogram's total minus two of its stds, capped at (T − n_count) / 16 (the count's
+        noise std at most r of the private rows). Else 1, unless :meth:`_balanced_guard`: then
+        the histogram's m (:meth:`_histogram_releases`),
         at most what leaves one gradient step. Why: the class-weighted count (weights
         min n̂ / n̂_c <= 1, sensitivity still 1) estimates the balanced accuracy gain but sums
         only about C · min n̂ rows' worth of signal, so at one release its noise drowns a real
@@ -517,13 +520,15 @@ class NoisyGDMethod(LinearHead):
         spends on a class-level question of its private rows, and it grows with T, so the
         guard's power grows with ε as the private phase's gain does. Public inputs and the
         pilot's released test only."""
-        # Research hook, not the default (measured and not adopted: docs/results/tuning_notes.md,
-        # "The guard's resolution"): ``_guard_resolution = r`` gives the single count m releases'
-        # worth so that its noise std sigma/sqrt(m) is at most r times a lower bound on the private
-        # rows (the released histogram's total minus two of its stds), m capped at (T - n_count) / 16.
+        # guard_resolution = r (docs/results/tuning_notes.md, "The guard's resolution"; the research
+        # hook ``_guard_resolution`` sets it too): the single count takes m releases' worth so that
+        # its noise std sigma/sqrt(m) is at most r times a lower bound on the private rows (the
+        # released histogram's total minus two of its stds), m capped at (T - n_count) / 16.
         # Post-processing of the histogram; the run's total stays T (same argument as the staged
         # histogram's adaptive share).
-        res = getattr(self, "_guard_resolution", None)
+        res = getattr(self.config, "guard_resolution", None)
+        if res is None:
+            res = getattr(self, "_guard_resolution", None)
         if res is not None and not self._balanced_guard() and hist is not None:
             sigma = float(self.config.noise_multiplier)
             n_lo = max(float(hist.sum()) - 2.0 * math.sqrt(C) * sigma / math.sqrt(n_count), 1.0)

@@ -181,6 +181,17 @@ def test_public_ridge_rejects_an_unknown_rule(digits_split):
         _linear.public_ridge(digits_split.X_public, digits_split.y_public, 10, "cv")
 
 
+def _few_shot_rows(C: int, k: int, D: int = 30, fresh: int = 200, seed: int = 3):
+    """``(X, y, X_fresh, y_fresh)``: k unit rows per class of C Gaussian classes in D dimensions
+    and ``fresh`` more per class from the same classes (the unseen rows)."""
+    rng = np.random.default_rng(seed)
+    means = 0.5 * rng.normal(size=(C, D))
+    draw = lambda n: (l2_normalize(means[np.repeat(np.arange(C), n)] + rng.normal(size=(C * n, D))),  # noqa: E731
+                      np.repeat(np.arange(C), n))
+    X, y = draw(k)
+    return (X, y, *draw(fresh))
+
+
 def test_loo_margin_scale_estimates_unseen_rows_margins_where_the_fits_own_overstate_them():
     """``loo_margin_scale`` (the start's margin research hook, tuning_notes.md): on few-shot
     rows (3 per class, D = 30) the weak-ridge fit separates its own rows, so their median margin
@@ -188,13 +199,8 @@ def test_loo_margin_scale_estimates_unseen_rows_margins_where_the_fits_own_overs
     factor 2 of the fresh rows' median |margin|, and no row can be scored at 1 shot."""
     from mixdp_core.methods._linear import fit_public, logit_margins as margins, loo_margin_scale
 
-    rng = np.random.default_rng(3)
-    C, D, k, l2 = 8, 30, 3, 1e-4
-    means = 0.5 * rng.normal(size=(C, D))
-    draw = lambda n: (l2_normalize(means[np.repeat(np.arange(C), n)] + rng.normal(size=(C * n, D))),
-                      np.repeat(np.arange(C), n))
-    X, y = draw(k)
-    Xf, yf = draw(200)
+    C, k, l2 = 8, 3, 1e-4
+    X, y, Xf, yf = _few_shot_rows(C, k)
     W = fit_public(X, y, C, l2=l2)
     own = float(np.median(margins(X @ W, y)))
     fresh = float(np.median(np.abs(margins(Xf @ W, yf))))
@@ -212,13 +218,8 @@ def test_loo_public_logits_predict_fresh_rows_as_well_as_the_fit_does_unlike_its
     is not scored."""
     from mixdp_core.methods._linear import fit_public, loo_public_logits
 
-    rng = np.random.default_rng(3)
-    C, D, k, l2 = 8, 30, 3, 1e-2
-    means = 0.5 * rng.normal(size=(C, D))
-    draw = lambda n: (l2_normalize(means[np.repeat(np.arange(C), n)] + rng.normal(size=(C * n, D))),
-                      np.repeat(np.arange(C), n))
-    X, y = draw(k)
-    Xf, yf = draw(200)
+    C, k, l2 = 8, 3, 1e-2
+    X, y, Xf, yf = _few_shot_rows(C, k)
     W = fit_public(X, y, C, l2=l2)
     eta, scored = loo_public_logits(X, y, C, l2)
     assert np.array_equal(scored, np.arange(len(y)))

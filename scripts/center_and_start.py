@@ -92,10 +92,12 @@ VARIANTS = {
     # the projection (tuning_notes.md, "The projection"): none (the default since 2026-11-28) / the paper's
     "Pn": ("adamix", {"projection": "none"}),
     "Pp": ("adamix", {"projection": "paper"}),
-    # the public-start guard's noise at most a share r of the private rows (research hook
-    # "_guard_resolution"; releases' worth capped at (T - count) / 16)
-    "GR1": ("adamix", {"_guard_resolution": 0.01}),
-    "GR2": ("adamix", {"_guard_resolution": 0.02}),
+    # the public-start guard's noise at most a share r of the private rows (guard_resolution, 0.02
+    # the default since 2026-11-28, a research hook before; releases' worth capped at (T - count) / 16);
+    # GR0: one release at sigma, the rule before
+    "GR0": ("adamix", {"guard_resolution": None}),
+    "GR1": ("adamix", {"guard_resolution": 0.01}),
+    "GR2": ("adamix", {"guard_resolution": 0.02}),
     # the public-start guard's one-sided threshold GUARD_Z (1) at 1.5 and 2 noise stds
     "GZ15": ("adamix", {"_guard_z": 1.5}),
     "GZ2": ("adamix", {"_guard_z": 2.0}),

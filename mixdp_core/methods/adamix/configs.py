@@ -322,12 +322,11 @@ class NoisyGDConfig(PrivacyConfig):
     guard_resolution: Optional[float] = param(
         0.02, type=float, range=Interval(0.0, 0.5, closed="right"), optional=True,
         help="schedule='smooth' with the public-start guard and a class histogram (class_balance != 'none'): "
-             "r (default 0.02), the largest noise std of the guard's count as a share of the private rows. The "
-             "count takes "
-             "m = ceil((σ / (r n̂_lo))²) releases' worth (one Gaussian release at σ/sqrt(m)), n̂_lo the released "
-             "histogram's total minus two of its stds, at most (T − histogram releases)/16, so the gradient "
-             "phase keeps at least 15/16 of its releases; m = 1 where n̂_lo ≥ σ/r (1,000 rows at r = 0.02). "
-             "None: one release at σ (a noise std of 20 rows: 10 % of 200 private rows; the default before "
+             "r (default 0.02), the largest noise std of the guard's count as a share of the private rows. "
+             "The count takes m = ceil((σ / (r n̂_lo))²) releases' worth (one Gaussian release at σ/sqrt(m)), "
+             "n̂_lo the released histogram's total minus two of its stds, at most (T − histogram releases)/16, "
+             "so the gradient phase keeps at least 15/16 of its releases; m = 1 where n̂_lo ≥ σ/r (1,000 rows "
+             "at r = 0.02). None: one release at σ (a noise std of 20 rows: 10 % of 200 private rows; the default before "
              "2026-11-28). Where the guard decides (a few hundred private rows) it gained 0.6–4.7 points and cost "
              "up to 0.8 where it does not (the releases it takes from the gradient phase; "
              "docs/results/tuning_notes.md, \"The guard's resolution\").",
@@ -347,7 +346,7 @@ class NoisyGDConfig(PrivacyConfig):
              "row's leave-one-out logits (the start refitted without it, the update less its own gradient's "
              "pull); it targets the predicted class rather than the squared logit error, and falls back to "
              "'public_logits' at one public row per class. On the development regimes it moved the error by "
-             "−2.9 to +1.8 points, no better overall: the leave-one-out start (k − 1 shots) under-states the "
+             "−1.4 to +1.8 points, no better overall: the leave-one-out start (k − 1 shots) under-states the "
              "k-shot start (docs/results/tuning_notes.md, \"Shrinkage by the public likelihood\"). "
              "Post-processing of the releases and public rows.",
         privacy_note="post-processing: no release, no extra ε")

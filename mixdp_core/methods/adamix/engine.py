@@ -589,6 +589,36 @@ def private_release(
     return noisy, ratio, loss
 
 
+class _OwnPull:
+    """Each row's own gradients' change to its own logits, carried by the same linear recursions
+    as the iterate ``W`` (decay, ball projection) and the released t-weighted average: ``P`` the
+    share in the current iterate, ``Q`` in the average. A first-order leave-one-out (the loss's
+    curvature, one row's effect on the other rows' residuals, is left out). One per tracked set
+    of rows: the private rows (the guard's count) and the public rows (the shrinkage's stacking)."""
+
+    def __init__(self, n_rows: int, n_classes: int) -> None:
+        self.P = np.zeros((n_rows, n_classes))
+        self.Q = np.zeros((n_rows, n_classes))
+
+    def average(self, t: int) -> None:
+        """The average's step ``w_bar_t = ((t - 1) w_bar_{t-1} + 2 w_t) / (t + 1)``."""
+        self.Q = self.Q * ((t - 1) / (t + 1)) + self.P * (2.0 / (t + 1))
+
+    def step(self, eta: float, lam: float, scale: float, own: np.ndarray) -> None:
+        """The iterate's step: weight decay contracts the pull, and the row's own term ``own``
+        (its logits' change per unit step of the summed gradient) is added with ``-eta scale``
+        (``scale``: 1/n_hat on the mean-loss scale)."""
+        self.P = (1.0 - eta * lam) * self.P - eta * scale * own
+
+    def scale(self, factor: float) -> None:
+        """The ball projection's contraction of ``W - W_ref``."""
+        self.P = self.P * factor
+
+    def output(self, averaged: bool) -> np.ndarray:
+        """The pull in the released output (the average or the iterate), a copy."""
+        return (self.Q if averaged else self.P).copy()
+
+
 def run_noisygd(
     problem: NoisyGDProblem,
     W_init: np.ndarray,
@@ -688,18 +718,15 @@ def run_noisygd(
     executed = 0
     live = step_observer()  # the runner's live view (minority accuracy, pDP so far), else None
     snapshot: Optional[np.ndarray] = None
-    # Own pull (opts.track_self_pull): P_i, row i's own clipped gradients' share of the current
-    # iterate's logits x_i W, and Q_i its share of the released average's, carried by the same
-    # linear recursions as W and W_avg (decay, average, ball projection); the loss's curvature
-    # (row i's effect on the other rows' residuals) is left out, a first-order leave-one-out.
-    pull_P = np.zeros((N, C)) if opts.track_self_pull else None
-    pull_Q = np.zeros((N, C)) if opts.track_self_pull else None
+    # Own pull (opts.track_self_pull): row i's own clipped gradients' share of the iterate's and
+    # the released average's logits x_i W (_OwnPull: a first-order leave-one-out)
+    pull = _OwnPull(N, C) if opts.track_self_pull else None
     snapshot_pull: Optional[np.ndarray] = None
     # The same first-order leave-one-out for the public rows (opts.track_public_pull): row j's
     # exact gradient x_j^T e_j moves its own logits by ||x_j||^2 e_j (it is added unprojected)
     track_pub = bool(opts.track_public_pull and has_pub and opts.use_public_gradient)
-    pub_P = np.zeros((Xp.shape[0], C)) if track_pub else None
-    pub_Q = np.zeros((Xp.shape[0], C)) if track_pub else None
+    pub_pull = _OwnPull(Xp.shape[0], C) if track_pub else None
+    xp_norm_sq = np.square(xp_norm)[:, None] if track_pub else None
     snapshot_pub: Optional[np.ndarray] = None
 
     # AdaMix Fig. 6 (owner's view, opts.subspace_every > 0): the random subspaces compared with the
@@ -742,7 +769,7 @@ def run_noisygd(
                                                logit_offset=opts.logit_offset, resid_out=resid_buf)
         pdp += np.square(ratio, out=sq_buf)
         own = None
-        if pull_P is not None:
+        if pull is not None:
             # row i's released term U U^T c_i x_i r_i^T moves its own logits by ||U^T x_i||^2 e_i
             # (e_i = c_i r_i, the kernel's clipped residual); the ratio is ||U^T x_i|| ||e_i|| / tau,
             # so ||U^T x_i||^2 = (ratio_i tau / ||e_i||)^2 whatever the projection
@@ -781,32 +808,30 @@ def run_noisygd(
             # w_bar_t = sum_{s<=t} 2 s w_s / (t (t+1)), incremental (Thm. 3); w_t is the
             # iterate at which this step's gradient was taken.
             W_avg = W_avg * np.float32((t - 1) / (t + 1)) + W * np.float32(2.0 / (t + 1))
-            if pull_Q is not None:
-                pull_Q = pull_Q * ((t - 1) / (t + 1)) + pull_P * (2.0 / (t + 1))
-            if pub_Q is not None:
-                pub_Q = pub_Q * ((t - 1) / (t + 1)) + pub_P * (2.0 / (t + 1))
+            for tracked in (pull, pub_pull):
+                if tracked is not None:
+                    tracked.average(t)
         W = W - np.float32(eta) * grad
         scale_n = float(inv_n) if smooth else 1.0
-        if pull_P is not None:
-            pull_P = (1.0 - float(eta) * lam) * pull_P - float(eta) * scale_n * own
-        if pub_P is not None:
-            pub_P = (1.0 - float(eta) * lam) * pub_P - float(eta) * scale_n * (Ep * np.square(xp_norm)[:, None])
+        if pull is not None:
+            pull.step(float(eta), lam, scale_n, own)
+        if pub_pull is not None:
+            pub_pull.step(float(eta), lam, scale_n, Ep * xp_norm_sq)
         if R_ball is not None:
             # projection onto W = {||w - w_ref|| <= R} (Alg. 1, last line; post-processing)
             dist = float(np.linalg.norm(W - W_ref))
             if dist > R_ball:
                 W = W_ref + (W - W_ref) * np.float32(R_ball / dist)
-                if pull_P is not None:
-                    pull_P = pull_P * (R_ball / dist)
-                if pub_P is not None:
-                    pub_P = pub_P * (R_ball / dist)
+                for tracked in (pull, pub_pull):
+                    if tracked is not None:
+                        tracked.scale(R_ball / dist)
         out = W_avg if averaged else W
         if t == snapshot_at:
             snapshot = np.array(out, dtype=np.float32)
-            if pull_P is not None:
-                snapshot_pull = (pull_Q if averaged else pull_P).copy()
-            if pub_P is not None:
-                snapshot_pub = (pub_Q if averaged else pub_P).copy()
+            if pull is not None:
+                snapshot_pull = pull.output(averaged)
+            if pub_pull is not None:
+                snapshot_pub = pub_pull.output(averaged)
         clip_norms.append(tau)
 
         test_err = None
@@ -828,12 +853,11 @@ def run_noisygd(
         if on_step is not None and on_step(rec):
             break
     out = (W_avg if opts.schedule in ("theorem3", "smooth") else W) if executed > 0 else W
-    pull = None
-    if pull_P is not None:
-        pull = (pull_Q if opts.schedule in ("theorem3", "smooth") else pull_P) if executed > 0 else np.zeros((N, C))
-    pub_pull = None
-    if pub_P is not None:
-        pub_pull = (pub_Q if opts.schedule in ("theorem3", "smooth") else pub_P) if executed > 0 else np.zeros_like(pub_P)
+    # (before any step both recursions are still zero: the pull of an empty run)
+    averaged_out = opts.schedule in ("theorem3", "smooth")
     return NoisyGDResult(W=np.array(out, dtype=np.float32), steps=executed, history=history, pdp_sq_ratio_sum=pdp,
-                         clip_norms=clip_norms, snapshot=snapshot, self_pull=pull, snapshot_self_pull=snapshot_pull,
-                         public_pull=pub_pull, snapshot_public_pull=snapshot_pub)
+                         clip_norms=clip_norms, snapshot=snapshot,
+                         self_pull=None if pull is None else pull.output(averaged_out),
+                         snapshot_self_pull=snapshot_pull,
+                         public_pull=None if pub_pull is None else pub_pull.output(averaged_out),
+                         snapshot_public_pull=snapshot_pub)

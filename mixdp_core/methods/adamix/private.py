@@ -322,32 +322,43 @@ class NoisyGDMethod(LinearHead):
                     and getattr(cfg, "update_shrinkage", "none") in ("public_likelihood", "public_logits")
                     and opts.projection_dim in (None, "span"))
 
+    def _start_loo_logits(self, problem: NoisyGDProblem) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(logits, scored)``: the public start's leave-one-out logits on the public rows that
+        have one (:func:`.._linear.loo_public_logits` times the start's scale), for
+        ``update_shrinkage="public_likelihood"``; ``None`` at one shot per class or beyond the
+        leave-one-out's size bounds. Public rows only; computed once per fit (the final average
+        and the early checkpoint share it)."""
+        loo = loo_public_logits(problem.X_public, problem.y_public, problem.n_classes, self.public_l2_)
+        if loo is None:
+            return None
+        A, scored = loo
+        if getattr(self, "_start_loo_debias", False):
+            # research hook (measured: docs/results/tuning_notes.md): a held-out row's own
+            # class kept k - 1 of its k shots; scale its own-class logit's deviation by k/(k-1)
+            yl = problem.y_public[scored]
+            kc = np.bincount(problem.y_public, minlength=problem.n_classes)[yl].astype(np.float64)
+            mu = A.mean(1)
+            A = A.copy()
+            A[np.arange(len(yl)), yl] = mu + (A[np.arange(len(yl)), yl] - mu) * kc / (kc - 1)
+        return self.init_scale_ * A, scored
+
     def _shrinkage_factor(self, problem: NoisyGDProblem, delta_W: np.ndarray, history: list, n_hat: float,
-                          public_pull: np.ndarray | None) -> float:
+                          public_pull: np.ndarray | None,
+                          start_loo: tuple[np.ndarray, np.ndarray] | None) -> float:
         """``s`` of the released model ``W_start + s delta_W`` under ``update_shrinkage``:
         'public_likelihood' (:func:`.engine.stacking_shrinkage` on the public rows' leave-one-out
-        logits of the start and of the update), falling back to the squared-logit rule
-        (:func:`.engine.update_shrinkage`, 'public_logits') where no public row has a
-        leave-one-out version (one shot per class) or the update's is not tracked. Public rows
-        and releases only: post-processing."""
+        logits of the start, ``start_loo`` from :meth:`_start_loo_logits`, and of the update),
+        falling back to the squared-logit rule (:func:`.engine.update_shrinkage`,
+        'public_logits') where no public row has a leave-one-out version (one shot per class) or
+        the update's is not tracked. Public rows and releases only: post-processing."""
         cfg = self.config
-        if cfg.update_shrinkage == "public_likelihood" and public_pull is not None:
-            loo = loo_public_logits(problem.X_public, problem.y_public, problem.n_classes, self.public_l2_)
-            if loo is not None:
-                A, scored = loo
-                if getattr(self, "_start_loo_debias", False):
-                    # research hook (measured: docs/results/tuning_notes.md): a held-out row's own
-                    # class kept k - 1 of its k shots; scale its own-class logit's deviation by k/(k-1)
-                    yl = problem.y_public[scored]
-                    kc = np.bincount(problem.y_public, minlength=problem.n_classes)[yl].astype(np.float64)
-                    mu = A.mean(1)
-                    A = A.copy()
-                    A[np.arange(len(yl)), yl] = mu + (A[np.arange(len(yl)), yl] - mu) * kc / (kc - 1)
-                U = problem.X_public[scored].astype(np.float64) @ delta_W.astype(np.float64)
-                if not getattr(self, "_update_in_sample", False):  # research hook: keep the own pull
-                    U = U - public_pull[scored]
-                self.update_shrinkage_rule_ = "public_likelihood"
-                return stacking_shrinkage(self.init_scale_ * A, U, problem.y_public[scored])
+        if cfg.update_shrinkage == "public_likelihood" and public_pull is not None and start_loo is not None:
+            A, scored = start_loo
+            U = problem.X_public[scored].astype(np.float64) @ delta_W.astype(np.float64)
+            if not getattr(self, "_update_in_sample", False):  # research hook: keep the own pull
+                U = U - public_pull[scored]
+            self.update_shrinkage_rule_ = "public_likelihood"
+            return stacking_shrinkage(A, U, problem.y_public[scored])
         self.update_shrinkage_rule_ = "public_logits"
         nu = released_noise_std(history, float(n_hat), cfg.noise_multiplier)
         return update_shrinkage(problem.X_public, delta_W, nu)
@@ -520,15 +531,12 @@ class NoisyGDMethod(LinearHead):
         spends on a class-level question of its private rows, and it grows with T, so the
         guard's power grows with ε as the private phase's gain does. Public inputs and the
         pilot's released test only."""
-        # guard_resolution = r (docs/results/tuning_notes.md, "The guard's resolution"; the research
-        # hook ``_guard_resolution`` sets it too): the single count takes m releases' worth so that
-        # its noise std sigma/sqrt(m) is at most r times a lower bound on the private rows (the
-        # released histogram's total minus two of its stds), m capped at (T - n_count) / 16.
-        # Post-processing of the histogram; the run's total stays T (same argument as the staged
-        # histogram's adaptive share).
+        # guard_resolution = r (docs/results/tuning_notes.md, "The guard's resolution"): the single
+        # count takes m releases' worth so that its noise std sigma/sqrt(m) is at most r times a
+        # lower bound on the private rows (the released histogram's total minus two of its stds),
+        # m capped at (T - n_count) / 16. Post-processing of the histogram; the run's total stays T
+        # (same argument as the staged histogram's adaptive share).
         res = getattr(self.config, "guard_resolution", None)
-        if res is None:
-            res = getattr(self, "_guard_resolution", None)
         if res is not None and not self._balanced_guard() and hist is not None:
             sigma = float(self.config.noise_multiplier)
             n_lo = max(float(hist.sum()) - 2.0 * math.sqrt(C) * sigma / math.sqrt(n_count), 1.0)
@@ -975,14 +983,16 @@ class NoisyGDMethod(LinearHead):
         if res.steps > 0 and self._shrinks_update(smooth, opts):
             # the released model keeps of its private update only what its noise leaves
             # (engine.update_shrinkage: post-processing); each row's own pull scales alike
-            s_fin = self._shrinkage_factor(problem, self.W_ - W_init, res.history, n_hat, res.public_pull)
+            start_loo = (self._start_loo_logits(problem)
+                         if cfg.update_shrinkage == "public_likelihood" and res.public_pull is not None else None)
+            s_fin = self._shrinkage_factor(problem, self.W_ - W_init, res.history, n_hat, res.public_pull, start_loo)
             whole_candidate = (self.W_, pull)
             self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
             pull = None if pull is None else s_fin * pull
             self.update_shrinkage_ = s_fin
             if snap is not None:
                 s_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step], n_hat,
-                                             res.snapshot_public_pull)
+                                             res.snapshot_public_pull, start_loo)
                 snap = W_init + np.float32(s_e) * (snap - W_init)
                 snap_pull = None if snap_pull is None else s_e * snap_pull
         if n_check and not stopped and snap is not None:

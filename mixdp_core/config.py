@@ -121,6 +121,8 @@ class ParamSpec:
         range: allowed numeric :class:`Interval`, or ``None``.
         choices: allowed values, or ``()``.
         optional: ``None`` is also allowed (the method then chooses automatically).
+        none_means: what ``None`` does, in a few words, where it is not an automatic choice
+            (``"one release at σ"``); the form's empty-field label (default ``"auto"``).
         help: one-paragraph help text (UI tooltip, CLI help, docs).
         leaks_private: the option looks at private data beyond the accounted mechanism
             (e.g. tuning on test results); the UI labels it "COSTS PRIVACY".
@@ -140,6 +142,7 @@ class ParamSpec:
     range: Optional[Interval] = None
     choices: tuple[Any, ...] = ()
     optional: bool = False
+    none_means: str = "auto"
     help: str = ""
     leaks_private: bool = False
     privacy_note: str = ""
@@ -179,6 +182,7 @@ def param(
     range: Optional[Interval] = None,
     choices: Iterable[Any] = (),
     optional: bool = False,
+    none_means: str = "auto",
     help: str = "",
     leaks_private: bool = False,
     privacy_note: str = "",
@@ -197,6 +201,7 @@ def param(
         range: numeric :class:`Interval` the value must lie in.
         choices: allowed values.
         optional: ``None`` is allowed too (inferred when ``default`` is ``None``).
+        none_means: what ``None`` does where it is not an automatic choice (form label).
         help: help text shown in the app, the CLI and the docs.
         leaks_private: the option looks at private data beyond the accounted mechanism.
         privacy_note: what it costs in privacy (required with ``leaks_private``).
@@ -219,7 +224,7 @@ def param(
     if leaks_private and not privacy_note:
         raise ValueError("a field with leaks_private=True must say what it costs (privacy_note=...)")
     spec = ParamSpec(type=type, default=REQUIRED if default is dataclasses.MISSING else default, range=range, choices=choices,
-                     optional=optional or default is None, help=help, leaks_private=leaks_private,
+                     optional=optional or default is None, none_means=none_means, help=help, leaks_private=leaks_private,
                      privacy_note=privacy_note, unit=unit, alias=alias, check=check, allowed=allowed)
     kw: dict[str, Any] = {"metadata": {SPEC_KEY: spec, "leaks_private": leaks_private}}
     if default_factory is not dataclasses.MISSING:

@@ -146,7 +146,7 @@ with st.form("train_form"):
                 default = "" if sp.default is None else (
                     sp.default if isinstance(sp.default, str)
                     else json.dumps(list(sp.default) if isinstance(sp.default, tuple) else sp.default))
-                txt = st.text_input(label + (" (empty = auto)" if sp.optional else ""), value=default, key=k,
+                txt = st.text_input(label + (f" (empty = {sp.none_means})" if sp.optional else ""), value=default, key=k,
                                     help=help_text)
                 adv_values[sp.name] = ("__text__", sp, txt)
     launch = st.form_submit_button("Launch", type="primary", icon=":material/rocket_launch:",

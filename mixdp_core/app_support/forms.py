@@ -139,7 +139,8 @@ class FieldSpec:
         name: config field name.
         kind: ``"bool"``, ``"int"``, ``"float"``, ``"choice"`` or ``"text"`` (JSON / free text).
         default: the config default.
-        optional: ``None`` is allowed (drawn with an "auto" checkbox).
+        optional: ``None`` is allowed (an empty text field).
+        none_means: what the empty field (``None``) does, for its label (``"auto"`` unless declared).
         choices: allowed values for ``"choice"``.
         leaks_private: the option looks at private data (e.g. optimistic tuning); the UI must
             say it costs privacy / leaks private information.
@@ -153,6 +154,7 @@ class FieldSpec:
     choices: tuple[Any, ...] = ()
     leaks_private: bool = False
     help: str = ""
+    none_means: str = "auto"
 
 
 def leaks_private(config_cls: type, name: str) -> bool:
@@ -185,7 +187,8 @@ def field_spec(spec: Any) -> FieldSpec:
         help_text = f"{help_text} Costs privacy: {spec.privacy_note}".strip()
     choices = _usable_choices(spec) if kind == "choice" else ()
     return FieldSpec(name=spec.name, kind=kind, default=default, optional=spec.optional and kind != "bool",
-                     choices=choices, leaks_private=spec.leaks_private, help=help_text)
+                     choices=choices, leaks_private=spec.leaks_private, help=help_text,
+                     none_means=spec.none_means)
 
 
 def _usable_choices(spec: Any) -> tuple[Any, ...]:

@@ -38,7 +38,7 @@ class PrivateCountConfig:
         help="How the private count N sets q and T: 'noisy_count' (default, a two-sided geometric count, pure "
              "ε_c = count_budget_share · ε, added to the steps' ε), 'public_bound' (uses size_bound) or 'public' (exact N treated as public and said so in "
              "the report: under add/remove neighbours this costs privacy that is not accounted).")
-    size_bound: Optional[int] = param(None, type=int, range=Interval(1, 10**9),
+    size_bound: Optional[int] = param(None, type=int, range=Interval(1, 10**9), none_means="no bound",
                                       help="Public upper bound on the number of private samples; needed by "
                                            "dataset_size='public_bound'.")
     count_budget_share: float = param(0.02, type=float, range=Interval(0.0, 0.5, closed="right"),

@@ -220,6 +220,14 @@ def test_train_labels_options_that_look_at_private_data(at):
     assert all("COSTS PRIVACY" not in c.label for c in others)
 
 
+def test_train_labels_what_an_empty_optional_field_means(at):
+    # guard_resolution=None is one release at σ, not an automatic choice: the label says so
+    at.switch_page("pages/2_train.py").run()
+    labels = {t.key: t.label for t in at.text_input if t.key and t.key.startswith("adv_adamix_")}
+    assert labels["adv_adamix_guard_resolution"].endswith("(empty = one release at σ)")
+    assert labels["adv_adamix_weight_decay"].endswith("(empty = auto)")
+
+
 def test_train_page_reopens_a_stored_run_from_the_url(at):
     from mixdp_core.runs.runner import execute
 

@@ -252,6 +252,7 @@ class NoisyGDConfig(PrivacyConfig):
     tuning_val_fraction: float = param(0.2, type=float, range=_UNIT_OPEN,
                                        help="Share of the private rows held out to score honest-tuning candidates.")
     blas_threads: Optional[int] = param(1, type=int, range=Interval(1, None), optional=True,
+                                        none_means="the process setting",
                                         help="BLAS threads during fit (restored afterwards); None leaves the "
                                              "process setting (benchmarks/train.py measures the best count).")
     trust_region: bool = param(True, type=bool,
@@ -321,6 +322,7 @@ class NoisyGDConfig(PrivacyConfig):
         privacy_note="no extra release: it changes what the guard's one accounted count sums")
     guard_resolution: Optional[float] = param(
         0.02, type=float, range=Interval(0.0, 0.5, closed="right"), optional=True,
+        none_means="one release at σ",
         help="schedule='smooth' with the public-start guard and a class histogram (class_balance != 'none'): "
              "r (default 0.02), the largest noise std of the guard's count as a share of the private rows. "
              "The count takes m = ceil((σ / (r n̂_lo))²) releases' worth (one Gaussian release at σ/sqrt(m)), "

@@ -33,6 +33,11 @@ Registered methods:
   projects the clipped private gradients on the left-singular basis of the public gradient
   (completed to the paper's k) and adds the noise in the projected space; the default
   ``"none"`` keeps every direction (item 8 below). ``clip="fixed"`` gives the ablation.
+  Without Thm. 3's trust region ``||W - W_ref|| <= R`` (``trust_region=False``, AdaMix's
+  default; the other NoisyGD methods keep it): where the ball binds (ε = 8 on small-D and
+  imbalanced sets) it spends its radius on the classes with the most private rows; weight
+  decay keeps the iterates bounded (docs/results/tuning_notes.md, "The trust region under
+  imbalance").
 * ``ppgd``: the PPGD baseline (PPSGD of Wang & Zhou, AAAI 2020, run with NoisyGD); see
   :class:`PPGD` for every choice made.
 

@@ -448,7 +448,7 @@ class AdaMixConfig(NoisyGDConfig):
         help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's constraint set). "
              "Off by default for AdaMix (on for the other NoisyGD methods): where the ball binds (ε = 8 on "
              "small-D and imbalanced sets) it starves the classes with few private rows; off was 0.1–2.2 points "
-             "better at ε = 8 on nine of 23 development and validation sets, identical at ε ≤ 3 except +0.1 on one set, "
+             "better at ε = 8 on nine of 28 development and validation sets, identical at ε ≤ 3 except +0.1 on one set, "
              "one validation cost of +0.4 ± 0.4 (docs/results/tuning_notes.md, \"The trust region under "
              "imbalance\"). Post-processing of released iterates either way: no privacy cost.")
     init: str = param("public", choices=("public", "text", "zero"),

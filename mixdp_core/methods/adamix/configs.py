@@ -81,6 +81,8 @@ _CLASS_BALANCE_HELP = (
     "(every class alike, sensitivity still 1; less power: measured in docs/results/class_balance.md). "
     "'none': plain cross-entropy and the noisy count."
 )
+#: Help of ``trust_region`` (AdaMix's field adds why its default is off).
+_TRUST_REGION_HELP = "schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's constraint set)."
 #: Help of ``feature_center`` (one text for every config that has the field).
 _FEATURE_CENTER_HELP = (
     "Input map of the linear head: 'auto' (default) = 'public_mean' for methods that read the public rows as "
@@ -255,9 +257,7 @@ class NoisyGDConfig(PrivacyConfig):
                                         none_means="the process setting",
                                         help="BLAS threads during fit (restored afterwards); None leaves the "
                                              "process setting (benchmarks/train.py measures the best count).")
-    trust_region: bool = param(True, type=bool,
-                               help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's "
-                                    "constraint set).")
+    trust_region: bool = param(True, type=bool, help=_TRUST_REGION_HELP)
     init_scale: str = param(
         "release_capped", choices=("release_capped", "class_scaled", "signal_share", "noise", "grow_only",
                                    "released_noise", "none"),
@@ -445,8 +445,7 @@ class AdaMixConfig(NoisyGDConfig):
     # most rows; weight decay already keeps the strongly convex objective's iterates bounded.
     trust_region: bool = param(
         False, type=bool,
-        help="schedule='smooth': project the iterates onto ||w − w_ref|| <= R (Thm. 3's constraint set). "
-             "Off by default for AdaMix (on for the other NoisyGD methods): where the ball binds (ε = 8 on "
+        help=_TRUST_REGION_HELP + " Off by default for AdaMix (on for the other NoisyGD methods): where the ball binds (ε = 8 on "
              "small-D and imbalanced sets) it starves the classes with few private rows; off was 0.1–2.2 points "
              "better at ε = 8 on nine of 28 development and validation sets, identical at ε ≤ 3 except +0.1 on one set, "
              "one validation cost of +0.4 ± 0.4 (docs/results/tuning_notes.md, \"The trust region under "

@@ -349,8 +349,9 @@ class NoisyGDMethod(LinearHead):
         'public_likelihood' (:func:`.engine.stacking_shrinkage` on the public rows' leave-one-out
         logits of the start, ``start_loo`` from :meth:`_start_loo_logits`, and of the update),
         falling back to the squared-logit rule (:func:`.engine.update_shrinkage`,
-        'public_logits') where no public row has a leave-one-out version (one shot per class) or
-        the update's is not tracked. Public rows and releases only: post-processing."""
+        'public_logits') where the start has no leave-one-out logits (one shot per class, or a
+        problem beyond the leave-one-out's size bounds: ``start_loo`` is ``None``) or the update's
+        are not tracked. Public rows and releases only: post-processing."""
         cfg = self.config
         if cfg.update_shrinkage == "public_likelihood" and public_pull is not None and start_loo is not None:
             A, scored = start_loo

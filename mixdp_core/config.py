@@ -172,7 +172,10 @@ class ParamSpec:
             text = "a non-empty string"
         else:
             text = "a value" + (f" {self.range.describe()}" if self.range else "")
-        return text + (" or None" if self.optional else "")
+        if not self.optional:
+            return text
+        # what None does, where it is not an automatic choice (errors, CLI help, docs and forms agree)
+        return text + (" or None" if self.none_means == "auto" else f" or None ({self.none_means})")
 
 
 def param(

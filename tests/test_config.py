@@ -31,6 +31,7 @@ class Cfg:
     rate: float = param(0.5, type=float, range=Interval(0.0, 1.0, closed="right"))
     mode: str = param("a", choices=("a", "b"))
     block: Optional[int] = param(None, type=int, range=Interval(1, None))
+    cap: Optional[int] = param(None, type=int, range=Interval(1, None), none_means="no bound")
     peek: bool = param(False, type=bool, leaks_private=True, privacy_note="tunes on test results")
     plain: float = 2.0
 
@@ -47,7 +48,8 @@ class Cfg:
         ({"rate": 0.0}, "rate", "must be a finite number in (0, 1], got 0.0"),
         ({"rate": float("nan")}, "rate", "finite"),
         ({"mode": "c"}, "mode", "must be one of 'a', 'b', got 'c'"),
-        ({"block": 0}, "block", "an integer >= 1 or None"),
+        ({"block": 0}, "block", "an integer >= 1 or None, got 0"),
+        ({"cap": 0}, "cap", "an integer >= 1 or None (no bound), got 0"),  # what None does, where not "auto"
         ({"peek": 1}, "peek", "True or False"),
         ({"name": ""}, "name", "non-empty string"),
     ],

@@ -174,8 +174,9 @@ small epsilon. The new schedule:
    earlier average goes to the guard if it wins by more than one noise std
    (:meth:`.private.NoisyGDMethod._checkpoint_test`), measured under the PACS photo → art
    shift (:data:`~.configs.CHECKPOINT_DIVISOR`; docs/results/fewshot.md). Under the shrunk
-   update (5b) it kept the early average in none of 118 runs measured, PACS included: a
-   safety net that does not fire (docs/results/tuning_notes.md, CHECKPOINT_DIVISOR).
+   update (5b) with the trust region it kept the early average in none of 118 runs measured,
+   PACS included; without it (the default since) in 19 of the 423 runs of the regenerated
+   tables (docs/results/tuning_notes.md, CHECKPOINT_DIVISOR).
 
 8. **No projection by default** (``projection="none"``; the paper's ``"paper"``, ``"rank"``,
    ``"public_span"`` and an integer k remain options). The public gradient ``G_pub = X_pub^T

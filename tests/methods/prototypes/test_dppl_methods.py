@@ -116,13 +116,16 @@ def test_em_methods_zcdp_calibration_matches_paper_code(eps, digits_split):
 
 def test_em_selection_concentrates_at_large_epsilon(digits_split):
     """At ε = 1000 (the largest a run may ask for) the EM returns the utility maximiser of
-    each class (non-private limit)."""
+    each class (non-private limit). Replayed noise: with secure draws a class's third and
+    fourth utilities (0.2-0.5 apart here) were swapped once in a full-suite run (0 of 400
+    selections when repeated), an event the mechanism allows at any finite ε; the test pins
+    one draw instead of failing at random."""
     from mixdp_core.methods.prototypes.utilities import public_utilities
 
-    m = _fit("dppl_public", digits_split, target_epsilon=1e3)
+    m = _fit("dppl_public", digits_split, target_epsilon=1e3, noise="reproducible", seed=0)
     U = public_utilities(digits_split.X_private, digits_split.y_private, digits_split.X_public, n_classes=10)
     np.testing.assert_array_equal(m.prototype_indices_, U.argmax(axis=1))
-    k = _fit("dppl_public_topk", digits_split, target_epsilon=1e3, k=3)
+    k = _fit("dppl_public_topk", digits_split, target_epsilon=1e3, k=3, noise="reproducible", seed=0)
     for c in range(10):
         assert set(k.prototype_indices_[c]) == set(np.argsort(-U[c])[:3])
 

@@ -138,6 +138,10 @@ VARIANTS = {
     # tuning_notes.md, "The trust region under imbalance")
     "NTR": ("adamix", {"trust_region": False}),
     "TR": ("adamix", {"trust_region": True}),
+    # the guard chooses among the path W_start + t (W - W_start), t in GUARD_PATH_FACTORS, with one
+    # vector count where its resolution allows (guard_candidates; tuning_notes.md, "The guard's path")
+    "GP": ("adamix", {"guard_candidates": "shrinkage_path"}),
+    "GP1": ("adamix", {"guard_candidates": "single"}),
     "L4": ("adamix", {"_lambda_mult": 0.25}),
     # the plain schedule a new user tried on unseen 102-class data (issue #25's table)
     "plain": ("adamix", {"schedule": "constant", "learning_rate": 1e-3, "weight_decay": 0.01, "init_scale": "none",
@@ -223,8 +227,12 @@ def public_domain_features(name: str):
 
 def regime_splits(name: str, seeds):
     """``(seed, split)`` for each seed of REGIME (:func:`regime_features`, public rows from
-    :func:`public_domain_features` where that is not ``None``)."""
+    :func:`public_domain_features` where that is not ``None``). ``REGIME@irR`` is REGIME with
+    its private rows' imbalance ratio set to R (e.g. ``fine_grained_100@ir6``)."""
+    name, _, ir_override = name.partition("@ir")
     fs, k, ir = regime_features(name)
+    if ir_override:
+        ir = float(ir_override)
     pub = public_domain_features(name)
     for seed in seeds:
         spec = SplitSpec(public_per_class=k, imbalance_ratio=ir, seed=seed,

@@ -619,3 +619,80 @@ def test_public_likelihood_shrinkage_is_the_stacking_ratio_of_the_public_rows_le
     m1 = make_method("adamix", update_shrinkage="public_likelihood", **kw).fit(one)
     m2 = make_method("adamix", **kw).fit(one)
     assert m1.update_shrinkage_rule_ == "public_logits" and m1.update_shrinkage_ == m2.update_shrinkage_
+
+
+def _imbalanced_many_class_split():
+    """50 classes x 256 dimensions, 2 public rows per class, private rows at imbalance ratio 10
+    (920 rows): at σ = 5 the guard's vector count resolves the shrinkage path
+    (σ sqrt(3) <= 0.02 n̂_lo)."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    fs = get_features("synthetic", "pixels", classes=50, dim=256, train_per_class=50, test_per_class=10,
+                      effective_rank=40, separation=8.0, ambiguity=0.02, shared_mean=2.0)
+    return make_split(fs, SplitSpec(public_per_class=2, seed=0, imbalance_ratio=10.0))
+
+
+def test_guard_path_is_one_vector_release_of_the_single_counts_mu():
+    """``guard_candidates="shrinkage_path"`` (tuning_notes.md, "The guard's path"): the guard
+    releases the K = 3 paired counts of ``W_start + t (W - W_start)``, t in
+    ``GUARD_PATH_FACTORS``, with noise ``σ_g sqrt(K)`` each (L2 sensitivity sqrt(K): the μ of the
+    single count), and releases the largest noisy gain above the Šidák bar. Recomputed here
+    independently from the single-count run (same noise stream, same private phase): the
+    counts on each row's leave-one-out logits, the noise vector, the argmax and the bar; the
+    ledger and ε are the single count's."""
+    from scipy.stats import norm
+
+    from mixdp_core.methods.adamix.configs import GUARD_PATH_FACTORS, GUARD_Z
+    from mixdp_core.randomness import noise_rng
+
+    sp = _imbalanced_many_class_split()
+    kw = dict(target_epsilon=8.0, seed=0, noise="reproducible", noise_multiplier=5.0)
+    one = make_method("adamix", guard_candidates="single", **kw).fit(sp)
+    path = make_method("adamix", guard_candidates="shrinkage_path", **kw).fit(sp)
+    assert make_method("adamix").config.guard_candidates == "shrinkage_path"
+    assert path.privacy_.epsilon == one.privacy_.epsilon and path.steps_ == one.steps_
+    assert [(r.what, r.count) for r in path.ledger_.releases] == [(r.what, r.count) for r in one.ledger_.releases]
+    assert one.guard_path_factor_ is None and path.guard_path_factor_ in GUARD_PATH_FACTORS
+    # the candidate the single count asked: the shrunk model (the guard released it: t = 1)
+    assert one.guard_kept_private_ and not one.checkpoint_kept_early_ and not path.checkpoint_kept_early_
+    W0, W1 = one.W_start_.astype(np.float64), one.W_.astype(np.float64)
+    Xq, yq = one.feature_map_(sp.X_private).astype(np.float64), sp.y_private
+    pull = one._guard_pull_shift
+    start = ((Xq @ W0).argmax(1) == yq).astype(float)
+    gains = np.array([np.sum(((Xq @ (W0 + t * (W1 - W0)) - t * pull).argmax(1) == yq) - start)
+                      for t in GUARD_PATH_FACTORS])
+    K = len(GUARD_PATH_FACTORS)
+    sigma_g = 5.0 / np.sqrt(one.guard_releases_)
+    noisy = gains + sigma_g * np.sqrt(K) * noise_rng("reproducible", 0, 0x6A4D).standard_normal(K)
+    j = int(np.argmax(noisy))
+    z_k = norm.ppf(norm.cdf(GUARD_Z) ** (1 / K))
+    assert z_k == pytest.approx(1.5896, abs=1e-3)  # Φ(1) = 0.84134, 0.84134^(1/3) = 0.94404
+    rec = next(h for h in reversed(path.history_) if "guard_noisy_gain" in h.extra)
+    assert rec.extra["guard_noisy_gain"] == pytest.approx(noisy[j], abs=1e-6)
+    assert path.guard_path_factor_ == GUARD_PATH_FACTORS[j]
+    assert path.guard_kept_private_ == bool(noisy[j] > z_k * sigma_g * np.sqrt(K))
+    t = GUARD_PATH_FACTORS[j]
+    np.testing.assert_allclose(path.W_, W0 + t * (W1 - W0), atol=1e-5)
+    assert path.update_shrinkage_ == pytest.approx(t * one.update_shrinkage_)
+
+
+def test_guard_path_mends_the_imbalanced_many_class_release_and_stays_off_where_unresolved():
+    """On 50 imbalanced classes at ε = 8 (σ = 5) the single count releases a shrunk private
+    model worse than Only-Public (the majority classes' gain carries the count); the path's
+    count releases the update halved, better than both. At the default σ = 20 the same 920
+    rows cannot resolve three candidates (20 sqrt(3) > 0.02 n̂_lo): the guard asks the single
+    count, with the same release as ``guard_candidates="single"``."""
+    sp = _imbalanced_many_class_split()
+    op = make_method("only_public").fit(sp)
+    kw = dict(target_epsilon=8.0, seed=0, noise="reproducible", noise_multiplier=5.0)
+    one = make_method("adamix", guard_candidates="single", **kw).fit(sp)
+    path = make_method("adamix", **kw).fit(sp)
+    assert one.guard_kept_private_ and _err(one, sp) > _err(op, sp) + 0.05
+    assert path.guard_path_factor_ == 0.5 and path.guard_kept_private_
+    assert _err(path, sp) < _err(one, sp) - 0.05
+    kw20 = dict(target_epsilon=8.0, seed=0, noise="reproducible")
+    a = make_method("adamix", **kw20).fit(sp)
+    b = make_method("adamix", guard_candidates="single", **kw20).fit(sp)
+    assert a.guard_path_factor_ is None
+    np.testing.assert_array_equal(a.W_, b.W_)

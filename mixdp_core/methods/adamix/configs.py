@@ -35,6 +35,13 @@ HISTOGRAM_TEST_LEVEL = 0.05
 #: one-sided test; a phase that did not help passes with probability 1 - Phi(1) ~ 16 %, not
 #: 1/2). Set on development data; measurements: docs/results/tuning_notes.md, GUARD_Z.
 GUARD_Z = 1.0
+#: Factors t of the path ``W_start + t (W_private - W_start)`` that the public-start guard chooses
+#: among (``guard_candidates="shrinkage_path"``): the shrinkage rule's s halved, kept, doubled.
+#: Why these: on the development regimes' guard-off grids the error-optimal s lay within a
+#: factor 2 of the rule's on either side (fine-grained imbalance 6-10 at epsilon = 8 asked
+#: s/2, the 100-class regimes at epsilon = 1 asked 2 s); a wider or finer path costs the count's
+#: resolution (noise grows as sqrt(K)). docs/results/tuning_notes.md, "The guard's path".
+GUARD_PATH_FACTORS: tuple[float, ...] = (0.5, 1.0, 2.0)
 #: Early-checkpoint test (``early_checkpoint``): the earlier candidate is the released average
 #: after ``T_grad // CHECKPOINT_DIVISOR`` gradient steps: a quarter in, a run whose noise outgrew
 #: its signal under a domain shift was still better than at its end ("more budget never hurts").
@@ -320,6 +327,18 @@ class NoisyGDConfig(PrivacyConfig):
              "). Same release either way: sensitivity 1 (each row's term depends on that row and the "
              "releases only), one Gaussian release at σ.",
         privacy_note="no extra release: it changes what the guard's one accounted count sums")
+    guard_candidates: str = param(
+        "shrinkage_path", choices=("shrinkage_path", "single"),
+        help="schedule='smooth' with the public-start guard: what its count asks. 'single': the released "
+             "model against the public start (one count). 'shrinkage_path': the models W_start + t (W − "
+             "W_start) for t in GUARD_PATH_FACTORS (the shrinkage halved, kept, doubled; never more than the "
+             "whole update), as one Gaussian vector release of their K paired counts with noise σ_g sqrt(K) each "
+             "(L2 sensitivity sqrt(K): the μ of the single count, no extra ε); the largest noisy gain is "
+             "released if it clears the bar raised to the Šidák level Φ⁻¹(Φ(GUARD_Z)^(1/K)). Only where that "
+             "noise is at most guard_resolution times the private rows' lower bound n̂_lo (about 1,700 rows at "
+             "σ = 20, r = 0.02); elsewhere the single count. Unweighted counts only (not with "
+             "class-weighted tests). docs/results/tuning_notes.md, \"The guard's path\".",
+        privacy_note="no extra release: the guard's one accounted release becomes a vector of the same μ")
     guard_resolution: Optional[float] = param(
         0.02, type=float, range=Interval(0.0, 0.5, closed="right"), optional=True,
         none_means="one release at σ",

@@ -22,6 +22,7 @@ from .configs import (
     HISTOGRAM_PILOT_SHARE,
     HISTOGRAM_TEST_LEVEL,
     CHECKPOINT_DIVISOR,
+    GUARD_PATH_FACTORS,
     GUARD_Z,
     MIN_CHECKPOINT_STEPS,
     HONEST_DEFAULT_WEIGHT,
@@ -281,11 +282,16 @@ class NoisyGDMethod(LinearHead):
         # row and the releases only (docs/results/tuning_notes.md, "The guard's count")
         # (None where nothing was tracked: no gradient step ran, or a direct call without a fit)
         loo_shift = getattr(self, "_guard_pull_shift", None) if self._guard_counts_loo() else None
-        noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g,
-                                             margin_min=margin_min, logit_shift=loo_shift)
+        factors = self._guard_path_factors(sigma_g) if whole is None and margin_min is None else (1.0,)
+        z = getattr(self, "_guard_z", GUARD_Z)
+        if len(factors) > 1:
+            W_private, noisy_gain, sigma_g, z = self._guard_path_select(problem, W_private, W_start, factors,
+                                                                        sigma_g, z, loo_shift)
+        else:
+            noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g,
+                                                 margin_min=margin_min, logit_shift=loo_shift)
         # research hook "_guard_z" (scripts/center_and_start.py variants GZ15 / GZ2): another
         # threshold for this test only (docs/results/tuning_notes.md, GUARD_Z)
-        z = getattr(self, "_guard_z", GUARD_Z)
         harm = getattr(self, "_guard_harm", None)
         if harm is not None:  # research hook: the smallest z whose worst-case expected harm is <= harm points
             z = guard_z_for_harm(float(harm), float(self._guard_n_private), sigma_g)
@@ -310,6 +316,65 @@ class NoisyGDMethod(LinearHead):
                                            "guard_releases": float(releases + (whole is not None)), **extra_whole,
                                            **({} if getattr(self, "update_shrinkage_", None) is None
                                               else {"update_shrinkage": float(self.update_shrinkage_)})})
+
+    def _guard_path_factors(self, sigma_g: float) -> tuple[float, ...]:
+        """Factors t of the path ``W_start + t (W_private - W_start)`` the guard chooses among
+        (``guard_candidates="shrinkage_path"``: :data:`~.configs.GUARD_PATH_FACTORS`): all of
+        them only where the vector count's noise, ``sigma_g sqrt(K)`` per candidate, is at most
+        ``guard_resolution`` times the private rows' lower bound n̂_lo (no release is added for
+        the selection); else ``(1.0,)``, the single count. Each factor is capped so the candidate
+        never releases more than the whole private update (t s <= 1, s the shrinkage applied).
+        Public inputs only (the released histogram's bound and the shrinkage)."""
+        path = GUARD_PATH_FACTORS if getattr(self.config, "guard_candidates", "single") == "shrinkage_path" else None
+        res = getattr(self.config, "guard_resolution", None)
+        n_lo = getattr(self, "_guard_n_lo", None)
+        if not path or res is None or n_lo is None or self._guard_weights is not None:
+            return (1.0,)
+        if sigma_g * math.sqrt(len(path)) > float(res) * n_lo:
+            return (1.0,)
+        s = getattr(self, "_released_shrinkage", None) or 1.0
+        t_max = 1.0 / s if s > 0 else 1.0
+        out = []
+        for t in path:
+            t = min(float(t), t_max)
+            if t > 0 and all(abs(t - u) > 1e-9 for u in out):
+                out.append(t)
+        return tuple(out) if 1.0 in out else (1.0,)
+
+    def _guard_path_select(self, problem: NoisyGDProblem, W_private: np.ndarray, W_start: np.ndarray,
+                           factors: tuple[float, ...], sigma_g: float, z: float,
+                           loo_shift: np.ndarray | None) -> tuple[np.ndarray, float, float, float]:
+        """The guard's count as one Gaussian vector release over the path's K candidates:
+        ``G_j = sum_i [1(W_j right on x_i) - 1(W_start right on x_i)] + N(0, K sigma_g^2)``,
+        ``W_j = W_start + t_j (W_private - W_start)``, each row's own pull scaled by ``t_j``.
+        Adding or removing one private row changes each coordinate by at most 1, so the vector's
+        **L2 sensitivity is sqrt(K)**; noise std ``sigma_g sqrt(K)`` per coordinate gives the
+        mechanism the μ of one release at ``sigma_g``: accounted as the single count was (no
+        extra ε). Output (post-processing): the candidate of the largest noisy gain, and the bar
+        raised from ``z`` to the Šidák level ``z_K = Φ⁻¹(Φ(z)^(1/K))``, so that where no
+        candidate helps, the chance that one passes stays ``1 − Φ(z)`` as for one count.
+        Returns ``(W_chosen, its noisy gain, its noise std, z_K)``."""
+        from scipy.stats import norm
+
+        K = len(factors)
+        sd = sigma_g * math.sqrt(K)
+        X, y = problem.X_private, problem.y_private
+        Z0 = X @ W_start
+        dZ = X @ (W_private - W_start)
+        if loo_shift is not None:
+            dZ = dZ - loo_shift
+        start_right = (Z0.argmax(1) == y).astype(np.float64)
+        gains = np.array([float(np.sum(((Z0 + t * dZ).argmax(1) == y) - start_right)) for t in factors])
+        rng = noise_rng(self.config.noise, self.config.seed, 0x6A4D)
+        noisy = gains + sd * rng.standard_normal(K)
+        j = int(np.argmax(noisy))
+        t = factors[j]
+        self.guard_path_factor_ = float(t)
+        if getattr(self, "update_shrinkage_", None) is not None:
+            self.update_shrinkage_ = float(self.update_shrinkage_) * t
+        z_k = float(norm.ppf(norm.cdf(z) ** (1.0 / K)))
+        W = W_start + np.float32(t) * (W_private - W_start)
+        return W.astype(W_private.dtype), float(noisy[j]), sd, z_k
 
     def _shrinks_update(self, smooth: bool, opts: NoisyGDOptions) -> bool:
         """Whether the released model shrinks its private update towards the public start
@@ -541,6 +606,7 @@ class NoisyGDMethod(LinearHead):
         if res is not None and not self._balanced_guard() and hist is not None:
             sigma = float(self.config.noise_multiplier)
             n_lo = max(float(hist.sum()) - 2.0 * math.sqrt(C) * sigma / math.sqrt(n_count), 1.0)
+            self._guard_n_lo = n_lo  # the path selection's resolution test (_guard_path_factors)
             need = math.ceil((sigma / (float(res) * n_lo)) ** 2)
             return max(1, min(need, (T - n_count) // 16))
         if not self._balanced_guard():
@@ -831,6 +897,7 @@ class NoisyGDMethod(LinearHead):
         n_count = 1 if smooth else 0  # releases spent on the noisy count
         hist = None
         self.histogram_test_ = None  # set by the staged histogram's pilot (read by _balanced_guard)
+        self._guard_n_lo = None  # set by _guard_releases (read by _guard_path_factors)
         if smooth and getattr(cfg, "class_balance", "none") != "none":
             # the histogram replaces the count; it may take several releases' worth of the budget,
             # decided before the gradient phase (so T_grad below is known when it starts)
@@ -980,6 +1047,8 @@ class NoisyGDMethod(LinearHead):
         snap, snap_pull = res.snapshot, res.snapshot_self_pull
         self.update_shrinkage_ = None
         self.update_shrinkage_rule_ = None
+        self._released_shrinkage = None  # s applied to the model the guard asks (its path is t s)
+        self.guard_path_factor_ = None
         whole_candidate = None  # research hook _guard_whole's second candidate: (W, own pull) unshrunk
         if res.steps > 0 and self._shrinks_update(smooth, opts):
             # the released model keeps of its private update only what its noise leaves
@@ -991,16 +1060,19 @@ class NoisyGDMethod(LinearHead):
             self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
             pull = None if pull is None else s_fin * pull
             self.update_shrinkage_ = s_fin
+            self._released_shrinkage = s_fin
             if snap is not None:
                 s_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step], n_hat,
                                              res.snapshot_public_pull, start_loo)
                 snap = W_init + np.float32(s_e) * (snap - W_init)
+                self._snap_shrinkage = s_e
                 snap_pull = None if snap_pull is None else s_e * snap_pull
         if n_check and not stopped and snap is not None:
             self.W_, rec = self._checkpoint_test(problem, self.W_, snap, early_step=early_step,
                                                  step=total_steps + 1, total=total_releases)
             if self.checkpoint_kept_early_:
                 pull = snap_pull
+                self._released_shrinkage = getattr(self, "_snap_shrinkage", None)
             ledger.release(release, what="checkpoint test")
             total_steps += 1
             history = history + [rec]

@@ -675,6 +675,8 @@ def test_guard_path_is_one_vector_release_of_the_single_counts_mu():
     t = GUARD_PATH_FACTORS[j]
     np.testing.assert_allclose(path.W_, W0 + t * (W1 - W0), atol=1e-5)
     assert path.update_shrinkage_ == pytest.approx(t * one.update_shrinkage_)
+    assert rec.extra["guard_path_factor"] == t and "guard_path_factor" not in next(
+        h for h in reversed(one.history_) if "guard_noisy_gain" in h.extra).extra
 
 
 def test_guard_path_mends_the_imbalanced_many_class_release_and_stays_off_where_unresolved():

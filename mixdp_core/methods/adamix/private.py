@@ -258,7 +258,10 @@ class NoisyGDMethod(LinearHead):
         (default) the start plus the shrunk private update (:func:`.engine.update_shrinkage`).
         Output: ``W_private`` if ``D > GUARD_Z * sigma`` else ``W_start`` (post-processing): a
         one-sided test at one noise std (:data:`GUARD_Z` = 1), so a private phase that did not
-        help is kept with probability <= 1 - Phi(1) ~ 16 % instead of 50 %.
+        help is kept with probability <= 1 - Phi(1) ~ 16 % instead of 50 %. With
+        ``guard_candidates="shrinkage_path"`` (default) and a count that resolves it, the one
+        release is a vector over the path ``W_start + t (W_private - W_start)`` with the same μ
+        (:meth:`_guard_path_select`).
 
         Why ("public data never hurt"): under a domain shift between public and private
         data, or at a small epsilon, the noisy private phase can end worse than its start
@@ -314,6 +317,8 @@ class NoisyGDMethod(LinearHead):
         return W, self._test_record(problem, W, step=step, total=total,
                                     extra={"guard_noisy_gain": float(noisy_gain), "guard_kept_private": float(keep),
                                            "guard_releases": float(releases + (whole is not None)), **extra_whole,
+                                           **({} if getattr(self, "guard_path_factor_", None) is None
+                                              else {"guard_path_factor": float(self.guard_path_factor_)}),
                                            **({} if getattr(self, "update_shrinkage_", None) is None
                                               else {"update_shrinkage": float(self.update_shrinkage_)})})
 
@@ -370,8 +375,11 @@ class NoisyGDMethod(LinearHead):
         j = int(np.argmax(noisy))
         t = factors[j]
         self.guard_path_factor_ = float(t)
-        if getattr(self, "update_shrinkage_", None) is not None:
-            self.update_shrinkage_ = float(self.update_shrinkage_) * t
+        base = getattr(self, "_released_shrinkage", None)  # the early average's s where the checkpoint kept it
+        if base is None:
+            base = getattr(self, "update_shrinkage_", None)
+        if base is not None:
+            self.update_shrinkage_ = float(base) * t
         z_k = float(norm.ppf(norm.cdf(z) ** (1.0 / K)))
         W = W_start + np.float32(t) * (W_private - W_start)
         return W.astype(W_private.dtype), float(noisy[j]), sd, z_k

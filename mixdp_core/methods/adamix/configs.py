@@ -330,7 +330,7 @@ class NoisyGDConfig(PrivacyConfig):
     guard_candidates: str = param(
         "shrinkage_path", choices=("shrinkage_path", "single"),
         help="schedule='smooth' with the public-start guard: what its count asks. 'single': the released "
-             "model against the public start (one count). 'shrinkage_path': the models W_start + t (W − "
+             "model against the public start (one count). 'shrinkage_path' (default): the models W_start + t (W − "
              "W_start) for t in GUARD_PATH_FACTORS (the shrinkage halved, kept, doubled; never more than the "
              "whole update), as one Gaussian vector release of their K paired counts with noise σ_g sqrt(K) each "
              "(L2 sensitivity sqrt(K): the μ of the single count, no extra ε); the largest noisy gain is "

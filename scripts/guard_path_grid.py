@@ -8,11 +8,19 @@ released model is the unshrunk private update (noise drawn from the seed,
 captured; then, for ``s`` in ``{0, t s_rule}`` (``s_rule`` the squared-logit rule's factor,
 ``t`` in 1/8 ... 2) and 1: the test error and balanced accuracy of ``W_start + s Delta``, and the
 paired count the guard would release for it without its noise (private rows, each row's own
-pull removed, unweighted). One JSON line per seed.
+pull removed): unweighted (``count``, what the guard sums) and with class weights
+``(min n / n_c)^p``, p = 1/2 and 1 (``count_sqrt_w``, ``count_w``). One JSON line per seed,
+with the noise std of the guard's count (``sigma_g``).
+
+``--simulate FILE...``: from such lines, the expected test error of the guard as shipped
+(``guard_candidates="single"`` and ``"shrinkage_path"``: the path's K candidates, noise
+``sigma_g sqrt(K)`` each, argmax, Šidák bar) and of the path asking the weighted counts, over
+20,000 simulated noise draws per line (tuning_notes.md, "The guard's path": class weights).
 
 Usage: ``python scripts/guard_path_grid.py REGIME EPSILON SEEDS`` with REGIME a name of
 ``scripts/center_and_start.py``'s ``regime_splits`` (``NAME@irR`` sets the imbalance ratio), e.g.
-``python scripts/guard_path_grid.py fine_grained_100@ir6 8 0,1``.
+``python scripts/guard_path_grid.py fine_grained_100@ir6 8 0,1 > grid.jsonl``, then
+``python scripts/guard_path_grid.py --simulate grid.jsonl``.
 """
 
 from __future__ import annotations
@@ -57,6 +65,8 @@ def main() -> None:
         Xp, yp = P.X_private.astype(np.float64), P.y_private
         Z0, dZ = Xp @ W0, Xp @ D - (0.0 if pull is None else pull)
         start_right = (Z0.argmax(1) == yp).astype(float)
+        counts = np.bincount(yp, minlength=P.n_classes).astype(float)
+        w = counts[counts > 0].min() / np.maximum(counts, 1.0)  # class weights <= 1: sensitivity 1
         yt = sp.y_test
         rows = []
         for s in sorted({0.0, 1.0, *(min(1.0, t * s_rule) for t in FACTORS)}):
@@ -64,10 +74,53 @@ def main() -> None:
             pred = m.predict(sp.X_test)
             rows.append({"s": s, "error": 100 * float(np.mean(pred != yt)),
                          "balanced_accuracy": 100 * float(np.mean([np.mean(pred[yt == c] == c) for c in np.unique(yt)])),
-                         "count": float(np.sum(((Z0 + s * dZ).argmax(1) == yp) - start_right))})
+                         **{k: float(np.sum(wk[yp] * (((Z0 + s * dZ).argmax(1) == yp) - start_right)))
+                            for k, wk in (("count", np.ones_like(w)), ("count_sqrt_w", np.sqrt(w)), ("count_w", w))}})
+        sigma_g = m.config.noise_multiplier / np.sqrt(m.history_[-1].extra.get("guard_releases", 1.0))
         print(json.dumps({"regime": reg, "epsilon": eps, "seed": seed, "only_public": 100 * float(np.mean(op.predict(sp.X_test) != yt)),
-                          "s_rule": s_rule, "private_rows": int(len(yp)), "path": rows}), flush=True)
+                          "s_rule": s_rule, "private_rows": int(len(yp)), "sigma_g": float(sigma_g), "path": rows}), flush=True)
+
+
+def simulate(paths: list[str], draws: int = 20000) -> None:
+    """Print, per (regime, epsilon), the mean over the lines' seeds of the expected test error of
+    the guard's variants (module docstring)."""
+    from collections import defaultdict
+
+    import numpy as np
+    from scipy.stats import norm
+
+    from mixdp_core.methods.adamix.configs import GUARD_PATH_FACTORS, GUARD_Z
+
+    def expected(line: dict, key: str, factors: tuple[float, ...]) -> float:
+        rng = np.random.default_rng(0)
+        near = {}
+        for t in factors:  # the grid's nearest s to each capped candidate t s_rule
+            c = min(line["path"], key=lambda r: abs(r["s"] - min(1.0, t * line["s_rule"])))
+            near[c["s"]] = c
+        cand = list(near.values())
+        k = len(cand)
+        sd = line["sigma_g"] * np.sqrt(k)
+        noisy = np.array([c[key] for c in cand])[None] + rng.normal(0.0, sd, (draws, k))
+        j = noisy.argmax(1)
+        keep = noisy[np.arange(draws), j] > norm.ppf(norm.cdf(GUARD_Z) ** (1 / k)) * sd
+        start = min(line["path"], key=lambda r: r["s"])["error"]
+        return float(np.where(keep, np.array([c["error"] for c in cand])[j], start).mean())
+
+    variants = {"single": ("count", (1.0,)), "path": ("count", GUARD_PATH_FACTORS),
+                "path, sqrt weights": ("count_sqrt_w", GUARD_PATH_FACTORS), "path, weights": ("count_w", GUARD_PATH_FACTORS)}
+    cells = defaultdict(list)
+    for p in paths:
+        for text in open(p):
+            line = json.loads(text)
+            cells[(line["regime"], line["epsilon"])].append({v: expected(line, *a) for v, a in variants.items()})
+    print("regime, epsilon: " + " / ".join(variants) + " (expected test error %, mean over seeds)")
+    for (reg, eps), rows in sorted(cells.items()):
+        print(f"{reg} {eps:g}: " + " / ".join(f"{np.mean([r[v] for r in rows]):.1f}" for v in variants)
+              + f" ({len(rows)} seeds)")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--simulate"]:
+        simulate(sys.argv[2:])
+    else:
+        main()

@@ -107,7 +107,11 @@ def test_fit_predict_privacy_and_reproducibility(name, contract_split):
     # knows the seed can replay the noise
     assert m.config.noise == "secure"
     m2 = _make(name, seed=0).fit(split)
-    assert not np.array_equal(m2.decision_function(split.X_test), m.decision_function(split.X_test))
+    if np.array_equal(m2.decision_function(split.X_test), m.decision_function(split.X_test)):
+        # only where both runs released the public start (the guard kept it: a public model,
+        # nothing of the noise in it); their noisy releases still differ
+        assert getattr(m, "guard_kept_private_", None) is False and getattr(m2, "guard_kept_private_", None) is False
+        assert m2.n_hat_ != m.n_hat_
     # the research option replays: same seed -> same model; another seed -> another model
     r1 = _make(name, seed=0, noise="reproducible").fit(split)
     r2 = _make(name, seed=0, noise="reproducible").fit(split)

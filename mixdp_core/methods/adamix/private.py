@@ -236,7 +236,8 @@ class NoisyGDMethod(LinearHead):
 
     def _public_guard(self, problem: NoisyGDProblem, W_private: np.ndarray, W_start: np.ndarray, *,
                       step: int, total: int, releases: int = 1,
-                      whole: tuple[np.ndarray, Any] | None = None) -> tuple[np.ndarray, StepRecord]:
+                      whole: tuple[np.ndarray, Any] | None = None,
+                      shrinkage: float | None = None) -> tuple[np.ndarray, StepRecord]:
         """Keep the public start unless a noisy paired count says the private phase helped.
 
         Released (Gaussian mechanism, add/remove one private row): ``D = sum_i w_{y_i} [1(W_private
@@ -261,7 +262,8 @@ class NoisyGDMethod(LinearHead):
         help is kept with probability <= 1 - Phi(1) ~ 16 % instead of 50 %. With
         ``guard_candidates="shrinkage_path"`` (default) and a count that resolves it, the one
         release is a vector over the path ``W_start + t (W_private - W_start)`` with the same μ
-        (:meth:`_guard_path_select`).
+        (:meth:`_guard_path_select`); ``shrinkage`` is the factor s already applied to
+        ``W_private``'s update (``None``: none), which caps the path at the whole update.
 
         Why ("public data never hurt"): under a domain shift between public and private
         data, or at a small epsilon, the noisy private phase can end worse than its start
@@ -285,11 +287,12 @@ class NoisyGDMethod(LinearHead):
         # row and the releases only (docs/results/tuning_notes.md, "The guard's count")
         # (None where nothing was tracked: no gradient step ran, or a direct call without a fit)
         loo_shift = getattr(self, "_guard_pull_shift", None) if self._guard_counts_loo() else None
-        factors = self._guard_path_factors(sigma_g) if whole is None and margin_min is None else (1.0,)
+        factors = (self._guard_path_factors(sigma_g, shrinkage) if whole is None and margin_min is None
+                   else (1.0,))
         z = getattr(self, "_guard_z", GUARD_Z)
         if len(factors) > 1:
             W_private, noisy_gain, sigma_g, z = self._guard_path_select(problem, W_private, W_start, factors,
-                                                                        sigma_g, z, loo_shift)
+                                                                        sigma_g, z, loo_shift, shrinkage)
         else:
             noisy_gain = self._noisy_paired_gain(problem, W_private, W_start, stream=0x6A4D, sigma=sigma_g,
                                                  margin_min=margin_min, logit_shift=loo_shift)
@@ -322,7 +325,7 @@ class NoisyGDMethod(LinearHead):
                                            **({} if getattr(self, "update_shrinkage_", None) is None
                                               else {"update_shrinkage": float(self.update_shrinkage_)})})
 
-    def _guard_path_factors(self, sigma_g: float) -> tuple[float, ...]:
+    def _guard_path_factors(self, sigma_g: float, shrinkage: float | None) -> tuple[float, ...]:
         """Factors t of the path ``W_start + t (W_private - W_start)`` the guard chooses among
         (``guard_candidates="shrinkage_path"``: :data:`~.configs.GUARD_PATH_FACTORS`): all of
         them only where the vector count's noise, ``sigma_g sqrt(K)`` per candidate, is at most
@@ -337,8 +340,7 @@ class NoisyGDMethod(LinearHead):
             return (1.0,)
         if sigma_g * math.sqrt(len(path)) > float(res) * n_lo:
             return (1.0,)
-        s = getattr(self, "_released_shrinkage", None) or 1.0
-        t_max = 1.0 / s if s > 0 else 1.0
+        t_max = 1.0 / shrinkage if shrinkage else 1.0  # s = 0: every t gives the start
         out = []
         for t in path:
             t = min(float(t), t_max)
@@ -348,7 +350,8 @@ class NoisyGDMethod(LinearHead):
 
     def _guard_path_select(self, problem: NoisyGDProblem, W_private: np.ndarray, W_start: np.ndarray,
                            factors: tuple[float, ...], sigma_g: float, z: float,
-                           loo_shift: np.ndarray | None) -> tuple[np.ndarray, float, float, float]:
+                           loo_shift: np.ndarray | None,
+                           shrinkage: float | None) -> tuple[np.ndarray, float, float, float]:
         """The guard's count as one Gaussian vector release over the path's K candidates:
         ``G_j = sum_i [1(W_j right on x_i) - 1(W_start right on x_i)] + N(0, K sigma_g^2)``,
         ``W_j = W_start + t_j (W_private - W_start)``, each row's own pull scaled by ``t_j``.
@@ -358,6 +361,7 @@ class NoisyGDMethod(LinearHead):
         extra ε). Output (post-processing): the candidate of the largest noisy gain, and the bar
         raised from ``z`` to the Šidák level ``z_K = Φ⁻¹(Φ(z)^(1/K))``, so that where no
         candidate helps, the chance that one passes stays ``1 − Φ(z)`` as for one count.
+        Sets ``update_shrinkage_`` to ``t shrinkage`` (the factor the released update carries).
         Returns ``(W_chosen, its noisy gain, its noise std, z_K)``."""
         from scipy.stats import norm
 
@@ -375,11 +379,8 @@ class NoisyGDMethod(LinearHead):
         j = int(np.argmax(noisy))
         t = factors[j]
         self.guard_path_factor_ = float(t)
-        base = getattr(self, "_released_shrinkage", None)  # the early average's s where the checkpoint kept it
-        if base is None:
-            base = getattr(self, "update_shrinkage_", None)
-        if base is not None:
-            self.update_shrinkage_ = float(base) * t
+        if shrinkage is not None:
+            self.update_shrinkage_ = float(shrinkage) * t
         z_k = float(norm.ppf(norm.cdf(z) ** (1.0 / K)))
         W = W_start + np.float32(t) * (W_private - W_start)
         return W.astype(W_private.dtype), float(noisy[j]), sd, z_k
@@ -1055,7 +1056,8 @@ class NoisyGDMethod(LinearHead):
         snap, snap_pull = res.snapshot, res.snapshot_self_pull
         self.update_shrinkage_ = None
         self.update_shrinkage_rule_ = None
-        self._released_shrinkage = None  # s applied to the model the guard asks (its path is t s)
+        # s applied to the update of the model the guard asks (its path is t s), and the early average's
+        s_rel = s_e = None
         self.guard_path_factor_ = None
         whole_candidate = None  # research hook _guard_whole's second candidate: (W, own pull) unshrunk
         if res.steps > 0 and self._shrinks_update(smooth, opts):
@@ -1068,19 +1070,18 @@ class NoisyGDMethod(LinearHead):
             self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
             pull = None if pull is None else s_fin * pull
             self.update_shrinkage_ = s_fin
-            self._released_shrinkage = s_fin
+            s_rel = s_fin
             if snap is not None:
                 s_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step], n_hat,
                                              res.snapshot_public_pull, start_loo)
                 snap = W_init + np.float32(s_e) * (snap - W_init)
-                self._snap_shrinkage = s_e
                 snap_pull = None if snap_pull is None else s_e * snap_pull
         if n_check and not stopped and snap is not None:
             self.W_, rec = self._checkpoint_test(problem, self.W_, snap, early_step=early_step,
                                                  step=total_steps + 1, total=total_releases)
             if self.checkpoint_kept_early_:
                 pull = snap_pull
-                self._released_shrinkage = getattr(self, "_snap_shrinkage", None)
+                s_rel = s_e  # the early average, shrunk by its own s
             ledger.release(release, what="checkpoint test")
             total_steps += 1
             history = history + [rec]
@@ -1094,7 +1095,8 @@ class NoisyGDMethod(LinearHead):
             whole = whole_candidate if n_whole and not self.checkpoint_kept_early_ else None
             n_used = n_guard - n_whole + (whole is not None)  # the releases executed
             self.W_, rec = self._public_guard(problem, self.W_, W_init, step=total_steps + n_used,
-                                              total=total_releases, releases=n_guard - n_whole, whole=whole)
+                                              total=total_releases, releases=n_guard - n_whole, whole=whole,
+                                              shrinkage=s_rel)
             ledger.release(release, what="public-start guard", count=n_used)
             total_steps += n_used
             history = history + [rec]

@@ -86,6 +86,19 @@ def guard_z_for_harm(harm_points: float, n_private: float, sigma: float) -> floa
     return float(zs[np.argmax(ok)]) if ok.any() else float(zs[-1])
 
 
+def _paired_count(Z_new: np.ndarray, y: np.ndarray, base_right: np.ndarray, *,
+                  weights: np.ndarray | None = None, margin_min: np.ndarray | None = None) -> float:
+    """``sum_i w_{y_i} [1(Z_new right on row i) - base_right_i]``: the guard's and the checkpoint
+    test's count before its noise, the one place that says what "right" means (argmax of the
+    logits ``Z_new`` (N, C) equals ``y_i``; with ``margin_min``, the logit margin exceeds
+    ``margin_min[i]``). ``base_right``: (N,) 0/1 of the model compared against; ``weights``:
+    per class, each ``<= 1`` (``None``: 1). Each row's term lies in ``[-1, 1]``; the callers
+    state the release's sensitivity and add its noise."""
+    right_new = Z_new.argmax(1) == y if margin_min is None else logit_margins(Z_new, y) > margin_min
+    d = right_new.astype(np.float64) - base_right
+    return float(np.sum(d if weights is None else weights[y] * d))
+
+
 def _class_scaled_alignment(C: int) -> float:
     """The assumed alignment of the clipped gradient sum at C classes: ``BURN_IN_ALIGNMENT``
     (set at ``BURN_IN_CLASSES``) times ``sqrt(BURN_IN_CLASSES / C)``. The class-scaled start's
@@ -372,8 +385,8 @@ class NoisyGDMethod(LinearHead):
         dZ = X @ (W_private - W_start)
         if loo_shift is not None:
             dZ = dZ - loo_shift
-        start_right = (Z0.argmax(1) == y).astype(np.float64)
-        gains = np.array([float(np.sum(((Z0 + t * dZ).argmax(1) == y) - start_right)) for t in factors])
+        start_right = Z0.argmax(1) == y
+        gains = np.array([_paired_count(Z0 + t * dZ, y, start_right) for t in factors])
         rng = noise_rng(self.config.noise, self.config.seed, 0x6A4D)
         noisy = gains + sd * rng.standard_normal(K)
         j = int(np.argmax(noisy))
@@ -467,13 +480,8 @@ class NoisyGDMethod(LinearHead):
         Z_new = X @ W_new
         if logit_shift is not None:
             Z_new = Z_new - logit_shift
-        if margin_min is None:
-            right_new = Z_new.argmax(1) == y
-        else:
-            right_new = logit_margins(Z_new, y) > margin_min
-        d = right_new.astype(np.float64) - ((X @ W_base).argmax(1) == y)
-        w = getattr(self, "_guard_weights", None)
-        gain = float(np.sum(d if w is None else w[y] * d))
+        gain = _paired_count(Z_new, y, (X @ W_base).argmax(1) == y,
+                             weights=getattr(self, "_guard_weights", None), margin_min=margin_min)
         rng = noise_rng(cfg.noise, cfg.seed, stream)
         return gain + (cfg.noise_multiplier if sigma is None else sigma) * float(rng.standard_normal())
 

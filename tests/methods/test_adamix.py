@@ -698,3 +698,33 @@ def test_guard_path_mends_the_imbalanced_many_class_release_and_stays_off_where_
     b = make_method("adamix", guard_candidates="single", **kw20).fit(sp)
     assert a.guard_path_factor_ is None
     np.testing.assert_array_equal(a.W_, b.W_)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("margins", [False, True])
+def test_paired_count_is_the_guards_count_and_one_row_moves_it_by_at_most_one(weighted, margins):
+    """``_paired_count``, the count the single guard, the checkpoint test and the path's vector
+    all release before their noise: against a row-by-row recomputation (argmax right, or the
+    logit margin above ``margin_min``; class weights <= 1), and its sensitivity: removing any one
+    row moves it by at most 1 (add/remove), the bound the callers' noise is calibrated to."""
+    from mixdp_core.methods.adamix.private import _paired_count
+
+    rng = np.random.default_rng(7)
+    N, C = 60, 5
+    Z = rng.standard_normal((N, C))
+    y = rng.integers(0, C, N)
+    base = rng.random(N) < 0.5
+    w = rng.uniform(0.1, 1.0, C) if weighted else None
+    mm = rng.uniform(0.0, 1.0, N) if margins else None
+    expect = 0.0
+    for i in range(N):
+        other = np.max(np.delete(Z[i], y[i]))
+        right = (Z[i, y[i]] - other > mm[i]) if margins else (int(np.argmax(Z[i])) == y[i])
+        expect += (1.0 if w is None else w[y[i]]) * (float(right) - float(base[i]))
+    got = _paired_count(Z, y, base, weights=w, margin_min=mm)
+    assert got == pytest.approx(expect, abs=1e-9)
+    assert got != pytest.approx(_paired_count(Z, y, ~base, weights=w, margin_min=mm))
+    for i in range(N):
+        keep = np.arange(N) != i
+        less = _paired_count(Z[keep], y[keep], base[keep], weights=w, margin_min=None if mm is None else mm[keep])
+        assert abs(got - less) <= 1.0 + 1e-12

@@ -167,11 +167,16 @@ def family_curves(rows: Sequence[Mapping[str, Any]], eps: Sequence[float]) -> di
 
 def draw_family(fig: Any, curves: Mapping[str, list], eps: Sequence[float]) -> None:
     """The family chart: AdaMix's test error against ε per regime, Only-Public dotted."""
+    import matplotlib
+
     ax = fig.add_subplot(1, 1, 1)
+    # one colour per regime: the default cycle repeats after ten, and two regimes of a family
+    # with more would share their colour and their Only-Public line's
+    cmap = matplotlib.colormaps["tab10" if len(curves) <= 10 else "tab20"]
     for j, (name, pts) in enumerate(curves.items()):
         xs = [e for e, a, _, _ in pts if a is not None]
         ys = [100 * a for _, a, _, _ in pts if a is not None]
-        line, = ax.plot(xs, ys, marker="osD^vP"[j % 6], label=f"{name}: AdaMix")
+        line, = ax.plot(xs, ys, marker="osD^vP"[j % 6], color=cmap(j % cmap.N), label=f"{name}: AdaMix")
         op = pts[0][2] if pts else None
         if op is not None:
             ax.axhline(100 * op, color=line.get_color(), ls=":", lw=1, label=f"{name}: Only-Public (ε = 0)")

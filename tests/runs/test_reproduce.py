@@ -578,9 +578,10 @@ def test_drawn_regimes_are_deterministic_within_the_stated_ranges_and_bounded():
             drawn_regime(bad)
 
 
-def test_family_chart_gives_every_regime_its_own_colour_beyond_ten():
-    """The family chart with twelve regimes (regimes.md's fresh draws): twelve AdaMix lines of
-    twelve colours, each regime's Only-Public line in its AdaMix colour (the default colour cycle
+@pytest.mark.parametrize("n", [12, 24])
+def test_family_chart_gives_every_regime_its_own_colour_beyond_ten(n):
+    """The family chart with 12 or 24 regimes (regimes.md's fresh draws): n AdaMix lines of
+    n colours, each regime's Only-Public line in its AdaMix colour (the default colour cycle
     repeats after ten and paired drawn_30 with drawn_40)."""
     import matplotlib
 
@@ -590,12 +591,12 @@ def test_family_chart_gives_every_regime_its_own_colour_beyond_ten():
     from mixdp_core.runs.figures.regimes import draw_family
 
     eps = [1.0, 8.0]
-    curves = {f"r{j}": [(1.0, 0.5, 0.6 + j / 100, None), (8.0, 0.3, 0.6 + j / 100, None)] for j in range(12)}
+    curves = {f"r{j}": [(1.0, 0.5, 0.6 + j / 100, None), (8.0, 0.3, 0.6 + j / 100, None)] for j in range(n)}
     fig = plt.figure()
     draw_family(fig, curves, eps)
     lines = fig.axes[0].get_lines()
     ada = {ln.get_label(): ln.get_color() for ln in lines if ln.get_label().endswith("AdaMix")}
-    assert len(ada) == 12 and len({matplotlib.colors.to_hex(c) for c in ada.values()}) == 12
+    assert len(ada) == n and len({matplotlib.colors.to_hex(c) for c in ada.values()}) == n
     for ln in lines:
         if ln.get_label().endswith("(ε = 0)"):
             name = ln.get_label().split(":")[0]

@@ -172,11 +172,13 @@ def draw_family(fig: Any, curves: Mapping[str, list], eps: Sequence[float]) -> N
     ax = fig.add_subplot(1, 1, 1)
     # one colour per regime: the default cycle repeats after ten, and two regimes of a family
     # with more would share their colour and their Only-Public line's
-    cmap = matplotlib.colormaps["tab10" if len(curves) <= 10 else "tab20"]
+    n = len(curves)
+    palette = (list(matplotlib.colormaps["tab10"].colors) if n <= 10 else
+               [c for m in ("tab20", "tab20b", "tab20c") for c in matplotlib.colormaps[m].colors])
     for j, (name, pts) in enumerate(curves.items()):
         xs = [e for e, a, _, _ in pts if a is not None]
         ys = [100 * a for _, a, _, _ in pts if a is not None]
-        line, = ax.plot(xs, ys, marker="osD^vP"[j % 6], color=cmap(j % cmap.N), label=f"{name}: AdaMix")
+        line, = ax.plot(xs, ys, marker="osD^vP"[j % 6], color=palette[j % len(palette)], label=f"{name}: AdaMix")
         op = pts[0][2] if pts else None
         if op is not None:
             ax.axhline(100 * op, color=line.get_color(), ls=":", lw=1, label=f"{name}: Only-Public (ε = 0)")
@@ -186,7 +188,8 @@ def draw_family(fig: Any, curves: Mapping[str, list], eps: Sequence[float]) -> N
     ax.set_title("AdaMix across the regime family (dotted: Only-Public)")
     ax.grid(True, alpha=0.3)
     # beside the axes: inside, a family of ten regimes' legend hid the curves it names
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              ncol=1 if n <= 12 else 2)
 
 
 def _paired_se(per_seed: Mapping[tuple, Mapping[Any, float]], a: tuple, b: tuple | None,

@@ -155,11 +155,11 @@ regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/
   "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${DSEEDS:-0,1,2,3}" --doc regimes.md --stem regimes_drawn \
     --set 'regimes=["drawn_0","drawn_1","drawn_2","drawn_3","drawn_4","drawn_5","drawn_6","drawn_7"]' \
     --section "drawn at random: drawn_0 to drawn_7"
-  # twelve more draws, 30-41, first run after the last constant and default were chosen (2026-11-29):
+  # 24 more draws, 30-53, first run after the last constant and default were chosen (2026-11-29):
   # none of them was looked at before, every one is reported
   "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${DSEEDS:-0,1,2,3}" --doc regimes.md --stem regimes_drawn_fresh \
-    --set 'regimes=["drawn_30","drawn_31","drawn_32","drawn_33","drawn_34","drawn_35","drawn_36","drawn_37","drawn_38","drawn_39","drawn_40","drawn_41"]' \
-    --section "drawn after the last choice: drawn_30 to drawn_41"
+    --set 'regimes=["drawn_30","drawn_31","drawn_32","drawn_33","drawn_34","drawn_35","drawn_36","drawn_37","drawn_38","drawn_39","drawn_40","drawn_41","drawn_42","drawn_43","drawn_44","drawn_45","drawn_46","drawn_47","drawn_48","drawn_49","drawn_50","drawn_51","drawn_52","drawn_53"]' \
+    --section "drawn after the last choice: drawn_30 to drawn_53"
 }
 
 episodes() {  # docs/results/episodes.md (needs no CIFAR-10): the CD-FSL protocol of Luo et al. Table 2 (5-way,

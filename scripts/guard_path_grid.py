@@ -35,15 +35,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 FACTORS = (0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
 
-def main() -> None:
+def captured_updates(reg: str, eps: float, seeds: list[int]):
+    """Per seed of REGIME: ``(seed, split, only_public, adamix, problem, Delta, nu)``, AdaMix fitted
+    with its defaults except that the early-checkpoint test is off, the guard asks the single
+    count and the released model is the unshrunk private update (``Delta = W - W_start``, float64;
+    ``nu`` the released average's noise std per coordinate, :func:`.engine.released_noise_std`);
+    noise drawn from the seed (a research run, never released)."""
     import numpy as np
     from threadpoolctl import threadpool_limits
 
     from center_and_start import regime_splits
     from mixdp_core.methods import make_method
-    from mixdp_core.methods.adamix.engine import released_noise_std, update_shrinkage
+    from mixdp_core.methods.adamix.engine import released_noise_std
 
-    reg, eps, seeds = sys.argv[1], float(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
     for seed, sp in regime_splits(reg, seeds):
         with threadpool_limits(1):
             op = make_method("only_public").fit(sp)
@@ -58,9 +62,18 @@ def main() -> None:
 
             m._shrinkage_factor = capture
             m.fit(sp)
-        P, D = cap["problem"], cap["delta"].astype(np.float64)
+        yield seed, sp, op, m, cap["problem"], cap["delta"].astype(np.float64), cap["nu"]
+
+
+def main() -> None:
+    import numpy as np
+
+    from mixdp_core.methods.adamix.engine import update_shrinkage
+
+    reg, eps, seeds = sys.argv[1], float(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
+    for seed, sp, op, m, P, D, nu in captured_updates(reg, eps, seeds):
         W0 = m.W_start_.astype(np.float64)
-        s_rule = update_shrinkage(P.X_public, D, cap["nu"])
+        s_rule = update_shrinkage(P.X_public, D, nu)
         pull = m._guard_pull_shift
         Xp, yp = P.X_private.astype(np.float64), P.y_private
         Z0, dZ = Xp @ W0, Xp @ D - (0.0 if pull is None else pull)

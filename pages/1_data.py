@@ -122,10 +122,14 @@ with c1:
                 errors[k] = v
 encoder_kwargs = {"pretrained": weights} if weights else {}
 with c2:
-    ppc = st.number_input("Public samples per class", min_value=1, max_value=500,
-                          value=int(settings["public_per_class"]), step=1, key="data_ppc")
-    ir = st.number_input("Imbalance ratio of the private part (1 = balanced)", min_value=1.0, max_value=1000.0,
-                         value=float(settings["imbalance_ratio"]), step=1.0, key="data_ir",
+    # settings from a link or an older session may lie outside the widgets' range: clamp, never crash
+    ppc = st.number_input("Public samples per class", min_value=1, max_value=forms.MAX_PUBLIC_PER_CLASS,
+                          value=min(max(int(settings["public_per_class"]), 1), forms.MAX_PUBLIC_PER_CLASS),
+                          step=1, key="data_ppc")
+    ir = st.number_input("Imbalance ratio of the private part (1 = balanced)", min_value=1.0,
+                         max_value=forms.MAX_FORM_IMBALANCE_RATIO,
+                         value=min(max(float(settings["imbalance_ratio"]), 1.0), forms.MAX_FORM_IMBALANCE_RATIO),
+                         step=1.0, key="data_ir",
                          help="Long tail: class ranked r keeps n_max · IR^(−r/(C−1)) private samples.")
     # synthetic is its own second domain: its public rows from class means moved by "shift"
     domains = ["(same dataset)"] + [d for d in registered if d != dataset or d == "synthetic"]

@@ -16,7 +16,7 @@ from mixdp_core.app_support.resources import (
     data_settings, live_seconds, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
     select_run, selected_run_id, show_field_errors,
 )
-from mixdp_core.config import parse_number
+from mixdp_core.config import RUN_EPSILON, parse_number
 from mixdp_core.errors import ConfigError
 
 manager = page_setup("Train")
@@ -89,12 +89,14 @@ config_fields = {f for f in dataclasses.fields(mcls.config_cls)}
 field_names = {f.name for f in config_fields}
 sigma_default = next((f.default for f in config_fields if f.name == "noise_multiplier"), None)
 
-with st.form("train_form"):
+# enter_to_submit=False: a launch spends privacy budget, so only the button may start one (Enter in
+# the typed-ε field would otherwise submit the form and launch a run)
+with st.form("train_form", enter_to_submit=False):
     a, b = st.columns([2, 1])
     with a:
         typed = str(st.session_state.get("train_eps_exact") or "").strip()
         # one visible ε: once a typed ε was submitted, the slider says it is not the one used
-        eps = st.select_slider("ε — privacy budget (log scale)" + (f": not used, the typed ε = {typed} is"
+        eps = st.select_slider("ε — privacy budget (log scale)" + (f": not used (the typed ε = {typed} is used)"
                                                                    if typed else ""),
                                options=forms.EPSILON_GRID, value=3.0,
                                key="train_eps", format_func=lambda v: f"{v:g}",
@@ -168,7 +170,7 @@ if launch and not blocked:
     target_eps = eps
     if exact.strip():
         try:
-            target_eps = parse_number("epsilon", exact, float, "a number in [0.001, 1000]")
+            target_eps = parse_number("epsilon", exact, float, RUN_EPSILON.requirement())
         except ConfigError as e:
             errors["epsilon"] = e.message
     params = forms.changed_params(method, params)

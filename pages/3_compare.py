@@ -62,7 +62,7 @@ def _default(key: str, value):
                                                  "index" if key == "cmp_delta" else "default"): value}
 
 
-with st.form("compare_form"):
+with st.form("compare_form", enter_to_submit=False):  # launches only by its button (spends budget)
     chosen = st.multiselect("Private methods", private, key="cmp_methods", **_default("cmp_methods", default_methods),
                             format_func=lambda n: f"{n} — {methods[n].description}")
     eps_values = st.multiselect("ε values", forms.EPSILON_GRID, key="cmp_eps",

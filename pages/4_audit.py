@@ -4,7 +4,7 @@ import streamlit as st
 
 from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts
-from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id, show_chart
+from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id, show_chart, shown_id
 from mixdp_core.app_support.audit import (
     ATTACK_LABELS, AUDIT_CHART_CAPTION, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
 )
@@ -22,7 +22,7 @@ ids = [r.run_id for r in runs]
 by_id = {r.run_id: r for r in runs}
 sel = selected_run_id()
 if sel and sel not in by_id:  # a link to a missing or unfinished run: say so, never show another run silently
-    st.warning(f"Run `{str(sel)[:64]}` from the link is not a finished run in this store; showing the newest "
+    st.warning(f"Run {shown_id(sel)} from the link is not a finished run in this store; showing the newest "
                "finished run instead.")
 rid = st.selectbox("Run", ids, index=ids.index(sel) if sel in ids else 0, key="audit_run",
                    format_func=lambda i: run_label(by_id[i]))
@@ -41,10 +41,13 @@ st.markdown(f"**{rec.method}** on {rec.dataset} · {rec.encoder}: test error {10
 
 # ------------------------------------------------------------------ theory vs attack
 st.subheader("What the guarantee allows vs what attacks achieve")
+st.caption("Owner only: the attacks read the private rows and who is a member, so their scores (AUC, "
+           "ROC, empirical ε) are the data owner's diagnostics, not covered by the run's ε. "
+           "Audits are not charged to the data set's budget; do not publish their results.")
 from mixdp_core.runs.audits import AuditStore  # noqa: E402
 
 audits = AuditStore(store)
-with st.form("audit_form"):
+with st.form("audit_form", enter_to_submit=False):  # starts only by its button: an audit trains on private data
     c1, c2, c3, c4 = st.columns(4)
     attack = c1.selectbox("Attack", list(ATTACK_LABELS), format_func=ATTACK_LABELS.get, key="audit_attack")
     K = c2.number_input("Reference models (LiRA/RMIA)", 2, 64, 8, key="audit_k")

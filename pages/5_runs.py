@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from mixdp_core.app_support import budget
+from mixdp_core.app_support import budget, charts
 from mixdp_core.app_support.resources import (
     STATUS_BADGE, config_json, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id,
@@ -35,7 +35,7 @@ def _row(r):
         "target ε": r.target_epsilon if m.get("private", True) else None,
         "ε spent": m.get("epsilon"), "guarantee": m.get("epsilon_label"), "noise": m.get("noise"),
         "test error": m.get("test_error"),
-        **({"attack AUC (owner only)": m.get("mia_auc")} if owner else {}),
+        **({charts.OWNER_AUC_LABEL: m.get("mia_auc")} if owner else {}),
         "minority acc.": m.get("minority_accuracy"), "created": fmt_time(r.created_at),
         "duration (s)": round(r.duration_s, 1) if r.duration_s is not None else None,
         "label": r.label, "error": r.error,
@@ -48,7 +48,7 @@ for line in budget.runs_budget_lines(store, runs):  # what each data set has spe
 st.dataframe([_row(r) for r in runs], hide_index=True, key="runs_table", width="stretch",
              column_config={"test error": st.column_config.NumberColumn(format="%.3f"),
                             "ε spent": st.column_config.NumberColumn(format="%.3f"),
-                            "attack AUC (owner only)": st.column_config.NumberColumn(format="%.3f"),
+                            charts.OWNER_AUC_LABEL: st.column_config.NumberColumn(format="%.3f"),
                             "minority acc.": st.column_config.NumberColumn(format="%.3f")})
 
 e1, e2, _ = st.columns([1, 1, 3])

@@ -48,6 +48,8 @@ def test_missing_torchvision_dataset_is_one_line(tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "cifar10: dataset files not found" in err and "Traceback" not in err
+    # the hint names an option each command has (`mixdp train` has no --download)
+    assert "`mixdp encode --download`" in err and "`--dataset-arg download=true`" in err
 
 
 def test_encode_cifar10_image_folder_efficientnet(cifar10_subset, tmp_path):

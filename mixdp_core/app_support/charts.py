@@ -18,6 +18,9 @@ TEMPLATE = "plotly_white"
 PLOTLY_CONFIG = {"displaylogo": False, "displayModeBar": "hover"}
 #: ``config`` of the small live charts (no tool bar over their titles).
 LIVE_CONFIG = {"displaylogo": False, "displayModeBar": False}
+#: The label of a membership attack's AUC wherever the app shows it: the attack reads the private
+#: rows and their membership, so its score is the data owner's diagnostic, not covered by ε.
+OWNER_AUC_LABEL = "attack AUC (owner only)"
 PUBLIC_COLOR = "#1f77b4"
 PRIVATE_COLOR = "#ff7f0e"
 MINORITY_COLOR = "#d62728"
@@ -474,7 +477,7 @@ def metric_cards(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("test error", pct(metrics.get("test_error"))),
         ("balanced accuracy", pct(metrics.get("balanced_accuracy"))),
         ("minority-class accuracy", pct(metrics.get("minority_accuracy"))),
-        ("attack AUC", num(metrics.get("mia_auc"))),
+        (OWNER_AUC_LABEL, num(metrics.get("mia_auc"))),
     ]
     # A balanced split (imbalance ratio 1) has no minority class: no card for it. Older runs
     # stored a value for a quarter of near-equal classes; their ratio tells them apart.
@@ -535,7 +538,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "ε": (f"{eps:g}" if eps is not None else "0" if r["method"] in ("only_public", "zero_shot") else "∞"),
                     "seeds": r["n"], "test error": pct(r.get("test_error_mean")),
                     "± std": pct(r.get("test_error_std")) if r.get("n", 1) > 1 else "—",
-                    "attack AUC": "—" if r.get("mia_auc_mean") is None else f"{float(r['mia_auc_mean']):.3f}",
+                    OWNER_AUC_LABEL: "—" if r.get("mia_auc_mean") is None else f"{float(r['mia_auc_mean']):.3f}",
                     "minority acc.": pct(r.get("minority_accuracy_mean"))})
     return out
 
@@ -611,7 +614,8 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
             textposition=positions[k % len(positions)], marker=dict(size=9, color=color), line=dict(color=color, width=1)))
     fig.add_trace(go.Scatter(x=[0, 1], y=[0.5, 0.5], mode="lines", name="random guess (AUC 0.5)",
                              line=dict(dash="dot", color="#7f7f7f")))
-    _layout(fig, "Attack AUC vs test error", "test error", "membership-attack AUC", height=380)
+    _layout(fig, "Attack AUC vs test error (owner only, not covered by ε)", "test error",
+            "membership-attack AUC", height=380)
     _fraction_axis(fig, axis="x")
     fig.update_yaxes(range=[0.4, 1.0], autorange=False)
     return fig

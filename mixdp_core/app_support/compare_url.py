@@ -24,9 +24,16 @@ def _floats(text: str) -> list[float]:
 
 
 def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequence[float],
-               deltas: Sequence[float], max_seed: int = 9) -> tuple[dict[str, Any], list[str]]:
+               deltas: Sequence[float], max_seed: int = 9, max_ppc: int | None = None,
+               max_ir: float | None = None) -> tuple[dict[str, Any], list[str]]:
     """Parse query parameters into a selection ``{key: value}`` (only keys present and
-    valid) and the list of keys that were dropped as invalid."""
+    valid) and the list of keys that were dropped as invalid. ``ppc`` and ``ir`` must lie in
+    the Data page's ranges (``max_ppc``, ``max_ir``; default :data:`.forms.MAX_PUBLIC_PER_CLASS`
+    and :data:`.forms.MAX_FORM_IMBALANCE_RATIO`)."""
+    from .forms import MAX_FORM_IMBALANCE_RATIO, MAX_PUBLIC_PER_CLASS
+
+    max_ppc = MAX_PUBLIC_PER_CLASS if max_ppc is None else int(max_ppc)
+    max_ir = MAX_FORM_IMBALANCE_RATIO if max_ir is None else float(max_ir)
     sel: dict[str, Any] = {}
     bad: list[str] = []
 
@@ -80,13 +87,13 @@ def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequen
 
     def _pos_int(t: str) -> int:
         v = int(t)
-        if v < 1:
+        if not 1 <= v <= max_ppc:
             raise ValueError(t)
         return v
 
     def _ir(t: str) -> float:
         v = float(t)
-        if not (math.isfinite(v) and v >= 1):
+        if not (math.isfinite(v) and 1 <= v <= max_ir):
             raise ValueError(t)
         return v
 

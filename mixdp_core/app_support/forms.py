@@ -35,6 +35,10 @@ DELTA_CHOICES: tuple[float, ...] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
 MAIN_FIELDS = ("target_epsilon", "target_delta", "seed", "noise_multiplier")
 
 #: Upload limits (bytes / files); the server limit is in .streamlit/config.toml.
+#: Bounds of the Data page's split fields, which a shared Compare link must respect too
+#: (``compare_url.from_query``): a link outside them would break the page's widgets.
+MAX_PUBLIC_PER_CLASS = 500
+MAX_FORM_IMBALANCE_RATIO = 1000.0
 MAX_NPZ_BYTES = 200 * 2**20
 MAX_ZIP_BYTES = 200 * 2**20
 MAX_ZIP_UNCOMPRESSED = 1024 * 2**20
@@ -307,15 +311,15 @@ def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
     Returns:
         ``(config, {})`` on success, else ``(None, {field: message})``.
     """
-    from ..config import check_delta, check_epsilon
+    from ..config import RUN_DELTA, RUN_EPSILON, check
     from ..runs.runner import RunConfig
 
     v = dict(values)
     errors: dict[str, str] = {}
-    for key, check in (("target_epsilon", check_epsilon), ("target_delta", check_delta)):
+    for key, spec, field in (("target_epsilon", RUN_EPSILON, "epsilon"), ("target_delta", RUN_DELTA, "delta")):
         try:
-            check(v.get(key, getattr(RunConfig, key)))
-        except ConfigError as e:  # the declared range, e.g. "epsilon: must be a finite number > 0"
+            check(spec, v.get(key, getattr(RunConfig, key)), field=field)
+        except ConfigError as e:  # a run's declared range, e.g. "epsilon: must be a finite number in [0.001, 1000]"
             errors[e.field] = e.message
     method = v.get("method")
     if method not in method_classes():

@@ -221,6 +221,17 @@ def save_data_settings(**values: Any) -> dict[str, Any]:
     return s
 
 
+def shown_id(value: object, limit: int = 64) -> str:
+    """``value`` (a run id from a link, any text) as an inline code span that Markdown cannot
+    turn into anything else: backticks, control characters and line breaks dropped, at most
+    ``limit`` characters (then ``…``). Why: a ``?run=`` value is typed by whoever shares the
+    link; shown raw inside a warning, ``[text](url)`` becomes a live link on the page."""
+    text = "".join(ch for ch in str(value) if ch != "`" and ch.isprintable())
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return f"`{text}`" if text else "`(empty)`"
+
+
 def selected_run_id() -> str | None:
     """Run chosen elsewhere (Runs page, a launch, the URL ``?run=<id>``)."""
     rid = st.query_params.get("run")
@@ -408,7 +419,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     try:
         rec = store.get_run(run_id)
     except RunNotFoundError:
-        st.warning(f"Run {run_id} is not in the store (deleted?).")
+        st.warning(f"Run {shown_id(run_id)} is not in the store (deleted?).")
         return None
     running = rec.status == RUNNING
     private = rec.metrics.get("private", True) and getattr(forms_methods().get(rec.method), "private", True)

@@ -24,7 +24,7 @@ import math
 import sys
 from typing import Any
 
-from ..config import DELTA, EPSILON
+from ..config import RUN_DELTA, RUN_EPSILON
 from ..errors import ConfigError, UnknownNameError
 from ._common import Progress, fail, number, one_line_errors, pairs
 
@@ -55,8 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--dataset", default="digits", help="dataset spec (see `mixdp datasets`), default digits")
     a("--encoder", default="pixels", help="feature extractor (see `mixdp encoders`), default pixels")
     a("--method", default="adamix", help="training method (see `mixdp methods`), default adamix")
-    a("--epsilon", default="3", help=f"target ε of the (ε, δ)-DP guarantee: {EPSILON.requirement()}, default 3")
-    a("--delta", default="1e-5", help=f"target δ: {DELTA.requirement()}, default 1e-5")
+    a("--epsilon", default="3", help=f"target ε of the (ε, δ)-DP guarantee: {RUN_EPSILON.requirement()}, default 3")
+    a("--delta", default="1e-5", help=f"target δ: {RUN_DELTA.requirement()}, default 1e-5")
     a("--seed", default="0", help="seed of the split and the noise (integer >= 0), default 0")
     a("--public-per-class", default="5", help="public samples per class (integer >= 1), default 5")
     a("--imbalance-ratio", default="1", help="long-tail ratio of the private data (>= 1), default 1")
@@ -97,8 +97,8 @@ def build_config(args: argparse.Namespace):
         encoder=args.encoder,
         method=args.method,
         seed=number("seed", args.seed, int, "an integer >= 0"),
-        target_epsilon=number("epsilon", args.epsilon, float, EPSILON.requirement()),  # range: RunConfig
-        target_delta=number("delta", args.delta, float, DELTA.requirement()),
+        target_epsilon=number("epsilon", args.epsilon, float, RUN_EPSILON.requirement()),  # range: RunConfig
+        target_delta=number("delta", args.delta, float, RUN_DELTA.requirement()),
         public_per_class=number("public_per_class", args.public_per_class, int, "an integer >= 1"),
         imbalance_ratio=number("imbalance_ratio", args.imbalance_ratio, float, "a number >= 1"),
         public_from=args.public_from,

@@ -435,7 +435,7 @@ def _make_tv_loader(name: str, cls_name: str, train_kw: dict | None, test_kw: di
                 raise DataError(f"{name}: download into {str(base)!r} failed ({e}); check your network or place the files there by hand") from None
             raise DataError(
                 f"{name}: dataset files not found under {str(base)!r}. Pass download=True "
-                f"(CLI: --download) to fetch them from {url_hint} when online, or place the "
+                f"(CLI: `mixdp encode --download`, or `--dataset-arg download=true` for the other commands) to fetch them from {url_hint} when online, or place the "
                 f"extracted files there (torchvision.datasets.{cls_name} layout), or set MIXDP_DATA."
             ) from None
         return LoadedDataset(

@@ -61,6 +61,8 @@ SYNTHETIC_LIMITS = {
     "test_per_class": (1, 1000),
 }
 MAX_SYNTHETIC_VALUES = 128 * 2**20  # float32 values in train + test (512 MiB)
+#: Values per block of rows while drawing (float64 temporaries of 16 MiB each).
+ROW_BLOCK_VALUES = 2 * 2**20
 #: ``domain`` choices: the private domain (train / test rows of a run) or the public one.
 DOMAINS = ("private", "public")
 
@@ -146,8 +148,15 @@ def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int
             ga = np.random.default_rng([seed, stream, 0xA3B])
             flip = ga.random(C * n) < amb
             src = np.where(flip, (y + ga.integers(1, C, C * n)) % C, y)
-        X = means[src] + g.standard_normal((C * n, D)) @ A.T + common
-        return X.astype(np.float32), y.astype(np.int64)
+        # In blocks of rows into the float32 result: the float64 temporaries stay at one block's
+        # size (ROW_BLOCK_VALUES), not several copies of the whole matrix (3.4 GB at the cap). The
+        # generator yields the same normals in blocks as in one call, row by row.
+        X = np.empty((C * n, D), dtype=np.float32)
+        step = max(1, ROW_BLOCK_VALUES // D)
+        for i in range(0, C * n, step):
+            j = min(C * n, i + step)
+            X[i:j] = means[src[i:j]] + g.standard_normal((j - i, D)) @ A.T + common
+        return X, y.astype(np.int64)
 
     # the public domain's rows use streams 3 / 4: never a copy of a private row's noise
     X_tr, y_tr = draw(n_tr, 3 if public else 1)

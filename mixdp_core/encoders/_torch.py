@@ -120,7 +120,10 @@ class TorchImageEncoder(Encoder):
         super().__init__(pretrained=pretrained, device=device, batch_size=batch_size)
         if self.batch_size < 1:
             raise ConfigError("batch_size", f"must be >= 1, got {batch_size}")
-        self.image_size = int(image_size if image_size is not None else self.default_image_size)
+        from ..config import parse_number
+
+        self.image_size = parse_number("image_size", image_size if image_size is not None else self.default_image_size,
+                                       int, f"an integer in [16, {MAX_IMAGE_SIZE}] pixels")
         if not 16 <= self.image_size <= MAX_IMAGE_SIZE:
             raise ConfigError("image_size", f"must be an integer in [16, {MAX_IMAGE_SIZE}] pixels, got {image_size} "
                                             "(one 3 x size x size float image and its activations are held per batch row)")

@@ -50,7 +50,9 @@ class Encoder(ABC):
     def __init__(self, pretrained: str | None = "default", device: str | None = None, batch_size: int = 64):
         self.pretrained = pretrained
         self.device = device
-        self.batch_size = int(batch_size)
+        from ..config import parse_number  # a typed option ("abc", 1.5) fails naming its field
+
+        self.batch_size = parse_number("batch_size", batch_size, int, "an integer >= 1")
 
     @property
     def weights_tag(self) -> str:

@@ -393,7 +393,7 @@ def _walk(server, driver, tmp_path):
     # machine the browser may paint the heading first: wait for the cards (the labels are checked)
     ui.wait(lambda d: "test error" in ui.metric_labels(), 30)
     labels = ui.metric_labels()
-    assert "test error" in labels and "attack AUC" in labels, labels
+    assert "test error" in labels and "attack AUC (owner only)" in labels, labels
     # what the AdaMix demo released of its private phase (charts.release_caption)
     assert "private update kept:" in ui.body() and "public-start guard:" in ui.body()
     # imbalance ratio 1 (the default): no minority class, so no minority metric or chart
@@ -503,6 +503,9 @@ def _walk(server, driver, tmp_path):
     ui.wait(lambda d: long_run in ui.body(), 60)
     assert "Launch a run to see its live charts here" not in ui.body()
     ui.type_into("…or type an exact ε (optional)", "8")
+    driver.find_element(By.XPATH, "//input[@aria-label='…or type an exact ε (optional)']").send_keys(Keys.ENTER)
+    time.sleep(2.0)  # Enter must not launch (a launch spends budget): the page still shows the first run
+    assert _run_id(driver.current_url) == long_run, "Enter in the typed-ε field launched a run"
     ui.click_button("Launch")  # a second run while (or right after) the first trains
     ui.wait(lambda d: _run_id(d.current_url) not in (None, demo_run, long_run), 60)
     second_run = _run_id(driver.current_url)

@@ -135,7 +135,7 @@ def test_train_runs_adamix_and_shows_final_metrics(at):
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     labels = {m.label: m.value for m in at.metric}
-    assert {"test error", "balanced accuracy", "attack AUC"} <= set(labels)
+    assert {"test error", "balanced accuracy", "attack AUC (owner only)"} <= set(labels)
     assert "minority-class accuracy" not in labels  # imbalance ratio 1: no minority class
     assert float(labels["test error"].rstrip(" %")) < 30
     charts = _charts(at)
@@ -161,7 +161,8 @@ def test_train_refuses_bad_epsilon_naming_the_field(at, exact, field):
     at.text_input(key="train_eps_exact").input(exact)
     _launch_button(at).click().run()
     errs = [e.value for e in at.error]
-    assert any(e.startswith(f"**{field}**") for e in errs), errs
+    # the run's declared range, not the mathematical domain of ε (> 0)
+    assert any(e.startswith(f"**{field}**") and "[0.001, 1000]" in e for e in errs), errs
     assert _store().list_runs() == []
 
 
@@ -176,7 +177,7 @@ def test_train_says_the_one_epsilon_a_launch_used(at):
     text = page_text(at)
     assert "Launched at ε = 20 — the typed value; the slider's 3 was not used." in text
     slider = at.select_slider(key="train_eps")
-    assert slider.disabled and "not used, the typed ε = 20 is" in slider.label
+    assert slider.disabled and "not used (the typed ε = 20 is used)" in slider.label
     (r,) = _store().list_runs()
     assert r.target_epsilon == 20.0
 
@@ -237,7 +238,15 @@ def test_train_page_reopens_a_stored_run_from_the_url(at):
     at.switch_page("pages/2_train.py").run()
     assert not at.exception, at.exception
     assert rid in page_text(at)
-    assert {m.label for m in at.metric} >= {"test error", "attack AUC"}
+    assert {m.label for m in at.metric} >= {"test error", "attack AUC (owner only)"}
+
+
+def test_train_page_shows_a_missing_run_id_from_a_link_as_inert_code(at):
+    at.query_params["run"] = "[verify your account](http://evil.example/login)"
+    at.switch_page("pages/2_train.py").run()
+    assert not at.exception, at.exception
+    warning = next(w.value for w in at.warning if "is not in the store" in w.value)
+    assert "`[verify your account](http://evil.example/login)`" in warning  # a code span, not a link
 
 
 # ------------------------------------------------------------------ Compare

@@ -185,3 +185,27 @@ def test_the_shift_reaches_the_episodes_figure_and_leaves_the_privacy_ledger_key
 
     with pytest.raises(ConfigError, match="public_from: the synthetic public domain is named 'synthetic' alone"):
         RunConfig(dataset="synthetic", encoder="pixels", method="only_public", public_from="synthetic:x")
+
+
+def test_drawing_holds_one_block_of_float64_rows_not_the_whole_matrix_and_the_blocks_change_nothing(monkeypatch):
+    import tracemalloc
+
+    from mixdp_core.data import synthetic
+
+    kw = dict(classes=40, dim=512, train_per_class=480, test_per_class=20, ambiguity=0.05)
+    tracemalloc.start()
+    try:
+        X_tr, y_tr, X_te, y_te = synthetic_features(**kw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    out = X_tr.nbytes + X_te.nbytes  # 41 MB of float32 rows
+    # the result, the D x D rotation and a few float64 temporaries of one block each; drawn
+    # in one go, three float64 copies of the whole matrix (about 8x the result) were live
+    block = synthetic.ROW_BLOCK_VALUES * 8
+    assert peak < out + 2 * 512 * 512 * 8 + 5 * block, (peak, out)
+    # a block size that cuts classes mid-way gives the same arrays bit for bit
+    monkeypatch.setattr(synthetic, "ROW_BLOCK_VALUES", 512 * 37)
+    again = synthetic_features(**kw)
+    for a, b in zip((X_tr, y_tr, X_te, y_te), again):
+        np.testing.assert_array_equal(a, b)

@@ -85,6 +85,12 @@ def test_constructor_validation():
         ENCODERS.get("dinov2_vits14")(pretrained=None, image_size=100)
     with pytest.raises(ConfigError, match="batch_size"):
         ENCODERS.get("efficientnet_lite0")(batch_size=0)
+    # a typed option (CLI --encoder-arg, a link) that is not an integer names its field, not int()'s message
+    with pytest.raises(ConfigError, match=r"^image_size: must be an integer in \[16, \d+\] pixels, got 'abc'$"):
+        ENCODERS.get("efficientnet_lite0")(image_size="abc")
+    for bad in ("abc", 1.5, True):
+        with pytest.raises(ConfigError, match="^batch_size: must be an integer >= 1"):
+            ENCODERS.get("pixels")(batch_size=bad)
     with pytest.raises(ConfigError, match="num_threads"):
         ENCODERS.get("efficientnet_lite0")(num_threads=0)
     with pytest.raises(ConfigError, match="num_threads"):

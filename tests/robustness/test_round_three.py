@@ -292,6 +292,32 @@ def test_a_shared_compare_link_cannot_name_a_file_outside_the_data_root(env, tmp
     assert set(bad) == {"refs", "encoder"}
 
 
+def test_a_shared_compare_link_keeps_split_sizes_in_the_data_pages_range():
+    from mixdp_core.app_support.compare_url import from_query
+    from mixdp_core.app_support.forms import MAX_FORM_IMBALANCE_RATIO, MAX_PUBLIC_PER_CLASS
+
+    kw = dict(methods=["adamix"], epsilons=[1.0], deltas=[1e-5])
+    sel, bad = from_query({"ppc": str(MAX_PUBLIC_PER_CLASS), "ir": f"{MAX_FORM_IMBALANCE_RATIO:g}"}, **kw)
+    assert sel == {"ppc": MAX_PUBLIC_PER_CLASS, "ir": MAX_FORM_IMBALANCE_RATIO} and not bad
+    # one past either bound would have raised in the Data page's number inputs, for the whole session
+    sel, bad = from_query({"ppc": str(MAX_PUBLIC_PER_CLASS + 1), "ir": f"{MAX_FORM_IMBALANCE_RATIO + 1:g}"}, **kw)
+    assert sel == {} and sorted(bad) == ["ir", "ppc"]
+    sel, bad = from_query({"ppc": "0", "ir": "0.5"}, **kw)
+    assert sel == {} and sorted(bad) == ["ir", "ppc"]
+
+
+def test_an_id_from_a_link_is_shown_as_inert_code():
+    from mixdp_core.app_support.resources import shown_id
+
+    shown = shown_id("[verify your account](http://evil.example/login)")
+    assert shown == "`[verify your account](http://evil.example/login)`"  # a code span: no live link
+    assert shown_id("a`](http://x)`b") == "`a](http://x)b`"  # no backtick can close the span early
+    assert shown_id("x\nline\u202e") == "`xline`"  # no line break, no control or bidi character
+    long = shown_id("r" * 500)
+    assert long == "`" + "r" * 64 + "…`"
+    assert shown_id("") == "`(empty)`"
+
+
 def test_every_app_launch_checks_its_paths(env, tmp_path):
     from mixdp_core.app_support.jobs import JobManager
     from mixdp_core.errors import ConfigError

@@ -51,6 +51,7 @@ class SweepResult:
         """One JSON-ready line: ``epsilon`` is the grid's target ε (``None`` for
         non-private methods, which ignore it), ``epsilon_spent`` the accounted ε."""
         from ...methods import METHODS
+        from ..runner import DIAGNOSTICS_NOTE
 
         c, m = self.config, self.metrics
         private = bool(getattr(METHODS.get(c.method), "private", True))
@@ -61,8 +62,10 @@ class SweepResult:
             "epsilon_spent": m.get("epsilon"), "public_per_class": c.public_per_class,
             "imbalance_ratio": c.imbalance_ratio, "private_per_class": c.private_per_class,
             "test_error": m.get("test_error"), "minority_accuracy": m.get("minority_accuracy"),
-            "mia_auc": m.get("mia_auc"), "performance_boost": m.get("performance_boost"),
+            "performance_boost": m.get("performance_boost"),
             "wall_seconds": m.get("wall_seconds"), "reused": self.reused, "error": self.error,
+            # owner-only (no DP guarantee), grouped under its note as `mixdp train --json` does
+            "diagnostics": {"note": DIAGNOSTICS_NOTE, "mia_auc": m.get("mia_auc")},
         }
 
 

@@ -11,6 +11,9 @@ def test_lists(capsys):
     assert main(["datasets"]) == 0
     out = capsys.readouterr().out
     assert "digits" in out and "image_folder" in out
+    # each loader's whole first paragraph, not its first line cut mid-sentence
+    synthetic = next(line for line in out.splitlines() if line.startswith("synthetic "))
+    assert "deterministic from the options" in synthetic and "No encoder is run" in synthetic
     assert main(["encoders"]) == 0
     out = capsys.readouterr().out
     assert "efficientnet_lite0" in out and "offline" in out

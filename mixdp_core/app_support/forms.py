@@ -412,15 +412,20 @@ def _is_image(data: bytes) -> bool:
         return False
 
 
-def _is_image_file(path: Path) -> bool:
+def _image_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be used as an image (``None``: it decodes). An image past Pillow's
+    decompression-bomb limit is an image, but one the loaders refuse too: said as such."""
     from PIL import Image
 
     try:
         with Image.open(path) as im:
             im.verify()
-        return True
+        return None
+    except Image.DecompressionBombError:
+        return (f"has more pixels than the image loader accepts ({2 * Image.MAX_IMAGE_PIXELS:,}, Pillow's "
+                "decompression-bomb limit): resize it")
     except Exception:
-        return False
+        return "is not an image"
 
 
 def extract_zip_upload(data: bytes, filename: str, *, cache_dir: str | Path | None = None,
@@ -509,8 +514,9 @@ def extract_zip_upload(data: bytes, filename: str, *, cache_dir: str | Path | No
                     raise ConfigError("upload", field_and_message(e, "upload")[1]) from None
                 except OSError as e:
                     raise storage_error(e, target, what="upload", fix="free some space or set MIXDP_CACHE") from None
-                if not _is_image_file(target):
-                    raise ConfigError("upload", f"{info.filename!r} is not an image")
+                problem = _image_problem(target)
+                if problem:
+                    raise ConfigError("upload", f"{info.filename!r} {problem}")
             tmp.rename(dest)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -16,7 +16,8 @@ def _datasets(args: argparse.Namespace) -> int:
     from ..data.datasets import DATASETS
 
     for name, loader in DATASETS.items():
-        doc = (loader.__doc__ or "").strip().splitlines()[0] if loader.__doc__ else ""
+        # the docstring's first paragraph on one line (its first line may end mid-sentence)
+        doc = " ".join((loader.__doc__ or "").strip().split("\n\n")[0].split())
         print(f"{name:14s} {doc}")
     return 0
 

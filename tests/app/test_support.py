@@ -164,6 +164,15 @@ def test_bad_zip_uploads_are_refused_and_nothing_escapes(tmp_path, entries, mess
     assert leftovers == []  # a refused archive leaves nothing behind
 
 
+def test_an_image_past_the_decompression_bomb_limit_is_refused_as_too_large_not_as_no_image(tmp_path, monkeypatch):
+    from PIL import Image
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 20)  # an 8 x 8 image (64 pixels) is past twice 20
+    with pytest.raises(ConfigError, match=r"'cat/a.png' has more pixels than the image loader accepts \(40,"):
+        forms.extract_zip_upload(_zip({"cat/a.png": _png_bytes(1), "dog/b.png": _png_bytes(2)}), "big.zip",
+                                 cache_dir=tmp_path)
+
+
 def test_symlink_and_size_limits_in_zip(tmp_path):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:

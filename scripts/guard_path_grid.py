@@ -56,12 +56,13 @@ def captured_updates(reg: str, eps: float, seeds: list[int]):
             cap = {}
 
             def capture(problem, delta_W, history, n_hat, public_pull, start_loo, _m=m):
-                cap.update(problem=problem, delta=delta_W,
+                cap.update(problem=problem, delta=delta_W, history=list(history), n_hat=float(n_hat),
                            nu=released_noise_std(history, float(n_hat), _m.config.noise_multiplier))
                 return 1.0  # release the whole update: Delta is what the grid scales
 
             m._shrinkage_factor = capture
             m.fit(sp)
+        m._captured = cap  # the update's step records and n_hat (scripts/shrinkage_criteria.py)
         yield seed, sp, op, m, cap["problem"], cap["delta"].astype(np.float64), cap["nu"]
 
 

@@ -15,6 +15,19 @@ energy ``n = C nu^2 sum ||x||^2`` (``e = ||U||^2``, ``q = e - n``, ``a = ||A||^2
   ``s = (q a - c^2) / (e a + e c - c^2 - c q)`` (scale-free, as the argmax is; equals the rule
   where ``c = 0``).
 
+Two more use the run's last iterate ``w_T`` beside its released t-weighted average (both are
+post-processing of the same noisy gradients; ``L = w_T - W_start``, noise std ``nu_L`` per
+coordinate, correlated with the average's; the engine keeps ``w_T`` for this research only):
+
+- ``last``: the rule applied to ``L`` instead of ``Delta``;
+- ``two_iterate``: the model ``W_start + u Delta + v L`` whose expected squared logit error on
+  the public rows against the noise-free last iterate ``A + X L_S`` is least, estimated without
+  bias (Stein): with ``G`` the observed 2 x 2 Gram matrix of ``X Delta, X L`` and ``N`` its
+  noise part (``C sum ||x||^2`` times the per-coordinate noise covariance of the two), ``(u, v) =
+  e_2 - G^{-1} N e_2``. It reduces to ``last`` where ``u`` is held at 0. Why the last iterate's
+  noise-free value as the target: on several cells the error keeps falling past the whole
+  averaged update (s > 1), where the average lags behind the iterate it averages.
+
 Usage: ``python scripts/shrinkage_criteria.py REGIME EPSILON SEEDS`` (one JSON line per seed),
 ``python scripts/shrinkage_criteria.py --summary FILE...`` (the mean test error per criterion).
 """
@@ -31,25 +44,54 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0)
 
 
-def criteria(X_public, W_start, delta, nu: float) -> dict[str, float]:
-    """The factors of the module docstring's criteria (``nan`` where one is undefined)."""
+def noise_weights(history) -> tuple:
+    """Per gradient step, the weight its Gaussian noise carries in the released average and in
+    the last iterate, times its clip threshold (the average's: :func:`.engine._recorded_update_weights`;
+    the iterate's: ``eta_j`` contracted by ``1 - eta_k lambda`` for every later step k)."""
+    import numpy as np
+
+    from mixdp_core.methods.adamix.engine import _recorded_update_weights
+
+    w_avg, tau = _recorded_update_weights(history)
+    steps = [h for h in history if h.extra and "lr" in h.extra and h.clip_norm is not None]
+    eta = np.array([h.extra["lr"] for h in steps], dtype=float)
+    lam = float(steps[0].extra["weight_decay"])
+    later = np.append(np.cumprod((1.0 - eta[1:] * lam)[::-1])[::-1], 1.0)
+    return w_avg * tau, eta * later * tau
+
+
+def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[str, tuple[float, float]]:
+    """The coefficients ``(on Delta, on L)`` of each criterion of the module docstring (``nan``
+    where one is undefined); ``last``/``cov``: ``L`` and the 2 x 2 per-coordinate noise
+    covariance of (average, last iterate), for the last two."""
     import numpy as np
 
     from mixdp_core.methods.adamix.engine import update_shrinkage
 
     X = np.asarray(X_public, dtype=np.float64)
     A, U = X @ W_start, X @ delta
-    out = {"rule": update_shrinkage(X, delta, nu)}
-    for name, dof, center in (("centered", delta.shape[1] - 1, True), ("cosine", delta.shape[1], False)):
+    C, energy_x = delta.shape[1], float(np.sum(X * X))
+    out = {"rule": (update_shrinkage(X, delta, nu), 0.0)}
+    for name, dof, center in (("centered", C - 1, True), ("cosine", C, False)):
         Ai, Ui = (A - A.mean(1, keepdims=True), U - U.mean(1, keepdims=True)) if center else (A, U)
-        n = dof * nu ** 2 * float(np.sum(X * X))
+        n = dof * nu ** 2 * energy_x
         e, a, c = float(np.sum(Ui * Ui)), float(np.sum(Ai * Ai)), float(np.sum(Ai * Ui))
         if name == "centered":
-            out[name] = max(0.0, 1.0 - n / e) if e > 0 else float("nan")
+            out[name] = (max(0.0, 1.0 - n / e) if e > 0 else float("nan"), 0.0)
         else:
             q = e - n
             den = e * a + e * c - c * c - c * q
-            out[name] = max(0.0, (q * a - c * c) / den) if den > 0 else float("nan")
+            out[name] = (max(0.0, (q * a - c * c) / den) if den > 0 else float("nan"), 0.0)
+    if last is not None and cov is not None:
+        UL = X @ last
+        G = np.array([[np.sum(U * U), np.sum(U * UL)], [np.sum(U * UL), np.sum(UL * UL)]])
+        N = C * energy_x * np.asarray(cov, dtype=np.float64)
+        out["last"] = (0.0, max(0.0, 1.0 - N[1, 1] / G[1, 1]) if G[1, 1] > 0 else float("nan"))
+        try:
+            u, v = np.array([0.0, 1.0]) - np.linalg.solve(G, N @ np.array([0.0, 1.0]))
+            out["two_iterate"] = (float(u), float(v))
+        except np.linalg.LinAlgError:
+            out["two_iterate"] = (float("nan"), float("nan"))
     return out
 
 
@@ -61,17 +103,25 @@ def main() -> None:
     reg, eps, seeds = sys.argv[1], float(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
     for seed, sp, op, m, P, D, nu in captured_updates(reg, eps, seeds):
         W0 = m.W_start_.astype(np.float64)
+        L = None if m._last_iterate is None else m._last_iterate.astype(np.float64) - W0
+        cov = None
+        if L is not None:
+            wa, wl = noise_weights(m._captured["history"])
+            k = m.config.noise_multiplier / m._captured["n_hat"]
+            cov = k * k * np.array([[wa @ wa, wa @ wl], [wa @ wl, wl @ wl]])
 
-        def error(s: float) -> float:
-            m.W_ = (W0 + s * D).astype(np.float32)
+        def error(a: float, b: float = 0.0) -> float | None:
+            if not (a == a and b == b):
+                return None
+            m.W_ = (W0 + a * D + (0.0 if L is None else b * L)).astype(np.float32)
             return 100 * float(np.mean(m.predict(sp.X_test) != sp.y_test))
 
         grid = {s: error(s) for s in GRID}
-        crit = criteria(P.X_public, W0, D, nu)
+        crit = criteria(P.X_public, W0, D, nu, L, cov)
         print(json.dumps({"regime": reg, "epsilon": eps, "seed": seed,
                           "only_public": 100 * float(np.mean(op.predict(sp.X_test) != sp.y_test)),
                           "grid": grid, "best_s": min(grid, key=grid.get),
-                          "criteria": {k: {"s": v, "error": error(v) if v == v else None} for k, v in crit.items()}}),
+                          "criteria": {k: {"s": ab[0], "s_last": ab[1], "error": error(*ab)} for k, ab in crit.items()}}),
               flush=True)
 
 
@@ -94,8 +144,16 @@ def summary(paths: list[str]) -> None:
             return float(np.mean([f(x) for x in lines]))
         best = mean(lambda x: min(x["grid"].values()))
         best_s = ", ".join(f"{x['best_s']:g}" for x in lines)
-        cols = [f"{mean(lambda x, k=k: x['criteria'][k]['error']):.1f} (s {mean(lambda x, k=k: x['criteria'][k]['s']):.2f})"
-                for k in names]
+        def col(k: str) -> str:
+            if any(x["criteria"].get(k, {}).get("error") is None for x in lines):
+                return "—"
+            coef = f"s {mean(lambda x: x['criteria'][k]['s']):.2f}"
+            if k in ("last", "two_iterate"):
+                coef = (f"{mean(lambda x: x['criteria'][k]['s']):.2f}, {mean(lambda x: x['criteria'][k]['s_last']):.2f}"
+                        if k == "two_iterate" else f"s {mean(lambda x: x['criteria'][k]['s_last']):.2f}")
+            return f"{mean(lambda x: x['criteria'][k]['error']):.1f} ({coef})"
+
+        cols = [col(k) for k in names]
         print(f"| `{reg}` {eps:g} | {mean(lambda x: x['grid']['0.0']):.1f} | {mean(lambda x: x['grid']['1.0']):.1f} | "
               f"{best:.1f} ({best_s}) | " + " | ".join(cols) + f" |  <!-- {len(lines)} seeds -->")
 

@@ -189,6 +189,10 @@ class NoisyGDResult:
     #: ``snapshot_at``. Public: computed from public rows and released iterates.
     public_pull: Optional[np.ndarray] = None
     snapshot_public_pull: Optional[np.ndarray] = None
+    #: the last iterate ``w_T`` where the output is the average (``theorem3``, ``smooth``), else
+    #: ``None``: post-processing of the same noisy gradients, never released by the methods; the
+    #: shrinkage research reads it (scripts/shrinkage_criteria.py)
+    last_iterate: Optional[np.ndarray] = None
 
 
 def percentile_linear(a: np.ndarray, q: float) -> float:
@@ -860,4 +864,5 @@ def run_noisygd(
                          self_pull=None if pull is None else pull.output(averaged_out),
                          snapshot_self_pull=snapshot_pull,
                          public_pull=None if pub_pull is None else pub_pull.output(averaged_out),
-                         snapshot_public_pull=snapshot_pub)
+                         snapshot_public_pull=snapshot_pub,
+                         last_iterate=np.array(W, dtype=np.float32) if averaged_out and executed > 0 else None)

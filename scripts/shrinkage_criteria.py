@@ -156,6 +156,21 @@ def summary(paths: list[str]) -> None:
         cols = [col(k) for k in names]
         print(f"| `{reg}` {eps:g} | {mean(lambda x: x['grid']['0.0']):.1f} | {mean(lambda x: x['grid']['1.0']):.1f} | "
               f"{best:.1f} ({best_s}) | " + " | ".join(cols) + f" |  <!-- {len(lines)} seeds -->")
+    # against the rule (the default), cell by cell: mean over the cell's seeds of the paired difference
+    print("\nagainst the rule (test error points, cells' means of paired differences):")
+    for k in names[1:]:
+        diffs = []
+        for (reg, eps), lines in sorted(cells.items()):
+            d = [x["criteria"][k]["error"] - x["criteria"]["rule"]["error"] for x in lines
+                 if x["criteria"].get(k, {}).get("error") is not None]
+            if d:
+                diffs.append((float(np.mean(d)), f"{reg} {eps:g}"))
+        if diffs:
+            v = np.array([d for d, _ in diffs])
+            worst = max(diffs)
+            print(f"- {k}: mean {v.mean():+.2f} over {len(v)} cells; better in {int((v < 0).sum())}, equal in "
+                  f"{int((v == 0).sum())}, worse in {int((v > 0).sum())} (by more than 0.5 in {int((v > 0.5).sum())}); "
+                  f"best {min(diffs)[0]:+.1f} ({min(diffs)[1]}), worst {worst[0]:+.1f} ({worst[1]})")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,15 @@ coordinate, correlated with the average's; the engine keeps ``w_T`` for this res
   noise-free value as the target: on several cells the error keeps falling past the whole
   averaged update (s > 1), where the average lags behind the iterate it averages.
 
+And one per class:
+
+- ``per_class``: the rule on each class's column of the update alone, ``s_c = max(0, 1 - nu^2
+  sum ||x||^2 / sum_x (x Delta_c)^2)``. The squared logit error is a sum over the classes'
+  columns, so each column has its own minimizer; the noise is the same in every column while
+  the private signal is not (under imbalance a minority class's column carries few rows'
+  gradients), and one s for all columns lets the majority classes' signal buy the minority
+  columns' noise.
+
 Usage: ``python scripts/shrinkage_criteria.py REGIME EPSILON SEEDS`` (one JSON line per seed),
 ``python scripts/shrinkage_criteria.py --summary FILE...`` (the mean test error per criterion).
 """
@@ -60,10 +69,11 @@ def noise_weights(history) -> tuple:
     return w_avg * tau, eta * later * tau
 
 
-def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[str, tuple[float, float]]:
+def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[str, tuple]:
     """The coefficients ``(on Delta, on L)`` of each criterion of the module docstring (``nan``
-    where one is undefined); ``last``/``cov``: ``L`` and the 2 x 2 per-coordinate noise
-    covariance of (average, last iterate), for the last two."""
+    where one is undefined; ``per_class``'s is a vector, one factor per class column);
+    ``last``/``cov``: ``L`` and the 2 x 2 per-coordinate noise covariance of (average, last
+    iterate), for the last two."""
     import numpy as np
 
     from mixdp_core.methods.adamix.engine import update_shrinkage
@@ -82,6 +92,9 @@ def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[s
             q = e - n
             den = e * a + e * c - c * c - c * q
             out[name] = (max(0.0, (q * a - c * c) / den) if den > 0 else float("nan"), 0.0)
+    col = np.sum(U * U, axis=0)  # each class's column: its own squared-logit rule
+    per = np.where(col > 0, np.maximum(0.0, 1.0 - nu ** 2 * energy_x / np.maximum(col, 1e-300)), 1.0)
+    out["per_class"] = (per, 0.0)
     if last is not None and cov is not None:
         UL = X @ last
         G = np.array([[np.sum(U * U), np.sum(U * UL)], [np.sum(U * UL), np.sum(UL * UL)]])
@@ -110,8 +123,8 @@ def main() -> None:
             k = m.config.noise_multiplier / m._captured["n_hat"]
             cov = k * k * np.array([[wa @ wa, wa @ wl], [wa @ wl, wl @ wl]])
 
-        def error(a: float, b: float = 0.0) -> float | None:
-            if not (a == a and b == b):
+        def error(a, b: float = 0.0) -> float | None:
+            if not (np.all(np.asarray(a) == np.asarray(a)) and b == b):
                 return None
             m.W_ = (W0 + a * D + (0.0 if L is None else b * L)).astype(np.float32)
             return 100 * float(np.mean(m.predict(sp.X_test) != sp.y_test))
@@ -121,7 +134,9 @@ def main() -> None:
         print(json.dumps({"regime": reg, "epsilon": eps, "seed": seed,
                           "only_public": 100 * float(np.mean(op.predict(sp.X_test) != sp.y_test)),
                           "grid": grid, "best_s": min(grid, key=grid.get),
-                          "criteria": {k: {"s": ab[0], "s_last": ab[1], "error": error(*ab)} for k, ab in crit.items()}}),
+                          "criteria": {k: {"s": float(np.mean(ab[0])), "s_last": ab[1], "error": error(*ab),
+                                           **({"s_min": float(np.min(ab[0]))} if np.ndim(ab[0]) else {})}
+                                       for k, ab in crit.items()}}),
               flush=True)
 
 

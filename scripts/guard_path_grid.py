@@ -15,7 +15,10 @@ with the noise std of the guard's count (``sigma_g``).
 ``--simulate FILE...``: from such lines, the expected test error of the guard as shipped
 (``guard_candidates="single"`` and ``"shrinkage_path"``: the path's K candidates, noise
 ``sigma_g sqrt(K)`` each, argmax, Šidák bar) and of the path asking the weighted counts, over
-20,000 simulated noise draws per line (tuning_notes.md, "The guard's path": class weights).
+20,000 simulated noise draws per line (tuning_notes.md, "The guard's path": class weights);
+and, "gated", with the path's resolution test (``sigma_g sqrt(K) <= guard_resolution x`` the
+private rows, else the single count) for the shipped path and two wider ones, down to s/4 and
+s/8 (tuning_notes.md, "The average lags").
 
 Usage: ``python scripts/guard_path_grid.py REGIME EPSILON SEEDS`` with REGIME a name of
 ``scripts/center_and_start.py``'s ``regime_splits`` (``NAME@irR`` sets the imbalance ratio), e.g.
@@ -103,10 +106,14 @@ def simulate(paths: list[str], draws: int = 20000) -> None:
     import numpy as np
     from scipy.stats import norm
 
-    from mixdp_core.methods.adamix.configs import GUARD_PATH_FACTORS, GUARD_Z
+    from mixdp_core.methods.adamix.configs import GUARD_PATH_FACTORS, GUARD_Z, AdaMixConfig
 
-    def expected(line: dict, key: str, factors: tuple[float, ...]) -> float:
+    resolution = AdaMixConfig().guard_resolution  # the default r of the path's resolution test
+
+    def expected(line: dict, key: str, factors: tuple[float, ...], gated: bool = False) -> float:
         rng = np.random.default_rng(0)
+        if gated and line["sigma_g"] * np.sqrt(len(factors)) > resolution * line["private_rows"]:
+            factors = (1.0,)  # the path's resolution test (private rows for n̂_lo: slightly optimistic)
         near = {}
         for t in factors:  # the grid's nearest s to each capped candidate t s_rule
             c = min(line["path"], key=lambda r: abs(r["s"] - min(1.0, t * line["s_rule"])))
@@ -121,6 +128,9 @@ def simulate(paths: list[str], draws: int = 20000) -> None:
         return float(np.where(keep, np.array([c["error"] for c in cand])[j], start).mean())
 
     variants = {"single": ("count", (1.0,)), "path": ("count", GUARD_PATH_FACTORS),
+                "path, gated": ("count", GUARD_PATH_FACTORS, True),
+                "path s/4 … 2s, gated": ("count", (0.25, 0.5, 1.0, 2.0), True),
+                "path s/8 … 2s, gated": ("count", (0.125, 0.25, 0.5, 1.0, 2.0), True),
                 "path, sqrt weights": ("count_sqrt_w", GUARD_PATH_FACTORS), "path, weights": ("count_w", GUARD_PATH_FACTORS)}
     cells = defaultdict(list)
     for p in paths:

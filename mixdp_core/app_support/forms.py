@@ -34,11 +34,11 @@ DELTA_CHOICES: tuple[float, ...] = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
 #: RunConfig-level fields that the main form sets (never shown in "advanced").
 MAIN_FIELDS = ("target_epsilon", "target_delta", "seed", "noise_multiplier")
 
-#: Upload limits (bytes / files); the server limit is in .streamlit/config.toml.
 #: Bounds of the Data page's split fields, which a shared Compare link must respect too
 #: (``compare_url.from_query``): a link outside them would break the page's widgets.
 MAX_PUBLIC_PER_CLASS = 500
 MAX_FORM_IMBALANCE_RATIO = 1000.0
+#: Upload limits (bytes / files); the server limit is in .streamlit/config.toml.
 MAX_NPZ_BYTES = 200 * 2**20
 MAX_ZIP_BYTES = 200 * 2**20
 MAX_ZIP_UNCOMPRESSED = 1024 * 2**20

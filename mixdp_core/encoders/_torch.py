@@ -122,7 +122,8 @@ class TorchImageEncoder(Encoder):
             raise ConfigError("batch_size", f"must be >= 1, got {batch_size}")
         from ..config import parse_number
 
-        self.image_size = parse_number("image_size", image_size if image_size is not None else self.default_image_size,
+        size = image_size if image_size is not None else self.default_image_size
+        self.image_size = parse_number("image_size", int(size) if isinstance(size, np.integer) else size,
                                        int, f"an integer in [16, {MAX_IMAGE_SIZE}] pixels")
         if not 16 <= self.image_size <= MAX_IMAGE_SIZE:
             raise ConfigError("image_size", f"must be an integer in [16, {MAX_IMAGE_SIZE}] pixels, got {image_size} "

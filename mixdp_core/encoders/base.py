@@ -52,6 +52,8 @@ class Encoder(ABC):
         self.device = device
         from ..config import parse_number  # a typed option ("abc", 1.5) fails naming its field
 
+        if isinstance(batch_size, np.integer):  # a numpy count is an integer too
+            batch_size = int(batch_size)
         self.batch_size = parse_number("batch_size", batch_size, int, "an integer >= 1")
 
     @property

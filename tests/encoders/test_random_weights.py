@@ -91,6 +91,8 @@ def test_constructor_validation():
     for bad in ("abc", 1.5, True):
         with pytest.raises(ConfigError, match="^batch_size: must be an integer >= 1"):
             ENCODERS.get("pixels")(batch_size=bad)
+    assert ENCODERS.get("pixels")(batch_size=np.int64(8)).batch_size == 8  # numpy counts stay accepted
+    assert ENCODERS.get("efficientnet_lite0")(image_size=np.int32(96)).image_size == 96
     with pytest.raises(ConfigError, match="num_threads"):
         ENCODERS.get("efficientnet_lite0")(num_threads=0)
     with pytest.raises(ConfigError, match="num_threads"):

@@ -481,6 +481,19 @@ def test_tracked_self_pull_is_the_leave_one_out_change_of_the_released_average(b
         assert actual[y[i]] > 0  # the row pulls its own class up: the in-sample count's optimism
     untracked = run(np.ones(N, bool), False)
     assert untracked.self_pull is None and np.array_equal(untracked.W, full.W)  # tracking changes nothing
+    # the same recursion's iterate share: the leave-one-out change of the last iterate, which a
+    # guard counting a model built on w_T would subtract (research: tuning_notes.md, "The average lags")
+    assert full.last_self_pull.shape == (N, C) and untracked.last_self_pull is None
+    assert np.array_equal(untracked.last_iterate, full.last_iterate)
+    for i in range(5):
+        keep = np.ones(N, bool)
+        keep[i] = False
+        actual = X[i] @ full.last_iterate - X[i] @ run(keep, False).last_iterate
+        # 5 %: the binding ball's contraction moves with the row left out, which the first-order
+        # pull ignores; the average smooths that, the iterate does not (3.3 % on row 0 here)
+        assert np.linalg.norm(full.last_self_pull[i] - actual) < 0.05 * np.linalg.norm(actual), i
+    if ball is None:  # the iterate's share is not the average's (16 % apart here; a binding ball contracts both alike)
+        assert np.linalg.norm(full.last_self_pull - full.self_pull) > 0.05 * np.linalg.norm(full.self_pull)
 
 
 def test_leave_one_out_guard_counts_without_each_rows_own_pull():

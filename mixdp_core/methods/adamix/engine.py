@@ -193,6 +193,11 @@ class NoisyGDResult:
     #: ``None``: post-processing of the same noisy gradients, never released by the methods; the
     #: shrinkage research reads it (scripts/shrinkage_criteria.py)
     last_iterate: Optional[np.ndarray] = None
+    #: with ``last_iterate`` and the tracking options: each private / public row's own pull in
+    #: the last iterate (``_OwnPull.P``), what a guard counting a model built on ``w_T`` would
+    #: subtract (research, tuning_notes.md, "The average lags")
+    last_self_pull: Optional[np.ndarray] = None
+    last_public_pull: Optional[np.ndarray] = None
 
 
 def percentile_linear(a: np.ndarray, q: float) -> float:
@@ -865,4 +870,6 @@ def run_noisygd(
                          snapshot_self_pull=snapshot_pull,
                          public_pull=None if pub_pull is None else pub_pull.output(averaged_out),
                          snapshot_public_pull=snapshot_pub,
-                         last_iterate=np.array(W, dtype=np.float32) if averaged_out and executed > 0 else None)
+                         last_iterate=np.array(W, dtype=np.float32) if averaged_out and executed > 0 else None,
+                         last_self_pull=pull.output(False) if averaged_out and pull is not None else None,
+                         last_public_pull=pub_pull.output(False) if averaged_out and pub_pull is not None else None)

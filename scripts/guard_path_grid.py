@@ -73,6 +73,7 @@ def main() -> None:
     import numpy as np
 
     from mixdp_core.methods.adamix.engine import update_shrinkage
+    from mixdp_core.methods.adamix.private import _paired_count  # what the guard counts
 
     reg, eps, seeds = sys.argv[1], float(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
     for seed, sp, op, m, P, D, nu in captured_updates(reg, eps, seeds):
@@ -91,8 +92,8 @@ def main() -> None:
             pred = m.predict(sp.X_test)
             rows.append({"s": s, "error": 100 * float(np.mean(pred != yt)),
                          "balanced_accuracy": 100 * float(np.mean([np.mean(pred[yt == c] == c) for c in np.unique(yt)])),
-                         **{k: float(np.sum(wk[yp] * (((Z0 + s * dZ).argmax(1) == yp) - start_right)))
-                            for k, wk in (("count", np.ones_like(w)), ("count_sqrt_w", np.sqrt(w)), ("count_w", w))}})
+                         **{k: _paired_count(Z0 + s * dZ, yp, start_right, weights=wk)
+                            for k, wk in (("count", None), ("count_sqrt_w", np.sqrt(w)), ("count_w", w))}})
         sigma_g = m.config.noise_multiplier / np.sqrt(m.history_[-1].extra.get("guard_releases", 1.0))
         print(json.dumps({"regime": reg, "epsilon": eps, "seed": seed, "only_public": 100 * float(np.mean(op.predict(sp.X_test) != yt)),
                           "s_rule": s_rule, "private_rows": int(len(yp)), "sigma_g": float(sigma_g), "path": rows}), flush=True)

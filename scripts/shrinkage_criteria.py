@@ -55,18 +55,15 @@ GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0)
 
 def noise_weights(history) -> tuple:
     """Per gradient step, the weight its Gaussian noise carries in the released average and in
-    the last iterate, times its clip threshold (the average's: :func:`.engine._recorded_update_weights`;
+    the last iterate, times its clip threshold (the average's: :func:`.engine._update_weights`;
     the iterate's: ``eta_j`` contracted by ``1 - eta_k lambda`` for every later step k)."""
     import numpy as np
 
-    from mixdp_core.methods.adamix.engine import _recorded_update_weights
+    from mixdp_core.methods.adamix.engine import _recorded_steps, _update_weights
 
-    w_avg, tau = _recorded_update_weights(history)
-    steps = [h for h in history if h.extra and "lr" in h.extra and h.clip_norm is not None]
-    eta = np.array([h.extra["lr"] for h in steps], dtype=float)
-    lam = float(steps[0].extra["weight_decay"])
+    eta, tau, lam = _recorded_steps(history)
     later = np.append(np.cumprod((1.0 - eta[1:] * lam)[::-1])[::-1], 1.0)
-    return w_avg * tau, eta * later * tau
+    return _update_weights(eta, lam) * tau, eta * later * tau
 
 
 def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[str, tuple]:
@@ -82,16 +79,16 @@ def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[s
     A, U = X @ W_start, X @ delta
     C, energy_x = delta.shape[1], float(np.sum(X * X))
     out = {"rule": (update_shrinkage(X, delta, nu), 0.0)}
-    for name, dof, center in (("centered", C - 1, True), ("cosine", C, False)):
-        Ai, Ui = (A - A.mean(1, keepdims=True), U - U.mean(1, keepdims=True)) if center else (A, U)
-        n = dof * nu ** 2 * energy_x
-        e, a, c = float(np.sum(Ui * Ui)), float(np.sum(Ai * Ai)), float(np.sum(Ai * Ui))
-        if name == "centered":
-            out[name] = (max(0.0, 1.0 - n / e) if e > 0 else float("nan"), 0.0)
-        else:
-            q = e - n
-            den = e * a + e * c - c * c - c * q
-            out[name] = (max(0.0, (q * a - c * c) / den) if den > 0 else float("nan"), 0.0)
+    # centred: the rule on logits centred per row, C - 1 noise dimensions per row
+    Uc = U - U.mean(1, keepdims=True)
+    e_c = float(np.sum(Uc * Uc))
+    out["centered"] = (max(0.0, 1.0 - (C - 1) * nu ** 2 * energy_x / e_c) if e_c > 0 else float("nan"), 0.0)
+    # cosine: the closed form of the module docstring
+    n = C * nu ** 2 * energy_x
+    e, a, c = float(np.sum(U * U)), float(np.sum(A * A)), float(np.sum(A * U))
+    q = e - n
+    den = e * a + e * c - c * c - c * q
+    out["cosine"] = (max(0.0, (q * a - c * c) / den) if den > 0 else float("nan"), 0.0)
     col = np.sum(U * U, axis=0)  # each class's column: its own squared-logit rule
     per = np.where(col > 0, np.maximum(0.0, 1.0 - nu ** 2 * energy_x / np.maximum(col, 1e-300)), 1.0)
     out["per_class"] = (per, 0.0)

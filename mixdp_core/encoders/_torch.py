@@ -30,7 +30,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from ..errors import ConfigError, MixDPError
-from .base import Encoder, select_device
+from .base import Encoder, integer_option, select_device
 
 #: ImageNet RGB statistics on the [0, 1] scale (torchvision / timm convention).
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -120,11 +120,8 @@ class TorchImageEncoder(Encoder):
         super().__init__(pretrained=pretrained, device=device, batch_size=batch_size)
         if self.batch_size < 1:
             raise ConfigError("batch_size", f"must be >= 1, got {batch_size}")
-        from ..config import parse_number
-
-        size = image_size if image_size is not None else self.default_image_size
-        self.image_size = parse_number("image_size", int(size) if isinstance(size, np.integer) else size,
-                                       int, f"an integer in [16, {MAX_IMAGE_SIZE}] pixels")
+        self.image_size = integer_option("image_size", image_size if image_size is not None else self.default_image_size,
+                                         f"an integer in [16, {MAX_IMAGE_SIZE}] pixels")
         if not 16 <= self.image_size <= MAX_IMAGE_SIZE:
             raise ConfigError("image_size", f"must be an integer in [16, {MAX_IMAGE_SIZE}] pixels, got {image_size} "
                                             "(one 3 x size x size float image and its activations are held per batch row)")

@@ -27,6 +27,14 @@ def select_device(preferred: str | None = None) -> str:
     return "cpu"
 
 
+def integer_option(field: str, value: Any, allowed: str) -> int:
+    """An encoder's integer option: a typed value ("abc", 1.5, a bool) fails naming ``field`` and
+    ``allowed`` (:func:`mixdp_core.config.parse_number`); a numpy integer is an integer too."""
+    from ..config import parse_number
+
+    return parse_number(field, int(value) if isinstance(value, np.integer) else value, int, allowed)
+
+
 class Encoder(ABC):
     """Maps images to ``(N, D)`` float32 feature vectors.
 
@@ -50,11 +58,7 @@ class Encoder(ABC):
     def __init__(self, pretrained: str | None = "default", device: str | None = None, batch_size: int = 64):
         self.pretrained = pretrained
         self.device = device
-        from ..config import parse_number  # a typed option ("abc", 1.5) fails naming its field
-
-        if isinstance(batch_size, np.integer):  # a numpy count is an integer too
-            batch_size = int(batch_size)
-        self.batch_size = parse_number("batch_size", batch_size, int, "an integer >= 1")
+        self.batch_size = integer_option("batch_size", batch_size, "an integer >= 1")
 
     @property
     def weights_tag(self) -> str:

@@ -322,17 +322,28 @@ def _update_weights(eta: np.ndarray, weight_decay: float) -> np.ndarray:
     return eta * A
 
 
-def _recorded_update_weights(history: list) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(eta_j A_j, tau_j)`` per gradient step of a ``smooth`` run from its step records (public:
-    ``extra["lr"]``, ``extra["weight_decay"]``, ``clip_norm``): the weight the released t-weighted
-    average puts on step j's update (:func:`_update_weights`) and that step's clip threshold.
-    ``None`` with fewer than two gradient steps."""
+def _recorded_steps(history: list) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """``(eta_j, tau_j, lambda)`` of the gradient steps of a ``smooth`` run, from its step records
+    (public: ``extra["lr"]``, ``clip_norm``, ``extra["weight_decay"]``). ``None`` with fewer than
+    two gradient steps."""
     steps = [h for h in history if h.extra and "lr" in h.extra and h.clip_norm is not None]
     if len(steps) < 2:
         return None
     eta = np.array([h.extra["lr"] for h in steps], dtype=float)
     tau = np.array([h.clip_norm for h in steps], dtype=float)
-    return _update_weights(eta, float(steps[0].extra["weight_decay"])), tau
+    return eta, tau, float(steps[0].extra["weight_decay"])
+
+
+def _recorded_update_weights(history: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(eta_j A_j, tau_j)`` per gradient step of a ``smooth`` run from its step records
+    (:func:`_recorded_steps`): the weight the released t-weighted average puts on step j's update
+    (:func:`_update_weights`) and that step's clip threshold. ``None`` with fewer than two
+    gradient steps."""
+    rec = _recorded_steps(history)
+    if rec is None:
+        return None
+    eta, tau, lam = rec
+    return _update_weights(eta, lam), tau
 
 
 def released_noise_std(history: list, n_hat: float, noise_multiplier: float) -> float:

@@ -122,6 +122,8 @@ VARIANTS = {
     # the shrinkage's factor by the public rows' leave-one-out likelihood (tuning_notes.md,
     # "Shrinkage by the public likelihood")
     "SL": ("adamix", {"update_shrinkage": "public_likelihood"}),
+    # the two-iterate combination where the histogram finds balance ("The average lags")
+    "TI": ("adamix", {"update_shrinkage": "two_iterate_when_balanced"}),
     # the current default without the early-checkpoint test (its release goes to the gradient phase)
     "EC0": ("adamix", {"early_checkpoint": False}),
     # research: the update's in-sample public logits and the start's own-class logit scaled k/(k-1)

@@ -41,7 +41,7 @@ FACTORS = (0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 def captured_updates(reg: str, eps: float, seeds: list[int]):
     """Per seed of REGIME: ``(seed, split, only_public, adamix, problem, Delta, nu)``, AdaMix fitted
     with its defaults except that the early-checkpoint test is off, the guard asks the single
-    count and the released model is the unshrunk private update (``Delta = W - W_start``, float64;
+    count, the shrinkage is the one-factor rule's (``update_shrinkage="public_logits"``) and the released model is the unshrunk private update (``Delta = W - W_start``, float64;
     ``nu`` the released average's noise std per coordinate, :func:`.engine.released_noise_std`);
     noise drawn from the seed (a research run, never released)."""
     import numpy as np
@@ -54,8 +54,10 @@ def captured_updates(reg: str, eps: float, seeds: list[int]):
     for seed, sp in regime_splits(reg, seeds):
         with threadpool_limits(1):
             op = make_method("only_public").fit(sp)
+            # update_shrinkage="public_logits": the one-factor rule's path, whose factor is captured
+            # below (the two-iterate default would not ask it on balanced classes)
             m = make_method("adamix", target_epsilon=eps, seed=seed, noise="reproducible", early_checkpoint=False,
-                            guard_candidates="single")
+                            guard_candidates="single", update_shrinkage="public_logits")
             cap = {}
 
             def capture(problem, delta_W, history, n_hat, public_pull, start_loo, _m=m):

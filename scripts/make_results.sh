@@ -160,6 +160,10 @@ regimes() {  # docs/results/regimes.md (needs no CIFAR-10: ONLY=regimes scripts/
   "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${DSEEDS:-0,1,2,3}" --doc regimes.md --stem regimes_drawn_fresh \
     --set 'regimes=["drawn_30","drawn_31","drawn_32","drawn_33","drawn_34","drawn_35","drawn_36","drawn_37","drawn_38","drawn_39","drawn_40","drawn_41","drawn_42","drawn_43","drawn_44","drawn_45","drawn_46","drawn_47","drawn_48","drawn_49","drawn_50","drawn_51","drawn_52","drawn_53"]' \
     --section "drawn after the last choice: drawn_30 to drawn_53"
+  # 12 more draws never run before the two-iterate default was chosen (2026-11-29): its validation
+  "${R[@]}" regimes --epsilons 0.5,1,3,8 --seeds "${DSEEDS:-0,1,2,3}" --doc regimes.md --stem regimes_drawn_validation \
+    --set 'regimes=["drawn_82","drawn_83","drawn_84","drawn_85","drawn_86","drawn_87","drawn_88","drawn_89","drawn_91","drawn_92","drawn_98","drawn_99"]' \
+    --section "drawn after the two-iterate choice: drawn_82 to drawn_89, 91, 92, 98, 99"
 }
 
 episodes() {  # docs/results/episodes.md (needs no CIFAR-10): the CD-FSL protocol of Luo et al. Table 2 (5-way,

@@ -17,7 +17,7 @@ energy ``n = C nu^2 sum ||x||^2`` (``e = ||U||^2``, ``q = e - n``, ``a = ||A||^2
 
 Two more use the run's last iterate ``w_T`` beside its released t-weighted average (both are
 post-processing of the same noisy gradients; ``L = w_T - W_start``, noise std ``nu_L`` per
-coordinate, correlated with the average's; the engine keeps ``w_T`` for this research only):
+coordinate, correlated with the average's: :func:`mixdp_core.methods.adamix.engine.iterate_noise_covariance`):
 
 - ``last``: the rule applied to ``L`` instead of ``Delta``;
 - ``two_iterate``: the model ``W_start + u Delta + v L`` whose expected squared logit error on
@@ -26,7 +26,9 @@ coordinate, correlated with the average's; the engine keeps ``w_T`` for this res
   noise part (``C sum ||x||^2`` times the per-coordinate noise covariance of the two), ``(u, v) =
   e_2 - G^{-1} N e_2``. It reduces to ``last`` where ``u`` is held at 0. Why the last iterate's
   noise-free value as the target: on several cells the error keeps falling past the whole
-  averaged update (s > 1), where the average lags behind the iterate it averages.
+  averaged update (s > 1), where the average lags behind the iterate it averages. Computed by
+  the library's :func:`mixdp_core.methods.adamix.engine.two_iterate_combination` (``nan`` where
+  it returns ``None``), the release of ``update_shrinkage="two_iterate_when_balanced"``.
 
 And one per class:
 
@@ -53,19 +55,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 2.0)
 
 
-def noise_weights(history) -> tuple:
-    """Per gradient step, the weight its Gaussian noise carries in the released average and in
-    the last iterate, times its clip threshold (the average's: :func:`.engine._update_weights`;
-    the iterate's: ``eta_j`` contracted by ``1 - eta_k lambda`` for every later step k)."""
-    import numpy as np
-
-    from mixdp_core.methods.adamix.engine import _recorded_steps, _update_weights
-
-    eta, tau, lam = _recorded_steps(history)
-    later = np.append(np.cumprod((1.0 - eta[1:] * lam)[::-1])[::-1], 1.0)
-    return _update_weights(eta, lam) * tau, eta * later * tau
-
-
 def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[str, tuple]:
     """The coefficients ``(on Delta, on L)`` of each criterion of the module docstring (``nan``
     where one is undefined; ``per_class``'s is a vector, one factor per class column);
@@ -73,7 +62,7 @@ def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[s
     iterate), for the last two."""
     import numpy as np
 
-    from mixdp_core.methods.adamix.engine import update_shrinkage
+    from mixdp_core.methods.adamix.engine import two_iterate_combination, update_shrinkage
 
     X = np.asarray(X_public, dtype=np.float64)
     A, U = X @ W_start, X @ delta
@@ -93,15 +82,9 @@ def criteria(X_public, W_start, delta, nu: float, last=None, cov=None) -> dict[s
     per = np.where(col > 0, np.maximum(0.0, 1.0 - nu ** 2 * energy_x / np.maximum(col, 1e-300)), 1.0)
     out["per_class"] = (per, 0.0)
     if last is not None and cov is not None:
-        UL = X @ last
-        G = np.array([[np.sum(U * U), np.sum(U * UL)], [np.sum(U * UL), np.sum(UL * UL)]])
-        N = C * energy_x * np.asarray(cov, dtype=np.float64)
-        out["last"] = (0.0, max(0.0, 1.0 - N[1, 1] / G[1, 1]) if G[1, 1] > 0 else float("nan"))
-        try:
-            u, v = np.array([0.0, 1.0]) - np.linalg.solve(G, N @ np.array([0.0, 1.0]))
-            out["two_iterate"] = (float(u), float(v))
-        except np.linalg.LinAlgError:
-            out["two_iterate"] = (float("nan"), float("nan"))
+        out["last"] = (0.0, update_shrinkage(X, last, float(np.sqrt(cov[1, 1]))))
+        # the library's: update_shrinkage="two_iterate_when_balanced" (None where undefined)
+        out["two_iterate"] = two_iterate_combination(X, delta, last, cov) or (float("nan"), float("nan"))
     return out
 
 
@@ -109,16 +92,14 @@ def main() -> None:
     import numpy as np
 
     from guard_path_grid import captured_updates
+    from mixdp_core.methods.adamix.engine import iterate_noise_covariance
 
     reg, eps, seeds = sys.argv[1], float(sys.argv[2]), [int(s) for s in sys.argv[3].split(",")]
     for seed, sp, op, m, P, D, nu in captured_updates(reg, eps, seeds):
         W0 = m.W_start_.astype(np.float64)
         L = None if m._last_iterate is None else m._last_iterate.astype(np.float64) - W0
-        cov = None
-        if L is not None:
-            wa, wl = noise_weights(m._captured["history"])
-            k = m.config.noise_multiplier / m._captured["n_hat"]
-            cov = k * k * np.array([[wa @ wa, wa @ wl], [wa @ wl, wl @ wl]])
+        cov = None if L is None else iterate_noise_covariance(m._captured["history"], m._captured["n_hat"],
+                                                              m.config.noise_multiplier)
 
         def error(a, b: float = 0.0) -> float | None:
             if not (np.all(np.asarray(a) == np.asarray(a)) and b == b):

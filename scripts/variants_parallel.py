@@ -71,6 +71,8 @@ def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
             "guard_kept_private": None if g is None else bool(g),
             "checkpoint_kept_early": None if (ck := getattr(m, "checkpoint_kept_early_", None)) is None else bool(ck),
             "update_shrinkage": None if (sh := getattr(m, "update_shrinkage_", None)) is None else float(sh),
+            "update_combination": None if (uv := getattr(m, "update_combination_", None)) is None
+            else [float(uv[0]), float(uv[1])],
             "init_scale": None if alpha is None else float(alpha), "seconds": time.time() - t}
 
 

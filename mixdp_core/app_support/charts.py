@@ -450,12 +450,18 @@ BOOST_HELP = ("AdaMix paper's Performance Boost, PB = (error of Only-Public − 
 
 def release_caption(metrics: Mapping[str, Any]) -> str | None:
     """What an AdaMix / NGD run released of its private phase, in words: the share ``s`` of the
-    private update kept (``update_shrinkage``, post-processing) and the public-start guard's
-    outcome (one accounted noisy count). ``None`` for a run with neither."""
+    private update kept (``update_shrinkage``, post-processing), or the weights ``(u, v)`` of its
+    two-iterate combination (``update_combination``), and the public-start guard's outcome (one
+    accounted noisy count). ``None`` for a run with none of them."""
     parts = []
     s = metrics.get("update_shrinkage")
+    uv = metrics.get("update_combination")
     if s is not None:
         parts.append(f"private update kept: {100 * float(s):.0f} % (the rest was estimated to be mostly "
+                     "noise: update_shrinkage, post-processing, no privacy cost)")
+    elif uv is not None:
+        parts.append(f"private update kept: {float(uv[0]):.2f} × the averaged update + {float(uv[1]):.2f} × the "
+                     "last iterate's (weights estimated from the public rows to keep the signal and drop the "
                      "noise: update_shrinkage, post-processing, no privacy cost)")
     g = metrics.get("guard_released_private")
     if g is not None:

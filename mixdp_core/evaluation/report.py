@@ -136,6 +136,10 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         # AdaMix / NGD's share s of the private update kept in the released model
         # (update_shrinkage; post-processing of releases and public rows), None without it
         "update_shrinkage": getattr(model, "update_shrinkage_", None),
+        # its weights (u, v) on the average's and the last iterate's updates where it combines
+        # the two (update_shrinkage="two_iterate_when_balanced"), None otherwise
+        "update_combination": (None if (comb := getattr(model, "update_combination_", None)) is None
+                               else [float(comb[0]), float(comb[1])]),
         "noise_multiplier": getattr(model, "noise_multiplier_", None),
         "n_public": int(len(split.y_public)),
         "n_private": int(len(split.y_private)),

@@ -951,3 +951,6 @@ def test_release_caption_says_what_the_run_kept_of_its_private_phase():
     line = charts.release_caption({"guard_released_private": False, "update_shrinkage": 0.2})
     assert "kept: 20 %" in line and "kept the public start" in line
     assert "released the private model" in charts.release_caption({"guard_released_private": True})
+    both = charts.release_caption({"guard_released_private": True, "update_shrinkage": None,
+                                   "update_combination": [0.31, 0.125]})
+    assert "kept: 0.31 × the averaged update + 0.12 × the last iterate's" in both

@@ -542,7 +542,7 @@ def test_leave_one_out_guard_counts_without_each_rows_own_pull():
 
 
 def test_shrunk_private_update_uses_the_private_rows_where_their_noise_dominates():
-    """``update_shrinkage="public_logits"`` (default; tuning_notes.md, "The private update's
+    """``update_shrinkage="public_logits"`` (the default under imbalance; tuning_notes.md, "The private update's
     shrinkage"): 40 classes x 512 dimensions, 2 public + 32 private rows per class, epsilon = 3.
     The unshrunk private phase is worse than its public start on the private rows, so the guard
     keeps the start (the earlier default: Only-Public's error); released as
@@ -555,8 +555,8 @@ def test_shrunk_private_update_uses_the_private_rows_where_their_noise_dominates
                       effective_rank=100, separation=10.0, ambiguity=0.06, shared_mean=2.5)
     sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
     op = make_method("only_public").fit(sp)
-    assert make_method("adamix").config.update_shrinkage == "public_logits"
-    new = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible").fit(sp)
+    assert make_method("adamix").config.update_shrinkage == "two_iterate_when_balanced"
+    new = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", update_shrinkage="public_logits").fit(sp)
     old = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", update_shrinkage="none").fit(sp)
     assert old.update_shrinkage_ is None and not old.guard_kept_private_ and _err(old, sp) == _err(op, sp)
     assert 0.0 < new.update_shrinkage_ < 1.0 and new.guard_kept_private_
@@ -567,7 +567,7 @@ def test_shrunk_private_update_uses_the_private_rows_where_their_noise_dominates
     # without the guard: the released model is the start plus s times the private phase's
     # average (same noise draws, same steps)
     kw = dict(target_epsilon=3.0, seed=0, noise="reproducible", public_guard=False)
-    shrunk = make_method("adamix", **kw).fit(sp)
+    shrunk = make_method("adamix", update_shrinkage="public_logits", **kw).fit(sp)
     whole = make_method("adamix", update_shrinkage="none", **kw).fit(sp)
     s = shrunk.update_shrinkage_
     np.testing.assert_allclose(shrunk.W_, whole.W_start_ + s * (whole.W_ - whole.W_start_), atol=1e-5)
@@ -615,7 +615,7 @@ def test_public_likelihood_shrinkage_is_the_stacking_ratio_of_the_public_rows_le
     sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
     kw = dict(target_epsilon=3.0, seed=0, noise="reproducible", public_guard=False)
     lik = make_method("adamix", update_shrinkage="public_likelihood", **kw).fit(sp)
-    js = make_method("adamix", **kw).fit(sp)
+    js = make_method("adamix", update_shrinkage="public_logits", **kw).fit(sp)
     whole = make_method("adamix", update_shrinkage="none", **kw)
     whole._track_public_pull = True
     whole.fit(sp)
@@ -630,7 +630,7 @@ def test_public_likelihood_shrinkage_is_the_stacking_ratio_of_the_public_rows_le
     np.testing.assert_allclose(lik.W_, whole.W_start_ + s * delta, atol=1e-4)
     one = make_split(fs, SplitSpec(public_per_class=1, seed=0))
     m1 = make_method("adamix", update_shrinkage="public_likelihood", **kw).fit(one)
-    m2 = make_method("adamix", **kw).fit(one)
+    m2 = make_method("adamix", update_shrinkage="public_logits", **kw).fit(one)
     assert m1.update_shrinkage_rule_ == "public_logits" and m1.update_shrinkage_ == m2.update_shrinkage_
 
 
@@ -741,3 +741,77 @@ def test_paired_count_is_the_guards_count_and_one_row_moves_it_by_at_most_one(we
         keep = np.arange(N) != i
         less = _paired_count(Z[keep], y[keep], base[keep], weights=w, margin_min=None if mm is None else mm[keep])
         assert abs(got - less) <= 1.0 + 1e-12
+
+
+def test_two_iterate_release_on_balanced_classes_and_the_rule_under_imbalance():
+    """``update_shrinkage="two_iterate_when_balanced"`` (tuning_notes.md, "The average lags"):
+    where the histogram's pilot test finds the private classes balanced the run releases
+    ``W_start + u Delta + v L`` (the average's and the last iterate's updates, ``(u, v)`` of
+    :func:`.engine.two_iterate_combination` on the run's own step records), recomputed here from
+    the unshrunk run with the same noise; under imbalance ratio 10 the test rejects and the run
+    is the one-factor rule's. Post-processing: the same releases and ε as the rule's."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+    from mixdp_core.methods.adamix.engine import iterate_noise_covariance, two_iterate_combination
+
+    fs = get_features("synthetic", "pixels", classes=20, dim=256, train_per_class=40, test_per_class=10,
+                      effective_rank=64, separation=6.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    kw = dict(target_epsilon=3.0, seed=1, noise="reproducible", public_guard=False)  # seed 0's pilot rejects (p = 0.003)
+    ti = make_method("adamix", update_shrinkage="two_iterate_when_balanced", **kw).fit(sp)
+    rule = make_method("adamix", update_shrinkage="public_logits", **kw).fit(sp)
+    whole = make_method("adamix", update_shrinkage="none", **kw).fit(sp)
+    assert not ti.histogram_test_["imbalanced"] and ti.update_shrinkage_rule_ == "two_iterate"
+    assert ti.update_shrinkage_ is None and rule.update_combination_ is None
+    assert ti.privacy_.epsilon == rule.privacy_.epsilon and ti.steps_ == rule.steps_
+    W0 = whole.W_start_.astype(np.float64)
+    Xp = whole.feature_map_(sp.X_public).astype(np.float64)
+    delta, last = whole.W_.astype(np.float64) - W0, whole._last_iterate.astype(np.float64) - W0
+    cov = iterate_noise_covariance(whole.history_, float(whole.n_hat_), whole.noise_multiplier_)
+    u, v = two_iterate_combination(Xp, delta, last, cov)
+    assert ti.update_combination_ == pytest.approx((u, v), rel=1e-5)
+    assert v > 0 and abs(u) + abs(v) > 0.05  # both iterates carry weight here
+    np.testing.assert_allclose(ti.W_, W0 + u * delta + v * last, atol=1e-5)
+    imb = make_split(fs, SplitSpec(public_per_class=2, seed=0, imbalance_ratio=10.0))
+    ti_imb = make_method("adamix", update_shrinkage="two_iterate_when_balanced", **kw).fit(imb)
+    rule_imb = make_method("adamix", update_shrinkage="public_logits", **kw).fit(imb)
+    assert ti_imb.histogram_test_["imbalanced"] and ti_imb.update_combination_ is None
+    assert ti_imb.update_shrinkage_ == rule_imb.update_shrinkage_ and np.array_equal(ti_imb.W_, rule_imb.W_)
+
+
+def test_guard_counts_the_two_iterate_release_on_its_leave_one_out_logits():
+    """With the guard, the combined release is counted on each private row's logits less its own
+    pull in that model, ``u q_avg + v q_last`` (the engine's tracked pulls, each tested against
+    retraining without the row), and the guard's path extrapolates it only while its total
+    weight on the two iterates stays at most 1 (t (u + v) <= 1, as the rule's t s <= 1). The
+    record carries the weights; ε and the releases are the rule's."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+    from mixdp_core.methods.adamix.configs import GUARD_PATH_FACTORS
+
+    fs = get_features("synthetic", "pixels", classes=20, dim=256, train_per_class=80, test_per_class=10,
+                      effective_rank=64, separation=6.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    kw = dict(target_epsilon=8.0, seed=1, noise="reproducible", noise_multiplier=5.0, early_checkpoint=False)
+    ti = make_method("adamix", update_shrinkage="two_iterate_when_balanced", guard_candidates="single", **kw)
+    ti._track_self_pull = True
+    ti.fit(sp)
+    rule = make_method("adamix", update_shrinkage="public_logits", guard_candidates="single", **kw).fit(sp)
+    assert ti.update_combination_ is not None and ti.privacy_.epsilon == rule.privacy_.epsilon
+    assert [(r.what, r.count) for r in ti.ledger_.releases] == [(r.what, r.count) for r in rule.ledger_.releases]
+    # the pulls of the unshrunk run (same noise), combined with the released weights
+    whole = make_method("adamix", update_shrinkage="none", guard_candidates="single", **kw)
+    whole._track_self_pull = True
+    whole.fit(sp)
+    u, v = ti.update_combination_
+    rec = next(h for h in reversed(ti.history_) if "guard_noisy_gain" in h.extra)
+    assert (rec.extra["update_weight_average"], rec.extra["update_weight_last"]) == pytest.approx((u, v))
+    expected = u * whole._guard_pull_shift + v * whole._last_self_pull
+    np.testing.assert_allclose(ti._guard_pull_shift, expected, rtol=1e-5, atol=1e-7)
+    # the path extrapolates the combination only while t (u + v) <= 1 (GUARD_PATH_FACTORS = 0.5, 1, 2)
+    assert GUARD_PATH_FACTORS == (0.5, 1.0, 2.0)
+    path = make_method("adamix", update_shrinkage="two_iterate_when_balanced", **kw).fit(sp)
+    for (up, vp), expected in (((0.2, 0.2), (0.5, 1.0, 2.0)), ((0.3, 0.4), (0.5, 1.0, 1.0 / 0.7)),
+                               ((0.7, 0.4), (0.5, 1.0)), ((-0.1, 0.05), (0.5, 1.0))):
+        path.update_combination_ = (up, vp)
+        assert path._guard_path_factors(1e-9, None) == pytest.approx(expected), (up, vp)

@@ -198,6 +198,10 @@ class NoisyGDResult:
     #: subtract (research, tuning_notes.md, "The average lags")
     last_self_pull: Optional[np.ndarray] = None
     last_public_pull: Optional[np.ndarray] = None
+    #: the last iterate after ``snapshot_at`` steps and, with ``track_self_pull``, each private
+    #: row's own pull in it (the early checkpoint's two-iterate combination, like the final one)
+    snapshot_last: Optional[np.ndarray] = None
+    snapshot_last_self_pull: Optional[np.ndarray] = None
 
 
 def percentile_linear(a: np.ndarray, q: float) -> float:
@@ -394,6 +398,59 @@ def update_shrinkage(X_public: np.ndarray, delta_W: np.ndarray, noise_std: float
         return 1.0
     noise = D.shape[1] * float(noise_std) ** 2 * float(np.sum(X * X))
     return float(max(0.0, 1.0 - noise / energy))
+
+
+def iterate_noise_covariance(history: list, n_hat: float, noise_multiplier: float) -> np.ndarray | None:
+    """``2 x 2`` covariance of one coordinate of the Gaussian noise in (the released t-weighted
+    average, the last iterate) of a ``smooth`` run, from its step records (public, as in
+    :func:`released_noise_std`, whose square is entry ``[0, 0]``).
+
+    Step j's noise ``N(0, (sigma tau_j)^2)`` enters the average with weight ``eta_j A_j / n_hat``
+    (:func:`_update_weights`) and the last iterate with ``eta_j prod_{k > j} (1 - eta_k lambda) /
+    n_hat`` (each later step's weight decay contracts it); the two share every draw, so they are
+    correlated. Curvature and the ball projection, which contract the noise, are ignored (an upper
+    bound, as for the average). ``None`` with fewer than two gradient steps."""
+    rec = _recorded_steps(history)
+    if rec is None or not n_hat > 0:
+        return None
+    eta, tau, lam = rec
+    later = np.append(np.cumprod((1.0 - eta[1:] * lam)[::-1])[::-1], 1.0)
+    w = np.stack([_update_weights(eta, lam) * tau, eta * later * tau]) * (float(noise_multiplier) / float(n_hat))
+    return w @ w.T
+
+
+def two_iterate_combination(X_public: np.ndarray, delta_avg: np.ndarray, delta_last: np.ndarray,
+                            noise_cov: np.ndarray) -> tuple[float, float] | None:
+    """``(u, v)`` of the released model ``W_start + u Delta + v L``: ``Delta`` the released average's
+    update, ``L = w_T - W_start`` the last iterate's, whose expected squared logit error on the
+    public rows against the noise-free last iterate is least (an unbiased, Stein, estimate).
+
+    Model: ``Y = [x Delta, x L] = S + N`` over the public rows' logits, ``N`` the two iterates'
+    shared Gaussian noise with per-coordinate covariance ``Sigma`` (:func:`iterate_noise_covariance`),
+    independent of the public rows. The error of ``Y w`` against ``S e_2`` has expectation
+    ``w^T E[Y^T Y] w - 2 w^T S^T S e_2 + const``, with ``E[Y^T Y] = S^T S + N_E`` and ``N_E = C
+    sum_x ||x||^2 Sigma``; the observed Gram ``G = Y^T Y`` estimates ``E[Y^T Y]`` without bias, so
+    ``w = e_2 - G^{-1} N_E e_2``. Why the last iterate's noise-free value as the target: the
+    released average lags the iterate it averages (on several development cells the error kept
+    falling past the whole averaged update), and the last iterate alone carries more noise
+    (1.16–1.37 times the average's std); the combination takes the signal of the iterate at
+    the noise of a mixture of both (measured: docs/results/tuning_notes.md, "The average lags").
+    No constant. Post-processing of the releases and public rows: no privacy cost.
+
+    Returns ``None`` (the caller keeps the one-factor rule, :func:`update_shrinkage`) where the
+    estimate is undefined: no public row, no noise, a singular Gram, or no estimable signal in
+    the last iterate (``G_22 <= (N_E)_22``: its logit energy is all noise)."""
+    X = np.asarray(X_public, dtype=np.float64)
+    if X.shape[0] == 0 or noise_cov is None:
+        return None
+    U = X @ np.asarray(delta_avg, dtype=np.float64)
+    UL = X @ np.asarray(delta_last, dtype=np.float64)
+    G = np.array([[np.sum(U * U), np.sum(U * UL)], [np.sum(U * UL), np.sum(UL * UL)]])
+    N = U.shape[1] * float(np.sum(X * X)) * np.asarray(noise_cov, dtype=np.float64)
+    if not N[1, 1] > 0 or not G[1, 1] > N[1, 1] or not np.linalg.det(G) > 1e-12 * G[0, 0] * G[1, 1]:
+        return None
+    u, v = np.array([0.0, 1.0]) - np.linalg.solve(G, N[:, 1])
+    return float(u), float(v)
 
 
 def stacking_shrinkage(start_logits: np.ndarray, update_logits: np.ndarray, y: np.ndarray) -> float:
@@ -748,6 +805,8 @@ def run_noisygd(
     pub_pull = _OwnPull(Xp.shape[0], C) if track_pub else None
     xp_norm_sq = np.square(xp_norm)[:, None] if track_pub else None
     snapshot_pub: Optional[np.ndarray] = None
+    snapshot_last: Optional[np.ndarray] = None
+    snapshot_last_pull: Optional[np.ndarray] = None
 
     # AdaMix Fig. 6 (owner's view, opts.subspace_every > 0): the random subspaces compared with the
     # public one, drawn once per dimension from a seeded generator (a diagnostic, not a release)
@@ -852,6 +911,9 @@ def run_noisygd(
                 snapshot_pull = pull.output(averaged)
             if pub_pull is not None:
                 snapshot_pub = pub_pull.output(averaged)
+            if averaged:
+                snapshot_last = np.array(W, dtype=np.float32)
+                snapshot_last_pull = None if pull is None else pull.output(False)
         clip_norms.append(tau)
 
         test_err = None
@@ -883,4 +945,5 @@ def run_noisygd(
                          snapshot_public_pull=snapshot_pub,
                          last_iterate=np.array(W, dtype=np.float32) if averaged_out and executed > 0 else None,
                          last_self_pull=pull.output(False) if averaged_out and pull is not None else None,
-                         last_public_pull=pub_pull.output(False) if averaged_out and pub_pull is not None else None)
+                         last_public_pull=pub_pull.output(False) if averaged_out and pub_pull is not None else None,
+                         snapshot_last=snapshot_last, snapshot_last_self_pull=snapshot_last_pull)

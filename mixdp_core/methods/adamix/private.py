@@ -45,6 +45,7 @@ from .engine import (
     clip_threshold,
     clipped_smoothness,
     effective_weight_decay,
+    iterate_noise_covariance,
     log_prior,
     run_noisygd,
     released_noise_std,
@@ -52,6 +53,7 @@ from .engine import (
     shrunk_class_counts,
     stacking_shrinkage,
     theorem3_weight_decay,
+    two_iterate_combination,
     update_shrinkage,
 )
 from .projection import projection_dim_for, resolve_span
@@ -336,7 +338,10 @@ class NoisyGDMethod(LinearHead):
                                            **({} if getattr(self, "guard_path_factor_", None) is None
                                               else {"guard_path_factor": float(self.guard_path_factor_)}),
                                            **({} if getattr(self, "update_shrinkage_", None) is None
-                                              else {"update_shrinkage": float(self.update_shrinkage_)})})
+                                              else {"update_shrinkage": float(self.update_shrinkage_)}),
+                                           **({} if getattr(self, "update_combination_", None) is None
+                                              else {"update_weight_average": float(self.update_combination_[0]),
+                                                    "update_weight_last": float(self.update_combination_[1])})})
 
     def _guard_path_factors(self, sigma_g: float, shrinkage: float | None) -> tuple[float, ...]:
         """Factors t of the path ``W_start + t (W_private - W_start)`` the guard chooses among
@@ -344,8 +349,10 @@ class NoisyGDMethod(LinearHead):
         them only where the vector count's noise, ``sigma_g sqrt(K)`` per candidate, is at most
         ``guard_resolution`` times the private rows' lower bound n̂_lo (no release is added for
         the selection); else ``(1.0,)``, the single count. Each factor is capped so the candidate
-        never releases more than the whole private update (t s <= 1, s the shrinkage applied).
-        Public inputs only (the released histogram's bound and the shrinkage)."""
+        never releases more than the whole private update (t s <= 1, s the shrinkage applied; for
+        a two-iterate combination ``W_start + u Delta + v L``, ``shrinkage`` None, factors above 1
+        only while its total weight on the two iterates stays at most 1: t (u + v) <= 1). Public inputs only (the released histogram's bound,
+        the shrinkage or the combination's weights)."""
         path = GUARD_PATH_FACTORS if getattr(self.config, "guard_candidates", "single") == "shrinkage_path" else None
         res = getattr(self.config, "guard_resolution", None)
         n_lo = getattr(self, "_guard_n_lo", None)
@@ -354,6 +361,12 @@ class NoisyGDMethod(LinearHead):
         if sigma_g * math.sqrt(len(path)) > float(res) * n_lo:
             return (1.0,)
         t_max = 1.0 / shrinkage if shrinkage else 1.0  # s = 0: every t gives the start
+        comb = getattr(self, "update_combination_", None)
+        if shrinkage is None and comb is not None and comb[0] + comb[1] > 0:
+            # a two-iterate combination W_start + u Delta + v L: the path extrapolates it only
+            # while its total weight on the private iterates, t (u + v), stays at most 1 (as the
+            # rule's t s); t <= 1 is always asked
+            t_max = max(1.0, 1.0 / (comb[0] + comb[1]))
         out = []
         for t in path:
             t = min(float(t), t_max)
@@ -394,6 +407,9 @@ class NoisyGDMethod(LinearHead):
         self.guard_path_factor_ = float(t)
         if shrinkage is not None:
             self.update_shrinkage_ = float(shrinkage) * t
+        comb = getattr(self, "update_combination_", None)
+        if comb is not None:  # a combined update (shrinkage None: the path stops at t = 1)
+            self.update_combination_ = (comb[0] * t, comb[1] * t)
         z_k = float(norm.ppf(norm.cdf(z) ** (1.0 / K)))
         W = W_start + np.float32(t) * (W_private - W_start)
         return W.astype(W_private.dtype), float(noisy[j]), sd, z_k
@@ -406,7 +422,8 @@ class NoisyGDMethod(LinearHead):
         space and of any subspace that holds the public rows, not of a gradient subspace)."""
         cfg = self.config
         return bool(smooth and self._public_start
-                    and getattr(cfg, "update_shrinkage", "none") in ("public_likelihood", "public_logits")
+                    and getattr(cfg, "update_shrinkage", "none") in ("public_likelihood", "public_logits",
+                                                                     "two_iterate_when_balanced")
                     and opts.projection_dim in (None, "span"))
 
     def _start_loo_logits(self, problem: NoisyGDProblem) -> tuple[np.ndarray, np.ndarray] | None:
@@ -450,6 +467,29 @@ class NoisyGDMethod(LinearHead):
         self.update_shrinkage_rule_ = "public_logits"
         nu = released_noise_std(history, float(n_hat), cfg.noise_multiplier)
         return update_shrinkage(problem.X_public, delta_W, nu)
+
+    def _combines_iterates(self) -> bool:
+        """Whether the released update combines the average and the last iterate
+        (``update_shrinkage="two_iterate_when_balanced"``): only where the released histogram's
+        pilot test found the private classes balanced (:meth:`_released_histogram`;
+        post-processing of that release). Why only there: on 24 balanced fresh cells the
+        combination beat the one-factor rule in 19 (−0.72 points on average) and under imbalance
+        ratio 10 it did not (+0.05; docs/results/tuning_notes.md, "The average lags")."""
+        test = getattr(self, "histogram_test_", None)
+        return bool(getattr(self.config, "update_shrinkage", "none") == "two_iterate_when_balanced"
+                    and test is not None and not test["imbalanced"])
+
+    def _iterate_combination(self, problem: NoisyGDProblem, delta_avg: np.ndarray, last: np.ndarray | None,
+                             W_init: np.ndarray, history: list, n_hat: float) -> tuple[float, float] | None:
+        """``(u, v)`` of :func:`.engine.two_iterate_combination` for the average's update
+        ``delta_avg`` and the last iterate ``last`` after the gradient steps of ``history``
+        (their noise covariance from the step records: :func:`.engine.iterate_noise_covariance`);
+        ``None`` where it is undefined (the caller keeps the one-factor rule). Public rows and
+        releases only: post-processing."""
+        if last is None:
+            return None
+        cov = iterate_noise_covariance(history, float(n_hat), self.config.noise_multiplier)
+        return two_iterate_combination(problem.X_public, delta_avg, last - W_init, cov)
 
     def _guard_counts_loo(self) -> bool:
         """Whether the guard counts on first-order leave-one-out logits (``guard_count``)."""
@@ -1055,6 +1095,7 @@ class NoisyGDMethod(LinearHead):
             pdp_total = best[1].pdp_sq_ratio_sum
         res = best[1]
         self._last_iterate = res.last_iterate  # research (scripts/shrinkage_criteria.py); never released
+        self._last_self_pull = res.last_self_pull  # owner's view, never released
         self.W_start_ = W_init  # public (the rescaled public solution): the held-out guard compares with it
         self.W_ = res.W if res.steps > 0 else W_init.copy()
         history = all_hist if cfg.optimistic_tuning else head + res.history
@@ -1069,28 +1110,62 @@ class NoisyGDMethod(LinearHead):
         s_rel = s_e = None
         self.guard_path_factor_ = None
         whole_candidate = None  # research hook _guard_whole's second candidate: (W, own pull) unshrunk
+        self.update_combination_ = None
+        comb_e = None  # the early checkpoint's (u, v) where it combines its two iterates too
         if res.steps > 0 and self._shrinks_update(smooth, opts):
             # the released model keeps of its private update only what its noise leaves
             # (engine.update_shrinkage: post-processing); each row's own pull scales alike
             start_loo = (self._start_loo_logits(problem)
                          if cfg.update_shrinkage == "public_likelihood" and res.public_pull is not None else None)
-            s_fin = self._shrinkage_factor(problem, self.W_ - W_init, res.history, n_hat, res.public_pull, start_loo)
             whole_candidate = (self.W_, pull)
-            self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
-            pull = None if pull is None else s_fin * pull
-            self.update_shrinkage_ = s_fin
-            s_rel = s_fin
+            comb = (self._iterate_combination(problem, self.W_ - W_init, res.last_iterate, W_init, res.history, n_hat)
+                    if self._combines_iterates() else None)
+            if comb is not None:
+                # update_shrinkage="two_iterate_when_balanced" on balanced classes: W_start + u Delta
+                # + v L (engine.two_iterate_combination); each row's own pull combines alike, so
+                # the guard counts the released model on first-order leave-one-out logits
+                u, v = comb
+                self.W_ = (W_init + np.float32(u) * (self.W_ - W_init)
+                           + np.float32(v) * (res.last_iterate - W_init)).astype(np.float32)
+                pull = None if pull is None or res.last_self_pull is None else u * pull + v * res.last_self_pull
+                self.update_combination_ = (u, v)
+                self.update_shrinkage_rule_ = "two_iterate"
+            else:
+                s_fin = self._shrinkage_factor(problem, self.W_ - W_init, res.history, n_hat, res.public_pull,
+                                               start_loo)
+                self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
+                pull = None if pull is None else s_fin * pull
+                self.update_shrinkage_ = s_fin
+                s_rel = s_fin
             if snap is not None:
-                s_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step], n_hat,
-                                             res.snapshot_public_pull, start_loo)
-                snap = W_init + np.float32(s_e) * (snap - W_init)
-                snap_pull = None if snap_pull is None else s_e * snap_pull
+                # like with like: the early average is combined with its own last iterate where
+                # the final one was (its own (u, v) from the first early_step records), else shrunk
+                # by its own s
+                comb_e = (self._iterate_combination(problem, snap - W_init, res.snapshot_last, W_init,
+                                                    res.history[:early_step], n_hat)
+                          if comb is not None else None)
+                if comb_e is not None:
+                    ue, ve = comb_e
+                    snap_last_pull = res.snapshot_last_self_pull
+                    snap = (W_init + np.float32(ue) * (snap - W_init)
+                            + np.float32(ve) * (res.snapshot_last - W_init)).astype(np.float32)
+                    snap_pull = (None if snap_pull is None or snap_last_pull is None
+                                 else ue * snap_pull + ve * snap_last_pull)
+                else:
+                    s_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step], n_hat,
+                                                 res.snapshot_public_pull, start_loo)
+                    snap = W_init + np.float32(s_e) * (snap - W_init)
+                    snap_pull = None if snap_pull is None else s_e * snap_pull
         if n_check and not stopped and snap is not None:
             self.W_, rec = self._checkpoint_test(problem, self.W_, snap, early_step=early_step,
                                                  step=total_steps + 1, total=total_releases)
             if self.checkpoint_kept_early_:
                 pull = snap_pull
-                s_rel = s_e  # the early average, shrunk by its own s
+                s_rel = s_e  # the early average, shrunk by its own s (None where it was combined)
+                if self.update_combination_ is not None:
+                    self.update_combination_ = comb_e
+                    if comb_e is None:  # the early average took the rule: it carries s_e
+                        self.update_shrinkage_, self.update_shrinkage_rule_ = s_e, "public_logits"
             ledger.release(release, what="checkpoint test")
             total_steps += 1
             history = history + [rec]

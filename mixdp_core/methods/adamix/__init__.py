@@ -140,6 +140,20 @@ small epsilon. The new schedule:
    post-processing, no privacy cost. The checkpoint test and the guard ask the shrunk models.
    Measured with common noise draws (docs/results/tuning_notes.md, "The private update's
    shrinkage"): 100 classes x 1280 dimensions, 2 + 62 rows per class, epsilon = 3: 32.0 -> 19.7 %.
+5c. **On balanced classes, the average and the last iterate combined** (``update_shrinkage=
+   "two_iterate_when_balanced"``, the default since 2026-11-29): where the class histogram's χ²
+   pilot test does not reject balance, the run releases ``W_start + u Delta + v L`` instead,
+   ``Delta`` the average's update and ``L`` the last iterate's (both post-processing of the same
+   noisy gradients), ``(u, v) = e_2 - G^{-1} N e_2`` the unbiased (Stein) minimizer of the squared
+   logit error on the public rows against the noise-free last iterate (``G`` the Gram matrix of
+   the two updates' public logits, ``N`` its noise part from the step records:
+   :func:`.engine.two_iterate_combination`, :func:`.engine.iterate_noise_covariance`). Why: the
+   released t-weighted average lags the iterate it averages (on 4 of 7 development cells the
+   error kept falling past the whole averaged update), and the last iterate alone is noisier.
+   Elsewhere (imbalance found, or the estimate undefined) the rule of 5b. Measured with common
+   noise draws through the guard on 27 balanced cells: −0.48 points on average, better in 22,
+   worse in 2; under imbalance 10 the combination did not help (docs/results/tuning_notes.md,
+   "The average lags"). No constant; post-processing, no privacy cost.
 6. **Public-start guard** (``public_guard=True``; ``adamix`` and ``ngd``): the run's last
    release is a noisy paired count on the private rows, (#correct of the trained model) −
    (#correct of the public start) + N(0, sigma_g^2) (sensitivity 1), and the public start is
@@ -172,10 +186,11 @@ small epsilon. The new schedule:
    default). Where its count resolves three candidates (``σ_g sqrt(3) <= guard_resolution ·
    n̂_lo``: about 1,700 private rows at σ = 20), the one release becomes a Gaussian vector of
    the paired counts of ``W_start + t (W - W_start)``, t in (1/2, 1, 2)
-   (:data:`~.configs.GUARD_PATH_FACTORS`; never more than the whole update), with noise
-   ``σ_g sqrt(3)`` each: L2 sensitivity sqrt(3), so the μ of the single count and no extra ε
+   (:data:`~.configs.GUARD_PATH_FACTORS`; never more than the whole update; for the combination
+   of 5c, factors above 1 only while ``t (u + v) <= 1``), with noise ``σ_g sqrt(K)`` each for K
+   candidates: L2 sensitivity sqrt(K), so the μ of the single count and no extra ε
    (:meth:`.private.NoisyGDMethod._guard_path_select`). The largest noisy gain is released
-   if it clears the Šidák bar ``Φ⁻¹(Φ(GUARD_Z)^(1/3)) σ_g sqrt(3)``. Why: the squared-logit
+   if it clears the Šidák bar ``Φ⁻¹(Φ(GUARD_Z)^(1/K)) σ_g sqrt(K)``. Why: the squared-logit
    rule's s was off by about a factor 2 either way on the development regimes. It shrank too
    little where many classes are imbalanced, and too much on 100 classes at epsilon = 1. With
    thousands of private rows, their count sees which. Measured (docs/results/tuning_notes.md,

@@ -351,8 +351,8 @@ class NoisyGDMethod(LinearHead):
         the selection); else ``(1.0,)``, the single count. Each factor is capped so the candidate
         never releases more than the whole private update (t s <= 1, s the shrinkage applied; for
         a two-iterate combination ``W_start + u Delta + v L``, ``shrinkage`` None, factors above 1
-        only while its total weight on the two iterates stays at most 1: t (u + v) <= 1). Public inputs only (the released histogram's bound,
-        the shrinkage or the combination's weights)."""
+        only while its total weight on the two iterates stays at most 1: t (u + v) <= 1). Public
+        inputs only (the released histogram's bound, the shrinkage or the combination's weights)."""
         path = GUARD_PATH_FACTORS if getattr(self.config, "guard_candidates", "single") == "shrinkage_path" else None
         res = getattr(self.config, "guard_resolution", None)
         n_lo = getattr(self, "_guard_n_lo", None)
@@ -408,7 +408,7 @@ class NoisyGDMethod(LinearHead):
         if shrinkage is not None:
             self.update_shrinkage_ = float(shrinkage) * t
         comb = getattr(self, "update_combination_", None)
-        if comb is not None:  # a combined update (shrinkage None: the path stops at t = 1)
+        if comb is not None:  # a two-iterate combination: its weights scale with t
             self.update_combination_ = (comb[0] * t, comb[1] * t)
         z_k = float(norm.ppf(norm.cdf(z) ** (1.0 / K)))
         W = W_start + np.float32(t) * (W_private - W_start)
@@ -473,8 +473,9 @@ class NoisyGDMethod(LinearHead):
         (``update_shrinkage="two_iterate_when_balanced"``): only where the released histogram's
         pilot test found the private classes balanced (:meth:`_released_histogram`;
         post-processing of that release). Why only there: on 24 balanced fresh cells the
-        combination beat the one-factor rule in 19 (−0.72 points on average) and under imbalance
-        ratio 10 it did not (+0.05; docs/results/tuning_notes.md, "The average lags")."""
+        combination beat the one-factor rule in 19 (−0.72 points on average, guard off; through
+        the guard −0.48 on 27 cells) and under imbalance ratio 10 it did not (+0.05;
+        docs/results/tuning_notes.md, "The average lags")."""
         test = getattr(self, "histogram_test_", None)
         return bool(getattr(self.config, "update_shrinkage", "none") == "two_iterate_when_balanced"
                     and test is not None and not test["imbalanced"])

@@ -16,6 +16,10 @@ Usage::
 
     python scripts/variants_parallel.py --regimes ten_class_ir10,many_class_100_d256 \\
         --epsilons 0.5,1,3,8 --seeds 0,1,2,3 --variants op,def,H10 --workers 14 --jsonl out.jsonl
+    python scripts/variants_parallel.py --paired SH,def --balanced drawn_82,drawn_83 out.jsonl
+
+(``--paired BASE,NEW``: the paired differences per cell of two variants already in the files,
+and their summary per group; ``--balanced``: the regimes of the first group.)
 """
 
 from __future__ import annotations
@@ -130,7 +134,53 @@ def print_tables(out: list[dict], regimes, eps, seeds, variants) -> None:
             print(f"  {v:6s} " + " | ".join(row), flush=True)
 
 
+def paired(base: str, new: str, paths: list[str], groups: dict[str, set[str]] | None = None) -> None:
+    """Per (regime, ε) cell with every seed of both variants in the JSON-lines ``paths``: the mean
+    test error % of ``base`` and ``new`` over the seeds and their difference (common noise draws:
+    the paired effect), then per group of regimes (``groups``; else all) the mean difference and
+    how many cells were better, equal, worse, and worse by more than 0.5 points."""
+    import numpy as np
+
+    rows = {}
+    for path in paths:
+        with open(path) as fh:
+            for line in fh:
+                r = json.loads(line)
+                rows[(r["regime"], r["epsilon"], r["seed"], r["variant"])] = r
+    cells = defaultdict(list)
+    for (reg, e, s, v), r in rows.items():
+        if v == new and (reg, e, s, base) in rows:
+            cells[(reg, e)].append((rows[(reg, e, s, base)]["error"], r["error"]))
+    n_seeds = max((len(v) for v in cells.values()), default=0)
+    diffs = defaultdict(list)
+    for (reg, e) in sorted(cells, key=lambda k: (k[0].split("_")[0], int(k[0].split("_")[-1])
+                                                  if k[0].split("_")[-1].isdigit() else 0, k)):
+        a = np.array(cells[(reg, e)])
+        if len(a) < n_seeds:
+            continue  # an unfinished cell
+        d = float(np.mean(a[:, 1] - a[:, 0]))
+        g = next((k for k, regs in (groups or {}).items() if reg in regs), "all")
+        diffs[g].append(d)
+        print(f"{reg:24s} eps={e:<4} {base} {a[:, 0].mean():6.2f}  {new} {a[:, 1].mean():6.2f}  diff {d:+.2f}  [{g}]")
+    for g, d in diffs.items():
+        d = np.array(d)
+        print(f"{g}: {len(d)} cells, mean {d.mean():+.3f}; better {(d < 0).sum()}, equal {(d == 0).sum()}, "
+              f"worse {(d > 0).sum()}, by more than 0.5 {(d > 0.5).sum()}")
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--paired":
+        # python scripts/variants_parallel.py --paired BASE,NEW [--balanced R1,R2,...] FILE...
+        base, new = sys.argv[2].split(",")
+        rest = sys.argv[3:]
+        groups = None
+        if rest[:1] == ["--balanced"]:
+            groups = {"balanced": set(rest[1].split(","))}
+            rest = rest[2:]
+            regs = {json.loads(line)["regime"] for p in rest for line in open(p)}
+            groups["imbalanced"] = regs - groups["balanced"]
+        paired(base, new, rest, groups)
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--regimes", required=True)
     ap.add_argument("--epsilons", default="0.5,1,3,8")

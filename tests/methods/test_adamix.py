@@ -815,3 +815,49 @@ def test_guard_counts_the_two_iterate_release_on_its_leave_one_out_logits():
                                ((0.7, 0.4), (0.5, 1.0)), ((-0.1, 0.05), (0.5, 1.0))):
         path.update_combination_ = (up, vp)
         assert path._guard_path_factors(1e-9, None) == pytest.approx(expected), (up, vp)
+
+
+def test_early_checkpoint_compares_two_combinations_like_with_like():
+    """With the combination, the early-checkpoint test compares the early average combined with
+    its own last iterate, by its own ``(u, v)`` from the first ``early_step`` step records, with
+    the final combination (not a rule-shrunk early average). Checked on the inputs the run
+    hands the combination: the early average is the unshrunk run's snapshot (same noise), the
+    records are the first ``early_step``, and the candidate passed to the test is
+    ``W_start + u_e Delta_e + v_e L_e``."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    fs = get_features("synthetic", "pixels", classes=20, dim=256, train_per_class=80, test_per_class=10,
+                      effective_rank=64, separation=6.0)
+    sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    kw = dict(target_epsilon=8.0, seed=1, noise="reproducible", guard_candidates="single")
+
+    def spied(m):
+        calls, tests, orig_comb, orig_test = [], [], m._iterate_combination, m._checkpoint_test
+
+        def comb(problem, delta_avg, last, W_init, history, n_hat):
+            out = orig_comb(problem, delta_avg, last, W_init, history, n_hat)
+            calls.append((delta_avg.copy(), None if last is None else last.copy(), len(history), out))
+            return out
+
+        def test(problem, W_final, W_early, **k):
+            tests.append((W_final.copy(), W_early.copy(), k["early_step"]))
+            return orig_test(problem, W_final, W_early, **k)
+
+        m._iterate_combination, m._checkpoint_test = comb, test
+        return m, calls, tests
+
+    ti, calls, tests = spied(make_method("adamix", **kw))
+    ti.fit(sp)
+    none, _, none_tests = spied(make_method("adamix", update_shrinkage="none", **kw))
+    none.fit(sp)
+    assert ti.update_shrinkage_rule_ == "two_iterate" and len(calls) == 2 and len(tests) == 1
+    (_, _, n_final, (u, v)), (d_early, last_early, n_early, comb_e) = calls
+    W_final, W_early, early_step = tests[0]
+    W0 = ti.W_start_
+    gradient_steps = sum(r.count for r in ti.ledger_.releases if r.what == "gradient step")
+    assert n_early == early_step < n_final == gradient_steps and comb_e is not None
+    np.testing.assert_allclose(d_early, none_tests[0][1] - W0, atol=1e-6)  # the raw early average
+    ue, ve = comb_e
+    np.testing.assert_allclose(W_early, W0 + ue * d_early + ve * (last_early - W0), atol=1e-5)
+    assert (ue, ve) != pytest.approx((u, v), abs=1e-3)  # its own weights, not the final run's

@@ -542,8 +542,8 @@ def test_leave_one_out_guard_counts_without_each_rows_own_pull():
 
 
 def test_shrunk_private_update_uses_the_private_rows_where_their_noise_dominates():
-    """``update_shrinkage="public_logits"`` (the default under imbalance; tuning_notes.md, "The private update's
-    shrinkage"): 40 classes x 512 dimensions, 2 public + 32 private rows per class, epsilon = 3.
+    """``update_shrinkage="public_logits"`` (the default under imbalance; tuning_notes.md, "The
+    private update's shrinkage"): 40 classes x 512 dimensions, 2 public + 32 private rows per class, epsilon = 3.
     The unshrunk private phase is worse than its public start on the private rows, so the guard
     keeps the start (the earlier default: Only-Public's error); released as
     ``W_start + s (W - W_start)``, the same run keeps the private signal and drops most of the
@@ -556,7 +556,8 @@ def test_shrunk_private_update_uses_the_private_rows_where_their_noise_dominates
     sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
     op = make_method("only_public").fit(sp)
     assert make_method("adamix").config.update_shrinkage == "two_iterate_when_balanced"
-    new = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", update_shrinkage="public_logits").fit(sp)
+    new = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible",
+                      update_shrinkage="public_logits").fit(sp)
     old = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", update_shrinkage="none").fit(sp)
     assert old.update_shrinkage_ is None and not old.guard_kept_private_ and _err(old, sp) == _err(op, sp)
     assert 0.0 < new.update_shrinkage_ < 1.0 and new.guard_kept_private_

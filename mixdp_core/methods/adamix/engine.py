@@ -190,8 +190,10 @@ class NoisyGDResult:
     public_pull: Optional[np.ndarray] = None
     snapshot_public_pull: Optional[np.ndarray] = None
     #: the last iterate ``w_T`` where the output is the average (``theorem3``, ``smooth``), else
-    #: ``None``: post-processing of the same noisy gradients, never released by the methods; the
-    #: shrinkage research reads it (scripts/shrinkage_criteria.py)
+    #: ``None``: post-processing of the same noisy gradients; the released model combines it with
+    #: the average where ``update_shrinkage="two_iterate_when_balanced"`` applies
+    #: (:func:`two_iterate_combination`), and the shrinkage research reads it
+    #: (scripts/shrinkage_criteria.py)
     last_iterate: Optional[np.ndarray] = None
     #: with ``last_iterate`` and the tracking options: each private / public row's own pull in
     #: the last iterate (``_OwnPull.P``), what a guard counting a model built on ``w_T`` would

@@ -1095,8 +1095,9 @@ class NoisyGDMethod(LinearHead):
                                                 pdp_sq_ratio_sum=np.zeros(problem.X_private.shape[0])))
             pdp_total = best[1].pdp_sq_ratio_sum
         res = best[1]
-        self._last_iterate = res.last_iterate  # research (scripts/shrinkage_criteria.py); never released
-        self._last_self_pull = res.last_self_pull  # owner's view, never released
+        # research attributes (scripts/shrinkage_criteria.py, tests); the release below reads res
+        self._last_iterate = res.last_iterate
+        self._last_self_pull = res.last_self_pull  # owner's view (private rows), never released
         self.W_start_ = W_init  # public (the rescaled public solution): the held-out guard compares with it
         self.W_ = res.W if res.steps > 0 else W_init.copy()
         history = all_hist if cfg.optimistic_tuning else head + res.history

@@ -101,6 +101,17 @@ def _paired_count(Z_new: np.ndarray, y: np.ndarray, base_right: np.ndarray, *,
     return float(np.sum(d if weights is None else weights[y] * d))
 
 
+def _combine_iterates(uv: tuple[float, float], W_init: np.ndarray, W_avg: np.ndarray, W_last: np.ndarray,
+                      pull_avg: np.ndarray | None, pull_last: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(W_init + u (W_avg - W_init) + v (W_last - W_init), u pull_avg + v pull_last)``: the
+    two-iterate release (:func:`.engine.two_iterate_combination`) and each private row's own pull
+    in it (``None`` unless both pulls were tracked). Post-processing of the releases; the pulls
+    are the owner's view, never released."""
+    u, v = uv
+    W = (W_init + np.float32(u) * (W_avg - W_init) + np.float32(v) * (W_last - W_init)).astype(np.float32)
+    return W, None if pull_avg is None or pull_last is None else u * pull_avg + v * pull_last
+
+
 def _class_scaled_alignment(C: int) -> float:
     """The assumed alignment of the clipped gradient sum at C classes: ``BURN_IN_ALIGNMENT``
     (set at ``BURN_IN_CLASSES``) times ``sqrt(BURN_IN_CLASSES / C)``. The class-scaled start's
@@ -1126,11 +1137,8 @@ class NoisyGDMethod(LinearHead):
                 # update_shrinkage="two_iterate_when_balanced" on balanced classes: W_start + u Delta
                 # + v L (engine.two_iterate_combination); each row's own pull combines alike, so
                 # the guard counts the released model on first-order leave-one-out logits
-                u, v = comb
-                self.W_ = (W_init + np.float32(u) * (self.W_ - W_init)
-                           + np.float32(v) * (res.last_iterate - W_init)).astype(np.float32)
-                pull = None if pull is None or res.last_self_pull is None else u * pull + v * res.last_self_pull
-                self.update_combination_ = (u, v)
+                self.W_, pull = _combine_iterates(comb, W_init, self.W_, res.last_iterate, pull, res.last_self_pull)
+                self.update_combination_ = comb
                 self.update_shrinkage_rule_ = "two_iterate"
             else:
                 s_fin = self._shrinkage_factor(problem, self.W_ - W_init, res.history, n_hat, res.public_pull,
@@ -1147,12 +1155,8 @@ class NoisyGDMethod(LinearHead):
                                                     res.history[:early_step], n_hat)
                           if comb is not None else None)
                 if comb_e is not None:
-                    ue, ve = comb_e
-                    snap_last_pull = res.snapshot_last_self_pull
-                    snap = (W_init + np.float32(ue) * (snap - W_init)
-                            + np.float32(ve) * (res.snapshot_last - W_init)).astype(np.float32)
-                    snap_pull = (None if snap_pull is None or snap_last_pull is None
-                                 else ue * snap_pull + ve * snap_last_pull)
+                    snap, snap_pull = _combine_iterates(comb_e, W_init, snap, res.snapshot_last, snap_pull,
+                                                        res.snapshot_last_self_pull)
                 else:
                     s_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step], n_hat,
                                                  res.snapshot_public_pull, start_loo)

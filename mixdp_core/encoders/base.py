@@ -10,7 +10,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..registry import Registry
 
 
@@ -33,6 +33,47 @@ def integer_option(field: str, value: Any, allowed: str) -> int:
     from ..config import parse_number
 
     return parse_number(field, int(value) if isinstance(value, np.integer) else value, int, allowed)
+
+
+#: Options every encoder takes from its caller (``get_features``) and that a user may also set.
+CALLER_OPTIONS = ("pretrained", "weights", "device", "batch_size")
+
+
+def encoder_options(cls: type) -> list[str] | None:
+    """The option names ``cls(...)`` accepts (``weights`` an alias of ``pretrained``), sorted.
+
+    A constructor's ``**kwargs`` is followed up the class hierarchy (the encoders forward it to
+    ``super().__init__``); ``None`` when the chain ends in ``**kwargs`` (anything goes).
+    """
+    import inspect
+
+    names = set(CALLER_OPTIONS)
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]  # no self
+        names.update(p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                          inspect.Parameter.KEYWORD_ONLY))
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return sorted(names)
+    return None
+
+
+def check_encoder_kwargs(encoder: str, kwargs: dict[str, Any]) -> None:
+    """Refuse an option the encoder does not take, naming the encoder's real options, before any
+    run row, step or feature extraction exists (a typo would otherwise fail at construction).
+
+    Raises:
+        ConfigError: field ``encoder_kwargs``, one line listing the accepted names.
+        UnknownNameError: ``encoder`` is not registered.
+    """
+    allowed = encoder_options(ENCODERS.get(encoder))
+    if allowed is None:
+        return
+    unknown = sorted(k for k in kwargs if k not in allowed)
+    if unknown:
+        raise ConfigError("encoder_kwargs", f"{encoder} takes no option {', '.join(map(repr, unknown))}; "
+                                            f"its options: {', '.join(allowed)}")
 
 
 class Encoder(ABC):

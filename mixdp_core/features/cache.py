@@ -154,8 +154,11 @@ def get_features(
             raise ConfigError("pretrained", f"weights file {str(wp)!r} does not exist"
                                             + (" (it is a folder)" if wp.is_dir() else ""))
         pretrained = str(wp.resolve())
+    # An option the user set (e.g. --encoder-arg batch_size=16) overrides the caller's default
+    # instead of arriving twice.
+    opts = {"pretrained": pretrained, "device": device, "batch_size": batch_size, **ekw}
     try:
-        enc = enc_cls(pretrained=pretrained, device=device, batch_size=batch_size, **ekw)
+        enc = enc_cls(**opts)
     except TypeError as e:  # an option the encoder does not take
         raise ConfigError("encoder_kwargs", f"{e}".replace("__init__()", encoder)) from None
     key = cache_key(ds.cache_key, enc.cache_key(), dtype)

@@ -166,6 +166,9 @@ class RunConfig:
         from ..data.datasets import check_dataset_kwargs, public_source
 
         check_dataset_kwargs(self.dataset, self.dataset_kwargs)
+        from ..encoders.base import check_encoder_kwargs
+
+        check_encoder_kwargs(self.encoder, self.encoder_kwargs)  # a typo fails before any row exists
         public_source(self.dataset, self.dataset_kwargs, self.public_from)  # refuses a shift nothing uses
         # Validates method_params against the method's config (ranges, names). No calibration
         # here: the budget is checked once, by preflight(), where a run is about to start.

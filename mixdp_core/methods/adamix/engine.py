@@ -340,18 +340,6 @@ def _recorded_steps(history: list) -> tuple[np.ndarray, np.ndarray, float] | Non
     return eta, tau, float(steps[0].extra["weight_decay"])
 
 
-def _recorded_update_weights(history: list) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(eta_j A_j, tau_j)`` per gradient step of a ``smooth`` run from its step records
-    (:func:`_recorded_steps`): the weight the released t-weighted average puts on step j's update
-    (:func:`_update_weights`) and that step's clip threshold. ``None`` with fewer than two
-    gradient steps."""
-    rec = _recorded_steps(history)
-    if rec is None:
-        return None
-    eta, tau, lam = rec
-    return _update_weights(eta, lam), tau
-
-
 def released_noise_std(history: list, n_hat: float, noise_multiplier: float) -> float:
     """Std of one coordinate of the Gaussian noise in the released t-weighted average of a
     ``smooth`` run, from its step records (public: ``extra["lr"]`` = eta_t,
@@ -366,11 +354,10 @@ def released_noise_std(history: list, n_hat: float, noise_multiplier: float) -> 
     against two noise draws of the same run: 0.86–1.01 of the realized std,
     docs/results/tuning_notes.md, "The private update's shrinkage"). ``history``: the gradient
     steps whose average is released (a prefix gives the average after that many steps)."""
-    wt = _recorded_update_weights(history)
-    if wt is None or not n_hat > 0:
+    w = _iterate_noise_weights(history)
+    if w is None or not n_hat > 0:
         return 0.0
-    w, tau = wt
-    return float(noise_multiplier) * math.sqrt(float(np.sum((w * tau) ** 2))) / float(n_hat)
+    return float(noise_multiplier) * math.sqrt(float(np.sum(w[0] ** 2))) / float(n_hat)
 
 
 def update_shrinkage(X_public: np.ndarray, delta_W: np.ndarray, noise_std: float) -> float:
@@ -412,13 +399,24 @@ def iterate_noise_covariance(history: list, n_hat: float, noise_multiplier: floa
     n_hat`` (each later step's weight decay contracts it); the two share every draw, so they are
     correlated. Curvature and the ball projection, which contract the noise, are ignored (an upper
     bound, as for the average). ``None`` with fewer than two gradient steps."""
+    w = _iterate_noise_weights(history)
+    if w is None or not n_hat > 0:
+        return None
+    w = w * (float(noise_multiplier) / float(n_hat))
+    return w @ w.T
+
+
+def _iterate_noise_weights(history: list) -> np.ndarray | None:
+    """``2 x T``: row 0 the weight ``eta_j A_j tau_j`` of step j's unit noise draw in the released
+    average, row 1 its weight ``eta_j prod_{k > j} (1 - eta_k lambda) tau_j`` in the last iterate
+    (times ``sigma / n_hat`` in either). The one source of :func:`released_noise_std` and
+    :func:`iterate_noise_covariance`. ``None`` with fewer than two gradient steps."""
     rec = _recorded_steps(history)
-    if rec is None or not n_hat > 0:
+    if rec is None:
         return None
     eta, tau, lam = rec
     later = np.append(np.cumprod((1.0 - eta[1:] * lam)[::-1])[::-1], 1.0)
-    w = np.stack([_update_weights(eta, lam) * tau, eta * later * tau]) * (float(noise_multiplier) / float(n_hat))
-    return w @ w.T
+    return np.stack([_update_weights(eta, lam) * tau, eta * later * tau])
 
 
 def two_iterate_combination(X_public: np.ndarray, delta_avg: np.ndarray, delta_last: np.ndarray,
@@ -546,11 +544,10 @@ def self_pull_bound(history: list, n_hat: float) -> float:
     ``_guard_self_pull`` of :class:`~.private.NoisyGDMethod`, docs/results/tuning_notes.md,
     "The guard's in-sample optimism").
     """
-    wt = _recorded_update_weights(history)
-    if wt is None or not n_hat > 0:
+    w = _iterate_noise_weights(history)
+    if w is None or not n_hat > 0:
         return 0.0
-    w, tau = wt
-    return float(math.sqrt(2.0) * np.sum(w * tau) / float(n_hat))
+    return float(math.sqrt(2.0) * np.sum(w[0]) / float(n_hat))
 
 
 def theorem3_weight_decay(

@@ -168,27 +168,33 @@ def paired(base: str, new: str, paths: list[str], groups: dict[str, set[str]] | 
               f"worse {(d > 0).sum()}, by more than 0.5 {(d > 0.5).sum()}")
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--paired":
-        # python scripts/variants_parallel.py --paired BASE,NEW [--balanced R1,R2,...] FILE...
-        base, new = sys.argv[2].split(",")
-        rest = sys.argv[3:]
-        groups = None
-        if rest[:1] == ["--balanced"]:
-            groups = {"balanced": set(rest[1].split(","))}
-            rest = rest[2:]
-            regs = {json.loads(line)["regime"] for p in rest for line in open(p)}
-            groups["imbalanced"] = regs - groups["balanced"]
-        paired(base, new, rest, groups)
-        return
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--regimes", required=True)
+    ap.add_argument("--regimes", help="comma-separated regime names (a run)")
     ap.add_argument("--epsilons", default="0.5,1,3,8")
     ap.add_argument("--seeds", default="0,1,2,3")
-    ap.add_argument("--variants", required=True)
+    ap.add_argument("--variants", help="comma-separated variant labels of center_and_start.VARIANTS (a run)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--jsonl")
-    a = ap.parse_args()
+    ap.add_argument("--jsonl", help="append each job's result to this JSON-lines file")
+    ap.add_argument("--paired", metavar="BASE,NEW",
+                    help="no run: the paired differences of two variants already in FILES")
+    ap.add_argument("--balanced", metavar="R1,R2,...",
+                    help="with --paired: the regimes of the group 'balanced' (the rest: 'imbalanced')")
+    ap.add_argument("files", nargs="*", help="with --paired: the JSON-lines files")
+    a = ap.parse_args(argv)
+    if a.paired:
+        base, _, new = a.paired.partition(",")
+        if not new or not a.files:
+            ap.error("--paired takes BASE,NEW and at least one JSON-lines file")
+        groups = None
+        if a.balanced:
+            groups = {"balanced": set(a.balanced.split(","))}
+            regs = {json.loads(line)["regime"] for p in a.files for line in open(p)}
+            groups["imbalanced"] = regs - groups["balanced"]
+        paired(base, new, a.files, groups)
+        return
+    if not a.regimes or not a.variants:
+        ap.error("a run needs --regimes and --variants (or --paired BASE,NEW FILES)")
     regimes, variants = a.regimes.split(","), a.variants.split(",")
     eps = [float(e) for e in a.epsilons.split(",")]
     seeds = [int(s) for s in a.seeds.split(",")]

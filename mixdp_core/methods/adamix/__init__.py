@@ -128,7 +128,8 @@ small epsilon. The new schedule:
    development regimes) halves lambda: better at epsilon >= 3 in every development regime and
    in those re-checked on unseen seeds, within 2.4 points at epsilon <= 1.
 5b. **The released update is shrunk towards the public start** (``update_shrinkage=
-   "public_logits"``, the default; ``adamix`` and ``ngd``, no projection or the public span): the
+   "public_logits"``: the default until 2026-11-29, and the default's rule wherever 5c does not
+   apply; ``adamix`` and ``ngd``, no projection or the public span): the
    run releases ``W_start + s (W - W_start)`` with ``s = max(0, 1 - C nu^2 sum ||x||^2 / sum
    ||x (W - W_start)||^2)`` over the public rows x, ``nu`` the per-coordinate std of the
    released average's noise (:func:`.engine.released_noise_std`, from the step records;

@@ -6,7 +6,7 @@ from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.data import (label_summary, labels_known, public_sample_images, split_problem, split_summary,
                                          weights_file_from_path)
 from mixdp_core.app_support.jobs import feature_key
-from mixdp_core.data.datasets import public_source
+from mixdp_core.data.datasets import carries_features, public_source
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, poll_seconds, save_data_settings, show_field_errors, show_chart,
 )
@@ -99,15 +99,18 @@ def _enc_label(n):
 
 
 c1, c2 = st.columns(2)
+no_encoder = carries_features(dataset)  # synthetic rows / an uploaded .npz are the features
 with c1:
     encoder = st.selectbox("Encoder", enc_names, index=enc_names.index(settings["encoder"])
-                           if settings["encoder"] in enc_names else 0, format_func=_enc_label, key="data_encoder")
-    st.caption(encoders[encoder].description)
-    if not encoders[encoder].offline:
+                           if settings["encoder"] in enc_names else 0, format_func=_enc_label, key="data_encoder",
+                           disabled=no_encoder)
+    st.caption("Not used: this dataset's rows are already features, so no encoder runs."
+               if no_encoder else encoders[encoder].description)
+    if not no_encoder and not encoders[encoder].offline:
         st.warning(f"`{encoder}` weights are not bundled: extraction works only if they are already in the "
                    "local cache (or with network access), or from a weights file given below.")
     weights = None
-    if encoder != "pixels":
+    if encoder != "pixels" and not no_encoder:
         wtxt = st.text_input(
             "Weights file (optional, path under the data root)", key="data_weights",
             help="Your own weights for the encoder, used instead of downloading: a torchvision state_dict "

@@ -472,6 +472,16 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
+#: Registered datasets whose rows are already features: no encoder runs on them.
+FEATURE_DATASETS = frozenset({"features", "synthetic"})
+
+
+def carries_features(spec: str) -> bool:
+    """Whether the dataset ``spec`` brings its own features (``synthetic``, ``features:<npz>``),
+    so that the run's encoder is not used (the UI says so instead of showing one)."""
+    return parse_spec(str(spec))[0] in FEATURE_DATASETS
+
+
 #: The loader options a user may set (``--dataset-arg``, ``RunConfig.dataset_kwargs``), with
 #: their ranges; each loader takes the subset in its signature.
 DATASET_ARG_SPECS: dict[str, Any] = {}

@@ -691,8 +691,12 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     """Many classes without a download: the Data page's synthetic options (100 classes here)
     reach the split preview, are saved with the settings, and a Train launch runs on them."""
     at.switch_page("pages/1_data.py").run()
+    assert not at.selectbox(key="data_encoder").proto.disabled  # digits: its images need an encoder
     at.selectbox(key="data_dataset").select("synthetic").run()
     assert not at.exception, at.exception
+    # the rows are the features: the encoder is shown as not used, not offered as a choice
+    assert at.selectbox(key="data_encoder").proto.disabled
+    assert "Not used: this dataset's rows are already features" in page_text(at)
     at.number_input(key="syn_classes").set_value(120).run()
     at.number_input(key="syn_dim").set_value(32).run()
     at.number_input(key="syn_train_per_class").set_value(12).run()
@@ -720,6 +724,9 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     (r,) = _store().list_runs()
     assert r.config["dataset_kwargs"]["classes"] == 120 and r.metrics["n_classes"] == 120
     assert r.config["public_from"] == "synthetic" and r.config["dataset_kwargs"]["shift"] == 1.5
+    at.switch_page("pages/5_runs.py").run()
+    assert not at.exception, at.exception
+    assert list(at.dataframe[0].value["encoder"]) == ["— (rows are features)"]  # no encoder ran
 
 
 def test_classroom_runs_on_a_many_class_synthetic_regime(at):

@@ -145,3 +145,11 @@ def test_cdfsl_targets_read_an_image_folder_under_the_data_root(key, folder, tmp
     assert d.cache_key["cdfsl"] == key and d.cache_key["root"] == str((tmp_path / "root" / folder).resolve())
     other = write_png_tree(tmp_path / "elsewhere", per_class=4)
     assert len(load_dataset(f"{key}:{other}").train) + len(load_dataset(f"{key}:{other}").test) == 12
+
+
+def test_carries_features_names_the_datasets_no_encoder_runs_on():
+    from mixdp_core.data.datasets import carries_features
+
+    assert carries_features("synthetic") and carries_features("features:/x/y.npz")
+    assert not carries_features("digits") and not carries_features("image_folder:/data/x")
+    assert not carries_features("featuresx")

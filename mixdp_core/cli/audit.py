@@ -12,7 +12,8 @@ canaries, NoisyGD family), ``one-run`` (Steinke et al. 2023), ``seed-replay`` (r
 training from its published seed: alarms on ``--param noise=reproducible``). With ``--json`` exactly one JSON
 object is printed on stdout, with ``claimed_epsilon`` from the accounting module,
 ``empirical_epsilon_lower`` with its ``confidence`` and ``n_trials``, and ``alarm`` (true when a
-lower bound exceeds the claim: a privacy bug). Progress goes to stderr.
+lower bound exceeds the claim: a privacy bug) and ``note``: the audit is the owner's diagnostic,
+computed on the private data without a guarantee (not to be published). Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, allow_nan=False))
     else:
+        print(out["note"])
         for k in ("attack", "method", "claimed_epsilon", "empirical_epsilon_lower", "confidence", "n_trials",
                   "alarm", "auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01", "advantage", "wall_seconds"):
             v = out.get(k)

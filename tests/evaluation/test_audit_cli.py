@@ -28,6 +28,7 @@ def test_audit_json_line_and_store(method, attack, extra, tmp_path, capsys):
     for k in KEYS:
         assert k in out, k
     assert out["attack"] == attack and out["method"] == method and out["alarm"] is False
+    assert out["note"].startswith("Owner-only diagnostic") and "not covered by the claimed epsilon" in out["note"]
     from mixdp_core.runs import RunStore
     from mixdp_core.runs.audits import AuditStore
 

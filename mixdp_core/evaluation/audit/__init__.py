@@ -93,12 +93,13 @@ class AuditResult:
         return SimpleNamespace(epsilon=self.claimed_epsilon, delta=self.claimed_delta, mu=self.claimed_mu)
 
     def summary(self) -> dict[str, Any]:
-        """The one-line JSON object of ``mixdp audit --json``."""
+        """The one-line JSON object of ``mixdp audit --json`` (its ``note``: :data:`AUDIT_NOTE`)."""
         from ..report import json_safe
 
         b = self.bound
         m = self.metrics
         out = {
+            "note": AUDIT_NOTE,
             "attack": self.attack,
             "method": self.method,
             "claimed_epsilon": self.claimed_epsilon,
@@ -123,6 +124,13 @@ class AuditResult:
         }
         out.update(self.extra)
         return json_safe(out)
+
+
+#: What every audit's output is: the owner's diagnostic, computed on the private rows (member
+#: scores, ROC, AUC, the empirical ε lower bound), not a release covered by the claimed ε.
+AUDIT_NOTE = ("Owner-only diagnostic: the attack's scores, AUC, TPRs and empirical epsilon lower bound are "
+              "computed on the private data without a privacy guarantee and are not covered by the claimed "
+              "epsilon; do not publish them.")
 
 
 def _params(method: Any, epsilon: float, delta: float, seed: int, method_params: Optional[dict]) -> dict[str, Any]:

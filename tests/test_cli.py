@@ -65,3 +65,13 @@ def test_encode_cifar10_image_folder_efficientnet(cifar10_subset, tmp_path):
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["n_train"] == 30 and out["n_test"] == 20 and out["dim"] == 1280 and out["classes"] == 10
     assert "encode train" in r.stderr  # tqdm progress on stderr
+
+
+def test_train_text_output_says_a_feature_dataset_used_no_encoder(tmp_path, capsys):
+    args = ["train", "--store", str(tmp_path), "--method", "only_public", "--no-progress"]
+    assert main(args + ["--dataset", "synthetic", "--dataset-arg", "classes=5", "--dataset-arg", "train_per_class=20"]) == 0
+    enc = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("encoder:")]
+    assert enc == ["             encoder: pixels (not used: the dataset's rows are features)"]
+    assert main(args + ["--dataset", "digits"]) == 0
+    enc = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("encoder:")]
+    assert enc == ["             encoder: pixels"]

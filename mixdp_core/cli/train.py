@@ -177,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, allow_nan=False))
     else:
+        from ..data.datasets import carries_features
+
         for k in SUMMARY_KEYS:
             v = out.get(k)
             if k == "diagnostics":
@@ -185,5 +187,7 @@ def run(args: argparse.Namespace) -> int:
                     if dk != "note":
                         print(f"{dk:>20}: {dv:.4g}" if isinstance(dv, float) else f"{dk:>20}: {dv}")
                 continue
+            if k == "encoder" and carries_features(config.dataset):
+                v = f"{v} (not used: the dataset's rows are features)"
             print(f"{k:>20}: {v:.4g}" if isinstance(v, float) else f"{k:>20}: {v}")
     return 0 if rec.status == "completed" else 1

@@ -135,7 +135,10 @@ def get_features(
     """
     from ..data.datasets import load_dataset
     from ..encoders import ENCODERS
+    from ..encoders.base import check_encoder_kwargs
 
+    if encoder_kwargs:  # a typo names the encoder's real options, before any loading
+        check_encoder_kwargs(encoder, encoder_kwargs)
     ds = load_dataset(dataset, root=root, **dataset_kwargs)
     if ds.features is not None:
         fs = ds.features

@@ -63,3 +63,12 @@ def test_batch_size_option_overrides_the_default_instead_of_colliding(tmp_path):
     b = get_features("digits", "pixels", cache_dir=tmp_path / "b")
     np.testing.assert_array_equal(a.X_train, b.X_train)
     assert json.dumps(a.meta.get("cache_key")) == json.dumps(b.meta.get("cache_key"))  # batching is not identity
+
+
+def test_get_features_names_the_real_options_for_every_caller(tmp_path):
+    # mixdp encode and the app's feature jobs call get_features directly, not through RunConfig
+    from mixdp_core.features.cache import get_features
+
+    with pytest.raises(ConfigError, match=r"^encoder_kwargs: pixels takes no option 'foo'; its options: batch_size"):
+        get_features("digits", "pixels", cache_dir=tmp_path, encoder_kwargs={"foo": 1})
+    assert not any(tmp_path.iterdir())  # refused before anything was loaded or cached

@@ -134,11 +134,12 @@ def print_tables(out: list[dict], regimes, eps, seeds, variants) -> None:
             print(f"  {v:6s} " + " | ".join(row), flush=True)
 
 
-def paired(base: str, new: str, paths: list[str], groups: dict[str, set[str]] | None = None) -> None:
+def paired(base: str, new: str, paths: list[str], balanced: set[str] | None = None) -> None:
     """Per (regime, ε) cell with every seed of both variants in the JSON-lines ``paths``: the mean
     test error % of ``base`` and ``new`` over the seeds and their difference (common noise draws:
-    the paired effect), then per group of regimes (``groups``; else all) the mean difference and
-    how many cells were better, equal, worse, and worse by more than 0.5 points."""
+    the paired effect), then per group of regimes (``balanced`` and the rest, "imbalanced"; else
+    "all") the mean difference and how many cells were better, equal, worse, and worse by more
+    than 0.5 points."""
     import numpy as np
 
     rows = {}
@@ -159,7 +160,7 @@ def paired(base: str, new: str, paths: list[str], groups: dict[str, set[str]] | 
         if len(a) < n_seeds:
             continue  # an unfinished cell
         d = float(np.mean(a[:, 1] - a[:, 0]))
-        g = next((k for k, regs in (groups or {}).items() if reg in regs), "all")
+        g = "all" if balanced is None else "balanced" if reg in balanced else "imbalanced"
         diffs[g].append(d)
         print(f"{reg:24s} eps={e:<4} {base} {a[:, 0].mean():6.2f}  {new} {a[:, 1].mean():6.2f}  diff {d:+.2f}  [{g}]")
     for g, d in diffs.items():
@@ -186,12 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         base, _, new = a.paired.partition(",")
         if not new or not a.files:
             ap.error("--paired takes BASE,NEW and at least one JSON-lines file")
-        groups = None
-        if a.balanced:
-            groups = {"balanced": set(a.balanced.split(","))}
-            regs = {json.loads(line)["regime"] for p in a.files for line in open(p)}
-            groups["imbalanced"] = regs - groups["balanced"]
-        paired(base, new, a.files, groups)
+        paired(base, new, a.files, set(a.balanced.split(",")) if a.balanced else None)
         return
     if not a.regimes or not a.variants:
         ap.error("a run needs --regimes and --variants (or --paired BASE,NEW FILES)")

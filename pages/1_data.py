@@ -160,8 +160,9 @@ if errors:
 else:
     save_data_settings(dataset=dataset, encoder=encoder, public_per_class=int(ppc), imbalance_ratio=float(ir),
                        public_from=public_from, encoder_kwargs=encoder_kwargs, dataset_kwargs=dataset_kwargs)
-    st.info(f"Current settings (used by Train and Compare): **{dataset}** · **{encoder}** · {int(ppc)} public/class · "
-            f"IR {float(ir):g}" + (f" · public from {public_from}" if public_from else ""))
+    st.info(f"Current settings (used by Train and Compare): **{dataset}** · "
+            + ("features as given (no encoder)" if no_encoder else f"**{encoder}**")
+            + f" · {int(ppc)} public/class · IR {float(ir):g}" + (f" · public from {public_from}" if public_from else ""))
 
 # ------------------------------------------------------------------ features
 st.subheader("Features")
@@ -169,10 +170,12 @@ keys = [feature_key(dataset, encoder, encoder_kwargs)] + (
     [feature_key(public_from, encoder, encoder_kwargs)] if public_from else [])
 ready = all(k in manager.features_ready for k in keys)
 job = manager.get(st.session_state.get("feature_job"))
-if encoder == "pixels":
+if no_encoder:
+    st.caption("This dataset's rows are the features: nothing to extract (generated or loaded at run time).")
+elif encoder == "pixels":
     st.caption("`pixels` uses the raw pixel values: nothing to extract (loaded at run time in a second).")
 if st.button("Extract features" if not ready else "Features ready — re-check the cache",
-             type="primary" if not ready and encoder != "pixels" else "secondary",
+             type="primary" if not ready and encoder != "pixels" and not no_encoder else "secondary",
              icon=":material/check_circle:" if ready else ":material/memory:",
              disabled=bool(errors), key="data_extract"):
     for ds in [dataset] + ([public_from] if public_from else []):

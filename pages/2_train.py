@@ -16,6 +16,7 @@ from mixdp_core.app_support.resources import (
     data_settings, live_seconds, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
     select_run, selected_run_id, show_field_errors,
 )
+from mixdp_core.data.datasets import carries_features
 from mixdp_core.config import RUN_EPSILON, parse_number
 from mixdp_core.errors import ConfigError
 
@@ -37,7 +38,10 @@ dataset = c1.selectbox("Dataset", datasets, index=datasets.index(settings["datas
 enc_names = list(encoders)
 encoder = c2.selectbox("Encoder", enc_names, index=enc_names.index(settings["encoder"])
                        if settings["encoder"] in enc_names else 0, key="train_encoder",
-                       format_func=lambda n: f"{n}" + ("" if encoders[n].offline else " (download)"))
+                       format_func=lambda n: f"{n}" + ("" if encoders[n].offline else " (download)"),
+                       disabled=carries_features(dataset),  # synthetic / .npz rows are the features
+                       help="Not used for this dataset: its rows are already features." if carries_features(dataset)
+                       else None)
 names = list(methods)
 method = c3.selectbox("Method", names, index=names.index("adamix") if "adamix" in names else 0, key="train_method",
                       format_func=lambda n: f"{n}" + ("" if methods[n].private else " (non-private)"))

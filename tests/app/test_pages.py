@@ -697,6 +697,7 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     # the rows are the features: the encoder is shown as not used, not offered as a choice
     assert at.selectbox(key="data_encoder").proto.disabled
     assert "Not used: this dataset's rows are already features" in page_text(at)
+    assert "features as given (no encoder)" in page_text(at) and "uses the raw pixel values" not in page_text(at)
     at.number_input(key="syn_classes").set_value(120).run()
     at.number_input(key="syn_dim").set_value(32).run()
     at.number_input(key="syn_train_per_class").set_value(12).run()
@@ -716,6 +717,7 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     s = at.session_state["data_settings"]
     assert s["public_from"] == "synthetic" and s["dataset_kwargs"]["shift"] == 1.5
     at.switch_page("pages/2_train.py").run()
+    assert at.selectbox(key="train_encoder").proto.disabled  # no encoder runs on synthetic rows
     # fully_private: no public fit, whose leave-one-out ridge selection takes ~6 s at 120 classes
     # (what is checked here is that the dialled data reach the run)
     at.selectbox(key="train_method").select("fully_private").run()

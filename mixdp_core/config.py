@@ -127,6 +127,8 @@ class ParamSpec:
         leaks_private: the option looks at private data beyond the accounted mechanism
             (e.g. tuning on test results); the UI labels it "COSTS PRIVACY".
         privacy_note: what the option costs in privacy (shown with ``leaks_private``).
+        leaks_when: the values that cost it (``()``: any truthy value, as a ``bool`` switch);
+            e.g. ``("public",)`` for a choice of which only one reads the private data.
         unit: unit or symbol shown next to the value (``"ε"``, ``"epochs"``...).
         alias: field name used in error messages and the UI (``"epsilon"`` for
             ``target_epsilon``); defaults to ``name``.
@@ -146,10 +148,21 @@ class ParamSpec:
     help: str = ""
     leaks_private: bool = False
     privacy_note: str = ""
+    leaks_when: tuple[Any, ...] = ()
     unit: str = ""
     alias: str = ""
     check: Optional[Callable[[Any], None]] = None
     allowed: str = ""
+
+    def leaks_for(self, value: Any) -> bool:
+        """Whether setting the field to ``value`` costs privacy beyond the accounting."""
+        if not self.leaks_private:
+            return False
+        return value in self.leaks_when if self.leaks_when else bool(value)
+
+    def leak_condition(self) -> str:
+        """When it costs privacy, in words: ``""`` (whenever set) or ``"when 'public'"``."""
+        return f"when {' or '.join(map(repr, self.leaks_when))}" if self.leaks_when else ""
 
     @property
     def field(self) -> str:
@@ -189,6 +202,7 @@ def param(
     help: str = "",
     leaks_private: bool = False,
     privacy_note: str = "",
+    leaks_when: Iterable[Any] = (),
     unit: str = "",
     alias: str = "",
     check: Optional[Callable[[Any], None]] = None,
@@ -208,6 +222,7 @@ def param(
         help: help text shown in the app, the CLI and the docs.
         leaks_private: the option looks at private data beyond the accounted mechanism.
         privacy_note: what it costs in privacy (required with ``leaks_private``).
+        leaks_when: the values that cost it (default: any truthy value); must be choices.
         unit: unit / symbol of the value.
         alias: user-visible name in errors (e.g. ``"epsilon"``).
         check: extra validator raising ``ConfigError``.
@@ -226,9 +241,13 @@ def param(
             type = builtins_type(probe)
     if leaks_private and not privacy_note:
         raise ValueError("a field with leaks_private=True must say what it costs (privacy_note=...)")
+    leaks_when = tuple(leaks_when)
+    if leaks_when and (not leaks_private or any(v not in choices for v in leaks_when)):
+        raise ValueError("leaks_when needs leaks_private=True and values among the field's choices")
     spec = ParamSpec(type=type, default=REQUIRED if default is dataclasses.MISSING else default, range=range, choices=choices,
                      optional=optional or default is None, none_means=none_means, help=help, leaks_private=leaks_private,
-                     privacy_note=privacy_note, unit=unit, alias=alias, check=check, allowed=allowed)
+                     privacy_note=privacy_note, leaks_when=leaks_when, unit=unit, alias=alias, check=check,
+                     allowed=allowed)
     kw: dict[str, Any] = {"metadata": {SPEC_KEY: spec, "leaks_private": leaks_private}}
     if default_factory is not dataclasses.MISSING:
         kw["default_factory"] = default_factory
@@ -497,7 +516,7 @@ def format_spec(spec: ParamSpec) -> str:
     if rng:
         line += f" [{rng}]"
     if spec.leaks_private:
-        line += f" — COSTS PRIVACY: {spec.privacy_note}"
+        line += f" — COSTS PRIVACY{(' ' + spec.leak_condition()) if spec.leaks_when else ''}: {spec.privacy_note}"
     return line
 
 
@@ -512,6 +531,7 @@ def config_markdown(cls: type) -> str:
         t = s.type.__name__ if s.type else "value"
         d = "required" if s.default is REQUIRED else f"`{s.default!r}`"
         allowed = s.requirement() if (s.range or s.choices or s.type or s.allowed) else ""
-        h = s.help + (f" **Costs privacy:** {s.privacy_note}" if s.leaks_private else "")
+        h = s.help + (f" **Costs privacy{(' ' + s.leak_condition()) if s.leaks_when else ''}:** {s.privacy_note}"
+                      if s.leaks_private else "")
         rows.append(f"| `{s.name}` | {t} | {_md_cell(d)} | {_md_cell(allowed)} | {_md_cell(h)} |")
     return "\n".join(rows)

@@ -21,7 +21,10 @@ Floating-point attacks (Mironov 2012): the support of ``x + noise`` computed in 
 depends on ``x``, which can reveal ``x`` from one output. What the product does about it:
 integer-valued releases (noisy counts) are snapped to the integer grid
 (:func:`snap_count`), a grid far coarser than the doubles' spacing, so the output's support
-no longer depends on the exact count (Mironov's snapping, with rounding to integers); vector
+no longer depends on the exact count (Mironov's snapping, with rounding to integers); every
+other noisy scalar a method releases or decides on (paired gains of the guard and the
+checkpoint test, weighted gains, selection scores, a noisy fraction) is snapped the same way
+to a power-of-two grid at most a quarter of its noise std (:func:`snap_release`); vector
 releases (gradients) are never published step by step — only the final model after many
 noisy steps and further arithmetic is — and their noise comes from full 53-bit (float64) or
 24-bit (float32) uniforms of ChaCha20 through numpy's ziggurat. No formal proof covers the
@@ -81,6 +84,28 @@ def snap_count(value: float) -> float:
     support of the released value no longer depends on the exact count (Mironov 2012's
     floating-point attack reads the exact input off that support)."""
     return float(np.rint(value))
+
+
+def snap_release(value: Any, noise_std: float) -> Any:
+    """Snap a noisy scalar (or array of scalars) release to a grid of spacing ``2^k``, the
+    largest power of two at most ``min(1, noise_std / 4)`` (post-processing: costs no privacy).
+
+    Counts whose noise std is at least 4 land on the integers (:func:`snap_count`); a release
+    with less noise (a scaled count, a score with std below one row) gets a finer power-of-two
+    grid, still at most a quarter of its noise std (so the decision it feeds barely moves) and
+    far coarser than the doubles' spacing (Mironov 2012, as :func:`snap_count`).
+
+    Raises:
+        ValueError: ``noise_std`` is not a finite number > 0.
+    """
+    import math
+
+    sd = float(noise_std)
+    if not (math.isfinite(sd) and sd > 0):
+        raise ValueError(f"noise_std must be a finite number > 0, got {noise_std!r}")
+    grid = 2.0 ** math.floor(math.log2(min(1.0, sd / 4.0)))
+    out = np.rint(np.asarray(value, dtype=np.float64) / grid) * grid
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def geometric_count(rng: np.random.Generator, count: int, epsilon: float) -> float:

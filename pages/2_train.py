@@ -131,10 +131,9 @@ with st.form("train_form", enter_to_submit=False):
             label = sp.name
             help_text = sp.help or None
             if sp.leaks_private:
-                label = f":material/warning: {sp.name} — COSTS PRIVACY: looks at private data"
-                help_text = ("Leaks private information: this option selects hyper-parameters using "
-                             "private/test results, so the reported ε no longer bounds the whole "
-                             "procedure as a fresh run would. " + (sp.help or ""))
+                when = f" {sp.leak_condition}" if sp.leak_condition else ""
+                label = f":material/warning: {sp.name} — COSTS PRIVACY{when}: looks at private data"
+                help_text = sp.help or None  # the declared help and what the option costs
             k = f"adv_{method}_{sp.name}"
             if sp.kind == "bool":
                 adv_values[sp.name] = st.checkbox(label, value=bool(sp.default), key=k, help=help_text)

@@ -122,3 +122,30 @@ def test_interval_describe():
     assert Interval(0, 1, closed="neither").describe() == "in the open interval (0, 1)"
     assert Interval(0, 1, closed="left").describe() == "in [0, 1)"
     assert 0.0 not in Interval(0, 1, closed="right") and 1.0 in Interval(0, 1, closed="right")
+
+
+def test_leaks_when_flags_only_the_values_that_cost_privacy():
+    from mixdp_core.config import describe
+    from mixdp_core.methods import METHODS
+    from mixdp_core.runs.figures.adamix import Variant, _display
+
+    spec = next(s for s in describe(METHODS.get("dp_linear_probe").config_cls) if s.name == "dataset_size")
+    assert spec.leaks_private and spec.leaks_for("public")
+    assert not spec.leaks_for("noisy_count") and not spec.leaks_for("public_bound")
+    assert spec.leak_condition() == "when 'public'"
+    # a figure variant that sets the default value is not labelled test-tuned; the leaky one is
+    assert "leaks" not in _display(Variant("x", "dp_linear_probe", {"dataset_size": "noisy_count"}))
+    assert "leaks" in _display(Variant("x", "dp_linear_probe", {"dataset_size": "public"}))
+    # CLI help and docs name the condition
+    from mixdp_core.config import format_spec
+
+    assert "COSTS PRIVACY when 'public':" in format_spec(spec)
+
+
+def test_leaks_when_must_name_choices_of_a_leaky_field():
+    from mixdp_core.config import param
+
+    with pytest.raises(ValueError):
+        param("a", choices=("a", "b"), leaks_when=("b",))  # not leaks_private
+    with pytest.raises(ValueError):
+        param("a", choices=("a", "b"), leaks_private=True, privacy_note="x", leaks_when=("c",))

@@ -148,6 +148,7 @@ class FieldSpec:
         choices: allowed values for ``"choice"``.
         leaks_private: the option looks at private data (e.g. optimistic tuning); the UI must
             say it costs privacy / leaks private information.
+        leak_condition: when it does, in words (``""``: whenever set; ``"when 'public'"``).
         help: the declared help text (plus the declared privacy cost for leaky options).
     """
 
@@ -159,6 +160,7 @@ class FieldSpec:
     leaks_private: bool = False
     help: str = ""
     none_means: str = "auto"
+    leak_condition: str = ""
 
 
 def leaks_private(config_cls: type, name: str) -> bool:
@@ -188,11 +190,12 @@ def field_spec(spec: Any) -> FieldSpec:
     default = default_of(spec)
     help_text = spec.help
     if spec.leaks_private:
-        help_text = f"{help_text} Costs privacy: {spec.privacy_note}".strip()
+        when = f" {spec.leak_condition()}" if spec.leaks_when else ""
+        help_text = f"{help_text} Costs privacy{when}: {spec.privacy_note}".strip()
     choices = _usable_choices(spec) if kind == "choice" else ()
     return FieldSpec(name=spec.name, kind=kind, default=default, optional=spec.optional and kind != "bool",
                      choices=choices, leaks_private=spec.leaks_private, help=help_text,
-                     none_means=spec.none_means)
+                     none_means=spec.none_means, leak_condition=spec.leak_condition())
 
 
 def _usable_choices(spec: Any) -> tuple[Any, ...]:

@@ -34,7 +34,10 @@ class PrivateCountConfig:
     """Config fields of the private count and the accountant (mixed into DP-SGD configs)."""
 
     dataset_size: str = param(
-        "noisy_count", choices=DATASET_SIZES,
+        "noisy_count", choices=DATASET_SIZES, leaks_private=True, leaks_when=("public",),
+        privacy_note="'public' sets q and T from the exact number of private rows, which is private under "
+                     "add/remove neighbours: that cost is not in the reported ε (the report says "
+                     "'[N_private treated as public]').",
         help="How the private count N sets q and T: 'noisy_count' (default, a two-sided geometric count, pure "
              "ε_c = count_budget_share · ε, added to the steps' ε), 'public_bound' (uses size_bound) or 'public' (exact N treated as public and said so in "
              "the report: under add/remove neighbours this costs privacy that is not accounted).")

@@ -26,8 +26,12 @@ every choice above errs towards merging.
 seed, public shots or imbalance ratio: splits with other seeds move rows between the public
 and the private part, so any row may have been private in some run. Counted: ``completed``
 and ``cancelled`` runs (both released a model and its metrics; a cancelled run's report covers
-the steps it executed). Not counted: ``failed`` runs (nothing released beyond the owner's
-view). ``running`` runs are shown apart and charged at their target ε by :func:`check_cap`.
+the steps it executed), and ``failed`` private runs that wrote a step record before failing:
+their step records (test error per step, noisy counts, guard gains) are outputs of the private
+phase and stay in the store and its exports. Such a run has no privacy report; it is charged
+at ``max(target ε, the largest ε its step records state)`` at its target δ, by basic
+composition only (flagged). Not counted: ``failed`` runs with no step record (nothing was
+released). ``running`` runs are shown apart and charged at their target ε by :func:`check_cap`.
 
 **Totals** (``LedgerSummary``), with δ_total = Σ δ_i of the private runs unless given:
 
@@ -70,7 +74,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from .. import accounting
 from ..config import check_delta, check_epsilon
 from ..errors import BudgetError, ConfigError, UnknownNameError
-from .store import CANCELLED, COMPLETED, RUNNING, RunStore
+from .store import CANCELLED, COMPLETED, FAILED, RUNNING, RunStore
 
 #: Prefix of the ``meta`` keys holding caps: ``budget_cap:<dataset key>``.
 CAP_PREFIX = "budget_cap:"
@@ -78,7 +82,8 @@ CAP_PREFIX = "budget_cap:"
 #: them from: left out of the data set's identity (see the module docstring).
 SELECTOR_OPTIONS = frozenset({"test_fraction", "split_seed", "max_per_class", "max_test_per_class", "download",
                               "root"})
-#: Run statuses whose privacy report counts (the run released a model and its metrics).
+#: Run statuses whose privacy report counts (the run released a model and its metrics). A
+#: ``failed`` run counts too when it wrote step records (:func:`_failed_entry`).
 COUNTED_STATUSES = (COMPLETED, CANCELLED)
 
 KIND_PRIVATE = "private"
@@ -91,6 +96,7 @@ FLAG_REPLACE_ONE = "replace-one neighbours: basic composition only (a different 
 FLAG_REPRODUCIBLE = "reproducible noise: not private against anyone who knows the seed"
 FLAG_OWNER_VIEW = "owner's view, not private (ε = ∞): not in the totals, do not publish"
 FLAG_PUBLIC_ONLY = "reads no private data: cost 0"
+FLAG_FAILED = "failed after writing step records: charged at its target ε (or the largest its records state)"
 
 
 # --------------------------------------------------------------------------- identity
@@ -338,8 +344,30 @@ def _finite(x: Any) -> Optional[float]:
     return v if math.isfinite(v) else None
 
 
+def _failed_entry(rec: Any, private: bool, common: Mapping[str, Any]) -> Optional[LedgerRun]:
+    """The entry of a ``failed`` run: charged when it is private and wrote step records (see
+    the module docstring), else ``None``."""
+    m = rec.metrics or {}
+    try:
+        n_records = int(m.get("n_step_records") or 0)
+    except (TypeError, ValueError):
+        n_records = 1  # unreadable: assume it released
+    if not private or n_records <= 0:
+        return None
+    target = _finite(rec.config.get("target_epsilon"))
+    released = _finite(m.get("epsilon_released"))
+    # nothing bounds a run without a target ε
+    eps = math.inf if target is None else max(target, released or 0.0)
+    delta = _finite(rec.config.get("target_delta")) or 0.0
+    flags = [FLAG_FAILED, FLAG_NO_EVENT]
+    if str((rec.config.get("method_params") or {}).get("noise", "")) == "reproducible":
+        flags.append(FLAG_REPRODUCIBLE)
+    return LedgerRun(kind=KIND_PRIVATE, epsilon=eps, delta=delta, event=None, flags=tuple(flags), **common)
+
+
 def _entry(rec: Any) -> Optional[LedgerRun]:
-    """The ledger entry of a stored run (``None`` for a run that does not count: failed)."""
+    """The ledger entry of a stored run (``None`` for a run that does not count: a failed run
+    that released nothing, a failed reference)."""
     m = rec.metrics or {}
     method = rec.method or str(rec.config.get("method"))
     private, reads = _method_flags(method)
@@ -349,6 +377,8 @@ def _entry(rec: Any) -> Optional[LedgerRun]:
             return None
         return LedgerRun(kind=KIND_RUNNING, epsilon=_finite(rec.config.get("target_epsilon")),
                          delta=_finite(rec.config.get("target_delta")), event=None, flags=(), **common)
+    if rec.status == FAILED:
+        return _failed_entry(rec, private, common)
     if rec.status not in COUNTED_STATUSES:
         return None
     priv = m.get("privacy") if isinstance(m.get("privacy"), Mapping) else None

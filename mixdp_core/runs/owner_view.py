@@ -30,7 +30,8 @@ OWNER_PREFIXES = ("pdp_epsilon_", "mia_")
 OWNER_STEP_KEYS = ("train_loss",)
 #: Keys of a step record's ``extra`` computed on the private data in the clear: the AdaMix
 #: subspace diagnostic reads the clipped private gradient sum before noise.
-OWNER_STEP_EXTRA_KEYS = ("subspace_error_public", "subspace_error_random")
+#: ``guard_holdout_rows``: the held-out guard part's size, a binomial draw of the exact private count.
+OWNER_STEP_EXTRA_KEYS = ("subspace_error_public", "subspace_error_random", "guard_holdout_rows")
 
 OWNER_NOTE = (
     "Owner-only diagnostics: computed on the private data without a privacy guarantee "

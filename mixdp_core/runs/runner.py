@@ -322,6 +322,15 @@ class _Heartbeat:
         self._thread.join(timeout=5)
 
 
+def _max_epsilon_spent(current: float, record: Mapping[str, Any]) -> float:
+    """``max(current, record["epsilon_spent"])`` (a record without a finite ε leaves it)."""
+    try:
+        e = float(record.get("epsilon_spent"))
+    except (TypeError, ValueError):
+        return current
+    return max(current, e) if math.isfinite(e) else current
+
+
 class _StepWriter:
     """``on_step`` callback: hands StepRecords to a batched :class:`~mixdp_core.runs.store.StepWriter`
     and polls the cancel flag.
@@ -340,6 +349,7 @@ class _StepWriter:
         self.writer = store.step_writer(run_id, max_age_s=flush_every_s, max_steps=max_steps, write_first=True)
         self.cancelled = False
         self.n_records = 0
+        self.epsilon_released = 0.0  # the largest epsilon_spent of a record written (a failed run is charged it)
         self._seen_flushes = 0
 
     def flush(self) -> None:
@@ -351,6 +361,7 @@ class _StepWriter:
     def __call__(self, record: Any) -> bool:
         self.writer.append(record.to_dict())
         self.n_records += 1
+        self.epsilon_released = _max_epsilon_spent(self.epsilon_released, record.to_dict())
         stop = False
         if self.on_record is not None:
             stop = bool(self.on_record(record))
@@ -569,7 +580,8 @@ def execute(
         msg = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
         try:
             store.finish(run_id, FAILED, error=msg,
-                         metrics={"wall_seconds": time.perf_counter() - t0, "n_step_records": writer.n_records})
+                         metrics={"wall_seconds": time.perf_counter() - t0, "n_step_records": writer.n_records,
+                                  "epsilon_released": writer.epsilon_released})
         except Exception:
             try:  # e.g. disk full: the smallest possible write, so the run is not left 'running'
                 store.finish(run_id, FAILED, error=msg[:500])
@@ -644,7 +656,10 @@ def train(
         status = CANCELLED if cancelled[0] else COMPLETED
     except Exception as e:  # noqa: BLE001 - recorded as a failed run by the driver
         status, error = FAILED, (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
-        metrics = {"wall_seconds": time.perf_counter() - t0}
+        eps_rel = 0.0
+        for s in steps:
+            eps_rel = _max_epsilon_spent(eps_rel, s)
+        metrics = {"wall_seconds": time.perf_counter() - t0, "epsilon_released": eps_rel}
     metrics["n_step_records"] = len(steps)
     return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=config.config_hash(),
                       split_hash=config.split_hash(), versions=versions(), status=status,

@@ -115,6 +115,13 @@ def test_weighted_paired_gain_has_sensitivity_one():
         prob = NoisyGDProblem(Xs, ys, X[:0], y[:0], None, None, sp.n_classes)
         return m._noisy_paired_gain(prob, W_new, W_base, stream=1)
 
+    # the release is snapped to the integer grid (noise std 20): post-processing of the value
+    # whose sensitivity is checked below, with the snapping taken off
+    assert gain(X, y) == _snapped(gain(X, y), 20.0) == round(gain(X, y))
+    import mixdp_core.methods.adamix.private as private
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(private, "snap_release", lambda v, sd: v)
     full = gain(X, y)
     diffs = [abs(full - gain(np.delete(X, j, 0), np.delete(y, j))) for j in range(0, len(y), 7)]
     assert max(diffs) <= 1.0 + 1e-9 and max(diffs) > 0
@@ -123,6 +130,7 @@ def test_weighted_paired_gain_has_sensitivity_one():
     d = ((X @ W_new).argmax(1) == y).astype(float) - ((X @ W_base).argmax(1) == y)
     noise = gain(X, y) - d.sum()
     m._guard_weights = w
+    mp.undo()
     assert full == pytest.approx(float(np.sum(w[y] * d)) + noise)
 
 
@@ -242,7 +250,7 @@ def test_balanced_guard_rule_counts_class_weighted_at_the_histograms_share_and_t
     d = ((X @ bal.W_).argmax(1) == y).astype(float) - ((X @ bal.W_start_).argmax(1) == y)
     want = float(np.sum(bal._guard_weights[y] * d)) + 20.0 / np.sqrt(m) * float(
         noise_rng("reproducible", 0, 0x6A4D).standard_normal())
-    assert bal.history_[-1].extra["guard_noisy_gain"] == pytest.approx(want, rel=1e-9)
+    assert bal.history_[-1].extra["guard_noisy_gain"] == pytest.approx(_snapped(want, 20.0 / np.sqrt(m)), rel=1e-12)
     # balanced private classes: the pilot finds no imbalance, the guard stays one unweighted release
     reg = {r["name"]: r for r in REGIME_FAMILY}["many_class_100_d256"]
     fs = get_features("synthetic", "pixels", **reg["dataset_kwargs"])
@@ -292,3 +300,10 @@ def test_adamix_without_the_trust_region_serves_the_imbalanced_classes_better():
             acc[tr] = balanced_accuracy_score(sp.y_test, m.predict(sp.X_test))
         gain.append(acc[False] - acc[True])
     assert np.mean(gain) > 0.01 and min(gain) >= 0.0
+
+
+def _snapped(v, sd):
+    """A released noisy scalar as the library snaps it (randomness.snap_release), recomputed
+    here: the largest power of two <= min(1, sd / 4) as the grid."""
+    grid = 2.0 ** np.floor(np.log2(min(1.0, sd / 4.0)))
+    return np.rint(np.asarray(v, dtype=float) / grid) * grid

@@ -38,9 +38,15 @@ def test_held_out_guard_costs_no_extra_epsilon_and_charges_held_out_rows_the_who
     # the report is the training part's: count + gradient steps, nothing added for the guard part
     ref = accounting.epsilon(accounting.ComposedGaussian(noise_multiplier=m.noise_multiplier_, steps=T), delta=1e-5)
     assert m.privacy_.epsilon == pytest.approx(ref, rel=1e-12) and m.privacy_.epsilon <= 3.0
-    assert "held-out private rows" in m.privacy_.mechanism
     hold = noise_rng("reproducible", 0, 0x6A50).random(len(imbalanced.y_private)) < 0.1
     assert m.guard_holdout_rows_ == int(hold.sum()) > 0
+    # the held-out part's size is a binomial draw of the exact private count, not a DP release:
+    # the report names the share, and the step record's count is owner-only (left out of exports)
+    assert "held-out share 0.1 of the private rows" in m.privacy_.mechanism
+    assert str(int(hold.sum())) not in m.privacy_.mechanism
+    from mixdp_core.runs.owner_view import OWNER_STEP_EXTRA_KEYS
+
+    assert "guard_holdout_rows" in m.history_[-1].extra and "guard_holdout_rows" in OWNER_STEP_EXTRA_KEYS
     # the guard part: two releases at sigma_g = sqrt(2)/mu_t, so its mu equals the training part's
     rec = m.history_[-1].extra
     mu_t = math.sqrt(T) / m.noise_multiplier_

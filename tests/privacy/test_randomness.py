@@ -10,7 +10,7 @@ import pytest
 from mixdp_core.errors import ConfigError
 from mixdp_core.methods import make_method
 from mixdp_core.methods._private_count import resolve_private_count
-from mixdp_core.randomness import NOISE_SOURCES, REPRODUCIBLE_WARNING, label, noise_rng, snap_count
+from mixdp_core.randomness import NOISE_SOURCES, REPRODUCIBLE_WARNING, label, noise_rng, snap_count, snap_release
 
 
 def test_secure_generator_differs_on_every_call_with_the_same_seed():
@@ -56,6 +56,35 @@ def test_labels():
 def test_snap_count_rounds_to_the_integer_grid():
     assert snap_count(1179.3599) == 1179.0 and snap_count(-0.6) == -1.0
     assert float(snap_count(12.5)).is_integer()
+
+
+def test_snap_release_grid_is_a_power_of_two_at_most_a_quarter_of_the_noise_std():
+    # std >= 4: the integers, as snap_count
+    assert snap_release(54.577937, 20.0) == 55.0 and snap_release(-3.4, 4.0) == -3.0
+    # std 1.3: grid 0.25 (the largest power of two <= 1.3 / 4 = 0.325)
+    assert snap_release(7.0565, 1.3) == 7.0 and snap_release(7.13, 1.3) == 7.25
+    # std 0.05: grid 1/128 (<= 0.0125)
+    v = snap_release(0.123456, 0.05)
+    assert v * 128 == round(v * 128) and abs(v - 0.123456) <= 1 / 256
+    # arrays are snapped elementwise; the exact count's floating-point support is gone:
+    # x + noise for two counts differing by one lands on the same grid
+    arr = snap_release(np.array([1.49, 2.51, -0.2]), 10.0)
+    assert arr.tolist() == [1.0, 3.0, -0.0]
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            snap_release(1.0, bad)
+
+
+def test_every_released_noisy_scalar_of_a_guarded_run_is_on_its_grid():
+    """The guard's and the checkpoint test's noisy gains as the run records them are snapped
+    (std 20 / sqrt(m) >= 4 here: integers), whatever the noise source."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features import get_features
+
+    sp = make_split(get_features("digits", "pixels"), SplitSpec(public_per_class=5, seed=0))
+    m = make_method("adamix", target_epsilon=3.0).fit(sp)
+    seen = [v for h in m.history_ for k, v in h.extra.items() if k.endswith("noisy_gain")]
+    assert seen and all(float(v).is_integer() for v in seen)
 
 
 @dataclasses.dataclass(frozen=True)

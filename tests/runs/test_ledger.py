@@ -274,3 +274,36 @@ def test_sweep_file_cap_is_applied_before_the_grid_and_refuses_it(tmp_path, caps
     err = capsys.readouterr().err
     assert rc == 2 and "cap set from the configuration file: ε = 0.5" in err and "budget_cap" in err
     assert L.get_cap(st, L.dataset_key("digits")).epsilon == 0.5 and st.list_runs() == []
+
+
+def test_a_failed_run_that_wrote_step_records_is_charged(tmp_path, digits_features, monkeypatch):
+    """A private run that fails after its steps were stored has released them (test error per
+    step, noisy counts): the ledger charges it at max(target ε, the largest ε its records state);
+    a failed run without a record is not charged."""
+    import mixdp_core.evaluation.report as report
+
+    st = RunStore(tmp_path)
+
+    def boom(*a, **k):
+        raise RuntimeError("evaluation failed")
+
+    monkeypatch.setattr(report, "evaluate", boom)  # fails after the fit: its steps are in the store
+    with pytest.raises(RuntimeError):
+        execute(_cfg("ngd", 0.5), store=st, features=digits_features)
+    rec = st.list_runs()[0]
+    assert rec.status == "failed" and rec.metrics["n_step_records"] > 0
+    steps_eps = max(s["epsilon_spent"] for s in st.steps(rec.run_id))
+    assert rec.metrics["epsilon_released"] == pytest.approx(steps_eps) and 0 < steps_eps <= 0.5
+    s = L.dataset_ledger(st, L.dataset_key("digits"))
+    assert [r.run_id for r in s.runs] == [rec.run_id]
+    assert s.runs[0].epsilon == pytest.approx(0.5) and L.FLAG_FAILED in s.runs[0].flags
+    assert s.epsilon_basic == pytest.approx(0.5) and s.epsilon_tight == pytest.approx(0.5)
+    # a record stating more than the target (a run that broke its plan) is charged that
+    _record(st, "ngd", eps=1.0, status="failed", n_step_records=3, epsilon_released=1.7)
+    _record(st, "ngd", eps=2.0, status="failed", n_step_records=0)  # released nothing
+    s2 = L.dataset_ledger(st, L.dataset_key("synthetic", dataset_kwargs={"classes": 4.0}))
+    assert [r.epsilon for r in s2.runs] == [pytest.approx(1.7)]
+    # the cap counts it
+    L.set_cap(st, L.dataset_key("digits"), 0.8)
+    with pytest.raises(BudgetError):
+        L.check_cap(st, _cfg("ngd", 0.5, seed=3))

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import accounting
 from ...errors import DataError
-from ...randomness import noise_rng, snap_count
+from ...randomness import noise_rng, snap_count, snap_release
 from .._linear import (error_rate, fit_logistic, fit_public, l2_normalize, logit_margins, loo_margin_scale,
                        loo_public_logits, public_ridge, row_norms, softmax_residual)
 from ..base import METHODS, OnStep, StepRecord
@@ -412,7 +412,7 @@ class NoisyGDMethod(LinearHead):
         start_right = Z0.argmax(1) == y
         gains = np.array([_paired_count(Z0 + t * dZ, y, start_right) for t in factors])
         rng = noise_rng(self.config.noise, self.config.seed, 0x6A4D)
-        noisy = gains + sd * rng.standard_normal(K)
+        noisy = snap_release(gains + sd * rng.standard_normal(K), sd)  # Mironov: no float support leak
         j = int(np.argmax(noisy))
         t = factors[j]
         self.guard_path_factor_ = float(t)
@@ -535,7 +535,9 @@ class NoisyGDMethod(LinearHead):
         gain = _paired_count(Z_new, y, (X @ W_base).argmax(1) == y,
                              weights=getattr(self, "_guard_weights", None), margin_min=margin_min)
         rng = noise_rng(cfg.noise, cfg.seed, stream)
-        return gain + (cfg.noise_multiplier if sigma is None else sigma) * float(rng.standard_normal())
+        sd = cfg.noise_multiplier if sigma is None else sigma
+        # the release is the snapped value (randomness.snap_release); every decision reads it
+        return snap_release(gain + sd * float(rng.standard_normal()), sd)
 
     def _checkpoint_test(self, problem: NoisyGDProblem, W_final: np.ndarray, W_early: np.ndarray, *,
                          early_step: int, step: int, total: int) -> tuple[np.ndarray, StepRecord]:
@@ -800,6 +802,8 @@ class NoisyGDMethod(LinearHead):
         self.checkpoint_kept_early_ = None
         T = int(run.steps_)
         self.steps_ = T
+        # owner's view only: Bin(N, guard_holdout) of the exact private count, not a DP release
+        # (kept off the report and the public step record; runs.owner_view lists the extra key)
         self.guard_holdout_rows_ = int(hold.sum())
         # pDP: training rows as the run accounted them; a held-out row is charged the whole guard
         # part (mu_t, the worst case of its branch), or nothing when the guard never ran.
@@ -821,14 +825,15 @@ class NoisyGDMethod(LinearHead):
         Xh = self.feature_map_(split.X_private[hold])
         yh = np.asarray(split.y_private)[hold]
         C = split.n_classes
-        hist = np.bincount(yh, minlength=C).astype(np.float64) + rng.normal(0.0, sigma_g, size=C)
+        hist = snap_release(np.bincount(yh, minlength=C).astype(np.float64) + rng.normal(0.0, sigma_g, size=C),
+                            sigma_g)
         guard_release = accounting.GaussianMechanism(noise_multiplier=sigma_g)  # sensitivity 1 (one bin, by 1)
         ledger.release(guard_release, what="guard part: class histogram", branch="guard part")
         m = max(1.0, 3.0 * sigma_g)
         w = 1.0 / np.maximum(hist, m)
         W_start = run.W_start_
         d = ((Xh @ run.W_).argmax(1) == yh).astype(np.float64) - ((Xh @ W_start).argmax(1) == yh)
-        gain = float(np.sum(w[yh] * d)) + rng.normal(0.0, sigma_g / m)
+        gain = snap_release(float(np.sum(w[yh] * d)) + rng.normal(0.0, sigma_g / m), sigma_g / m)
         # sensitivity 1/m, noise std sigma_g/m: noise multiplier sigma_g
         ledger.release(guard_release, what="guard part: weighted paired gain", branch="guard part")
         keep = gain > GUARD_Z * sigma_g / m
@@ -844,8 +849,8 @@ class NoisyGDMethod(LinearHead):
             on_step(rec)
         rep = ledger.report()
         self.privacy_ = dataclasses.replace(
-            rep, mechanism=rep.mechanism + f" [public-start guard on {int(hold.sum())} held-out private rows, "
-                                           "class-balanced, parallel to training: no extra ε]")
+            rep, mechanism=rep.mechanism + f" [public-start guard on a held-out share {cfg.guard_holdout:g} of the "
+                                           "private rows, class-balanced, parallel to training: no extra ε]")
         return self
 
     def _selection_plan(self) -> tuple[int, float]:
@@ -915,7 +920,7 @@ class NoisyGDMethod(LinearHead):
                     f"a tuning repetition released {rep_ledger.event().describe()}, not the planned "
                     f"{selection.base.describe()}")
             correct = float(np.sum((Xv @ run.W_).argmax(1) == yv)) if len(yv) else 0.0
-            score = correct + rng.normal(0.0, 1.0 / mu_run)
+            score = snap_release(correct + rng.normal(0.0, 1.0 / mu_run), 1.0 / mu_run)
             if best is None or score > best[0]:
                 best = (score, z, mult, run)
         # Papernot & Steinke's theorem covers releasing the best repetition (its output and
@@ -1060,6 +1065,13 @@ class NoisyGDMethod(LinearHead):
         # releases of the whole run: the count, every candidate's gradient steps, the guard (= T
         # without optimistic tuning)
         total_releases = n_count + T_grad * len(candidates) + n_check + n_guard
+        if len(candidates) > 1:
+            # optimistic_tuning (leaks_private: it selects by test error) runs every candidate on
+            # the same rows, and its report composes all of them: the plan, declared here before
+            # any gradient release, is that composition, above target_epsilon by design (the
+            # option's privacy_note), so verify_privacy checks the run against it, not the target.
+            ledger.plan = accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=total_releases)
+            ledger.budget_epsilon = float(accounting.epsilon(ledger.plan, delta=cfg.target_delta))
         head: list[StepRecord] = []
         stop_now = False
         if n_count:

@@ -19,11 +19,12 @@ Dataset size (DP-SGD variants). Under add/remove-one the private count N is itse
 so q = B/N and T = ⌈epochs/q⌉ must not be computed from the exact N unaccounted.
 ``dataset_size`` selects how N enters:
 
-* ``"noisy_count"`` (default): N̂ = N + N(0, σ_c²) (sensitivity 1), with σ_c = 1/(√share · μ*)
-  where μ* is the GDP budget of (ε, δ) and share = ``count_budget_share``; q = min(1, B/N̂),
-  T = ⌈epochs/q⌉, and the gradient sums are normalised by q·N̂. The count's Gaussian
-  mechanism is *composed* with the DP-SGD steps in the accounted event, and σ is calibrated
-  for that composition.
+* ``"noisy_count"`` (default): N̂ = N + Z, Z two-sided geometric (L1 sensitivity 1 under
+  add/remove; pure ε_c-DP with ε_c = ``count_budget_share`` · ε;
+  :mod:`mixdp_core.methods._private_count`), released first; q = min(1, B/N̂), T = ⌈epochs/q⌉,
+  and the gradient sums are normalised by q·N̂. σ of the steps is calibrated to (ε − ε_c, δ)
+  for whatever count came out, and the reported ε adds ε_c (basic composition, which holds
+  for a mechanism chosen from an earlier output: ``AdaptiveComposition``).
 * ``"public_bound"``: N is replaced by ``size_bound``, a public upper bound given by the user
   (nothing about the data is read); T is then known before the run and checked in
   ``preflight``.
@@ -51,7 +52,7 @@ import numpy as np
 from .._observe import notify_release
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
-from ...randomness import noise_rng
+from ...randomness import noise_rng, snap_release
 from .._private_count import PrivateCountConfig, check_bound, resolve_private_count
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import largest_param
@@ -212,7 +213,7 @@ class _LinearHead(PrototypeFamilyMethod):
             V = 0.9 * V + G
             W = W - cfg.lr * V
             if self.adaptive:
-                b_bar = (unclipped + rng.normal(0.0, sigma_b)) / (q * n_used)
+                b_bar = snap_release(unclipped + rng.normal(0.0, sigma_b), sigma_b) / (q * n_used)
                 # Post-processing of the released noisy fraction. A tiny Poisson batch makes that
                 # fraction very noisy (n_used small), and an unbounded geometric update then
                 # underflowed Z to 0 (division by zero at the next step, found on digits): the

@@ -53,7 +53,7 @@ def _display(v: Variant) -> str:
         specs = {sp.name: sp for sp in describe(METHODS.get(v.method).config_cls)}
     except Exception:  # noqa: BLE001 - a method without declared config: no label to add
         return label
-    leaky = [k for k, val in dict(v.params).items() if val and k in specs and specs[k].leaks_private]
+    leaky = [k for k, val in dict(v.params).items() if k in specs and specs[k].leaks_for(val)]
     return label + (f" — test-tuned ({', '.join(leaky)}: leaks private/test data, ε not a guarantee)"
                     if leaky else "")
 

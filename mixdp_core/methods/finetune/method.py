@@ -407,7 +407,17 @@ class SparseFinetune(Method):
         N = len(Xpriv)
         if N == 0:
             raise DataError("private_images: no private samples")
-        C = int(n_classes) if n_classes is not None else int(ypriv.max()) + 1
+        # The class count is public: given, or read off the public labels. Never off the private
+        # labels (max + 1 would be an unaccounted, data-dependent output shape).
+        if n_classes is not None:
+            C = int(n_classes)
+        elif public_labels is not None and len(public_labels):
+            C = int(np.max(np.asarray(public_labels))) + 1
+        elif getattr(getattr(pretrained.model, "classifier", None), "out_features", None):
+            C = int(pretrained.model.classifier.out_features)  # the public network's label set
+        else:
+            raise ConfigError("n_classes", "give the number of classes (or public_labels): it must not be read "
+                                           "off the private labels")
         if int(ypriv.max()) >= C:
             raise DataError(f"private_labels: labels must lie in [0, {C - 1}]")
         Xtest = ytest = None

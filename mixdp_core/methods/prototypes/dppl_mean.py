@@ -288,9 +288,13 @@ class DPPLMean(PrototypeFamilyMethod):
         y = np.asarray(split.y_private)
         C, d = split.n_classes, X.shape[1]
         groups = [X[y == c] for c in range(C)]
-        for c, g in enumerate(groups):
-            if len(g) == 0:
-                raise DataError(f"y_private: class {c} has no private samples")
+        if cfg.neighbouring == "replace":  # class sizes are public under replace-one: say so
+            for c, g in enumerate(groups):
+                if len(g) == 0:
+                    raise DataError(f"y_private: class {c} has no private samples (neighbouring='replace' "
+                                    "needs every class present)")
+        # add/remove: an empty class runs like any other (its noisy sum is pure noise over the
+        # noisy count): failing on it would reveal, unaccounted, that no private row has the label
         ledger = acc.RunLedger(budget_epsilon=cfg.target_epsilon, delta=delta, plan=self._event(rho))
         self.ledger_ = ledger
         sigmas = self._sigmas(rho)  # noise multipliers: the count's (if any), then each step's

@@ -392,3 +392,12 @@ def test_layer_stats_give_kept_shares_from_the_mask_and_the_noise_to_gradient_ra
     big = max((r for r in full.layer_stats_ if r["gradient_norm_rms"]), key=lambda r: r["trainable"])
     # the paper's point: training every parameter puts the largest tensors deep in noise
     assert big["noise_to_gradient"] > 3 * full.layer_stats_[-2]["noise_to_gradient"] > 0
+
+
+def test_class_count_comes_from_public_information_never_the_private_labels(digits, pretrained):
+    """Private labels of classes 0-2 only: the model still has the public network's classes
+    (max + 1 of the private labels would be an unaccounted output shape)."""
+    keep = digits["ypriv"] < 3
+    m = SparseFinetune(**{**FAST, "target_epsilon": 1.0, "params": "cls", "epochs": 1}).fit_images(
+        None, None, digits["Xpriv"][keep], digits["ypriv"][keep], pretrained=pretrained)
+    assert len(m.classes_) == pretrained.model.classifier.out_features > 3

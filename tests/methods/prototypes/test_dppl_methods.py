@@ -269,3 +269,20 @@ def test_topk_with_k_1_is_exactly_dppl_public():
     assert calibrate_em_epsilon(target_epsilon=1.0, target_delta=1e-5, monotone=True,
                                 calibration=a.config.calibration) == calibrate_em_epsilon(
         target_epsilon=1.0, target_delta=1e-5, monotone=b.monotone, calibration=b.config.calibration)
+
+
+def test_dppl_mean_runs_on_an_empty_private_class_under_add_remove(digits_split):
+    """Add/remove neighbours: a class with no private row must not make the run fail (the failure
+    would reveal, unaccounted, that no private row carries the label); its prototype is noise
+    over the noisy count, the report is the planned one. Replace-one (class sizes public) refuses."""
+    import dataclasses
+
+    keep = digits_split.y_private != 3
+    sp = dataclasses.replace(digits_split, X_private=digits_split.X_private[keep],
+                             y_private=digits_split.y_private[keep])
+    full = make_method("dppl_mean", target_epsilon=1.0, noise="reproducible").fit(digits_split)
+    m = make_method("dppl_mean", target_epsilon=1.0, noise="reproducible").fit(sp)
+    assert m.privacy_.epsilon == pytest.approx(full.privacy_.epsilon, rel=1e-12)
+    assert np.all(np.isfinite(m.prototypes_)) and m.prototypes_.shape == full.prototypes_.shape
+    with pytest.raises(DataError, match="class 3"):
+        make_method("dppl_mean", target_epsilon=1.0, neighbouring="replace").fit(sp)

@@ -238,6 +238,8 @@ def run_episodes(method_factory: Callable[..., Any], features: np.ndarray, label
             kw["public_pool"] = public_pool if public_pool is not None else split.X_public
         t0 = time.perf_counter()
         method.fit(split, **kw)
+        if hasattr(method, "verify_privacy"):
+            method.verify_privacy()  # releases fit the plan and privacy_ is the ledger's (as the runner checks)
         secs.append(time.perf_counter() - t0)
         acc.append(float(np.mean(np.asarray(method.predict(split.X_test)) == split.y_test)))
         pr = getattr(method, "privacy_", None)

@@ -110,3 +110,20 @@ def test_run_episodes_fits_on_the_support_and_scores_the_query(digits_features):
     assert all(0 < e <= 2.0 + 1e-9 for e in dp.epsilons) and np.all((0 <= dp.accuracies) & (dp.accuracies <= 1))
     with pytest.raises(DataError, match="public"):  # needs public rows: none given
         run_episodes(functools.partial(make_method, "only_public"), X, y, **dict(kw, public=None))
+
+
+def test_run_episodes_checks_every_fit_against_its_ledger(digits_features, monkeypatch):
+    """An episode whose releases do not fit the plan is never reported (the runner's check)."""
+    from mixdp_core.accounting import PlanExceededError
+    from mixdp_core.methods import METHODS, make_method
+
+    fs = digits_features
+    X, y = np.concatenate([fs.X_train, fs.X_test]), np.concatenate([fs.y_train, fs.y_test])
+
+    def broken(self):
+        raise PlanExceededError("released more than planned")
+
+    monkeypatch.setattr(METHODS.get("dppl_public"), "verify_privacy", broken)
+    with pytest.raises(PlanExceededError):
+        run_episodes(functools.partial(make_method, "dppl_public"), X, y, epsilon=2.0, n_way=5, k_shot=5,
+                     n_query=4, n_episodes=2, seed=0, public=(fs.X_train[:50], fs.y_train[:50]))

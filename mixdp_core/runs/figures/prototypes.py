@@ -127,6 +127,7 @@ def _proto_train(item: tuple[str, float, int, float], shared: Mapping[str, Any])
     m = make_method(method, target_epsilon=eps, target_delta=cfg["delta"], seed=seed, **kw)
     pool = np.concatenate([split.X_public, unlabelled]).astype(np.float32)
     m.fit(split, public_pool=pool) if method.startswith("dppl_public") else m.fit(split)
+    m.verify_privacy()  # releases fit the plan and privacy_ is the ledger's (as the runner checks)
     pred = m.predict(split.X_test)
     pr = m.privacy_
     return {"label": label, "ir": ir, "seed": seed, "target_epsilon": eps,

@@ -111,6 +111,7 @@ def _sft_train(item: tuple[str, float, int], shared: Mapping[str, Any]) -> dict[
     d, cfg = shared["data"], shared["config"]
     m = SparseFinetune(**{**cfg, "params": mode, "target_epsilon": eps, "seed": seed, "mask": mask})
     m.fit_images(None, None, d["Xpriv"], d["ypriv"], d["Xtest"], d["ytest"], pretrained=shared["pretrained"])
+    m.verify_privacy()  # releases fit the plan and privacy_ is the ledger's (as the runner checks)
     return dict(mode=mode, target_epsilon=eps, seed=seed, accuracy=float((m.predict(d["Xtest"]) == d["ytest"]).mean()),
                 epsilon=float(m.privacy_.epsilon), accountant=m.privacy_.accountant,
                 noise_multiplier=float(m.noise_multiplier_), trainable=int(m.n_trainable_), params=int(m.n_params_),

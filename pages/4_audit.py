@@ -45,6 +45,7 @@ st.caption("Owner only: the attacks read the private rows and who is a member, s
            "ROC, empirical ε) are the data owner's diagnostics, not covered by the run's ε. "
            "Audits are not charged to the data set's budget; do not publish their results.")
 from mixdp_core.runs.audits import AuditStore  # noqa: E402
+from mixdp_core.evaluation.audit import MAX_CANARIES  # noqa: E402  (the audit size bound, one declaration)
 
 audits = AuditStore(store)
 with st.form("audit_form", enter_to_submit=False):  # starts only by its button: an audit trains on private data
@@ -52,7 +53,7 @@ with st.form("audit_form", enter_to_submit=False):  # starts only by its button:
     attack = c1.selectbox("Attack", list(ATTACK_LABELS), format_func=ATTACK_LABELS.get, key="audit_attack")
     K = c2.number_input("Reference models (LiRA/RMIA)", 2, 64, 8, key="audit_k")
     trials = c3.number_input("Trials (canary audits)", 4, 20000, 1000, key="audit_trials")
-    canaries = c4.number_input("Canaries per training", 10, 5000, 1000, key="audit_canaries")
+    canaries = c4.number_input("Canaries per training", 10, MAX_CANARIES, 1000, key="audit_canaries")
     go = st.form_submit_button("Run audit")
 if go:
     ok, why = attack_available(rec, attack)

@@ -31,10 +31,9 @@ from ._common import Progress, fail, number, one_line_errors, pairs
 ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run", "seed-replay")
 
 
-#: Attacks that take ``--trials``, and the most trials one audit may ask for (each trial is a
-#: training or a canary: a billion would never finish and held 7 GB before this bound).
+#: Attacks that take ``--trials`` (the most trials one audit may ask for, and the bounds on
+#: ``--reference-models`` and ``--canaries``: :func:`mixdp_core.evaluation.audit.check_audit_size`).
 TRIAL_ATTACKS = ("canary", "canary-whitebox", "seed-replay")
-MAX_TRIALS = 100_000
 
 #: ``--executor`` values: in-process, or the sweep engine's backends.
 AUDIT_EXECUTORS = ("sequential", "local", "ray")
@@ -52,8 +51,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--delta", default="1e-5", help="target δ in (0, 1), default 1e-5")
     a("--seed", default="0", help="seed of the split, the trainings and the audit's coins, default 0")
     a("--attack", default="loss", help=f"one of {', '.join(ATTACK_CHOICES)}; default loss")
-    a("--reference-models", default="16", help="K reference models (lira, rmia), default 16")
-    a("--canaries", default="1000", help="canaries per training (canary-whitebox, one-run), default 1000")
+    from ..evaluation.audit import MAX_CANARIES, MAX_REFERENCE_MODELS
+
+    a("--reference-models", default="16",
+      help=f"K reference models (lira, rmia), an integer in [2, {MAX_REFERENCE_MODELS}]; default 16")
+    a("--canaries", default="1000", help="canaries per training (canary-whitebox, one-run), an integer in "
+                                         f"[10, {MAX_CANARIES:,}]; default 1000")
     a("--trials", default=None, help="independent trials (canary: trainings, default 100; "
                                      "canary-whitebox: canaries in all, default 1000; seed-replay: trials of "
                                      "two trainings each, default enough to refute the target ε, at most 400)")
@@ -84,15 +87,12 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("attack", f"must be one of {', '.join(ATTACK_CHOICES)}, got {args.attack!r}")
         if args.executor not in AUDIT_EXECUTORS:
             raise ConfigError("executor", f"must be one of {', '.join(AUDIT_EXECUTORS)}, got {args.executor!r}")
-        K = number("reference_models", args.reference_models, int, "an integer >= 2")
-        if K < 2:
-            raise ConfigError("reference_models", f"must be an integer >= 2, got {args.reference_models!r}")
-        canaries = number("canaries", args.canaries, int, "an integer >= 10")
-        if canaries < 10:
-            raise ConfigError("canaries", f"must be an integer >= 10, got {args.canaries!r}")
+        from ..evaluation.audit import MAX_CANARIES, MAX_REFERENCE_MODELS, MAX_TRIALS, check_audit_size
+
+        K = number("reference_models", args.reference_models, int, f"an integer in [2, {MAX_REFERENCE_MODELS}]")
+        canaries = number("canaries", args.canaries, int, f"an integer in [10, {MAX_CANARIES:,}]")
         trials = number("trials", args.trials, int, f"an integer in [4, {MAX_TRIALS:,}]")
-        if trials is not None and not 4 <= trials <= MAX_TRIALS:
-            raise ConfigError("trials", f"must be an integer in [4, {MAX_TRIALS:,}], got {args.trials!r}")
+        check_audit_size(reference_models=K, canaries=canaries, trials=trials)
         if trials is not None and args.attack not in TRIAL_ATTACKS:
             raise ConfigError("trials", f"not used by --attack {args.attack}; it sets the trials of "
                                         f"{', '.join(TRIAL_ATTACKS)}")

@@ -53,7 +53,11 @@ def test_old_store_gains_the_audit_table_and_stays_readable(tmp_path):
 @pytest.mark.parametrize("argv,needle", [
     (["audit", "--attack", "lirra"], "attack: must be one of"),
     (["audit", "--method", "dp_ls", "--attack", "canary-whitebox"], "canary-whitebox needs a NoisyGD-family"),
-    (["audit", "--reference-models", "1"], "reference_models: must be an integer >= 2"),
+    (["audit", "--reference-models", "1"], "reference_models: must be an integer in [2, 256]"),
+    # sizes bounded before any allocation (a billion canaries held 16 GB, then crashed)
+    (["audit", "--attack", "one-run", "--canaries", "1000000000"], "canaries: must be an integer in [10, 5,000]"),
+    (["audit", "--attack", "lira", "--reference-models", "5000"], "reference_models: must be an integer in [2, 256]"),
+    (["audit", "--attack", "canary", "--trials", "1000000000"], "trials: must be an integer in [4, 100,000]"),
 ])
 def test_bad_arguments_one_line(argv, needle, capsys):
     assert main(argv) == 2
@@ -89,3 +93,14 @@ def test_audit_executor_must_be_known(capsys):
     rc = main(["audit", "--executor", "threads", "--no-progress", "--no-store"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "executor" in err and "sequential, local, ray" in err and len(err.splitlines()) == 1
+
+
+def test_run_audit_bounds_its_size_before_touching_the_data():
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.evaluation.audit import run_audit
+
+    for kw, field in (({"reference_models": 10**6}, "reference_models"), ({"canaries": 9}, "canaries"),
+                      ({"trials": 10**9}, "trials"), ({"canaries": 1.5}, "canaries")):
+        with pytest.raises(ConfigError) as ei:
+            run_audit(None, "fully_private", attack="lira", **kw)  # None: the split is never read
+        assert ei.value.field == field

@@ -133,6 +133,29 @@ AUDIT_NOTE = ("Owner-only diagnostic: the attack's scores, AUC, TPRs and empiric
               "epsilon; do not publish them.")
 
 
+#: Bounds on an audit's size, checked before any training (every entry point: CLI, app, library).
+#: Each reference model (LiRA / RMIA) is one training. The one-run / white-box canary design holds
+#: an M x (D + M) float64 matrix for M canaries: 5,000 is 200 MB at D = 0, 100,000 would be 80 GB.
+#: A trial is a training (canary, seed-replay) or a canary (white-box).
+MAX_REFERENCE_MODELS = 256
+MAX_CANARIES = 5_000
+MAX_TRIALS = 100_000
+
+
+def check_audit_size(*, reference_models: Any = 16, canaries: Any = 1000, trials: Any = None) -> None:
+    """Raise ``ConfigError`` naming the field and its range unless every size is an integer in
+    its range: ``reference_models`` in [2, MAX_REFERENCE_MODELS], ``canaries`` in [10,
+    MAX_CANARIES], ``trials`` ``None`` or in [4, MAX_TRIALS]."""
+    from ...errors import ConfigError
+
+    for name, v, lo, hi in (("reference_models", reference_models, 2, MAX_REFERENCE_MODELS),
+                            ("canaries", canaries, 10, MAX_CANARIES), ("trials", trials, 4, MAX_TRIALS)):
+        if v is None and name == "trials":
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
+            raise ConfigError(name, f"must be an integer in [{lo}, {hi:,}], got {v!r}")
+
+
 def _params(method: Any, epsilon: float, delta: float, seed: int, method_params: Optional[dict]) -> dict[str, Any]:
     p = dict(method_params or {})
     p.update(target_epsilon=float(epsilon), target_delta=float(delta), seed=int(seed))
@@ -172,6 +195,7 @@ def run_audit(
     """
     if attack not in ATTACKS:
         raise ValueError(f"attack: must be one of {', '.join(ATTACKS)}, got {attack!r}")
+    check_audit_size(reference_models=reference_models, canaries=canaries, trials=trials)
     t0 = time.perf_counter()
     params = _params(method, epsilon, delta, seed, method_params)
     name = method if isinstance(method, str) else getattr(method, "__name__", str(method))

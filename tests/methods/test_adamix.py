@@ -872,3 +872,19 @@ def _snapped(v, sd):
     here: the largest power of two <= min(1, sd / 4) as the grid."""
     grid = 2.0 ** np.floor(np.log2(min(1.0, sd / 4.0)))
     return np.rint(np.asarray(v, dtype=float) / grid) * grid
+
+
+def test_blas_threads_is_bounded_and_capped_at_the_cpu_count(monkeypatch, small_split):
+    import os
+
+    import threadpoolctl
+
+    from mixdp_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"blas_threads.*\[1, 1024\]"):
+        make_method("adamix", blas_threads=100_000)
+    seen = []
+    real = threadpoolctl.threadpool_limits
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda n: seen.append(n) or real(n))
+    make_method("ngd", target_epsilon=1.0, blas_threads=1000).fit(small_split)
+    assert seen == [os.cpu_count()]

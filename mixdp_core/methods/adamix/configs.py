@@ -260,10 +260,11 @@ class NoisyGDConfig(PrivacyConfig):
                                    "vs 58 with the geometric γ = 0.2).")
     tuning_val_fraction: float = param(0.2, type=float, range=_UNIT_OPEN,
                                        help="Share of the private rows held out to score honest-tuning candidates.")
-    blas_threads: Optional[int] = param(1, type=int, range=Interval(1, None), optional=True,
+    blas_threads: Optional[int] = param(1, type=int, range=Interval(1, 1024), optional=True,
                                         none_means="the process setting",
-                                        help="BLAS threads during fit (restored afterwards); None leaves the "
-                                             "process setting (benchmarks/train.py measures the best count).")
+                                        help="BLAS threads during fit (restored afterwards; at most the machine's "
+                                             "CPU count are used); None leaves the process setting "
+                                             "(benchmarks/train.py measures the best count).")
     trust_region: bool = param(True, type=bool, help=_TRUST_REGION_HELP)
     init_scale: str = param(
         "release_capped", choices=("release_capped", "class_scaled", "signal_share", "noise", "grow_only",

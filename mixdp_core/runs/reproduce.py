@@ -87,6 +87,44 @@ def writable_dir(path: str | Path, *, field: str = "out") -> Path:
     return p
 
 
+def _is_number(v: Any) -> bool:
+    import math
+
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def check_param(key: str, value: Any, default: Any) -> None:
+    """Refuse a figure parameter whose type is not its default's (one line naming it), before
+    anything runs: a number (finite) where the default is one, ``true``/``false`` for a switch,
+    a list of finite numbers where the default lists numbers, a list (of names or tables) where
+    it lists names, a table for a table, a name or a list of names for a name. ``None``
+    defaults take anything (the figure checks them). Ranges are the figure's and the runs' own
+    checks (a bad value stops the figure, exit 2; only a budget no run can meet is skipped)."""
+    want = None
+    if default is None:
+        return
+    if isinstance(default, bool):
+        ok, want = isinstance(value, bool), "true or false"
+    elif isinstance(default, (int, float)):
+        ok, want = _is_number(value), "a finite number"
+    elif isinstance(default, list):
+        if default and all(_is_number(d) for d in default):
+            ok, want = isinstance(value, list) and bool(value) and all(_is_number(v) for v in value), \
+                "a non-empty JSON list of finite numbers, e.g. [1, 3]"
+        else:
+            ok, want = isinstance(value, list) and bool(value) and all(isinstance(v, (str, dict)) for v in value), \
+                'a non-empty JSON list of names, e.g. ["adamix", "ngd"]'
+    elif isinstance(default, dict):
+        ok, want = isinstance(value, dict), "a JSON table, e.g. {\"noise_multiplier\": 20}"
+    elif isinstance(default, str):
+        ok = isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        want = "a name or a JSON list of names"
+    else:
+        return
+    if not ok:
+        raise ConfigError(key, f"must be {want}, got {value!r}"[:300])
+
+
 def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | None = None,
               command: str | None = None, stem: str | None = None, section: str | None = None,
               doc: str | None = None, **ctx_kw: Any) -> dict[str, Path]:
@@ -115,6 +153,8 @@ def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | Non
     extra = sorted(set(params or {}) - set(fig_def.defaults) - {"delta"})
     if extra:
         raise ConfigError(extra[0], f"not a parameter of figure {name!r}; allowed: {', '.join(fig_def.defaults)}")
+    for k, v in dict(params or {}).items():  # types before anything runs (a malformed --set was a traceback)
+        check_param(k, v, fig_def.defaults.get(k, 1e-5 if k == "delta" else None))
     stem = stem or name
     if not stem.replace("_", "").replace("-", "").replace(".", "").isalnum() or stem.startswith("."):
         raise ConfigError("stem", f"must be a file name of letters, digits, '_', '-', '.', got {stem!r}")

@@ -159,7 +159,16 @@ def test_cli_reproduce_list_and_errors(env, capsys, monkeypatch):
                         (["reproduce", "adamix_epsilon", "--epsilons", "a"], "epsilons"),
                         (["reproduce", "boost_vs_shots", "--epsilons", "1"], "epsilons"),
                         (["reproduce", "sparse_finetune", "--dataset", "cifar10"], "dataset"),
-                        (["reproduce", "adamix_epsilon", "--backend", "x"], "backend")):
+                        (["reproduce", "adamix_epsilon", "--backend", "x"], "backend"),
+                        # malformed or non-finite values: refused before anything runs or is written
+                        (["reproduce", "adamix_epsilon", "--set", "epsilons=[1,"], "epsilons"),
+                        (["reproduce", "adamix_epsilon", "--set", "detail_epsilon=NaN"], "detail_epsilon"),
+                        (["reproduce", "adamix_epsilon", "--set", "variants=3"], "variants"),
+                        (["reproduce", "episodes", "--set", "episodes=1000000000"], "episodes"),
+                        # a bad value stops the figure (it was skipped, exit 0, with an empty table)
+                        (["reproduce", "adamix_epsilon", "--set", "public_per_class=0"], "public_per_class"),
+                        (["reproduce", "adamix_epsilon", "--set", "seeds=[-1]"], "seed"),
+                        (["reproduce", "adamix_epsilon", "--dataset", "nope"], "dataset")):
         assert main(argv + ["--store", str(env / "s"), "--no-progress"]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and err.startswith(f"mixdp reproduce: error: {field}"), err
@@ -455,7 +464,7 @@ def test_episodes_default_covers_every_feature_method(env):
     for params, match in (({"n_way": 11}, "need 11 classes with at least 5 samples each; 10 of 10"),
                           ({"methods": ["nope"]}, "methods: unknown method 'nope'"),
                           ({"methods": ["zero_shot"]}, "methods: 'zero_shot' needs CLIP text embeddings"),
-                          ({"shots": []}, "shots: must be a non-empty list"),
+                          ({"shots": []}, "shots: must be a non-empty (JSON )?list"),
                           ({"epsilon": 0}, "epsilon: must be a number > 0"),
                           ({"public_per_class": 500}, "public_per_class: some class has fewer than 500")):
         with pytest.raises((ConfigError, DataError), match=match):

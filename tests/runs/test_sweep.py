@@ -209,6 +209,7 @@ def test_cli_sweep_json_lines_then_reused(env, capsys):
     (["--ray-address", "auto"], "ray_address"),
     (["--config", "/nonexistent.toml"], "config"),
     (["--resume", "sw-nope"], "resume"),
+    (["--param", "clip_percentil=50"], "clip_percentil"),  # a misspelt key was dropped silently
 ])
 def test_cli_sweep_bad_arguments_one_line(env, capsys, extra, field):
     from mixdp_core.cli import main
@@ -325,3 +326,10 @@ def test_workers_die_with_their_driver(tmp_path):
     for pid in survivors:  # this test's own orphans, so that a failure leaves nothing behind
         os.kill(pid, signal.SIGKILL)
     assert not survivors, [(_state(p), p) for p in survivors]
+
+
+def test_a_repeated_axis_value_is_one_grid_point():
+    from mixdp_core.runs.sweep import SweepSpec
+
+    s = SweepSpec(dataset="digits", methods=("ngd",), epsilons=(1, 1.0, 1), seeds=(0, 0))
+    assert s.epsilons == (1.0,) and s.seeds == (0,) and s.n_points() == 1

@@ -54,10 +54,18 @@ PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float]]] = {
 PAPER_SHOTS = (5, 20, 50)
 
 
+#: Upper bounds of the episode protocol's sizes (each episode is one fit per method and shot
+#: count: the paper runs 600; a billion never finished).
+_HIGH = {"episodes": 10_000, "n_way": 1_000, "n_query": 10_000, "shots": 10_000, "public_per_class": 10_000,
+         "seed": 2**32 - 1}
+
+
 def _int(p: Mapping[str, Any], key: str, low: int) -> int:
     v = p[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < low:
-        raise ConfigError(key, f"must be an integer >= {low}, got {v!r}")
+    high = _HIGH.get(key, 10**6)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v \
+            or not low <= v <= high:
+        raise ConfigError(key, f"must be an integer in [{low}, {high:,}], got {v!r}")
     return int(v)
 
 

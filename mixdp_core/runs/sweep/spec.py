@@ -137,9 +137,10 @@ class SweepSpec:
             vals = getattr(self, name)
             if len(vals) > MAX_AXIS_VALUES:
                 raise ConfigError(name, f"at most {MAX_AXIS_VALUES} values per axis, got {len(vals):,}")
-            object.__setattr__(self, name, tuple(
+            # a repeated value is one grid point (with --no-reuse it would spend its ε again)
+            object.__setattr__(self, name, tuple(dict.fromkeys(
                 None if (v is None and name == "private_per_class") else parse_number(name, v, kind, allowed)
-                for v in vals))
+                for v in vals)))
         if not isinstance(self.encoders, tuple) or not all(isinstance(e, str) for e in self.encoders):
             raise ConfigError("encoders", f"must be encoder names, got {self.encoders!r}"[:200])
         if len(self.methods) > MAX_AXIS_VALUES:
@@ -161,9 +162,24 @@ class SweepSpec:
             object.__setattr__(self, "budget_cap", cap.epsilon)
             object.__setattr__(self, "budget_cap_delta", cap.delta)
         n = self.n_points()
+        self._check_params_known()
         if n > max_grid_points():
             raise ConfigError("grid", f"{n:,} runs; a sweep may hold at most {max_grid_points():,} "
                                       f"(MIXDP_MAX_GRID_POINTS; split it into several sweeps)")
+
+    def _check_params_known(self) -> None:
+        """Every key of ``params`` must be a config field of at least one of the grid's methods
+        (a misspelt key used to be dropped silently while the grid ran on the defaults)."""
+        from ...methods import METHODS
+
+        fields: set[str] = set()
+        for v in self.methods:
+            fields |= {f.name for f in dataclasses.fields(METHODS.get(v.method).config_cls)}
+        unknown = sorted(set(self.params) - fields)
+        if unknown:
+            raise ConfigError(unknown[0], "not a config field of any method in the sweep "
+                                          f"({', '.join(v.method for v in self.methods)}); allowed: "
+                                          f"{', '.join(sorted(fields))}")
 
     def n_points(self) -> int:
         """Runs of the grid, counted from the axes before any config is built."""
@@ -242,9 +258,10 @@ class SweepSpec:
         """Every run of the grid, non-private reference methods first (so that the
         Performance Boost of the private runs finds them). Raises ``ConfigError`` naming the
         field of the first invalid combination, unless ``on_invalid(label, point, error)`` is
-        given: then invalid points (e.g. a target ε that the method's σ cannot reach) are
-        reported to it and left out."""
-        from ...errors import UnknownNameError
+        given: then points whose budget no run can meet (``BudgetError``: a target ε that the
+        method's σ cannot reach) are reported to it and left out; any other invalid value
+        raises."""
+        from ...errors import BudgetError, UnknownNameError
         from ...methods import METHODS
         from ..runner import RunConfig
 
@@ -277,7 +294,9 @@ class SweepSpec:
                                     except ConfigError as e:
                                         msg = e.message
                                         err = ConfigError(e.field, f"{v.label}: {msg}")
-                                        if on_invalid is None:
+                                        # only a budget no run can meet is skippable; a bad value is
+                                        # the caller's error, whoever asked
+                                        if on_invalid is None or not isinstance(e, BudgetError):
                                             raise err from None
                                         on_invalid(v.label, {"encoder": enc, "seed": seed, "public_per_class": ppc,
                                                              "imbalance_ratio": ir, "private_per_class": cap,

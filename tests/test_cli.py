@@ -27,6 +27,15 @@ def test_lists(capsys):
     (["encode", "--dataset", "digits", "--batch-size", "0"], "--batch-size: must be >= 1"),
     (["encode", "--dataset", "digits", "--dtype", "int8"], "invalid choice"),
     (["frobnicate"], "invalid choice"),
+    # encoder options typed and ranged, a device this machine lacks, before any image is read
+    (["encode", "--dataset", "digits", "--encoder", "pixels", "--encoder-arg", "image_size=abc"],
+     "image_size: must be an integer in [1, 128] or None, got 'abc'"),
+    (["encode", "--dataset", "digits", "--encoder", "pixels", "--image-size", "0"], "image_size: must be an integer"),
+    (["encode", "--dataset", "digits", "--encoder", "pixels", "--device", "nope"], "device: must be cpu, cuda"),
+    (["sweep", "--methods", "adamix,,ngd", "--dry-run"], "methods: must be a comma-separated list of names without"),
+    (["sweep", "--workers", "100000", "--dry-run"], "workers: must be an integer in [1, "),
+    (["sweep", "--max-retries", "1000000000", "--dry-run"], "max_retries: must be an integer in [0, 100]"),
+    (["sweep", "--epsilons", "1,-2", "--dry-run"], "epsilons: must be numbers, each a finite number in [0.001, 1000]"),
 ])
 def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
     try:
@@ -75,3 +84,56 @@ def test_train_text_output_says_a_feature_dataset_used_no_encoder(tmp_path, caps
     assert main(args + ["--dataset", "digits"]) == 0
     enc = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("encoder:")]
     assert enc == ["             encoder: pixels"]
+
+
+def test_device_the_machine_lacks_is_one_line(monkeypatch):
+    import torch
+
+    from mixdp_core.encoders.base import select_device
+    from mixdp_core.errors import ConfigError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="device: 'cuda' asked but torch sees no CUDA device"):
+        select_device("cuda")
+    assert select_device("CPU") == "cpu"
+
+
+def test_unreadable_folder_and_unknown_public_data_name_their_field(tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.setenv("MIXDP_HOME", str(tmp_path / "home"))
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "a" / "x.png").write_bytes(b"not read: the scan fails first")
+    (tree / "b").mkdir()
+    locked = tree / "b" / "sub"
+    locked.mkdir()
+    os.chmod(locked, 0)
+    try:
+        if os.access(locked, os.R_OK):  # root reads anything: simulate the refusal instead
+            import pathlib
+
+            real = pathlib.Path.rglob
+
+            def rglob(self, pat):
+                if self == tree / "b":
+                    raise PermissionError(13, "Permission denied", str(locked))
+                return real(self, pat)
+
+            monkeypatch.setattr(pathlib.Path, "rglob", rglob)
+        rc = main(["train", "--dataset", f"image_folder:{tree}", "--encoder", "pixels", "--json"])
+    finally:
+        os.chmod(locked, 0o700)
+    err = capsys.readouterr().err.strip()
+    assert rc in (1, 2) and len(err.splitlines()) == 1 and "root: cannot read" in err and "Permission denied" in err
+    assert main(["train", "--public-from", "nope", "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mixdp train: error: public_from: unknown dataset 'nope'") and len(err.splitlines()) == 1
+
+
+def test_budget_on_a_store_that_does_not_exist_creates_nothing(tmp_path, capsys):
+    where = tmp_path / "no" / "store"
+    assert main(["budget", "--store", str(where)]) == 0
+    assert "does not exist" in capsys.readouterr().out and not where.exists() and not (tmp_path / "no").exists()
+    assert main(["budget", "--store", str(where), "--json"]) == 0
+    assert capsys.readouterr().out == "" and not where.exists()

@@ -25,6 +25,7 @@ import json
 import sys
 from typing import Any
 
+from ..config import RUN_DELTA, RUN_EPSILON
 from ..errors import ConfigError, MixDPError, UnknownNameError
 from ._common import Progress, fail, number, one_line_errors, pairs
 
@@ -47,8 +48,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--dataset", default="digits", help="dataset spec, default digits")
     a("--encoder", default="pixels", help="feature extractor, default pixels")
     a("--method", default="fully_private", help="training method, default fully_private")
-    a("--epsilon", default="3", help="target ε > 0 the method is configured with, default 3")
-    a("--delta", default="1e-5", help="target δ in (0, 1), default 1e-5")
+    a("--epsilon", default="3", help=f"target ε the method is configured with: {RUN_EPSILON.requirement()}, "
+                                     "default 3")
+    a("--delta", default="1e-5", help=f"target δ: {RUN_DELTA.requirement()}, default 1e-5")
     a("--seed", default="0", help="seed of the split, the trainings and the audit's coins, default 0")
     a("--attack", default="loss", help=f"one of {', '.join(ATTACK_CHOICES)}; default loss")
     from ..evaluation.audit import MAX_CANARIES, MAX_REFERENCE_MODELS
@@ -105,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
         config = RunConfig(
             dataset=args.dataset, encoder=args.encoder, method=args.method,
             seed=number("seed", args.seed, int, "an integer >= 0"),
-            target_epsilon=number("epsilon", args.epsilon, float, "a number > 0"),
-            target_delta=number("delta", args.delta, float, "a number in (0, 1)"),
+            target_epsilon=number("epsilon", args.epsilon, float, RUN_EPSILON.requirement()),
+            target_delta=number("delta", args.delta, float, RUN_DELTA.requirement()),
             public_per_class=number("public_per_class", args.public_per_class, int, "an integer >= 1"),
             imbalance_ratio=number("imbalance_ratio", args.imbalance_ratio, float, "a number >= 1"),
             method_params=pairs("param", args.param), dataset_root=args.dataset_root,

@@ -117,6 +117,16 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("clear_cap", "give either --cap EPS or --clear-cap, not both")
         if cap_delta is not None and cap is None:
             raise ConfigError("delta", "only with --cap (the cap's δ); --delta-total sets the δ of the tight total")
+        from pathlib import Path
+
+        from ..runs.store import default_home
+
+        root = Path(args.store).expanduser() if args.store is not None else default_home()
+        if cap is None and not args.clear_cap and not (root / "runs.sqlite").exists():
+            # a read-only question about a store that does not exist: answer it, create nothing
+            if not args.json:
+                print(f"no runs or caps in the store {root} (it does not exist)")
+            return 0
         store = RunStore(args.store)
         key = L.find_dataset(store, args.dataset, args.dataset_root, kw) if args.dataset is not None else None
         if cap is not None:

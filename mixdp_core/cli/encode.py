@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     _check(args)
     ekw = _encoder_kwargs(args)  # --encoder-arg pairs, --weights as ``pretrained``
-    if args.image_size:
+    if args.image_size is not None:  # 0 is a value to refuse, not "omitted"
         ekw["image_size"] = args.image_size
     kwargs: dict[str, Any] = {}
     if args.max_per_class is not None:

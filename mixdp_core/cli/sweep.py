@@ -25,6 +25,7 @@ import json
 import sys
 from typing import Any
 
+from ..config import RUN_DELTA, RUN_EPSILON
 from ..errors import ConfigError, UnknownNameError
 from ._common import Progress, fail, number, number_list, one_line_errors, pairs, RESUMABLE
 
@@ -41,12 +42,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--dataset", default=None, help="dataset spec, default digits")
     a("--encoder", default=None, help="feature extractor(s), comma-separated, default pixels")
     a("--methods", default=None, help="comma-separated methods (see `mixdp methods`), default adamix")
-    a("--epsilons", default=None, help="comma-separated target ε > 0 of the private methods, default 1")
+    a("--epsilons", default=None, help="comma-separated target ε of the private methods, each "
+                                       f"{RUN_EPSILON.requirement()}; default 1")
     a("--seeds", default=None, help="comma-separated seeds (integers >= 0), default 0")
     a("--public-per-class", default=None, help="comma-separated public shots per class, default 5")
     a("--imbalance-ratio", default=None, help="comma-separated imbalance ratios >= 1, default 1")
     a("--private-per-class", default=None, help="comma-separated caps of private samples per class")
-    a("--delta", default=None, help="target δ in (0, 1), default 1e-5")
+    a("--delta", default=None, help=f"target δ: {RUN_DELTA.requirement()}, default 1e-5")
     a("--param", action="append", default=[], metavar="KEY=VALUE",
       help="method config field for every method that has it (VALUE parsed as JSON); repeatable")
     a("--dataset-root", default=None, help="dataset folder")
@@ -70,11 +72,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _csv(text: str | None) -> list[str] | None:
+def _csv(text: str | None, flag: str = "methods") -> list[str] | None:
+    """Comma-separated names; an empty item (``adamix,,ngd``) is an error naming ``flag``, not
+    silently dropped."""
     if text is None:
         return None
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    return items
+    items = [t.strip() for t in text.split(",")]
+    if any(not t for t in items) and any(items):
+        raise ConfigError(flag, f"must be a comma-separated list of names without empty items, got {text!r}")
+    return [t for t in items if t]
 
 
 def build_spec(args: argparse.Namespace):
@@ -85,13 +91,13 @@ def build_spec(args: argparse.Namespace):
     if args.dataset is not None:
         d["dataset"] = args.dataset
     for flag, key in (("encoder", "encoders"), ("methods", "methods")):
-        vals = _csv(getattr(args, flag))
+        vals = _csv(getattr(args, flag), flag)
         if vals is not None:
             if not vals:
                 raise ConfigError(flag, "must be a comma-separated list of names")
             d[key] = vals
     for flag, key, kind, allowed in (
-        ("epsilons", "epsilons", float, "numbers > 0"),
+        ("epsilons", "epsilons", float, f"numbers, each {RUN_EPSILON.requirement()}"),
         ("seeds", "seeds", int, "integers >= 0"),
         ("public_per_class", "public_per_class", int, "integers >= 1"),
         ("imbalance_ratio", "imbalance_ratios", float, "numbers >= 1"),
@@ -101,10 +107,10 @@ def build_spec(args: argparse.Namespace):
         if text is not None:
             d[key] = number_list(flag, text, kind, allowed)
     for v in d.get("epsilons", []):
-        if not v > 0 or v == float("inf"):
-            raise ConfigError("epsilons", f"must be finite numbers > 0, got {v:g}")
+        if v not in RUN_EPSILON.range:
+            raise ConfigError("epsilons", f"must be numbers, each {RUN_EPSILON.requirement()}, got {v:g}")
     if args.delta is not None:
-        d["delta"] = number("delta", args.delta, float, "a number in (0, 1)")
+        d["delta"] = number("delta", args.delta, float, RUN_DELTA.requirement())
     if args.param:
         d["params"] = {**d.get("params", {}), **pairs("param", args.param)}
     if args.dataset_arg:
@@ -126,12 +132,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.backend not in EXECUTORS:
             raise ConfigError("backend", f"must be one of {', '.join(EXECUTORS.keys())}, got {args.backend!r}")
-        workers = number("workers", args.workers, int, "an integer >= 1")
+        from ..runs.sweep.executors import MAX_RETRIES, max_local_workers
+
+        hi = max_local_workers()
+        workers = number("workers", args.workers, int, f"an integer in [1, {hi}]")
+        if workers is not None and not 1 <= workers <= hi and args.backend == "local":
+            raise ConfigError("workers", f"must be an integer in [1, {hi}] (4 per CPU this process may use), "
+                                         f"got {args.workers!r}")
         if workers is not None and workers < 1:
             raise ConfigError("workers", f"must be an integer >= 1, got {args.workers!r}")
-        retries = number("max_retries", args.max_retries, int, "an integer >= 0")
-        if retries < 0:
-            raise ConfigError("max_retries", f"must be an integer >= 0, got {args.max_retries!r}")
+        retries = number("max_retries", args.max_retries, int, f"an integer in [0, {MAX_RETRIES}]")
+        if not 0 <= retries <= MAX_RETRIES:
+            raise ConfigError("max_retries", f"must be an integer in [0, {MAX_RETRIES}], got {args.max_retries!r}")
         if args.ray_address is not None and args.backend != "ray":
             raise ConfigError("ray_address", "only with --backend ray")
         store = RunStore(args.store)

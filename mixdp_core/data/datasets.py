@@ -112,6 +112,20 @@ def _confined(f: Path, real_root: Path) -> Path:
 
 def _list_class_tree(root: Path, max_per_class: int | None,
                      real_root: Path | None = None) -> tuple[list[Path], np.ndarray, list[str]]:
+    """Files and labels of ``root/<class>/...`` (confined to the real root), first
+    ``max_per_class`` per class. An unreadable folder is a one-line ``DataError`` naming it."""
+    if max_per_class is not None and (isinstance(max_per_class, bool) or not isinstance(max_per_class, int)
+                                      or max_per_class < 1):
+        raise ConfigError("max_per_class", f"must be an integer >= 1 or None, got {max_per_class!r}")
+    try:
+        return _scan_class_tree(root, max_per_class, real_root)
+    except OSError as e:  # a folder the user may not read (e.g. /proc): say which, in one line
+        where = getattr(e, "filename", None) or str(root)
+        raise DataError(f"root: cannot read {str(where)!r} ({e.strerror or type(e).__name__})") from None
+
+
+def _scan_class_tree(root: Path, max_per_class: int | None,
+                     real_root: Path | None = None) -> tuple[list[Path], np.ndarray, list[str]]:
     real_root = Path(os.path.realpath(root)) if real_root is None else real_root
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     for c in classes:

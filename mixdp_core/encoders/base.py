@@ -15,11 +15,31 @@ from ..registry import Registry
 
 
 def select_device(preferred: str | None = None) -> str:
-    """Pick the compute device: explicit choice, else cuda -> mps -> cpu."""
+    """Pick the compute device: explicit choice, else cuda -> mps -> cpu.
+
+    Raises:
+        ConfigError: field ``device``: not ``cpu``, ``cuda``, ``cuda:N`` or ``mps``, or a device
+            torch does not see on this machine (one line, before any image is read).
+    """
+    import re
+
     import torch
 
     if preferred:
-        return preferred
+        dev = str(preferred).strip().lower()
+        if not re.fullmatch(r"cpu|mps|cuda(:[0-9]+)?", dev):
+            raise ConfigError("device", f"must be cpu, cuda, cuda:N or mps (or empty for auto), got {preferred!r}")
+        if dev.startswith("cuda"):
+            n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if n == 0:
+                raise ConfigError("device", f"{preferred!r} asked but torch sees no CUDA device; use cpu or auto")
+            if ":" in dev and int(dev.split(":")[1]) >= n:
+                raise ConfigError("device", f"{preferred!r} asked but torch sees {n} CUDA device(s): cuda:0 to "
+                                            f"cuda:{n - 1}")
+        if dev == "mps" and not (getattr(torch.backends, "mps", None) is not None
+                                 and torch.backends.mps.is_available()):
+            raise ConfigError("device", "'mps' asked but torch sees no MPS device; use cpu or auto")
+        return dev
     if torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -98,6 +118,8 @@ class Encoder(ABC):
 
     def __init__(self, pretrained: str | None = "default", device: str | None = None, batch_size: int = 64):
         self.pretrained = pretrained
+        if device:  # an impossible device fails here, in one line, not at the first forward pass
+            select_device(device)
         self.device = device
         self.batch_size = integer_option("batch_size", batch_size, "an integer >= 1")
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from ..errors import ConfigError, DataError
-from .base import ENCODERS, Encoder
+from .base import ENCODERS, Encoder, integer_option
 
 _MODES = ("per_image", "range")
 
@@ -81,7 +81,9 @@ class PixelsEncoder(Encoder):
             if not hi > lo:
                 raise ConfigError("value_range", f"must be (lo, hi) with hi > lo, got {value_range}")
             value_range = (lo, hi)
-        if image_size is not None and not 1 <= int(image_size) <= MAX_PIXEL_SIDE:
+        if image_size is not None:
+            image_size = integer_option("image_size", image_size, f"an integer in [1, {MAX_PIXEL_SIDE}] or None")
+        if image_size is not None and not 1 <= image_size <= MAX_PIXEL_SIDE:
             raise ConfigError("image_size", f"must be an integer in [1, {MAX_PIXEL_SIDE}] or None, got {image_size} "
                                             f"(features are side x side x channels numbers per image)")
         self.standardize = standardize

@@ -169,7 +169,14 @@ class RunConfig:
         from ..encoders.base import check_encoder_kwargs
 
         check_encoder_kwargs(self.encoder, self.encoder_kwargs)  # a typo fails before any row exists
-        public_source(self.dataset, self.dataset_kwargs, self.public_from)  # refuses a shift nothing uses
+        try:
+            if self.public_from is not None:  # a registered data set, before any row exists
+                from ..data.datasets import DATASETS, parse_spec
+
+                DATASETS.get(parse_spec(self.public_from)[0])
+            public_source(self.dataset, self.dataset_kwargs, self.public_from)  # refuses a shift nothing uses
+        except UnknownNameError as e:  # an unknown public data set: name the field that holds it
+            raise ConfigError.unknown_name("public_from", e) from None
         # Validates method_params against the method's config (ranges, names). No calibration
         # here: the budget is checked once, by preflight(), where a run is about to start.
         self.make_method()

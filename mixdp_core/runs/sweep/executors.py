@@ -40,6 +40,15 @@ class TaskError(MixDPError):
     ``max_retries`` times."""
 
 
+#: The most re-runs of one item whose worker died (a crash that repeats is not a lost worker).
+MAX_RETRIES = 100
+
+
+def max_local_workers() -> int:
+    """The most local worker processes one sweep may start: 4 per CPU this process may use."""
+    return 4 * default_workers()
+
+
 def default_workers() -> int:
     """CPUs this process may use (``sched_getaffinity``), at least 1."""
     try:
@@ -137,8 +146,14 @@ class LocalExecutor:
     def __init__(self, *, workers: int | None = None, max_retries: int = 2, own_session: bool | None = None,
                  **_: Any):
         self.workers = int(workers) if workers else default_workers()
-        if self.workers < 1:
-            raise ConfigError("workers", f"must be an integer >= 1, got {workers!r}")
+        hi = max_local_workers()
+        if not 1 <= self.workers <= hi:
+            # each worker is a process holding its own torch and data: beyond a few per CPU they
+            # only add memory (100,000 asked would have tried to start 100,000 processes)
+            raise ConfigError("workers", f"must be an integer in [1, {hi}] (4 per CPU this process may use), "
+                                         f"got {workers!r}")
+        if not 0 <= int(max_retries) <= MAX_RETRIES:
+            raise ConfigError("max_retries", f"must be an integer in [0, {MAX_RETRIES}], got {max_retries!r}")
         self.max_retries = int(max_retries)
         if own_session is None:
             own_session = os.environ.get("MIXDP_WORKER_SESSION", "1").strip() not in ("0", "false", "no", "")

@@ -137,3 +137,32 @@ def test_budget_on_a_store_that_does_not_exist_creates_nothing(tmp_path, capsys)
     assert "does not exist" in capsys.readouterr().out and not where.exists() and not (tmp_path / "no").exists()
     assert main(["budget", "--store", str(where), "--json"]) == 0
     assert capsys.readouterr().out == "" and not where.exists()
+
+
+def test_sigterm_marks_a_training_run_failed_at_once(tmp_path):
+    """A run killed with SIGTERM (timeout, kill) is marked failed by its own process, not left
+    'running' until the next store opens."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from mixdp_core.runs import RunStore
+
+    env = dict(os.environ, MIXDP_HOME=str(tmp_path), OMP_NUM_THREADS="1")
+    p = subprocess.Popen([sys.executable, "-m", "mixdp_core.cli", "train", "--dataset", "synthetic",
+                          "--dataset-arg", "classes=50", "--dataset-arg", "dim=512", "--dataset-arg",
+                          "train_per_class=400", "--method", "adamix", "--epsilon", "8", "--no-progress"],
+                         env=env, stderr=subprocess.PIPE, text=True)
+    db = tmp_path / "runs.sqlite"
+    t0 = time.time()
+    while time.time() - t0 < 60:  # until the run row exists
+        if db.exists() and RunStore(tmp_path, recover=False).list_runs():
+            break
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    err = p.communicate(timeout=60)[1]
+    rec = RunStore(tmp_path, recover=False).list_runs()[0]
+    assert p.returncode != 0 and "interrupted" in err
+    assert rec.status == "failed" and "SIGTERM" in (rec.error or "")

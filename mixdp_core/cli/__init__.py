@@ -51,11 +51,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = f"mixdp {args.command}"
-    try:
-        return int(args.func(args) or 0)
-    except MixDPError as e:
-        sys.stderr.write(f"{prog}: error: {e}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write(f"{prog}: interrupted\n")
-        return 130
+    with _terminate_as_interrupt():
+        try:
+            return int(args.func(args) or 0)
+        except MixDPError as e:
+            sys.stderr.write(f"{prog}: error: {e}\n")
+            return 2
+        except KeyboardInterrupt:
+            sys.stderr.write(f"{prog}: interrupted\n")
+            return 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``) delivered as an interrupt, so that every ``finally`` and
+    ``except BaseException`` runs: a run being trained is marked failed at once instead of
+    staying ``running`` until the next store opens."""
+
+
+def _terminate_as_interrupt():
+    """Context: SIGTERM raises :class:`Terminated` in the main thread while the command runs
+    (the previous handler is restored after; elsewhere, a no-op)."""
+    import contextlib
+    import signal
+    import threading
+
+    @contextlib.contextmanager
+    def ctx():
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_term(signum, frame):
+            raise Terminated("SIGTERM (the process was asked to stop)")
+
+        old = signal.signal(signal.SIGTERM, on_term)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, old)
+
+    return ctx()

@@ -93,10 +93,15 @@ class _PublicBase(PrototypeFamilyMethod):
     def _utilities(self, split: Any, public_pool: np.ndarray | None):
         cfg = self.config
         pool = load_public_pool(cfg.public_pool, split, public_pool)
-        n, d = np.shape(split.X_private)
+        d = int(np.shape(split.X_private)[1])
+        # Where and in what arithmetic the utilities run changes their rounding, so it must not
+        # depend on the private count (neighbours either side of a size threshold would get
+        # differently rounded utilities, outside the mechanism's sensitivity): the plan is
+        # sized on public quantities, the pool standing in for the private rows.
+        n_pool = int(pool.shape[0])
         _, self.utilities_precision_ = utilities_plan(cfg.device, cfg.precision,
                                                       clipping=clips(cfg.d_min, cfg.d_max),
-                                                      n_private=n, n_pool=int(pool.shape[0]), dim=d)
+                                                      n_private=n_pool, n_pool=n_pool, dim=d)
         U = public_utilities(
             split.X_private, split.y_private, pool, n_classes=split.n_classes,
             d_min=cfg.d_min, d_max=cfg.d_max, block_size=cfg.block_size, device=cfg.device,

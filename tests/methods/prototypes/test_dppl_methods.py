@@ -286,3 +286,24 @@ def test_dppl_mean_runs_on_an_empty_private_class_under_add_remove(digits_split)
     assert np.all(np.isfinite(m.prototypes_)) and m.prototypes_.shape == full.prototypes_.shape
     with pytest.raises(DataError, match="class 3"):
         make_method("dppl_mean", target_epsilon=1.0, neighbouring="replace").fit(sp)
+
+
+def test_dppl_public_arithmetic_does_not_depend_on_the_private_count(digits_split, monkeypatch):
+    """precision='auto' picks bf16 above a size threshold; sized on the private count, two
+    neighbours either side of it would get differently rounded utilities. It is sized on the
+    public pool: the same choice whatever the number of private rows."""
+    import dataclasses
+
+    import mixdp_core.methods.prototypes.utilities as U
+
+    pool = digits_split.X_public
+    n_pool, d = len(pool), digits_split.dim
+    monkeypatch.setattr(U, "cpu_has_bf16_matrix_units", lambda: True)
+    # the threshold between the two private counts' tiles, above the pool's own
+    monkeypatch.setattr(U, "AUTO_BF16_MIN_MACS", n_pool * d * (n_pool + 1))
+    small = dataclasses.replace(digits_split, X_private=digits_split.X_private[:n_pool],
+                                y_private=digits_split.y_private[:n_pool])
+    assert len(digits_split.y_private) * n_pool * d >= U.AUTO_BF16_MIN_MACS > len(small.y_private) * n_pool * d
+    got = [make_method("dppl_public", target_epsilon=1.0, precision="auto", d_min=0.5).fit(s, public_pool=pool)
+           .utilities_precision_ for s in (small, digits_split)]
+    assert got == ["fp32", "fp32"]

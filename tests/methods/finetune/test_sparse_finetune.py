@@ -401,3 +401,13 @@ def test_class_count_comes_from_public_information_never_the_private_labels(digi
     m = SparseFinetune(**{**FAST, "target_epsilon": 1.0, "params": "cls", "epochs": 1}).fit_images(
         None, None, digits["Xpriv"][keep], digits["ypriv"][keep], pretrained=pretrained)
     assert len(m.classes_) == pretrained.model.classifier.out_features > 3
+
+
+def test_secure_runs_with_the_same_seed_differ_and_reproducible_ones_do_not(digits, pretrained):
+    def fit(noise):
+        m = SparseFinetune(**{**FAST, "target_epsilon": 1.0, "params": "cls", "epochs": 1, "noise": noise})
+        m.fit_images(None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained)
+        return torch.cat([p.detach().flatten() for p in m.model_.classifier.parameters()])
+
+    assert not torch.equal(fit("secure"), fit("secure"))
+    assert torch.equal(fit("reproducible"), fit("reproducible"))

@@ -307,3 +307,36 @@ def _snapped(v, sd):
     here: the largest power of two <= min(1, sd / 4) as the grid."""
     grid = 2.0 ** np.floor(np.log2(min(1.0, sd / 4.0)))
     return np.rint(np.asarray(v, dtype=float) / grid) * grid
+
+
+def test_default_staged_histogram_replayed_and_its_run_accounted_from_scratch():
+    """The default histogram (histogram_share=None) on an imbalanced split: a pilot of m1
+    releases, a χ² test that rejects balance, a second part of m - m1 releases on its own
+    stream, combined by inverse variance; recomputed here from the seeded streams, the χ²
+    quantile from scipy.stats and the run's ε from the GDP formula (tests/methods/_gdp.py)."""
+    import math
+
+    from scipy.stats import chi2
+
+    from mixdp_core.methods.adamix.configs import HISTOGRAM_PILOT_SHARE, HISTOGRAM_TEST_LEVEL
+    from mixdp_core.randomness import noise_rng
+
+    from . import _gdp
+
+    sp = _scarce_split(0)
+    C, sigma = sp.n_classes, 20.0
+    m = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible").fit(sp)
+    T = _gdp.max_steps(sigma, 3.0, 1e-5)
+    assert m.steps_ == T and m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(sigma, T, 1e-5), rel=1e-6)
+    assert m.privacy_.epsilon <= 3.0
+    k = sum(r.count for r in m.ledger_.releases if r.what == "noisy class histogram")
+    k1 = max(1, math.ceil(k * HISTOGRAM_PILOT_SHARE))
+    assert k == m.count_releases_ and k >= 2 and m.histogram_test_["pilot"] == k1
+    counts = np.bincount(sp.y_private, minlength=C)
+    h1 = np.rint(counts + sigma / math.sqrt(k1) * noise_rng("reproducible", 0, 0xC0418).standard_normal(C))
+    stat = np.sum((h1 - h1.mean()) ** 2) / (sigma**2 / k1 + 1 / 12)
+    assert m.histogram_test_["statistic"] == pytest.approx(stat, rel=1e-9)
+    assert m.histogram_test_["imbalanced"] == bool(stat > chi2.ppf(1 - HISTOGRAM_TEST_LEVEL, C - 1)) is True
+    h2 = np.rint(counts + sigma / math.sqrt(k - k1) * noise_rng("reproducible", 0, 0xC041A).standard_normal(C))
+    hist = (k1 * h1 + (k - k1) * h2) / k
+    np.testing.assert_allclose(m.class_counts_, shrunk_class_counts(hist, sigma / math.sqrt(k)))

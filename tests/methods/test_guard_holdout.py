@@ -38,6 +38,10 @@ def test_held_out_guard_costs_no_extra_epsilon_and_charges_held_out_rows_the_who
     # the report is the training part's: count + gradient steps, nothing added for the guard part
     ref = accounting.epsilon(accounting.ComposedGaussian(noise_multiplier=m.noise_multiplier_, steps=T), delta=1e-5)
     assert m.privacy_.epsilon == pytest.approx(ref, rel=1e-12) and m.privacy_.epsilon <= 3.0
+    # and from the GDP formula, independently of the accounting module (tests/methods/_gdp.py)
+    from . import _gdp
+
+    assert m.privacy_.epsilon == pytest.approx(_gdp.noisygd_epsilon(m.noise_multiplier_, T, 1e-5), rel=1e-6)
     hold = noise_rng("reproducible", 0, 0x6A50).random(len(imbalanced.y_private)) < 0.1
     assert m.guard_holdout_rows_ == int(hold.sum()) > 0
     # the held-out part's size is a binomial draw of the exact private count, not a DP release:

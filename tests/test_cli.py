@@ -36,6 +36,9 @@ def test_lists(capsys):
     (["sweep", "--workers", "100000", "--dry-run"], "workers: must be an integer in [1, "),
     (["sweep", "--max-retries", "1000000000", "--dry-run"], "max_retries: must be an integer in [0, 100]"),
     (["sweep", "--epsilons", "1,-2", "--dry-run"], "epsilons: must be numbers, each a finite number in [0.001, 1000]"),
+    (["encode", "--dataset", "digits", "--encoder", "pixels", "--max-per-class", "5"],
+     "max_per_class: not an option of dataset 'digits'"),  # was ignored in silence
+    (["train", "--seed", "1.5"], "seed: must be an integer in [0, 4294967295]"),
 ])
 def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
     try:

@@ -25,7 +25,7 @@ import json
 import sys
 from typing import Any
 
-from ..config import RUN_DELTA, RUN_EPSILON
+from ..config import RUN_DELTA, RUN_EPSILON, SEED_RANGE
 from ..errors import ConfigError, MixDPError, UnknownNameError
 from ._common import Progress, fail, number, one_line_errors, pairs
 
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
         config = RunConfig(
             dataset=args.dataset, encoder=args.encoder, method=args.method,
-            seed=number("seed", args.seed, int, "an integer >= 0"),
+            seed=number("seed", args.seed, int, f"an integer {SEED_RANGE.describe()}"),
             target_epsilon=number("epsilon", args.epsilon, float, RUN_EPSILON.requirement()),
             target_delta=number("delta", args.delta, float, RUN_DELTA.requirement()),
             public_per_class=number("public_per_class", args.public_per_class, int, "an integer >= 1"),

@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
         kwargs["max_test_per_class"] = args.max_test_per_class
     if args.download:
         kwargs["download"] = True
+    from ..data.datasets import check_dataset_kwargs
+
+    check_dataset_kwargs(args.dataset, kwargs)  # an option the dataset does not take was ignored in silence
     prog = Progress(not args.no_progress)
     try:
         fs = get_features(

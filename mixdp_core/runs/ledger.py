@@ -97,6 +97,8 @@ FLAG_REPRODUCIBLE = "reproducible noise: not private against anyone who knows th
 FLAG_OWNER_VIEW = "owner's view, not private (ε = ∞): not in the totals, do not publish"
 FLAG_PUBLIC_ONLY = "reads no private data: cost 0"
 FLAG_FAILED = "failed after writing step records: charged at its target ε (or the largest its records state)"
+FLAG_EXACT_COUNT = ("exact private count treated as public (dataset_size='public'): a cost the ε does not "
+                    "cover")
 
 
 # --------------------------------------------------------------------------- identity
@@ -409,6 +411,8 @@ def _entry(rec: Any) -> Optional[LedgerRun]:
         flags.append(FLAG_NO_EVENT)
     if "replace-one" in str((priv or {}).get("mechanism", "")):
         flags.append(FLAG_REPLACE_ONE)
+    if "N_private treated as public" in str((priv or {}).get("mechanism", "")):
+        flags.append(FLAG_EXACT_COUNT)
     if m.get("noise") == "reproducible":
         flags.append(FLAG_REPRODUCIBLE)
     return LedgerRun(kind=KIND_PRIVATE, epsilon=eps, delta=delta, event=dict(event) if event else None,

@@ -307,3 +307,12 @@ def test_a_failed_run_that_wrote_step_records_is_charged(tmp_path, digits_featur
     L.set_cap(st, L.dataset_key("digits"), 0.8)
     with pytest.raises(BudgetError):
         L.check_cap(st, _cfg("ngd", 0.5, seed=3))
+
+
+def test_a_run_that_treated_the_exact_count_as_public_is_flagged(tmp_path):
+    st = RunStore(tmp_path)
+    _record(st, "dp_linear_probe", eps=1.0, mechanism="PLD [N_private treated as public: q and T ...]")
+    _record(st, "dp_linear_probe", eps=1.0, seed_note=1)
+    s = L.dataset_ledger(st, L.dataset_key("synthetic", dataset_kwargs={"classes": 4.0}))
+    flagged = [r for r in s.runs if L.FLAG_EXACT_COUNT in r.flags]
+    assert len(s.runs) == 2 and len(flagged) == 1

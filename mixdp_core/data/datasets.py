@@ -566,6 +566,29 @@ def check_dataset_kwargs(spec: str, kwargs: dict[str, Any]) -> None:
             check(specs[k], v, field=k)
 
 
+def check_dataset_source(spec: str, root: str | None = None) -> None:
+    """The cheap checks of where a dataset's rows come from, before any run row exists: an
+    ``image_folder`` needs an existing folder, ``features`` a readable ``.npz`` (its headers
+    only: type, dtypes, size limit). The loaders run the same checks again when they load.
+
+    Raises:
+        ConfigError: no folder / file given. DataError: it does not exist or is not usable.
+    """
+    key, arg = parse_spec(spec)
+    path = arg or root
+    if key == "image_folder":
+        if not path:
+            raise ConfigError("root", "image_folder needs --root <folder with one sub-folder per class>")
+        if not Path(path).expanduser().is_dir():
+            raise DataError(f"root: {str(Path(path).expanduser())!r} is not a folder")
+    elif key == "features":
+        if not path:
+            raise ConfigError("features", "give the file as features:<path.npz>")
+        from .safe_npz import npz_headers
+
+        npz_headers(Path(path).expanduser())
+
+
 def load_dataset(spec: str, *, root: str | None = None, **kwargs: Any) -> LoadedDataset:
     """Load the dataset named by ``spec`` (see module docstring).
 

@@ -565,6 +565,12 @@ def execute(
     from .ledger import check_cap
 
     check_cap(store, config)
+    if features is None:  # a missing folder or unusable feature file fails before a run row exists
+        from ..data.datasets import check_dataset_source, parse_spec
+
+        check_dataset_source(config.dataset, config.dataset_root or config.dataset_kwargs.get("root"))
+        if config.public_from is not None and parse_spec(config.public_from)[1]:  # a path of its own
+            check_dataset_source(config.public_from, None)
     run_id = store.create_run(config.to_dict(), config_hash=chash, split_hash=config.split_hash(),
                               versions=versions(), label=label)
     writer = _StepWriter(store, run_id, on_record, flush_every_s)

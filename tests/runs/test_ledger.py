@@ -316,3 +316,4 @@ def test_a_run_that_treated_the_exact_count_as_public_is_flagged(tmp_path):
     s = L.dataset_ledger(st, L.dataset_key("synthetic", dataset_kwargs={"classes": 4.0}))
     flagged = [r for r in s.runs if L.FLAG_EXACT_COUNT in r.flags]
     assert len(s.runs) == 2 and len(flagged) == 1
+

@@ -137,3 +137,16 @@ def test_run_config_refuses_an_infeasible_budget():
         cfg.preflight()
     RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=0.2,
               method_params={"noise_multiplier": 20.0}).preflight()
+
+
+def test_a_missing_data_source_is_refused_before_a_run_row_exists(tmp_path):
+    from mixdp_core.errors import ConfigError, DataError
+    from mixdp_core.runs import RunStore
+    from mixdp_core.runs.runner import RunConfig, execute
+
+    st = RunStore(tmp_path)
+    for spec, err in (("image_folder:/nonexistent/x", DataError), ("features:/nonexistent.npz", DataError),
+                      ("features", ConfigError)):
+        with pytest.raises(err):
+            execute(RunConfig(dataset=spec, encoder="pixels", method="only_public"), store=st)
+    assert st.list_runs() == []

@@ -566,7 +566,8 @@ def test_run_process_reports_a_failing_config(app_env):
         job = mgr.submit_run(small_config(dataset=f"features:{data_root()}/nonexistent.npz"))
         assert job.wait(120) and job.state == "failed"
         assert job.error.count("Error:") == 1 and "nonexistent" in job.error  # "Type: message", once
-        assert mgr.store.get_run(job.run_ids[0]).status == "failed"
+        # refused before its run row existed: the job carries the error, the store has no failed row
+        assert job.run_ids == [None] and mgr.store.list_runs() == []
         assert mgr.run_processes[0].restarts == 0  # an error in a run is not a crash
     finally:
         mgr.close()
@@ -592,8 +593,22 @@ def test_job_manager_records_failures(app_env):
     mgr = JobManager(app_env, sync=True)
     job = mgr.submit_run(small_config(dataset=f"features:{data_root()}/nonexistent.npz"))
     assert job.state == "failed" and "nonexistent" in job.error
+    assert job.run_ids == [None] and mgr.store.list_runs() == []  # refused before a row existed
+    # a run that fails after its row exists is recorded as failed, with its error
+    import mixdp_core.evaluation.report as report
+
+    def boom(*a, **k):
+        raise RuntimeError("evaluation broke")
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(report, "evaluate", boom)
+    try:
+        job = mgr.submit_run(small_config())
+    finally:
+        mp.undo()
+    assert job.state == "failed" and "evaluation broke" in job.error
     rec = mgr.store.get_run(job.run_ids[0])
-    assert rec.status == "failed" and "nonexistent" in rec.error
+    assert rec.status == "failed" and "evaluation broke" in rec.error
     fj = mgr.submit_features(f"features:{data_root()}/nonexistent.npz", "pixels")
     assert fj.state == "failed" and fj.error
 

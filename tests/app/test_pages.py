@@ -433,7 +433,14 @@ def _failed_and_cancelled(store):
     # a failed run: an unknown dataset file fails while loading features
     from mixdp_core.data import data_root
 
-    cfg = small_config(dataset=f"features:{data_root()}/nonexistent/file.npz")  # inside the root: accepted, fails
+    # a feature file inside the root, readable, but without its labels: the run row exists, then
+    # loading fails (a missing file is refused before any row)
+    import numpy as np
+
+    bad = data_root() / "no_labels.npz"
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(bad, X_train=np.zeros((4, 3), np.float32))
+    cfg = small_config(dataset=f"features:{bad}")
     job2 = mgr.submit_run(cfg)
     return cancelled, job2.run_ids[0], job2
 

@@ -388,7 +388,10 @@ class SparseFinetune(Method):
             on_step: receives a :class:`StepRecord` per epoch; return ``True`` to stop.
             pretrained: a :class:`PretrainedNetwork` from :meth:`pretrain` to reuse (it is
                 deep-copied, never modified).
-            n_classes: private classes (default ``max(private_labels) + 1``).
+            n_classes: the target's number of classes (required: public knowledge, e.g. the
+                dataset's class names; never read off the private labels, whose ``max + 1``
+                would be an unaccounted, data-dependent output shape; the source's label set
+                may differ from the target's).
 
         Returns:
             self.
@@ -407,17 +410,13 @@ class SparseFinetune(Method):
         N = len(Xpriv)
         if N == 0:
             raise DataError("private_images: no private samples")
-        # The class count is public: given, or read off the public labels. Never off the private
-        # labels (max + 1 would be an unaccounted, data-dependent output shape).
-        if n_classes is not None:
-            C = int(n_classes)
-        elif public_labels is not None and len(public_labels):
-            C = int(np.max(np.asarray(public_labels))) + 1
-        elif getattr(getattr(pretrained.model, "classifier", None), "out_features", None):
-            C = int(pretrained.model.classifier.out_features)  # the public network's label set
-        else:
-            raise ConfigError("n_classes", "give the number of classes (or public_labels): it must not be read "
-                                           "off the private labels")
+        # The class count is public and given: never read off the private labels (max + 1 would
+        # be an unaccounted, data-dependent output shape), nor off the source's label set, which
+        # may differ from the target's.
+        if n_classes is None or isinstance(n_classes, bool) or int(n_classes) < 2:
+            raise ConfigError("n_classes", f"give the target's number of classes (an integer >= 2, public: e.g. its "
+                                           f"class names), got {n_classes!r}")
+        C = int(n_classes)
         if int(ypriv.max()) >= C:
             raise DataError(f"private_labels: labels must lie in [0, {C - 1}]")
         Xtest = ytest = None

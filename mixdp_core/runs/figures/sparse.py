@@ -39,7 +39,7 @@ def _digits_transfer(seed: int = 0) -> dict[str, Any]:
     src, tgt = np.flatnonzero(y < 5), np.random.default_rng(seed).permutation(np.flatnonzero(y >= 5))
     n_tr = (2 * len(tgt)) // 3
     tr, te = tgt[:n_tr], tgt[n_tr:]
-    return dict(Xpub=X[src], ypub=y[src], Xpriv=X[tr], ypriv=y[tr] - 5, Xtest=X[te], ytest=y[te] - 5,
+    return dict(Xpub=X[src], ypub=y[src], Xpriv=X[tr], ypriv=y[tr] - 5, Xtest=X[te], ytest=y[te] - 5, n_classes=5,
                 note=f"digits 8×8: public source classes 0-4 ({len(src)} images), private target 5-9 "
                      f"({len(tr)}), test ({len(te)})")
 
@@ -86,13 +86,14 @@ def _folder_transfer(ctx: Context, p: Mapping[str, Any]) -> dict[str, Any]:
         Xpub, ypub = first(src.train, range(len(src.class_names)), int(p["source_per_class"]))
         Xpriv, ypriv = first(ds.train, range(len(names)), int(p["private_per_class"]))
         Xtest, ytest = first(ds.test, range(len(names)), int(p["test_per_class"]))
-        return dict(Xpub=Xpub, ypub=ypub, Xpriv=Xpriv, ypriv=ypriv, Xtest=Xtest, ytest=ytest,
+        return dict(Xpub=Xpub, ypub=ypub, Xpriv=Xpriv, ypriv=ypriv, Xtest=Xtest, ytest=ytest, n_classes=len(names),
                     note=f"{ctx.public_from} → {ctx.dataset} at {Xpub.shape[-1]}×{Xpub.shape[-2]}: public source "
                          f"({len(Xpub)} images), private ({len(Xpriv)}), test ({len(Xtest)})")
     Xpub, ypub = first(ds.train, range(half), int(p["source_per_class"]))
     Xpriv, ypriv = first(ds.train, range(half, len(names)), int(p["private_per_class"]))
     Xtest, ytest = first(ds.test, range(half, len(names)), int(p["test_per_class"]))
     return dict(Xpub=Xpub, ypub=ypub, Xpriv=Xpriv, ypriv=ypriv - half, Xtest=Xtest, ytest=ytest - half,
+                n_classes=len(names) - half,
                 note=f"{ctx.dataset} {Xpub.shape[-1]}×{Xpub.shape[-2]}: public source {'/'.join(names[:half])} "
                      f"({len(Xpub)} images), private {'/'.join(names[half:])} ({len(Xpriv)}), test ({len(Xtest)})")
 
@@ -110,7 +111,8 @@ def _sft_train(item: tuple[str, float, int], shared: Mapping[str, Any]) -> dict[
     mask = rest[0] if rest else "magnitude"
     d, cfg = shared["data"], shared["config"]
     m = SparseFinetune(**{**cfg, "params": mode, "target_epsilon": eps, "seed": seed, "mask": mask})
-    m.fit_images(None, None, d["Xpriv"], d["ypriv"], d["Xtest"], d["ytest"], pretrained=shared["pretrained"])
+    m.fit_images(None, None, d["Xpriv"], d["ypriv"], d["Xtest"], d["ytest"], pretrained=shared["pretrained"],
+                 n_classes=d["n_classes"])  # the target's classes: public (its class names), never max(labels) + 1
     m.verify_privacy()  # releases fit the plan and privacy_ is the ledger's (as the runner checks)
     return dict(mode=mode, target_epsilon=eps, seed=seed, accuracy=float((m.predict(d["Xtest"]) == d["ytest"]).mean()),
                 epsilon=float(m.privacy_.epsilon), accountant=m.privacy_.accountant,

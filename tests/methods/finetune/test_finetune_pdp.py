@@ -40,7 +40,7 @@ def pretrained(digits):
 
 def _fit(digits, pretrained, **kw):
     m = SparseFinetune(**{**FAST, "target_epsilon": 2.0, **kw})
-    return m.fit_images(None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained)
+    return m.fit_images(None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained, n_classes=5)
 
 
 def test_clip_ratios_equal_one_backward_pass_per_sample():

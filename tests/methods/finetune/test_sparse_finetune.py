@@ -50,7 +50,8 @@ def _fit(digits, pretrained, **kw):
     cfg = {**FAST, "target_epsilon": 1.0, **kw}
     m = SparseFinetune(**cfg)
     return m.fit_images(
-        None, None, digits["Xpriv"], digits["ypriv"], digits["Xtest"], digits["ytest"], pretrained=pretrained
+        None, None, digits["Xpriv"], digits["ypriv"], digits["Xtest"], digits["ytest"], pretrained=pretrained,
+        n_classes=5,
     )
 
 
@@ -112,7 +113,7 @@ def test_mask_is_chosen_on_public_model_only(digits, pretrained):
     # Different private data (other samples, shuffled labels) -> identical mask.
     rng = np.random.default_rng(1)
     b = SparseFinetune(**{**FAST, "target_epsilon": 1.0, "params": "all", "conv_fraction": 0.05}).fit_images(
-        None, None, digits["Xtest"], rng.permutation(digits["ytest"]), pretrained=pretrained
+        None, None, digits["Xtest"], rng.permutation(digits["ytest"]), pretrained=pretrained, n_classes=5
     )
     expected = magnitude_mask(pretrained.model, 0.05)
     for name, mk in expected.items():
@@ -249,7 +250,8 @@ def test_stop_request_charges_only_executed_steps(digits, pretrained):
 
     full = _fit(digits, pretrained, params="cls", epochs=3)
     stopped = SparseFinetune(**{**FAST, "target_epsilon": 1.0, "params": "cls", "epochs": 3}).fit_images(
-        None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained, on_step=lambda r: r.step >= 1
+        None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained, on_step=lambda r: r.step >= 1,
+        n_classes=5,
     )
     assert stopped.steps_ == 1 and len(stopped.history_) == 1
     assert stopped.noise_multiplier_ == full.noise_multiplier_
@@ -394,19 +396,23 @@ def test_layer_stats_give_kept_shares_from_the_mask_and_the_noise_to_gradient_ra
     assert big["noise_to_gradient"] > 3 * full.layer_stats_[-2]["noise_to_gradient"] > 0
 
 
-def test_class_count_comes_from_public_information_never_the_private_labels(digits, pretrained):
-    """Private labels of classes 0-2 only: the model still has the public network's classes
-    (max + 1 of the private labels would be an unaccounted output shape)."""
+def test_class_count_is_given_never_read_off_the_private_labels(digits, pretrained):
+    """Private labels of classes 0-2 only: the model has the 5 classes it was told (max + 1 of
+    the private labels would be an unaccounted output shape); without the count, one line."""
+    from mixdp_core.errors import ConfigError
+
     keep = digits["ypriv"] < 3
     m = SparseFinetune(**{**FAST, "target_epsilon": 1.0, "params": "cls", "epochs": 1}).fit_images(
-        None, None, digits["Xpriv"][keep], digits["ypriv"][keep], pretrained=pretrained)
-    assert len(m.classes_) == pretrained.model.classifier.out_features > 3
-
+        None, None, digits["Xpriv"][keep], digits["ypriv"][keep], pretrained=pretrained, n_classes=5)
+    assert len(m.classes_) == 5
+    with pytest.raises(ConfigError, match="n_classes"):
+        SparseFinetune(**{**FAST, "target_epsilon": 1.0}).fit_images(
+            None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained)
 
 def test_secure_runs_with_the_same_seed_differ_and_reproducible_ones_do_not(digits, pretrained):
     def fit(noise):
         m = SparseFinetune(**{**FAST, "target_epsilon": 1.0, "params": "cls", "epochs": 1, "noise": noise})
-        m.fit_images(None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained)
+        m.fit_images(None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained, n_classes=5)
         return torch.cat([p.detach().flatten() for p in m.model_.classifier.parameters()])
 
     assert not torch.equal(fit("secure"), fit("secure"))

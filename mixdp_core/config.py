@@ -433,6 +433,15 @@ RUN_DELTA = dataclasses.replace(DELTA, range=Interval(0, 0.1, closed="right"),
 #: Seeds: numpy's generators and SQLite take them as 32-bit unsigned integers.
 SEED_RANGE = Interval(0, 2**32 - 1)
 
+#: Bounds on a privacy audit's size (:func:`mixdp_core.evaluation.audit.check_audit_size`;
+#: declared here, light to import, for the CLI's help and the app's fields). Each reference
+#: model (LiRA / RMIA) is one training; the one-run / white-box canary design holds an
+#: M x (D + M) float64 matrix for M canaries (5,000: 200 MB at D = 0; 100,000 would be 80 GB);
+#: a trial is a training (canary, seed-replay) or a canary (white-box).
+AUDIT_MAX_REFERENCE_MODELS = 256
+AUDIT_MAX_CANARIES = 5_000
+AUDIT_MAX_TRIALS = 100_000
+
 
 _FLOAT_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 _INT_TEXT = re.compile(r"[+-]?\d+")

@@ -31,7 +31,7 @@ def test_lists(capsys):
     (["encode", "--dataset", "digits", "--encoder", "pixels", "--encoder-arg", "image_size=abc"],
      "image_size: must be an integer in [1, 128] or None, got 'abc'"),
     (["encode", "--dataset", "digits", "--encoder", "pixels", "--image-size", "0"], "image_size: must be an integer"),
-    (["encode", "--dataset", "digits", "--encoder", "pixels", "--device", "nope"], "device: must be cpu, cuda"),
+    (["encode", "--dataset", "digits", "--encoder", "pixels", "--device", "nope"], "device: must be auto, cpu, cuda"),
     (["sweep", "--methods", "adamix,,ngd", "--dry-run"], "methods: must be a comma-separated list of names without"),
     (["sweep", "--workers", "100000", "--dry-run"], "workers: must be an integer in [1, "),
     (["sweep", "--max-retries", "1000000000", "--dry-run"], "max_retries: must be an integer in [0, 100]"),
@@ -39,6 +39,8 @@ def test_lists(capsys):
     (["encode", "--dataset", "digits", "--encoder", "pixels", "--max-per-class", "5"],
      "max_per_class: not an option of dataset 'digits'"),  # was ignored in silence
     (["train", "--seed", "1.5"], "seed: must be an integer in [0, 4294967295]"),
+    (["reproduce", "adamix_epsilon", "--workers", "100000"], "workers: must be an integer in [1, "),
+    (["audit", "--executor", "local", "--workers", "100000", "--no-store"], "workers: must be an integer in [1, "),
 ])
 def test_bad_arguments_one_line_exit_2(argv, needle, capsys):
     try:
@@ -140,6 +142,13 @@ def test_budget_on_a_store_that_does_not_exist_creates_nothing(tmp_path, capsys)
     assert "does not exist" in capsys.readouterr().out and not where.exists() and not (tmp_path / "no").exists()
     assert main(["budget", "--store", str(where), "--json"]) == 0
     assert capsys.readouterr().out == "" and not where.exists()
+    # the same checks and output as on an empty store: an unknown dataset is refused, a known one summed
+    assert main(["budget", "--store", str(where), "--dataset", "nope"]) == 2
+    assert "dataset: unknown dataset 'nope'" in capsys.readouterr().err
+    assert main(["budget", "--store", str(where), "--dataset", "digits", "--json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["n_private_runs"] == 0 and not where.exists()
 
 
 def test_sigterm_marks_a_training_run_failed_at_once(tmp_path):
@@ -167,5 +176,5 @@ def test_sigterm_marks_a_training_run_failed_at_once(tmp_path):
     p.send_signal(signal.SIGTERM)
     err = p.communicate(timeout=60)[1]
     rec = RunStore(tmp_path, recover=False).list_runs()[0]
-    assert p.returncode != 0 and "interrupted" in err
+    assert p.returncode == 143 and "interrupted" in err
     assert rec.status == "failed" and "SIGTERM" in (rec.error or "")

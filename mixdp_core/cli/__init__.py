@@ -18,7 +18,7 @@ from typing import Sequence
 
 from ..errors import MixDPError
 from ..registry import Registry
-from ._common import OneLineParser
+from ._common import OneLineParser, Terminated
 
 #: Sub-command name -> module (relative to this package) that defines it.
 COMMANDS: Registry[str] = Registry("command")
@@ -57,21 +57,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MixDPError as e:
             sys.stderr.write(f"{prog}: error: {e}\n")
             return 2
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             sys.stderr.write(f"{prog}: interrupted\n")
-            return 130
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, ``timeout``) delivered as an interrupt, so that every ``finally`` and
-    ``except BaseException`` runs: a run being trained is marked failed at once instead of
-    staying ``running`` until the next store opens."""
+            return 143 if isinstance(e, Terminated) else 130
 
 
 def _terminate_as_interrupt():
     """Context: SIGTERM raises :class:`Terminated` in the main thread while the command runs
     (the previous handler is restored after; elsewhere, a no-op)."""
     import contextlib
+    import os
     import signal
     import threading
 
@@ -81,7 +76,13 @@ def _terminate_as_interrupt():
             yield
             return
 
+        me = os.getpid()
+
         def on_term(signum, frame):
+            if os.getpid() != me:  # a forked worker inherited this handler: die as a worker should
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
             raise Terminated("SIGTERM (the process was asked to stop)")
 
         old = signal.signal(signal.SIGTERM, on_term)

@@ -43,6 +43,12 @@ class Outcome:
     code: int | None = None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``) delivered as an interrupt, so that every ``finally`` and
+    ``except BaseException`` runs: a run being trained is marked failed at once instead of
+    staying ``running`` until the next store opens. Exit status 143 (128 + SIGTERM)."""
+
+
 @contextlib.contextmanager
 def one_line_errors(prog: str, progress: "Progress", *, interrupted: str = "interrupted",
                     failures: tuple[type[BaseException], ...] = (MixDPError,)):
@@ -56,8 +62,8 @@ def one_line_errors(prog: str, progress: "Progress", *, interrupted: str = "inte
     outcome = Outcome()
     try:
         yield outcome
-    except KeyboardInterrupt:
-        outcome.code = fail(prog, interrupted, 130)
+    except KeyboardInterrupt as e:
+        outcome.code = fail(prog, interrupted, 143 if isinstance(e, Terminated) else 130)
     except (ConfigError, UnknownNameError) as e:
         outcome.code = fail(prog, str(e), 2)
     except failures as e:

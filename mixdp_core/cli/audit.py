@@ -53,7 +53,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--delta", default="1e-5", help=f"target δ: {RUN_DELTA.requirement()}, default 1e-5")
     a("--seed", default="0", help="seed of the split, the trainings and the audit's coins, default 0")
     a("--attack", default="loss", help=f"one of {', '.join(ATTACK_CHOICES)}; default loss")
-    from ..evaluation.audit import MAX_CANARIES, MAX_REFERENCE_MODELS
+    from ..config import AUDIT_MAX_CANARIES as MAX_CANARIES, AUDIT_MAX_REFERENCE_MODELS as MAX_REFERENCE_MODELS
 
     a("--reference-models", default="16",
       help=f"K reference models (lira, rmia), an integer in [2, {MAX_REFERENCE_MODELS}]; default 16")
@@ -101,7 +101,13 @@ def run(args: argparse.Namespace) -> int:
         conf = number("confidence", args.confidence, float, "a number in (0, 1)")
         if not 0 < conf < 1:
             raise ConfigError("confidence", f"must lie in (0, 1), got {args.confidence!r}")
-        workers = number("workers", args.workers, int, "an integer >= 1")
+        from ..runs.sweep.executors import max_local_workers
+
+        hi = max_local_workers()
+        workers = number("workers", args.workers, int, f"an integer in [1, {hi}]")
+        if workers is not None and (workers < 1 or (args.executor == "local" and workers > hi)):
+            raise ConfigError("workers", f"must be an integer in [1, {hi}] (4 per CPU this process may use), "
+                                         f"got {args.workers!r}")
         from ..runs.runner import RunConfig
 
         config = RunConfig(

@@ -123,10 +123,20 @@ def run(args: argparse.Namespace) -> int:
 
         root = Path(args.store).expanduser() if args.store is not None else default_home()
         if cap is None and not args.clear_cap and not (root / "runs.sqlite").exists():
-            # a read-only question about a store that does not exist: answer it, create nothing
-            if not args.json:
-                print(f"no runs or caps in the store {root} (it does not exist)")
-            return 0
+            # a read-only question about a store that does not exist: answered from an empty
+            # store in a temporary folder (same checks, same output), nothing created at root
+            import shutil
+            import tempfile
+
+            tmp = tempfile.mkdtemp(prefix="mixdp-budget-")
+            given = args.store
+            try:
+                RunStore(tmp)  # an empty store (it holds runs.sqlite: the call below reads it as is)
+                args.store, args.shown_store = tmp, f"{root} (it does not exist)"
+                return run(args)
+            finally:
+                args.store = given
+                shutil.rmtree(tmp, ignore_errors=True)
         store = RunStore(args.store)
         key = L.find_dataset(store, args.dataset, args.dataset_root, kw) if args.dataset is not None else None
         if cap is not None:
@@ -150,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(s.to_dict(), allow_nan=False, ensure_ascii=False))
         return 0
     if not summaries:
-        print(f"no runs or caps in the store {store.root}")
+        print(f"no runs or caps in the store {getattr(args, 'shown_store', None) or store.root}")
         return 0
     for i, s in enumerate(summaries):
         if i:

@@ -110,13 +110,18 @@ def _confined(f: Path, real_root: Path) -> Path:
     return real
 
 
-def _list_class_tree(root: Path, max_per_class: int | None,
-                     real_root: Path | None = None) -> tuple[list[Path], np.ndarray, list[str]]:
+def _list_class_tree(root: Path, max_per_class: int | None, real_root: Path | None = None, *,
+                     field: str = "max_per_class") -> tuple[list[Path], np.ndarray, list[str]]:
     """Files and labels of ``root/<class>/...`` (confined to the real root), first
-    ``max_per_class`` per class. An unreadable folder is a one-line ``DataError`` naming it."""
-    if max_per_class is not None and (isinstance(max_per_class, bool) or not isinstance(max_per_class, int)
-                                      or max_per_class < 1):
-        raise ConfigError("max_per_class", f"must be an integer >= 1 or None, got {max_per_class!r}")
+    ``max_per_class`` per class (``field`` names it in errors). An unreadable folder is a
+    one-line ``DataError`` naming it."""
+    if max_per_class is not None:
+        from ..config import parse_number
+
+        max_per_class = parse_number(field, int(max_per_class) if isinstance(max_per_class, np.integer)
+                                     else max_per_class, int, "an integer >= 1 or None")
+        if max_per_class < 1:
+            raise ConfigError(field, f"must be an integer >= 1 or None, got {max_per_class!r}")
     try:
         return _scan_class_tree(root, max_per_class, real_root)
     except OSError as e:  # a folder the user may not read (e.g. /proc): say which, in one line
@@ -182,7 +187,8 @@ def load_image_folder(
     real_root = Path(os.path.realpath(r))
     if (r / "train").is_dir() and (r / "test").is_dir():
         p_tr, y_tr, classes = _list_class_tree(r / "train", max_per_class, real_root)
-        p_te, y_te, classes_te = _list_class_tree(r / "test", max_test_per_class, real_root)
+        p_te, y_te, classes_te = _list_class_tree(r / "test", max_test_per_class, real_root,
+                                                  field="max_test_per_class")
         if classes_te != classes:
             raise DataError(f"root: test classes {classes_te} differ from train classes {classes}")
         key["max_test_per_class"] = max_test_per_class

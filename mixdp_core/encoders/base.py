@@ -14,21 +14,36 @@ from ..errors import ConfigError, DataError
 from ..registry import Registry
 
 
+def check_device_name(preferred: str | None) -> str | None:
+    """``preferred`` normalized (``None`` for auto), checked for its form only (no torch import):
+    ``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``auto`` or empty.
+
+    Raises:
+        ConfigError: field ``device``, naming the allowed forms.
+    """
+    import re
+
+    if preferred is None:
+        return None
+    dev = str(preferred).strip().lower()
+    if dev in ("", "auto"):
+        return None
+    if not re.fullmatch(r"cpu|mps|cuda(:[0-9]+)?", dev):
+        raise ConfigError("device", f"must be auto, cpu, cuda, cuda:N or mps, got {preferred!r}")
+    return dev
+
+
 def select_device(preferred: str | None = None) -> str:
     """Pick the compute device: explicit choice, else cuda -> mps -> cpu.
 
     Raises:
-        ConfigError: field ``device``: not ``cpu``, ``cuda``, ``cuda:N`` or ``mps``, or a device
-            torch does not see on this machine (one line, before any image is read).
+        ConfigError: field ``device``: not one of :func:`check_device_name`'s forms, or a device
+            torch does not see on this machine (one line, when the device is first needed).
     """
-    import re
-
     import torch
 
-    if preferred:
-        dev = str(preferred).strip().lower()
-        if not re.fullmatch(r"cpu|mps|cuda(:[0-9]+)?", dev):
-            raise ConfigError("device", f"must be cpu, cuda, cuda:N or mps (or empty for auto), got {preferred!r}")
+    dev = check_device_name(preferred)
+    if dev:
         if dev.startswith("cuda"):
             n = torch.cuda.device_count() if torch.cuda.is_available() else 0
             if n == 0:
@@ -118,9 +133,9 @@ class Encoder(ABC):
 
     def __init__(self, pretrained: str | None = "default", device: str | None = None, batch_size: int = 64):
         self.pretrained = pretrained
-        if device:  # an impossible device fails here, in one line, not at the first forward pass
-            select_device(device)
-        self.device = device
+        # the form is checked here (one line); whether this machine has the device, when it is
+        # first needed (select_device): a cached run or the pixels encoder never needs one
+        self.device = check_device_name(device)
         self.batch_size = integer_option("batch_size", batch_size, "an integer >= 1")
 
     @property

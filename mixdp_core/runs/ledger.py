@@ -420,13 +420,29 @@ def _entry(rec: Any) -> Optional[LedgerRun]:
 
 
 def _records_by_key(store: RunStore) -> dict[str, list[Any]]:
-    """Every stored run grouped by data set key, oldest first."""
+    """Every stored run grouped by data set key, oldest first. A ``failed`` run's step records
+    are counted from the store itself (a process killed mid-run, or a disk-full fallback,
+    leaves no metrics saying how many it wrote): ``n_step_records`` and ``epsilon_released``
+    of its metrics become at least what its stored records show."""
     out: dict[str, list[Any]] = {}
     for rec in store.list_runs(newest_first=False):
         try:
             key = config_dataset_key(rec.config, rec.metrics)
         except ConfigError:  # a config without a dataset: nothing to charge
             continue
+        if rec.status == FAILED:
+            steps = store.steps(rec.run_id)
+            if steps:
+                m = dict(rec.metrics or {})
+                try:
+                    n_rec = int(m.get("n_step_records") or 0)
+                except (TypeError, ValueError):
+                    n_rec = 0
+                m["n_step_records"] = max(n_rec, len(steps))
+                stated = [_finite(s.get("epsilon_spent")) for s in steps]
+                m["epsilon_released"] = max([_finite(m.get("epsilon_released")) or 0.0]
+                                            + [e for e in stated if e is not None])
+                rec = dataclasses.replace(rec, metrics=m)
         out.setdefault(key, []).append(rec)
     return out
 

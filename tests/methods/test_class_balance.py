@@ -96,7 +96,7 @@ def test_logit_adjustment_raises_balanced_accuracy_under_imbalance():
     assert np.mean(gain) > 0.03
 
 
-def test_weighted_paired_gain_has_sensitivity_one():
+def test_weighted_paired_gain_has_sensitivity_one(monkeypatch):
     """The guard's class-weighted count (weights min n̂ / n̂_c <= 1) moves by at most 1 when
     one private row is removed, and equals the unweighted count when the weights are 1."""
     from mixdp_core.methods.adamix.engine import NoisyGDProblem
@@ -120,8 +120,7 @@ def test_weighted_paired_gain_has_sensitivity_one():
     assert gain(X, y) == _snapped(gain(X, y), 20.0) == round(gain(X, y))
     import mixdp_core.methods.adamix.private as private
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(private, "snap_release", lambda v, sd: v)
+    monkeypatch.setattr(private, "snap_release", lambda v, sd: v)
     full = gain(X, y)
     diffs = [abs(full - gain(np.delete(X, j, 0), np.delete(y, j))) for j in range(0, len(y), 7)]
     assert max(diffs) <= 1.0 + 1e-9 and max(diffs) > 0
@@ -130,7 +129,6 @@ def test_weighted_paired_gain_has_sensitivity_one():
     d = ((X @ W_new).argmax(1) == y).astype(float) - ((X @ W_base).argmax(1) == y)
     noise = gain(X, y) - d.sum()
     m._guard_weights = w
-    mp.undo()
     assert full == pytest.approx(float(np.sum(w[y] * d)) + noise)
 
 

@@ -95,3 +95,9 @@ def test_a_cancelled_run_releases_no_guard_and_the_last_record_is_streamed(imbal
     m = make_method("adamix", target_epsilon=3.0, guard_holdout=0.1, noise="reproducible").fit(
         imbalanced, on_step=full.append)
     assert full[-1].extra["guard_kept_private"] == float(m.guard_kept_private_) and full[-1].test_error is not None
+
+
+def test_held_out_guard_with_optimistic_tuning_passes_its_own_plan(imbalanced):
+    m = make_method("ngd", target_epsilon=1.5, noise_multiplier=5.0, optimistic_tuning=True, guard_holdout=0.3,
+                    public_guard=True, noise="reproducible").fit(imbalanced)
+    assert m.verify_privacy() == pytest.approx(m.privacy_.epsilon, rel=1e-9) and m.privacy_.epsilon > 1.5

@@ -317,3 +317,17 @@ def test_a_run_that_treated_the_exact_count_as_public_is_flagged(tmp_path):
     flagged = [r for r in s.runs if L.FLAG_EXACT_COUNT in r.flags]
     assert len(s.runs) == 2 and len(flagged) == 1
 
+
+
+def test_a_killed_run_with_stored_steps_is_charged_from_its_records(tmp_path):
+    """A process killed mid-run (SIGKILL, OOM) leaves its row 'running' with no metrics; the
+    next store open marks it failed. Its stored step records still count."""
+    st = RunStore(tmp_path)
+    cfg = {"dataset": "synthetic", "encoder": "pixels", "method": "ngd", "seed": 0, "target_epsilon": 1.0,
+           "target_delta": 1e-5, "dataset_kwargs": {"classes": 4}}
+    rid = st.create_run(cfg, config_hash="h-killed")
+    st.append_steps(rid, [{"step": i, "total_steps": 9, "epsilon_spent": 0.2 * i} for i in range(1, 6)])
+    st.finish(rid, "failed", error="died")  # what recovery writes: no metrics
+    s = L.dataset_ledger(st, L.dataset_key("synthetic", dataset_kwargs={"classes": 4.0}))
+    assert [r.run_id for r in s.runs] == [rid] and s.runs[0].epsilon == pytest.approx(1.0)
+    assert L.FLAG_FAILED in s.runs[0].flags

@@ -133,13 +133,11 @@ AUDIT_NOTE = ("Owner-only diagnostic: the attack's scores, AUC, TPRs and empiric
               "epsilon; do not publish them.")
 
 
-#: Bounds on an audit's size, checked before any training (every entry point: CLI, app, library).
-#: Each reference model (LiRA / RMIA) is one training. The one-run / white-box canary design holds
-#: an M x (D + M) float64 matrix for M canaries: 5,000 is 200 MB at D = 0, 100,000 would be 80 GB.
-#: A trial is a training (canary, seed-replay) or a canary (white-box).
-MAX_REFERENCE_MODELS = 256
-MAX_CANARIES = 5_000
-MAX_TRIALS = 100_000
+#: Bounds on an audit's size, checked before any training (every entry point: CLI, app,
+#: library); declared in :mod:`mixdp_core.config` (why these sizes: there).
+from ...config import AUDIT_MAX_CANARIES as MAX_CANARIES  # noqa: E402
+from ...config import AUDIT_MAX_REFERENCE_MODELS as MAX_REFERENCE_MODELS  # noqa: E402
+from ...config import AUDIT_MAX_TRIALS as MAX_TRIALS  # noqa: E402
 
 
 def check_audit_size(*, reference_models: Any = 16, canaries: Any = 1000, trials: Any = None) -> None:

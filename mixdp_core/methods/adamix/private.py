@@ -598,7 +598,11 @@ class NoisyGDMethod(LinearHead):
         import threadpoolctl
 
         # threads beyond the cores only add contention (measured: 100,000 asked took 100x longer)
-        with threadpoolctl.threadpool_limits(min(int(self.config.blas_threads), os.cpu_count() or 1)):
+        try:  # the CPUs this process may use (affinity), not the machine's
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cpus = os.cpu_count() or 1
+        with threadpoolctl.threadpool_limits(min(int(self.config.blas_threads), max(1, cpus))):
             return self._fit(split, on_step)
 
     def _calibrated_steps(self) -> int:
@@ -814,8 +818,10 @@ class NoisyGDMethod(LinearHead):
         if run.pdp_sq_ratio_sum_ is not None:
             sq[~hold] = np.asarray(run.pdp_sq_ratio_sum_, dtype=np.float64)[: int((~hold).sum())]
         self.pdp_sq_ratio_sum_ = sq
-        ledger = accounting.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta,
-                                      plan=accounting.ComposedGaussian(noise_multiplier=cfg.noise_multiplier, steps=T))
+        # the training part's own plan and budget (its composition of every candidate under
+        # optimistic_tuning; else T releases within the target): the guard part adds no ε
+        ledger = accounting.RunLedger(budget_epsilon=run.ledger_.budget_epsilon, delta=cfg.target_delta,
+                                      plan=run.ledger_.plan)
         ledger.extend(run.ledger_, branch="training part")
         self.ledger_ = ledger
         if run.stopped_early_:  # cancelled: the guard part releases nothing, the trained model stays

@@ -30,7 +30,7 @@ import numpy as np
 from ...errors import ConfigError, DataError
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
-from ...randomness import noise_rng
+from ...randomness import noise_rng, snap_release
 from ._common import PrototypeFamilyMethod, SeededPrivacyConfig
 from ...accounting.calibration import largest_param
 from .utilities import avg_pool, cosine_scores, l2_normalize
@@ -59,7 +59,9 @@ def _noisy_count(n: int, *, neighbouring: str, count_rho: float, rng: np.random.
     if neighbouring == "add_remove":
         if count_rho <= 0:
             raise ConfigError("count_fraction", "must be > 0 for neighbouring='add_remove'")
-        return max(n + float(_gaussian_noise(rng, 1.0 / math.sqrt(2.0 * count_rho), 1)[0]), 1.0)
+        sd = 1.0 / math.sqrt(2.0 * count_rho)
+        # snapped (randomness.snap_release) before it is used: the divisor of the class mean
+        return max(snap_release(n + float(_gaussian_noise(rng, sd, 1)[0]), sd), 1.0)
     if neighbouring == "replace":
         return float(n)
     raise ConfigError("neighbouring", f"must be 'replace' or 'add_remove', got {neighbouring!r}")

@@ -105,7 +105,7 @@ class _PublicBase(PrototypeFamilyMethod):
         U = public_utilities(
             split.X_private, split.y_private, pool, n_classes=split.n_classes,
             d_min=cfg.d_min, d_max=cfg.d_max, block_size=cfg.block_size, device=cfg.device,
-            precision=self.utilities_precision_,
+            precision=self.utilities_precision_, plan_rows=n_pool,
         )
         return pool, U
 

@@ -131,6 +131,7 @@ def public_utilities(
     layout: str = "pool_major",
     device: str = "cpu",
     precision: str = "fp32",
+    plan_rows: int | None = None,
 ) -> np.ndarray:
     """Utilities of every pool candidate for every class (Eq. 14, Alg. 1), blocked.
 
@@ -182,6 +183,11 @@ def public_utilities(
             total variation of at most 0.4 % at ε = 1 and 2.1 % at ε = 8
             (``scripts/bf16_utilities_agreement.py``; docs/results/prototypes.md, "bf16 utilities").
 
+        plan_rows: the row count that sizes the plan (``"auto"`` device and precision, the bf16
+            path's row groups), default ``len(X_private)``. A method releasing these utilities
+            passes a public size (DPPL-Public: the pool's), so that how they are computed, and
+            so how they round, never depends on the private count.
+
     Returns:
         ``(C, N)`` float64 utilities.
     """
@@ -195,9 +201,11 @@ def public_utilities(
         raise DataError(f"public_pool: has {pool.shape[1]} features, private data has {E.shape[1]}")
     counts = np.bincount(y, minlength=n_classes).astype(np.float64)
     clipping = clips(d_min, d_max)
-    where, prec = utilities_plan(device, precision, clipping=clipping, n_private=len(E), n_pool=N, dim=E.shape[1])
+    n_plan = len(E) if plan_rows is None else int(plan_rows)
+    where, prec = utilities_plan(device, precision, clipping=clipping, n_private=n_plan, n_pool=N, dim=E.shape[1])
     if prec == "bf16":
-        return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size)
+        return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size,
+                                      plan_rows=n_plan)
     if where != "cpu":
         return _public_utilities_torch(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size,
                                        clipping=clipping, device="cpu" if where == "torch" else where)
@@ -362,7 +370,7 @@ def _bf16_inward(x: float, *, up: bool) -> float:
 
 
 def _public_utilities_bf16(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.ndarray, *, d_min: float,
-                           d_max: float, block_size: int | None) -> np.ndarray:
+                           d_max: float, block_size: int | None, plan_rows: int | None = None) -> np.ndarray:
     """The clipping path of :func:`public_utilities` with bfloat16 products (torch, CPU).
 
     Layout: the normalized private rows sorted by class, each class padded with zero rows to a
@@ -378,7 +386,7 @@ def _public_utilities_bf16(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.n
 
     n_classes = len(counts)
     N = int(pool.shape[0])
-    g = _bf16_group(len(E), n_classes)
+    g = _bf16_group(len(E) if plan_rows is None else int(plan_rows), n_classes)
     n_c = counts.astype(np.int64)
     padded = -(-n_c // g) * g
     order = np.argsort(y, kind="stable")

@@ -168,18 +168,23 @@ class SweepSpec:
                                       f"(MIXDP_MAX_GRID_POINTS; split it into several sweeps)")
 
     def _check_params_known(self) -> None:
-        """Every key of ``params`` must be a config field of at least one of the grid's methods
-        (a misspelt key used to be dropped silently while the grid ran on the defaults)."""
+        """Every key of ``params`` must be a config field of some registered method (a misspelt
+        key used to be dropped silently while the grid ran on the defaults). A real field that
+        only other methods take is given to those that have it, as before: figures pass one
+        set of parameters to every variant (``noise_multiplier`` reaches NoisyGD, not paragon)."""
         from ...methods import METHODS
 
         fields: set[str] = set()
-        for v in self.methods:
-            fields |= {f.name for f in dataclasses.fields(METHODS.get(v.method).config_cls)}
+        for _, cls in METHODS.items():
+            fields |= {f.name for f in dataclasses.fields(cls.config_cls)}
         unknown = sorted(set(self.params) - fields)
         if unknown:
-            raise ConfigError(unknown[0], "not a config field of any method in the sweep "
-                                          f"({', '.join(v.method for v in self.methods)}); allowed: "
-                                          f"{', '.join(sorted(fields))}")
+            ours: set[str] = set()
+            for v in self.methods:
+                ours |= {f.name for f in dataclasses.fields(METHODS.get(v.method).config_cls)}
+            raise ConfigError(unknown[0], "not a config field of any registered method; the sweep's methods "
+                                          f"({', '.join(v.method for v in self.methods)}) take: "
+                                          f"{', '.join(sorted(ours))}")
 
     def n_points(self) -> int:
         """Runs of the grid, counted from the axes before any config is built."""

@@ -119,7 +119,7 @@ if eps_i is not None and len(eps_i):
         show_chart(charts.pdp_sorted_figure(eps_i, target), key="audit_pdp_sorted", name=f"{rec.run_id}_pdp_sorted")
     with b:
         show_chart(charts.pdp_hist_figure(eps_i, target), key="audit_pdp_hist", name=f"{rec.run_id}_pdp_hist")
-    st.caption(f"{len(eps_i)} private samples: median ε_i {m.get('pdp_epsilon_median', float('nan')):.3g}, "
+    st.caption(f"{len(eps_i)} private samples: median εᵢ {m.get('pdp_epsilon_median', float('nan')):.3g}, "
                f"5–95 % range {m.get('pdp_epsilon_q05', float('nan')):.3g} – {m.get('pdp_epsilon_q95', float('nan')):.3g}, "
                f"max {m.get('pdp_epsilon_max', float('nan')):.3g} (target {rec.target_epsilon:g}).")
 else:

@@ -38,9 +38,10 @@ def _row(r):
         "dataset": r.dataset, "encoder": NO_ENCODER if carries_features(r.dataset) else r.encoder, "seed": r.seed,
         "target ε": r.target_epsilon if m.get("private", True) else None,
         "ε spent": m.get("epsilon"), "guarantee": m.get("epsilon_label"), "noise": m.get("noise"),
-        "test error": m.get("test_error"),
+        "test error (%)": None if m.get("test_error") is None else 100 * m["test_error"],
         **({charts.OWNER_AUC_LABEL: m.get("mia_auc")} if owner else {}),
-        "minority acc.": m.get("minority_accuracy"), "created": fmt_time(r.created_at),
+        "minority acc. (%)": None if m.get("minority_accuracy") is None else 100 * m["minority_accuracy"],
+        "created": fmt_time(r.created_at),
         "duration (s)": round(r.duration_s, 1) if r.duration_s is not None else None,
         "label": r.label, "error": r.error,
     }
@@ -50,10 +51,10 @@ st.caption(f"{len(runs)} of {len(all_runs)} stored runs (store: `{store.root}`)"
 for line in budget.runs_budget_lines(store, runs):  # what each data set has spent, over all its runs
     st.caption(line)
 st.dataframe([_row(r) for r in runs], hide_index=True, key="runs_table", width="stretch",
-             column_config={"test error": st.column_config.NumberColumn(format="%.3f"),
+             column_config={"test error (%)": st.column_config.NumberColumn(format="%.1f"),
                             "ε spent": st.column_config.NumberColumn(format="%.3f"),
                             charts.OWNER_AUC_LABEL: st.column_config.NumberColumn(format="%.3f"),
-                            "minority acc.": st.column_config.NumberColumn(format="%.3f")})
+                            "minority acc. (%)": st.column_config.NumberColumn(format="%.1f")})
 
 e1, e2, _ = st.columns([1, 1, 3])
 ids = [r.run_id for r in runs]
@@ -95,7 +96,7 @@ if b3.button("Delete run", key="runs_delete", disabled=not confirm):
 
 @st.fragment(run_every=poll_seconds() if rec.status == "running" else None)
 def details():
-    status = render_run(manager, rid, key="runs", live_s=live_seconds())
+    status = render_run(manager, rid, key="runs", live_s=live_seconds(), owner=owner)
     if rec.status == "running" and status != "running":
         st.rerun()  # finished: redraw the page once (table, buttons) and stop polling
 

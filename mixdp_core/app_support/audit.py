@@ -116,4 +116,4 @@ def pdp_unavailable_reason(method: str) -> str:
     from ..evaluation.pdp import PDP_UNAVAILABLE
 
     return PDP_UNAVAILABLE.get(method, "this run predates per-instance accounting for its family; "
-                                       "train it again to get ε_i.")
+                                       "train it again to get εᵢ.")

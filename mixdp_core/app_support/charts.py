@@ -369,11 +369,11 @@ def live_pdp_chart(eps_i: np.ndarray, target_epsilon: float | None, *, step: int
     counts, edges = np.histogram(e, bins=bins, range=(0.0, top))
     label = "" if step is None else f"steps 1–{step}" + (f" of {total_steps}" if total_steps else "")
     frame = pd.DataFrame({"lo": edges[:-1], "hi": edges[1:], "count": counts.astype(float), "label": "",
-                          "series": "private samples (ε_i)"})
+                          "series": "private samples (εᵢ)"})
     frame = pd.concat([frame, pd.DataFrame({"lo": [np.nan], "hi": [np.nan], "count": [np.nan], "label": [label],
                                             "series": [""]})], ignore_index=True)
     # one colour scale for the bars and the budget rule: the legend names both
-    names, colors = ["private samples (ε_i)"], [PRIVATE_COLOR]
+    names, colors = ["private samples (εᵢ)"], [PRIVATE_COLOR]
     if target_epsilon is not None:
         names, colors = names + ["target ε"], colors + [BUDGET_COLOR]
     color = {"field": "series", "type": "nominal", "scale": {"domain": names, "range": colors},
@@ -381,7 +381,7 @@ def live_pdp_chart(eps_i: np.ndarray, target_epsilon: float | None, *, step: int
     layers: list[dict[str, Any]] = [
         {"transform": [{"filter": "datum.label == ''"}],
          "mark": {"type": "bar"},
-         "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "ε_i (owner's view, not private)",
+         "encoding": {"x": {"field": "lo", "type": "quantitative", "title": "εᵢ (owner's view, not private)",
                             "scale": {"domain": [0, top * 1.05]}},
                       "x2": {"field": "hi"},
                       "y": {"field": "count", "type": "quantitative", "title": "private samples"},
@@ -460,8 +460,9 @@ def release_caption(metrics: Mapping[str, Any]) -> str | None:
         parts.append(f"private update kept: {100 * float(s):.0f} % (the rest was estimated to be mostly "
                      "noise: update_shrinkage, post-processing, no privacy cost)")
     elif uv is not None:
-        parts.append(f"private update kept: {float(uv[0]):.2f} × the averaged update + {float(uv[1]):.2f} × the "
-                     "last iterate's (weights estimated from the public rows to keep the signal and drop the "
+        v = float(uv[1])
+        parts.append(f"private update kept: {float(uv[0]):.2f} × the averaged update {'−' if v < 0 else '+'} "
+                     f"{abs(v):.2f} × the last iterate's (weights estimated from the public rows to keep the signal and drop the "
                      "noise: update_shrinkage, post-processing, no privacy cost)")
     g = metrics.get("guard_released_private")
     if g is not None:
@@ -470,9 +471,9 @@ def release_caption(metrics: Mapping[str, Any]) -> str | None:
     return " · ".join(parts) if parts else None
 
 
-def metric_cards(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
+def metric_cards(metrics: Mapping[str, Any], *, owner: bool = True) -> list[tuple[str, str]]:
     """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
-    where the split has no minority class)."""
+    where the split has no minority class; no attack AUC with ``owner=False``)."""
     def pct(v: Any) -> str:
         return "—" if v is None else f"{100 * float(v):.1f} %"
 
@@ -490,7 +491,25 @@ def metric_cards(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     ir = metrics.get("imbalance_ratio")
     if metrics.get("minority_accuracy") is None or (ir is not None and float(ir) <= 1.0):
         cards = [c for c in cards if c[0] != "minority-class accuracy"]
+    if not owner:
+        cards = [c for c in cards if c[0] != OWNER_AUC_LABEL]
     return cards
+
+
+def test_error_interval_caption(metrics: Mapping[str, Any]) -> str | None:
+    """One line giving a single run's test error its uncertainty: the 95 % Wilson interval over
+    the test samples (the spread of the test set alone; another split or noise draw moves the
+    error more, which only several seeds show). ``None`` without a test error or test count."""
+    p, n = metrics.get("test_error"), metrics.get("n_test")
+    if p is None or not n:
+        return None
+    p, n, z = float(p), int(n), 1.959963984540054
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (f"Test error {100 * p:.1f} %: 95 % interval {100 * (centre - half):.1f}–{100 * (centre + half):.1f} % "
+            f"over the {n} test samples. That is the test set's spread alone; one training is one split and one "
+            "noise draw, so differences of a few points between single runs can be chance (the Compare page runs "
+            "several seeds).")
 
 
 # --------------------------------------------------------------------------- compare
@@ -587,8 +606,9 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     _layout(fig, title, "ε (log scale, δ fixed)", ylabel, height=380)
     # the caption says what a point is: a single training has no seed spread to show
     seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
+    has_ref = any(getattr(t.line, "dash", None) == "dash" for t in fig.data if getattr(t, "line", None) is not None)
     fig.update_layout(legend_title_text=("mean ± std over seeds" if seeds > 1 else "one training per point")
-                      + " · dashed: non-private reference")
+                      + (" · dashed: non-private reference" if has_ref else ""))
     _log_eps_axis(fig, eps_all)
     if metric in FRACTION_METRICS:
         _fraction_axis(fig)
@@ -632,10 +652,10 @@ def pdp_sorted_figure(eps_i: np.ndarray, target_epsilon: float | None):
     """Per-instance ε of every private sample, sorted (AdaMix Fig. 3 left)."""
     go = _go()
     e = np.sort(np.asarray(eps_i, dtype=float))
-    fig = go.Figure(go.Scatter(x=np.arange(1, len(e) + 1), y=e, mode="lines", name="ε_i (sorted)"))
+    fig = go.Figure(go.Scatter(x=np.arange(1, len(e) + 1), y=e, mode="lines", name="εᵢ (sorted)"))
     if target_epsilon is not None:
         fig.add_hline(y=target_epsilon, line_dash="dash", line_color=BUDGET_COLOR, annotation_text="target ε")
-    return _layout(fig, "Per-instance ε, sorted", "private samples (sorted)", "ε_i", height=340)
+    return _layout(fig, "Per-instance ε, sorted", "private samples (sorted)", "εᵢ", height=340)
 
 
 def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: int | None = None,
@@ -645,7 +665,7 @@ def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: in
     ``step``/``total_steps``: the histogram covers the first ``step`` steps (live view)."""
     go = _go()
     e = np.asarray(eps_i, dtype=float)
-    fig = go.Figure(go.Histogram(x=e, nbinsx=40, name="ε_i of the private samples", marker_color=PRIVATE_COLOR))
+    fig = go.Figure(go.Histogram(x=e, nbinsx=40, name="εᵢ of the private samples", marker_color=PRIVATE_COLOR))
     if target_epsilon is not None:
         top = float(np.histogram(e, bins=40)[0].max()) if e.size else 1.0
         fig.add_trace(go.Scatter(x=[target_epsilon, target_epsilon], y=[0, top], mode="lines", name="target ε",
@@ -654,7 +674,7 @@ def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: in
     title = "Histogram of per-instance ε"
     if step is not None:
         title += f" · step {step}" + (f"/{total_steps}" if total_steps else "")
-    return _layout(fig, title, "ε_i (owner's view, not private)", "private samples", height=300)
+    return _layout(fig, title, "εᵢ (owner's view, not private)", "private samples", height=300)
 
 
 #: Caption of the per-layer chart of a sparse fine-tuning run (owner's view).
@@ -678,7 +698,7 @@ def layer_stats_figure(rows: Sequence[Mapping[str, Any]]):
     fig = go.Figure(go.Bar(x=names, y=ratio, text=text, textposition="outside", name="noise / clipped gradient",
                            marker_color=PRIVATE_COLOR))
     fig.add_hline(y=1.0, line_dash="dot", line_color="#7f7f7f", annotation_text="noise = signal")
-    fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log", exponentformat="power")
     return _layout(fig, "Noise-to-gradient ratio per layer (owner's view)", "trainable tensor",
                    "noise norm / clipped-gradient norm (per step, log)", height=360)
 
@@ -996,7 +1016,8 @@ def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np
             f, t = f[keep], np.maximum(t[keep], fpr_floor)
         fig.add_trace(go.Scatter(x=f, y=t, mode="lines", name=str(nm), legendgroup=str(nm),
                                  line=dict(color=color, width=3)))
-    axis = dict(type="log", range=[math.log10(fpr_floor), 0]) if log else dict(range=[0, 1])
+    # powers of ten (10⁻⁴), not SI prefixes: "100μ" read as the GDP μ beside it
+    axis = dict(type="log", range=[math.log10(fpr_floor), 0], exponentformat="power") if log else dict(range=[0, 1])
     fig.update_xaxes(**axis)
     fig.update_yaxes(**axis)
     font = 20 if large else 13

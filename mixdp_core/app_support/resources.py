@@ -387,7 +387,7 @@ def render_cancel(manager: JobManager, run_id: str, *, key: str) -> None:
 
 
 def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool = False,
-               live_s: float = 0.0) -> str | None:
+               live_s: float = 0.0, owner: bool = True) -> str | None:
     """Draw one run from the store: status, progress, live charts (test error, ε spent,
     minority-class accuracy, clip threshold and the pDP histogram of the steps so far — only
     those the method has), and on completion the final metrics.
@@ -411,6 +411,8 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
             0.1-0.5 s of its time per chart on a loaded 2-core machine), and the first point
             should not wait for charts that have nothing to show yet.
         live_s: seconds to keep pushing live redraws (0: draw once and return).
+        owner: show the owner-only diagnostics (per-instance ε, attack AUC, exact private
+            count), each labelled; ``False`` leaves them out (the Runs page's toggle).
 
     Returns:
         The run's status when the call returns (``None`` if the run does not exist).
@@ -429,7 +431,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
                    if private else "non-private reference (ε = ∞)")
                 + f" · seed {rec.seed} — {STATUS_BADGE.get(rec.status, rec.status)}")
     if running:
-        return _render_live(manager, rec, target=target, first_draw=first_draw, live_s=live_s)
+        return _render_live(manager, rec, target=target, first_draw=first_draw, live_s=live_s, owner=owner)
     steps = store.steps(run_id)
     # The same six nodes as the live view (_render_live): a full page run that draws a live
     # view where a finished run was shown replaces every node, so nothing of the finished run
@@ -442,7 +444,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
         status_slot.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
     total = next((s.get("total_steps") for s in reversed(steps) if s.get("total_steps")), None)
     figs = charts.live_figures(steps, target_epsilon=target)
-    eps_i, pdp_step = live_pdp(store, run_id) if private else (None, None)
+    eps_i, pdp_step = live_pdp(store, run_id) if private and owner else (None, None)
     if eps_i is not None and len(eps_i):
         figs["pdp"] = charts.pdp_hist_figure(eps_i, rec.target_epsilon, step=pdp_step,
                                              total_steps=int(total) if pdp_step is not None and total else None)
@@ -454,7 +456,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
             show_chart(figs[name], key=f"{key}-{name}", name=f"{rec.run_id}_{name}")
     with st.container():
         if rec.status in (COMPLETED, CANCELLED) and rec.metrics.get("test_error") is not None:
-            render_final_metrics(rec.metrics, key=key, context=context_lines(store, rec))
+            render_final_metrics(rec.metrics, key=key, context=context_lines(store, rec), owner=owner)
     return rec.status
 
 
@@ -472,7 +474,7 @@ def _chart_cells() -> list[Any]:
 
 
 def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_draw: bool,
-                 live_s: float) -> str:
+                 live_s: float, owner: bool = True) -> str:
     """The running branch of :func:`render_run`: progress and live charts in fixed slots,
     redrawn in place for up to ``live_s`` s. Returns the run's status at return."""
     store, run_id = manager.store, rec.run_id
@@ -500,6 +502,8 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
             caption.caption("One-shot method: no training curve (a single release); see the final metrics.")
             shown[2] = True
         figs = _live_charts(store, series, run_id, target)
+        if not owner:
+            figs.pop("pdp", None)  # per-instance ε: the owner's view only
         names = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip", "subspace") if k in figs]
         order = series.chart_order([k for k in names if not limit_first or k in FIRST_DRAW_CHARTS])
         mounts = 0
@@ -579,16 +583,22 @@ def context_lines(store: Any, rec: Any) -> list[str]:
     return [f"Beside this run ({err:.1f} % test error) on the same split: " + "; ".join(parts) + "."] if parts else []
 
 
-def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Sequence[str] = ()) -> None:
+def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Sequence[str] = (),
+                         owner: bool = True) -> None:
     """Final utility metrics and the privacy numbers side by side; ``context``: lines that
-    place the result (:func:`context_lines`)."""
+    place the result (:func:`context_lines`); ``owner=False`` leaves out the owner-only
+    diagnostics (attack AUC, exact private count)."""
     st.subheader("Final metrics")
     if metrics.get("noise") == "reproducible":
         st.warning(f"Research option: {metrics.get('noise_label')}. Run `mixdp audit --attack seed-replay` "
                    "(or the Privacy audit page) to see what this costs.")
+    cards = charts.metric_cards(metrics, owner=owner)
     cols = st.columns(4)
-    for col, (label, value) in zip(cols, charts.metric_cards(metrics)):
+    for col, (label, value) in zip(cols, cards):
         col.metric(label, value)
+    spread = charts.test_error_interval_caption(metrics)
+    if spread:
+        st.caption(spread)
     for line in context:  # what the number means: the references beside it
         st.markdown(line)
     left, right = st.columns([1, 1])
@@ -601,8 +611,9 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
 
             st.metric("performance boost (× Only-Public)", format_boost(metrics["performance_boost"]),
                       help=charts.BOOST_HELP)
-        st.caption(f"{metrics.get('n_private', '?')} private (exact count: owner's view, not private), "
-                   f"{metrics.get('n_public', '?')} public, "
+        n_priv = (f"{metrics.get('n_private', '?')} private (exact count: owner's view, not private), "
+                  if owner else "")
+        st.caption(f"{n_priv}{metrics.get('n_public', '?')} public, "
                    f"{metrics.get('n_test', '?')} test samples · {metrics.get('steps', '?')} steps · "
                    f"σ = {_fmt_sigma(metrics.get('noise_multiplier'))} · "
                    f"{metrics.get('fit_seconds', 0):.1f} s fit")

@@ -458,6 +458,18 @@ def test_runs_page_lists_statuses_filters_exports_and_deletes(at):
     statuses = dict(zip(df["run_id"], df["status"]))
     assert "completed" in statuses[ok] and "cancelled" in statuses[cancelled] and "failed" in statuses[failed]
     assert len(at.get("download_button")) == 2
+    assert "test error (%)" in df.columns and df.set_index("run_id").loc[ok, "test error (%)"] > 1  # in %
+    # the completed run's details: owner-only diagnostics only with the owner switch on
+    from mixdp_core.app_support import charts
+
+    at.selectbox(key="runs_pick").set_value(ok).run()
+    assert charts.OWNER_AUC_LABEL not in [m.label for m in at.metric]
+    assert not any("exact count" in c.value for c in at.caption)
+    assert any("95 % interval" in c.value for c in at.caption)
+    at.toggle(key="runs_owner").set_value(True).run()
+    assert charts.OWNER_AUC_LABEL in [m.label for m in at.metric]
+    assert any("exact count" in c.value for c in at.caption)
+    at.toggle(key="runs_owner").set_value(False).run()
     # failed run: error and history shown
     at.selectbox(key="runs_pick").set_value(failed).run()
     assert any("Run failed" in e.value and "features" in e.value for e in at.error)

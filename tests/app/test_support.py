@@ -380,8 +380,8 @@ def test_live_pdp_histogram_counts_every_sample_and_names_its_steps():
     # a legend names the bars and the budget rule (one shared colour scale)
     colors = [layer["encoding"]["color"] for layer in spec["layer"] if "color" in layer.get("encoding", {})]
     assert len(colors) == 2 and all(c["field"] == "series" and c["legend"] for c in colors)
-    assert colors[0]["scale"]["domain"] == ["private samples (ε_i)", "target ε"]
-    assert set(frame[frame.label == ""].series) == {"private samples (ε_i)"}
+    assert colors[0]["scale"]["domain"] == ["private samples (εᵢ)", "target ε"]
+    assert set(frame[frame.label == ""].series) == {"private samples (εᵢ)"}
 
 
 def test_compare_axes_legend_and_reference_lines():
@@ -969,3 +969,22 @@ def test_release_caption_says_what_the_run_kept_of_its_private_phase():
     both = charts.release_caption({"guard_released_private": True, "update_shrinkage": None,
                                    "update_combination": [0.31, 0.125]})
     assert "kept: 0.31 × the averaged update + 0.12 × the last iterate's" in both
+
+
+def test_single_run_test_error_carries_its_wilson_interval():
+    from scipy.stats import binomtest
+
+    from mixdp_core.app_support import charts
+
+    cap = charts.test_error_interval_caption({"test_error": 68 / 539, "n_test": 539})
+    ci = binomtest(68, 539).proportion_ci(confidence_level=0.95, method="wilson")
+    assert f"{100 * ci.low:.1f}–{100 * ci.high:.1f} %" in cap and "539 test samples" in cap
+    assert charts.test_error_interval_caption({"test_error": 0.1}) is None
+
+
+def test_owner_only_cards_follow_the_owner_switch():
+    from mixdp_core.app_support import charts
+
+    m = {"test_error": 0.1, "balanced_accuracy": 0.9, "mia_auc": 0.6}
+    assert charts.OWNER_AUC_LABEL in [c[0] for c in charts.metric_cards(m)]
+    assert charts.OWNER_AUC_LABEL not in [c[0] for c in charts.metric_cards(m, owner=False)]

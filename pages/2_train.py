@@ -99,17 +99,20 @@ with st.form("train_form", enter_to_submit=False):
     a, b = st.columns([2, 1])
     with a:
         typed = str(st.session_state.get("train_eps_exact") or "").strip()
-        # one visible ε: once a typed ε was submitted, the slider says it is not the one used
-        eps = st.select_slider("ε — privacy budget (log scale)" + (f": not used (the typed ε = {typed} is used)"
-                                                                   if typed else ""),
+        try:  # a valid typed ε (as last submitted) is the one a launch uses
+            typed_ok = typed and parse_number("epsilon", typed, float, RUN_EPSILON.requirement()) in RUN_EPSILON.range
+        except ConfigError:
+            typed_ok = False
+        # one visible ε: the slider says when a typed ε overrides it. It stays movable: inside the
+        # form the typed field is read only at Launch, so a disabled slider could not come back
+        # when the field is cleared without launching a run first
+        eps = st.select_slider("ε — privacy budget (log scale)"
+                               + (f": not used while the exact ε below is filled (typed: {typed})" if typed_ok else ""),
                                options=forms.EPSILON_GRID, value=3.0,
                                key="train_eps", format_func=lambda v: f"{v:g}",
-                               disabled=not mcls.private or bool(typed))
+                               disabled=not mcls.private)
         # select_slider labels only its ends: a tick row under it names every stop.
-        st.markdown("<div data-testid='eps-ticks' style='display:flex;justify-content:space-between;"
-                    "font-size:0.75rem;color:#666;margin:-0.6rem 0.3rem 0.4rem 0.3rem'>"
-                    + "".join(f"<span>{v:g}</span>" for v in forms.EPSILON_GRID) + "</div>",
-                    unsafe_allow_html=True)
+        st.markdown(forms.slider_tick_row(forms.EPSILON_GRID, testid="eps-ticks"), unsafe_allow_html=True)
         exact = st.text_input("…or type an exact ε (optional)", key="train_eps_exact",
                               placeholder="e.g. 2.5", disabled=not mcls.private,
                               help="When filled, this ε is used and the slider above is ignored "

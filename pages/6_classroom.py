@@ -9,7 +9,7 @@ about a second. No algorithm code here: see ``mixdp_core.app_support.classroom``
 import streamlit as st
 
 from mixdp_core import accounting
-from mixdp_core.app_support import charts
+from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.classroom import (
     DEFAULT_LESSON, LESSON_ALIASES, LESSON_DATA, LESSON_DELTA, LESSON_EPSILONS, Lesson, LessonCache, noisy_class_means, report_object,
 )
@@ -88,9 +88,8 @@ st.markdown(les.describe() + " Move **ε**, the privacy budget, and walk through
 eps0 = float(q.get("eps", 1.0)) if q.get("eps") in [f"{e:g}" for e in LESSON_EPSILONS] else 1.0
 eps = st.select_slider("ε — privacy budget", options=list(LESSON_EPSILONS), value=eps0, key="class_eps",
                        format_func=lambda v: f"{v:g}")
-st.markdown("<div style='display:flex;justify-content:space-between;font-size:1.2rem;color:#555;"
-            "margin:-0.8rem 0.3rem 0.6rem 0.3rem'>" + "".join(f"<span>{v:g}</span>" for v in LESSON_EPSILONS)
-            + "</div>", unsafe_allow_html=True)
+st.markdown(forms.slider_tick_row(list(LESSON_EPSILONS), testid="class-eps-ticks", font_size="1.2rem",
+                                  margin="-0.8rem 0 0.6rem 0"), unsafe_allow_html=True)
 step0 = int(q.get("step", 1)) if str(q.get("step", "1")).isdigit() and 1 <= int(q.get("step", 1)) <= 5 else 1
 if "class_step" not in st.session_state:
     st.session_state["class_step"] = STEPS[step0 - 1]  # from the URL (?step=), then the widget's own

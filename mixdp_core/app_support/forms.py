@@ -20,7 +20,7 @@ import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -650,3 +650,23 @@ def episodes_rows(path: str) -> list[dict[str, Any]]:
     import json
 
     return list(json.loads(Path(path).read_text(encoding="utf-8")).get("rows", []))
+
+
+#: Horizontal inset, in px, of a Streamlit slider's track inside its element (measured in
+#: Chromium: the thumb's centre runs from 6 px to width − 6 px).
+SLIDER_TRACK_INSET_PX = 6
+
+
+def slider_tick_row(values: Sequence[Any], *, testid: str, font_size: str = "0.75rem",
+                    margin: str = "-0.6rem 0 0.4rem 0") -> str:
+    """HTML of a row of labels, one centred under each stop of a ``select_slider`` over
+    ``values`` (its own labels name only the ends). Each label sits at ``i / (n − 1)`` of the
+    track, the same fraction the slider puts its thumb at; spacing the labels with flexbox
+    instead put them up to a stop off (the thumb at ε = 3 sat over the "2")."""
+    n = len(values)
+    spans = "".join(
+        f"<span style='position:absolute;left:{100 * i / max(n - 1, 1):.4f}%;transform:translateX(-50%);"
+        f"white-space:nowrap'>{v:g}</span>" for i, v in enumerate(values))
+    return (f"<div data-testid='{testid}' style='position:relative;height:1.3em;font-size:{font_size};color:#666;"
+            f"margin:{margin};padding:0;left:{SLIDER_TRACK_INSET_PX}px;width:calc(100% - "
+            f"{2 * SLIDER_TRACK_INSET_PX}px)'>{spans}</div>")

@@ -177,9 +177,13 @@ def test_train_says_the_one_epsilon_a_launch_used(at):
     text = page_text(at)
     assert "Launched at ε = 20 — the typed value; the slider's 3 was not used." in text
     slider = at.select_slider(key="train_eps")
-    assert slider.disabled and "not used (the typed ε = 20 is used)" in slider.label
+    assert not slider.disabled and "not used while the exact ε below is filled (typed: 20)" in slider.label
     (r,) = _store().list_runs()
     assert r.target_epsilon == 20.0
+    # a typed value that is not a valid ε never claims to be the one used
+    at.text_input(key="train_eps_exact").input("abc")
+    _launch_button(at).click().run()
+    assert "not used" not in at.select_slider(key="train_eps").label and len(_store().list_runs()) == 1
 
 
 def test_train_refuses_text_init_without_clip(at):

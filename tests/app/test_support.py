@@ -988,3 +988,15 @@ def test_owner_only_cards_follow_the_owner_switch():
     m = {"test_error": 0.1, "balanced_accuracy": 0.9, "mia_auc": 0.6}
     assert charts.OWNER_AUC_LABEL in [c[0] for c in charts.metric_cards(m)]
     assert charts.OWNER_AUC_LABEL not in [c[0] for c in charts.metric_cards(m, owner=False)]
+
+
+def test_slider_tick_labels_sit_at_the_stops_fractions():
+    """Each label at i / (n − 1) of the track (where the slider puts its thumb), inside the
+    track's inset; flexbox spacing had put the "3" a stop off."""
+    import re
+
+    html = forms.slider_tick_row([0.5, 1, 3, 8], testid="t")
+    lefts = [float(x) for x in re.findall(r"left:([0-9.]+)%", html)]
+    assert lefts == pytest.approx([0.0, 100 / 3, 200 / 3, 100.0])
+    assert re.findall(r">([0-9.]+)</span>", html) == ["0.5", "1", "3", "8"]
+    assert f"left:{forms.SLIDER_TRACK_INSET_PX}px" in html and "translateX(-50%)" in html

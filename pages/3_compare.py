@@ -3,7 +3,7 @@ minority accuracy. The selection lives in the URL (shareable, survives a reload)
 
 import streamlit as st
 
-from mixdp_core.app_support import charts, compare_url, forms
+from mixdp_core.app_support import budget, charts, compare_url, forms
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, note, poll_seconds, render_episodes, render_recommendations, show_chart,
     show_field_errors,
@@ -96,6 +96,9 @@ else:
     hashes = [c.config_hash() for c in configs]
     stored = sum(store.find_completed(h) is not None for h in hashes)
     st.caption(f"{len(configs)} runs in this comparison, {stored} already stored.")
+    cost = budget.grid_cost_line(store, configs)  # what the launch would spend, before it
+    if cost:
+        st.caption(cost)
     if manager.get(st.session_state.get("compare_job")) is None:
         # a new session (reload, shared link, reconnected socket) of a comparison launched
         # earlier on this server: follow that job's progress rather than only the stored runs

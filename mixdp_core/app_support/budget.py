@@ -8,7 +8,8 @@ sentence then says what is wrong (a page must still draw).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional
+import math
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..errors import MixDPError
 from ..runs import ledger as L
@@ -99,3 +100,23 @@ def runs_budget_lines(store: Any, records: Iterable[Any], *, limit: int = 5) -> 
     if len(shown) > limit:
         lines.append(f"… and {len(shown) - limit} more data sets (`mixdp budget` lists them all)")
     return lines
+
+
+def grid_cost_line(store: Any, configs: Sequence[Any]) -> Optional[str]:
+    """What launching a grid of runs would add to its data set's spend, said before the launch:
+    the sum of the target ε of its private runs that are not stored yet (stored ones are
+    reused: they cost nothing again), by basic composition, beside what the data set has spent
+    and its cap. ``None`` for an empty grid."""
+    from ..methods import METHODS
+
+    if not configs:
+        return None
+    new = [c for c in configs if getattr(METHODS.get(c.method), "private", True)
+           and store.find_completed(c.config_hash()) is None]
+    add = math.fsum(float(c.target_epsilon) for c in new)
+    first = configs[0]
+    spent = dataset_budget_line(store, first.dataset, first.dataset_kwargs, first.dataset_root)
+    if not new:
+        return f"Launching adds ε = 0 (every private run of the grid is stored and reused). {spent}."
+    return (f"Launching adds up to ε = {_g(add)} to this data set (basic composition over the {len(new)} private "
+            f"run{'s' if len(new) != 1 else ''} not stored yet; each run's target ε, δ as chosen). {spent}.")

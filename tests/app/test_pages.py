@@ -261,6 +261,8 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     at.selectbox(key="train_encoder").select("pixels").run()  # shared settings
     at.switch_page("pages/3_compare.py").run()
     assert not at.exception, at.exception
+    # before anything runs, the page says what the default grid would add to the data set's spend
+    assert any("Launching adds up to ε =" in c.value and "spent ε = 0" in c.value for c in at.caption)
     at.multiselect(key="cmp_methods").set_value(["adamix"])
     at.multiselect(key="cmp_eps").set_value([1.0, 3.0])
     at.button(key="FormSubmitter:compare_form-Run comparison").click().run()

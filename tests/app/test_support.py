@@ -1000,3 +1000,18 @@ def test_slider_tick_labels_sit_at_the_stops_fractions():
     assert lefts == pytest.approx([0.0, 100 / 3, 200 / 3, 100.0], abs=1e-3)
     assert re.findall(r">([0-9.]+)</span>", html) == ["0.5", "1", "3", "8"]
     assert f"left:{forms.SLIDER_TRACK_INSET_PX}px" in html and "translateX(-50%)" in html
+
+
+def test_compare_says_what_a_launch_adds_to_the_data_sets_spend(app_env):
+    from mixdp_core.app_support import budget
+    from mixdp_core.runs import RunStore
+    from mixdp_core.runs.runner import execute
+
+    store = RunStore(app_env / "home")
+    cfgs = [small_config(target_epsilon=e, seed=s) for e in (1.0, 3.0) for s in (0, 1)]
+    cfgs.append(small_config(method="only_public"))  # reads no private row: no cost
+    line = budget.grid_cost_line(store, cfgs)
+    assert "adds up to ε = 8 " in line and "4 private runs" in line and "spent ε = 0" in line
+    execute(cfgs[0], store=store)  # stored: reused, costs nothing again
+    line = budget.grid_cost_line(store, cfgs)
+    assert "adds up to ε = 7 " in line and "3 private runs" in line

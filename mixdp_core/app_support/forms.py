@@ -532,13 +532,21 @@ def dataset_spec_from_path(key: str, path: str) -> str:
     (:func:`mixdp_core.data.data_root`, ``$MIXDP_DATA_ROOT``).
 
     Raises:
-        ConfigError: field ``path``: empty or outside the data root.
+        ConfigError: field ``path``: empty, outside the data root, or (checked here, before the
+            settings are saved) not an existing folder for ``image_folder`` / not a readable
+            ``.npz`` for ``features`` (:func:`mixdp_core.data.datasets.check_dataset_source`).
     """
+    from ..data.datasets import check_dataset_source
     from ..data.paths import data_root, resolve_under
+    from ..errors import DataError
 
     if not path.strip():
         raise ConfigError("path", f"dataset {key!r} needs a path under {data_root()}")
     full = resolve_under(data_root(), path.strip(), field="path")
+    try:
+        check_dataset_source(f"{key}:{full}")
+    except DataError as e:  # named as the form's field, its message without the loader's field name
+        raise ConfigError("path", str(e).split(": ", 1)[-1]) from None
     return f"{key}:{full}"
 
 

@@ -1015,3 +1015,14 @@ def test_compare_says_what_a_launch_adds_to_the_data_sets_spend(app_env):
     execute(cfgs[0], store=store)  # stored: reused, costs nothing again
     line = budget.grid_cost_line(store, cfgs)
     assert "adds up to ε = 7 " in line and "3 private runs" in line
+
+
+def test_data_page_folder_that_does_not_exist_is_refused_before_it_is_saved(app_env):
+    from mixdp_core.data import data_root
+    from mixdp_core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        forms.dataset_spec_from_path("image_folder", "nonexistent_folder")
+    assert e.value.field == "path" and "is not a folder" in e.value.message
+    (data_root() / "real").mkdir(parents=True, exist_ok=True)
+    assert forms.dataset_spec_from_path("image_folder", "real").startswith("image_folder:")

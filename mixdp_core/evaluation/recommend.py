@@ -140,7 +140,9 @@ class Recommendation:
         verdict: one of :data:`VERDICTS`.
         comparison: the lead over the runner-up with its standard error (``None`` when
             there is no runner-up or a single seed on either side).
-        boost: Performance Boost of the best method vs Paragon/Only-Public, or ``None``.
+        boost: Performance Boost of the private method with the lowest mean test error vs
+            Paragon/Only-Public, or ``None``.
+        boost_method: that method (the sentence names it: it need not be the one discussed).
         references: mean test errors of ``paragon``/``only_public`` in this setting, if run.
         others: statistics of every private method at this ε, best first.
     """
@@ -152,6 +154,7 @@ class Recommendation:
     verdict: str = "only"
     comparison: Optional[Comparison] = None
     boost: Optional[float] = None
+    boost_method: Optional[str] = None
     references: dict[str, float] = field(default_factory=dict)
     others: tuple[MethodStat, ...] = ()
 
@@ -233,11 +236,13 @@ class Recommendation:
                      f"({err(r)}) by more than seed noise ({how}, above {NOISE_Z:g} standard errors)")
         if self.minority_line(names):
             s += ". " + self.minority_line(names)
+        whose = (f" of {nm(self.boost_method)} (the private method with the lowest error here)"
+                 if self.boost_method else "")
         if self.boost is not None and math.isfinite(self.boost):
-            s += (f". Performance boost {format_boost(self.boost)} (AdaMix paper's PB: 1× = no better than "
+            s += (f". Performance boost{whose} {format_boost(self.boost)} (AdaMix paper's PB: 1× = no better than "
                   f"Only-Public, higher is better)")
         elif self.boost is not None:
-            s += ". Performance boost ∞ (reaches the Paragon)"
+            s += f". Performance boost{whose} ∞ (reaches the Paragon)"
         elif PARAGON in self.references or ONLY_PUBLIC in self.references:
             s += ". Run both Paragon and Only-Public on this setting for the performance boost"
         return s + "."
@@ -306,5 +311,6 @@ def recommend(runs: Iterable[Any]) -> list[Recommendation]:
                 boost = None if math.isnan(pb) else float(pb)
             out.append(Recommendation(setting=setting, epsilon=eps, best=best, runner_up=runner,
                                       verdict=verdict_of(best, runner, comp), comparison=comp, boost=boost,
+                                      boost_method=best_private.method if boost is not None else None,
                                       references=ref_err, others=tuple(stats)))
     return out

@@ -143,8 +143,10 @@ def test_boost_is_of_the_best_private_method_even_when_only_public_leads():
     (r,) = recommend(runs)
     assert r.best.method == "only_public"
     # PB = (err_pub − err_par)/(err_dp − err_par) of ngd = 0.15/0.30
-    assert r.boost == pytest.approx(0.5)
+    assert r.boost == pytest.approx(0.5) and r.boost_method == "ngd"
     assert "0.50× (AdaMix paper's PB: 1× = no better than Only-Public" in r.sentence()
+    # the sentence names whose boost it is (here not the leader's)
+    assert "Performance boost of NGD" in r.sentence() or "Performance boost of ngd" in r.sentence()
 
 
 def test_a_tie_with_only_public_says_the_private_data_buy_nothing():

@@ -607,8 +607,11 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     # the caption says what a point is: a single training has no seed spread to show
     seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
     has_ref = any(getattr(t.line, "dash", None) == "dash" for t in fig.data if getattr(t, "line", None) is not None)
-    fig.update_layout(legend_title_text=("mean ± std over seeds" if seeds > 1 else "one training per point")
-                      + (" · dashed: non-private reference" if has_ref else ""))
+    note = (("mean ± std over seeds" if seeds > 1 else "one training per point")
+            + (" · dashed: non-private reference" if has_ref else ""))
+    # the note as the title's subtitle and the legend at the right: a legend below the plot
+    # grew with its entries and squashed the plot, and its note ran into the x-axis title
+    _side_legend(fig, title, note)
     _log_eps_axis(fig, eps_all)
     if metric in FRACTION_METRICS:
         _fraction_axis(fig)
@@ -633,18 +636,36 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     for k, (m, rs) in enumerate(by_method.items()):
         name, color = _style(m)
         rs = sorted(rs, key=lambda r: math.inf if r["epsilon"] is None else r["epsilon"])
+        # labels alternate above and below along a curve (its points are close in x), and
+        # each method starts on another side: neighbours' labels no longer overlap
+        pos = [positions[(k + i) % 2] for i in range(len(rs))]
         fig.add_trace(go.Scatter(
             x=[r["test_error_mean"] for r in rs], y=[r["mia_auc_mean"] for r in rs],
+            error_x=dict(type="data", array=[float(r.get("test_error_std") or 0.0) for r in rs], visible=True,
+                         thickness=1),
+            error_y=dict(type="data", array=[float(r.get("mia_auc_std") or 0.0) for r in rs], visible=True,
+                         thickness=1),
             mode="markers+text+lines" if len(rs) > 1 else "markers+text", name=name,
             text=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" for r in rs],
-            textposition=positions[k % len(positions)], marker=dict(size=9, color=color), line=dict(color=color, width=1)))
+            textposition=pos, marker=dict(size=9, color=color), line=dict(color=color, width=1)))
     fig.add_trace(go.Scatter(x=[0, 1], y=[0.5, 0.5], mode="lines", name="random guess (AUC 0.5)",
                              line=dict(dash="dot", color="#7f7f7f")))
-    _layout(fig, "Attack AUC vs test error (owner only, not covered by ε)", "test error",
-            "membership-attack AUC", height=380)
+    title = "Attack AUC vs test error (owner only, not covered by ε)"
+    _layout(fig, title, "test error", "membership-attack AUC", height=380)
+    seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
+    _side_legend(fig, title, "error bars: ± std over seeds (both axes)" if seeds > 1 else "one training per point")
     _fraction_axis(fig, axis="x")
+    # a little room either side: a label at 0 % or 100 % error is not cut at the edge
+    fig.update_xaxes(range=[-0.06, 1.06])
     fig.update_yaxes(range=[0.4, 1.0], autorange=False)
     return fig
+
+
+def _side_legend(fig: Any, title: str, note: str) -> None:
+    """The legend at the right of the plot and ``note`` as the title's subtitle (both outside
+    the plot area, so neither squeezes it nor overlaps the axis titles)."""
+    fig.update_layout(title=dict(text=title, subtitle=dict(text=note)), margin=dict(l=50, r=30, t=75, b=45),
+                      legend=dict(orientation="v", yanchor="top", y=1.0, x=1.02, xanchor="left"))
 
 
 # --------------------------------------------------------------------------- privacy audit

@@ -487,11 +487,23 @@ def test_noise_vs_separation_figure_marks_the_minority_classes():
 
 def test_metric_vs_epsilon_says_what_a_point_is():
     one = [{"method": "adamix", "epsilon": e, "test_error_mean": 0.3, "test_error_std": 0.0, "n": 1} for e in (1, 3)]
-    assert charts.metric_vs_epsilon(one, "test_error", "t", "y").layout.legend.title.text.startswith(
-        "one training per point")
+    fig = charts.metric_vs_epsilon(one, "test_error", "t", "y")
+    assert fig.layout.title.subtitle.text == "one training per point"  # no reference drawn: no "dashed" note
     seeds = [dict(r, n=3, test_error_std=0.02) for r in one]
-    assert charts.metric_vs_epsilon(seeds, "test_error", "t", "y").layout.legend.title.text.startswith(
-        "mean ± std over seeds")
+    ref = [{"method": "only_public", "epsilon": None, "test_error_mean": 0.4, "test_error_std": 0.0, "n": 3}]
+    fig = charts.metric_vs_epsilon(seeds + ref, "test_error", "t", "y")
+    assert fig.layout.title.subtitle.text == "mean ± std over seeds · dashed: non-private reference"
+    assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1  # beside the plot, not under it
+
+
+def test_auc_vs_error_shows_the_seed_spread_on_both_axes():
+    rows = [{"method": "adamix", "epsilon": e, "test_error_mean": 0.2, "test_error_std": 0.01, "mia_auc_mean": 0.55,
+             "mia_auc_std": 0.02, "n": 3} for e in (1, 3)]
+    fig = charts.auc_vs_error_figure(rows)
+    tr = fig.data[0]
+    assert list(tr.error_y.array) == [0.02, 0.02] and list(tr.error_x.array) == [0.01, 0.01]
+    assert list(tr.textposition) == ["top center", "bottom center"]
+    assert "std over seeds" in fig.layout.title.subtitle.text
 
 
 def test_class_counts_figure_marks_minorities():

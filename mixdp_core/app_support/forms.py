@@ -397,7 +397,9 @@ def save_npz_upload(data: bytes, filename: str, *, cache_dir: str | Path | None 
         try:
             load_feature_file(tmp)  # headers and sizes checked before any array is read
         except (DataError, ValueError) as e:
-            raise ConfigError("upload", f"{filename!r} is not a valid feature file: {e}") from None
+            # the user's file name, not the cache's temporary path, in what the page shows
+            msg = str(e).replace(repr(str(tmp)), repr(filename)).replace(str(tmp), filename)
+            raise ConfigError("upload", f"{filename!r} is not a valid feature file: {msg}") from None
         tmp.replace(dest)
     finally:  # no orphan .tmp on any failure path (KeyboardInterrupt included)
         tmp.unlink(missing_ok=True)

@@ -1038,3 +1038,17 @@ def test_data_page_folder_that_does_not_exist_is_refused_before_it_is_saved(app_
     assert e.value.field == "path" and "is not a folder" in e.value.message
     (data_root() / "real").mkdir(parents=True, exist_ok=True)
     assert forms.dataset_spec_from_path("image_folder", "real").startswith("image_folder:")
+
+
+def test_upload_errors_name_the_users_file_not_the_cache_path(tmp_path):
+    import io
+
+    import numpy as np
+
+    from mixdp_core.errors import ConfigError
+
+    b = io.BytesIO()
+    np.savez(b, X_train=np.zeros((3, 2), np.float32), y_train=np.zeros(3, int))
+    with pytest.raises(ConfigError) as e:
+        forms.save_npz_upload(b.getvalue(), "mine.npz", cache_dir=tmp_path)
+    assert "'mine.npz' lacks array(s) X_test, y_test" in str(e.value) and ".tmp" not in str(e.value)

@@ -111,12 +111,21 @@ def grid_cost_line(store: Any, configs: Sequence[Any]) -> Optional[str]:
 
     if not configs:
         return None
-    new = [c for c in configs if getattr(METHODS.get(c.method), "private", True)
-           and store.find_completed(c.config_hash()) is None]
-    add = math.fsum(float(c.target_epsilon) for c in new)
-    first = configs[0]
-    spent = dataset_budget_line(store, first.dataset, first.dataset_kwargs, first.dataset_root)
-    if not new:
-        return f"Launching adds ε = 0 (every private run of the grid is stored and reused). {spent}."
-    return (f"Launching adds up to ε = {_g(add)} to this data set (basic composition over the {len(new)} private "
-            f"run{'s' if len(new) != 1 else ''} not stored yet; each run's target ε, δ as chosen). {spent}.")
+    by_key: dict[str, list[Any]] = {}
+    for c in configs:
+        by_key.setdefault(L.config_dataset_key(c), []).append(c)
+    lines = []
+    for cs in by_key.values():  # one data set per Compare grid; several are said one by one
+        new = [c for c in cs if getattr(METHODS.get(c.method), "private", True)
+               and store.find_completed(c.config_hash()) is None]
+        add = math.fsum(float(c.target_epsilon) for c in new)
+        first = cs[0]
+        spent = dataset_budget_line(store, first.dataset, first.dataset_kwargs, first.dataset_root)
+        if not new:
+            lines.append(f"Launching adds ε = 0 (no private run of the grid is left to run: any is stored and "
+                         f"reused). {spent}.")
+        else:
+            lines.append(f"Launching adds up to ε = {_g(add)} to this data set (basic composition over the {len(new)} "
+                         f"private run{'s' if len(new) != 1 else ''} not stored yet; each run's target ε, δ as "
+                         f"chosen). {spent}.")
+    return " ".join(lines)

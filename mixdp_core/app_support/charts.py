@@ -506,7 +506,8 @@ def test_error_interval_caption(metrics: Mapping[str, Any]) -> str | None:
     p, n, z = float(p), int(n), 1.959963984540054
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (f"Test error {100 * p:.1f} %: 95 % interval {100 * (centre - half):.1f}–{100 * (centre + half):.1f} % "
+    lo, hi = max(0.0, centre - half), min(1.0, centre + half)  # no "-0.0 %" at p = 0 (rounding)
+    return (f"Test error {100 * p:.1f} %: 95 % interval {100 * lo:.1f}–{100 * hi:.1f} % "
             f"over the {n} test samples. That is the test set's spread alone; one training is one split and one "
             "noise draw, so differences of a few points between single runs can be chance (the Compare page runs "
             "several seeds).")

@@ -444,6 +444,8 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
         status_slot.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
     total = next((s.get("total_steps") for s in reversed(steps) if s.get("total_steps")), None)
     figs = charts.live_figures(steps, target_epsilon=target)
+    if not owner:
+        figs.pop("subspace", None)  # reads the private gradients before noise: the owner's view only
     eps_i, pdp_step = live_pdp(store, run_id) if private and owner else (None, None)
     if eps_i is not None and len(eps_i):
         figs["pdp"] = charts.pdp_hist_figure(eps_i, rec.target_epsilon, step=pdp_step,
@@ -502,8 +504,9 @@ def _render_live(manager: JobManager, rec: Any, *, target: float | None, first_d
             caption.caption("One-shot method: no training curve (a single release); see the final metrics.")
             shown[2] = True
         figs = _live_charts(store, series, run_id, target)
-        if not owner:
-            figs.pop("pdp", None)  # per-instance ε: the owner's view only
+        if not owner:  # per-instance ε and the private-gradient subspace chart: the owner's view only
+            figs.pop("pdp", None)
+            figs.pop("subspace", None)
         names = [k for k in ("test_error", "epsilon", "minority", "pdp", "clip", "subspace") if k in figs]
         order = series.chart_order([k for k in names if not limit_first or k in FIRST_DRAW_CHARTS])
         mounts = 0
@@ -624,7 +627,7 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
         note("delta", "What does δ mean?")
         note("attack_auc", "What is attack AUC?")
         note("conversions", "Why several privacy numbers?")
-    if metrics.get("layer_stats"):  # sparse fine-tuning / whole-network DP-SGD runs
+    if metrics.get("layer_stats") and owner:  # sparse fine-tuning / whole-network DP-SGD runs (owner's view)
         with st.expander("Per-layer noise and mask (owner's view, not private)"):
             st.plotly_chart(charts.layer_stats_figure(metrics["layer_stats"]), key=f"{key}-layers",
                             width="stretch")

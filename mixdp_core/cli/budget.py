@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
                 return run(args)
             finally:
                 args.store = given
+                args.shown_store = None
                 shutil.rmtree(tmp, ignore_errors=True)
         store = RunStore(args.store)
         key = L.find_dataset(store, args.dataset, args.dataset_root, kw) if args.dataset is not None else None

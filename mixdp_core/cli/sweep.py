@@ -121,7 +121,26 @@ def build_spec(args: argparse.Namespace):
         d["dataset_root"] = args.dataset_root
     if args.public_from is not None:
         d["public_from"] = args.public_from
-    return SweepSpec.from_dict(d)
+    spec = SweepSpec.from_dict(d)
+    _check_params_used(spec)
+    return spec
+
+
+def _check_params_used(spec) -> None:
+    """A user's sweep: every ``--param`` / ``[params]`` key must be a config field of one of the
+    sweep's own methods (a field only other methods take would be dropped in silence; the
+    library accepts those, for figures that give one set of parameters to every variant)."""
+    import dataclasses
+
+    from ..methods import METHODS
+
+    ours: set[str] = set()
+    for v in spec.methods:
+        ours |= {f.name for f in dataclasses.fields(METHODS.get(v.method).config_cls)}
+    unused = sorted(set(spec.params) - ours)
+    if unused:
+        raise ConfigError(unused[0], f"not a config field of the sweep's methods "
+                                     f"({', '.join(v.method for v in spec.methods)}); they take: {', '.join(sorted(ours))}")
 
 
 def run(args: argparse.Namespace) -> int:

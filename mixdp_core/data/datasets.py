@@ -585,7 +585,11 @@ def check_dataset_source(spec: str, root: str | None = None) -> None:
     if key == "image_folder":
         if not path:
             raise ConfigError("root", "image_folder needs --root <folder with one sub-folder per class>")
-        if not Path(path).expanduser().is_dir():
+        try:
+            is_dir = Path(path).expanduser().is_dir()
+        except OSError as e:  # e.g. a folder above it the user may not enter
+            raise DataError(f"root: cannot read {str(Path(path).expanduser())!r} ({e.strerror or e})") from None
+        if not is_dir:
             raise DataError(f"root: {str(Path(path).expanduser())!r} is not a folder")
     elif key == "features":
         if not path:

@@ -821,3 +821,15 @@ def test_classroom_dials_classes_rows_and_imbalance_and_shows_the_minority(at):
     assert any(t.startswith("Balanced accuracy: no public data") for t in titles), titles
     assert "on the minority classes (the smallest quarter)" in notes[0]  # step 2's words
     assert "Balanced accuracy **" in notes[-1]  # step 5's words
+
+
+def test_runs_page_owner_switch_hides_the_per_instance_epsilon_chart(at):
+    from mixdp_core.runs.runner import execute
+
+    rid = execute(small_config(), store=_store())
+    at.switch_page("pages/5_runs.py").run()
+    at.selectbox(key="runs_pick").set_value(rid).run()
+    keys = {c.key for c in at.main.get("plotly_chart")}
+    assert "runs-pdp" not in keys and "runs-test_error" in keys
+    at.toggle(key="runs_owner").set_value(True).run()
+    assert "runs-pdp" in {c.key for c in at.main.get("plotly_chart")}

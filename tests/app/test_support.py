@@ -1052,3 +1052,9 @@ def test_upload_errors_name_the_users_file_not_the_cache_path(tmp_path):
     with pytest.raises(ConfigError) as e:
         forms.save_npz_upload(b.getvalue(), "mine.npz", cache_dir=tmp_path)
     assert "'mine.npz' lacks array(s) X_test, y_test" in str(e.value) and ".tmp" not in str(e.value)
+
+
+def test_wilson_interval_never_prints_below_zero():
+    from mixdp_core.app_support import charts
+
+    assert "interval 0.0–" in charts.test_error_interval_caption({"test_error": 0.0, "n_test": 21})

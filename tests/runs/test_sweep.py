@@ -210,6 +210,7 @@ def test_cli_sweep_json_lines_then_reused(env, capsys):
     (["--config", "/nonexistent.toml"], "config"),
     (["--resume", "sw-nope"], "resume"),
     (["--param", "clip_percentil=50"], "clip_percentil"),  # a misspelt key was dropped silently
+    (["--param", "d_min=0.5"], "d_min"),  # a real field of another family, unused by ngd: also refused
 ])
 def test_cli_sweep_bad_arguments_one_line(env, capsys, extra, field):
     from mixdp_core.cli import main
@@ -333,3 +334,17 @@ def test_a_repeated_axis_value_is_one_grid_point():
 
     s = SweepSpec(dataset="digits", methods=("ngd",), epsilons=(1, 1.0, 1), seeds=(0, 0))
     assert s.epsilons == (1.0,) and s.seeds == (0,) and s.n_points() == 1
+
+
+def test_the_library_gives_a_figures_shared_params_to_the_variants_that_take_them():
+    """Figures pass one set of parameters to every variant: a field only other registered
+    methods take is accepted by SweepSpec (ignored where a method lacks it); a name no method
+    declares is refused."""
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.runs.sweep import SweepSpec
+
+    s = SweepSpec(dataset="digits", methods=("paragon", "only_public"), params={"noise_multiplier": 20})
+    assert s.n_points() == 2
+    with pytest.raises(ConfigError) as e:
+        SweepSpec(dataset="digits", methods=("ngd",), params={"noise_multiplyer": 20})
+    assert e.value.field == "noise_multiplyer"

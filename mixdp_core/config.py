@@ -307,7 +307,11 @@ def check(spec: ParamSpec, value: Any, *, field: Optional[str] = None) -> Any:
             raise bad()
         value = float(value)
     elif t is str and not spec.choices:
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str):
+            raise bad()
+        if not value.strip():
+            if spec.check is not None and isinstance(value, str):
+                spec.check(value)  # a registry name: its own error lists the registered keys
             raise bad()
     if spec.choices and value not in spec.choices:
         raise bad()

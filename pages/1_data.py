@@ -174,8 +174,10 @@ if no_encoder:
     st.caption("This dataset's rows are the features: nothing to extract (generated or loaded at run time).")
 elif encoder == "pixels":
     st.caption("`pixels` uses the raw pixel values: nothing to extract (loaded at run time in a second).")
-if st.button("Extract features" if not ready else "Features ready — re-check the cache",
-             type="primary" if not ready and encoder != "pixels" and not no_encoder else "secondary",
+light = encoder == "pixels" or no_encoder  # nothing to extract: the button only loads the rows ahead of a run
+if st.button(("Load the rows now (optional)" if light else "Extract features") if not ready
+             else "Features ready — re-check the cache",
+             type="primary" if not ready and not light else "secondary",
              icon=":material/check_circle:" if ready else ":material/memory:",
              disabled=bool(errors), key="data_extract"):
     for ds in [dataset] + ([public_from] if public_from else []):

@@ -647,7 +647,12 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
             error_y=dict(type="data", array=[float(r.get("mia_auc_std") or 0.0) for r in rs], visible=True,
                          thickness=1),
             mode="markers+text+lines" if len(rs) > 1 else "markers+text", name=name,
-            text=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" for r in rs],
+            # only a curve's two ends carry their ε as text (every point has it on hover): the
+            # middle points of several methods crowd one corner and their labels overlapped
+            text=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" if i in (0, len(rs) - 1) else ""
+                  for i, r in enumerate(rs)],
+            hovertext=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" for r in rs],
+            hovertemplate="%{hovertext}: test error %{x:.1%}, AUC %{y:.3f}<extra>" + name + "</extra>",
             textposition=pos, marker=dict(size=9, color=color), line=dict(color=color, width=1)))
     fig.add_trace(go.Scatter(x=[0, 1], y=[0.5, 0.5], mode="lines", name="random guess (AUC 0.5)",
                              line=dict(dash="dot", color="#7f7f7f")))

@@ -503,6 +503,9 @@ def test_auc_vs_error_shows_the_seed_spread_on_both_axes():
     tr = fig.data[0]
     assert list(tr.error_y.array) == [0.02, 0.02] and list(tr.error_x.array) == [0.01, 0.01]
     assert list(tr.textposition) == ["top center", "bottom center"]
+    assert list(tr.text) == ["ε=1", "ε=3"] and list(tr.hovertext) == ["ε=1", "ε=3"]
+    four = [dict(rows[0], epsilon=e) for e in (0.5, 1, 3, 8)]
+    assert list(charts.auc_vs_error_figure(four).data[0].text) == ["ε=0.5", "", "", "ε=8"]  # ends labelled
     assert "std over seeds" in fig.layout.title.subtitle.text
 
 

@@ -40,6 +40,7 @@ def test_lists(capsys):
      "max_per_class: not an option of dataset 'digits'"),  # was ignored in silence
     (["train", "--seed", "1.5"], "seed: must be an integer in [0, 4294967295]"),
     (["train", "--method", ""], "method: unknown method ''; choose one of: paragon"),  # lists the keys
+    (["train", "--dataset", "synthetic", "--dataset-arg", "classes=NaN"], "classes: must be an integer in [2, 1000]"),
     (["reproduce", "adamix_epsilon", "--workers", "100000"], "workers: must be an integer in [1, "),
     (["audit", "--executor", "local", "--workers", "100000", "--no-store"], "workers: must be an integer in [1, "),
 ])

@@ -85,8 +85,14 @@ def _json_mapping(field_name: str) -> Callable[[Any], None]:
             try:
                 _canonical({str(k): v})
             except (TypeError, ValueError):
-                raise ConfigError(str(k), f"must be a finite number or JSON value (in {field_name}), "
-                                          f"got {str(v)[:60]}") from None
+                allowed = "a finite number or JSON value"
+                if field_name == "dataset_kwargs":  # a loader option with a declared range: say it
+                    from ..data.datasets import _dataset_arg_specs
+
+                    spec = _dataset_arg_specs().get(str(k))
+                    if spec is not None:
+                        allowed = spec.requirement()
+                raise ConfigError(str(k), f"must be {allowed} (in {field_name}), got {str(v)[:60]}") from None
 
     return check
 

@@ -442,6 +442,26 @@ def _walk(server, driver, tmp_path):
     # launched from the demo run's finished view, which the live view must replace entirely
     driver.get(server + "/train?run=" + demo_run)
     ui.text_present("Final metrics")
+    # the ε slider's tick row: the label of the slider's value sits under its thumb (a flexbox
+    # row had drifted up to a stop: at ε = 3 the thumb sat over the "2")
+    tick_js = """
+        const row = document.querySelector('[data-testid="eps-ticks"]');
+        if (!row) return null;
+        // the slider right above the tick row
+        const sliders = Array.from(document.querySelectorAll('[data-testid="stSlider"]'));
+        const rb = row.getBoundingClientRect();
+        const above = sliders.filter(x => x.getBoundingClientRect().bottom <= rb.top + 30)
+                             .sort((a, b) => b.getBoundingClientRect().bottom - a.getBoundingClientRect().bottom)[0];
+        const th = above && above.querySelector('[data-testid="stSliderThumbValue"]');
+        if (!th) return null;
+        const t = th.parentElement.getBoundingClientRect(), v = th.textContent.trim();
+        const sp = Array.from(row.querySelectorAll('span')).find(s => s.textContent.trim() === v);
+        if (!sp) return null;
+        const r = sp.getBoundingClientRect();
+        return Math.abs((r.left + r.right) / 2 - (t.left + t.right) / 2);"""
+    ui.wait(lambda d: d.execute_script(tick_js) is not None, 20)
+    off = driver.execute_script(tick_js)
+    assert off < 3, off
 
     # ---------------------------------------------------------------- live run + a second one beside it
     laps["live_run_a_second_one_beside_it"] = round(time.monotonic() - t_start, 1)

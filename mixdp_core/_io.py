@@ -12,6 +12,15 @@ from typing import IO, Callable, Iterable
 
 from .errors import StorageError
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask), at least 1: the one reader for
+    thread and worker counts (encoders, BLAS threads of a fit, sweep workers)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def env_limit(name: str, default: float, *, kind: type = int, hi: float = float("inf")) -> float:
     """A positive limit from the environment variable ``name`` (``default`` when unset, not a
     number, not positive or above ``hi``): one reader for every ``MIXDP_MAX_*``-style knob."""

@@ -101,13 +101,10 @@ def run(args: argparse.Namespace) -> int:
         conf = number("confidence", args.confidence, float, "a number in (0, 1)")
         if not 0 < conf < 1:
             raise ConfigError("confidence", f"must lie in (0, 1), got {args.confidence!r}")
-        from ..runs.sweep.executors import max_local_workers
+        from ..runs.sweep.executors import check_workers
 
-        hi = max_local_workers()
-        workers = number("workers", args.workers, int, f"an integer in [1, {hi}]")
-        if workers is not None and (workers < 1 or (args.executor == "local" and workers > hi)):
-            raise ConfigError("workers", f"must be an integer in [1, {hi}] (4 per CPU this process may use), "
-                                         f"got {args.workers!r}")
+        workers = number("workers", args.workers, int, "an integer >= 1")
+        check_workers(workers, local=args.executor == "local")
         from ..runs.runner import RunConfig
 
         config = RunConfig(

@@ -86,13 +86,10 @@ def run(args: argparse.Namespace) -> int:
         fig = FIGURES.get(args.name)
         if args.backend not in EXECUTORS:
             raise ConfigError("backend", f"must be one of {', '.join(EXECUTORS.keys())}, got {args.backend!r}")
-        from ..runs.sweep.executors import max_local_workers
+        from ..runs.sweep.executors import check_workers
 
-        hi = max_local_workers()
-        workers = number("workers", args.workers, int, f"an integer in [1, {hi}]")
-        if workers is not None and (workers < 1 or (args.backend == "local" and workers > hi)):
-            raise ConfigError("workers", f"must be an integer in [1, {hi}] (4 per CPU this process may use), "
-                                         f"got {args.workers!r}")
+        workers = number("workers", args.workers, int, "an integer >= 1")
+        check_workers(workers, local=args.backend == "local")
         params = pairs("set", args.set)
         if args.seeds is not None:
             params["seeds"] = number_list("seeds", args.seeds, int, "integers >= 0")

@@ -28,6 +28,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .._io import usable_cores  # noqa: F401  (re-exported: efficientnet and the benchmarks read it here)
+
 #: Calibration images for int8 static quantization (crops of scikit-learn's two sample photos).
 CALIBRATION_IMAGES = 64
 #: Seed of the crop positions and sizes.
@@ -57,14 +59,6 @@ def cpu_has_int8_dot(cpuinfo: str = "/proc/cpuinfo") -> bool:
     except OSError:
         pass
     return False
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity mask), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def onnxruntime_available() -> bool:

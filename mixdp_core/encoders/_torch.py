@@ -30,6 +30,7 @@ from typing import Any, Callable, ClassVar, Sequence
 import numpy as np
 
 from ..errors import ConfigError, MixDPError
+from .._io import usable_cores
 from .base import Encoder, integer_option, select_device
 
 #: ImageNet RGB statistics on the [0, 1] scale (torchvision / timm convention).
@@ -48,11 +49,7 @@ def default_num_threads() -> int:
     (oversubscription: both cores were already busy), so one thread per two cores is the
     safe default; pass ``num_threads`` explicitly on an idle many-core machine.
     """
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 2
-    return max(1, n // 2)
+    return max(1, usable_cores() // 2)
 
 
 def _pil_resample(name: str):

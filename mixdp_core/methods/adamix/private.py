@@ -593,16 +593,13 @@ class NoisyGDMethod(LinearHead):
     def fit(self, split: Any, *, on_step: OnStep | None = None) -> "NoisyGDMethod":
         if self.config.blas_threads is None:
             return self._fit(split, on_step)
-        import os
-
         import threadpoolctl
 
-        # threads beyond the cores only add contention (measured: 100,000 asked took 100x longer)
-        try:  # the CPUs this process may use (affinity), not the machine's
-            cpus = len(os.sched_getaffinity(0))
-        except AttributeError:  # not Linux
-            cpus = os.cpu_count() or 1
-        with threadpoolctl.threadpool_limits(min(int(self.config.blas_threads), max(1, cpus))):
+        from ..._io import usable_cores
+
+        # threads beyond the cores this process may use only add contention (measured: 100,000
+        # asked took 100x longer)
+        with threadpoolctl.threadpool_limits(min(int(self.config.blas_threads), usable_cores())):
             return self._fit(split, on_step)
 
     def _calibrated_steps(self) -> int:

@@ -32,6 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from ..._io import usable_cores
 from ...errors import ConfigError, MixDPError
 from ...registry import Registry
 
@@ -49,12 +50,35 @@ def max_local_workers() -> int:
     return 4 * default_workers()
 
 
+def check_workers(workers: int | None, *, local: bool = True) -> None:
+    """The one bound on a worker count (every entry point: sweep, reproduce, audit, and
+    :class:`LocalExecutor`): ``None`` (the default) or an integer >= 1, and for a local process
+    pool at most :func:`max_local_workers` (each worker is a process holding its own torch and
+    data: beyond a few per CPU they only add memory; 100,000 asked would have tried to start
+    100,000 processes).
+
+    Raises:
+        ConfigError: field ``workers``, naming the range.
+    """
+    if workers is None:
+        return
+    hi = max_local_workers()
+    if local and not 1 <= workers <= hi:
+        raise ConfigError("workers", f"must be an integer in [1, {hi}] (4 per CPU this process may use), "
+                                     f"got {workers!r}")
+    if workers < 1:
+        raise ConfigError("workers", f"must be an integer >= 1, got {workers!r}")
+
+
+def check_retries(max_retries: int) -> None:
+    """``max_retries`` in [0, :data:`MAX_RETRIES`] (field ``max_retries``)."""
+    if not 0 <= int(max_retries) <= MAX_RETRIES:
+        raise ConfigError("max_retries", f"must be an integer in [0, {MAX_RETRIES}], got {max_retries!r}")
+
+
 def default_workers() -> int:
-    """CPUs this process may use (``sched_getaffinity``), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    """CPUs this process may use (:func:`mixdp_core._io.usable_cores`), at least 1."""
+    return usable_cores()
 
 
 _SHARED: Any = None  # the shared object of the local worker processes
@@ -146,14 +170,8 @@ class LocalExecutor:
     def __init__(self, *, workers: int | None = None, max_retries: int = 2, own_session: bool | None = None,
                  **_: Any):
         self.workers = int(workers) if workers else default_workers()
-        hi = max_local_workers()
-        if not 1 <= self.workers <= hi:
-            # each worker is a process holding its own torch and data: beyond a few per CPU they
-            # only add memory (100,000 asked would have tried to start 100,000 processes)
-            raise ConfigError("workers", f"must be an integer in [1, {hi}] (4 per CPU this process may use), "
-                                         f"got {workers!r}")
-        if not 0 <= int(max_retries) <= MAX_RETRIES:
-            raise ConfigError("max_retries", f"must be an integer in [0, {MAX_RETRIES}], got {max_retries!r}")
+        check_workers(self.workers)
+        check_retries(max_retries)
         self.max_retries = int(max_retries)
         if own_session is None:
             own_session = os.environ.get("MIXDP_WORKER_SESSION", "1").strip() not in ("0", "false", "no", "")

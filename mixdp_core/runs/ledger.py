@@ -74,7 +74,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from .. import accounting
 from ..config import check_delta, check_epsilon
 from ..errors import BudgetError, ConfigError, UnknownNameError
-from .store import CANCELLED, COMPLETED, FAILED, RUNNING, RunStore
+from .store import CANCELLED, COMPLETED, FAILED, RUNNING, RunStore, records_epsilon
 
 #: Prefix of the ``meta`` keys holding caps: ``budget_cap:<dataset key>``.
 CAP_PREFIX = "budget_cap:"
@@ -439,9 +439,7 @@ def _records_by_key(store: RunStore) -> dict[str, list[Any]]:
                 except (TypeError, ValueError):
                     n_rec = 0
                 m["n_step_records"] = max(n_rec, len(steps))
-                stated = [_finite(s.get("epsilon_spent")) for s in steps]
-                m["epsilon_released"] = max([_finite(m.get("epsilon_released")) or 0.0]
-                                            + [e for e in stated if e is not None])
+                m["epsilon_released"] = records_epsilon(steps, _finite(m.get("epsilon_released")) or 0.0)
                 rec = dataclasses.replace(rec, metrics=m)
         out.setdefault(key, []).append(rec)
     return out

@@ -32,7 +32,7 @@ import numpy as np
 from ..config import SEED_RANGE, Interval, delta_param, epsilon_param, param, validate
 from ..errors import ConfigError, UnknownNameError
 from .owner_view import OWNER_NOTE, diagnostics  # noqa: F401  (diagnostics: part of this module's API)
-from .store import CANCELLED, COMPLETED, FAILED, RunStore
+from .store import CANCELLED, COMPLETED, FAILED, RunStore, records_epsilon
 
 #: RunConfig fields forwarded to the method config when the method has them.
 _FORWARDED = ("target_epsilon", "target_delta", "seed")
@@ -335,15 +335,6 @@ class _Heartbeat:
         self._thread.join(timeout=5)
 
 
-def _max_epsilon_spent(current: float, record: Mapping[str, Any]) -> float:
-    """``max(current, record["epsilon_spent"])`` (a record without a finite ε leaves it)."""
-    try:
-        e = float(record.get("epsilon_spent"))
-    except (TypeError, ValueError):
-        return current
-    return max(current, e) if math.isfinite(e) else current
-
-
 class _StepWriter:
     """``on_step`` callback: hands StepRecords to a batched :class:`~mixdp_core.runs.store.StepWriter`
     and polls the cancel flag.
@@ -372,9 +363,10 @@ class _StepWriter:
         self.writer.close()
 
     def __call__(self, record: Any) -> bool:
-        self.writer.append(record.to_dict())
+        d = record.to_dict()
+        self.writer.append(d)
         self.n_records += 1
-        self.epsilon_released = _max_epsilon_spent(self.epsilon_released, record.to_dict())
+        self.epsilon_released = records_epsilon((d,), self.epsilon_released)
         stop = False
         if self.on_record is not None:
             stop = bool(self.on_record(record))
@@ -675,10 +667,7 @@ def train(
         status = CANCELLED if cancelled[0] else COMPLETED
     except Exception as e:  # noqa: BLE001 - recorded as a failed run by the driver
         status, error = FAILED, (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
-        eps_rel = 0.0
-        for s in steps:
-            eps_rel = _max_epsilon_spent(eps_rel, s)
-        metrics = {"wall_seconds": time.perf_counter() - t0, "epsilon_released": eps_rel}
+        metrics = {"wall_seconds": time.perf_counter() - t0, "epsilon_released": records_epsilon(steps)}
     metrics["n_step_records"] = len(steps)
     return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=config.config_hash(),
                       split_hash=config.split_hash(), versions=versions(), status=status,

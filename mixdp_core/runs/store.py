@@ -30,6 +30,7 @@ import csv
 import functools
 import io
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -265,6 +266,21 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def records_epsilon(records: Any, start: float = 0.0) -> float:
+    """The largest finite ``epsilon_spent`` that step records (dicts) state, or ``start`` when it
+    is larger or none states one: what a run that failed after writing them is charged
+    (:mod:`mixdp_core.runs.ledger`; the runner records it as ``epsilon_released``)."""
+    best = float(start)
+    for r in records:
+        try:
+            e = float(r.get("epsilon_spent"))
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(e):
+            best = max(best, e)
+    return best
 
 
 def new_run_id() -> str:

@@ -178,11 +178,8 @@ def load_image_folder(
         max_per_class: keep only the first n files (sorted by name) per class of the train
             tree (for documented subsets); ``max_test_per_class`` likewise for ``test``.
     """
-    if not root:
-        raise ConfigError("root", "image_folder needs --root <folder with one sub-folder per class>")
+    check_dataset_source("image_folder", root)  # a folder given, and there
     r = Path(root).expanduser()
-    if not r.is_dir():
-        raise DataError(f"root: {str(r)!r} is not a folder")
     key = {"dataset": "image_folder", "root": str(r.resolve()), "max_per_class": max_per_class}
     real_root = Path(os.path.realpath(r))
     if (r / "train").is_dir() and (r / "test").is_dir():
@@ -311,11 +308,15 @@ def load_feature_file(path: str | Path) -> FeatureSet:
     )
 
 
+#: The one error of a ``features`` spec without its file (the loader and the early check say it alike).
+FEATURES_PATH_NEEDED = "give the file as features:<path.npz>"
+
+
 @DATASETS.register("features")
 def load_features_dataset(root: str | None = None, **_: Any) -> LoadedDataset:
     """``features:<file.npz>``: pre-computed features (no encoder is run)."""
     if not root:
-        raise ConfigError("features", "give the file as features:<path.npz>")
+        raise ConfigError("features", FEATURES_PATH_NEEDED)
     fs = load_feature_file(root)
     p = Path(root).expanduser().resolve()
     st = p.stat()
@@ -593,7 +594,7 @@ def check_dataset_source(spec: str, root: str | None = None) -> None:
             raise DataError(f"root: {str(Path(path).expanduser())!r} is not a folder")
     elif key == "features":
         if not path:
-            raise ConfigError("features", "give the file as features:<path.npz>")
+            raise ConfigError("features", FEATURES_PATH_NEEDED)
         from .safe_npz import npz_headers
 
         npz_headers(Path(path).expanduser())

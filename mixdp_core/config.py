@@ -310,7 +310,7 @@ def check(spec: ParamSpec, value: Any, *, field: Optional[str] = None) -> Any:
         if not isinstance(value, str):
             raise bad()
         if not value.strip():
-            if spec.check is not None and isinstance(value, str):
+            if spec.check is not None:
                 spec.check(value)  # a registry name: its own error lists the registered keys
             raise bad()
     if spec.choices and value not in spec.choices:

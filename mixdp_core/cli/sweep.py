@@ -122,25 +122,8 @@ def build_spec(args: argparse.Namespace):
     if args.public_from is not None:
         d["public_from"] = args.public_from
     spec = SweepSpec.from_dict(d)
-    _check_params_used(spec)
+    spec.check_params_used()
     return spec
-
-
-def _check_params_used(spec) -> None:
-    """A user's sweep: every ``--param`` / ``[params]`` key must be a config field of one of the
-    sweep's own methods (a field only other methods take would be dropped in silence; the
-    library accepts those, for figures that give one set of parameters to every variant)."""
-    import dataclasses
-
-    from ..methods import METHODS
-
-    ours: set[str] = set()
-    for v in spec.methods:
-        ours |= {f.name for f in dataclasses.fields(METHODS.get(v.method).config_cls)}
-    unused = sorted(set(spec.params) - ours)
-    if unused:
-        raise ConfigError(unused[0], f"not a config field of the sweep's methods "
-                                     f"({', '.join(v.method for v in spec.methods)}); they take: {', '.join(sorted(ours))}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,18 +134,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.backend not in EXECUTORS:
             raise ConfigError("backend", f"must be one of {', '.join(EXECUTORS.keys())}, got {args.backend!r}")
-        from ..runs.sweep.executors import MAX_RETRIES, max_local_workers
+        from ..runs.sweep.executors import MAX_RETRIES, check_retries, check_workers
 
-        hi = max_local_workers()
-        workers = number("workers", args.workers, int, f"an integer in [1, {hi}]")
-        if workers is not None and not 1 <= workers <= hi and args.backend == "local":
-            raise ConfigError("workers", f"must be an integer in [1, {hi}] (4 per CPU this process may use), "
-                                         f"got {args.workers!r}")
-        if workers is not None and workers < 1:
-            raise ConfigError("workers", f"must be an integer >= 1, got {args.workers!r}")
+        workers = number("workers", args.workers, int, "an integer >= 1")
+        check_workers(workers, local=args.backend == "local")
         retries = number("max_retries", args.max_retries, int, f"an integer in [0, {MAX_RETRIES}]")
-        if not 0 <= retries <= MAX_RETRIES:
-            raise ConfigError("max_retries", f"must be an integer in [0, {MAX_RETRIES}], got {args.max_retries!r}")
+        check_retries(retries)
         if args.ray_address is not None and args.backend != "ray":
             raise ConfigError("ray_address", "only with --backend ray")
         store = RunStore(args.store)

@@ -179,12 +179,34 @@ class SweepSpec:
             fields |= {f.name for f in dataclasses.fields(cls.config_cls)}
         unknown = sorted(set(self.params) - fields)
         if unknown:
-            ours: set[str] = set()
-            for v in self.methods:
-                ours |= {f.name for f in dataclasses.fields(METHODS.get(v.method).config_cls)}
             raise ConfigError(unknown[0], "not a config field of any registered method; the sweep's methods "
                                           f"({', '.join(v.method for v in self.methods)}) take: "
-                                          f"{', '.join(sorted(ours))}")
+                                          f"{', '.join(sorted(self.method_fields()))}")
+
+    def method_fields(self) -> set[str]:
+        """The config fields of the grid's methods, together."""
+        from ...methods import METHODS
+
+        out: set[str] = set()
+        for v in self.methods:
+            out |= {f.name for f in dataclasses.fields(METHODS.get(v.method).config_cls)}
+        return out
+
+    def check_params_used(self) -> None:
+        """A user's sweep (CLI, sweep file): every ``params`` key must be a config field of one
+        of the grid's own methods. A field only other methods take would be dropped in silence;
+        the constructor accepts those, for figures that give one set of parameters to every
+        variant.
+
+        Raises:
+            ConfigError: naming the key and what the grid's methods take.
+        """
+        ours = self.method_fields()
+        unused = sorted(set(self.params) - ours)
+        if unused:
+            raise ConfigError(unused[0], f"not a config field of the sweep's methods "
+                                         f"({', '.join(v.method for v in self.methods)}); they take: "
+                                         f"{', '.join(sorted(ours))}")
 
     def n_points(self) -> int:
         """Runs of the grid, counted from the axes before any config is built."""

@@ -20,9 +20,11 @@ arguments: one line naming the flag, exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
+import tempfile
 from typing import Any
 
 from ..config import DELTA, EPSILON, check_delta
@@ -122,34 +124,28 @@ def run(args: argparse.Namespace) -> int:
         from ..runs.store import default_home
 
         root = Path(args.store).expanduser() if args.store is not None else default_home()
-        if cap is None and not args.clear_cap and not (root / "runs.sqlite").exists():
-            # a read-only question about a store that does not exist: answered from an empty
-            # store in a temporary folder (same checks, same output), nothing created at root
-            import shutil
-            import tempfile
-
-            tmp = tempfile.mkdtemp(prefix="mixdp-budget-")
-            given = args.store
-            try:
-                RunStore(tmp)  # an empty store (it holds runs.sqlite: the call below reads it as is)
-                args.store, args.shown_store = tmp, f"{root} (it does not exist)"
-                return run(args)
-            finally:
-                args.store = given
-                args.shown_store = None
-                shutil.rmtree(tmp, ignore_errors=True)
-        store = RunStore(args.store)
-        key = L.find_dataset(store, args.dataset, args.dataset_root, kw) if args.dataset is not None else None
-        if cap is not None:
-            c = L.set_cap(store, key, cap, cap_delta, dataset=args.dataset)
-            print(f"{PROG}: cap of {args.dataset} [{key}] set to {c.describe()}", file=sys.stderr)
-        elif args.clear_cap:
-            had = L.clear_cap(store, key)
-            print(f"{PROG}: cap of {args.dataset} [{key}] " + ("removed" if had else "was not set"), file=sys.stderr)
-        if key is not None:
-            summaries = [L.dataset_ledger(store, key, delta_total=delta_total)]
-        else:
-            summaries = L.dataset_ledgers(store, delta_total=delta_total)
+        with contextlib.ExitStack() as stack:
+            if cap is None and not args.clear_cap and not (root / "runs.sqlite").exists():
+                # a read-only question about a store that does not exist: answered from an empty
+                # store in a temporary folder (same checks, same output), nothing created at root
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="mixdp-budget-",
+                                                                      ignore_cleanup_errors=True))
+                store, shown = RunStore(tmp), f"{root} (it does not exist)"
+            else:
+                store = RunStore(args.store)
+                shown = str(store.root)
+            key = L.find_dataset(store, args.dataset, args.dataset_root, kw) if args.dataset is not None else None
+            if cap is not None:
+                c = L.set_cap(store, key, cap, cap_delta, dataset=args.dataset)
+                print(f"{PROG}: cap of {args.dataset} [{key}] set to {c.describe()}", file=sys.stderr)
+            elif args.clear_cap:
+                had = L.clear_cap(store, key)
+                print(f"{PROG}: cap of {args.dataset} [{key}] " + ("removed" if had else "was not set"),
+                      file=sys.stderr)
+            if key is not None:
+                summaries = [L.dataset_ledger(store, key, delta_total=delta_total)]
+            else:
+                summaries = L.dataset_ledgers(store, delta_total=delta_total)
     except (ConfigError, UnknownNameError) as e:
         return fail(PROG, str(e), 2)
     for s in summaries:
@@ -161,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(s.to_dict(), allow_nan=False, ensure_ascii=False))
         return 0
     if not summaries:
-        print(f"no runs or caps in the store {getattr(args, 'shown_store', None) or store.root}")
+        print(f"no runs or caps in the store {shown}")
         return 0
     for i, s in enumerate(summaries):
         if i:

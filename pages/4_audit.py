@@ -6,7 +6,7 @@ from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts
 from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id, show_chart, shown_id
 from mixdp_core.app_support.audit import (
-    ATTACK_LABELS, AUDIT_CHART_CAPTION, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
+    ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
 )
 
 manager = page_setup("Privacy audit")
@@ -94,12 +94,8 @@ if stored:
     rows = audit_rows(stored)
     st.dataframe(rows, key="audit_table", hide_index=True)
     for a in stored:
-        s = a.summary
-        if s.get("alarm"):
-            st.error(f"ALARM ({s.get('attack')}): the empirical lower bound "
-                     f"ε ≥ {s.get('empirical_epsilon_lower'):.3g} (or μ ≥ {s.get('empirical_mu_lower') or 0:.3g}) "
-                     f"exceeds the claimed ε = {s.get('claimed_epsilon'):.3g}: the mechanism or its accounting "
-                     "is wrong.")
+        if a.summary.get("alarm"):
+            st.error(alarm_message(a.summary))
     st.caption("Lower bounds hold with the stated confidence (exact Clopper–Pearson intervals, threshold chosen "
                "on a separate half of the trials, or the one-run bound of Steinke et al. 2023). "
                "A lower bound below the claim does not prove the claim; it only fails to refute it.")

@@ -23,10 +23,12 @@ ATTACK_LABELS: dict[str, str] = {
 AUDIT_CHART_CAPTION = (
     "Black line: the best trade-off *any* attack can reach under this run's guarantee (accounting.max_tpr). "
     "Coloured lines: measured attacks, each an *estimate* from a finite number of members and non-members; the "
-    "shaded band around it is its 95 % Clopper–Pearson range (pointwise). At low false-positive rates few "
-    "non-members decide each point, so a measured line can cross the black line by chance: that alone is not a "
-    "privacy bug. Only when the band's pessimistic edge (lowest TPR at the highest FPR) lies above the black line "
-    "do the data contradict the guarantee — that is the test the alarm below makes, at the stated confidence.")
+    "shaded band around it is the 95 % Clopper–Pearson range of each point on its own (pointwise), as if the "
+    "rows were independent trials. It shows how uncertain each point is; it is not a test. A curve has hundreds "
+    "of points, read after the data are seen, so some band can cross the black line by chance even when the "
+    "guarantee holds, and rows scored by one trained model are not independent trials. The test is the lower "
+    "bound in the table below: one threshold chosen on half of the independent trials, its rates bounded on "
+    "the other half, at the stated confidence; the alarm fires only on it.")
 
 
 def run_report(metrics: Mapping[str, Any]) -> Optional[Any]:
@@ -89,6 +91,16 @@ def audits_for_run(audits: Any, rec: Any, limit: int = 500) -> list:
 
 def _f(x: Any, fmt: str = "{:.3g}") -> str:
     return "—" if x is None else fmt.format(x)
+
+
+def alarm_message(summary: dict[str, Any]) -> str:
+    """The page's alarm for one stored audit: each statement that refutes the claim, as the audit
+    made it (``AuditResult.alarm_reasons``; audits stored before it: the ε bound's wording)."""
+    reasons = summary.get("alarm_reasons") or [
+        f"the empirical lower bound ε ≥ {summary.get('empirical_epsilon_lower') or 0:.3g} exceeds the claimed "
+        f"ε = {summary.get('claimed_epsilon') or 0:.3g}"]
+    return (f"ALARM ({summary.get('attack')}): " + "; ".join(reasons)
+            + ". The mechanism or its accounting is wrong.")
 
 
 def audit_rows(audits: list) -> list[dict[str, str]]:

@@ -1004,9 +1004,10 @@ def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np
             (:func:`mixdp_core.evaluation.audit.stats.roc_band`).
 
     The theory curve is :func:`mixdp_core.accounting.max_tpr` (μ-GDP where the report has μ,
-    else (ε, δ)). A measured curve is an estimate: only where its band's pessimistic edge
-    (TPR lower bound at the FPR upper bound) lies above the theory curve do the data refute the
-    guarantee.
+    else (ε, δ)). A measured curve is an estimate and its band is pointwise and descriptive:
+    crossing the theory curve somewhere along it is not a test at ``confidence`` (many points,
+    read after the data; rows scored by one model are not independent trials). The test is the
+    audit's lower bound (one held-out threshold, :func:`~mixdp_core.evaluation.audit.stats.epsilon_lower_bound`).
     """
     from ..evaluation.audit.stats import roc_band
     from ..accounting import max_tpr

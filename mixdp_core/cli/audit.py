@@ -172,6 +172,6 @@ def run(args: argparse.Namespace) -> int:
                   "alarm", "auc", "tpr_at_fpr_0.001", "tpr_at_fpr_0.01", "advantage", "wall_seconds"):
             v = out.get(k)
             print(f"{k:>24}: {v:.4g}" if isinstance(v, float) else f"{k:>24}: {v}")
-        if out.get("alarm"):
-            print("ALARM: the empirical lower bound exceeds the claimed guarantee: privacy bug.")
+        for reason in out.get("alarm_reasons") or ():
+            print(f"ALARM: {reason}: privacy bug.")
     return 0

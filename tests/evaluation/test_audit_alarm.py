@@ -67,6 +67,8 @@ def test_half_noise_mechanism_raises_the_alarm(audit_split, eps, trials):
     assert s["n_trials"] == trials
     assert s["alarm"] is True
     assert s["empirical_mu_lower"] > s["claimed_mu"]
+    assert any(r.startswith("the empirical lower bound μ ≥") for r in s["alarm_reasons"])
+    assert (s["empirical_epsilon_lower"] > s["claimed_epsilon"]) == any("ε ≥" in r for r in s["alarm_reasons"])
 
 
 @pytest.mark.parametrize("method,eps,trials", [("fully_private", 4.0, 1000), ("fully_private", 1.0, 1000),
@@ -163,6 +165,7 @@ def test_dpsgd_half_noise_mechanism_raises_the_alarm(audit_split):
     assert s["empirical_mu_lower"] is None  # q < 1: not a Gaussian claim, its privacy profile is tested
     assert s["empirical_epsilon_lower"] < s["claimed_epsilon"]  # the single (ε, δ) point alone misses it ...
     assert s["profile_violation"] > 0 and s["alarm"] is True  # ... the claimed curve δ(ε) does not
+    assert len(s["alarm_reasons"]) == 1 and "privacy profile" in s["alarm_reasons"][0]  # and the alarm says so
 
 
 @pytest.mark.parametrize("eps", [1.0, 4.0])

@@ -77,6 +77,16 @@ def test_seed_replay_alarms_on_reproducible_noise():
     assert s["exact_replays_with_canary"] == s["trials_with_canary"] >= 2
     assert s["exact_replays_without_canary"] == 0
     assert s["empirical_epsilon_lower"] > 0.5 and s["auc"] == 1.0
+    # the alarm says what refuted the claim: the bit-for-bit replays, and the ε bound only where it does
+    from mixdp_core.app_support.audit import alarm_message
+
+    assert "bit for bit from its published seed" in s["alarm_reasons"][0]
+    refuted = s["empirical_epsilon_lower"] > s["claimed_epsilon"]
+    assert len(s["alarm_reasons"]) == 1 + refuted
+    assert ("exceeds the claimed ε" in alarm_message(s)) == refuted
+    assert alarm_message(s).startswith("ALARM (seed-replay): the release was reproduced")
+    short = dict(s, empirical_epsilon_lower=0.9, alarm_reasons=s["alarm_reasons"][:1])  # fewer trials: no ε bound
+    assert "exceeds" not in alarm_message(short)
 
 
 def test_seed_replay_is_silent_on_secure_noise():
@@ -87,14 +97,26 @@ def test_seed_replay_is_silent_on_secure_noise():
     assert s["empirical_epsilon_lower"] <= 1.0
 
 
-def test_default_trials_can_refute_the_claim():
+@pytest.mark.parametrize("eps", [0.5, 1.0, 2.0, 3.0])
+def test_default_trials_can_refute_the_claim(eps):
+    """A perfect attack with the default count refutes the claim on every coin draw (the
+    audit's own coins, seeds 0-19), up to the default ε = 3 of the CLI and the page."""
     from mixdp_core.evaluation.audit.replay import MAX_DEFAULT_TRIALS, default_trials
     from mixdp_core.evaluation.audit.stats import epsilon_lower_bound
     import numpy as np
 
-    n = default_trials(1.0)
-    pos, neg = np.zeros(n // 2), -np.ones(n - n // 2)  # a perfect attack with that many trials
-    assert epsilon_lower_bound(pos, neg, delta=1e-5).epsilon_lower > 1.0
+    n = default_trials(eps)
+    assert n < MAX_DEFAULT_TRIALS
+    for seed in range(20):
+        coins = np.random.default_rng([seed, 0x5EED]).random(n) < 0.5  # as seed_replay_audit draws them
+        score = np.where(coins, 0.0, -1.0)  # the replay reproduces the release iff the canary is in
+        assert epsilon_lower_bound(score[coins], score[~coins], delta=1e-5, seed=seed).epsilon_lower > eps
+    assert default_trials(eps * 1.2) > n  # more trials for a larger claim
+
+
+def test_default_trials_is_capped():
+    from mixdp_core.evaluation.audit.replay import MAX_DEFAULT_TRIALS, default_trials
+
     assert default_trials(50.0) == MAX_DEFAULT_TRIALS
 
 

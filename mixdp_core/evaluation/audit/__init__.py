@@ -69,20 +69,37 @@ class AuditResult:
     wall_seconds: float = 0.0
 
     @property
-    def alarm(self) -> bool:
-        """True iff a lower bound exceeds the claim (a privacy bug): ε_lo > ε, or, for μ-GDP
-        claims, μ_lo > μ, or, for claims with a privacy profile (DP-SGD), the profile is
-        refuted at some ε (the statements hold jointly at the bound's confidence)."""
+    def alarm_reasons(self) -> list[str]:
+        """Why the audit refutes the claim, one sentence per refuting statement (empty: no alarm).
+
+        Each statement refutes on its own: ε_lo > ε; for μ-GDP claims μ_lo > μ; for claims with
+        a privacy profile (DP-SGD) the profile refuted at some ε (the statements hold jointly at
+        the bound's confidence); for seed replay, releases reproduced bit for bit from their
+        published seed (replay.py), which needs no ε bound."""
+        out: list[str] = []
         if self.extra.get("replay_refutes"):
-            return True  # the release was replayed bit for bit from its published seed (replay.py)
-        if self.bound is None or self.claimed_epsilon is None:
-            return False
-        if self.bound.epsilon_lower > self.claimed_epsilon:
-            return True
-        if self.bound.profile_violation is not None and self.bound.profile_violation > 0.0:
-            return True  # the claimed privacy profile δ(ε) is refuted at some ε (stats.epsilon_lower_bound)
-        return bool(self.bound.mu_lower is not None and self.claimed_mu is not None
-                    and self.bound.mu_lower > self.claimed_mu)
+            out.append(f"the release was reproduced bit for bit from its published seed in "
+                       f"{self.extra.get('exact_replays_with_canary')} trials with the canary and "
+                       f"{self.extra.get('exact_replays_without_canary')} without it: its noise is a known "
+                       "function of the seed")
+        b, eps = self.bound, self.claimed_epsilon
+        if b is None or eps is None:
+            return out
+        if b.epsilon_lower > eps:
+            out.append(f"the empirical lower bound ε ≥ {b.epsilon_lower:.3g} exceeds the claimed ε = {eps:.3g} "
+                       f"(confidence {b.confidence:.0%})")
+        if b.profile_violation is not None and b.profile_violation > 0.0:
+            out.append(f"the claimed privacy profile δ(ε) is refuted at some ε by {b.profile_violation:.3g} "
+                       f"(TPR above e^ε·FPR + δ(ε); confidence {b.confidence:.0%})")
+        if b.mu_lower is not None and self.claimed_mu is not None and b.mu_lower > self.claimed_mu:
+            out.append(f"the empirical lower bound μ ≥ {b.mu_lower:.3g} exceeds the claimed μ = "
+                       f"{self.claimed_mu:.3g} (confidence {b.confidence:.0%})")
+        return out
+
+    @property
+    def alarm(self) -> bool:
+        """True iff some statement refutes the claim (a privacy bug): see :attr:`alarm_reasons`."""
+        return bool(self.alarm_reasons)
 
     def report(self):
         """A :class:`~mixdp_core.accounting.PrivacyReport`-like object for the theory curve."""
@@ -119,6 +136,7 @@ class AuditResult:
             "empirical_mu_lower": None if b is None else b.mu_lower,
             "profile_violation": None if b is None else b.profile_violation,
             "alarm": self.alarm,
+            "alarm_reasons": self.alarm_reasons,
             "per_class_auc": m.get("per_class_auc"),
             "wall_seconds": self.wall_seconds,
         }

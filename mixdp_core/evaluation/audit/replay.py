@@ -32,16 +32,29 @@ from .stats import epsilon_lower_bound
 MAX_DEFAULT_TRIALS = 400
 
 
-def default_trials(epsilon: float, *, confidence: float = 0.95) -> int:
-    """Trials at which a perfect attack can refute ``epsilon`` at ``confidence``.
+def default_trials(epsilon: float, *, confidence: float = 0.95, delta: float = 1e-5) -> int:
+    """Fewest trials at which a perfect attack refutes ``epsilon`` at ``confidence``.
 
-    With ``m`` trials per side, half of them used to evaluate, zero false positives give a
-    Clopper–Pearson FPR upper bound of about ``ln(1/α)/(m/2)``; a perfect TPR beats
-    ``e^ε`` times that once ``m ≳ 2 ln(1/α)(e^ε + 1)``. Capped at :data:`MAX_DEFAULT_TRIALS`
-    (then the bound can refute only smaller ε; the exact-replay count still shows the leak)."""
+    Computed from the bound itself (:func:`~.stats.epsilon_lower_bound`), not from an
+    approximation of it: a perfect attack (no false positive or negative) on ``e`` evaluation
+    trials per side has Clopper–Pearson upper bounds ``1 − (α/2)^(1/e)`` on FPR and FNR (one-sided,
+    ``α/2`` each), and refutes ``epsilon`` once ``ln((1 − δ − FNR_hi) / FPR_hi) > epsilon``. The
+    coins split the trials between the sides at random, and the bound evaluates on half of each
+    side: the count returned leaves the smaller side two binomial standard deviations short of
+    ``n/2``. Capped at :data:`MAX_DEFAULT_TRIALS` (about ε = 3.3 at 95 %): above the cap the
+    bound can refute only smaller ε; the exact-replay count still shows the leak."""
+    from .stats import _eps_from_rates, clopper_pearson_upper
+
     alpha = 1.0 - float(confidence)
-    per_side = 2.0 * math.log(1.0 / alpha) * (math.exp(min(float(epsilon), 20.0)) + 1.0) + 4.0
-    return int(min(MAX_DEFAULT_TRIALS, max(20, 2 * math.ceil(per_side))))
+    for n in range(20, MAX_DEFAULT_TRIALS + 1, 2):
+        side = int(math.floor(n / 2 - math.sqrt(n)))  # 2 s.d. of Bin(n, 1/2) below n/2
+        e = side - side // 2  # the evaluation half (stats.epsilon_lower_bound)
+        if e < 1:
+            continue
+        hi = clopper_pearson_upper(0, e, alpha / 2)
+        if float(_eps_from_rates(np.array([hi]), np.array([hi]), delta)[0]) > float(epsilon):
+            return n
+    return MAX_DEFAULT_TRIALS
 
 
 def _with_row(split: Any, x: np.ndarray, y: int) -> Any:
@@ -64,7 +77,7 @@ def seed_replay_audit(
 
     rng = np.random.default_rng([seed, 0x5EED])  # the audit's own coins: public by design
     eps_claim = float(params.get("target_epsilon", 3.0))
-    n = int(trials) if trials is not None else default_trials(eps_claim, confidence=confidence)
+    n = int(trials) if trials is not None else default_trials(eps_claim, confidence=confidence, delta=delta)
     coins = rng.random(n) < 0.5
     if coins.all() or not coins.any():
         coins[0] = not coins[0]

@@ -137,9 +137,12 @@ def roc_band(fpr: Any, tpr: Any, n_neg: int, n_pos: int, *, confidence: float = 
 
     Each point's FPR is a rate over ``n_neg`` non-members and its TPR over ``n_pos``
     members; each gets its exact two-sided ``confidence`` interval (``α/2`` per side, the
-    same intervals the ε lower bound uses). Returns ``(fpr_lo, fpr_hi, tpr_lo, tpr_hi)``;
-    the pessimistic curve ``(fpr_hi, tpr_lo)`` is what a claim must be tested against,
-    the optimistic ``(fpr_lo, tpr_hi)`` what the data do not rule out.
+    same intervals the ε lower bound uses). Returns ``(fpr_lo, fpr_hi, tpr_lo, tpr_hi)``:
+    the pessimistic ``(fpr_hi, tpr_lo)`` and optimistic ``(fpr_lo, tpr_hi)`` edges. Descriptive
+    only: the coverage is per point, not simultaneous over the curve (a band crossing a claimed
+    trade-off somewhere is no test at ``confidence``), and it assumes independent Bernoulli
+    trials. The test of a claim is :func:`epsilon_lower_bound` (one threshold, chosen on a
+    separate half).
     """
     a = (1.0 - float(confidence)) / 2.0
     f = np.clip(np.asarray(fpr, dtype=np.float64), 0.0, 1.0)

@@ -223,7 +223,7 @@ class JobManager:
                 (:func:`mixdp_core.runs.ledger.check_cap`)."""
         from ..runs.ledger import check_cap
 
-        confine_run_paths(config, also=app_data_folders(self.cache_dir))
+        config = confine_run_paths(config, also=app_data_folders(self.cache_dir))  # run what was checked
         check_cap(self.store, config, reuse=reuse)  # the data set's cap: refused before it is queued
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=[config], reuse=reuse))
 
@@ -237,8 +237,7 @@ class JobManager:
                 set above its cap."""
         from ..runs.ledger import check_caps
 
-        for c in configs:
-            confine_run_paths(c, also=app_data_folders(self.cache_dir))
+        configs = [confine_run_paths(c, also=app_data_folders(self.cache_dir)) for c in configs]  # run what was checked
         check_caps(self.store, list(configs), reuse=reuse)  # the data sets' caps, for the whole grid
         return self._submit(Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse))
 
@@ -255,10 +254,12 @@ class JobManager:
             ConfigError: the data set's path lies outside the data root."""
         from ..data.paths import resolve_dataset_spec
 
-        for spec in (request["dataset"], request.get("public_from")):
-            if spec:
-                resolve_dataset_spec(spec, confine=True, also=app_data_folders(self.cache_dir))
-        return self._submit(Job(job_id=self._new_id(), kind="episodes", feature_request=dict(request)))
+        request = dict(request)
+        for key in ("dataset", "public_from"):  # read what was checked
+            if request.get(key):
+                request[key] = resolve_dataset_spec(request[key], confine=True, field=key,
+                                                    also=app_data_folders(self.cache_dir))
+        return self._submit(Job(job_id=self._new_id(), kind="episodes", feature_request=request))
 
     def submit_features(self, dataset: str, encoder: str, *, root: str | None = None,
                         encoder_kwargs: dict[str, Any] | None = None,
@@ -269,9 +270,9 @@ class JobManager:
             ConfigError: the dataset's path or ``root`` lies outside the data root."""
         from ..data.paths import resolve_under_any, resolve_dataset_spec
 
-        resolve_dataset_spec(dataset, confine=True, also=app_data_folders(self.cache_dir))
-        if root:
-            resolve_under_any(root, app_data_folders(self.cache_dir), "root")
+        dataset = resolve_dataset_spec(dataset, confine=True, also=app_data_folders(self.cache_dir))
+        if root:  # read what was checked
+            root = str(resolve_under_any(root, app_data_folders(self.cache_dir), "root"))
         req = {"dataset": dataset, "encoder": encoder, "root": root,
                "encoder_kwargs": dict(encoder_kwargs or {}), "dataset_kwargs": dict(dataset_kwargs or {})}
         return self._submit(Job(job_id=self._new_id(), kind="features", feature_request=req))

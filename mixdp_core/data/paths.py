@@ -19,24 +19,36 @@ def resolve_under(root: str | Path, path: str | Path, *, field: str = "path") ->
     root are refused.
 
     Raises:
-        ConfigError: the resolved path is not inside ``root`` (the message names ``field``).
+        ConfigError: the resolved path is not inside ``root``, or cannot be resolved (a null
+            byte, a symlink loop); the message names ``field``.
     """
-    root_r = Path(root).expanduser().resolve()
-    p = Path(path).expanduser()
-    full = (p if p.is_absolute() else root_r / p).resolve()
+    try:
+        root_r = Path(root).expanduser().resolve()
+        p = Path(path).expanduser()
+        full = (p if p.is_absolute() else root_r / p).resolve()
+    except (ValueError, RuntimeError, OSError) as e:  # null byte, symlink loop, unreadable link
+        raise ConfigError(field, f"{str(path)!r} cannot be resolved: {e}") from None
     if full != root_r and root_r not in full.parents:
         raise ConfigError(field, f"{str(path)!r} is outside the data root {str(root_r)!r}")
     return full
 
 
 def resolve_under_any(path: str, roots: Any, field: str) -> Path:
-    """``path`` resolved under the data root or one of ``roots`` (the app's upload folder)."""
+    """``path`` resolved under the data root or one of ``roots`` (the app's upload folder).
+
+    A relative ``path`` is relative to the data root, and only to it: resolved against a
+    folder where nothing is outside it, or against the process's working directory by the
+    loader later, it would escape the check. Callers must read the path this returns, never
+    the one they were given."""
+    p = Path(str(path)).expanduser()
+    if not p.is_absolute():
+        return resolve_under(data_root(), p, field=field)
     for r in roots:
         try:
-            return resolve_under(r, path, field=field)
+            return resolve_under(r, p, field=field)
         except ConfigError:
             continue
-    return resolve_under(data_root(), path, field=field)
+    return resolve_under(data_root(), p, field=field)
 
 
 def resolve_dataset_spec(spec: str, *, confine: bool, field: str = "dataset", also: Any = ()) -> str:
@@ -72,18 +84,37 @@ def resolve_dataset_spec(spec: str, *, confine: bool, field: str = "dataset", al
     return f"{key}:{resolve_under_any(arg, also, field)}"
 
 
-def confine_run_paths(config: Any, *, also: Any = ()) -> None:
+def confine_run_paths(config: Any, *, also: Any = ()) -> Any:
     """Check every path a :class:`~mixdp_core.runs.runner.RunConfig` will read against the
     data root: ``dataset``, ``public_from``, ``dataset_root`` and a ``root`` loader option.
+
+    Returns:
+        ``config`` with each of those paths replaced by the resolved one that was checked (a
+        copy; ``dataclasses.replace`` for dataclasses): the run must read exactly what was
+        checked, not a relative path that the loader would resolve elsewhere.
 
     Raises:
         ConfigError: naming the field of the first path outside the root.
     """
-    resolve_dataset_spec(config.dataset, confine=True, field="dataset", also=also)
+    import copy
+    import dataclasses
+
+    changes: dict[str, Any] = {"dataset": resolve_dataset_spec(config.dataset, confine=True, field="dataset",
+                                                               also=also)}
     if getattr(config, "public_from", None):
-        resolve_dataset_spec(config.public_from, confine=True, field="public_from", also=also)
+        changes["public_from"] = resolve_dataset_spec(config.public_from, confine=True, field="public_from",
+                                                      also=also)
     if getattr(config, "dataset_root", None):
-        resolve_under_any(config.dataset_root, also, "dataset_root")
-    root = (getattr(config, "dataset_kwargs", None) or {}).get("root")
-    if root:
-        resolve_under_any(str(root), also, "root")
+        changes["dataset_root"] = str(resolve_under_any(config.dataset_root, also, "dataset_root"))
+    kwargs = getattr(config, "dataset_kwargs", None) or {}
+    if kwargs.get("root"):
+        changes["dataset_kwargs"] = dict(kwargs, root=str(resolve_under_any(str(kwargs["root"]), also, "root")))
+    changes = {k: v for k, v in changes.items() if getattr(config, k, None) != v}
+    if not changes:
+        return config
+    if dataclasses.is_dataclass(config):
+        return dataclasses.replace(config, **changes)
+    out = copy.copy(config)
+    for k, v in changes.items():
+        setattr(out, k, v)
+    return out

@@ -153,3 +153,40 @@ def test_carries_features_names_the_datasets_no_encoder_runs_on():
     assert carries_features("synthetic") and carries_features("features:/x/y.npz")
     assert not carries_features("digits") and not carries_features("image_folder:/data/x")
     assert not carries_features("featuresx")
+
+
+def test_confinement_reads_what_it_checked(tmp_path, monkeypatch):
+    """A relative spec is relative to the data root only: never to the app's upload folder
+    (where nothing is outside) nor to the working directory the loader would read it from.
+    The config that runs carries the resolved path that was checked."""
+    from types import SimpleNamespace
+
+    from mixdp_core.data.paths import confine_run_paths
+    from mixdp_core.errors import ConfigError
+
+    root, uploads, cwd = tmp_path / "root", tmp_path / "uploads", tmp_path / "cwd"
+    for d in (root / "PACS" / "photo", uploads, cwd / "secret"):
+        d.mkdir(parents=True)
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(root))
+    monkeypatch.chdir(cwd)
+
+    def cfg(spec, **kw):
+        return SimpleNamespace(**dict(dict(dataset=spec, public_from=None, dataset_root=None, dataset_kwargs={}), **kw))
+
+    for spec in ("image_folder:secret", "image_folder:."):
+        out = confine_run_paths(cfg(spec), also=[uploads])
+        assert out.dataset != spec and out.dataset.startswith(f"image_folder:{root}")  # never the cwd
+    with pytest.raises(ConfigError, match="dataset: '../cwd/secret' is outside the data root"):
+        confine_run_paths(cfg("image_folder:../cwd/secret"), also=[uploads])
+    shared = confine_run_paths(cfg("image_folder:PACS/photo"), also=[uploads])
+    assert shared.dataset == f"image_folder:{root / 'PACS' / 'photo'}"  # a shared link's relative path
+    with pytest.raises(ConfigError, match="dataset"):
+        confine_run_paths(cfg(f"image_folder:{cwd / 'secret'}"), also=[uploads])  # absolute, outside
+    got = confine_run_paths(cfg(f"image_folder:{uploads}", dataset_kwargs={"root": "PACS"}), also=[uploads])
+    assert got.dataset_kwargs["root"] == str(root / "PACS")
+    with pytest.raises(ConfigError, match="dataset.*cannot be resolved"):
+        confine_run_paths(cfg("image_folder:x\x00y"), also=[uploads])
+    loop = root / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(ConfigError, match="dataset"):
+        confine_run_paths(cfg(f"image_folder:{loop}/a"), also=[uploads])

@@ -173,6 +173,15 @@ class Method(ABC):
                 infeasible for this config.
         """
 
+    def budget_multiple(self) -> int:
+        """How many times its target (ε, δ) a fit of this config may spend, at most (basic
+        composition). 1 for every method that calibrates its whole run to the target; more
+        where an option runs the mechanism several times on the same rows and reports the
+        composition (e.g. AdaMix's ``optimistic_tuning``). The privacy ledger checks a data
+        set's cap against ``budget_multiple() × target`` before the run starts, so that a run
+        that will spend more than its target cannot pass the cap."""
+        return 1
+
     def _reset(self) -> None:
         """Clear the fitted attributes every method sets (see the module docstring)."""
         self.privacy_ = None

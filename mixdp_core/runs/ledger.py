@@ -31,7 +31,12 @@ their step records (test error per step, noisy counts, guard gains) are outputs 
 phase and stay in the store and its exports. Such a run has no privacy report; it is charged
 at ``max(target ε, the largest ε its step records state)`` at its target δ, by basic
 composition only (flagged). Not counted: ``failed`` runs with no step record (nothing was
-released). ``running`` runs are shown apart and charged at their target ε by :func:`check_cap`.
+released). Private fits of the papers' figures that are not stored runs (:func:`charged_fits`)
+count at their target ε, by basic composition, flagged. ``running`` runs, and the budget that launches still training have *reserved*
+(:func:`reserve_budget`: a sweep's runs have no row until they land), are shown apart and
+charged by :func:`check_cap` at what they may spend: their target times the method's
+``budget_multiple()`` (more than the target only where an option composes several runs, e.g.
+``optimistic_tuning``).
 
 **Totals** (``LedgerSummary``), with δ_total = Σ δ_i of the private runs unless given:
 
@@ -56,8 +61,12 @@ cost 0.
 
 **Cap**: stored in the store's ``meta`` table under ``budget_cap:<dataset key>`` as JSON
 ``{"epsilon", "delta", "dataset"}`` (no schema change). :func:`check_cap` refuses, before
-anything runs, a private run whose target ε would bring the basic total (plus the target ε
-of runs still running) above the cap (and likewise for δ when the cap has one).
+anything runs, a private run whose charge (its target ε times ``budget_multiple()``) would
+bring the basic total (plus the charges of runs still running and of live reservations)
+above the cap (and likewise for δ when the cap has one). :func:`reserve_budget` makes the
+check and the reservation one write transaction, so two launches at the same instant cannot
+both pass a cap that holds one of them; a reservation ends when its launch returns, and one
+left by a process that died is ignored.
 """
 
 from __future__ import annotations
@@ -69,7 +78,8 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from .. import accounting
 from ..config import check_delta, check_epsilon
@@ -78,6 +88,11 @@ from .store import CANCELLED, COMPLETED, FAILED, RUNNING, RunStore, records_epsi
 
 #: Prefix of the ``meta`` keys holding caps: ``budget_cap:<dataset key>``.
 CAP_PREFIX = "budget_cap:"
+#: Prefix of the ``meta`` keys holding live budget reservations (:func:`reserve_budget`).
+RESERVE_PREFIX = "budget_reserved:"
+#: Prefix of the ``meta`` keys holding the charges of private fits that are not stored runs
+#: (:func:`charged_fits`: the papers' figures that train on feature matrices).
+CHARGE_PREFIX = "budget_charge:"
 #: Loader options that only pick a partition or subset of the same rows, or where to fetch
 #: them from: left out of the data set's identity (see the module docstring).
 SELECTOR_OPTIONS = frozenset({"test_fraction", "split_seed", "max_per_class", "max_test_per_class", "download",
@@ -97,6 +112,7 @@ FLAG_REPRODUCIBLE = "reproducible noise: not private against anyone who knows th
 FLAG_OWNER_VIEW = "owner's view, not private (ε = ∞): not in the totals, do not publish"
 FLAG_PUBLIC_ONLY = "reads no private data: cost 0"
 FLAG_FAILED = "failed after writing step records: charged at its target ε (or the largest its records state)"
+FLAG_FIT = "a figure's private fit (mixdp reproduce), no run row: charged at its target ε, basic composition only"
 FLAG_EXACT_COUNT = ("exact private count treated as public (dataset_size='public'): a cost the ε does not "
                     "cover")
 
@@ -377,8 +393,8 @@ def _entry(rec: Any) -> Optional[LedgerRun]:
     if rec.status == RUNNING:
         if not private:
             return None
-        return LedgerRun(kind=KIND_RUNNING, epsilon=_finite(rec.config.get("target_epsilon")),
-                         delta=_finite(rec.config.get("target_delta")), event=None, flags=(), **common)
+        eps, delta = planned_charge(rec.config)
+        return LedgerRun(kind=KIND_RUNNING, epsilon=eps, delta=delta, event=None, flags=(), **common)
     if rec.status == FAILED:
         return _failed_entry(rec, private, common)
     if rec.status not in COUNTED_STATUSES:
@@ -417,6 +433,138 @@ def _entry(rec: Any) -> Optional[LedgerRun]:
         flags.append(FLAG_REPRODUCIBLE)
     return LedgerRun(kind=KIND_PRIVATE, epsilon=eps, delta=delta, event=dict(event) if event else None,
                      flags=tuple(flags), **common)
+
+
+def planned_charge(config: Any) -> tuple[Optional[float], Optional[float]]:
+    """``(ε, δ)`` a private run of ``config`` (a ``RunConfig`` or its ``to_dict()``) may spend
+    at most: its target times its method's ``budget_multiple()`` (basic composition). A config
+    that no longer builds (an old run, a method since removed) is charged its target."""
+    get = config.get if isinstance(config, Mapping) else (lambda k, d=None: getattr(config, k, d))
+    eps, delta = _finite(get("target_epsilon")), _finite(get("target_delta"))
+    try:
+        if hasattr(config, "make_method"):  # a RunConfig
+            method = config.make_method()
+        else:  # a stored config: the method's own fields are its method_params
+            from ..methods import make_method
+
+            method = make_method(str(get("method")), **dict(get("method_params") or {}))
+        k = max(1, int(method.budget_multiple()))
+    except (ConfigError, UnknownNameError, TypeError, ValueError, KeyError):
+        k = 1
+    return (None if eps is None else eps * k), (None if delta is None else delta * k)
+
+
+def _reservations(store: RunStore, groups: Mapping[str, list[Any]],
+                  own: frozenset = frozenset()) -> dict[str, list[LedgerRun]]:
+    """Live reservations' charges per data set key, as ``running`` entries: those whose launch
+    has not yet stored a run of that config since it reserved (a stored run is counted by its
+    row), from processes still alive (a reservation left by a killed process is ignored).
+    ``own``: config hashes this process is checking now; its own reservation of one of them
+    is the same launch (a reserved grid whose run is then executed), not a second charge."""
+    from .store import _process_alive
+
+    out: dict[str, list[LedgerRun]] = {}
+    for mkey, raw in store.meta_items(RESERVE_PREFIX).items():
+        try:
+            r = json.loads(raw)
+            pid, token, t0 = int(r["pid"]), r.get("token"), float(r["created_at"])
+            charges = list(r["charges"])
+        except (ValueError, TypeError, KeyError):
+            continue  # unreadable: written by something else
+        if not _process_alive(pid, token):
+            continue
+        for c in charges:
+            key, h = c.get("key"), c.get("config_hash")
+            if pid == os.getpid() and h in own:
+                continue
+            if any(rec.config_hash == h and rec.created_at >= t0 for rec in groups.get(key, ())):
+                continue
+            out.setdefault(key, []).append(LedgerRun(
+                run_id=mkey[len(RESERVE_PREFIX):], method=str(c.get("method")), status="reserved",
+                kind=KIND_RUNNING, epsilon=_finite(c.get("epsilon")), delta=_finite(c.get("delta")), event=None,
+                flags=("reserved by a launch still training: no run row yet",), created_at=t0))
+    return out
+
+
+@dataclass(frozen=True)
+class FitCharge:
+    """A private fit that is not a stored run (a figure's training on a feature matrix), as
+    the cap check sees a run config: its method, data set and target.
+
+    Attributes:
+        method: registered method name.
+        dataset, dataset_root, dataset_kwargs: the data set it reads (as a ``RunConfig``'s).
+        target_epsilon, target_delta: the fit's target (its method never overshoots it).
+        tag: what tells this fit apart from the others of its figure (e.g. ``"ir=100 seed=2"``).
+    """
+
+    method: str
+    dataset: str
+    target_epsilon: float
+    target_delta: float
+    dataset_root: Optional[str] = None
+    dataset_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    tag: str = ""
+
+    def config_hash(self) -> str:
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+        return "fit-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@contextmanager
+def charged_fits(store: RunStore, fits: Sequence[FitCharge], *, label: str) -> Iterator[None]:
+    """Charge private fits that write no run row to their data sets' ledgers.
+
+    Before the block: the caps are checked and the fits' charges reserved
+    (:func:`reserve_budget`). When it exits — also by an error: a fit may have released
+    before another failed — every private fit is charged at its target (ε, δ) as a
+    ``budget_charge:`` entry of the store's ``meta`` table, listed by ``mixdp budget`` with
+    :data:`FLAG_FIT`. Non-private fits (paragon, Only-Public) are not charged.
+
+    Raises:
+        BudgetError: a cap would be exceeded (nothing has run).
+    """
+    import time
+    import uuid
+
+    fits = [f for f in fits if _method_flags(f.method)[0]]
+    with reserve_budget(store, fits):
+        try:
+            yield
+        finally:
+            if fits:
+                blob = json.dumps({"created_at": time.time(), "label": str(label), "charges": [
+                    {"key": config_dataset_key(f), "dataset": f.dataset, "method": f.method,
+                     "epsilon": float(f.target_epsilon), "delta": float(f.target_delta), "tag": f.tag}
+                    for f in fits]})
+                store.set_meta(CHARGE_PREFIX + uuid.uuid4().hex[:16], blob)
+
+
+def _fit_charges(store: RunStore) -> dict[str, list[LedgerRun]]:
+    """The stored :func:`charged_fits` entries per data set key, as private ledger entries."""
+    out: dict[str, list[LedgerRun]] = {}
+    for mkey, raw in store.meta_items(CHARGE_PREFIX).items():
+        try:
+            r = json.loads(raw)
+            t0, label, charges = float(r["created_at"]), str(r.get("label", "")), list(r["charges"])
+        except (ValueError, TypeError, KeyError):
+            continue
+        for i, c in enumerate(charges):
+            eps, delta = _finite(c.get("epsilon")), _finite(c.get("delta"))
+            out.setdefault(str(c.get("key")), []).append(LedgerRun(
+                run_id=f"{mkey[len(CHARGE_PREFIX):]}#{i}", method=str(c.get("method")), status=label or "fit",
+                kind=KIND_PRIVATE, epsilon=math.inf if eps is None else eps, delta=delta or 0.0, event=None,
+                flags=(FLAG_FIT,), created_at=t0))
+    return out
+
+
+def _extra_entries(store: RunStore, groups: Mapping[str, list[Any]], own: frozenset = frozenset()
+                   ) -> dict[str, list[LedgerRun]]:
+    """Entries without a run row, per key: figures' charged fits and live reservations."""
+    out = _fit_charges(store)
+    for k, v in _reservations(store, groups, own).items():
+        out.setdefault(k, []).extend(v)
+    return out
 
 
 def _records_by_key(store: RunStore) -> dict[str, list[Any]]:
@@ -553,9 +701,11 @@ def capped_keys(store: RunStore) -> list[str]:
 
 
 # --------------------------------------------------------------------------- ledger
-def _summary(key: str, recs: Iterable[Any], cap: Optional[BudgetCap], delta_total: Optional[float]) -> LedgerSummary:
+def _summary(key: str, recs: Iterable[Any], cap: Optional[BudgetCap], delta_total: Optional[float],
+             extra: Sequence[LedgerRun] = ()) -> LedgerSummary:
     recs = list(recs)
-    entries = [e for e in (_entry(r) for r in recs) if e is not None]
+    entries = sorted([e for e in (_entry(r) for r in recs) if e is not None] + list(extra),
+                     key=lambda e: e.created_at)
     runs = tuple(e for e in entries if e.kind == KIND_PRIVATE)
     refs = tuple(e for e in entries if e.kind in (KIND_OWNER_VIEW, KIND_PUBLIC_ONLY))
     running = tuple(e for e in entries if e.kind == KIND_RUNNING)
@@ -615,15 +765,17 @@ def dataset_ledger(store: RunStore, dataset_key: str, *, delta_total: Optional[f
         ConfigError: ``delta_total`` out of (0, 1) or not above the δ of the runs counted by
             basic composition only.
     """
-    recs = _records_by_key(store).get(dataset_key, [])
-    return _summary(dataset_key, recs, get_cap(store, dataset_key), delta_total)
+    groups = _records_by_key(store)
+    return _summary(dataset_key, groups.get(dataset_key, []), get_cap(store, dataset_key), delta_total,
+                    _extra_entries(store, groups).get(dataset_key, ()))
 
 
 def dataset_ledgers(store: RunStore, *, delta_total: Optional[float] = None) -> list[LedgerSummary]:
     """The ledger of every data set with a run or a cap in ``store``, most spent first."""
     groups = _records_by_key(store)
-    keys = set(groups) | set(capped_keys(store))
-    out = [_summary(k, groups.get(k, []), get_cap(store, k), delta_total) for k in keys]
+    reserved = _extra_entries(store, groups)
+    keys = set(groups) | set(capped_keys(store)) | set(reserved)
+    out = [_summary(k, groups.get(k, []), get_cap(store, k), delta_total, reserved.get(k, ())) for k in keys]
     out = [s for s in out if s.runs or s.references or s.running or s.cap is not None]
     return sorted(out, key=lambda s: (-s.epsilon_basic, s.label, s.dataset_key))
 
@@ -682,19 +834,24 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
     if not new:
         return
     groups = _records_by_key(store)
+    reserved = _extra_entries(store, groups, frozenset(c.config_hash() for cs in new.values() for c in cs))
     for key, cs in new.items():
         cap = get_cap(store, key)
         if cap is None:  # removed meanwhile
             continue
         recs = groups.get(key, [])
-        entries = [e for e in (_entry(r) for r in recs) if e is not None]
+        entries = [e for e in (_entry(r) for r in recs) if e is not None] + reserved.get(key, [])
         spent = math.fsum(e.epsilon for e in entries if e.kind == KIND_PRIVATE)
         in_flight = math.fsum(e.epsilon or 0.0 for e in entries if e.kind == KIND_RUNNING)
         n_priv = sum(e.kind == KIND_PRIVATE for e in entries)
         n_run = sum(e.kind == KIND_RUNNING for e in entries)
-        want = math.fsum(float(c.target_epsilon) for c in cs)
+        charges = [planned_charge(c) for c in cs]
+        want = math.fsum(e for e, _ in charges)
         label = cs[0].dataset
         what = f"this run's target ε = {want:g}" if len(cs) == 1 else f"these {len(cs)} runs' target ε sum to {want:g}"
+        if any(e is not None and e > float(c.target_epsilon) * (1 + 1e-12) for (e, _), c in zip(charges, cs)):
+            what = (f"this run's charge ε = {want:g}" if len(cs) == 1 else f"these {len(cs)} runs' charges sum to "
+                    f"ε = {want:g}") + " (an option that composes several fits is charged their total)"
         running_txt = f" + {in_flight:.4g} running ({n_run} run(s))" if n_run else ""
         total = spent + in_flight + want
         # a relative slack of 1e-9: a cap met exactly (e.g. 3 runs of ε = 1 under a cap of 3) is allowed
@@ -706,7 +863,7 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
         if cap.delta is not None:
             d_spent = math.fsum(e.delta for e in entries if e.kind == KIND_PRIVATE)
             d_run = math.fsum(e.delta or 0.0 for e in entries if e.kind == KIND_RUNNING)
-            d_total = d_spent + d_run + math.fsum(float(c.target_delta) for c in cs)
+            d_total = d_spent + d_run + math.fsum(d for _, d in charges)
             if d_total > cap.delta * (1 + 1e-9):
                 raise BudgetError("budget_cap", (
                     f"data set {label} ({key}) has spent δ = {d_spent:.3g} (basic composition of {n_priv} private "
@@ -717,3 +874,56 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
 def check_cap(store: RunStore, config: Any, *, reuse: bool = False) -> None:
     """:func:`check_caps` for one run config (call it before anything runs)."""
     check_caps(store, [config], reuse=reuse)
+
+
+def _new_charges(store: RunStore, configs: Sequence[Any], reuse: bool) -> list[dict[str, Any]]:
+    """The reservation's charges: private configs on capped data sets that will run."""
+    caps = set(capped_keys(store))
+    out = []
+    for c in configs:
+        if not _method_flags(c.method)[0]:
+            continue
+        key = config_dataset_key(c)
+        if key not in caps or (reuse and store.find_completed(c.config_hash()) is not None):
+            continue
+        eps, delta = planned_charge(c)
+        out.append({"key": key, "config_hash": c.config_hash(), "method": c.method, "epsilon": eps, "delta": delta})
+    return out
+
+
+@contextmanager
+def reserve_budget(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) -> Iterator[None]:
+    """:func:`check_caps`, and hold the configs' charges for the block, in one step.
+
+    The check and the reservation are one write transaction (``RunStore.exclusive``): a
+    second launch on the same store waits, then sees this reservation, so two launches at the
+    same instant cannot both pass a cap that holds one of them. Inside the block the
+    reservation counts as running for every other check (:func:`_reservations`) until each
+    config's run is stored; it is removed when the block exits (a process that dies leaves
+    it behind, and it is then ignored). Without a cap on any of the data sets nothing is
+    written.
+
+    Raises:
+        BudgetError: as :func:`check_caps`, before anything is reserved.
+    """
+    import time
+    import uuid
+
+    from .store import _process_token
+
+    if not capped_keys(store):
+        yield
+        return
+    rid = uuid.uuid4().hex[:16]
+    with store.exclusive() as con:  # other writers wait; the reads below see every committed reservation
+        check_caps(store, configs, reuse=reuse)
+        charges = _new_charges(store, configs, reuse)
+        if charges:
+            blob = json.dumps({"pid": os.getpid(), "token": _process_token(os.getpid()), "created_at": time.time(),
+                               "charges": charges})
+            con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (RESERVE_PREFIX + rid, blob))
+    try:
+        yield
+    finally:
+        if charges:
+            store.set_meta(RESERVE_PREFIX + rid, None)

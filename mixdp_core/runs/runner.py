@@ -560,17 +560,19 @@ def execute(
             return done.run_id
     # The data set's budget cap, if any (mixdp budget): refused before a row or a step exists.
     # Every entry point checks it too (CLI, app); this is the backstop for library callers.
-    from .ledger import check_cap
+    from .ledger import reserve_budget
 
-    check_cap(store, config)
-    if features is None:  # a missing folder or unusable feature file fails before a run row exists
-        from ..data.datasets import check_dataset_source, parse_spec
+    # the cap's check and the run's row in one step: a launch racing this one sees either the
+    # reservation or the running row (ledger.reserve_budget)
+    with reserve_budget(store, [config]):
+        if features is None:  # a missing folder or unusable feature file fails before a run row exists
+            from ..data.datasets import check_dataset_source, parse_spec
 
-        check_dataset_source(config.dataset, config.dataset_root or config.dataset_kwargs.get("root"))
-        if config.public_from is not None and parse_spec(config.public_from)[1]:  # a path of its own
-            check_dataset_source(config.public_from, None)
-    run_id = store.create_run(config.to_dict(), config_hash=chash, split_hash=config.split_hash(),
-                              versions=versions(), label=label)
+            check_dataset_source(config.dataset, config.dataset_root or config.dataset_kwargs.get("root"))
+            if config.public_from is not None and parse_spec(config.public_from)[1]:  # a path of its own
+                check_dataset_source(config.public_from, None)
+        run_id = store.create_run(config.to_dict(), config_hash=chash, split_hash=config.split_hash(),
+                                  versions=versions(), label=label)
     writer = _StepWriter(store, run_id, on_record, flush_every_s)
     t0 = time.perf_counter()
     try:

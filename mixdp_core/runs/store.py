@@ -399,6 +399,15 @@ class RunStore:
         else:
             con.execute("COMMIT")
 
+    @contextmanager
+    def exclusive(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction held for the block (``BEGIN IMMEDIATE``): writers of every
+        process wait for it, readers do not (WAL). For a check and the write it licenses in one
+        step (the ledger's budget reservation); keep the block short, and write only through
+        the connection it yields."""
+        with self._connect() as con, self._write(con):
+            yield con
+
     def _exec_write(self, sql: str, params: tuple = ()) -> int:
         with self._connect() as con, self._write(con):
             return con.execute(sql, params).rowcount

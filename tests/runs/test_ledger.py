@@ -331,3 +331,94 @@ def test_a_killed_run_with_stored_steps_is_charged_from_its_records(tmp_path):
     s = L.dataset_ledger(st, L.dataset_key("synthetic", dataset_kwargs={"classes": 4.0}))
     assert [r.run_id for r in s.runs] == [rid] and s.runs[0].epsilon == pytest.approx(1.0)
     assert L.FLAG_FAILED in s.runs[0].flags
+
+
+def test_a_run_that_composes_several_fits_is_charged_their_total(tmp_path, digits_features):
+    """optimistic_tuning reports the composition of one fit per grid value (above its target):
+    the cap is checked against budget_multiple × target, before anything runs."""
+    st = RunStore(tmp_path / "s")
+    cfg = RunConfig(dataset="digits", encoder="pixels", method="fully_private", target_epsilon=1.0,
+                    method_params={"optimistic_tuning": True})
+    k = cfg.make_method().budget_multiple()
+    assert k == 3 and L.planned_charge(cfg) == pytest.approx((3.0, 3e-5))
+    assert L.planned_charge(cfg.to_dict()) == pytest.approx((3.0, 3e-5))  # a stored running run's config
+    assert L.planned_charge(_cfg("adamix", 1.0)) == pytest.approx((1.0, 1e-5))
+    L.set_cap(st, L.dataset_key("digits"), 1.5)
+    with pytest.raises(BudgetError, match="charge ε = 3 .*composes several fits"):
+        execute(cfg, store=st, features=digits_features)
+    assert _n_runs(st) == 0
+    L.set_cap(st, L.dataset_key("digits"), 3.0)
+    rid = execute(cfg, store=st, features=digits_features)
+    spent = st.get_run(rid).metrics["epsilon"]
+    assert 1.0 < spent <= 3.0  # what it reported lies within what the cap charged
+
+
+def test_run_sweep_holds_every_caller_to_the_cap(tmp_path, digits_features):
+    """The papers' figures run through run_sweep: it checks the grid before any feature is
+    loaded or any row is written."""
+    from mixdp_core.runs.sweep.driver import run_sweep
+
+    st = RunStore(tmp_path / "s")
+    L.set_cap(st, L.dataset_key("digits"), 1.0)
+    grid = [_cfg("ngd", 0.5, seed=s) for s in range(3)]
+    with pytest.raises(BudgetError, match="3 runs' target ε sum to 1.5"):
+        run_sweep(grid, store=st, workers=1, cache_dir=tmp_path / "no-cache")
+    assert _n_runs(st) == 0 and not (tmp_path / "no-cache").exists()
+    assert st.meta_items(L.RESERVE_PREFIX) == {}
+
+
+def test_a_reservation_holds_the_budget_until_its_runs_are_stored(tmp_path, digits_features, monkeypatch):
+    """A launch still training (a sweep's runs have no row until they land) holds its charge:
+    a second launch on the same store sees it; a stored run replaces it; a reservation left by
+    a dead process is ignored; the block's exit removes it."""
+    import json as _json
+
+    st = RunStore(tmp_path / "s")
+    key = L.dataset_key("digits")
+    L.set_cap(st, key, 1.0)
+    a, b = _cfg("ngd", 0.6, seed=0), _cfg("ngd", 0.6, seed=1)
+    with L.reserve_budget(st, [a]):
+        (raw,) = st.meta_items(L.RESERVE_PREFIX).values()
+        assert _json.loads(raw)["charges"][0]["epsilon"] == pytest.approx(0.6)
+        s = L.dataset_ledger(st, key)
+        assert s.epsilon_running == pytest.approx(0.6) and [r.status for r in s.running] == ["reserved"]
+        with pytest.raises(BudgetError, match=r"0\.6 running"):
+            L.check_cap(st, b)  # 0.6 reserved + 0.6 > 1
+        with pytest.raises(BudgetError):
+            with L.reserve_budget(st, [b]):
+                pass
+        rid = execute(a, store=st, features=digits_features)  # a's run is stored: counted by its row
+        s = L.dataset_ledger(st, key)
+        assert s.running == () and s.epsilon_basic == pytest.approx(st.get_run(rid).metrics["epsilon"])
+    assert st.meta_items(L.RESERVE_PREFIX) == {}
+    # a reservation of a process that died is ignored
+    st.set_meta(L.RESERVE_PREFIX + "dead", _json.dumps({"pid": 2 ** 22 + 12345, "token": None, "created_at": 0.0,
+                                                        "charges": [{"key": key, "config_hash": "x", "method": "ngd",
+                                                                     "epsilon": 5.0, "delta": 1e-5}]}))
+    assert L.dataset_ledger(st, key).running == ()
+
+
+def test_a_figures_fits_without_run_rows_are_charged(tmp_path):
+    """The papers' figures that train on feature matrices write no run row: their private fits
+    are checked against the cap before any starts and charged at their target when they end;
+    non-private fits are not charged."""
+    from mixdp_core.runs.figures.base import Context
+
+    st = RunStore(tmp_path / "s")
+    key = L.dataset_key("digits")
+    ctx = Context(dataset="digits", store=st, workers=1)
+    items = [("dppl_mean", 0.5), ("adamix", 0.25), ("only_public", 3.0)]
+    out = ctx.trainings(_echo, items, {}, charge=lambda it: it)
+    assert out == items
+    s = L.dataset_ledger(st, key)
+    assert s.epsilon_basic == pytest.approx(0.75) and s.delta_basic == pytest.approx(2e-5)
+    assert sorted(r.method for r in s.runs) == ["adamix", "dppl_mean"] and all(L.FLAG_FIT in r.flags for r in s.runs)
+    L.set_cap(st, key, 1.0)
+    with pytest.raises(BudgetError, match="budget_cap"):
+        ctx.trainings(_echo, items, {}, charge=lambda it: it)
+    assert L.dataset_ledger(st, key).epsilon_basic == pytest.approx(0.75)  # refused: nothing charged
+    assert ctx.trainings(_echo, items, {}, charge=None) == items  # a figure that declares it releases nothing
+
+
+def _echo(item, shared):
+    return item

@@ -617,6 +617,15 @@ class NoisyGDMethod(LinearHead):
             )
         )
 
+    def budget_multiple(self) -> int:
+        """``optimistic_tuning`` runs one gradient phase per grid value on the same rows, each
+        calibrated to the target, and reports their composition: at most that many targets
+        (basic composition). 1 otherwise."""
+        cfg = self.config
+        if not getattr(cfg, "optimistic_tuning", False):
+            return 1
+        return len(PAPER_LEARNING_RATES) if cfg.schedule == "constant" else len(THEOREM3_LAMBDA_GRID)
+
     def preflight(self) -> None:
         """Raise :class:`~mixdp_core.accounting.BudgetError` if no step fits the budget."""
         self._calibrated_steps()

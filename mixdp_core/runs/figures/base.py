@@ -63,15 +63,35 @@ class Context:
                          public_from=self.public_from, delta=float(self.params.get("delta", 1e-5)), **kw)
 
     def trainings(self, fn: Callable[[Any, Mapping[str, Any]], dict[str, Any]], items: Sequence[Any],
-                  shared: Mapping[str, Any]) -> list[dict[str, Any]]:
+                  shared: Mapping[str, Any], *, charge: Callable[[Any], tuple[str, float]] | None
+                  ) -> list[dict[str, Any]]:
         """Run ``fn(item, shared)`` for every item on this context's executor
         (:func:`~mixdp_core.runs.sweep.map_trainings`: trainings that are not ``RunConfig`` s),
-        reporting progress to ``on_start`` / ``on_result``; returns the results in order."""
-        if self.on_start is not None:
-            self.on_start(len(items), 0)
-        on_result = self.on_result
-        return map_trainings(fn, items, backend=self.backend, workers=self.workers, address=self.address,
-                             shared=shared, on_result=(lambda i, r: on_result(None)) if on_result else None)
+        reporting progress to ``on_start`` / ``on_result``; returns the results in order.
+
+        These fits write no run row, so they are charged to the data set's ledger here:
+        ``charge(item)`` gives the fit's ``(method, target ε)`` (at the figure's δ); the caps
+        are checked before any fit starts and the private fits charged when they end
+        (:func:`~mixdp_core.runs.ledger.charged_fits`). ``charge=None``: a figure whose fits
+        are not releases of the data set (its docstring says why); nothing is charged."""
+        from ..ledger import FitCharge, charged_fits
+
+        delta = float(self.params.get("delta", 1e-5))
+        fits = []
+        for item in (items if charge is not None else ()):
+            method, eps = charge(item)
+            fits.append(FitCharge(method=method, dataset=self.dataset, dataset_root=self.dataset_root,
+                                  dataset_kwargs=dict(self.dataset_kwargs), target_epsilon=float(eps),
+                                  target_delta=delta, tag=repr(item)[:200]))
+        from contextlib import nullcontext
+
+        with charged_fits(self.store, fits, label="reproduce") if self.store is not None else nullcontext():
+            if self.on_start is not None:
+                self.on_start(len(items), 0)
+            on_result = self.on_result
+            return map_trainings(
+                fn, items, backend=self.backend, workers=self.workers, address=self.address, shared=shared,
+                on_result=(lambda i, r: on_result(None)) if on_result else None)
 
     def sweep(self, spec: SweepSpec) -> list[dict[str, Any]]:
         """Run ``spec`` with the engine; one row per run: label, config fields, metrics.

@@ -162,7 +162,8 @@ def _prototypes(ctx: Context) -> FigureOutput:
     cfg = {"public_per_class": int(p["public_per_class"]), "holdout": float(p["holdout"]),
            "delta": float(p.get("delta", 1e-5))}
     items = [(m, r, s, e) for s in seeds for r in ratios for m in p["methods"] for e in eps]
-    res = ctx.trainings(_proto_train, items, {"features": fs, "config": cfg})
+    res = ctx.trainings(_proto_train, items, {"features": fs, "config": cfg},
+                        charge=lambda it: (PROTO_METHODS[it[0]][0], it[3]))
     ctx.runs.extend(res)
     agg = {m: _agg(res, ("label", "ir", "target_epsilon"), m) for m in ("balanced_accuracy", "minority_accuracy")}
     spent = defaultdict(list)

@@ -21,7 +21,6 @@ import numpy as np
 
 from ...errors import ConfigError
 from .base import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _table
-from ..sweep import map_trainings
 
 
 # -- sparse fine-tuning: trainings on images, not RunConfigs -> map_trainings
@@ -98,6 +97,11 @@ def _folder_transfer(ctx: Context, p: Mapping[str, Any]) -> dict[str, Any]:
                      f"({len(Xpub)} images), private {'/'.join(names[half:])} ({len(Xpriv)}), test ({len(Xtest)})")
 
 
+def _sft_charge(item: tuple[Any, ...]) -> tuple[str, float]:
+    """The ledger charge of one :func:`_sft_train` item: a DP fine-tuning at its target ε."""
+    return "sparse_finetune", float(item[1])
+
+
 def _sft_train(item: tuple[str, float, int], shared: Mapping[str, Any]) -> dict[str, Any]:
     """One DP fine-tuning of the shared pre-trained network (a :func:`map_trainings` task)."""
     import statistics
@@ -154,7 +158,7 @@ def _sparse_finetune(ctx: Context) -> FigureOutput:
     eps, seeds = [float(e) for e in p["epsilons"]], [int(s) for s in p["seeds"]]
     cfg, data, pre, t_pre = _sft_setup(ctx, "sparse_finetune")
     items = [(mode, e, s) for e in eps for mode in SFT_MODES for s in seeds]
-    res = ctx.trainings(_sft_train, items, {"data": data, "config": cfg, "pretrained": pre})
+    res = ctx.trainings(_sft_train, items, {"data": data, "config": cfg, "pretrained": pre}, charge=_sft_charge)
     ctx.runs.extend(res)
     acc = _agg([{"mode": r["mode"], "e": r["target_epsilon"], "metrics": r} for r in res], ("mode", "e"), "accuracy")
     spent, sigma = defaultdict(list), defaultdict(list)
@@ -222,8 +226,7 @@ def _sparse_epsilon(ctx: Context) -> FigureOutput:
         raise ConfigError("modes", f"unknown mode {bad[0]!r}; choose from {', '.join(SFT_MODES)}")
     cfg, data, pre, _ = _sft_setup(ctx, "sparse_epsilon", pdp_overhead=0.0)  # no pDP shown here
     items = [(mode, e, s) for e in eps for mode in modes for s in seeds]
-    res = map_trainings(_sft_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
-                        shared={"data": data, "config": cfg, "pretrained": pre})
+    res = ctx.trainings(_sft_train, items, {"data": data, "config": cfg, "pretrained": pre}, charge=_sft_charge)
     ctx.runs.extend({k: v for k, v in r.items() if k != "layer_stats"} for r in res)
     acc = _agg([{"mode": r["mode"], "e": r["target_epsilon"], "metrics": r} for r in res], ("mode", "e"), "accuracy")
     md = ["**Test accuracy (%) — mean ± std over DP seeds " + f"{seeds}**", ""]
@@ -261,8 +264,7 @@ def _sparse_layers(ctx: Context) -> FigureOutput:
     cfg, data, pre, _ = _sft_setup(ctx, "sparse_layers", pdp_overhead=0.0)  # no pDP shown here
     runs = [("full", "magnitude"), ("all", "magnitude"), ("all", "random")]
     items = [(mode, eps, s, mask) for mode, mask in runs for s in seeds]
-    res = map_trainings(_sft_train, items, backend=ctx.backend, workers=ctx.workers, address=ctx.address,
-                        shared={"data": data, "config": cfg, "pretrained": pre})
+    res = ctx.trainings(_sft_train, items, {"data": data, "config": cfg, "pretrained": pre}, charge=_sft_charge)
     ctx.runs.extend({k: v for k, v in r.items() if k != "layer_stats"} for r in res)
     label = {("full", "magnitude"): "whole network", ("all", "magnitude"): "sparse, magnitude mask",
              ("all", "random"): "sparse, random mask"}

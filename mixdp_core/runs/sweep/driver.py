@@ -206,10 +206,25 @@ def run_sweep(
     Returns:
         The :class:`SweepOutcome`.
     """
+    from ..ledger import reserve_budget
+
+    configs = list(configs)
+    # every caller (CLI, app, the papers' figures) is held to the data sets' caps: the grid's
+    # charges are checked and reserved until its runs are stored (ledger.reserve_budget)
+    with reserve_budget(store, configs, reuse=reuse):
+        return _run_sweep(configs, store=store, backend=backend, workers=workers, address=address,
+                          max_retries=max_retries, ship_code=ship_code, spec=spec, sweep_id=sweep_id, label=label,
+                          reuse=reuse, cache_dir=cache_dir, on_result=on_result, on_start=on_start,
+                          progress=progress, should_stop=should_stop)
+
+
+def _run_sweep(configs: list, *, store: RunStore, backend: str, workers: int | None, address: str | None,
+               max_retries: int, ship_code: bool, spec: Any, sweep_id: str | None, label: str | None, reuse: bool,
+               cache_dir: Any, on_result: Any, on_start: Any, progress: Any, should_stop: Any) -> SweepOutcome:
+    """:func:`run_sweep` inside its budget reservation."""
     from ..runner import _load_features, record_trained
 
     t0 = time.perf_counter()
-    configs = list(configs)
     hashes = [c.config_hash() for c in configs]
     sweep_id = sweep_id or sweep_id_for(hashes)
     spec_d = spec.to_dict() if isinstance(spec, SweepSpec) else dict(spec or {"configs": [c.to_dict() for c in configs]})

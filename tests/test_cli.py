@@ -180,3 +180,14 @@ def test_sigterm_marks_a_training_run_failed_at_once(tmp_path):
     rec = RunStore(tmp_path, recover=False).list_runs()[0]
     assert p.returncode == 143 and "interrupted" in err
     assert rec.status == "failed" and "SIGTERM" in (rec.error or "")
+
+
+def test_number_lists_refuse_empty_items():
+    """'--epsilons 1,,2' is a typo: refused with the field named, not run as a two-point grid."""
+    from mixdp_core.cli._common import number_list
+    from mixdp_core.errors import ConfigError
+
+    assert number_list("epsilons", "1, 2", float, "numbers") == [1.0, 2.0]
+    for bad in ("1,,2", "1,", ",", ""):
+        with pytest.raises(ConfigError, match="epsilons: .*without empty items"):
+            number_list("epsilons", bad, float, "numbers")

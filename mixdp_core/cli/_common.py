@@ -86,9 +86,9 @@ def number(field: str, text: Any, kind: type, allowed: str) -> Any:
 
 def number_list(field: str, text: Any, kind: type, allowed: str) -> list[Any]:
     """A comma-separated list of numbers (e.g. ``--epsilons 0.5,1,3``); see :func:`number`."""
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not items:
-        raise ConfigError(field, f"must be a comma-separated list of {allowed}, got {text!r}")
+    items = [t.strip() for t in str(text).split(",")]
+    if not any(items) or not all(items):  # '1,,2' is a typo, not a two-point grid
+        raise ConfigError(field, f"must be a comma-separated list of {allowed} without empty items, got {text!r}")
     return [number(field, t, kind, allowed) for t in items]
 
 

@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import sys
 import tempfile
 from typing import Any
@@ -152,15 +153,22 @@ def run(args: argparse.Namespace) -> int:
         if s.cap is not None and s.cap_left is not None and s.cap_left < 0 and cap is not None:
             print(f"{PROG}: note: {s.label} has already spent more than the new cap: every further private run on "
                   f"it is refused", file=sys.stderr)
-    if args.json:
-        for s in summaries:
-            print(json.dumps(s.to_dict(), allow_nan=False, ensure_ascii=False))
-        return 0
-    if not summaries:
-        print(f"no runs or caps in the store {shown}")
-        return 0
-    for i, s in enumerate(summaries):
-        if i:
-            print()
-        print("\n".join(render(s)))
+    try:
+        if args.json:
+            for s in summaries:
+                print(json.dumps(s.to_dict(), allow_nan=False, ensure_ascii=False))
+            return 0
+        if not summaries:
+            print(f"no runs or caps in the store {shown}")
+            return 0
+        for i, s in enumerate(summaries):
+            if i:
+                print()
+            print("\n".join(render(s)))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `mixdp budget | head`: the reader has what it wanted
+        try:
+            sys.stdout = open(os.devnull, "w")  # no second error when the interpreter flushes at exit
+        except OSError:
+            pass
     return 0

@@ -495,6 +495,10 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 
 #: Registered datasets whose rows are already features: no encoder runs on them.
 FEATURE_DATASETS = frozenset({"features", "synthetic"})
+#: Datasets whose data are named by the path they read (any other registered dataset is named
+#: by its key: digits and synthetic read no path, a torchvision set or a CD-FSL target is the
+#: same data in whichever folder it was extracted). The privacy ledger keys on this.
+PATH_NAMED_DATASETS = frozenset({"image_folder", "features"})
 
 
 def carries_features(spec: str) -> bool:

@@ -14,8 +14,10 @@ what only picks rows of the same people or another copy of the same numbers:
   ``max_per_class``, ``max_test_per_class``) and file lists / modification times are left
   out (a subset or another partition of a folder still holds its people; an edited file
   must not open a fresh budget);
-* kept: the registered dataset name, the real path of what it reads (``image_folder:<root>``,
-  ``features:<file>``, ``--dataset-root``) and the loader options that change the content
+* kept: the registered dataset name, the real path of what it reads where that path names the
+  data (``image_folder:<root>``, ``features:<file>``; ``data.datasets.PATH_NAMED_DATASETS``:
+  a root given to digits, or another folder holding CIFAR-10, is the same data set) and the
+  loader options that change the content
   (e.g. ``synthetic``'s ``classes``, ``data_seed``), with the loader's defaults filled in.
 
 The key (:func:`dataset_key`) is ``<name>-<10 hex digits>``, e.g. ``digits-…``. Merging two
@@ -141,14 +143,16 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     Raises:
         ConfigError: ``dataset``: not a non-empty string.
     """
-    from ..data.datasets import DATASETS, PUBLIC_DOMAIN_OPTIONS, parse_spec
+    from ..data.datasets import DATASETS, PATH_NAMED_DATASETS, PUBLIC_DOMAIN_OPTIONS, parse_spec
 
     if not isinstance(dataset, str) or not dataset.strip():
         raise ConfigError("dataset", f"must be a dataset spec such as 'digits', got {dataset!r}")
     name, arg = parse_spec(dataset.strip())
     kwargs = dict(dataset_kwargs or {})
     ident: dict[str, Any] = {"dataset": name}
-    path = arg or dataset_root or kwargs.get("root")
+    # only where the path names the data (a folder, a feature file): a root given to a loader
+    # that ignores it, or another copy of a named set, is the same data set (one ledger)
+    path = (arg or dataset_root or kwargs.get("root")) if name in PATH_NAMED_DATASETS else None
     if path:
         ident["path"] = os.path.realpath(os.path.expanduser(str(path)))
     opts: dict[str, Any] = {}

@@ -90,3 +90,14 @@ def public_steps(steps: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             d["extra"] = {k: v for k, v in d["extra"].items() if k not in OWNER_STEP_EXTRA_KEYS}
         out.append(d)
     return out
+
+
+def public_error(error: Any) -> Any:
+    """A failed run's error as an export shows it: the exception's type and the field it
+    names (``"DataError: y_train"``), without the message. A message may quote the private
+    data in the clear (a class's exact count when the public shots do not fit); the full text
+    stays in the store and in the owner's view (``owner_only.error``)."""
+    if not isinstance(error, str) or not error:
+        return error
+    head = error.split(": ", 2)
+    return ": ".join(head[:2]) + (" (details: owner's view)" if len(head) > 2 else "")

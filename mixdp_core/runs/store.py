@@ -155,6 +155,24 @@ class RunNotFoundError(MixDPError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+def _set_wal(con: sqlite3.Connection) -> None:
+    """Switch to WAL. The switch takes an exclusive lock and SQLite's busy handler does not wait
+    for it: when several processes open a fresh store at once it fails at once with "database
+    is locked". Retried with backoff for the store's wait; a store already in WAL skips it."""
+    deadline = time.monotonic() + store_wait_s()
+    pause = 0.005
+    while True:
+        try:
+            if str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                con.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
+
+
 def _process_token(pid: int) -> str | None:
     """Start time of process ``pid`` (Linux ``/proc``), to tell a reused pid apart."""
     try:
@@ -329,7 +347,7 @@ class RunStore:
         self.stale_after = float(stale_after)
         self.host = socket.gethostname()
         with self._connect() as con:
-            con.execute("PRAGMA journal_mode=WAL")
+            _set_wal(con)
             with self._write(con):
                 for stmt in _SCHEMA.strip().split(";"):
                     if stmt.strip():
@@ -763,7 +781,7 @@ class RunStore:
             raise ConfigError("fmt", f"must be 'json' or 'csv', got {fmt!r}")
         recs = [self.get_run(r) for r in run_ids] if run_ids is not None else self.list_runs(
             newest_first=False, **filters)
-        from .owner_view import owner_block, public_metrics, public_steps
+        from .owner_view import owner_block, public_error, public_metrics, public_steps
 
         if fmt == "json":
             out = []
@@ -771,10 +789,11 @@ class RunStore:
                 d = r.to_dict()
                 steps = self.steps(r.run_id) if include_steps or owner_view else []
                 d["metrics"] = public_metrics(r.metrics)
+                d["error"] = public_error(r.error)
                 if include_steps:
                     d["steps"] = public_steps(steps)
                 if owner_view:
-                    d["owner_only"] = owner_block(r.metrics, steps)
+                    d["owner_only"] = dict(owner_block(r.metrics, steps), error=r.error)
                 d.update(created_at=_iso(r.created_at), finished_at=_iso(r.finished_at), target_epsilon=_budget(r))
                 out.append(d)
             text = json.dumps(out, indent=2, sort_keys=True, default=_json_default)
@@ -786,13 +805,14 @@ class RunStore:
                     "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
                     "target_epsilon": _budget(r),
                     "config_hash": r.config_hash,
-                    "created_at": _iso(r.created_at), "finished_at": _iso(r.finished_at), "error": r.error,
+                    "created_at": _iso(r.created_at), "finished_at": _iso(r.finished_at),
+                    "error": public_error(r.error),
                 }
                 for k, v in public_metrics(r.metrics).items():
                     if v is None or isinstance(v, (int, float, str, bool)):
                         row[f"metric.{k}"] = v
                 if owner_view:
-                    for k, v in owner_block(r.metrics).items():
+                    for k, v in dict(owner_block(r.metrics), error=r.error).items():
                         if v is None or isinstance(v, (int, float, str, bool)):
                             row[f"owner_only.{k}"] = v
                 for k, v in r.config.items():

@@ -131,3 +131,24 @@ def test_exports_give_no_budget_to_non_private_references(tmp_path):
     row = next(csv.DictReader(io.StringIO(store.export(run_ids=[rid], fmt="csv"))))
     assert row["target_epsilon"] == "" and row["metric.epsilon_label"].startswith("∞")
     assert json.loads(store.export(run_ids=[rid], fmt="json"))[0]["target_epsilon"] is None
+
+
+def test_a_failed_runs_error_text_is_owners_view(tmp_path, capsys):
+    """The error of a run whose public shots do not fit quotes a class's exact count: the
+    export shows its type and field only; the owner's view has the full text."""
+    from mixdp_core.cli import main
+    from mixdp_core.runs.store import RunStore
+
+    st = tmp_path / "s"
+    assert main(["train", "--dataset", "digits", "--encoder", "pixels", "--method", "adamix", "--public-per-class",
+                 "100000", "--store", str(st), "--no-progress", "--cache-dir", str(tmp_path / "c")]) != 0
+    capsys.readouterr()
+    store = RunStore(st)
+    (rec,) = store.list_runs()
+    assert "samples" in rec.error and any(ch.isdigit() for ch in rec.error.split("public_per_class")[0])
+    row = next(csv.DictReader(io.StringIO(store.export(fmt="csv"))))
+    assert row["error"] == "DataError: y_train (details: owner's view)"
+    (d,) = json.loads(store.export(fmt="json"))
+    assert d["error"] == row["error"] and "owner_only" not in d
+    (o,) = json.loads(store.export(fmt="json", owner_view=True))
+    assert o["owner_only"]["error"] == rec.error

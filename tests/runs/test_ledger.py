@@ -236,6 +236,9 @@ def test_dataset_identity(tmp_path, monkeypatch):
     assert k("image_folder:imgs") == k(f"image_folder:{tmp_path / 'imgs'}") == k(
         "image_folder", dataset_root=str(tmp_path / "imgs"), dataset_kwargs={"max_per_class": 5})
     assert k("image_folder:imgs") != k(f"image_folder:{tmp_path}")
+    # a root a loader ignores, or another copy of a named set, does not open a second ledger
+    assert k("digits", dataset_root=str(tmp_path)) == k("digits")
+    assert k("cifar10", dataset_root=str(tmp_path / "imgs")) == k("cifar10") == k("cifar10:/elsewhere")
     assert k("digits").startswith("digits-")
 
 

@@ -192,6 +192,9 @@ def test_fewshot_tables_pdp_chart_and_checks(env):
     md, data = paths["md"].read_text(), json.loads(paths["json"].read_text())
     _png_ok(paths["pdp"])
     assert "](fewshot_pdp.png)" in md and "Ordering check" in md and "property checks" in md
+    # the per-instance ε and the attack's AUC are shown, labelled as the owner's view
+    assert "**Owner's view.**" in md and "`pdp_epsilon_median`" in md and "`mia_auc`" in md
+    assert data["owner_note"].startswith("Owner-only") and "mia_auc" in data["owner_only_keys"]
     # ε spent and T of the AdaMix cell are those of the stored run
     run = next(r for r in data["runs"] if r["label"] == "adamix")
     rec = store.get_run(run["run_id"])

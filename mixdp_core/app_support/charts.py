@@ -445,7 +445,8 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
 #: The one unit of the Performance Boost everywhere in the app (a multiple, as in the paper).
 BOOST_HELP = ("AdaMix paper's Performance Boost, PB = (error of Only-Public − error of paragon) / (error of this "
               "run − error of paragon), on the same split: 1× = no better than Only-Public (which reads no private "
-              "data), higher is better, ∞ = as good as the non-private paragon, below 1× = worse than Only-Public.")
+              "data), higher is better, ∞ = as good as the non-private paragon, between 0 and 1× = worse than "
+              "Only-Public; n/a where an error is below the paragon's (the ratio then has no meaning).")
 
 
 def release_caption(metrics: Mapping[str, Any]) -> str | None:

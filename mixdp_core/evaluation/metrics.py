@@ -12,9 +12,25 @@ import numpy as np
 from ..errors import DataError
 
 
-def _check(y_true: np.ndarray, y_pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    y_true = np.asarray(y_true).astype(np.int64, copy=False).ravel()
-    y_pred = np.asarray(y_pred).astype(np.int64, copy=False).ravel()
+def _labels(name: str, y: np.ndarray, n_classes: int | None = None) -> np.ndarray:
+    """``y`` as int64 labels, refusing what would silently change the result: non-integer
+    values (``1.2`` truncated to 1), negatives, and labels ``>= n_classes`` where it is given
+    (``bincount`` would size arrays by the label and drop them from the recall)."""
+    a = np.asarray(y).ravel()
+    if a.dtype.kind == "b" or a.dtype.kind not in "iuf":
+        raise DataError(f"{name}: labels must be integers, got dtype {a.dtype}")
+    if a.dtype.kind == "f" and a.size and not (np.all(np.isfinite(a)) and np.all(a == np.round(a))):
+        raise DataError(f"{name}: labels must be integers in [0, C), got non-integer values")
+    if a.size and a.min() < 0:
+        raise DataError(f"{name}: labels must lie in [0, C), got {a.min():g}")
+    if n_classes is not None and a.size and a.max() >= n_classes:
+        raise DataError(f"{name}: labels must lie in [0, {int(n_classes)}) (n_classes), got {a.max():g}")
+    return a.astype(np.int64, copy=False)
+
+
+def _check(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    y_true = _labels("y_true", y_true, n_classes)
+    y_pred = _labels("y_pred", y_pred, n_classes)
     if y_true.shape != y_pred.shape:
         raise DataError(f"y_pred: expected {y_true.shape[0]} predictions, got {y_pred.shape[0]}")
     if y_true.size == 0:
@@ -33,7 +49,7 @@ test_error.__test__ = False  # not a pytest test despite its name
 
 def per_class_accuracy(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> np.ndarray:
     """Recall of every class: ``(C,)`` array, ``nan`` for classes absent from ``y_true``."""
-    y_true, y_pred = _check(y_true, y_pred)
+    y_true, y_pred = _check(y_true, y_pred, int(n_classes))
     total = np.bincount(y_true, minlength=n_classes).astype(float)
     correct = np.bincount(y_true[y_true == y_pred], minlength=n_classes).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -42,10 +58,16 @@ def per_class_accuracy(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -
 
 
 def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None = None) -> float:
-    """Mean per-class recall over the classes present in ``y_true``."""
-    y_true, y_pred = _check(y_true, y_pred)
-    C = int(max(y_true.max(), y_pred.max()) + 1) if n_classes is None else int(n_classes)
-    return float(np.nanmean(per_class_accuracy(y_true, y_pred, C)))
+    """Mean per-class recall over the classes present in ``y_true`` (sklearn's
+    ``balanced_accuracy_score``). ``n_classes``: labels must lie in ``[0, n_classes)``; without
+    it the classes are those of ``y_true`` (a predicted label outside them is a miss)."""
+    y_true, y_pred = _check(y_true, y_pred, None if n_classes is None else int(n_classes))
+    C = int(y_true.max() + 1) if n_classes is None else int(n_classes)
+    pred = np.where(y_pred < C, y_pred, -1)  # a label no true class has: wrong, never a bincount index
+    total = np.bincount(y_true, minlength=C).astype(float)
+    correct = np.bincount(y_true[y_true == pred], minlength=C).astype(float)
+    present = total > 0
+    return float(np.mean(correct[present] / total[present]))
 
 
 def minority_accuracy(y_true: np.ndarray, y_pred: np.ndarray, minority_classes: np.ndarray) -> float | None:
@@ -86,12 +108,23 @@ def performance_boost(err_dp: float, *, err_public: float, err_paragon: float) -
     return num / den
 
 
+#: How every view shows a Performance Boost that the paper's ratio cannot express: negative
+#: (the DP model's error, or Only-Public's, is below the paragon's) or −∞.
+BOOST_UNDEFINED = "n/a (an error below the Paragon's)"
+
+
 def format_boost(pb: float | None) -> str:
     """A Performance Boost as a multiple (``"0.89×"``, ``"∞"``, ``"—"`` for none): the one
-    unit of every view (app, recommendations)."""
+    unit of every view (app, recommendations). A negative PB is not "worse than Only-Public":
+    it means an error below the paragon's, where the ratio has no meaning
+    (:data:`BOOST_UNDEFINED`)."""
     if pb is None:
         return "—"
     pb = float(pb)
-    if not np.isfinite(pb):
-        return "∞" if pb > 0 else "—"
+    if np.isnan(pb):
+        return "—"
+    if pb < 0:
+        return BOOST_UNDEFINED
+    if np.isinf(pb):
+        return "∞"
     return f"{pb:.2f}×"

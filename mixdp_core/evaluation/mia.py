@@ -53,10 +53,13 @@ def cross_entropy_losses(scores: np.ndarray, y: np.ndarray) -> np.ndarray:
         y: ``(N,)`` true labels.
     """
     scores = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(y, dtype=np.int64)
+    y = np.asarray(y)
     if scores.ndim != 2 or scores.shape[0] != y.shape[0]:
         raise DataError(f"scores: expected shape ({y.shape[0]}, C), got {scores.shape}")
-    return -_log_softmax(scores)[np.arange(len(y)), y]
+    if y.size and (y.dtype.kind not in "iu" or y.min() < 0 or y.max() >= scores.shape[1]):
+        # y = -1 would score the last class, y = C raise an IndexError
+        raise DataError(f"y: labels must be integers in [0, {scores.shape[1]}) (the score columns)")
+    return -_log_softmax(scores)[np.arange(len(y)), y.astype(np.int64)]
 
 
 def roc_curve(member_scores: np.ndarray, nonmember_scores: np.ndarray):
@@ -70,6 +73,7 @@ def roc_curve(member_scores: np.ndarray, nonmember_scores: np.ndarray):
     n = np.asarray(nonmember_scores, dtype=np.float64).ravel()
     if m.size == 0 or n.size == 0:
         raise DataError("membership scores: need at least one member and one non-member")
+    _finite_scores(m, n)
     s = np.concatenate([m, n])
     lab = np.concatenate([np.ones(m.size), np.zeros(n.size)])
     order = np.argsort(-s, kind="mergesort")
@@ -83,12 +87,21 @@ def roc_curve(member_scores: np.ndarray, nonmember_scores: np.ndarray):
     return fpr, tpr, thr
 
 
+def _finite_scores(m: np.ndarray, n: np.ndarray) -> None:
+    """Refuse NaN scores (e.g. a loss from infinite logits): sorted as the highest, each would
+    count as a sure member and inflate the attack."""
+    if np.isnan(m).any() or np.isnan(n).any():
+        raise DataError("membership scores: NaN scores (e.g. a loss from infinite logits); the attack's "
+                        "ranking would be arbitrary")
+
+
 def auc_score(member_scores: np.ndarray, nonmember_scores: np.ndarray) -> float:
     """P(member score > non-member score) + ½ P(tie): the area under the ROC curve."""
     m = np.asarray(member_scores, dtype=np.float64).ravel()
     n = np.asarray(nonmember_scores, dtype=np.float64).ravel()
     if m.size == 0 or n.size == 0:
         raise DataError("membership scores: need at least one member and one non-member")
+    _finite_scores(m, n)
     ranks = _average_ranks(np.concatenate([m, n]))  # average ranks for ties
     u = ranks[: m.size].sum() - m.size * (m.size + 1) / 2.0
     return float(u / (m.size * n.size))

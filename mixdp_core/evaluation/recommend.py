@@ -238,10 +238,13 @@ class Recommendation:
             s += ". " + self.minority_line(names)
         whose = (f" of {nm(self.boost_method)} (the private method with the lowest error here)"
                  if self.boost_method else "")
-        if self.boost is not None and math.isfinite(self.boost):
+        if self.boost is not None and self.boost < 0:  # −∞ too: the ratio has no meaning there
+            s += (f". Performance boost{whose} {format_boost(self.boost)}: the AdaMix paper's PB measures the way "
+                  "from Only-Public to the Paragon, and here the Paragon is not the lowest error")
+        elif self.boost is not None and math.isfinite(self.boost):
             s += (f". Performance boost{whose} {format_boost(self.boost)} (AdaMix paper's PB: 1× = no better than "
                   f"Only-Public, higher is better)")
-        elif self.boost is not None:
+        elif self.boost is not None and self.boost > 0:
             s += f". Performance boost{whose} ∞ (reaches the Paragon)"
         elif PARAGON in self.references or ONLY_PUBLIC in self.references:
             s += ". Run both Paragon and Only-Public on this setting for the performance boost"

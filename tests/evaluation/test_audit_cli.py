@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from mixdp_core.cli import main
@@ -104,3 +105,33 @@ def test_run_audit_bounds_its_size_before_touching_the_data():
         with pytest.raises(ConfigError) as ei:
             run_audit(None, "fully_private", attack="lira", **kw)  # None: the split is never read
         assert ei.value.field == field
+
+
+def test_a_one_run_whitebox_audit_bounds_its_canaries_before_training():
+    """Where the canaries are not independent trials (DP-SGD's shared bias row), every trial's
+    canary goes into one training: `trials` is bounded by the canary limit, before any work."""
+    from mixdp_core.config import AUDIT_MAX_CANARIES
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.evaluation.audit.canary import whitebox_canary_audit
+
+    with pytest.raises(ConfigError, match=f"trials: .*at most {AUDIT_MAX_CANARIES:,}, got 100,000") as ei:
+        whitebox_canary_audit("dp_linear_probe", {}, None, trials=100_000)  # None: the split is never read
+    assert ei.value.field == "trials"
+
+
+@pytest.mark.parametrize("kw,field", [({"confidence": 95}, "confidence"), ({"confidence": 0.0}, "confidence"),
+                                      ({"delta": 2.0}, "delta"), ({"delta": float("nan")}, "delta")])
+def test_the_bounds_statement_is_checked_in_the_library(kw, field):
+    """confidence = 95 used to state a bound of 0 "at confidence 95"; delta = 2 a bound of 0."""
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.evaluation.audit import run_audit
+    from mixdp_core.evaluation.audit.stats import epsilon_lower_bound, one_run_epsilon_lower_bound
+
+    with pytest.raises(ConfigError) as ei:
+        run_audit(None, "fully_private", attack="canary", **kw)  # None: the split is never read
+    assert ei.value.field == field
+    args = {"delta": 1e-5, "confidence": 0.95, **kw}
+    with pytest.raises(ConfigError, match=field):
+        epsilon_lower_bound([1.0, 1.0], [0.0, 0.0], **args)
+    with pytest.raises(ConfigError, match=field):
+        one_run_epsilon_lower_bound(np.zeros(4), np.array([True, False, True, False]), **args)

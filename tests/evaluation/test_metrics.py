@@ -54,6 +54,33 @@ def test_performance_boost_definition():
     assert performance_boost(0.1, err_public=0.5, err_paragon=0.1) == np.inf
 
 
+def test_a_negative_boost_is_never_shown_as_worse_than_only_public():
+    """PB < 0 (or −∞) means an error below the paragon's, not a model worse than Only-Public:
+    every view shows it as undefined; the recommendation says why."""
+    from types import SimpleNamespace as NS
+
+    from mixdp_core.evaluation.metrics import BOOST_UNDEFINED, format_boost
+    from mixdp_core.evaluation.recommend import recommend
+
+    beyond = performance_boost(0.091, err_public=0.505, err_paragon=0.1005)  # DP below the paragon
+    assert beyond < 0 and format_boost(beyond) == BOOST_UNDEFINED
+    assert format_boost(performance_boost(0.2, err_public=0.1, err_paragon=0.2)) == BOOST_UNDEFINED  # −∞
+    assert format_boost(0.5) == "0.50×" and format_boost(np.inf) == "∞" and format_boost(np.nan) == "—"
+
+    def run(method, seed, err, eps, private):
+        m = {"test_error": err, "dataset": "d", "encoder": "e", "public_per_class": 5, "imbalance_ratio": 1.0,
+             "target_delta": 1e-5, "private": private, "epsilon": eps}
+        return NS(method=method, seed=seed, target_epsilon=eps if eps is not None else 3.0, metrics=m)
+
+    runs = ([run("adamix", s, e, 8.0, True) for s, e in [(0, 0.090), (1, 0.092)]]
+            + [run("paragon", s, e, None, False) for s, e in [(0, 0.100), (1, 0.101)]]
+            + [run("only_public", s, e, 0.0, False) for s, e in [(0, 0.50), (1, 0.51)]])
+    rec = recommend(runs)[0]
+    assert rec.boost < 0
+    sentence = rec.sentence()
+    assert BOOST_UNDEFINED in sentence and "higher is better" not in sentence and "×" not in sentence
+
+
 def test_cross_entropy_losses():
     s = np.array([[0.0, 0.0], [2.0, 0.0]])
     ce = cross_entropy_losses(s, np.array([0, 1]))
@@ -118,3 +145,22 @@ def test_pdp_summary():
     assert s["pdp_epsilon_min"] == 1.0 and s["pdp_epsilon_max"] == 5.0
     assert s["pdp_epsilon_median"] == 3.0 and s["pdp_epsilon_mean"] == 3.0
     assert pdp_summary(None)["pdp_epsilon_max"] is None
+
+
+def test_bad_labels_and_scores_are_refused_not_reinterpreted():
+    """Labels outside [0, C), non-integer labels and NaN scores would silently change a metric
+    (a dropped class, a truncated label, a NaN ranked as a sure member): one-line errors."""
+    y, p = np.array([0, 1, 2, 2]), np.array([0, 1, 2, 0])
+    assert balanced_accuracy(y, p) == pytest.approx(balanced_accuracy_score(y, p))
+    assert balanced_accuracy(y, np.array([0, 1, 2, 7])) == pytest.approx(
+        balanced_accuracy_score(y, np.array([0, 1, 2, 7])))  # a predicted label no class has: a miss
+    with pytest.raises(DataError, match=r"y_true: labels must lie in \[0, 2\)"):
+        balanced_accuracy(y, p, n_classes=2)  # was 1.0 (class 2 dropped); sklearn: 0.833
+    with pytest.raises(DataError, match="y_pred: labels must be integers"):
+        test_error([0, 1], [0.9, 1.2])  # was 0.0 (truncated)
+    with pytest.raises(DataError, match="y_pred: labels must lie"):
+        per_class_accuracy([0, 1], [0, 2 ** 40], 2)  # was an 8 TiB allocation
+    with pytest.raises(DataError, match=r"y: labels must be integers in \[0, 2\)"):
+        cross_entropy_losses(np.zeros((2, 2)), np.array([0, -1]))  # was the last class's loss
+    with pytest.raises(DataError, match="NaN scores"):
+        auc_score(np.array([np.nan, 1.0]), np.array([0.0, 0.5]))  # was 1.0

@@ -212,6 +212,9 @@ def run_audit(
     if attack not in ATTACKS:
         raise ValueError(f"attack: must be one of {', '.join(ATTACKS)}, got {attack!r}")
     check_audit_size(reference_models=reference_models, canaries=canaries, trials=trials)
+    from .stats import check_statement
+
+    check_statement(confidence, delta)  # before any training
     t0 = time.perf_counter()
     params = _params(method, epsilon, delta, seed, method_params)
     name = method if isinstance(method, str) else getattr(method, "__name__", str(method))

@@ -279,8 +279,15 @@ def whitebox_canary_audit(
         raise ValueError(f"white-box Dirac canaries need a NoisyGD-family method (fully_private, ngd, adamix, "
                          f"ppgd) or a DP-SGD linear probe; {method!r} is not one")
     if not independent_canary_rows(method, params):
-        rng = np.random.default_rng([seed, 0xD5C])
+        from ...config import AUDIT_MAX_CANARIES
+        from ...errors import ConfigError
+
         M = int(trials)
+        if M > AUDIT_MAX_CANARIES:  # every trial's canary goes into this one training: its size, bounded first
+            raise ConfigError("trials", f"the white-box audit of {method!r} puts every trial's canary into one "
+                                        f"training (its canaries are not independent trials): at most "
+                                        f"{AUDIT_MAX_CANARIES:,}, got {M:,}")
+        rng = np.random.default_rng([seed, 0xD5C])
         job = WhiteboxJob(method, dict(params, seed=int(seed) * 1000 + 1), split,
                           rng.integers(0, split.n_classes, M), rng.random(M) < 0.5)
         (o,) = map_jobs(run_whitebox_job, [job], executor=executor, progress=progress)

@@ -209,6 +209,22 @@ def _mu_from_rates(fpr_hi: np.ndarray, fnr_hi: np.ndarray) -> np.ndarray:
     return np.maximum(np.nan_to_num(m, nan=0.0, neginf=0.0, posinf=0.0), 0.0)
 
 
+def check_statement(confidence: Any, delta: Any) -> tuple[float, float]:
+    """``(confidence, delta)`` of a lower-bound statement, checked: ``confidence`` in (0, 1)
+    (``95`` is not 95 %: it would state a bound of 0 "at confidence 95"), ``delta`` in [0, 1).
+
+    Raises:
+        ConfigError: naming the field and its range."""
+    from ...errors import ConfigError
+
+    for name, v, ok, rng in (("confidence", confidence, lambda x: 0.0 < x < 1.0, "(0, 1), e.g. 0.95"),
+                             ("delta", delta, lambda x: 0.0 <= x < 1.0, "[0, 1)")):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not (
+                math.isfinite(float(v)) and ok(float(v))):
+            raise ConfigError(name, f"must be a number in {rng}, got {v!r}")
+    return float(confidence), float(delta)
+
+
 def epsilon_lower_bound(
     pos_scores: np.ndarray,
     neg_scores: np.ndarray,
@@ -241,6 +257,7 @@ def epsilon_lower_bound(
     bound (a mechanism can be (ε(μ'), δ)-DP without being μ'-GDP), so ``epsilon_lower`` stays
     the (ε, δ) bound.
     """
+    confidence, delta = check_statement(confidence, delta)
     p = np.asarray(pos_scores, dtype=np.float64).ravel()
     n = np.asarray(neg_scores, dtype=np.float64).ravel()
     if gdp and profile is not None:
@@ -355,6 +372,7 @@ def one_run_epsilon_lower_bound(
     s = np.asarray(scores, dtype=np.float64).ravel()
     b = np.asarray(included, dtype=bool).ravel()
     m = int(s.size)
+    confidence, delta = check_statement(confidence, delta)
     p = (1.0 - float(confidence)) / max(1, len(guess_fractions))
     order = np.argsort(-s, kind="mergesort")
     best = (0.0, None)

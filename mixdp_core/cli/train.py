@@ -130,6 +130,7 @@ def _encoder_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     """The ``--json`` object of a finished run record."""
     from ..runs.runner import DIAGNOSTICS_NOTE
+    from ..runs.store import export_target_epsilon
 
     m = record.metrics
     out = {k: m.get(k) for k in SUMMARY_KEYS}
@@ -142,7 +143,7 @@ def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     out["diagnostics"] = diag
     out.update(run_id=record.run_id, status=record.status, method=record.method,
                dataset=record.dataset, encoder=record.encoder, seed=record.seed,
-               target_epsilon=record.target_epsilon, reused=reused, store=store_root)
+               target_epsilon=export_target_epsilon(record), reused=reused, store=store_root)  # None: a reference has no budget
     return out
 
 

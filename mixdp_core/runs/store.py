@@ -306,7 +306,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
-def _budget(r: Any) -> Any:
+def export_target_epsilon(r: Any) -> Any:
     """A run's target ε for exports: ``None`` for a non-private reference, which has no budget
     (not the placeholder ε it is filed under)."""
     return r.target_epsilon if r.metrics.get("private", True) else None
@@ -794,7 +794,8 @@ class RunStore:
                     d["steps"] = public_steps(steps)
                 if owner_view:
                     d["owner_only"] = dict(owner_block(r.metrics, steps), error=r.error)
-                d.update(created_at=_iso(r.created_at), finished_at=_iso(r.finished_at), target_epsilon=_budget(r))
+                d.update(created_at=_iso(r.created_at), finished_at=_iso(r.finished_at),
+                         target_epsilon=export_target_epsilon(r))
                 out.append(d)
             text = json.dumps(out, indent=2, sort_keys=True, default=_json_default)
         else:
@@ -803,7 +804,7 @@ class RunStore:
                 row: dict[str, Any] = {
                     "run_id": r.run_id, "status": r.status, "method": r.method,
                     "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
-                    "target_epsilon": _budget(r),
+                    "target_epsilon": export_target_epsilon(r),
                     "config_hash": r.config_hash,
                     "created_at": _iso(r.created_at), "finished_at": _iso(r.finished_at),
                     "error": public_error(r.error),

@@ -130,6 +130,9 @@ def test_exports_give_no_budget_to_non_private_references(tmp_path):
     assert store.get_run(rid).target_epsilon == 3.0  # the placeholder it is filed under (RunConfig default)
     row = next(csv.DictReader(io.StringIO(store.export(run_ids=[rid], fmt="csv"))))
     assert row["target_epsilon"] == "" and row["metric.epsilon_label"].startswith("∞")
+    from mixdp_core.cli.train import summary
+
+    assert summary(store.get_run(rid), store_root=str(store.root), reused=False)["target_epsilon"] is None  # --json
     assert json.loads(store.export(run_ids=[rid], fmt="json"))[0]["target_epsilon"] is None
 
 

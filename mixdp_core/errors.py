@@ -91,13 +91,19 @@ class DataError(MixDPError, ValueError):
 class CorruptImageError(DataError):
     """An image file could not be decoded. ``path`` names the file.
 
+    ``str(e)`` is one line: the path is quoted with ``repr`` (so that a line break or another
+    control character in a file name shows as an escape) and ``reason`` is folded onto it.
+
     Raised by the image sources of :mod:`mixdp_core.data` and the encoders; defined here so
     that encoders need not import the data layer.
     """
 
     def __init__(self, path: str | Path, reason: str = ""):
         self.path, self.reason = str(path), reason
-        super().__init__(f"corrupt or non-image file {self.path}" + (f": {reason}" if reason else ""))
+        # the path is quoted with repr and the reason's line breaks folded: a file named
+        # "bad\nname.png" (or a decoder message quoting it) must not make a multi-line error
+        why = " ".join(str(reason).split()) if reason else ""
+        super().__init__(f"corrupt or non-image file {self.path!r}" + (f": {why}" if why else ""))
 
     def __reduce__(self):
         return (type(self), (self.path, self.reason), {"field": self.field})

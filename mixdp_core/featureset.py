@@ -58,7 +58,8 @@ class FeatureSet:
         y_test: ``(N_test,)`` int labels in ``[0, C)``.
         class_names: the ``C`` class names, index = label.
         text_embeddings: optional ``(C, D)`` zero-shot class embeddings from a CLIP text tower
-            (mean over prompt templates, L2-normalized), ``None`` for encoders without text.
+            (mean over prompt templates, L2-normalized), ``None`` for encoders without text;
+            a finite float array (checked).
         meta: provenance (dataset, encoder, weights tag, preprocessing, versions...).
     """
 
@@ -146,11 +147,18 @@ class FeatureSet:
                 f"X_test: has {self.X_test.shape[1]} features but X_train has "
                 f"{self.X_train.shape[1]}"
             )
-        if self.text_embeddings is not None and self.text_embeddings.shape != (
-            C,
-            self.X_train.shape[1],
-        ):
-            raise DataError(
-                f"text_embeddings: expected shape ({C}, {self.X_train.shape[1]}), "
-                f"got {self.text_embeddings.shape}"
-            )
+        if self.text_embeddings is not None:
+            T = np.asarray(self.text_embeddings)
+            # zero-shot scores are X @ T.T: a NaN row made every prediction class 0 and a run
+            # that reported an error rate; a string array failed deep in a method
+            if T.dtype.kind != "f":
+                raise DataError(f"text_embeddings: must be a finite float array, got dtype {T.dtype}")
+            if T.shape != (C, self.X_train.shape[1]):
+                raise DataError(
+                    f"text_embeddings: expected shape ({C}, {self.X_train.shape[1]}), "
+                    f"got {T.shape}"
+                )
+            if not np.all(np.isfinite(T)):
+                bad = int(np.count_nonzero(~np.isfinite(T).all(axis=1)))
+                raise DataError(f"text_embeddings: must be a finite float array; {bad} of {C} class rows "
+                                f"contain NaN or infinite values")

@@ -86,8 +86,6 @@ class FileImageSource:
         return len(self.paths)
 
     def __getitem__(self, i: int):
-        from PIL import Image, UnidentifiedImageError
-
         path = self.paths[i]
         if self.root is not None:
             import os
@@ -102,23 +100,38 @@ class FileImageSource:
             open_path = real
         else:
             open_path = path
-        import warnings
+        return decode_image_file(path, open_path), int(self.labels[i])
 
-        try:
-            with warnings.catch_warnings():  # the size is checked here, against our own limit
-                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-                im = Image.open(open_path)  # reads the header only
-            with im:
-                check_image_pixels(path, *im.size)  # before decoding: a 13000 x 13000 PNG took 1.35 GB
-                im.load()
-                img = im.convert("RGB")
-        except DataError:  # the size check's own one-line error (DataError is a ValueError)
-            raise
-        except Image.DecompressionBombError as e:  # above Pillow's own limit, raised at open
-            raise DataError(f"image: {str(path)!r} is too large to decode safely ({e})") from None
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
-            raise CorruptImageError(path, str(e)) from None
-        return img, int(self.labels[i])
+
+def decode_image_file(path: Any, open_path: Any = None):
+    """The image file ``path`` (read from ``open_path`` when given) decoded to an RGB PIL image.
+
+    The pixel count is checked from the header against :func:`max_image_pixels` before any
+    pixel is decoded; every image source that reads files (folders, torchvision sets) decodes
+    through here, so the limit and the corrupt-file contract hold for all of them.
+
+    Raises:
+        DataError: the image is above the pixel limit (one line naming the file).
+        CorruptImageError: the file cannot be decoded (one line naming the file).
+    """
+    import warnings
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():  # the size is checked here, against our own limit
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = Image.open(path if open_path is None else open_path)  # reads the header only
+        with im:
+            check_image_pixels(path, *im.size)  # before decoding: a 13000 x 13000 PNG took 1.35 GB
+            im.load()
+            return im.convert("RGB")
+    except DataError:  # the size check's own one-line error (DataError is a ValueError)
+        raise
+    except Image.DecompressionBombError as e:  # above Pillow's own limit, raised at open
+        raise DataError(f"image: {str(path)!r} is too large to decode safely ({e})") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+        raise CorruptImageError(path, str(e)) from None
 
 
 @dataclass

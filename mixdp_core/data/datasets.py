@@ -36,14 +36,33 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("MIXDP_DATA", Path.home() / ".cache" / "mixdp" / "datasets")).expanduser()
 
 
-def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    if not 0 < test_fraction < 1:
+def _check_test_fraction(test_fraction: Any) -> float:
+    """``test_fraction`` as a float in (0, 1), else a one-line ConfigError naming it (checked
+    before a folder is scanned or a data set is opened)."""
+    try:
+        tf = float(test_fraction)
+    except (TypeError, ValueError):
+        tf = float("nan")
+    if isinstance(test_fraction, bool) or not 0 < tf < 1:
         raise ConfigError("test_fraction", f"must lie in (0, 1), got {test_fraction!r}")
+    return tf
+
+
+def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(train indices, test indices)``, both sorted: per class, ``round(test_fraction * m)``
+    of its ``m`` rows go to test, chosen by ``seed``.
+
+    Contract: every class keeps at least one train row. A class of one row is all train; a
+    class of ``m >= 2`` rows gives test at least 1 and at most ``m - 1`` rows (the rounding
+    would otherwise put a whole small class into test, e.g. 2 rows at ``test_fraction=0.8``,
+    and the run would fail only after every image was encoded).
+    """
+    test_fraction = _check_test_fraction(test_fraction)
     rng = np.random.default_rng([seed, 0x7E57])
     tr, te = [], []
     for c in np.unique(labels):
         m = rng.permutation(np.flatnonzero(labels == c))
-        n_te = max(1, int(round(test_fraction * m.size))) if m.size > 1 else 0
+        n_te = min(max(1, int(round(test_fraction * m.size))), m.size - 1) if m.size > 1 else 0
         te.append(m[:n_te])
         tr.append(m[n_te:])
     return np.sort(np.concatenate(tr)), np.sort(np.concatenate(te))
@@ -110,29 +129,94 @@ def _confined(f: Path, real_root: Path) -> Path:
     return real
 
 
+#: Most directory entries (files and sub-folders, of all class folders together; ``train/``
+#: and ``test/`` together) one image-folder load lists. The listing happens before anything is
+#: decoded, and 10^5 files took 3.7 s to list; at this limit the scan stops at once with a
+#: one-line DataError naming the folder (split the data set, or bring a ``features:`` file).
+MAX_FOLDER_FILES = 1_000_000
+
+
+def _check_cap(value: Any, field: str) -> int | None:
+    """A per-class cap (``max_per_class``, ``max_test_per_class``): ``None`` or an integer >= 1,
+    else a one-line ConfigError naming ``field``."""
+    if value is None:
+        return None
+    from ..config import parse_number
+
+    value = parse_number(field, int(value) if isinstance(value, np.integer) else value, int, "an integer >= 1 or None")
+    if value < 1:
+        raise ConfigError(field, f"must be an integer >= 1 or None, got {value!r}")
+    return value
+
+
 def _list_class_tree(root: Path, max_per_class: int | None, real_root: Path | None = None, *,
-                     field: str = "max_per_class") -> tuple[list[Path], np.ndarray, list[str]]:
+                     field: str = "max_per_class", budget: list[int] | None = None
+                     ) -> tuple[list[Path], np.ndarray, list[str]]:
     """Files and labels of ``root/<class>/...`` (confined to the real root), first
     ``max_per_class`` per class (``field`` names it in errors). An unreadable folder is a
-    one-line ``DataError`` naming it."""
-    if max_per_class is not None:
-        from ..config import parse_number
+    one-line ``DataError`` naming it.
 
-        max_per_class = parse_number(field, int(max_per_class) if isinstance(max_per_class, np.integer)
-                                     else max_per_class, int, "an integer >= 1 or None")
-        if max_per_class < 1:
-            raise ConfigError(field, f"must be an integer >= 1 or None, got {max_per_class!r}")
+    ``budget`` (a one-item list, shared by the trees of one load) counts the directory
+    entries still allowed (:data:`MAX_FOLDER_FILES`)."""
+    max_per_class = _check_cap(max_per_class, field)
+    budget = [MAX_FOLDER_FILES] if budget is None else budget
     try:
-        return _scan_class_tree(root, max_per_class, real_root)
+        return _scan_class_tree(root, max_per_class, real_root, budget)
     except OSError as e:  # a folder the user may not read (e.g. /proc): say which, in one line
         where = getattr(e, "filename", None) or str(root)
         raise DataError(f"root: cannot read {str(where)!r} ({e.strerror or type(e).__name__})") from None
 
 
-def _scan_class_tree(root: Path, max_per_class: int | None,
-                     real_root: Path | None = None) -> tuple[list[Path], np.ndarray, list[str]]:
+def _count_entry(budget: list[int], top: Path) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise DataError(f"root: {str(top)!r} holds more than {MAX_FOLDER_FILES:,} files and folders, the most one "
+                        f"data set may list (MAX_FOLDER_FILES); split it, or encode it into a features: file")
+
+
+def _file_candidates(folder: Path, budget: list[int], top: Path) -> list[tuple[str, ...]]:
+    """The name parts (relative to ``folder``) of every file or link under ``folder`` whose
+    name does not start with ``.``; real sub-folders are entered, linked ones are not (what
+    ``Path.rglob("*")`` lists). Every entry seen is counted against ``budget``, so a huge
+    folder stops the scan while it is being listed. Uses ``os.scandir``: no stat per file."""
+    out: list[tuple[str, ...]] = []
+    stack: list[tuple[str, ...]] = [()]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(folder.joinpath(*rel)) as it:
+            for e in it:
+                _count_entry(budget, top)
+                link = e.is_symlink()
+                if not link and e.is_dir():
+                    stack.append((*rel, e.name))
+                elif not e.name.startswith(".") and (link or e.is_file()):
+                    out.append((*rel, e.name))
+    return out
+
+
+def _in_name_order(cands: list[tuple[str, ...]], n: int | None):
+    """``cands`` in sorted order (the order of sorted ``Path`` objects: part by part), lazily:
+    with a cap ``n`` only the ``n`` smallest are sorted (``heapq.nsmallest``), the rest only
+    if some of those turn out not to be files."""
+    if n is None or n >= len(cands):
+        yield from sorted(cands)
+        return
+    import heapq
+
+    yield from heapq.nsmallest(n, cands)
+    yield from sorted(cands)[n:]
+
+
+def _scan_class_tree(root: Path, max_per_class: int | None, real_root: Path | None = None,
+                     budget: list[int] | None = None) -> tuple[list[Path], np.ndarray, list[str]]:
     real_root = Path(os.path.realpath(root)) if real_root is None else real_root
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    budget = [MAX_FOLDER_FILES] if budget is None else budget
+    classes = []
+    for p in root.iterdir():
+        _count_entry(budget, root)
+        if p.is_dir() and not p.name.startswith("."):
+            classes.append(p.name)
+    classes.sort()
     for c in classes:
         _confined(root / c, real_root)
     if not classes:
@@ -140,19 +224,62 @@ def _scan_class_tree(root: Path, max_per_class: int | None,
     paths: list[Path] = []
     labels: list[int] = []
     for ci, c in enumerate(classes):
-        files = sorted(
-            f for f in (root / c).rglob("*")
-            if not f.name.startswith(".") and (f.is_symlink() or f.is_file())
-        )
-        # every file resolved and confined to the dataset folder before anything opens it
-        files = [f for f in files if _confined(f, real_root).is_file()]
-        if max_per_class is not None:
-            files = files[:max_per_class]
+        files: list[Path] = []
+        # every kept file resolved and confined to the dataset folder before anything opens
+        # it; with max_per_class, only the first n names are resolved (bounded work)
+        for rel in _in_name_order(_file_candidates(root / c, budget, root), max_per_class):
+            f = root.joinpath(c, *rel)
+            if _confined(f, real_root).is_file():
+                files.append(f)
+                if max_per_class is not None and len(files) >= max_per_class:
+                    break
         if not files:
             raise DataError(f"root: class folder {str(root / c)!r} contains no files")
         paths.extend(files)
         labels.extend([ci] * len(files))
     return paths, np.asarray(labels, dtype=np.int64), classes
+
+
+def _cap_per_class(idx: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` of ``idx`` (sorted row indices) in each class of ``labels[idx]``."""
+    keep = [idx[labels[idx] == c][:n] for c in np.unique(labels[idx])]
+    return np.sort(np.concatenate(keep)) if keep else idx
+
+
+def _file_identity(paths: list[Path], folder: Path) -> str:
+    """16 hex digits identifying the listed files and their contents, and a check that no
+    file is listed twice.
+
+    Identity per file: path, size, ``st_mtime_ns``, ``st_ctime_ns`` and ``st_ino`` of the
+    file read (links followed). One stat per file, no reading: a file replaced in place with
+    its old mtime put back (``cp -p``, ``rsync -t``, ``tar x``) still changes its ctime, which
+    no user tool sets back, and a file swapped by rename changes its inode.
+
+    Raises:
+        DataError: two listed paths are the same file (same device and inode: a symbolic or
+            hard link), one line naming both and ``folder``. Refused, not deduplicated: a
+            test image that is also a train image (or one image in two classes) would leak
+            test data into training, and a duplicated train image counts one person twice
+            under the DP guarantee; which copy to keep is the user's choice.
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    seen: dict[tuple[int, Any], Path] = {}
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError as e:  # removed or made unreadable since the scan
+            raise DataError(f"root: cannot read {str(p)!r} ({e.strerror or type(e).__name__})") from None
+        # a file system without inode numbers (st_ino 0) falls back to the resolved path
+        ident = (st.st_dev, st.st_ino) if st.st_ino else (-1, os.path.realpath(p))
+        if ident in seen:
+            raise DataError(f"root: {str(seen[ident])!r} and {str(p)!r} in {str(folder)!r} are the same file "
+                            f"(a link); each image may be listed once, else a test image could also be a train "
+                            f"image: remove the link or copy the file")
+        seen[ident] = p
+        h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}\n".encode())
+    return h.hexdigest()[:16]
 
 
 @DATASETS.register("image_folder")
@@ -174,35 +301,45 @@ def load_image_folder(
     :class:`~mixdp_core.data.base.CorruptImageError` naming it at encoding time (or is
     skipped with a warning if the encoder is asked to ``skip_corrupt``).
 
+    Every listed file must be a different file: two paths that are the same file (links, e.g.
+    ``test/a/t0.bmp`` -> ``train/a/0.bmp``) are refused with a one-line DataError, since a test
+    image would otherwise also be a train image. At most :data:`MAX_FOLDER_FILES` directory
+    entries are listed.
+
     Args:
         max_per_class: keep only the first n files (sorted by name) per class of the train
-            tree (for documented subsets); ``max_test_per_class`` likewise for ``test``.
+            tree, or of the whole tree before the stratified split (for documented subsets);
+            only those n are resolved and checked, so the cost is bounded by the listing.
+        max_test_per_class: keep only the first n files (sorted by name) per class of the
+            ``test`` tree; without ``train``/``test`` folders, the first n test rows per class
+            of the stratified split (the others are dropped, not moved to train, so the train
+            rows are those of the uncapped split).
     """
     check_dataset_source("image_folder", root)  # a folder given, and there
+    max_per_class = _check_cap(max_per_class, "max_per_class")  # every option before the scan
+    max_test_per_class = _check_cap(max_test_per_class, "max_test_per_class")
     r = Path(root).expanduser()
-    key = {"dataset": "image_folder", "root": str(r.resolve()), "max_per_class": max_per_class}
+    key = {"dataset": "image_folder", "root": str(r.resolve()), "max_per_class": max_per_class,
+           "max_test_per_class": max_test_per_class}
     real_root = Path(os.path.realpath(r))
+    budget = [MAX_FOLDER_FILES]  # one listing limit for the whole load
     if (r / "train").is_dir() and (r / "test").is_dir():
-        p_tr, y_tr, classes = _list_class_tree(r / "train", max_per_class, real_root)
+        p_tr, y_tr, classes = _list_class_tree(r / "train", max_per_class, real_root, budget=budget)
         p_te, y_te, classes_te = _list_class_tree(r / "test", max_test_per_class, real_root,
-                                                  field="max_test_per_class")
+                                                  field="max_test_per_class", budget=budget)
         if classes_te != classes:
             raise DataError(f"root: test classes {classes_te} differ from train classes {classes}")
-        key["max_test_per_class"] = max_test_per_class
     else:
-        paths, y, classes = _list_class_tree(r, max_per_class, real_root)
+        _check_test_fraction(test_fraction)
+        paths, y, classes = _list_class_tree(r, max_per_class, real_root, budget=budget)
         tr, te = _stratified_split(y, test_fraction, split_seed)
+        if max_test_per_class is not None:
+            te = _cap_per_class(te, y, max_test_per_class)
         p_tr, y_tr = [paths[i] for i in tr], y[tr]
         p_te, y_te = [paths[i] for i in te], y[te]
         key.update(test_fraction=test_fraction, split_seed=split_seed)
-    # The content identity: file list + sizes + mtimes (cheap, catches edits).
-    import hashlib
-
-    h = hashlib.sha256()
-    for p in list(p_tr) + list(p_te):
-        st = p.stat()
-        h.update(f"{p}:{st.st_size}:{int(st.st_mtime)}\n".encode())
-    key["files"] = h.hexdigest()[:16]
+    # The content identity (stat only, never the bytes) and the no-duplicate check.
+    key["files"] = _file_identity(list(p_tr) + list(p_te), r)
     return LoadedDataset(
         name=f"image_folder:{r}",
         class_names=classes,
@@ -255,9 +392,9 @@ def load_feature_file(path: str | Path) -> FeatureSet:
     """Load bring-your-own features from ``.npz``.
 
     Required arrays: ``X_train, y_train, X_test, y_test``; optional ``class_names`` (else
-    ``"0".."C-1"``) and ``text_embeddings``. float16 features are accepted (kept as float32
-    in memory). Validated on load: shapes, finite values, labels in range; errors name the
-    array.
+    ``"0".."C-1"``) and ``text_embeddings`` (a finite float ``(C, D)`` array). float16
+    features are accepted (kept as float32 in memory). Validated on load: shapes, finite
+    values, labels in range; errors name the array.
     """
     from .safe_npz import npz_headers, load_npz
 
@@ -275,6 +412,9 @@ def load_feature_file(path: str | Path) -> FeatureSet:
             raise DataError(f"{k}: must be a float array, got dtype {heads[k][1]}")
         if len(heads[k][0]) == 2:
             check_feature_dim(heads[k][0][1], k)  # from the header, before any array is read
+    if "text_embeddings" in heads and heads["text_embeddings"][1].kind != "f":  # from the header
+        raise DataError(f"text_embeddings: must be a finite float array, got dtype "
+                        f"{heads['text_embeddings'][1]}")
     arrs = load_npz(p, field="features")
     for k in ("X_train", "X_test"):
         if not np.issubdtype(arrs[k].dtype, np.floating):
@@ -303,7 +443,8 @@ def load_feature_file(path: str | Path) -> FeatureSet:
         X_test=arrs["X_test"].astype(np.float32),
         y_test=arrs["y_test"],
         class_names=names,
-        text_embeddings=arrs.get("text_embeddings"),
+        text_embeddings=(None if arrs.get("text_embeddings") is None  # checked finite in FeatureSet
+                         else arrs["text_embeddings"].astype(np.float32)),
         meta={"dataset": f"features:{p}", "encoder": "precomputed", "source_file": str(p.resolve())},
     )
 
@@ -399,18 +540,84 @@ def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str
 
 # ------------------------------------------------------------------ torchvision sets
 class _TorchvisionSource:
-    """Adapts a torchvision dataset (PIL image, label) to the ImageSource protocol."""
+    """Adapts a torchvision dataset (PIL image, label) to the ImageSource protocol.
 
-    def __init__(self, ds: Any, labels: np.ndarray):
+    Where the data set reads one file per item (``paths``: EuroSAT, Caltech101, Food101, ...)
+    the file is decoded here, as an image folder's is: the pixel limit is checked from the
+    header before decoding, and a file that cannot be decoded raises
+    :class:`~mixdp_core.errors.CorruptImageError` naming it (so ``skip_corrupt`` skips it).
+    Items held in memory (CIFAR, STL10) come from the data set; a failure there is a
+    CorruptImageError naming ``<name>[i]``, and the pixel limit is checked after it.
+    """
+
+    def __init__(self, ds: Any, labels: np.ndarray, paths: list[str] | None = None, name: str = "dataset"):
         self.ds = ds
         self.labels = np.asarray(labels, dtype=np.int64)
+        self.paths = paths
+        self.name = name
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __getitem__(self, i: int):
-        img, y = self.ds[i]
-        return img.convert("RGB"), int(y)
+        from .base import check_image_pixels, decode_image_file
+
+        if self.paths is not None:
+            return decode_image_file(self.paths[i]), int(self.labels[i])
+        from PIL import UnidentifiedImageError
+
+        from ..errors import CorruptImageError
+
+        where = f"{self.name}[{i}]"
+        try:
+            img, _ = self.ds[i]
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+            raise CorruptImageError(where, str(e)) from None
+        check_image_pixels(where, *img.size)
+        return img.convert("RGB"), int(self.labels[i])
+
+
+def _tv_paths(ds: Any) -> list[str] | None:
+    """The file each item of the torchvision data set ``ds`` is read from (item order), or
+    ``None`` where its items are not one file each (CIFAR, STL10: arrays in memory)."""
+    n = len(ds)
+    samples = getattr(ds, "samples", None)  # ImageFolder-based: EuroSAT
+    if isinstance(samples, list) and len(samples) == n:
+        return [str(s[0]) for s in samples]
+    for attr in ("_image_files", "_images"):  # Flowers102, DTD, Food101 / OxfordIIITPet
+        files = getattr(ds, attr, None)
+        if isinstance(files, list) and len(files) == n:
+            return [str(f) for f in files]
+    if type(ds).__name__ == "Caltech101" and len(getattr(ds, "index", ())) == n:
+        # the file Caltech101.__getitem__ opens for item k
+        return [os.path.join(ds.root, "101_ObjectCategories", ds.categories[y], f"image_{k:04d}.jpg")
+                for y, k in zip(ds.y, ds.index)]
+    return None
+
+
+def _tv_identity(paths: list[str] | None, base: Path) -> str:
+    """16 hex digits identifying the files of a torchvision data set: path, size,
+    ``st_mtime_ns``, ``st_ctime_ns`` and ``st_ino`` of each item's file (stat only), or of
+    every file under ``base`` where items are not files (CIFAR's batches; at most
+    :data:`MAX_FOLDER_FILES` of them). A file that cannot be stat'ed enters as missing (it
+    fails, or is skipped, when it is decoded)."""
+    import hashlib
+
+    if paths is None:
+        paths, budget = [], [MAX_FOLDER_FILES]
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames.sort()
+            for f in sorted(filenames):
+                _count_entry(budget, base)
+                paths.append(os.path.join(dirpath, f))
+    h = hashlib.sha256()
+    for p in paths:
+        try:
+            st = os.stat(p)
+            h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}\n".encode())
+        except OSError:
+            h.update(f"{p}:missing\n".encode())
+    return h.hexdigest()[:16]
 
 
 def _labels_of(ds: Any) -> np.ndarray:
@@ -433,6 +640,8 @@ def _make_tv_loader(name: str, cls_name: str, train_kw: dict | None, test_kw: di
     def loader(root: str | None = None, *, download: bool = False, test_fraction: float = 0.2, split_seed: int = 0, **_: Any) -> LoadedDataset:
         import torchvision.datasets as tvd
 
+        if train_kw is None:
+            _check_test_fraction(test_fraction)  # before the data set is opened
         base = Path(root).expanduser() if root else default_data_dir() / name
         cls = getattr(tvd, cls_name)
         try:
@@ -440,16 +649,22 @@ def _make_tv_loader(name: str, cls_name: str, train_kw: dict | None, test_kw: di
                 tr_ds = cls(str(base), download=download, **train_kw)
                 te_ds = cls(str(base), download=download, **test_kw)
                 y_tr, y_te = _labels_of(tr_ds), _labels_of(te_ds)
-                tr_src, te_src = _TorchvisionSource(tr_ds, y_tr), _TorchvisionSource(te_ds, y_te)
+                f_tr, f_te = _tv_paths(tr_ds), _tv_paths(te_ds)
+                tr_src = _TorchvisionSource(tr_ds, y_tr, f_tr, name)
+                te_src = _TorchvisionSource(te_ds, y_te, f_te, name)
                 names = _names_of(tr_ds, int(y_tr.max()) + 1)
+                files = None if f_tr is None or f_te is None else f_tr + f_te
             else:  # no official split: stratified split of the whole set
                 ds = cls(str(base), download=download)
                 y = _labels_of(ds)
                 tr, te = _stratified_split(y, test_fraction, split_seed)
                 import torch.utils.data as tud
 
-                tr_src = _TorchvisionSource(tud.Subset(ds, tr.tolist()), y[tr])
-                te_src = _TorchvisionSource(tud.Subset(ds, te.tolist()), y[te])
+                files = _tv_paths(ds)
+                tr_src = _TorchvisionSource(tud.Subset(ds, tr.tolist()), y[tr],
+                                            None if files is None else [files[i] for i in tr], name)
+                te_src = _TorchvisionSource(tud.Subset(ds, te.tolist()), y[te],
+                                            None if files is None else [files[i] for i in te], name)
                 names = _names_of(ds, int(y.max()) + 1)
         except (RuntimeError, FileNotFoundError, OSError) as e:
             if download:
@@ -464,7 +679,11 @@ def _make_tv_loader(name: str, cls_name: str, train_kw: dict | None, test_kw: di
             class_names=names,
             train=tr_src,
             test=te_src,
-            cache_key={"dataset": name, "root": str(base.resolve()), "test_fraction": test_fraction if train_kw is None else None},
+            # what selects the rows (the split options of a split-less set) and the files' identity
+            cache_key={"dataset": name, "root": str(base.resolve()),
+                       "test_fraction": test_fraction if train_kw is None else None,
+                       "split_seed": split_seed if train_kw is None else None,
+                       "files": _tv_identity(files, base)},
         )
 
     loader.__doc__ = f"torchvision ``{cls_name}`` ({url_hint}); needs the files or ``download=True``."

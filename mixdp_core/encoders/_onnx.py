@@ -81,6 +81,27 @@ def file_digest(path: str | os.PathLike, n_hex: int = 16) -> str:
     return h.hexdigest()[:n_hex]
 
 
+#: (absolute path, size, st_mtime_ns, st_ctime_ns, st_ino) -> SHA-256 hex of the file, so that
+#: a weights file (100 MB - 1 GB) is read once per process, not once per cache-key lookup.
+_DIGESTS: dict[tuple, str] = {}
+
+
+def cached_file_digest(path: str | os.PathLike, n_hex: int = 16) -> str:
+    """:func:`file_digest` of ``path``, remembered while the file's stat identity (size,
+    ``st_mtime_ns``, ``st_ctime_ns``, inode) is unchanged: rewriting the file, even with its
+    old mtime put back (``cp -p``, ``rsync -t``), changes its ctime and so re-reads it."""
+    p = os.path.abspath(os.fspath(path))
+    st = os.stat(p)
+    ident = (p, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    full = _DIGESTS.get(ident)
+    if full is None:
+        full = file_digest(p, n_hex=64)
+        if len(_DIGESTS) > 256:  # a long-lived app process: keep the memo small
+            _DIGESTS.clear()
+        _DIGESTS[ident] = full
+    return full[:n_hex]
+
+
 def state_digest(module, n_hex: int = 16) -> str:
     """First ``n_hex`` hex digits of the SHA-256 of a module's ``state_dict`` (names, shapes, values)."""
     h = hashlib.sha256()

@@ -160,12 +160,19 @@ class TorchImageEncoder(Encoder):
     # ------------------------------------------------------------------ identity
     @property
     def weights_tag(self) -> str:
+        """What identifies the weights in the feature cache key: a named tag, the random-init
+        seed, or for a weights file ``file:<path>:sha256=<16 hex digits of its bytes>``.
+
+        A file is keyed on its content, not its size and mtime: weights rewritten in place
+        with the same size and the old mtime put back gave cached features of the old weights.
+        The digest is memoized per stat identity (:func:`._onnx.cached_file_digest`)."""
         if self.pretrained is None:
             return f"random(seed={RANDOM_INIT_SEED})"
         p = str(self.pretrained)
         if os.path.isfile(p):
-            st = os.stat(p)
-            return f"file:{os.path.abspath(p)}:{st.st_size}:{int(st.st_mtime)}"
+            from ._onnx import cached_file_digest
+
+            return f"file:{os.path.abspath(p)}:sha256={cached_file_digest(p)}"
         return p
 
     def preprocess_tag(self) -> str:
@@ -358,7 +365,7 @@ class TorchImageEncoder(Encoder):
             for i, e in bad:
                 if not skip_corrupt:
                     raise e
-                warnings.warn(f"skipping corrupt image {e.path} (index {i}): {e}", UserWarning, stacklevel=2)
+                warnings.warn(f"skipping corrupt image {e.path!r} (index {i}): {e}", UserWarning, stacklevel=2)
             if arrays:
                 feats.append(self.forward_uint8(np.stack(arrays)))
                 kept.extend(idx)
@@ -370,7 +377,8 @@ class TorchImageEncoder(Encoder):
             X = np.zeros((0, self.feature_dim), dtype=np.float32)
         return X, np.asarray(kept, dtype=np.int64)
 
-    def encode_arrays(self, X: np.ndarray, value_range: tuple[float, float] | None = None) -> np.ndarray:
+    def encode_arrays(self, X: np.ndarray, value_range: tuple[float, float] | None = None, *,
+                      source_range: tuple[float, float] | None = None) -> np.ndarray:
         """Encode an in-memory ``(N, H, W)`` or ``(N, H, W, 3)`` pixel array.
 
         Args:
@@ -378,6 +386,9 @@ class TorchImageEncoder(Encoder):
             value_range: ``(min, max)`` mapped to 8-bit ``(0, 255)`` before preprocessing,
                 e.g. ``(0, 16)`` for scikit-learn digits. Required: a network needs to know
                 the pixel scale, and guessing it from the data would be a data-dependent step.
+            source_range: not used: without ``value_range`` the caller encodes its
+                ArrayImageSource (which carries the same range) with :meth:`encode_images`,
+                which reports progress per batch.
 
         Raises:
             NotImplementedError: ``value_range`` is None; callers then fall back to

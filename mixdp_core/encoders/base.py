@@ -170,8 +170,16 @@ class Encoder(ABC):
             CorruptImageError: an image cannot be decoded and ``skip_corrupt`` is False.
         """
 
-    def encode_arrays(self, X: np.ndarray) -> np.ndarray:
-        """Encode an in-memory pixel array (only encoders that support it)."""
+    def encode_arrays(self, X: np.ndarray, value_range: tuple[float, float] | None = None, *,
+                      source_range: tuple[float, float] | None = None) -> np.ndarray:
+        """Encode an in-memory pixel array (only encoders that support it; the others raise
+        NotImplementedError and callers use :meth:`encode_images` on an image source).
+
+        Args:
+            value_range: the caller's ``(min, max)`` of ``X``.
+            source_range: the range the data set declares for ``X`` (digits: ``(0, 16)``),
+                for encoders that fall back on it when no range was given.
+        """
         raise NotImplementedError
 
     def encode_text(self, class_names: Sequence[str], templates: Sequence[str] | None = None) -> np.ndarray:

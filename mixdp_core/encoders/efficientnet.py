@@ -281,9 +281,10 @@ class EfficientNetLite0Encoder(TorchImageEncoder):
     # ------------------------------------------------------------------ onnxruntime
     def _weights_digest(self) -> str:
         """SHA-256 (16 hex digits) of the weights file, or of the seeded random state dict."""
+        if self.pretrained is not None:  # re-stat'ed per call: a rewritten file gets a new digest
+            return _onnx.cached_file_digest(self._weights_path())
         if self._digest is None:
-            self._digest = (_onnx.state_digest(self.model) if self.pretrained is None
-                            else _onnx.file_digest(self._weights_path()))
+            self._digest = _onnx.state_digest(self.model)
         return self._digest
 
     def onnx_path(self, precision: str | None = None) -> Path:

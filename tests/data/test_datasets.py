@@ -190,3 +190,201 @@ def test_confinement_reads_what_it_checked(tmp_path, monkeypatch):
     loop.symlink_to(loop)
     with pytest.raises(ConfigError, match="dataset"):
         confine_run_paths(cfg(f"image_folder:{loop}/a"), also=[uploads])
+
+
+# ------------------------------------------------------------------ review fixes (data layer)
+def _fake_eurosat(base, per_class=10):
+    """A torchvision EuroSAT layout (``<base>/eurosat/2750/<class>/*.png``) of tiny PNGs."""
+    from tests.conftest import write_png_tree
+
+    write_png_tree(base / "eurosat" / "2750", classes=("A", "B", "C"), per_class=per_class)
+    return base
+
+
+def test_split_less_torchvision_key_carries_split_options_and_file_identity(tmp_path):
+    """eurosat/caltech101 are split here: two split seeds are two row selections and must be
+    two cache keys (the key left split_seed out: seed 1 got the seed-0 features)."""
+    import os
+
+    base = _fake_eurosat(tmp_path / "tv")
+    d0 = load_dataset("eurosat", root=str(base), split_seed=0)
+    d1 = load_dataset("eurosat", root=str(base), split_seed=1)
+    assert list(d0.test.paths) != list(d1.test.paths) and len(d0.test) == len(d1.test) == 6
+    assert d0.cache_key["split_seed"] == 0 and d1.cache_key["split_seed"] == 1
+    assert d0.cache_key != d1.cache_key
+    assert load_dataset("eurosat", root=str(base), split_seed=0).cache_key == d0.cache_key  # stable
+    # content identity: a file rewritten in place with its old mtime put back changes the key
+    f = base / "eurosat" / "2750" / "A" / "000.png"
+    st = f.stat()
+    import time
+
+    time.sleep(0.02)  # ctime granularity (a clock tick)
+    f.write_bytes(f.read_bytes())
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert load_dataset("eurosat", root=str(base), split_seed=0).cache_key["files"] != d0.cache_key["files"]
+
+
+def test_torchvision_corrupt_file_is_named_and_pixel_limit_applies(tmp_path, monkeypatch):
+    """A torchvision set decodes like an image folder: a bad file is a one-line
+    CorruptImageError naming it (so skip_corrupt can skip it), the pixel limit is checked."""
+    from mixdp_core.features import get_features
+
+    base = _fake_eurosat(tmp_path / "tv", per_class=5)
+    bad = base / "eurosat" / "2750" / "B" / "zz_bad.png"
+    bad.write_bytes(b"")
+    d = load_dataset("eurosat", root=str(base), test_fraction=0.2)
+    src = d.train if str(bad) in d.train.paths else d.test
+    with pytest.raises(CorruptImageError) as e:
+        src[src.paths.index(str(bad))]
+    assert "zz_bad.png" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(CorruptImageError, match="zz_bad.png"):
+        get_features("eurosat", "pixels", root=str(base), cache_dir=tmp_path / "c")
+    with pytest.warns(UserWarning, match="skipped 1"):
+        fs = get_features("eurosat", "pixels", root=str(base), cache_dir=tmp_path / "c", skip_corrupt=True)
+    assert fs.X_train.shape[0] + fs.X_test.shape[0] == 15 and fs.dim == 16 * 16 * 3
+    monkeypatch.setenv("MIXDP_MAX_IMAGE_PIXELS", "100")  # the 16 x 16 images are 256 pixels
+    ok = next(i for i, p in enumerate(d.train.paths) if p != str(bad))
+    with pytest.raises(DataError, match="16 x 16 pixels.*MIXDP_MAX_IMAGE_PIXELS"):
+        d.train[ok]
+
+
+def test_image_folder_key_sees_a_file_replaced_with_its_old_mtime(tmp_path):
+    """New pixels, same size, old mtime put back (what cp -p / rsync -t / tar x do): the key was
+    path:size:int(mtime) and hit the old features; the ctime still changes."""
+    import os
+    import time
+
+    from PIL import Image
+
+    for c in ("a", "b"):
+        (tmp_path / "bmp" / c).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(np.full((8, 8, 3), 40 * i, dtype=np.uint8)).save(tmp_path / "bmp" / c / f"{i}.bmp")
+    spec = f"image_folder:{tmp_path / 'bmp'}"
+    key = load_dataset(spec).cache_key["files"]
+    assert load_dataset(spec).cache_key["files"] == key  # stable while nothing changes
+    f = tmp_path / "bmp" / "a" / "0.bmp"
+    st = f.stat()
+    time.sleep(0.02)  # ctime granularity (a clock tick)
+    Image.fromarray(np.full((8, 8, 3), 200, dtype=np.uint8)).save(f)  # BMP: same byte size
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (f.stat().st_size, f.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert load_dataset(spec).cache_key["files"] != key
+
+
+def test_a_test_image_linked_to_a_train_image_is_refused(tmp_path):
+    import os
+
+    from tests.conftest import write_png_tree
+
+    root = tmp_path / "tt"
+    write_png_tree(root / "train", classes=("a", "b"), per_class=3)
+    write_png_tree(root / "test", classes=("a", "b"), per_class=2, seed=1)
+    assert len(load_dataset(f"image_folder:{root}").test) == 4
+    (root / "test" / "a" / "t0.png").symlink_to(os.path.relpath(root / "train" / "a" / "000.png", root / "test" / "a"))
+    with pytest.raises(DataError) as e:
+        load_dataset(f"image_folder:{root}")
+    msg = str(e.value)
+    assert "\n" not in msg and "same file" in msg and str(root) in msg and "t0.png" in msg
+    # stratified: two names for one file in one class (here a hard link) could land on both sides
+    flat = write_png_tree(tmp_path / "flat", classes=("a", "b"), per_class=4)
+    os.link(flat / "a" / "000.png", flat / "a" / "zz.png")
+    with pytest.raises(DataError, match="same file"):
+        load_dataset(f"image_folder:{flat}", test_fraction=0.5)
+
+
+def test_stratified_split_leaves_every_class_a_train_row(tmp_path):
+    from mixdp_core.data.datasets import _stratified_split
+    from tests.conftest import write_png_tree
+
+    y = np.array([0, 0, 1, 1, 1, 1, 1])
+    tr, te = _stratified_split(y, 0.8, 0)
+    assert np.bincount(y[tr]).tolist() == [1, 1] and np.bincount(y[te]).tolist() == [1, 4]
+    two = write_png_tree(tmp_path / "two", classes=("a", "b"), per_class=2)
+    d = load_dataset(f"image_folder:{two}", test_fraction=0.8)
+    assert np.bincount(d.train.labels).tolist() == [1, 1] and np.bincount(d.test.labels).tolist() == [1, 1]
+    with pytest.raises(ConfigError, match=r"test_fraction: must lie in \(0, 1\)"):
+        load_dataset(f"image_folder:{two}", test_fraction=1.0)
+
+
+def test_max_test_per_class_caps_the_stratified_test_rows(tmp_path):
+    from tests.conftest import write_png_tree
+
+    mid = write_png_tree(tmp_path / "mid", classes=("a", "b"), per_class=20)
+    full = load_dataset(f"image_folder:{mid}")
+    capped = load_dataset(f"image_folder:{mid}", max_test_per_class=1)
+    assert len(full.test) == 8 and len(capped.test) == 2 and np.bincount(capped.test.labels).tolist() == [1, 1]
+    assert list(capped.train.paths) == list(full.train.paths)  # dropped, not moved to train
+    assert set(capped.test.paths) <= set(full.test.paths)
+    assert capped.cache_key != full.cache_key and capped.cache_key["max_test_per_class"] == 1
+    with pytest.raises(ConfigError, match="max_test_per_class"):
+        load_dataset(f"image_folder:{mid}", max_test_per_class=0)
+
+
+def test_folder_scan_is_bounded(tmp_path, monkeypatch):
+    """max_per_class resolves only the first n names per class; a file-count limit stops the
+    listing of a huge folder with one line naming it."""
+    from mixdp_core.data import datasets as dmod
+    from tests.conftest import write_png_tree
+
+    root = write_png_tree(tmp_path / "many", classes=("a", "b", "c"), per_class=30, size=4)
+    calls = []
+    real = dmod._confined
+    monkeypatch.setattr(dmod, "_confined", lambda f, r: calls.append(f) or real(f, r))
+    d = load_dataset(f"image_folder:{root}", max_per_class=2, test_fraction=0.5)
+    assert [p.name for p in d.train.paths + d.test.paths if p.parent.name == "a"] != []
+    assert sorted(p.name for p in list(d.train.paths) + list(d.test.paths)) == ["000.png", "000.png", "000.png",
+                                                                               "001.png", "001.png", "001.png"]
+    assert len(calls) == 3 + 3 * 2  # the class folders, then 2 files per class (was 3 + 90)
+    monkeypatch.setattr(dmod, "MAX_FOLDER_FILES", 50)
+    with pytest.raises(DataError) as e:
+        load_dataset(f"image_folder:{root}", max_per_class=2)
+    msg = str(e.value)
+    assert "\n" not in msg and str(root) in msg and "more than 50 files" in msg
+
+
+def test_scan_keeps_the_sorted_path_order_with_sub_folders(tmp_path):
+    """Sorted as Path objects sort (part by part: 'x/0.png' before 'x.png'), as before."""
+    from PIL import Image
+
+    for rel in ["a/x.png", "a/x/0.png", "a/b.png", "b/0.png", "b/.hidden.png"]:
+        (tmp_path / "r" / rel).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8) + len(rel)).save(tmp_path / "r" / rel)
+    from mixdp_core.data.datasets import _list_class_tree
+
+    paths, y, classes = _list_class_tree(tmp_path / "r", None)
+    assert [str(p.relative_to(tmp_path / "r")) for p in paths] == ["a/b.png", "a/x/0.png", "a/x.png", "b/0.png"]
+    assert sorted((tmp_path / "r" / "a").rglob("*.png"))[1:] == paths[1:3]
+    paths, _, _ = _list_class_tree(tmp_path / "r", 2)
+    assert [p.name for p in paths] == ["b.png", "0.png", "0.png"]
+
+
+@pytest.mark.parametrize("te,needle", [
+    (np.full((3, 4), np.nan, dtype=np.float32), "text_embeddings: must be a finite float array; 3 of 3"),
+    (np.array([["a"] * 4] * 3), "text_embeddings: must be a finite float array, got dtype <U1"),
+])
+def test_feature_file_text_embeddings_must_be_finite_floats(tmp_path, te, needle):
+    with pytest.raises(DataError, match=needle.replace("(", r"\(")):
+        load_feature_file(_write_npz(tmp_path / "f.npz", text_embeddings=te))
+    fs = load_feature_file(_write_npz(tmp_path / "g.npz", text_embeddings=np.eye(3, 4, dtype=np.float16)))
+    assert fs.text_embeddings.dtype == np.float32 and fs.text_embeddings.shape == (3, 4)
+    from mixdp_core.featureset import FeatureSet
+
+    with pytest.raises(DataError, match="text_embeddings: must be a finite float array"):
+        FeatureSet(fs.X_train, fs.y_train, fs.X_test, fs.y_test, fs.class_names,
+                   text_embeddings=np.where(np.eye(3, 4) > 0, np.inf, 0.0))
+
+
+def test_corrupt_image_error_is_one_line_for_a_name_with_a_newline(tmp_path):
+    from tests.conftest import write_png_tree
+
+    root = write_png_tree(tmp_path / "odd", classes=("a", "b"), per_class=2)
+    bad = root / "a" / "bad\nname.png"
+    bad.write_bytes(b"")
+    d = load_dataset(f"image_folder:{root}", test_fraction=0.5)
+    src = d.train if bad in list(d.train.paths) else d.test
+    with pytest.raises(CorruptImageError) as e:
+        src[list(src.paths).index(bad)]
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"corrupt or non-image file {str(bad)!r}")
+    assert "\n" not in str(CorruptImageError("x.png", "line one\nline two"))

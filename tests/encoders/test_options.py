@@ -72,3 +72,26 @@ def test_get_features_names_the_real_options_for_every_caller(tmp_path):
     with pytest.raises(ConfigError, match=r"^encoder_kwargs: pixels takes no option 'foo'; its options: batch_size"):
         get_features("digits", "pixels", cache_dir=tmp_path, encoder_kwargs={"foo": 1})
     assert not any(tmp_path.iterdir())  # refused before anything was loaded or cached
+
+
+def test_a_weights_file_is_keyed_on_its_content(tmp_path):
+    """Weights rewritten in place with the same size and the old mtime put back (cp -p,
+    rsync -t) must change the cache key; it was path:size:int(mtime)."""
+    import os
+    import time
+
+    w = tmp_path / "w.pth"
+    w.write_bytes(b"\x01" * 4096)
+    st = w.stat()
+    enc = ENCODERS.get("efficientnet_lite0")
+    before = enc(pretrained=str(w)).weights_tag
+    time.sleep(0.02)  # ctime granularity
+    w.write_bytes(b"\x03" * 4096)
+    os.utime(w, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = enc(pretrained=str(w)).weights_tag
+    assert w.stat().st_size == st.st_size and w.stat().st_mtime_ns == st.st_mtime_ns
+    assert after != before and before.startswith("file:") and after.endswith(
+        "sha256=" + __import__("hashlib").sha256(b"\x03" * 4096).hexdigest()[:16])
+    os.utime(w)  # a touch alone (same bytes) keeps the key
+    assert enc(pretrained=str(w)).weights_tag == after
+    assert enc(pretrained=str(w)).cache_key()["weights"] == after

@@ -109,3 +109,65 @@ def test_atomic_write_leaves_old_file_or_new_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]
     atomic_write(target, lambda f: f.write(b"new"))
     assert target.read_bytes() == b"new"
+
+
+def test_a_miss_returns_exactly_what_a_hit_returns(tmp_path):
+    """Cold and warm cache give the same arrays (the miss returned float32 features, the hit
+    their float16 rounding: max diff 0.00098, another test error)."""
+    a = get_features("digits", "pixels", cache_dir=tmp_path)
+    b = get_features("digits", "pixels", cache_dir=tmp_path)
+    assert a.meta["cache_hit"] is False and b.meta["cache_hit"] is True
+    for k in ("X_train", "X_test", "y_train", "y_test"):
+        assert getattr(a, k).dtype == getattr(b, k).dtype
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
+    np.testing.assert_array_equal(a.X_train, a.X_train.astype(np.float16).astype(np.float32))
+    with pytest.raises(cache_mod.ConfigError, match="dtype: must be 'float16' or 'float32'"):
+        get_features("digits", "pixels", cache_dir=tmp_path, dtype="float64")
+
+
+def test_float16_overflow_is_refused_naming_dtype():
+    with pytest.raises(cache_mod.ConfigError, match="dtype: features reach .* use dtype='float32'"):
+        cache_mod._as_stored(np.array([[7e4, 1.0]], dtype=np.float32), "float16")
+    np.testing.assert_array_equal(cache_mod._as_stored(np.array([[7e4]], dtype=np.float32), "float32"), [[7e4]])
+
+
+def test_digits_resize_uses_the_dataset_range_and_value_range_is_in_the_key(tmp_path):
+    """digits could not be resized (value_range needed although digits declare 0..16), and a
+    changed value_range got the other range's cached features."""
+    from mixdp_core.data.datasets import load_dataset
+    from mixdp_core.encoders import ENCODERS
+
+    a = get_features("digits", "pixels", cache_dir=tmp_path, encoder_kwargs={"image_size": 16})
+    assert a.dim == 256 and a.meta["cache_hit"] is False
+    ref, _ = ENCODERS.get("pixels")(image_size=16).encode_images(load_dataset("digits").train)
+    np.testing.assert_array_equal(a.X_train, ref.astype(np.float16).astype(np.float32))
+    b = get_features("digits", "pixels", cache_dir=tmp_path, encoder_kwargs={"image_size": 16, "value_range": [0, 16]})
+    c = get_features("digits", "pixels", cache_dir=tmp_path, encoder_kwargs={"image_size": 16, "value_range": [0, 2]})
+    assert b.meta["cache_key"] != c.meta["cache_key"] and c.meta["cache_hit"] is False
+    np.testing.assert_array_equal(a.X_train, b.X_train)  # the declared range is the given one
+    assert np.abs(b.X_train - c.X_train).max() > 0.5
+
+
+def test_save_tolerates_meta_removed_by_a_concurrent_writer(tmp_path, monkeypatch):
+    """Two processes writing one entry: meta.json vanished between exists() and unlink()
+    (FileNotFoundError, the features then went uncached)."""
+    import os
+    import pathlib
+
+    from mixdp_core.featureset import FeatureSet
+
+    y = np.repeat(np.arange(2), 5)
+    fs = FeatureSet(np.ones((10, 3), np.float32), y, np.ones((10, 3), np.float32), y, ["a", "b"])
+    cache_mod.save_features(tmp_path / "e", fs)
+    real_exists = pathlib.Path.exists
+
+    def racing_exists(self, *a, **k):
+        out = real_exists(self, *a, **k)
+        if self.name == "meta.json" and out:
+            os.remove(self)  # the other writer's unlink lands here
+        return out
+
+    monkeypatch.setattr(pathlib.Path, "exists", racing_exists)
+    cache_mod.save_features(tmp_path / "e", fs)  # no FileNotFoundError
+    monkeypatch.setattr(pathlib.Path, "exists", real_exists)
+    assert load_cached(tmp_path / "e") is not None

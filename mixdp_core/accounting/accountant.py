@@ -24,6 +24,7 @@ side-by-side comparison; an accountant that cannot handle the event raises
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
 
@@ -41,7 +42,10 @@ from .conversions import (
 )
 from .events import (
     AdaptiveComposition,
+    Composition,
+    ExponentialMechanism,
     PoissonSubsampledGaussian,
+    PureDP,
     _blocks,
     _mu,
     _pure,
@@ -307,7 +311,30 @@ def epsilon_and_accountant(event: Any, *, delta: float, accountant: Optional[str
     if isinstance(event, AdaptiveComposition):  # basic adaptive composition (see the class)
         e2, used = epsilon_and_accountant(event.then, delta=d, accountant=accountant)
         return event.first_epsilon + e2, used
-    return _best(lambda a: a.epsilon(event, d), _candidates(event, accountant))
+    best = _best(lambda a: a.epsilon(event, d), _candidates(event, accountant))
+    split = _pure_split(event) if accountant is None else None
+    if split is not None:  # a second sound bound; report the smaller (tightest sound)
+        pure_eps, rest = split
+        e_rest, used = epsilon_and_accountant(rest, delta=d)
+        if pure_eps + e_rest < best[0]:
+            return pure_eps + e_rest, f"basic(pure)+{used}"
+    return best
+
+
+def _pure_split(event: Any) -> Optional[tuple[float, Any]]:
+    """``(Σ pure ε, the rest)`` of a composition that mixes pure parts (δ = 0: PureDP, the
+    exponential mechanism) with others, or ``None``. Basic composition of the pure parts with
+    the rest's (ε, δ) is sound (Dwork, Rothblum & Vadhan 2010) and can be tighter than one RDP
+    curve of the whole: PureDP(0.5) + a Gaussian at σ = 3 is 1.948 this way, 2.058 by RDP."""
+    if not isinstance(event, Composition):
+        return None
+    pure, rest = [], []
+    for e in event.events:
+        p = _pure(e) if isinstance(e, (PureDP, ExponentialMechanism)) else None
+        (pure if p is not None else rest).append(p if p is not None else e)
+    if not pure or not rest:
+        return None
+    return math.fsum(pure), (rest[0] if len(rest) == 1 else Composition(tuple(rest)))
 
 
 def epsilon(event: Any, *, delta: float, accountant: Optional[str] = None) -> float:

@@ -134,7 +134,8 @@ def _prv_epsilon(blocks: tuple, delta: float, eps_error: float) -> float:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return float(acc.get_epsilon(delta=delta, eps_error=eps_error))
+            # Opacus's PRV estimate goes below 0 at large δ; ε >= 0 by definition
+            return max(0.0, float(acc.get_epsilon(delta=delta, eps_error=eps_error)))
     except (ValueError, RuntimeError, FloatingPointError) as exc:
         raise AccountingError(
             f"accountant 'prv' (Opacus) failed for {list(blocks)} at delta={delta}: {exc}; "

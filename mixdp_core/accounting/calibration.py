@@ -348,7 +348,12 @@ def calibrate_em_epsilon(*, target_epsilon: float, target_delta: float, monotone
         )
     if calibration == "zcdp":
         rho = largest_param(lambda r: zcdp_to_epsilon(r, delta=d), target_epsilon=e, lo=1e-12, hi=1e6)
-        return math.sqrt(8.0 * rho)
+        eps_em = math.sqrt(8.0 * rho)
+        # sqrt then square can land one ulp above ρ: step down until the event as reported
+        # (ExponentialMechanism's ρ = ε_EM²/8) is within the target, never above it
+        while epsilon(ExponentialMechanism(epsilon=eps_em, monotone=monotone), delta=d) > e:
+            eps_em = math.nextafter(eps_em, 0.0)
+        return eps_em
     raise ConfigError("calibration", f"must be 'pure' or 'zcdp', got {calibration!r}")
 
 

@@ -36,7 +36,7 @@ import math
 from typing import Callable
 
 import numpy as np
-from scipy.special import gammaln
+from scipy.special import gammaln, gammasgn
 
 from . import _validate as V
 from .conversions import RDP_ORDERS, rdp_to_epsilon
@@ -74,9 +74,11 @@ def tnb_pmf(k: np.ndarray, eta: float, gamma: float) -> np.ndarray:
     if eta == 0:
         out[ok] = (1.0 - gamma) ** kk / (kk * math.log(1.0 / gamma))
     else:
-        # binom(k + eta - 1, k) (1 - gamma)^k gamma^eta / (1 - gamma^eta)
+        # binom(k + eta - 1, k) (1 - gamma)^k gamma^eta / (1 - gamma^eta); gammaln is log|Γ|:
+        # for eta in (-1, 0) Γ(eta) < 0 and 1 - gamma^eta < 0, and the two signs cancel
         logc = gammaln(kk + eta) - gammaln(kk + 1.0) - gammaln(eta)
-        out[ok] = np.exp(logc + kk * math.log1p(-gamma) + eta * math.log(gamma)) / (1.0 - gamma**eta)
+        sign = gammasgn(kk + eta) * gammasgn(eta) * math.copysign(1.0, 1.0 - gamma**eta)
+        out[ok] = sign * np.exp(logc + kk * math.log1p(-gamma) + eta * math.log(gamma)) / abs(1.0 - gamma**eta)
     return out
 
 

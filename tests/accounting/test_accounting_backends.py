@@ -93,3 +93,19 @@ def test_no_noise_is_not_private_and_empty_blocks_are_skipped():
     assert B.pld_delta(((0.0, 0.1, 5),), epsilon=1.0) == 1.0
     one = B.pld_epsilon(((1.0, 0.1, 50),), delta=1e-5)
     assert B.pld_epsilon(((1.0, 0.1, 50), (2.0, 0.0, 9), (2.0, 0.3, 0)), delta=1e-5) == one
+
+
+def test_a_composition_with_pure_parts_reports_the_tightest_sound_bound():
+    """Σ pure ε + the rest's exact ε (basic composition, sound) beat one RDP curve of the
+    whole; the default reports the smaller of the two, and says which."""
+    import mixdp_core.accounting as A
+
+    g = A.GaussianMechanism(noise_multiplier=3.0)
+    ev = A.Composition([A.PureDP(0.5), g])
+    eps, used = A.epsilon_and_accountant(ev, delta=1e-5)
+    basic = 0.5 + A.epsilon(g, delta=1e-5)
+    assert eps == pytest.approx(basic, rel=1e-12) and used.startswith("basic(pure)+")
+    assert eps < A.epsilon(ev, delta=1e-5, accountant="rdp")
+    # where RDP of the whole is tighter (many pure parts' ε² add up in zCDP), RDP stays
+    many = A.Composition([A.PureDP(0.05)] * 40 + [g])
+    assert A.epsilon(many, delta=1e-5) <= 40 * 0.05 + A.epsilon(g, delta=1e-5)

@@ -11,10 +11,13 @@ from mixdp_core import accounting
 from mixdp_core.accounting import selection as S
 
 
-@pytest.mark.parametrize("eta,gamma", [(1.0, 0.1), (0.0, 0.2), (0.5, 0.05), (2.0, 0.3)])
+@pytest.mark.parametrize("eta,gamma", [(1.0, 0.1), (0.0, 0.2), (0.5, 0.05), (2.0, 0.3), (-0.5, 0.1), (-0.9, 0.3)])
 def test_tnb_pmf_sums_to_one_and_mean_matches_closed_form(eta, gamma):
+    """η in (−1, 0) too (Papernot & Steinke allow it): Γ(η) < 0 there, and every probability
+    was negative until the signs were kept."""
     k = np.arange(1, 20000)
     p = S.tnb_pmf(k, eta, gamma)
+    assert np.all(p >= 0)
     assert p.sum() == pytest.approx(1.0, abs=1e-9)
     assert (k * p).sum() == pytest.approx(S.tnb_expected_count(eta, gamma), rel=1e-7)
 
@@ -25,7 +28,7 @@ def test_geometric_case_is_liu_talwar():
     assert S.tnb_expected_count(1.0, 0.2) == pytest.approx(5.0)
 
 
-@pytest.mark.parametrize("eta,gamma", [(1.0, 0.1), (0.5, 0.25)])
+@pytest.mark.parametrize("eta,gamma", [(1.0, 0.1), (0.5, 0.25), (-0.5, 0.25)])
 def test_sampler_monte_carlo_mean(eta, gamma):
     rng = np.random.default_rng(0)
     draws = np.array([S.sample_tnb(rng, eta, gamma) for _ in range(1500)])

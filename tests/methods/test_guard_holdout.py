@@ -101,3 +101,19 @@ def test_held_out_guard_with_optimistic_tuning_passes_its_own_plan(imbalanced):
     m = make_method("ngd", target_epsilon=1.5, noise_multiplier=5.0, optimistic_tuning=True, guard_holdout=0.3,
                     public_guard=True, noise="reproducible").fit(imbalanced)
     assert m.verify_privacy() == pytest.approx(m.privacy_.epsilon, rel=1e-9) and m.privacy_.epsilon > 1.5
+
+
+@pytest.mark.parametrize("n_private", [0, 1, 2, 3])
+def test_the_held_out_path_never_depends_on_the_private_count(imbalanced, n_private):
+    """With one or two private rows (or coins that put every row in one part) the held-out
+    guard used to fall back to the in-sample path, which reports another mechanism and releases
+    another guard: the path's probability differed between neighbours (0 against 1/2 at n = 1,
+    2; δ ≥ 1/2). The path is the config's: an empty part releases noise only."""
+    import dataclasses
+
+    split = dataclasses.replace(imbalanced, X_private=imbalanced.X_private[:n_private],
+                                y_private=imbalanced.y_private[:n_private])
+    m = make_method("ngd", target_epsilon=2.0, noise_multiplier=10.0, public_guard=True, guard_holdout=0.5,
+                    seed=0).fit(split)
+    assert "held-out share 0.5" in m.privacy_.mechanism
+    m.verify_privacy()

@@ -535,7 +535,21 @@ def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str
     if key == "synthetic" and float(dataset_kwargs.get("shift") or 0.0) != 0.0:
         raise ConfigError("shift", "moves the public domain only: set public_from='synthetic' with it "
                                    "(without it the public rows are the private domain's)")
+    if public_from is not None and _same_data(dataset, public_from):
+        # loaded again with its own defaults, its train rows would not be this run's: with
+        # another split_seed or test_fraction some of the run's test rows would be public
+        raise ConfigError("public_from", f"{public_from!r} is the run's own data set; leave public_from unset: the "
+                                         f"public rows then come from its training rows (public_per_class)")
     return public_from, {}
+
+
+def _same_data(a: str, b: str) -> bool:
+    """Whether two dataset specs read the same data (same key, same resolved path)."""
+    (ka, pa), (kb, pb) = parse_spec(a), parse_spec(b)
+    if ka != kb:
+        return False
+    real = (lambda p: None if p is None else os.path.realpath(os.path.expanduser(p)))
+    return real(pa) == real(pb)
 
 
 # ------------------------------------------------------------------ torchvision sets

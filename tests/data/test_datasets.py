@@ -388,3 +388,16 @@ def test_corrupt_image_error_is_one_line_for_a_name_with_a_newline(tmp_path):
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"corrupt or non-image file {str(bad)!r}")
     assert "\n" not in str(CorruptImageError("x.png", "line one\nline two"))
+
+
+def test_public_from_the_runs_own_data_set_is_refused(tmp_path):
+    """Reloaded with its own defaults, the same data set's train rows are not the run's: with
+    another split_seed some of the run's test rows became public rows (60 of 200 on digits)."""
+    from mixdp_core.data.datasets import public_source
+    from mixdp_core.errors import ConfigError
+
+    (tmp_path / "a").mkdir()
+    for ds, pf in (("digits", "digits"), (f"image_folder:{tmp_path / 'a'}", f"image_folder:{tmp_path}/./a")):
+        with pytest.raises(ConfigError, match="public_from: .*the run's own data set"):
+            public_source(ds, {"split_seed": 1}, pf)
+    assert public_source("digits", {}, f"image_folder:{tmp_path / 'a'}") == (f"image_folder:{tmp_path / 'a'}", {})

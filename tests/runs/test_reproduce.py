@@ -257,14 +257,33 @@ def test_section_is_replaced_and_hand_written_text_kept(env):
         reproduce("adamix_epsilon", out, doc="../x.md", section="a", **kw)
 
 
+def _digits_png(root):
+    """A second domain for digits: its images as 8 x 8 PNGs, and the digits themselves as a
+    folder of the same shape (public_from may not name the run's own data set, and a folder's
+    images are RGB). Returns ``(dataset, public_from)`` specs."""
+    from PIL import Image
+
+    from mixdp_core.data.datasets import _digits_arrays
+
+    images, target = _digits_arrays()
+    for name, rows in (("private", slice(None, -12)), ("public", slice(-12, None))):
+        for c in range(10):
+            (root / name / str(c)).mkdir(parents=True, exist_ok=True)
+            for i, j in enumerate(np.flatnonzero(target == c)[rows]):
+                Image.fromarray((images[j] * 255 / 16).astype(np.uint8), mode="L").save(
+                    root / name / str(c) / f"{i:03d}.png")
+    return f"image_folder:{root / 'private'}", f"image_folder:{root / 'public'}"
+
+
 def test_public_from_reaches_every_run(env):
     store = RunStore(env / "store")
-    paths = reproduce("fewshot", env / "out", store=store, workers=1, public_from="digits",
+    data, pub = _digits_png(env / "digits_png")
+    paths = reproduce("fewshot", env / "out", store=store, workers=1, dataset=data, public_from=pub,
                       dataset_kwargs={"test_fraction": 0.5},
                       params={"epsilons": [3], "seeds": [0], "variants": ["only_public", "adamix"]})
     runs = store.list_runs()
-    assert runs and all(r.config["public_from"] == "digits" for r in runs)
-    assert "public samples from `digits` (domain shift)" in paths["md"].read_text()
+    assert runs and all(r.config["public_from"] == pub for r in runs)
+    assert f"public samples from `{pub}` (domain shift)" in paths["md"].read_text()
 
 
 def test_prototypes_table_matches_fits_and_pool_is_held_out(env, digits_features):
@@ -316,13 +335,14 @@ def test_cli_reproduce_section_flags(env, capsys):
     from mixdp_core.cli import main
 
     rc = main(["reproduce", "fewshot", "--out", str(env / "o"), "--store", str(env / "s"), "--seeds", "0",
-               "--epsilons", "3", "--set", 'variants=["only_public","adamix"]', "--public-from", "digits",
+               "--epsilons", "3", "--set", 'variants=["only_public","adamix"]',
+               "--dataset", _digits_png(env / "digits_png")[0], "--public-from", _digits_png(env / "digits_png")[1],
                "--stem", "few_a", "--doc", "few.md", "--section", "digits 2-shot", "--workers", "1", "--no-progress"])
     assert rc == 0
     printed = capsys.readouterr().out.split()
     assert printed == [str(env / "o" / n) for n in ("few_a.png", "few.md", "few_a.json", "few_a_pdp.png")]
     md = (env / "o" / "few.md").read_text()
-    assert "<!-- BEGIN AUTO digits 2-shot -->" in md and "public samples from `digits` (domain shift)" in md
+    assert "<!-- BEGIN AUTO digits 2-shot -->" in md and f"public samples from `image_folder:{env / 'digits_png'}/public`" in md
     assert main(["reproduce", "fewshot", "--doc", "few.md", "--store", str(env / "s"), "--no-progress"]) == 2
     assert capsys.readouterr().err.startswith("mixdp reproduce: error: doc")
 

@@ -173,6 +173,35 @@ def test_on_step_true_stops_and_privacy_reflects_executed_steps(name, contract_s
         assert m.privacy_.epsilon == pytest.approx(first.epsilon_spent, rel=1e-3)
 
 
+def _stop_at(k, records):
+    def cb(rec):
+        records.append(rec)
+        return len(records) >= k
+
+    return cb
+
+
+@pytest.mark.parametrize("name", METHODS.keys())
+def test_a_stop_at_any_record_is_honoured(name, contract_split):
+    """Stopping at the first record alone never reaches a NoisyGD engine (the count's record
+    is handled before it): stop at the second, a middle one and the last two records before
+    the end too (a stop on the last gradient step used to release the checkpoint test and the
+    guard after it). Replayable noise, so every fit streams the same records."""
+    split = _split_for(name, contract_split)
+    full_records = []
+    full = _make(name, seed=0, noise="reproducible").fit(split, on_step=_stop_at(10 ** 9, full_records))
+    R = len(full_records)
+    for k in sorted({2, R // 2, R - 2, R - 1} & set(range(1, R))):
+        records = []
+        m = _make(name, seed=0, noise="reproducible").fit(split, on_step=_stop_at(k, records))
+        assert len(records) == k, f"{name}: on_step called {len(records)} times after a stop at record {k}"
+        assert m.steps_ == records[-1].step == full_records[k - 1].step, (name, k)
+        if m.privacy_ is not None and records[-1].epsilon_spent is not None:
+            assert m.privacy_.epsilon <= records[-1].epsilon_spent * (1 + 1e-9), (name, k)
+            assert m.privacy_.epsilon == pytest.approx(records[-1].epsilon_spent, rel=1e-3), (name, k)
+            assert m.privacy_.epsilon <= full.privacy_.epsilon + 1e-12
+
+
 @pytest.mark.parametrize("name", METHODS.keys())
 def test_refit_resets_state(name, contract_split):
     split = _split_for(name, contract_split)

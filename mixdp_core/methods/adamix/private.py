@@ -1104,6 +1104,8 @@ class NoisyGDMethod(LinearHead):
 
         total_steps, best, pdp_total, all_hist = n_count, None, None, list(head)
         stopped = stop_now
+        asked_stop = [False]  # on_step returned True: nothing more is released (the engine's
+        # step count alone misses a stop on the last gradient step)
         for j, (o, mult) in enumerate(candidates if not stop_now else []):
             # the noise the engine draws for this candidate's steps (its options, not the config)
             step_release = accounting.GaussianMechanism(noise_multiplier=o.noise_multiplier)
@@ -1112,7 +1114,9 @@ class NoisyGDMethod(LinearHead):
                 ledger.release(step_release, what="gradient step")  # one per executed step
                 if len(candidates) > 1:
                     rec.extra["candidate"] = float(j)
-                return on_step(rec) if on_step is not None else None
+                stop = bool(on_step(rec)) if on_step is not None else False
+                asked_stop[0] = asked_stop[0] or stop
+                return stop
 
             # the count is released once and reused by every candidate (post-processing)
             res = run_noisygd(
@@ -1127,7 +1131,7 @@ class NoisyGDMethod(LinearHead):
             final_err = next((h.test_error for h in reversed(res.history) if h.test_error is not None), None)
             if best is None or (final_err is not None and final_err < best[0]):
                 best = (final_err if final_err is not None else float("inf"), res)
-            if res.steps < T_grad:
+            if res.steps < T_grad or asked_stop[0]:
                 stopped = True
                 break
         if best is None:  # stopped right after the count

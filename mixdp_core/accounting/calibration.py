@@ -148,7 +148,7 @@ def calibrate_steps(*, noise_multiplier: float, target_epsilon: float, target_de
     s = V.positive("noise_multiplier", noise_multiplier)
     e, d = _budget(target_epsilon, target_delta)
     mu_star = gdp_mu_for_budget(epsilon=e, delta=d)
-    x = (mu_star * s) ** 2
+    x = (mu_star * s) * (mu_star * s)  # not ** 2: a float power raises OverflowError (σ ≈ 1e154), a product gives inf
     lim = step_limit() if max_steps is None else V.count("max_steps", max_steps)
     if not math.isfinite(x) or x >= lim + 1:
         # Refused before anything runs: name the limit and the σ / ε that fit it.

@@ -175,3 +175,12 @@ def test_prv_epsilon_is_never_negative():
 
     ev = A.PoissonSubsampledGaussian(noise_multiplier=1.5, sample_rate=0.05, steps=200)
     assert A.epsilon(ev, delta=0.5, accountant="prv") == 0.0  # Opacus returned −0.65
+
+
+def test_a_huge_noise_multiplier_is_a_one_line_budget_error():
+    """σ = 1e300 overflowed a float power (a 15-line OverflowError traceback from the CLI)."""
+    from mixdp_core.accounting.calibration import calibrate_steps
+    from mixdp_core.errors import BudgetError
+
+    with pytest.raises(BudgetError, match="more than 1,000,000,000 full-batch steps"):
+        calibrate_steps(noise_multiplier=1e300, target_epsilon=3.0, target_delta=1e-5)

@@ -99,8 +99,10 @@ def test_smooth_run_releases_a_noisy_count_and_accounts_it(small_split):
 
 
 def test_honest_tuning_reports_the_selection_epsilon(small_split):
+    streamed = []
     m = make_method("ngd", target_epsilon=3.0, noise_multiplier=5.0, honest_tuning=True, tuning_gamma=0.5,
-                    seed=1).fit(small_split)
+                    seed=1).fit(small_split, on_step=lambda r: streamed.append(r))
+    assert streamed == m.history_  # the released record reaches on_step (the store, the app), only it
     # default tuning_eta = 0: logarithmic number of repetitions
     T_rep = accounting.selection_steps(noise_multiplier=5.0, target_epsilon=3.0, target_delta=1e-5, eta=0.0,
                                        gamma=0.5, extra_releases=1)
@@ -127,3 +129,12 @@ def test_honest_tuning_grid_holds_the_default_and_eta_changes_the_budget(small_s
     zs = [h.extra["candidate_z"] for h in m.history_]
     assert all(z in {zm * NOISE_MARGIN_Z for zm, _ in HONEST_GRID} for z in zs)
     assert m.privacy_.epsilon <= 3.0 and "TNB(0, 0.2)" in m.privacy_.mechanism
+
+
+def test_honest_tuning_bounds_its_repetitions_before_any_work():
+    """E[K] is about 1/γ: γ = 1e-6 ran past 100 s (a million full runs expected)."""
+    from mixdp_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="tuning_gamma"):
+        make_method("adamix", honest_tuning=True, tuning_gamma=1e-6)
+    make_method("adamix", honest_tuning=True, tuning_gamma=0.001)

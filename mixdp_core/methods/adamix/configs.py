@@ -250,9 +250,11 @@ class NoisyGDConfig(PrivacyConfig):
              "repetitions, scored on a held-out tuning_val_fraction of the private rows with a noisy count; the "
              "reported ε is that of the whole selection (Papernot & Steinke 2022, Thm. 2) and never exceeds the "
              "target. schedule='smooth' only.")
-    tuning_gamma: float = param(0.2, type=float, range=_UNIT_OPEN,
+    tuning_gamma: float = param(0.2, type=float, range=Interval(0.001, 1.0, closed="left"),
                                 help="γ of the truncated negative binomial TNB(η, γ) number of tuning repetitions "
-                                     "(η = 0: logarithmic, E[K] = (1/γ − 1)/ln(1/γ) ≈ 2.5 at 0.2).")
+                                     "(η = 0: logarithmic, E[K] = (1/γ − 1)/ln(1/γ) ≈ 2.5 at 0.2). At least 0.001: "
+                                     "E[K] is about 1/γ (η = 1), and K full runs are trained before anything is "
+                                     "released (the selection streams no record until it ends: K is hidden).")
     tuning_eta: float = param(0.0, type=float, range=Interval(0.0, 1.0),
                               help="η of TNB(η, γ): 0 (logarithmic, default) up to 1 (geometric). The privacy "
                                    "overhead of the selection grows with (1 + η) (Papernot & Steinke 2022, Thm. 2), "

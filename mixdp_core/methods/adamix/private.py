@@ -898,6 +898,11 @@ class NoisyGDMethod(LinearHead):
         ``T`` comes from :func:`mixdp_core.accounting.selection_steps` and the reported
         epsilon from :func:`mixdp_core.accounting.selection_epsilon` (Thm. 2) for the run
         as executed; it never exceeds ``target_epsilon``. No test data is read.
+
+        ``on_step``: the theorem hides K, the other repetitions and their scores, so nothing is
+        streamed while the repetitions run (a record per repetition would publish K) and the
+        selection cannot be stopped midway; ``on_step`` receives the one released record when
+        it ends. ``tuning_gamma >= 0.001`` bounds E[K] (about 1/γ).
         """
         cfg = self.config
         rng = noise_rng(cfg.noise, cfg.seed, 0x7E57)  # K, the parts and the scores: inside the mechanism
@@ -966,6 +971,8 @@ class NoisyGDMethod(LinearHead):
         self.expected_repetitions_ = float(expected)
         self.calibrated_steps_ = T_rep - 1
         self.stopped_early_ = False
+        if on_step is not None:  # the released record only (see the docstring): nothing is left to stop
+            on_step(self.history_[0])
         return self
 
     def _fit_once(self, split: Any, on_step: OnStep | None) -> "NoisyGDMethod":

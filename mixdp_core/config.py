@@ -126,7 +126,8 @@ class ParamSpec:
         help: one-paragraph help text (UI tooltip, CLI help, docs).
         leaks_private: the option looks at private data beyond the accounted mechanism
             (e.g. tuning on test results); the UI labels it "COSTS PRIVACY".
-        privacy_note: what the option costs in privacy (shown with ``leaks_private``).
+        privacy_note: what the option costs in privacy (with ``leaks_private``: a cost the ε does not
+            cover; without it: how the accounted run pays for it). Every view shows it.
         leaks_when: the values that cost it (``()``: any truthy value, as a ``bool`` switch);
             e.g. ``("public",)`` for a choice of which only one reads the private data.
         unit: unit or symbol shown next to the value (``"ε"``, ``"epochs"``...).
@@ -530,6 +531,8 @@ def format_spec(spec: ParamSpec) -> str:
         line += f" [{rng}]"
     if spec.leaks_private:
         line += f" — COSTS PRIVACY{(' ' + spec.leak_condition()) if spec.leaks_when else ''}: {spec.privacy_note}"
+    elif spec.privacy_note:  # an accounted cost, said where the field is
+        line += f" — privacy: {spec.privacy_note}"
     return line
 
 
@@ -545,6 +548,6 @@ def config_markdown(cls: type) -> str:
         d = "required" if s.default is REQUIRED else f"`{s.default!r}`"
         allowed = s.requirement() if (s.range or s.choices or s.type or s.allowed) else ""
         h = s.help + (f" **Costs privacy{(' ' + s.leak_condition()) if s.leaks_when else ''}:** {s.privacy_note}"
-                      if s.leaks_private else "")
+                      if s.leaks_private else f" Privacy: {s.privacy_note}" if s.privacy_note else "")
         rows.append(f"| `{s.name}` | {t} | {_md_cell(d)} | {_md_cell(allowed)} | {_md_cell(h)} |")
     return "\n".join(rows)

@@ -135,7 +135,10 @@ with st.form("train_form", enter_to_submit=False):
             help_text = sp.help or None
             if sp.leaks_private:
                 when = f" {sp.leak_condition}" if sp.leak_condition else ""
-                label = f":material/warning: {sp.name} — COSTS PRIVACY{when}: looks at private data"
+                # a switch that reads private data beyond the mechanism, or a value (e.g. noise
+                # 'reproducible') that voids the guarantee: the help says which, from the declaration
+                label = f":material/warning: {sp.name} — COSTS PRIVACY{when}" + (
+                    ": looks at private data" if sp.kind == "bool" else "")
                 help_text = sp.help or None  # the declared help and what the option costs
             k = f"adv_{method}_{sp.name}"
             if sp.kind == "bool":

@@ -192,6 +192,8 @@ def field_spec(spec: Any) -> FieldSpec:
     if spec.leaks_private:
         when = f" {spec.leak_condition()}" if spec.leaks_when else ""
         help_text = f"{help_text} Costs privacy{when}: {spec.privacy_note}".strip()
+    elif spec.privacy_note:
+        help_text = f"{help_text} Privacy: {spec.privacy_note}".strip()
     choices = _usable_choices(spec) if kind == "choice" else ()
     return FieldSpec(name=spec.name, kind=kind, default=default, optional=spec.optional and kind != "bool",
                      choices=choices, leaks_private=spec.leaks_private, help=help_text,

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..config import delta_param, epsilon_param, param, validate
 from ..errors import ConfigError
-from ..randomness import NOISE_SOURCES, REPRODUCIBLE_WARNING, SECURE
+from ..randomness import NOISE_SOURCES, REPRODUCIBLE, REPRODUCIBLE_WARNING, SECURE
 from ..registry import Registry
 
 
@@ -114,6 +114,7 @@ class PrivacyConfig:
                        help="Randomness of every private release: 'secure' (default: a cryptographic generator "
                             "keyed from the OS at every run, never stored, so the same seed gives different noise) "
                             "or 'reproducible' (from the seed, for replaying research runs).",
+                       leaks_private=True, leaks_when=(REPRODUCIBLE,),
                        privacy_note=f"'reproducible': {REPRODUCIBLE_WARNING}.")
 
     def __post_init__(self) -> None:

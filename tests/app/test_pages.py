@@ -214,8 +214,11 @@ def test_train_labels_options_that_look_at_private_data(at):
     from mixdp_core.app_support.forms import method_field_specs
 
     at.switch_page("pages/2_train.py").run()
-    leaky = [s for s in method_field_specs("adamix") if s.leaks_private]
-    assert sorted(s.name for s in leaky) == ["optimistic_tuning", "subspace_diagnostics"]
+    leaky_all = [s for s in method_field_specs("adamix") if s.leaks_private]
+    assert sorted(s.name for s in leaky_all) == ["noise", "optimistic_tuning", "subspace_diagnostics"]
+    noise = next(s for s in leaky_all if s.name == "noise")  # a choice: it costs privacy for one value
+    assert noise.kind == "choice" and "'reproducible'" in noise.leak_condition and "NOT private" in noise.help
+    leaky = [s for s in leaky_all if s.kind == "bool"]
     keys = {f"adv_adamix_{s.name}" for s in leaky}
     for key in keys:
         box = at.checkbox(key=key)

@@ -395,3 +395,13 @@ def test_step_record_to_dict_is_asdict_and_a_copy():
         assert "added" not in rec.extra
     nested = StepRecord(2, 2, extra={"nested": {"a": [1, 2]}}).to_dict()
     assert nested["extra"]["nested"] == {"a": [1, 2]}
+
+
+@pytest.mark.parametrize("kw,field", [({"width": 20_000}, "width"), ({"pretrain_epochs": 10 ** 9}, "pretrain_epochs"),
+                                      ({"device": "bogus"}, "device"), ({"gn_groups": 10 ** 9}, "gn_groups")])
+def test_sparse_finetuning_bounds_its_sizes_at_construction(kw, field):
+    """width = 20,000 asked for 14 GB, pretrain_epochs = 1e9 ran unbounded, a bogus device was
+    a torch traceback after the data were loaded: one-line errors before any work."""
+    with pytest.raises(ConfigError) as ei:
+        make_method("sparse_finetune", **kw)
+    assert ei.value.field == field

@@ -100,6 +100,19 @@ def _check_image_shape(value: Any) -> None:
         raise ConfigError("image_shape", f"must be None or (C, H, W) positive integers, got {value!r}")
 
 
+#: Largest first-stage width a config may ask (a ResNet-18 at 4× the default width already
+#: holds about 180 M parameters; 20,000 asked for a 14 GB allocation, 10^6 for 36 TB).
+MAX_WIDTH = 256
+#: Most public pre-training epochs (the paper's 200, fifty times over; 10^9 ran unbounded).
+MAX_PRETRAIN_EPOCHS = 10_000
+
+
+def _check_device(value: Any) -> None:
+    from ...encoders.base import check_device_name  # the one rule for device names (no torch import)
+
+    check_device_name(value)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
     """Hyper-parameters of sparse DP fine-tuning (defaults follow Sec. 5.8 where sensible
@@ -115,16 +128,18 @@ class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
     arch: str = param("auto", type=str, check=_check_arch,
                       help="'auto' (small_cnn below 32 px, resnet18_32 below 64 px, else resnet18_224) or a key "
                            "of ARCHITECTURES.")
-    width: int = param(0, type=int, range=Interval(0, None),
-                       help="Channels of the first stage; 0 = architecture default (16 for small_cnn, 64 for ResNet-18).")
-    gn_groups: int = param(8, type=int, range=Interval(1, None),
+    width: int = param(0, type=int, range=Interval(0, MAX_WIDTH),
+                       help="Channels of the first stage; 0 = architecture default (16 for small_cnn, 64 for ResNet-18). "
+                            f"At most {MAX_WIDTH} (ResNet-18's widest stage is 8× it: memory grows as its square).")
+    gn_groups: int = param(8, type=int, range=Interval(1, MAX_WIDTH),
                            help="GroupNorm groups (reduced to gcd with the channel count).")
     image_shape: Optional[tuple[int, int, int]] = param(
         None, check=_check_image_shape,
         help="(C, H, W) of the flattened feature rows; None infers (1, s, s) from D = s² or (3, s, s) from "
              "D = 3s². Rows are read in the pixels encoder's order (H, W, C), channels last.")
-    pretrain_epochs: int = param(30, type=int, range=Interval(0, None),
-                                 help="Public pre-training epochs (paper: 200); 0 keeps random init.")
+    pretrain_epochs: int = param(30, type=int, range=Interval(0, MAX_PRETRAIN_EPOCHS),
+                                 help="Public pre-training epochs (paper: 200); 0 keeps random init. At most "
+                                      f"{MAX_PRETRAIN_EPOCHS:,} (the DP epochs are bounded by the step ceiling).")
     pretrain_lr: float = param(0.1, type=float, range=Interval(0.0, None, closed="neither"),
                                help="SGD learning rate of public pre-training (paper: 0.1).")
     pretrain_momentum: float = param(0.9, type=float, range=Interval(0.0, 1.0, closed="left"),
@@ -160,7 +175,9 @@ class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
                      "ε: shown to the data owner only, never released")
     seed: int = param(0, type=int, range=SEED_RANGE,
                       help="Seed of initialisation, shuffling, Poisson sampling and noise.")
-    device: str = param("auto", type=str, help="'auto' (cuda -> mps -> cpu) or a torch device string.")
+    device: str = param("auto", type=str, check=_check_device,
+                        help="'auto' (cuda -> mps -> cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'; a device torch does not "
+                             "see is refused when the fit starts.")
 
 
 @dataclass
@@ -273,11 +290,11 @@ class SparseFinetune(Method):
                         hint="lower epochs or size_bound, or raise batch_size")
 
     def _device(self) -> str:
-        if self.config.device != "auto":
-            return self.config.device
+        """The torch device of the fit: ``device`` if torch sees it (a one-line ConfigError
+        naming ``device`` otherwise), else cuda -> mps -> cpu."""
         from ...encoders.base import select_device
 
-        return select_device(None)
+        return select_device(None if self.config.device == "auto" else self.config.device)
 
     def _build(self, in_channels: int, num_classes: int, image_size: int) -> "nn.Module":
         from .models import build_model

@@ -99,6 +99,36 @@ class Split:
     spec: SplitSpec = field(default_factory=SplitSpec)
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Every split a method sees is checked once, also one built by hand or by
+        ``dataclasses.replace``: 2-D float matrices of one dimension D, finite values, integer
+        labels in ``[0, C)`` matching their rows. A NaN in one private row would decide the whole
+        output (no clipping bounds it) and a label −1 would silently count as the last class.
+
+        Raises:
+            DataError: one line naming the array."""
+        from ..errors import DataError
+
+        C = len(self.class_names)
+        D = None
+        for xs, ys in (("X_public", "y_public"), ("X_private", "y_private"), ("X_test", "y_test")):
+            X, y = np.asarray(getattr(self, xs)), np.asarray(getattr(self, ys))
+            if X.ndim != 2:
+                raise DataError(f"{xs}: must be a 2-D (rows, D) matrix, got shape {X.shape}")
+            if D is None:
+                D = X.shape[1]
+            elif X.shape[1] != D:
+                raise DataError(f"{xs}: has {X.shape[1]} columns, the other parts {D}")
+            if y.shape != (X.shape[0],):
+                raise DataError(f"{ys}: expected {X.shape[0]} labels (one per row of {xs}), got shape {y.shape}")
+            if X.size and X.dtype.kind != "f":
+                raise DataError(f"{xs}: must be a float matrix, got dtype {X.dtype}")
+            if X.size and not np.isfinite(X).all():
+                raise DataError(f"{xs}: contains NaN or infinite values")
+            if y.size and (y.dtype.kind not in "iu" or int(y.min()) < 0 or int(y.max()) >= C):
+                raise DataError(f"{ys}: labels must be integers in [0, {C}) (class_names), got "
+                                f"{y.dtype} in [{y.min()}, {y.max()}]")
+
     @property
     def n_classes(self) -> int:
         return len(self.class_names)

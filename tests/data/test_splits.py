@@ -110,3 +110,28 @@ def test_split_properties(counts, ir, k, seed):
     if ir == 1:
         assert s.private_counts.tolist() == [c - k for c in counts]
     assert len(s.minority_classes) == (0 if ir == 1 else max(1, len(counts) // 4))
+
+
+def test_a_hand_built_split_is_checked_whole():
+    """A NaN in one private row decided dp_ls's and fully_private's output (and ε ≈ 3 was
+    still reported); a label −1 counted as the last class; X_test of another D failed deep in
+    numpy. Every Split is checked when built, dataclasses.replace included."""
+    import dataclasses
+
+    from mixdp_core.errors import DataError
+
+    split = make_split(_fs([10, 12, 9], d=4), SplitSpec(public_per_class=2, seed=0))
+    X = split.X_private.copy()
+    X[0, 0] = np.nan
+    with pytest.raises(DataError, match="X_private: contains NaN"):
+        dataclasses.replace(split, X_private=X)
+    y = split.y_private.copy()
+    y[0] = -1
+    with pytest.raises(DataError, match=r"y_private: labels must be integers in \[0, "):
+        dataclasses.replace(split, y_private=y)
+    with pytest.raises(DataError, match="X_test: has 3 columns"):
+        dataclasses.replace(split, X_test=np.zeros((len(split.y_test), 3), np.float32))
+    with pytest.raises(DataError, match="y_public: expected"):
+        dataclasses.replace(split, y_public=split.y_public[:-1])
+    empty = dataclasses.replace(split, X_private=split.X_private[:0], y_private=split.y_private[:0])
+    assert empty.X_private.shape == (0, split.dim)  # an empty part stays allowed

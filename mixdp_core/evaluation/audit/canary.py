@@ -204,10 +204,8 @@ def run_whitebox_job(job: WhiteboxJob) -> WhiteboxOutput:
     Xc = np.zeros((M, D + M), np.float32)
     Xc[np.arange(M), D + np.arange(M)] = 1.0
     inc = np.asarray(job.included, bool)
-    aug = dataclasses.replace(
-        sp, X_public=pad(sp.X_public), X_test=pad(sp.X_test), text_embeddings=None,
-    )
-    aug = with_private(aug, np.vstack([pad(sp.X_private), Xc[inc]]), np.r_[sp.y_private, job.labels[inc]])
+    aug = with_private(sp, np.vstack([pad(sp.X_private), Xc[inc]]), np.r_[sp.y_private, job.labels[inc]],
+                       X_public=pad(sp.X_public), X_test=pad(sp.X_test), text_embeddings=None)  # one step: D + M
     Y = np.eye(C)[job.labels]
     stat = np.zeros(M)
     ratio = np.zeros(M)

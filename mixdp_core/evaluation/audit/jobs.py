@@ -28,15 +28,17 @@ def make_audited_method(method: Any, params: dict[str, Any]):
     return cls(cls.config_cls(**{k: v for k, v in params.items() if k in fields}))
 
 
-def with_private(split: Any, X: np.ndarray, y: np.ndarray) -> Any:
-    """``split`` with its private rows replaced (counts and minority classes recomputed)."""
+def with_private(split: Any, X: np.ndarray, y: np.ndarray, **other: Any) -> Any:
+    """``split`` with its private rows replaced (counts and minority classes recomputed);
+    ``other``: further fields replaced in the same step (a split is checked whole when it is
+    built, so parts that change dimension together must change together)."""
     from ...data.splits import minority_classes
 
     y = np.asarray(y, dtype=np.int64)
     counts = np.bincount(y, minlength=split.n_classes)
     return dataclasses.replace(split, X_private=np.ascontiguousarray(X, dtype=np.float32), y_private=y,
                                private_counts=counts,
-                               minority_classes=minority_classes(counts, split.spec.imbalance_ratio))
+                               minority_classes=minority_classes(counts, split.spec.imbalance_ratio), **other)
 
 
 @dataclass

@@ -307,3 +307,24 @@ def test_dppl_public_arithmetic_does_not_depend_on_the_private_count(digits_spli
     got = [make_method("dppl_public", target_epsilon=1.0, precision="auto", d_min=0.5).fit(s, public_pool=pool)
            .utilities_precision_ for s in (small, digits_split)]
     assert got == ["fp32", "fp32"]
+
+
+def test_dp_ls_refuses_a_dimension_it_cannot_solve_before_allocating():
+    """D = 65,536 asked for a 32 GiB (D+1)² matrix (a traceback, or 160 GB on a larger machine)."""
+    import dataclasses
+
+    from mixdp_core.errors import DataError
+    from mixdp_core.methods import make_method
+    from mixdp_core.methods.prototypes.baselines import DPLS_MAX_DIM
+
+    from tests.methods.conftest import digits_featureset
+    from mixdp_core.data.splits import SplitSpec, make_split
+
+    split = make_split(digits_featureset(n_train=120), SplitSpec(public_per_class=2, seed=0))
+    def w(X):
+        return np.zeros((len(X), DPLS_MAX_DIM + 1), np.float32)
+
+    wide = dataclasses.replace(split, X_public=w(split.X_public), X_private=w(split.X_private), X_test=w(split.X_test),
+                               text_embeddings=None)
+    with pytest.raises(DataError, match=f"X_private: dp_ls .*D = {DPLS_MAX_DIM + 1:,} is above its limit"):
+        make_method("dp_ls").fit(wide)

@@ -48,7 +48,7 @@ class Registry(Generic[T]):
         """
         try:
             return self._items[name]
-        except KeyError:
+        except (KeyError, TypeError):  # TypeError: an unhashable name (e.g. a list) is unknown too
             raise UnknownNameError(
                 f"unknown {self.kind} {name!r}; choose one of: {', '.join(self._items)}",
                 kind=self.kind, name=name, choices=tuple(self._items),

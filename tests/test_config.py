@@ -149,3 +149,12 @@ def test_leaks_when_must_name_choices_of_a_leaky_field():
         param("a", choices=("a", "b"), leaks_when=("b",))  # not leaks_private
     with pytest.raises(ValueError):
         param("a", choices=("a", "b"), leaks_private=True, privacy_note="x", leaks_when=("c",))
+
+
+def test_an_unknown_or_unhashable_registry_name_lists_the_keys():
+    from mixdp_core.errors import UnknownNameError
+    from mixdp_core.methods import METHODS
+
+    for bad in ("adamx", ["adamix"]):
+        with pytest.raises(UnknownNameError, match="choose one of: .*adamix"):
+            METHODS.get(bad)

@@ -62,7 +62,9 @@ st.markdown(f"One click trains **AdaMix at ε = {demo.target_epsilon:g}** on the
             f"page switches to pre-trained encoders (e.g. `efficientnet_lite0`, whose weights ship with an "
             f"installed package; extracting its features takes minutes on a CPU). Beside the result it shows "
             f"Only-Public (the public samples alone, no private data) and Fully-Private at the same ε, so the "
-            f"number says what the private data bought.")
+            f"number says what the private data bought. Fully-Private is a second private run: the demo spends "
+            f"ε = {demo.target_epsilon:g} twice on the digits data set's budget (about "
+            f"{2 * demo.target_epsilon:g} in all, basic composition).")
 if st.button("Run the demo", type="primary", key="demo", icon=":material/play_arrow:"):
     try:
         job = manager.submit_run(demo, kind="demo", reuse=True)

@@ -93,6 +93,21 @@ def _f(x: Any, fmt: str = "{:.3g}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
+def guarantee_caveat(metrics: Mapping[str, Any], summaries: Any = ()) -> Optional[str]:
+    """What voids the run's stated guarantee on the audit page, or ``None``: noise reproducible
+    from the published seed, or a stored audit of the run that refutes the claim. The page
+    shows it above the guarantee and qualifies the guarantee's headline with it."""
+    from ..randomness import REPRODUCIBLE, REPRODUCIBLE_WARNING
+
+    why = []
+    if metrics.get("noise") == REPRODUCIBLE:
+        why.append(f"this run's {REPRODUCIBLE_WARNING}")
+    n_alarm = sum(bool(s.get("alarm")) for s in summaries)
+    if n_alarm:
+        why.append(f"{n_alarm} audit(s) below refute the claim")
+    return "; ".join(why) if why else None
+
+
 def alarm_message(summary: dict[str, Any]) -> str:
     """The page's alarm for one stored audit: each statement that refutes the claim, as the audit
     made it (``AuditResult.alarm_reasons``; audits stored before it: the ε bound's wording)."""
@@ -101,6 +116,13 @@ def alarm_message(summary: dict[str, Any]) -> str:
         f"ε = {summary.get('claimed_epsilon') or 0:.3g}"]
     return (f"ALARM ({summary.get('attack')}): " + "; ".join(reasons)
             + ". The mechanism or its accounting is wrong.")
+
+
+def _measurable(summary: Mapping[str, Any], fpr: float) -> bool:
+    """Whether a TPR at false-positive rate ``fpr`` was measured: the smallest non-zero rate
+    the non-members can show is 1 / their number (40 trials cannot show 0.1 %)."""
+    n = summary.get("n_nonmembers")
+    return bool(n) and int(n) * fpr >= 1.0
 
 
 def audit_rows(audits: list) -> list[dict[str, str]]:
@@ -116,8 +138,10 @@ def audit_rows(audits: list) -> list[dict[str, str]]:
             "confidence": _f(s.get("confidence"), "{:.0%}"),
             "trials": _f(s.get("n_trials"), "{}"),
             "AUC": _f(s.get("auc"), "{:.3f}"),
-            "TPR @ FPR 0.1 %": _f(s.get("tpr_at_fpr_0.001"), "{:.3f}"),
-            "TPR @ FPR 1 %": _f(s.get("tpr_at_fpr_0.01"), "{:.3f}"),
+            # a TPR at a false-positive rate below 1 / (non-members) is not measured: "—"
+            "TPR @ FPR 0.1 %": _f(s.get("tpr_at_fpr_0.001") if _measurable(s, 0.001) else None, "{:.3f}"),
+            "TPR @ FPR 1 %": _f(s.get("tpr_at_fpr_0.01") if _measurable(s, 0.01) else None, "{:.3f}"),
+            "members / non-members": f"{s.get('n_members', '?')} / {s.get('n_nonmembers', '?')}",
             "id": a.audit_id,
         })
     return rows

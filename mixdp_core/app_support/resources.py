@@ -571,8 +571,8 @@ def context_lines(store: Any, rec: Any) -> list[str]:
         return None
 
     def versus(ref: float) -> str:
-        d = err - ref
-        return f"{abs(d):.1f} points " + ("better than" if d < 0 else "worse than" if d > 0 else "the same as")
+        d = round(err - ref, 1)  # as shown: "0.0 points the same as" read oddly
+        return ("the same as" if d == 0 else f"{abs(d):.1f} points " + ("better than" if d < 0 else "worse than"))
 
     parts = []
     pub = newest("only_public", False) if rec.method != "only_public" else None

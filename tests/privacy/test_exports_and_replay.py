@@ -81,6 +81,8 @@ def test_seed_replay_alarms_on_reproducible_noise():
     from mixdp_core.app_support.audit import alarm_message
 
     assert "bit for bit from its published seed" in s["alarm_reasons"][0]
+    assert (f"{s['exact_replays_with_canary']} of {s['trials_with_canary']} trials with the canary and 0 of "
+            f"{s['trials_without_canary']} without it") in s["alarm_reasons"][0]
     refuted = s["empirical_epsilon_lower"] > s["claimed_epsilon"]
     assert len(s["alarm_reasons"]) == 1 + refuted
     assert ("exceeds the claimed ε" in alarm_message(s)) == refuted
@@ -155,3 +157,22 @@ def test_a_failed_runs_error_text_is_owners_view(tmp_path, capsys):
     assert d["error"] == row["error"] and "owner_only" not in d
     (o,) = json.loads(store.export(fmt="json", owner_view=True))
     assert o["owner_only"]["error"] == rec.error
+
+
+def test_the_audit_page_qualifies_a_guarantee_that_does_not_hold():
+    """A run with reproducible noise, or one an audit refuted, had its ε and "no attacker can
+    identify more than …" headline shown unqualified beside the ALARM; a TPR at 0.1 % false
+    positives was shown from 22 non-members (the smallest rate they can show is 4.5 %)."""
+    from mixdp_core.app_support.audit import audit_rows, guarantee_caveat
+    from types import SimpleNamespace
+
+    assert guarantee_caveat({"noise": "secure"}, [{"alarm": False}]) is None
+    assert "NOT private against anyone who knows the seed" in guarantee_caveat({"noise": "reproducible"})
+    assert guarantee_caveat({}, [{"alarm": True}, {"alarm": False}]) == "1 audit(s) below refute the claim"
+    summ = {"attack": "canary-whitebox", "n_members": 18, "n_nonmembers": 22, "tpr_at_fpr_0.001": 0.167,
+            "tpr_at_fpr_0.01": 0.2, "auc": 0.7, "claimed_epsilon": 1.0}
+    (row,) = audit_rows([SimpleNamespace(summary=summ, attack="canary-whitebox", audit_id="a1", created_at=0.0)])
+    assert row["TPR @ FPR 0.1 %"] == "—" and row["TPR @ FPR 1 %"] == "—" and row["members / non-members"] == "18 / 22"
+    summ["n_nonmembers"] = 1000
+    (row,) = audit_rows([SimpleNamespace(summary=summ, attack="canary-whitebox", audit_id="a1", created_at=0.0)])
+    assert row["TPR @ FPR 0.1 %"] == "0.167"

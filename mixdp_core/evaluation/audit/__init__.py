@@ -79,9 +79,10 @@ class AuditResult:
         out: list[str] = []
         if self.extra.get("replay_refutes"):
             out.append(f"the release was reproduced bit for bit from its published seed in "
-                       f"{self.extra.get('exact_replays_with_canary')} trials with the canary and "
-                       f"{self.extra.get('exact_replays_without_canary')} without it: its noise is a known "
-                       "function of the seed")
+                       f"{self.extra.get('exact_replays_with_canary')} of {self.extra.get('trials_with_canary')} "
+                       f"trials with the canary and {self.extra.get('exact_replays_without_canary')} of "
+                       f"{self.extra.get('trials_without_canary')} without it: its noise is a known function of "
+                       "the seed")
         b, eps = self.bound, self.claimed_epsilon
         if b is None or eps is None:
             return out

@@ -11,7 +11,8 @@ import streamlit as st
 from mixdp_core import accounting
 from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.classroom import (
-    DEFAULT_LESSON, LESSON_ALIASES, LESSON_DATA, LESSON_DELTA, LESSON_EPSILONS, Lesson, LessonCache, noisy_class_means, report_object,
+    DEFAULT_LESSON, LESSON_ALIASES, LESSON_DATA, LESSON_DELTA, LESSON_EPSILONS, Lesson, LessonCache, difference_note,
+    noisy_class_means, report_object,
 )
 from mixdp_core.config import describe
 from mixdp_core.app_support.resources import page_setup, show_chart
@@ -195,6 +196,7 @@ def show_step():
         msg = f"At ε = {eps:g} the private model misclassifies **{100 * run['test_error']:.1f} %** of test samples"
         if par is not None:
             msg += f"; without privacy: **{100 * par['test_error']:.1f} %**"
+            msg += ". " + difference_note(run["test_error"], par["test_error"], run.get("n_test", 0))[1:-1]
         st.markdown(msg + "." + (_balance_note(run) if IMBALANCED else ""))
         if IMBALANCED:
             fig = charts.metric_vs_epsilon(_rows(("adamix", "paragon"), "balanced_accuracy"),
@@ -241,6 +243,7 @@ def show_step():
             st.markdown(f"At ε = {eps:g}: **{100 * fp['test_error']:.1f} %** error with private data only, "
                         f"**{100 * run['test_error']:.1f} %** when {run['n_public']} public samples "
                         "(no privacy needed) guide the private learner."
+                        + difference_note(fp["test_error"], run["test_error"], run.get("n_test", 0))
                         + (f" Balanced accuracy **{100 * fp['balanced_accuracy']:.1f} %** against "
                            f"**{100 * run['balanced_accuracy']:.1f} %**." if IMBALANCED else ""))
     if not cache.done:

@@ -239,7 +239,8 @@ def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: 
             "report": report,
             "pdp_epsilon": None if eps_i is None else np.asarray(eps_i, dtype=float),
             "steps": getattr(model, "steps_", None), "sigma": getattr(model, "noise_multiplier_", None),
-            "n_private": int(len(split.y_private)), "n_public": int(len(split.y_public))}
+            "n_private": int(len(split.y_private)), "n_public": int(len(split.y_public)),
+            "n_test": int(len(split.y_test))}
 
 
 class _Report:
@@ -337,3 +338,19 @@ class LessonCache:
                                              lesson=self.lesson)
             except Exception as e:  # noqa: BLE001 - shown by the page, never kills the thread
                 self.errors[k] = f"{type(e).__name__}: {e}"
+
+
+def difference_note(err_a: float, err_b: float, n_test: int) -> str:
+    """How to read two single trainings' test errors (fractions) on the same ``n_test`` test
+    samples: whether their gap exceeds the test set's own spread (two standard errors of the
+    difference of two proportions, conservative for the same test set). One training each is
+    one split and one noise draw: a gap within the spread is no verdict."""
+    import math
+
+    n = max(int(n_test), 1)
+    se = math.sqrt(err_a * (1 - err_a) / n + err_b * (1 - err_b) / n)
+    gap = abs(err_a - err_b)
+    if gap <= 2 * se:
+        return (f" The {100 * gap:.1f}-point gap is within the test set's spread (±{200 * se:.1f} points, about 95 %, "
+                f"{n} test samples): one training each, not a verdict.")
+    return f" The gap ({100 * gap:.1f} points) exceeds the test set's spread (±{200 * se:.1f} points, {n} test samples)."

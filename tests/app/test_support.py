@@ -1061,3 +1061,14 @@ def test_wilson_interval_never_prints_below_zero():
     from mixdp_core.app_support import charts
 
     assert "interval 0.0–" in charts.test_error_interval_caption({"test_error": 0.0, "n_test": 21})
+
+
+def test_classroom_says_when_a_gap_between_two_single_trainings_is_noise():
+    """Step 5 read "12.1 % with private data only, 12.6 % when public samples guide it": the
+    public samples looked harmful from a 0.5-point gap on 539 test samples (±4.0 points)."""
+    from mixdp_core.app_support.classroom import difference_note
+
+    small = difference_note(0.121, 0.126, 539)
+    assert "within the test set's spread (±4.0 points" in small and "not a verdict" in small
+    big = difference_note(0.126, 0.037, 539)
+    assert "exceeds the test set's spread" in big

@@ -188,14 +188,15 @@ if launch and not blocked:
             errors["noise_multiplier"] = f"must be > 0, got {sigma:g}"
         elif sigma != sigma_default:
             params["noise_multiplier"] = float(sigma)
-    if not errors:
-        cfg, errors = forms.build_run_config(dict(
-            dataset=dataset, encoder=encoder, method=method, seed=int(seed),
-            target_epsilon=target_eps if mcls.private else 1.0, target_delta=delta,
-            public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
-            public_from=settings["public_from"], method_params=params, dataset_kwargs=dataset_kwargs,
-            # the Data page's weights file applies to the encoder it was given for
-            encoder_kwargs=dict(settings.get("encoder_kwargs") or {}) if encoder == settings["encoder"] else {}))
+    # every bad field in one click: the form's own checks above and the declarations' here
+    cfg, more = forms.build_run_config(dict(
+        dataset=dataset, encoder=encoder, method=method, seed=int(seed),
+        target_epsilon=target_eps if mcls.private else 1.0, target_delta=delta,
+        public_per_class=settings["public_per_class"], imbalance_ratio=settings["imbalance_ratio"],
+        public_from=settings["public_from"], method_params=params, dataset_kwargs=dataset_kwargs,
+        # the Data page's weights file applies to the encoder it was given for
+        encoder_kwargs=dict(settings.get("encoder_kwargs") or {}) if encoder == settings["encoder"] else {}))
+    errors = {**more, **errors}
     if errors:
         show_field_errors(errors)
     else:

@@ -334,6 +334,16 @@ def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
         errors["encoder"] = f"unknown encoder {encoder!r}; choose one of: {', '.join(encoder_classes())}"
     if "method" not in errors and "encoder" not in errors:
         errors.update(compatibility_error(method, encoder, v.get("method_params"), v.get("dataset")))
+    if "method" not in errors:  # every bad field at once, each against its own declaration
+        from ..config import describe
+
+        specs = {sp.name: sp for sp in describe(method_classes()[method].config_cls)}
+        for name, val in dict(v.get("method_params") or {}).items():
+            if name in specs and name not in errors:
+                try:
+                    check(specs[name], val, field=name)
+                except ConfigError as e:  # the form's words: an empty field is None there
+                    errors[e.field] = e.message.replace(" or None", f" or empty ({specs[name].none_means})")
     if errors:
         return None, errors
     names = {f.name for f in dataclasses.fields(RunConfig)}

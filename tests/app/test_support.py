@@ -1072,3 +1072,14 @@ def test_classroom_says_when_a_gap_between_two_single_trainings_is_noise():
     assert "within the test set's spread (±4.0 points" in small and "not a verdict" in small
     big = difference_note(0.126, 0.037, 539)
     assert "exceeds the test set's spread" in big
+
+
+def test_the_run_form_reports_every_bad_field_at_once():
+    """Five bad advanced fields took five clicks, one message each; "or None" where the form
+    says "(empty = auto)"."""
+    from mixdp_core.app_support.forms import build_run_config
+
+    cfg, err = build_run_config({"dataset": "digits", "encoder": "pixels", "method": "adamix", "method_params": {
+        "learning_rate": -1, "weight_decay": "abc", "tuning_gamma": 0, "clip_percentile": 150}})
+    assert cfg is None and set(err) == {"learning_rate", "weight_decay", "tuning_gamma", "clip_percentile"}
+    assert err["weight_decay"].endswith("or empty (auto), got 'abc'")

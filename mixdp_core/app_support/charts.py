@@ -671,7 +671,9 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
 def _side_legend(fig: Any, title: str, note: str) -> None:
     """The legend at the right of the plot and ``note`` as the title's subtitle (both outside
     the plot area, so neither squeezes it nor overlaps the axis titles)."""
-    fig.update_layout(title=dict(text=title, subtitle=dict(text=note)), margin=dict(l=50, r=30, t=75, b=45),
+    # r = 48: the vertical toolbar sits in the figure's right margin; with r = 30 it covered the
+    # ends of the legend's longer entries ("Only-Public: ± std over seeds")
+    fig.update_layout(title=dict(text=title, subtitle=dict(text=note)), margin=dict(l=50, r=48, t=75, b=45),
                       legend=dict(orientation="v", yanchor="top", y=1.0, x=1.02, xanchor="left"))
 
 

@@ -343,7 +343,9 @@ def build_run_config(values: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
                 try:
                     check(specs[name], val, field=name)
                 except ConfigError as e:  # the form's words: an empty field is None there
-                    errors[e.field] = e.message.replace(" or None", f" or empty ({specs[name].none_means})")
+                    msg = e.message
+                    errors[e.field] = (msg.replace(" or None (", " or empty (") if " or None (" in msg
+                                       else msg.replace(" or None", f" or empty ({specs[name].none_means})"))
     if errors:
         return None, errors
     names = {f.name for f in dataclasses.fields(RunConfig)}

@@ -509,8 +509,8 @@ _INTERNAL_DATASET_ARGS = frozenset({"domain"})
 PUBLIC_DOMAIN_OPTIONS = frozenset({"shift"}) | _INTERNAL_DATASET_ARGS
 
 
-def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str | None
-                  ) -> tuple[str | None, dict[str, Any]]:
+def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str | None,
+                  dataset_root: str | None = None) -> tuple[str | None, dict[str, Any]]:
     """The dataset spec and loader options of a run's public rows.
 
     ``public_from=None``: ``(None, {})`` (the public rows come from the dataset's own training
@@ -535,7 +535,8 @@ def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str
     if key == "synthetic" and float(dataset_kwargs.get("shift") or 0.0) != 0.0:
         raise ConfigError("shift", "moves the public domain only: set public_from='synthetic' with it "
                                    "(without it the public rows are the private domain's)")
-    if public_from is not None and _same_data(dataset, public_from):
+    if public_from is not None and _same_data(dataset, public_from,
+                                              dataset_root or (dataset_kwargs or {}).get("root")):
         # loaded again with its own defaults, its train rows would not be this run's: with
         # another split_seed or test_fraction some of the run's test rows would be public
         raise ConfigError("public_from", f"{public_from!r} is the run's own data set; leave public_from unset: the "
@@ -543,13 +544,18 @@ def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str
     return public_from, {}
 
 
-def _same_data(a: str, b: str) -> bool:
-    """Whether two dataset specs read the same data (same key, same resolved path)."""
+def _same_data(a: str, b: str, root_a: str | None = None) -> bool:
+    """Whether two dataset specs read the same data: the same registered key, and for a data
+    set named by its path (``PATH_NAMED_DATASETS``) the same resolved path (``a``'s from its
+    spec or ``root_a``); any copy of a named set (CIFAR-10 in another folder) is the same data,
+    as the privacy ledger counts it."""
     (ka, pa), (kb, pb) = parse_spec(a), parse_spec(b)
     if ka != kb:
         return False
-    real = (lambda p: None if p is None else os.path.realpath(os.path.expanduser(p)))
-    return real(pa) == real(pb)
+    if ka not in PATH_NAMED_DATASETS:
+        return True
+    real = (lambda p: None if p is None else os.path.realpath(os.path.expanduser(str(p))))
+    return real(pa or root_a) == real(pb)
 
 
 # ------------------------------------------------------------------ torchvision sets
@@ -607,6 +613,15 @@ def _tv_paths(ds: Any) -> list[str] | None:
         return [os.path.join(ds.root, "101_ObjectCategories", ds.categories[y], f"image_{k:04d}.jpg")
                 for y, k in zip(ds.y, ds.index)]
     return None
+
+
+def _own_folder(ds: Any, base: Path) -> Path:
+    """The folder of ``base`` that holds this torchvision set's files (``base_folder``, e.g.
+    ``cifar-10-batches-py``): its identity is read there, not over a shared data root whose
+    other files would change the key (and, past MAX_FOLDER_FILES entries, refuse the load)."""
+    sub = getattr(ds, "base_folder", None)
+    own = base / sub if isinstance(sub, str) and sub else base
+    return own if own.is_dir() else base
 
 
 def _tv_identity(paths: list[str] | None, base: Path) -> str:
@@ -668,6 +683,7 @@ def _make_tv_loader(name: str, cls_name: str, train_kw: dict | None, test_kw: di
                 te_src = _TorchvisionSource(te_ds, y_te, f_te, name)
                 names = _names_of(tr_ds, int(y_tr.max()) + 1)
                 files = None if f_tr is None or f_te is None else f_tr + f_te
+                own = _own_folder(tr_ds, base)
             else:  # no official split: stratified split of the whole set
                 ds = cls(str(base), download=download)
                 y = _labels_of(ds)
@@ -675,6 +691,7 @@ def _make_tv_loader(name: str, cls_name: str, train_kw: dict | None, test_kw: di
                 import torch.utils.data as tud
 
                 files = _tv_paths(ds)
+                own = _own_folder(ds, base)
                 tr_src = _TorchvisionSource(tud.Subset(ds, tr.tolist()), y[tr],
                                             None if files is None else [files[i] for i in tr], name)
                 te_src = _TorchvisionSource(tud.Subset(ds, te.tolist()), y[te],
@@ -697,7 +714,7 @@ def _make_tv_loader(name: str, cls_name: str, train_kw: dict | None, test_kw: di
             cache_key={"dataset": name, "root": str(base.resolve()),
                        "test_fraction": test_fraction if train_kw is None else None,
                        "split_seed": split_seed if train_kw is None else None,
-                       "files": _tv_identity(files, base)},
+                       "files": _tv_identity(files, own)},
         )
 
     loader.__doc__ = f"torchvision ``{cls_name}`` ({url_hint}); needs the files or ``download=True``."

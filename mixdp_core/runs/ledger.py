@@ -79,8 +79,10 @@ import inspect
 import json
 import math
 import os
+import time
 from dataclasses import dataclass
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from .. import accounting
@@ -128,7 +130,7 @@ def _number(v: Any) -> Any:
 
 
 def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
-                     dataset_kwargs: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+                     dataset_kwargs: Optional[Mapping[str, Any]] = None, *, legacy: bool = False) -> dict[str, Any]:
     """What identifies the private data set a run reads (see the module docstring).
 
     Args:
@@ -152,7 +154,7 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     ident: dict[str, Any] = {"dataset": name}
     # only where the path names the data (a folder, a feature file): a root given to a loader
     # that ignores it, or another copy of a named set, is the same data set (one ledger)
-    path = (arg or dataset_root or kwargs.get("root")) if name in PATH_NAMED_DATASETS else None
+    path = (arg or dataset_root or kwargs.get("root")) if (legacy or name in PATH_NAMED_DATASETS) else None
     if path:
         ident["path"] = os.path.realpath(os.path.expanduser(str(path)))
     opts: dict[str, Any] = {}
@@ -176,12 +178,15 @@ def _key_of(ident: Mapping[str, Any]) -> str:
 
 
 def dataset_key(dataset: str, dataset_root: Optional[str] = None,
-                dataset_kwargs: Optional[Mapping[str, Any]] = None) -> str:
-    """The ledger key ``<name>-<10 hex>`` of :func:`dataset_identity`."""
-    return _key_of(dataset_identity(dataset, dataset_root, dataset_kwargs))
+                dataset_kwargs: Optional[Mapping[str, Any]] = None, *, legacy: bool = False) -> str:
+    """The ledger key ``<name>-<10 hex>`` of :func:`dataset_identity`. ``legacy=True``: the key
+    the identity gave before it kept the path of path-named data sets only (a root given to
+    digits or CIFAR-10 was part of it): caps stored under such a key still apply
+    (:func:`effective_cap`)."""
+    return _key_of(dataset_identity(dataset, dataset_root, dataset_kwargs, legacy=legacy))
 
 
-def config_dataset_key(config: Any, metrics: Optional[Mapping[str, Any]] = None) -> str:
+def config_dataset_key(config: Any, metrics: Optional[Mapping[str, Any]] = None, *, legacy: bool = False) -> str:
     """The ledger key of a run's config (a :class:`~mixdp_core.runs.runner.RunConfig` or its
     ``to_dict()``, e.g. a stored record's ``config``).
 
@@ -201,8 +206,8 @@ def config_dataset_key(config: Any, metrics: Optional[Mapping[str, Any]] = None)
         recorded = dk.get("root") or dk.get("path") or fm.get("source_file")
         if isinstance(recorded, str) and os.path.isabs(recorded):
             return dataset_key(str(dataset).split(":", 1)[0] + ":" + recorded, None,
-                               {k: v for k, v in kw.items() if k != "root"})
-    return dataset_key(dataset, root, kw)
+                               {k: v for k, v in kw.items() if k != "root"}, legacy=legacy)
+    return dataset_key(dataset, root, kw, legacy=legacy)
 
 
 # --------------------------------------------------------------------------- records
@@ -458,36 +463,74 @@ def planned_charge(config: Any) -> tuple[Optional[float], Optional[float]]:
     return (None if eps is None else eps * k), (None if delta is None else delta * k)
 
 
-def _reservations(store: RunStore, groups: Mapping[str, list[Any]],
+#: How long a reservation of another machine's process counts (its process cannot be checked
+#: from here): a store shared between hosts errs towards charging, for a day.
+REMOTE_RESERVATION_S = 24 * 3600.0
+#: Reservations made by the launch running in this context (thread / task): a check inside a
+#: launch (an executed run of a reserved grid) must not count that launch's charge twice;
+#: another launch of the same process (the app runs jobs in threads) still sees it.
+_ACTIVE_RESERVATIONS: ContextVar[frozenset] = ContextVar("mixdp_active_budget_reservations", default=frozenset())
+
+
+def _reservations(store: RunStore, groups: Mapping[str, list[Any]] = None,
                   own: frozenset = frozenset()) -> dict[str, list[LedgerRun]]:
-    """Live reservations' charges per data set key, as ``running`` entries: those whose launch
-    has not yet stored a run of that config since it reserved (a stored run is counted by its
-    row), from processes still alive (a reservation left by a killed process is ignored).
-    ``own``: config hashes this process is checking now; its own reservation of one of them
-    is the same launch (a reserved grid whose run is then executed), not a second charge."""
+    """Live reservations' charges per data set key, as ``running`` entries: every charge a
+    launch has not yet released (:meth:`Reservation.land` removes one when its run is stored;
+    the launch's end removes the rest), from processes still alive (a reservation left by a
+    killed process is ignored). ``own``: config hashes being checked now; a charge of one of
+    them in a reservation of *this* launch (:data:`_ACTIVE_RESERVATIONS`) is that launch's own,
+    not a second charge."""
     from .store import _process_alive
 
+    active = _ACTIVE_RESERVATIONS.get()
     out: dict[str, list[LedgerRun]] = {}
     for mkey, raw in store.meta_items(RESERVE_PREFIX).items():
+        rid = mkey[len(RESERVE_PREFIX):]
         try:
             r = json.loads(raw)
             pid, token, t0 = int(r["pid"]), r.get("token"), float(r["created_at"])
             charges = list(r["charges"])
         except (ValueError, TypeError, KeyError):
             continue  # unreadable: written by something else
-        if not _process_alive(pid, token):
+        host = r.get("host")
+        if host is not None and host != store.host:  # another machine's process: its pid means nothing here;
+            if time.time() - t0 > REMOTE_RESERVATION_S:  # alive until it ends, or this long (a crash there)
+                continue
+        elif not _process_alive(pid, token):
             continue
         for c in charges:
             key, h = c.get("key"), c.get("config_hash")
-            if pid == os.getpid() and h in own:
-                continue
-            if any(rec.config_hash == h and rec.created_at >= t0 for rec in groups.get(key, ())):
+            if rid in active and h in own:
                 continue
             out.setdefault(key, []).append(LedgerRun(
-                run_id=mkey[len(RESERVE_PREFIX):], method=str(c.get("method")), status="reserved",
+                run_id=rid, method=str(c.get("method")), status="reserved",
                 kind=KIND_RUNNING, epsilon=_finite(c.get("epsilon")), delta=_finite(c.get("delta")), event=None,
                 flags=("reserved by a launch still training: no run row yet",), created_at=t0))
     return out
+
+
+class Reservation:
+    """A launch's live budget reservation (:func:`reserve_budget`)."""
+
+    def __init__(self, store: RunStore, rid: Optional[str]):
+        self.store, self.rid = store, rid
+
+    def land(self, config_hash: str) -> None:
+        """Release one charge of ``config_hash``: its run is now a stored row, counted by it."""
+        if self.rid is None:
+            return
+        with self.store.exclusive() as con:
+            row = con.execute("SELECT value FROM meta WHERE key=?", (RESERVE_PREFIX + self.rid,)).fetchone()
+            if row is None:
+                return
+            r = json.loads(row[0])
+            charges = list(r.get("charges", []))
+            i = next((j for j, c in enumerate(charges) if c.get("config_hash") == config_hash), None)
+            if i is None:
+                return
+            del charges[i]
+            r["charges"] = charges
+            con.execute("UPDATE meta SET value=? WHERE key=?", (json.dumps(r), RESERVE_PREFIX + self.rid))
 
 
 @dataclass(frozen=True)
@@ -528,7 +571,6 @@ def charged_fits(store: RunStore, fits: Sequence[FitCharge], *, label: str) -> I
     Raises:
         BudgetError: a cap would be exceeded (nothing has run).
     """
-    import time
     import uuid
 
     fits = [f for f in fits if _method_flags(f.method)[0]]
@@ -631,6 +673,32 @@ def tight_epsilon(events: Sequence[Any], *, delta: float) -> tuple[float, Option
 # --------------------------------------------------------------------------- caps
 def _cap_key(key: str) -> str:
     return CAP_PREFIX + key
+
+
+def effective_cap(store: RunStore, key: str, legacy_keys: Iterable[str] = ()) -> Optional[BudgetCap]:
+    """The tightest of the caps of ``key`` and of its legacy keys (caps set before the key
+    changed: :func:`dataset_key`'s ``legacy``), or ``None``: a cap never stops applying because
+    the key it was stored under changed."""
+    caps = [c for c in (get_cap(store, k) for k in dict.fromkeys([key, *legacy_keys])) if c is not None]
+    if not caps:
+        return None
+    deltas = [c.delta for c in caps if c.delta is not None]
+    return BudgetCap(epsilon=min(c.epsilon for c in caps), delta=min(deltas) if deltas else None,
+                     dataset=caps[0].dataset)
+
+
+def _legacy_keys(groups: Mapping[str, list[Any]], caps: set) -> dict[str, set]:
+    """``{key: legacy keys with a cap}`` from the stored runs of each key."""
+    out: dict[str, set] = {}
+    for key, recs in groups.items():
+        for rec in recs:
+            try:
+                old = config_dataset_key(rec.config, rec.metrics, legacy=True)
+            except ConfigError:
+                continue
+            if old != key and old in caps:
+                out.setdefault(key, set()).add(old)
+    return out
 
 
 def get_cap(store: RunStore, key: str) -> Optional[BudgetCap]:
@@ -770,7 +838,9 @@ def dataset_ledger(store: RunStore, dataset_key: str, *, delta_total: Optional[f
             basic composition only.
     """
     groups = _records_by_key(store)
-    return _summary(dataset_key, groups.get(dataset_key, []), get_cap(store, dataset_key), delta_total,
+    legacy = _legacy_keys({dataset_key: groups.get(dataset_key, [])}, set(capped_keys(store)))
+    return _summary(dataset_key, groups.get(dataset_key, []),
+                    effective_cap(store, dataset_key, legacy.get(dataset_key, ())), delta_total,
                     _extra_entries(store, groups).get(dataset_key, ()))
 
 
@@ -778,8 +848,12 @@ def dataset_ledgers(store: RunStore, *, delta_total: Optional[float] = None) -> 
     """The ledger of every data set with a run or a cap in ``store``, most spent first."""
     groups = _records_by_key(store)
     reserved = _extra_entries(store, groups)
-    keys = set(groups) | set(capped_keys(store)) | set(reserved)
-    out = [_summary(k, groups.get(k, []), get_cap(store, k), delta_total, reserved.get(k, ())) for k in keys]
+    caps = set(capped_keys(store))
+    legacy = _legacy_keys(groups, caps)
+    absorbed = set().union(*legacy.values()) if legacy else set()  # listed with the key their runs now have
+    keys = set(groups) | (caps - absorbed) | set(reserved)
+    out = [_summary(k, groups.get(k, []), effective_cap(store, k, legacy.get(k, ())), delta_total,
+                    reserved.get(k, ())) for k in keys]
     out = [s for s in out if s.runs or s.references or s.running or s.cap is not None]
     return sorted(out, key=lambda s: (-s.epsilon_basic, s.label, s.dataset_key))
 
@@ -824,23 +898,27 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
     caps = set(capped_keys(store))
     if not caps:
         return  # the common case: one query, no ledger
+    groups = _records_by_key(store)
+    stored_legacy = _legacy_keys(groups, caps)  # caps stored under the key a data set had before
     new: dict[str, list[Any]] = {}
+    legacy_of: dict[str, set] = {}
     for c in configs:
         private, _ = _method_flags(c.method)
         if not private:
             continue
-        key = config_dataset_key(c)
-        if key not in caps:
+        key, old = config_dataset_key(c), config_dataset_key(c, legacy=True)
+        if key not in caps and old not in caps and key not in stored_legacy:
             continue
+        if old != key and old in caps:
+            legacy_of.setdefault(key, set()).add(old)
         if reuse and store.find_completed(c.config_hash()) is not None:
             continue
         new.setdefault(key, []).append(c)
     if not new:
         return
-    groups = _records_by_key(store)
     reserved = _extra_entries(store, groups, frozenset(c.config_hash() for cs in new.values() for c in cs))
     for key, cs in new.items():
-        cap = get_cap(store, key)
+        cap = effective_cap(store, key, legacy_of.get(key, set()) | stored_legacy.get(key, set()))
         if cap is None:  # removed meanwhile
             continue
         recs = groups.get(key, [])
@@ -883,12 +961,15 @@ def check_cap(store: RunStore, config: Any, *, reuse: bool = False) -> None:
 def _new_charges(store: RunStore, configs: Sequence[Any], reuse: bool) -> list[dict[str, Any]]:
     """The reservation's charges: private configs on capped data sets that will run."""
     caps = set(capped_keys(store))
-    out = []
+    stored_legacy = _legacy_keys(_records_by_key(store), caps)
+    out, seen = [], set()
     for c in configs:
-        if not _method_flags(c.method)[0]:
+        if not _method_flags(c.method)[0] or c.config_hash() in seen:  # a repeated config runs once
             continue
+        seen.add(c.config_hash())
         key = config_dataset_key(c)
-        if key not in caps or (reuse and store.find_completed(c.config_hash()) is not None):
+        if (key not in caps and key not in stored_legacy and config_dataset_key(c, legacy=True) not in caps) or (
+                reuse and store.find_completed(c.config_hash()) is not None):
             continue
         eps, delta = planned_charge(c)
         out.append({"key": key, "config_hash": c.config_hash(), "method": c.method, "epsilon": eps, "delta": delta})
@@ -896,38 +977,39 @@ def _new_charges(store: RunStore, configs: Sequence[Any], reuse: bool) -> list[d
 
 
 @contextmanager
-def reserve_budget(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) -> Iterator[None]:
+def reserve_budget(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) -> Iterator[Reservation]:
     """:func:`check_caps`, and hold the configs' charges for the block, in one step.
 
     The check and the reservation are one write transaction (``RunStore.exclusive``): a
     second launch on the same store waits, then sees this reservation, so two launches at the
     same instant cannot both pass a cap that holds one of them. Inside the block the
     reservation counts as running for every other check (:func:`_reservations`) until each
-    config's run is stored; it is removed when the block exits (a process that dies leaves
-    it behind, and it is then ignored). Without a cap on any of the data sets nothing is
-    written.
+    charge is released by :meth:`Reservation.land` (its run is stored) or the block exits (a
+    process that dies leaves it behind, and it is then ignored). Without a cap on any of the
+    data sets nothing is written. Yields the :class:`Reservation`.
 
     Raises:
         BudgetError: as :func:`check_caps`, before anything is reserved.
     """
-    import time
     import uuid
 
     from .store import _process_token
 
     if not capped_keys(store):
-        yield
+        yield Reservation(store, None)
         return
     rid = uuid.uuid4().hex[:16]
     with store.exclusive() as con:  # other writers wait; the reads below see every committed reservation
         check_caps(store, configs, reuse=reuse)
         charges = _new_charges(store, configs, reuse)
         if charges:
-            blob = json.dumps({"pid": os.getpid(), "token": _process_token(os.getpid()), "created_at": time.time(),
-                               "charges": charges})
+            blob = json.dumps({"pid": os.getpid(), "token": _process_token(os.getpid()), "host": store.host,
+                               "created_at": time.time(), "charges": charges})
             con.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (RESERVE_PREFIX + rid, blob))
+    ctx = _ACTIVE_RESERVATIONS.set(_ACTIVE_RESERVATIONS.get() | {rid})
     try:
-        yield
+        yield Reservation(store, rid if charges else None)
     finally:
+        _ACTIVE_RESERVATIONS.reset(ctx)
         if charges:
             store.set_meta(RESERVE_PREFIX + rid, None)

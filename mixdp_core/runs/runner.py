@@ -180,7 +180,7 @@ class RunConfig:
                 from ..data.datasets import DATASETS, parse_spec
 
                 DATASETS.get(parse_spec(self.public_from)[0])
-            public_source(self.dataset, self.dataset_kwargs, self.public_from)  # refuses a shift nothing uses
+            public_source(self.dataset, self.dataset_kwargs, self.public_from, self.dataset_root)  # refuses a shift nothing uses
         except UnknownNameError as e:  # an unknown public data set: name the field that holds it
             raise ConfigError.unknown_name("public_from", e) from None
         # Validates method_params against the method's config (ranges, names). No calibration
@@ -431,7 +431,7 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
     feats = get_features(config.dataset, config.encoder, root=config.dataset_root, cache_dir=cache_dir,
                          progress=progress, encoder_kwargs=ekw, **kw)
     pub = None
-    pub_spec, pub_kw = public_source(config.dataset, kw, config.public_from)
+    pub_spec, pub_kw = public_source(config.dataset, kw, config.public_from, config.dataset_root)
     if pub_spec is not None:
         pub = get_features(pub_spec, config.encoder, root=None, cache_dir=cache_dir,
                            progress=progress, encoder_kwargs=ekw, **pub_kw)

@@ -1083,3 +1083,6 @@ def test_the_run_form_reports_every_bad_field_at_once():
         "learning_rate": -1, "weight_decay": "abc", "tuning_gamma": 0, "clip_percentile": 150}})
     assert cfg is None and set(err) == {"learning_rate", "weight_decay", "tuning_gamma", "clip_percentile"}
     assert err["weight_decay"].endswith("or empty (auto), got 'abc'")
+    _, err = build_run_config({"dataset": "digits", "encoder": "pixels", "method": "adamix",
+                               "method_params": {"guard_resolution": 0.9}})
+    assert err["guard_resolution"].count("(one release at σ)") == 1 and " None" not in err["guard_resolution"]

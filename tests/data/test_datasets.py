@@ -401,3 +401,36 @@ def test_public_from_the_runs_own_data_set_is_refused(tmp_path):
         with pytest.raises(ConfigError, match="public_from: .*the run's own data set"):
             public_source(ds, {"split_seed": 1}, pf)
     assert public_source("digits", {}, f"image_folder:{tmp_path / 'a'}") == (f"image_folder:{tmp_path / 'a'}", {})
+    # the folder given as a root, or another copy of a named set, is the same data too
+    for ds, kw, root, pf in (("image_folder", {}, str(tmp_path / "a"), f"image_folder:{tmp_path / 'a'}"),
+                             ("image_folder", {"root": str(tmp_path / "a")}, None, f"image_folder:{tmp_path / 'a'}"),
+                             ("cifar10", {}, None, "cifar10:/elsewhere")):
+        with pytest.raises(ConfigError, match="public_from"):
+            public_source(ds, kw, pf, root)
+
+
+def test_a_torchvision_sets_identity_reads_its_own_folder_only(tmp_path, monkeypatch):
+    """CIFAR-10's root is often a shared data folder: its identity walked all of it (an
+    unrelated file re-encoded the features; 10^6 entries refused the load)."""
+    import torchvision.datasets as tvd
+
+    from mixdp_core.data import datasets as D
+
+    class FakeCIFAR:  # torchvision's CIFAR10 as the loader sees it: items in memory, one batches folder
+        base_folder = "cifar-10-batches-py"
+
+        def __init__(self, root, download=False, train=True):
+            self.targets, self.classes = [0, 1] * 5, ["a", "b"]
+
+        def __len__(self):
+            return 10
+
+    monkeypatch.setattr(tvd, "CIFAR10", FakeCIFAR)
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    (tmp_path / "cifar-10-batches-py" / "data_batch_1").write_text("x")
+    (tmp_path / "other_project").mkdir()
+    k1 = D.load_dataset("cifar10", root=str(tmp_path)).cache_key["files"]
+    (tmp_path / "other_project" / "notes.txt").write_text("unrelated")
+    assert D.load_dataset("cifar10", root=str(tmp_path)).cache_key["files"] == k1
+    (tmp_path / "cifar-10-batches-py" / "data_batch_1").write_text("changed")
+    assert D.load_dataset("cifar10", root=str(tmp_path)).cache_key["files"] != k1

@@ -380,7 +380,7 @@ def test_a_reservation_holds_the_budget_until_its_runs_are_stored(tmp_path, digi
     key = L.dataset_key("digits")
     L.set_cap(st, key, 1.0)
     a, b = _cfg("ngd", 0.6, seed=0), _cfg("ngd", 0.6, seed=1)
-    with L.reserve_budget(st, [a]):
+    with L.reserve_budget(st, [a]) as res:
         (raw,) = st.meta_items(L.RESERVE_PREFIX).values()
         assert _json.loads(raw)["charges"][0]["epsilon"] == pytest.approx(0.6)
         s = L.dataset_ledger(st, key)
@@ -390,7 +390,19 @@ def test_a_reservation_holds_the_budget_until_its_runs_are_stored(tmp_path, digi
         with pytest.raises(BudgetError):
             with L.reserve_budget(st, [b]):
                 pass
-        rid = execute(a, store=st, features=digits_features)  # a's run is stored: counted by its row
+        # another launch of the same process (the app's jobs are threads) sees the reservation, even of
+        # the same config: it is a second fit of it
+        import threading
+
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(_refused(lambda: L.check_cap(st, a))))
+        t.start()
+        t.join()
+        assert seen == [True]
+        rid = execute(a, store=st, features=digits_features)  # the launch's own run: not charged twice
+        s = L.dataset_ledger(st, key)
+        assert [r.status for r in s.running] == ["reserved"]  # another row of the config does not release it
+        res.land(a.config_hash())  # the launch stored its run: the row counts it now
         s = L.dataset_ledger(st, key)
         assert s.running == () and s.epsilon_basic == pytest.approx(st.get_run(rid).metrics["epsilon"])
     assert st.meta_items(L.RESERVE_PREFIX) == {}
@@ -399,6 +411,14 @@ def test_a_reservation_holds_the_budget_until_its_runs_are_stored(tmp_path, digi
                                                         "charges": [{"key": key, "config_hash": "x", "method": "ngd",
                                                                      "epsilon": 5.0, "delta": 1e-5}]}))
     assert L.dataset_ledger(st, key).running == ()
+    # another machine's reservation: its pid means nothing here; it counts until it ends, or a day
+    import time as _time
+
+    for age, counted in ((60.0, True), (L.REMOTE_RESERVATION_S + 60.0, False)):
+        st.set_meta(L.RESERVE_PREFIX + "remote", _json.dumps({
+            "pid": 2 ** 22 + 12345, "token": None, "host": "another-host", "created_at": _time.time() - age,
+            "charges": [{"key": key, "config_hash": "y", "method": "ngd", "epsilon": 0.25, "delta": 1e-5}]}))
+        assert (L.dataset_ledger(st, key).epsilon_running == pytest.approx(0.25)) is counted
 
 
 def test_a_figures_fits_without_run_rows_are_charged(tmp_path):
@@ -425,3 +445,29 @@ def test_a_figures_fits_without_run_rows_are_charged(tmp_path):
 
 def _echo(item, shared):
     return item
+
+
+def _refused(fn):
+    try:
+        fn()
+    except BudgetError:
+        return True
+    return False
+
+
+def test_a_cap_stored_under_a_datasets_earlier_key_still_applies(tmp_path, digits_features):
+    """Before a root stopped naming digits or CIFAR-10, their key held the root: a cap stored
+    then sits under that key. It must keep applying to the data set (it silently stopped)."""
+    st = RunStore(tmp_path / "s")
+    root = str(tmp_path / "anydir")
+    old_key = L.dataset_key("digits", root, legacy=True)
+    assert old_key != L.dataset_key("digits", root) == L.dataset_key("digits")
+    cfg_root = _cfg("ngd", 0.5, dataset_root=root)
+    execute(cfg_root, store=st, features=digits_features)  # a run from then, with its root
+    L.set_cap(st, old_key, 0.8, dataset="digits")
+    for c in (_cfg("ngd", 0.5, seed=1), _cfg("ngd", 0.5, seed=2, dataset_root=root)):
+        with pytest.raises(BudgetError, match="cap ε = 0.8"):
+            L.check_cap(st, c)
+    (s,) = L.dataset_ledgers(st)  # one ledger, with the cap, not an orphan cap beside it
+    assert s.dataset_key == L.dataset_key("digits") and s.cap.epsilon == 0.8
+    assert L.dataset_ledger(st, s.dataset_key).cap.epsilon == 0.8

@@ -211,16 +211,17 @@ def run_sweep(
     configs = list(configs)
     # every caller (CLI, app, the papers' figures) is held to the data sets' caps: the grid's
     # charges are checked and reserved until its runs are stored (ledger.reserve_budget)
-    with reserve_budget(store, configs, reuse=reuse):
+    with reserve_budget(store, configs, reuse=reuse) as reservation:
         return _run_sweep(configs, store=store, backend=backend, workers=workers, address=address,
                           max_retries=max_retries, ship_code=ship_code, spec=spec, sweep_id=sweep_id, label=label,
                           reuse=reuse, cache_dir=cache_dir, on_result=on_result, on_start=on_start,
-                          progress=progress, should_stop=should_stop)
+                          progress=progress, should_stop=should_stop, reservation=reservation)
 
 
 def _run_sweep(configs: list, *, store: RunStore, backend: str, workers: int | None, address: str | None,
                max_retries: int, ship_code: bool, spec: Any, sweep_id: str | None, label: str | None, reuse: bool,
-               cache_dir: Any, on_result: Any, on_start: Any, progress: Any, should_stop: Any) -> SweepOutcome:
+               cache_dir: Any, on_result: Any, on_start: Any, progress: Any, should_stop: Any,
+               reservation: Any = None) -> SweepOutcome:
     """:func:`run_sweep` inside its budget reservation."""
     from ..runner import _load_features, record_trained
 
@@ -294,6 +295,8 @@ def _run_sweep(configs: list, *, store: RunStore, backend: str, workers: int | N
                               "reused by this driver. Install the same code on every node (or ship_code=True).",
                               RuntimeWarning, stacklevel=2)
             rid = record_trained(store, trained, label=label, sweep_id=sweep_id)
+            if reservation is not None:
+                reservation.land(h)  # its row now counts it: release the charge it reserved
             log.link(groups[h], rid, False)
             land(SweepResult(0, c, rid, trained.status, False, store.get_run(rid).metrics, trained.error), groups[h])
         if is_ref(c):

@@ -196,7 +196,8 @@ def show_step():
         msg = f"At ε = {eps:g} the private model misclassifies **{100 * run['test_error']:.1f} %** of test samples"
         if par is not None:
             msg += f"; without privacy: **{100 * par['test_error']:.1f} %**"
-            msg += ". " + difference_note(run["test_error"], par["test_error"], run.get("n_test", 0))[1:-1]
+            note_ = difference_note(run["test_error"], par["test_error"], run.get("n_test", 0))
+            msg += (". " + note_[1:-1]) if note_ else ""
         st.markdown(msg + "." + (_balance_note(run) if IMBALANCED else ""))
         if IMBALANCED:
             fig = charts.metric_vs_epsilon(_rows(("adamix", "paragon"), "balanced_accuracy"),

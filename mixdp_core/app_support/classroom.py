@@ -347,7 +347,9 @@ def difference_note(err_a: float, err_b: float, n_test: int) -> str:
     one split and one noise draw: a gap within the spread is no verdict."""
     import math
 
-    n = max(int(n_test), 1)
+    if not n_test:  # a lesson result from before n_test was kept: no spread to state
+        return ""
+    n = int(n_test)
     se = math.sqrt(err_a * (1 - err_a) / n + err_b * (1 - err_b) / n)
     gap = abs(err_a - err_b)
     if gap <= 2 * se:

@@ -1072,6 +1072,7 @@ def test_classroom_says_when_a_gap_between_two_single_trainings_is_noise():
     assert "within the test set's spread (±4.0 points" in small and "not a verdict" in small
     big = difference_note(0.126, 0.037, 539)
     assert "exceeds the test set's spread" in big
+    assert difference_note(0.1, 0.2, 0) == ""  # no test count known: no spread stated
 
 
 def test_the_run_form_reports_every_bad_field_at_once():

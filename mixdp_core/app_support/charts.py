@@ -472,6 +472,19 @@ def release_caption(metrics: Mapping[str, Any]) -> str | None:
     return " · ".join(parts) if parts else None
 
 
+def _auc_with_interval(metrics: Mapping[str, Any]) -> str:
+    """The attack AUC with its 95 % half-width over the scored rows (Hanley & McNeil), where
+    the run stored how many rows per side were scored: an estimate, shown as one."""
+    from ..evaluation.mia import auc_standard_error
+
+    a, n = metrics.get("mia_auc"), metrics.get("mia_n_per_side")
+    if a is None:
+        return "—"
+    if not n:
+        return f"{float(a):.3f}"
+    return f"{float(a):.3f} ± {1.96 * auc_standard_error(float(a), int(n), int(n)):.3f}"
+
+
 def metric_cards(metrics: Mapping[str, Any], *, owner: bool = True) -> list[tuple[str, str]]:
     """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
     where the split has no minority class; no attack AUC with ``owner=False``)."""
@@ -485,7 +498,7 @@ def metric_cards(metrics: Mapping[str, Any], *, owner: bool = True) -> list[tupl
         ("test error", pct(metrics.get("test_error"))),
         ("balanced accuracy", pct(metrics.get("balanced_accuracy"))),
         ("minority-class accuracy", pct(metrics.get("minority_accuracy"))),
-        (OWNER_AUC_LABEL, num(metrics.get("mia_auc"))),
+        (OWNER_AUC_LABEL, _auc_with_interval(metrics)),
     ]
     # A balanced split (imbalance ratio 1) has no minority class: no card for it. Older runs
     # stored a value for a quarter of near-equal classes; their ratio tells them apart.
@@ -565,7 +578,10 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "ε": (f"{eps:g}" if eps is not None else "0" if r["method"] in ("only_public", "zero_shot") else "∞"),
                     "seeds": r["n"], "test error": pct(r.get("test_error_mean")),
                     "± std": pct(r.get("test_error_std")) if r.get("n", 1) > 1 else "—",
-                    OWNER_AUC_LABEL: "—" if r.get("mia_auc_mean") is None else f"{float(r['mia_auc_mean']):.3f}",
+                    OWNER_AUC_LABEL: "—" if r.get("mia_auc_mean") is None else (
+                        f"{float(r['mia_auc_mean']):.3f}" + (f" ± {float(r['mia_auc_std']):.3f}"  # over seeds, as the chart
+                                                              if r.get("n", 1) > 1 and r.get("mia_auc_std") is not None
+                                                              else "")),
                     "minority acc.": pct(r.get("minority_accuracy_mean"))})
     return out
 

@@ -412,6 +412,11 @@ def test_compare_axes_legend_and_reference_lines():
     assert table["adamix"]["test error"] == "10.0 %" and table["adamix"]["± std"] == "2.0 %"
     assert table["only_public"]["ε"] == "0" and table["paragon"]["ε"] == "∞"
     assert table["adamix"]["minority acc."] == "—"
+    # the attack AUC with its spread over seeds, as the AUC chart draws it
+    auc_rows = [dict(r, mia_auc_mean=0.52, mia_auc_std=0.011) for r in rows]
+    auc_table = {r["method"]: r for r in charts.compare_table(auc_rows)}
+    n = next(r["n"] for r in rows if r["method"] == "adamix")
+    assert auc_table["adamix"][charts.OWNER_AUC_LABEL] == ("0.520 ± 0.011" if n > 1 else "0.520")
 
 
 def test_delta_figure_is_clipped_and_marks_the_run():

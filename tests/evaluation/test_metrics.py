@@ -164,3 +164,18 @@ def test_bad_labels_and_scores_are_refused_not_reinterpreted():
         cross_entropy_losses(np.zeros((2, 2)), np.array([0, -1]))  # was the last class's loss
     with pytest.raises(DataError, match="NaN scores"):
         auc_score(np.array([np.nan, 1.0]), np.array([0.0, 0.5]))  # was 1.0
+
+
+def test_auc_standard_error_matches_the_spread_of_simulated_aucs():
+    """Hanley & McNeil's s.e. against the standard deviation of 300 simulated AUCs (binormal
+    scores, 200 members and 200 non-members); and the Train card shows the estimate with it."""
+    from mixdp_core.app_support.charts import OWNER_AUC_LABEL, metric_cards
+    from mixdp_core.evaluation.mia import auc_standard_error
+
+    rng = np.random.default_rng(0)
+    for shift in (0.0, 1.0):
+        aucs = [auc_score(rng.normal(shift, 1, 200), rng.normal(0, 1, 200)) for _ in range(300)]
+        se = auc_standard_error(float(np.mean(aucs)), 200, 200)
+        assert se == pytest.approx(np.std(aucs), rel=0.2)
+    card = dict(metric_cards({"test_error": 0.1, "mia_auc": 0.5, "mia_n_per_side": 200}))[OWNER_AUC_LABEL]
+    assert card == f"0.500 ± {1.96 * auc_standard_error(0.5, 200, 200):.3f}" and card.endswith("0.057")

@@ -414,9 +414,9 @@ def test_compare_axes_legend_and_reference_lines():
     assert table["adamix"]["minority acc."] == "—"
     # the attack AUC with its spread over seeds, as the AUC chart draws it
     auc_rows = [dict(r, mia_auc_mean=0.52, mia_auc_std=0.011) for r in rows]
-    auc_table = {r["method"]: r for r in charts.compare_table(auc_rows)}
-    n = next(r["n"] for r in rows if r["method"] == "adamix")
-    assert auc_table["adamix"][charts.OWNER_AUC_LABEL] == ("0.520 ± 0.011" if n > 1 else "0.520")
+    for src, shown in zip(auc_rows, charts.compare_table(auc_rows)):
+        assert shown[charts.OWNER_AUC_LABEL] == ("0.520 ± 0.011" if src.get("n", 1) > 1 else "0.520")
+    assert any(src.get("n", 1) > 1 for src in auc_rows)
 
 
 def test_delta_figure_is_clipped_and_marks_the_run():

@@ -21,6 +21,14 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def stat_identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """``(size, st_mtime_ns, st_ctime_ns, st_ino)``: what identifies a file's content without
+    reading it. A file rewritten with its old mtime put back (``cp -p``, ``rsync -t``, ``tar
+    x``) still changes its ctime, which no user tool sets back; one swapped by rename changes
+    its inode. The one rule of the feature cache's keys (image files, weights files)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
 def env_limit(name: str, default: float, *, kind: type = int, hi: float = float("inf")) -> float:
     """A positive limit from the environment variable ``name`` (``default`` when unset, not a
     number, not positive or above ``hi``): one reader for every ``MIXDP_MAX_*``-style knob."""

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._io import stat_identity
 from ..errors import ConfigError, DataError
 from ..featureset import FeatureSet, check_feature_dim
 from ..registry import Registry
@@ -278,7 +279,7 @@ def _file_identity(paths: list[Path], folder: Path) -> str:
                             f"(a link); each image may be listed once, else a test image could also be a train "
                             f"image: remove the link or copy the file")
         seen[ident] = p
-        h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}\n".encode())
+        h.update((":".join(map(str, (p, *stat_identity(st)))) + "\n").encode())
     return h.hexdigest()[:16]
 
 
@@ -642,8 +643,7 @@ def _tv_identity(paths: list[str] | None, base: Path) -> str:
     h = hashlib.sha256()
     for p in paths:
         try:
-            st = os.stat(p)
-            h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}\n".encode())
+            h.update((":".join(map(str, (p, *stat_identity(os.stat(p))))) + "\n").encode())
         except OSError:
             h.update(f"{p}:missing\n".encode())
     return h.hexdigest()[:16]

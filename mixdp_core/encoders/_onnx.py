@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .._io import stat_identity
 from .._io import usable_cores  # noqa: F401  (re-exported: efficientnet and the benchmarks read it here)
 
 #: Calibration images for int8 static quantization (crops of scikit-learn's two sample photos).
@@ -91,8 +92,7 @@ def cached_file_digest(path: str | os.PathLike, n_hex: int = 16) -> str:
     ``st_mtime_ns``, ``st_ctime_ns``, inode) is unchanged: rewriting the file, even with its
     old mtime put back (``cp -p``, ``rsync -t``), changes its ctime and so re-reads it."""
     p = os.path.abspath(os.fspath(path))
-    st = os.stat(p)
-    ident = (p, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    ident = (p, *stat_identity(os.stat(p)))
     full = _DIGESTS.get(ident)
     if full is None:
         full = file_digest(p, n_hex=64)

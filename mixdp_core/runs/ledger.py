@@ -472,8 +472,7 @@ REMOTE_RESERVATION_S = 24 * 3600.0
 _ACTIVE_RESERVATIONS: ContextVar[frozenset] = ContextVar("mixdp_active_budget_reservations", default=frozenset())
 
 
-def _reservations(store: RunStore, groups: Mapping[str, list[Any]] = None,
-                  own: frozenset = frozenset()) -> dict[str, list[LedgerRun]]:
+def _reservations(store: RunStore, own: frozenset = frozenset()) -> dict[str, list[LedgerRun]]:
     """Live reservations' charges per data set key, as ``running`` entries: every charge a
     launch has not yet released (:meth:`Reservation.land` removes one when its run is stored;
     the launch's end removes the rest), from processes still alive (a reservation left by a
@@ -604,11 +603,10 @@ def _fit_charges(store: RunStore) -> dict[str, list[LedgerRun]]:
     return out
 
 
-def _extra_entries(store: RunStore, groups: Mapping[str, list[Any]], own: frozenset = frozenset()
-                   ) -> dict[str, list[LedgerRun]]:
+def _extra_entries(store: RunStore, own: frozenset = frozenset()) -> dict[str, list[LedgerRun]]:
     """Entries without a run row, per key: figures' charged fits and live reservations."""
     out = _fit_charges(store)
-    for k, v in _reservations(store, groups, own).items():
+    for k, v in _reservations(store, own).items():
         out.setdefault(k, []).extend(v)
     return out
 
@@ -841,13 +839,13 @@ def dataset_ledger(store: RunStore, dataset_key: str, *, delta_total: Optional[f
     legacy = _legacy_keys({dataset_key: groups.get(dataset_key, [])}, set(capped_keys(store)))
     return _summary(dataset_key, groups.get(dataset_key, []),
                     effective_cap(store, dataset_key, legacy.get(dataset_key, ())), delta_total,
-                    _extra_entries(store, groups).get(dataset_key, ()))
+                    _extra_entries(store).get(dataset_key, ()))
 
 
 def dataset_ledgers(store: RunStore, *, delta_total: Optional[float] = None) -> list[LedgerSummary]:
     """The ledger of every data set with a run or a cap in ``store``, most spent first."""
     groups = _records_by_key(store)
-    reserved = _extra_entries(store, groups)
+    reserved = _extra_entries(store)
     caps = set(capped_keys(store))
     legacy = _legacy_keys(groups, caps)
     absorbed = set().union(*legacy.values()) if legacy else set()  # listed with the key their runs now have
@@ -893,11 +891,17 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
         BudgetError: field ``budget_cap``, one line with the data set, the numbers and what
             to change.
     """
+    _check_and_charge(store, configs, reuse)
+
+
+def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> list[dict[str, Any]]:
+    """:func:`check_caps`; returns the charges it checked (configs on capped data sets that
+    will run, one per distinct config), what :func:`reserve_budget` holds."""
     if not configs:
-        return
+        return []
     caps = set(capped_keys(store))
     if not caps:
-        return  # the common case: one query, no ledger
+        return []  # the common case: one query, no ledger
     groups = _records_by_key(store)
     stored_legacy = _legacy_keys(groups, caps)  # caps stored under the key a data set had before
     new: dict[str, list[Any]] = {}
@@ -915,8 +919,9 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
             continue
         new.setdefault(key, []).append(c)
     if not new:
-        return
-    reserved = _extra_entries(store, groups, frozenset(c.config_hash() for cs in new.values() for c in cs))
+        return []
+    reserved = _extra_entries(store, frozenset(c.config_hash() for cs in new.values() for c in cs))
+    planned = {key: [planned_charge(c) for c in cs] for key, cs in new.items()}  # (ε, δ) of each, once
     for key, cs in new.items():
         cap = effective_cap(store, key, legacy_of.get(key, set()) | stored_legacy.get(key, set()))
         if cap is None:  # removed meanwhile
@@ -927,7 +932,7 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
         in_flight = math.fsum(e.epsilon or 0.0 for e in entries if e.kind == KIND_RUNNING)
         n_priv = sum(e.kind == KIND_PRIVATE for e in entries)
         n_run = sum(e.kind == KIND_RUNNING for e in entries)
-        charges = [planned_charge(c) for c in cs]
+        charges = planned[key]
         want = math.fsum(e for e, _ in charges)
         label = cs[0].dataset
         what = f"this run's target ε = {want:g}" if len(cs) == 1 else f"these {len(cs)} runs' target ε sum to {want:g}"
@@ -951,29 +956,19 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
                     f"data set {label} ({key}) has spent δ = {d_spent:.3g} (basic composition of {n_priv} private "
                     f"run(s)); the new run(s) would bring it to {d_total:.3g} > its cap δ = {cap.delta:g}: lower "
                     f"delta, or raise the cap with `mixdp budget --dataset {label} --cap EPS --delta D`"))
+    out, seen = [], set()  # a repeated config runs once: reserved once
+    for key, cs in new.items():
+        for c, (eps, delta) in zip(cs, planned[key]):
+            if c.config_hash() not in seen:
+                seen.add(c.config_hash())
+                out.append({"key": key, "config_hash": c.config_hash(), "method": c.method, "epsilon": eps,
+                            "delta": delta})
+    return out
 
 
 def check_cap(store: RunStore, config: Any, *, reuse: bool = False) -> None:
     """:func:`check_caps` for one run config (call it before anything runs)."""
     check_caps(store, [config], reuse=reuse)
-
-
-def _new_charges(store: RunStore, configs: Sequence[Any], reuse: bool) -> list[dict[str, Any]]:
-    """The reservation's charges: private configs on capped data sets that will run."""
-    caps = set(capped_keys(store))
-    stored_legacy = _legacy_keys(_records_by_key(store), caps)
-    out, seen = [], set()
-    for c in configs:
-        if not _method_flags(c.method)[0] or c.config_hash() in seen:  # a repeated config runs once
-            continue
-        seen.add(c.config_hash())
-        key = config_dataset_key(c)
-        if (key not in caps and key not in stored_legacy and config_dataset_key(c, legacy=True) not in caps) or (
-                reuse and store.find_completed(c.config_hash()) is not None):
-            continue
-        eps, delta = planned_charge(c)
-        out.append({"key": key, "config_hash": c.config_hash(), "method": c.method, "epsilon": eps, "delta": delta})
-    return out
 
 
 @contextmanager
@@ -1000,8 +995,7 @@ def reserve_budget(store: RunStore, configs: Sequence[Any], *, reuse: bool = Fal
         return
     rid = uuid.uuid4().hex[:16]
     with store.exclusive() as con:  # other writers wait; the reads below see every committed reservation
-        check_caps(store, configs, reuse=reuse)
-        charges = _new_charges(store, configs, reuse)
+        charges = _check_and_charge(store, configs, reuse)
         if charges:
             blob = json.dumps({"pid": os.getpid(), "token": _process_token(os.getpid()), "host": store.host,
                                "created_at": time.time(), "charges": charges})

@@ -50,6 +50,7 @@ VARIANTS = {
     "LA-ng": ("adamix", {"class_balance": "logit_adjust", "public_guard": False}),
     # the public-start guard on held-out private rows (docs/results/regimes.md): share held out
     "op": ("only_public", {}),
+    "pg": ("paragon", {}),
     "def": ("adamix", {}),
     "H05": ("adamix", {"guard_holdout": 0.05}),
     "H10": ("adamix", {"guard_holdout": 0.1}),

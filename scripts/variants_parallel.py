@@ -80,6 +80,10 @@ def _job(regime: str, seed: int, lab: str, eps: float | None) -> dict:
             "init_scale": None if alpha is None else float(alpha), "seconds": time.time() - t}
 
 
+#: Methods without ε: run once per seed (their rows carry ``epsilon: None``).
+NON_PRIVATE = ("only_public", "paragon")
+
+
 def run(regimes, eps, seeds, variants, *, workers: int = 1, jsonl: str | None = None) -> list[dict]:
     """Every (regime, seed, variant, ε) job (Only-Public variants once per seed), on ``workers``
     processes (``1``: in this process); one stderr line per finished job, each result appended
@@ -89,7 +93,7 @@ def run(regimes, eps, seeds, variants, *, workers: int = 1, jsonl: str | None = 
     for r in regimes:  # features built once, here (the cache is not written concurrently)
         list(regime_splits(r, seeds[:1]))
     jobs = [(r, s, v, e) for r in regimes for s in seeds for v in variants
-            for e in (eps if VARIANTS[v][0] != "only_public" else [None])]
+            for e in (eps if VARIANTS[v][0] not in NON_PRIVATE else [None])]
     out = []
 
     def done(r: dict) -> None:
@@ -123,7 +127,7 @@ def print_tables(out: list[dict], regimes, eps, seeds, variants) -> None:
         print(f"\n{reg} seeds {seeds}: error % (balanced acc %) [guard released private / runs]")
         for v in variants:
             row = []
-            for e in (eps if VARIANTS[v][0] != "only_public" else [None]):
+            for e in (eps if VARIANTS[v][0] not in NON_PRIVATE else [None]):
                 rs = by[(reg, v, e)]
                 g = [x["guard_kept_private"] for x in rs if x["guard_kept_private"] is not None]
                 mi = [x["minority_accuracy"] for x in rs if x.get("minority_accuracy") is not None]

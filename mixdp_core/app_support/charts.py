@@ -651,9 +651,11 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
             continue
         by_method.setdefault(r["method"], []).append(r)
     positions = ("top center", "bottom center", "middle right", "middle left")
+    for m in by_method:
+        by_method[m] = sorted(by_method[m], key=lambda r: math.inf if r["epsilon"] is None else r["epsilon"])
+    labels = _merged_point_labels(by_method)
     for k, (m, rs) in enumerate(by_method.items()):
         name, color = _style(m)
-        rs = sorted(rs, key=lambda r: math.inf if r["epsilon"] is None else r["epsilon"])
         # labels alternate above and below along a curve (its points are close in x), and
         # each method starts on another side: neighbours' labels no longer overlap
         pos = [positions[(k + i) % 2] for i in range(len(rs))]
@@ -666,8 +668,7 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
             mode="markers+text+lines" if len(rs) > 1 else "markers+text", name=name,
             # only a curve's two ends carry their ε as text (every point has it on hover): the
             # middle points of several methods crowd one corner and their labels overlapped
-            text=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" if i in (0, len(rs) - 1) else ""
-                  for i, r in enumerate(rs)],
+            text=labels[m],
             hovertext=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" for r in rs],
             hovertemplate="%{hovertext}: test error %{x:.1%}, AUC %{y:.3f}<extra>" + name + "</extra>",
             textposition=pos, marker=dict(size=9, color=color), line=dict(color=color, width=1)))
@@ -682,6 +683,38 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     fig.update_xaxes(range=[-0.06, 1.06])
     fig.update_yaxes(range=[0.4, 1.0], autorange=False)
     return fig
+
+
+def _merged_point_labels(by_method: Mapping[str, Sequence[Mapping[str, Any]]], *, dx: float = 0.03,
+                         dy: float = 0.02) -> dict[str, list[str]]:
+    """The ε text of each point of :func:`auc_vs_error_figure` (``{method: [text per point]}``).
+
+    Only a curve's two ends carry their ε (every point has it on hover): the middle points of
+    several methods crowd one corner. Where labelled points of *different* methods coincide
+    (within ``dx`` test error and ``dy`` AUC — e.g. AdaMix whose guard kept the public start
+    sits on Only-Public's point, or a curve whose two ends meet), their labels were drawn on
+    top of each other: they become one label on the first point (each part naming its method
+    where there are several) and the others stay blank."""
+    cands = []  # (method, index, x, y, text)
+    for m, rs in by_method.items():
+        for i, r in enumerate(rs):
+            if i in (0, len(rs) - 1):
+                cands.append((m, i, float(r["test_error_mean"]), float(r["mia_auc_mean"]),
+                              "ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}"))
+    out = {m: [""] * len(rs) for m, rs in by_method.items()}
+    taken: set[int] = set()
+    for a, (m, i, x, y, t) in enumerate(cands):
+        if a in taken:
+            continue
+        group = [b for b in range(a + 1, len(cands)) if b not in taken
+                 and abs(cands[b][2] - x) <= dx and abs(cands[b][3] - y) <= dy]
+        taken.update(group)
+        parts = [(m, t)] + [(cands[b][0], cands[b][4]) for b in group]
+        if len({mm for mm, _ in parts}) == 1:
+            out[m][i] = " · ".join(tt for _, tt in parts)
+        else:
+            out[m][i] = " · ".join(f"{_style(mm)[0]} {tt}" for mm, tt in parts)
+    return out
 
 
 def _side_legend(fig: Any, title: str, note: str) -> None:

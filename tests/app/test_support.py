@@ -502,16 +502,33 @@ def test_metric_vs_epsilon_says_what_a_point_is():
 
 
 def test_auc_vs_error_shows_the_seed_spread_on_both_axes():
-    rows = [{"method": "adamix", "epsilon": e, "test_error_mean": 0.2, "test_error_std": 0.01, "mia_auc_mean": 0.55,
-             "mia_auc_std": 0.02, "n": 3} for e in (1, 3)]
+    rows = [{"method": "adamix", "epsilon": e, "test_error_mean": 0.4 - 0.04 * e, "test_error_std": 0.01,
+             "mia_auc_mean": 0.55, "mia_auc_std": 0.02, "n": 3} for e in (1, 3)]
     fig = charts.auc_vs_error_figure(rows)
     tr = fig.data[0]
     assert list(tr.error_y.array) == [0.02, 0.02] and list(tr.error_x.array) == [0.01, 0.01]
     assert list(tr.textposition) == ["top center", "bottom center"]
     assert list(tr.text) == ["ε=1", "ε=3"] and list(tr.hovertext) == ["ε=1", "ε=3"]
-    four = [dict(rows[0], epsilon=e) for e in (0.5, 1, 3, 8)]
+    four = [dict(rows[0], epsilon=e, test_error_mean=0.4 - 0.04 * e) for e in (0.5, 1, 3, 8)]
     assert list(charts.auc_vs_error_figure(four).data[0].text) == ["ε=0.5", "", "", "ε=8"]  # ends labelled
     assert "std over seeds" in fig.layout.title.subtitle.text
+
+
+def test_auc_vs_error_merges_labels_of_coinciding_points():
+    """AdaMix whose guard kept the public start sits on Only-Public's point: one label naming
+    both, not two texts drawn on top of each other; distant points keep their own labels."""
+    op = [{"method": "only_public", "epsilon": None, "test_error_mean": 0.30, "mia_auc_mean": 0.52, "n": 1}]
+    ada = [{"method": "adamix", "epsilon": e, "test_error_mean": err, "mia_auc_mean": auc, "n": 1}
+           for e, err, auc in ((0.5, 0.305, 0.521), (1, 0.28, 0.53), (8, 0.12, 0.60))]
+    fig = charts.auc_vs_error_figure(op + ada)
+    text = {tr.name: list(tr.text) for tr in fig.data if tr.text is not None}
+    merged = [t for ts in text.values() for t in ts if "·" in t]
+    assert len(merged) == 1 and "ε=∞" in merged[0] and "ε=0.5" in merged[0]
+    assert sum(t != "" for ts in text.values() for t in ts) == 2  # the merged label and AdaMix's ε=8
+    assert any(t == "ε=8" for ts in text.values() for t in ts)
+    # a curve whose two ends meet: one label "ε=0.5 · ε=8", the other end blank
+    flat = [dict(ada[0], epsilon=e) for e in (0.5, 8)]
+    assert list(charts.auc_vs_error_figure(flat).data[0].text) == ["ε=0.5 · ε=8", ""]
 
 
 def test_class_counts_figure_marks_minorities():

@@ -57,7 +57,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--method", default="adamix", help="training method (see `mixdp methods`), default adamix")
     a("--epsilon", default="3", help=f"target ε of the (ε, δ)-DP guarantee: {RUN_EPSILON.requirement()}, default 3")
     a("--delta", default="1e-5", help=f"target δ: {RUN_DELTA.requirement()}, default 1e-5")
-    a("--seed", default="0", help="seed of the split and the noise (integer >= 0), default 0")
+    a("--seed", default="0", help="seed of the split (and of the noise only with noise=reproducible) (integer >= 0), default 0")
     a("--public-per-class", default="5", help="public samples per class (integer >= 1), default 5")
     a("--imbalance-ratio", default="1", help="long-tail ratio of the private data (>= 1), default 1")
     a("--public-from", default=None, help="dataset spec providing the public samples (domain shift)")
@@ -140,6 +140,8 @@ def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     diag = {"note": DIAGNOSTICS_NOTE}
     diag.update({k: m.get(k) for k in DIAGNOSTIC_SUMMARY_KEYS})
     diag["n_private"] = m.get("n_private")
+    if m.get("timing_owner_only"):  # a duration that depends on the mechanism's hidden secret
+        diag["wall_seconds"] = out.pop("wall_seconds")
     out["diagnostics"] = diag
     out.update(run_id=record.run_id, status=record.status, method=record.method,
                dataset=record.dataset, encoder=record.encoder, seed=record.seed,
@@ -181,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         from ..data.datasets import carries_features
 
         for k in SUMMARY_KEYS:
+            if k not in out:  # moved under diagnostics (an owner-only timing)
+                continue
             v = out.get(k)
             if k == "diagnostics":
                 print(f"{'diagnostics':>20}: (owner-only, no DP guarantee: do not publish)")

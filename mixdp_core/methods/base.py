@@ -20,6 +20,9 @@ Fitted attributes every method sets (``None`` where they do not apply):
 * ``pdp_sq_ratio_sum_``: ``(N_private,)`` array of Σ_t r_{i,t}² (per-instance DP, AdaMix
   App. C) for NoisyGD-type methods, else ``None``; evaluation turns it into ε_i with
   :func:`mixdp_core.accounting.pdp_epsilon`.
+* ``timing_owner_only_``: ``True`` where the fit's running time depends on a secret of its
+  mechanism (``honest_tuning``'s hidden number of repetitions); the run's timings are then
+  owner-only (:mod:`mixdp_core.runs.owner_view`).
 
 ``on_step`` receives a :class:`StepRecord` after each step (or epoch, for network
 fine-tuning) and may return ``True`` to request a stop; the method then stops before the
@@ -191,6 +194,9 @@ class Method(ABC):
         self.noise_multiplier_ = None
         self.pdp_sq_ratio_sum_ = None
         self.ledger_ = None
+        # True where the fit's running time depends on a secret of its mechanism (a private
+        # selection's hidden number of repetitions): the run's timings are then owner-only
+        self.timing_owner_only_ = False
 
     def verify_privacy(self) -> float:
         """Check, after :meth:`fit`, that the run's releases fit its plan and that ``privacy_``

@@ -41,14 +41,27 @@ OWNER_NOTE = (
 )
 
 
+#: Timings of a run (seconds), owner-only where the run's ``timing_owner_only`` metric is set:
+#: a fit whose running time depends on a secret of its mechanism (the hidden number of
+#: repetitions of a private selection, ``honest_tuning``) would publish that secret through
+#: its duration. Its ``finished_at`` is left out of public exports for the same reason.
+TIMING_KEYS = ("fit_seconds", "wall_seconds")
+
+
+def timing_is_owner_only(metrics: Mapping[str, Any]) -> bool:
+    """Whether a run's timings (:data:`TIMING_KEYS`, its finish time) are owner-only."""
+    return bool(metrics.get("timing_owner_only"))
+
+
 def is_owner_only(key: str) -> bool:
     """Whether metric ``key`` is owner-only (see the module docstring)."""
     return key in OWNER_METRIC_KEYS or key.startswith(OWNER_PREFIXES)
 
 
 def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """``metrics`` without any owner-only key."""
-    return {k: v for k, v in metrics.items() if not is_owner_only(k)}
+    """``metrics`` without any owner-only key (nor its timings where they are owner-only)."""
+    hide_time = timing_is_owner_only(metrics)
+    return {k: v for k, v in metrics.items() if not is_owner_only(k) and not (hide_time and k in TIMING_KEYS)}
 
 
 def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
@@ -57,8 +70,9 @@ def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] =
     ``steps``: the run's step records; their owner-only fields (and owner-only ``extra``
     keys) come back as ``{"step_<field>": [value per step]}`` (``None`` where a step has none)."""
     out: dict[str, Any] = {"note": OWNER_NOTE}
+    hide_time = timing_is_owner_only(metrics)
     for k, v in metrics.items():
-        if is_owner_only(k) and k != "diagnostics":
+        if (is_owner_only(k) and k != "diagnostics") or (hide_time and k in TIMING_KEYS):
             out[k] = v
     steps = list(steps)
     for f in OWNER_STEP_KEYS:

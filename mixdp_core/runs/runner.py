@@ -139,7 +139,7 @@ class RunConfig:
                          help="Feature extractor name (ENCODERS), e.g. 'pixels', 'efficientnet_lite0'.")
     method: str = param(type=str, check=_registered("method"), allowed="a registered method (`mixdp methods`)",
                         help="Training method name (METHODS), e.g. 'adamix'.")
-    seed: int = param(0, type=int, range=SEED_RANGE, help="Seed of the split and of the method's noise.")
+    seed: int = param(0, type=int, range=SEED_RANGE, help="Seed of the split (and of the method's noise only with noise='reproducible').")
     target_epsilon: float = epsilon_param(3.0)
     target_delta: float = delta_param(1e-5)
     public_per_class: int = param(5, type=int, range=Interval(1, None), help="Public samples per class.")
@@ -492,12 +492,31 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
     )
     if metrics.get("delta") is None:
         metrics["delta"] = config.target_delta
+    if getattr(model, "timing_owner_only_", False):  # the duration depends on a secret of the mechanism
+        metrics["timing_owner_only"] = True
     if getattr(model, "ledger_", None) is not None:  # what was released, in order (no data values)
         metrics["privacy_ledger"] = model.ledger_.to_dicts()
     if getattr(model, "epsilon_rdp_", None) is not None:
         metrics["epsilon_rdp"] = float(model.epsilon_rdp_)  # the looser RDP ε, shown beside
     metrics["diagnostics"] = diagnostics(metrics)
     return metrics, ev.arrays
+
+
+def noise_fields(config: RunConfig) -> dict[str, Any]:
+    """``noise`` and ``noise_label`` of a private run's config, for the metrics of a run that
+    failed before its report was made: its stored step records (noisy counts, a guard's gain)
+    are releases, and with reproducible noise anyone who knows the seed can replay them, so a
+    failed run carries the label as a completed one does. ``{}`` for a non-private method."""
+    from .. import randomness
+
+    try:
+        cfg = config.make_method().config
+    except Exception:  # noqa: BLE001 - the run failed already; its stored config says the rest
+        return {}
+    if not hasattr(cfg, "noise"):
+        return {}
+    src = randomness.noise_source_of(cfg)
+    return {"noise": src, "noise_label": randomness.label(src)}
 
 
 def _with_boost(store: RunStore, config: RunConfig, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -594,7 +613,7 @@ def execute(
         try:
             store.finish(run_id, FAILED, error=msg,
                          metrics={"wall_seconds": time.perf_counter() - t0, "n_step_records": writer.n_records,
-                                  "epsilon_released": writer.epsilon_released})
+                                  "epsilon_released": writer.epsilon_released, **noise_fields(config)})
         except Exception:
             try:  # e.g. disk full: the smallest possible write, so the run is not left 'running'
                 store.finish(run_id, FAILED, error=msg[:500])
@@ -669,7 +688,8 @@ def train(
         status = CANCELLED if cancelled[0] else COMPLETED
     except Exception as e:  # noqa: BLE001 - recorded as a failed run by the driver
         status, error = FAILED, (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
-        metrics = {"wall_seconds": time.perf_counter() - t0, "epsilon_released": records_epsilon(steps)}
+        metrics = {"wall_seconds": time.perf_counter() - t0, "epsilon_released": records_epsilon(steps),
+                   **noise_fields(config)}
     metrics["n_step_records"] = len(steps)
     return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=config.config_hash(),
                       split_hash=config.split_hash(), versions=versions(), status=status,

@@ -781,7 +781,10 @@ class RunStore:
             raise ConfigError("fmt", f"must be 'json' or 'csv', got {fmt!r}")
         recs = [self.get_run(r) for r in run_ids] if run_ids is not None else self.list_runs(
             newest_first=False, **filters)
-        from .owner_view import owner_block, public_error, public_metrics, public_steps
+        from .owner_view import owner_block, public_error, public_metrics, public_steps, timing_is_owner_only
+
+        def finished(r: Any) -> Any:  # a secret-dependent duration: the finish time is the owner's
+            return None if timing_is_owner_only(r.metrics) else _iso(r.finished_at)
 
         if fmt == "json":
             out = []
@@ -793,8 +796,9 @@ class RunStore:
                 if include_steps:
                     d["steps"] = public_steps(steps)
                 if owner_view:
-                    d["owner_only"] = dict(owner_block(r.metrics, steps), error=r.error)
-                d.update(created_at=_iso(r.created_at), finished_at=_iso(r.finished_at),
+                    d["owner_only"] = dict(owner_block(r.metrics, steps), error=r.error,
+                                           finished_at=_iso(r.finished_at))
+                d.update(created_at=_iso(r.created_at), finished_at=finished(r),
                          target_epsilon=export_target_epsilon(r))
                 out.append(d)
             text = json.dumps(out, indent=2, sort_keys=True, default=_json_default)
@@ -806,14 +810,15 @@ class RunStore:
                     "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
                     "target_epsilon": export_target_epsilon(r),
                     "config_hash": r.config_hash,
-                    "created_at": _iso(r.created_at), "finished_at": _iso(r.finished_at),
+                    "created_at": _iso(r.created_at), "finished_at": finished(r),
                     "error": public_error(r.error),
                 }
                 for k, v in public_metrics(r.metrics).items():
                     if v is None or isinstance(v, (int, float, str, bool)):
                         row[f"metric.{k}"] = v
                 if owner_view:
-                    for k, v in dict(owner_block(r.metrics), error=r.error).items():
+                    for k, v in dict(owner_block(r.metrics), error=r.error,
+                                     finished_at=_iso(r.finished_at)).items():
                         if v is None or isinstance(v, (int, float, str, bool)):
                             row[f"owner_only.{k}"] = v
                 for k, v in r.config.items():

@@ -176,3 +176,56 @@ def test_the_audit_page_qualifies_a_guarantee_that_does_not_hold():
     summ["n_nonmembers"] = 1000
     (row,) = audit_rows([SimpleNamespace(summary=summ, attack="canary-whitebox", audit_id="a1", created_at=0.0)])
     assert row["TPR @ FPR 0.1 %"] == "0.167"
+
+
+def test_a_failed_reproducible_runs_export_carries_the_not_private_label(tmp_path):
+    """A run on reproducible noise that fails after some steps has stored released values
+    (its noisy count) that anyone with the seed can replay: its exports say so, as a completed
+    run's do; a secure run's failure says it is secure."""
+    from mixdp_core import randomness
+    from mixdp_core.runs.runner import RunConfig, execute
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path / "s")
+    for noise in ("reproducible", "secure"):
+        calls = []
+
+        def boom(rec, calls=calls):
+            calls.append(rec)
+            if len(calls) == 3:
+                raise RuntimeError("stopped by the test")
+
+        cfg = RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=2.0,
+                        method_params={"noise": noise})
+        with pytest.raises(RuntimeError):
+            execute(cfg, store=store, cache_dir=tmp_path / "c", on_record=boom)
+    rows = {r["config_hash"]: r for r in csv.DictReader(io.StringIO(store.export(fmt="csv")))}
+    labels = sorted(r["metric.noise_label"] for r in rows.values())
+    assert labels == sorted([randomness.REPRODUCIBLE_WARNING, randomness.SECURE_LABEL])
+    assert all(r["status"] == "failed" for r in rows.values())
+    recs = json.loads(store.export(fmt="json"))
+    assert {d["metrics"]["noise"] for d in recs} == {"reproducible", "secure"}
+
+
+def test_a_hidden_repetition_counts_timings_are_owners_view(tmp_path):
+    """Honest tuning's duration grows with its hidden number of repetitions K: the public
+    export leaves out its timings and finish time, the owner's view keeps them; a plain run's
+    timings stay public."""
+    from mixdp_core.runs.runner import RunConfig, execute
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path / "s")
+    hon = execute(RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=3.0,
+                            method_params={"honest_tuning": True, "tuning_gamma": 0.5}),
+                  store=store, cache_dir=tmp_path / "c")
+    plain = execute(RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=3.0),
+                    store=store, cache_dir=tmp_path / "c")
+    assert store.get_run(hon).metrics["timing_owner_only"] is True
+    pub = {d["run_id"]: d for d in json.loads(store.export(fmt="json", include_steps=False))}
+    assert not {"fit_seconds", "wall_seconds"} & set(pub[hon]["metrics"]) and pub[hon]["finished_at"] is None
+    assert {"fit_seconds", "wall_seconds"} <= set(pub[plain]["metrics"]) and pub[plain]["finished_at"]
+    own = {d["run_id"]: d for d in json.loads(store.export(fmt="json", include_steps=False, owner_view=True))}
+    assert own[hon]["owner_only"]["wall_seconds"] > 0 and own[hon]["owner_only"]["finished_at"]
+    rows = {r["run_id"]: r for r in csv.DictReader(io.StringIO(store.export(fmt="csv")))}
+    assert rows[hon]["finished_at"] == "" and "metric.wall_seconds" in rows[plain] and not rows[hon].get(
+        "metric.wall_seconds")

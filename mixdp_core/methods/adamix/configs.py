@@ -197,7 +197,7 @@ class NoisyGDConfig(PrivacyConfig):
     noise_multiplier: float = param(20.0, type=float, range=_POS, unit="σ",
                                     help="σ (paper: 20); the number of steps T is calibrated from it.")
     seed: int = param(0, type=int, range=SEED_RANGE,
-                      help="Seed of the Gaussian noise (and of the projection completion).")
+                      help="Seed of the projection completion, and of the noise only with noise='reproducible'.")
     schedule: str = param(
         "smooth", choices=("smooth", "theorem3", "constant"),
         help="'smooth' (default: noisy count, mean-loss scale, descent-lemma step cap, Thm.-3 ball projection, "

@@ -174,7 +174,7 @@ class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
         privacy_note="the pDP values read every private row's gradient norm and are not covered by the run's "
                      "ε: shown to the data owner only, never released")
     seed: int = param(0, type=int, range=SEED_RANGE,
-                      help="Seed of initialisation, shuffling, Poisson sampling and noise.")
+                      help="Seed of initialisation and shuffling; Poisson sampling and noise use it only with noise='reproducible'.")
     device: str = param("auto", type=str, check=_check_device,
                         help="'auto' (cuda -> mps -> cpu), 'cpu', 'cuda', 'cuda:N' or 'mps'; a device torch does not "
                              "see is refused when the fit starts.")

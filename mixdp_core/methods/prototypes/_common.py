@@ -12,7 +12,8 @@ from ..base import Method, PrivacyConfig, StepRecord
 class SeededPrivacyConfig(PrivacyConfig):
     """Privacy budget plus the ``seed`` of every random draw of the mechanism."""
 
-    seed: int = param(0, type=int, range=SEED_RANGE, help="Seed of every random draw of the mechanism.")
+    seed: int = param(0, type=int, range=SEED_RANGE,
+                      help="Seed of the mechanism's draws with noise='reproducible' (research only); secure noise ignores it.")
 
 
 class PrototypeFamilyMethod(Method):

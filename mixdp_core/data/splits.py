@@ -108,6 +108,7 @@ class Split:
         Raises:
             DataError: one line naming the array."""
         from ..errors import DataError
+        from ..featureset import max_feature_abs
 
         C = len(self.class_names)
         D = None
@@ -125,6 +126,12 @@ class Split:
                 raise DataError(f"{xs}: must be a float matrix, got dtype {X.dtype}")
             if X.size and not np.isfinite(X).all():
                 raise DataError(f"{xs}: contains NaN or infinite values")
+            # the FeatureSet's bound, also for a split built by hand: a value past float32's range
+            # becomes inf where a method computes in float32, and one such row decided a whole
+            # DPPL-Public selection (its class's utilities NaN, the pick certain)
+            if X.size and (big := float(np.max(np.abs(X)))) > (lim := max_feature_abs()):
+                raise DataError(f"{xs}: feature values must satisfy |x| <= {lim:g}, got {big:.3g} "
+                                f"(rescale the features; MIXDP_MAX_FEATURE_ABS sets the limit)")
             if y.size and (y.dtype.kind not in "iu" or int(y.min()) < 0 or int(y.max()) >= C):
                 raise DataError(f"{ys}: labels must be integers in [0, {C}) (class_names), got "
                                 f"{y.dtype} in [{y.min()}, {y.max()}]")

@@ -32,8 +32,10 @@ the steps it executed), and ``failed`` private runs that wrote a step record bef
 their step records (test error per step, noisy counts, guard gains) are outputs of the private
 phase and stay in the store and its exports. Such a run has no privacy report; it is charged
 at ``max(target ε, the largest ε its step records state)`` at its target δ, by basic
-composition only (flagged). Not counted: ``failed`` runs with no step record (nothing was
-released). Private fits of the papers' figures that are not stored runs (:func:`charged_fits`)
+composition only (flagged). So is a ``failed`` private run whose fit released before it failed
+without a step record (``released`` in its metrics: a noisy count, then a budget too small for
+the steps that count implies, whose error quotes them). Not counted: other ``failed`` runs
+(nothing was released). Private fits of the papers' figures that are not stored runs (:func:`charged_fits`)
 count at their target ε, by basic composition, flagged. ``running`` runs, and the budget that launches still training have *reserved*
 (:func:`reserve_budget`: a sweep's runs have no row until they land), are shown apart and
 charged by :func:`check_cap` at what they may spend: their target times the method's
@@ -372,14 +374,14 @@ def _finite(x: Any) -> Optional[float]:
 
 
 def _failed_entry(rec: Any, private: bool, common: Mapping[str, Any]) -> Optional[LedgerRun]:
-    """The entry of a ``failed`` run: charged when it is private and wrote step records (see
-    the module docstring), else ``None``."""
+    """The entry of a ``failed`` run: charged when it is private and wrote step records or
+    released before failing (``released`` in its metrics; see the module docstring), else ``None``."""
     m = rec.metrics or {}
     try:
         n_records = int(m.get("n_step_records") or 0)
     except (TypeError, ValueError):
         n_records = 1  # unreadable: assume it released
-    if not private or n_records <= 0:
+    if not private or (n_records <= 0 and not m.get("released")):
         return None
     target = _finite(rec.config.get("target_epsilon"))
     released = _finite(m.get("epsilon_released"))

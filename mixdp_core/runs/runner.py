@@ -13,6 +13,7 @@ metrics, per-sample arrays, status) that the driver writes with ``record_trained
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -475,8 +476,16 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
     split = make_split(features, config.split_spec(), public_features=public_features)
     model = config.make_method()
     t_fit = time.perf_counter()
-    with observing_steps(live(split) if live is not None else None):
-        model.fit(split, on_step=on_step)
+    try:
+        with observing_steps(live(split) if live is not None else None):
+            model.fit(split, on_step=on_step)
+    except BaseException as e:
+        # a fit can release before it fails with no step record written (a noisy count, then a
+        # budget too small for the steps it implies): the failed run is charged then (ledger)
+        if len(getattr(model, "ledger_", None) or ()):
+            with contextlib.suppress(Exception):
+                e.mixdp_released = True
+        raise
     fit_seconds = time.perf_counter() - t_fit
     model.verify_privacy()  # releases fit the plan and privacy_ is the ledger's, or the run fails
     ev = evaluate(model, split, delta=config.target_delta, seed=config.seed)
@@ -517,6 +526,13 @@ def noise_fields(config: RunConfig) -> dict[str, Any]:
         return {}
     src = randomness.noise_source_of(cfg)
     return {"noise": src, "noise_label": randomness.label(src)}
+
+
+def released_before_failing(error: BaseException) -> dict[str, Any]:
+    """``{"released": True}`` for the metrics of a failed run whose fit released something
+    (its ledger held a release when it raised), so the budget ledger charges it even without a
+    step record; ``{}`` otherwise."""
+    return {"released": True} if getattr(error, "mixdp_released", False) else {}
 
 
 def _with_boost(store: RunStore, config: RunConfig, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -613,7 +629,8 @@ def execute(
         try:
             store.finish(run_id, FAILED, error=msg,
                          metrics={"wall_seconds": time.perf_counter() - t0, "n_step_records": writer.n_records,
-                                  "epsilon_released": writer.epsilon_released, **noise_fields(config)})
+                                  "epsilon_released": writer.epsilon_released, **noise_fields(config),
+                                  **released_before_failing(e)})
         except Exception:
             try:  # e.g. disk full: the smallest possible write, so the run is not left 'running'
                 store.finish(run_id, FAILED, error=msg[:500])
@@ -689,7 +706,7 @@ def train(
     except Exception as e:  # noqa: BLE001 - recorded as a failed run by the driver
         status, error = FAILED, (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
         metrics = {"wall_seconds": time.perf_counter() - t0, "epsilon_released": records_epsilon(steps),
-                   **noise_fields(config)}
+                   **noise_fields(config), **released_before_failing(e)}
     metrics["n_step_records"] = len(steps)
     return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=config.config_hash(),
                       split_hash=config.split_hash(), versions=versions(), status=status,

@@ -133,5 +133,11 @@ def test_a_hand_built_split_is_checked_whole():
         dataclasses.replace(split, X_test=np.zeros((len(split.y_test), 3), np.float32))
     with pytest.raises(DataError, match="y_public: expected"):
         dataclasses.replace(split, y_public=split.y_public[:-1])
+    # past float32's range a value became inf in DPPL-Public's float32 utilities and one such
+    # row made the whole selection certain: a split has the FeatureSet's bound on |x|
+    big = split.X_private.astype(np.float64)
+    big[0, 0] = 1e39
+    with pytest.raises(DataError, match=r"X_private: feature values must satisfy \|x\| <= "):
+        dataclasses.replace(split, X_private=big)
     empty = dataclasses.replace(split, X_private=split.X_private[:0], y_private=split.y_private[:0])
     assert empty.X_private.shape == (0, split.dim)  # an empty part stays allowed

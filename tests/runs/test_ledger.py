@@ -471,3 +471,22 @@ def test_a_cap_stored_under_a_datasets_earlier_key_still_applies(tmp_path, digit
     (s,) = L.dataset_ledgers(st)  # one ledger, with the cap, not an orphan cap beside it
     assert s.dataset_key == L.dataset_key("digits") and s.cap.epsilon == 0.8
     assert L.dataset_ledger(st, s.dataset_key).cap.epsilon == 0.8
+
+
+def test_a_failed_run_that_released_a_count_before_any_step_is_charged(tmp_path):
+    """The DP linear probe releases its noisy private count, then finds no σ for the steps
+    that count implies: the run fails with no step record, but its count was released (and
+    its error quotes the steps it implies, a function of the count). The ledger charges it."""
+    from mixdp_core.runs.ledger import dataset_ledgers
+    from mixdp_core.runs.runner import RunConfig, execute
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path / "s")
+    cfg = RunConfig(dataset="digits", encoder="pixels", method="dp_linear_probe", target_epsilon=1.0,
+                    method_params={"epochs": 100, "expected_batch_size": 1})
+    with pytest.raises(Exception):
+        execute(cfg, store=store, cache_dir=tmp_path / "c")
+    (rec,) = store.list_runs()
+    assert rec.status == "failed" and rec.metrics["n_step_records"] == 0 and rec.metrics["released"] is True
+    (summary,) = dataset_ledgers(store)
+    assert len(summary.runs) == 1 and summary.runs[0].epsilon >= 1.0

@@ -206,6 +206,10 @@ def _as_images(X: Any, image_shape: Optional[tuple[int, int, int]], name: str) -
     import torch
 
     t = torch.as_tensor(np.asarray(X), dtype=torch.float32)
+    # after the cast: a value past float32's range is inf here, and one non-finite private
+    # pixel turned the whole network into NaN once its row was sampled (Opacus clips NaN to NaN)
+    if t.numel() and not bool(torch.isfinite(t).all()):
+        raise DataError(f"{name}: contains NaN or infinite values (in float32)")
     if t.ndim == 4:
         if image_shape is not None and tuple(t.shape[1:]) != tuple(image_shape):
             raise DataError(f"{name}: images have shape {tuple(t.shape[1:])}, expected {tuple(image_shape)}")
@@ -420,6 +424,11 @@ class SparseFinetune(Method):
         from .training import EpochStats, dp_sgd_finetune, error_rate
 
         cfg = self.config
+        # a failed refit must not leave the previous model beside the new ledger
+        self._reset()
+        self.model_ = None
+        if (test_images is None) != (test_labels is None):
+            raise ConfigError("test_labels", "give test_images and test_labels together, or neither")
         if pretrained is None:
             pretrained = self.pretrain(public_images, public_labels)
         Xpriv = _as_images(private_images, pretrained.image_shape, "private_images")
@@ -587,7 +596,7 @@ class SparseFinetune(Method):
     # ------------------------------------------------------------------ inference
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         """Logits ``(N, C)`` for flattened image rows ``(N, D)`` or images ``(N, C, H, W)``."""
-        if not hasattr(self, "model_"):
+        if getattr(self, "model_", None) is None:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() first")
         from .training import predict_logits
 

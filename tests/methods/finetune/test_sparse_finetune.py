@@ -4,6 +4,7 @@ weights, masked clipping, accounting of the executed steps, registry behaviour."
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -417,3 +418,26 @@ def test_secure_runs_with_the_same_seed_differ_and_reproducible_ones_do_not(digi
 
     assert not torch.equal(fit("secure"), fit("secure"))
     assert torch.equal(fit("reproducible"), fit("reproducible"))
+
+
+def test_a_non_finite_private_pixel_is_refused_and_a_failed_refit_leaves_no_model(digits, pretrained):
+    """One NaN pixel (or a value past float32's range) turned the whole network into NaN once
+    its row was sampled, with ε still reported; a refit that fails kept the old model beside
+    the new ledger."""
+    from mixdp_core.errors import BudgetError, ConfigError, DataError
+
+    bad = digits["Xpriv"].astype(np.float64)
+    for v in (np.nan, 1e39):
+        bad[3, 0, 2, 2] = v
+        with pytest.raises(DataError, match="private_images: contains NaN or infinite"):
+            SparseFinetune(**FAST).fit_images(None, None, bad, digits["ypriv"], pretrained=pretrained, n_classes=5)
+    m = _fit(digits, pretrained)
+    assert m.predict(digits["Xtest"]).shape == (len(digits["ytest"]),)
+    m.config = dataclasses.replace(m.config, epochs=10**6)
+    with pytest.raises(BudgetError):
+        m.fit_images(None, None, digits["Xpriv"], digits["ypriv"], pretrained=pretrained, n_classes=5)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        m.predict(digits["Xtest"])
+    assert m.privacy_ is None and m.history_ == []
+    with pytest.raises(ConfigError, match="test_labels"):
+        m.fit_images(None, None, digits["Xpriv"], digits["ypriv"], digits["Xtest"], pretrained=pretrained, n_classes=5)

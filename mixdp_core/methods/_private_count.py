@@ -53,7 +53,15 @@ class PrivateCountConfig:
 
 
 def check_bound(cfg: PrivateCountConfig) -> None:
-    """``dataset_size="public_bound"`` needs ``size_bound`` (checked in preflight and fit)."""
+    """``dataset_size="public_bound"`` needs ``size_bound``, and the numerical accountants
+    (``pld``, ``prv``) need ``target_delta`` within their resolution (checked in preflight and
+    in fit, before the count reads a private row: refused after it, the count was spent)."""
+    from ..accounting.accountant import NUMERICAL_MIN_DELTA
+
+    delta = getattr(cfg, "target_delta", None)
+    if cfg.accountant in ("pld", "prv") and delta is not None and delta < NUMERICAL_MIN_DELTA:
+        raise ConfigError("target_delta", f"the '{cfg.accountant}' accountant resolves δ >= {NUMERICAL_MIN_DELTA:g}, "
+                                          f"got {delta:g}; use accountant='rdp' for a smaller δ")
     if cfg.dataset_size == "public_bound" and cfg.size_bound is None:
         raise ConfigError("size_bound", "dataset_size='public_bound' needs a public upper bound on the "
                                         "number of private samples (integer >= 1)")

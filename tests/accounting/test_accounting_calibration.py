@@ -184,3 +184,25 @@ def test_a_huge_noise_multiplier_is_a_one_line_budget_error():
 
     with pytest.raises(BudgetError, match="more than 1,000,000,000 full-batch steps"):
         calibrate_steps(noise_multiplier=1e300, target_epsilon=3.0, target_delta=1e-5)
+
+
+def test_numerical_accountants_refuse_a_delta_below_their_resolution():
+    """PLD's and PRV's truncated tail mass is 1e-15: at δ = 1e-15 the PLD calibration asked
+    σ ≈ 1,200 where RDP needs about 4 (and PRV failed); at the floor they still agree with RDP.
+    A DP-SGD method refuses such a δ before its count reads a private row."""
+    from mixdp_core.accounting.accountant import NUMERICAL_MIN_DELTA
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.methods import make_method
+
+    kw = dict(sample_rate=0.088, steps=23, target_epsilon=1.0)
+    rdp = A.calibrate_dpsgd_noise(target_delta=NUMERICAL_MIN_DELTA, accountant="rdp", **kw)
+    pld = A.calibrate_dpsgd_noise(target_delta=NUMERICAL_MIN_DELTA, accountant="pld", **kw)
+    assert 0.9 * rdp < pld <= rdp  # tighter, and resolved
+    for acc in ("pld", "prv"):
+        with pytest.raises(ConfigError, match="target_delta: the '.*' accountant resolves"):
+            A.calibrate_dpsgd_noise(target_delta=1e-15, accountant=acc, **kw)
+    assert A.calibrate_dpsgd_noise(target_delta=1e-15, accountant="rdp", **kw) < 10
+    m = make_method("dp_linear_probe", target_epsilon=1.0, target_delta=1e-16)
+    with pytest.raises(ConfigError, match="target_delta"):
+        m.preflight()
+    make_method("dp_linear_probe", target_epsilon=1.0, target_delta=1e-16, accountant="rdp").preflight()

@@ -113,6 +113,13 @@ def _check_device(value: Any) -> None:
     check_device_name(value)
 
 
+def _zero_or_at_least_1e_3(value: float) -> None:
+    """``pdp_overhead``: 0 (off) or >= 1e-3 (k = ceil(1/(q·overhead)) stays a bounded integer;
+    1e-320 overflowed it)."""
+    if 0 < value < 1e-3:
+        raise ConfigError("pdp_overhead", f"must be 0 (no pDP) or in [0.001, 1000], got {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
     """Hyper-parameters of sparse DP fine-tuning (defaults follow Sec. 5.8 where sensible
@@ -165,7 +172,7 @@ class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
     warmup_epochs: float = param(1.0, type=float, range=Interval(0.0, None),
                                  help="Linear LR warm-up length before cosine decay (paper: 1).")
     pdp_overhead: float = param(
-        1.0, type=float, range=Interval(0.0, 1000.0),
+        1.0, type=float, range=Interval(0.0, 1000.0), check=_zero_or_at_least_1e_3,
         help="Per-instance DP (owner-only diagnostic) budget: the per-sample gradient norms of all private "
              "rows are recomputed every k = ceil(1/(q·overhead)) DP-SGD steps, at most 'overhead' times the "
              "per-sample gradients training computes (1: about once per epoch, as Yu et al. 2023); k = 1 is "

@@ -106,7 +106,7 @@ class GlobalAdaptConfig(DPLinearProbeConfig):
                                     help="γ, target fraction of per-example norms <= Z.")
     threshold_lr: float = param(0.2, type=float, range=Interval(0.0, 100.0, closed="right"),
                                 help="η_Z of the geometric update Z <- Z exp(−η_Z (b̄ − γ)).")
-    count_noise_ratio: float = param(10.0, type=float, range=Interval(0.0, 1e6, closed="right"),
+    count_noise_ratio: float = param(10.0, type=float, range=Interval(1e-3, 1e6),
                                      help="σ_b / σ_g, noise of the unclipped-count release relative to the "
                                           "gradient noise multiplier.")
 
@@ -307,7 +307,7 @@ DPLS_MAX_DIM = 8192
 class DPLSConfig(SeededPrivacyConfig):
     """DP least squares (each field declares its range and help below)."""
 
-    cov_fraction: float = param(0.5, type=float, range=Interval(0.0, 1.0, closed="neither"),
+    cov_fraction: float = param(0.5, type=float, range=Interval(1e-3, 0.999),
                                 help="Share of ρ spent on the feature second moment.")
     reg: float = param(1.0, type=float, range=Interval(0.0, 1e8), help="Ridge λ0 added to the noisy second moment.")
     noise_reg: float = param(3.0, type=float, range=Interval(0.0, 1e4),

@@ -64,7 +64,7 @@ class DPPLPublicConfig(SeededPrivacyConfig):
     calibration: str = param("pure", choices=("pure", "zcdp"),
                              help="'pure': ε_EM calibrated so the EM's (ε, δ) meets the target; 'zcdp': via "
                                   "ρ = ε_EM²/8 (module docstring).")
-    block_size: int | None = param(None, type=int, range=Interval(1, None),
+    block_size: int | None = param(None, type=int, range=Interval(1, 2**20),
                                    help="Pool rows per block of the utility computation (None: automatic).")
 
     device: str = device_param(

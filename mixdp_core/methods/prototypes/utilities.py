@@ -221,7 +221,8 @@ def public_utilities(
         ys = y[order]
         present = np.flatnonzero(counts > 0)
         starts = np.searchsorted(ys, present)
-        bs = block_size or default_block_size(len(E))
+        # never a tile wider than the pool (a block of 10^8 rows over a pool of 6 asked 74.5 GiB)
+        bs = max(1, min(block_size or default_block_size(len(E)), N))
         if layout == "private_major":
             tile = np.empty((len(E), bs), dtype=dtype)
         else:

@@ -328,3 +328,29 @@ def test_dp_ls_refuses_a_dimension_it_cannot_solve_before_allocating():
                                text_embeddings=None)
     with pytest.raises(DataError, match=f"X_private: dp_ls .*D = {DPLS_MAX_DIM + 1:,} is above its limit"):
         make_method("dp_ls").fit(wide)
+
+
+@pytest.mark.parametrize("name, kw, field", [
+    ("dp_ls", {"cov_fraction": 1e-320}, "cov_fraction"),  # ZeroDivisionError deep in the fit
+    ("dpsgd_global_adapt", {"count_noise_ratio": 1e-320}, "count_noise_ratio"),  # ZeroDivisionError
+    ("sparse_finetune", {"pdp_overhead": 1e-320}, "pdp_overhead"),  # OverflowError
+    ("dppl_mean", {"budget_split": (0.01,) * 100}, "budget_split"),  # non-finite prototypes
+    ("dppl_public", {"block_size": 10**8}, "block_size"),  # a 74.5 GiB tile
+])
+def test_extreme_values_are_refused_naming_the_field(name, kw, field):
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.methods import make_method
+
+    with pytest.raises(ConfigError, match=f"^{field}: "):
+        make_method(name, **kw)
+
+
+def test_a_block_larger_than_the_pool_allocates_the_pool_only():
+    from mixdp_core.methods.prototypes.utilities import public_utilities
+
+    rng = np.random.default_rng(0)
+    Xp, y = rng.normal(size=(200, 8)).astype(np.float32), rng.integers(0, 3, 200)
+    pool = rng.normal(size=(6, 8)).astype(np.float32)
+    kw = dict(d_min=0.5, d_max=1.5)
+    U = public_utilities(Xp, y, pool, n_classes=3, block_size=2**20, **kw)  # was a (2^20, 200) tile: 0.8 GB
+    np.testing.assert_allclose(U, public_utilities(Xp, y, pool, n_classes=3, block_size=2, **kw), rtol=1e-5)

@@ -526,3 +526,27 @@ def test_every_kernel_writes_the_clipped_residuals_where_asked(kernel, C):
         plain = private_release(X, y, W, tau, None, kernel=kernel, logit_offset=b)
         for u, v in zip(got, plain):
             np.testing.assert_array_equal(u, v)
+
+
+@pytest.mark.parametrize("tau", [1e-2, 1e-4, 1e-6])
+def test_every_kernel_keeps_a_confident_rows_contribution_within_tau(tau):
+    """A row the model classifies with p_y ~ 1 has residuals ~ 1e-7: in float32 p_y - 1 is
+    rounded to 1's ulp, and the fused kernel's last column (minus the sum of the others) was not
+    the column whose norm it clipped: one row moved the release by 1.006 tau at tau = 1e-6
+    (1.3 tau in a whole run with init_scale='none', public_l2=0). The sensitivity is tau."""
+    from mixdp_core.methods.adamix.kernels import get_kernel
+
+    rng = np.random.default_rng(1)
+    C, D = 10, 64
+    worst = {k: 0.0 for k in ("numpy", "numba")}
+    for _ in range(60):
+        x = rng.standard_normal((1, D))
+        x = (x / np.linalg.norm(x)).astype(np.float32)
+        y = rng.integers(0, C, 1)
+        z = (rng.standard_normal(C) * 0.1).astype(np.float32)
+        z[y[0]] += -np.log(tau * rng.uniform(1.5, 20) / (C - 1))  # 1 - p_y a few tau: clipped
+        W = np.outer(x[0], z).astype(np.float32)
+        for k in worst:
+            S = np.asarray(get_kernel(k).clipped_sum(x, y, W, tau, None)[0], np.float64)
+            worst[k] = max(worst[k], float(np.linalg.norm(S)) / tau)
+    assert all(v <= 1 + 1e-5 for v in worst.values()), worst

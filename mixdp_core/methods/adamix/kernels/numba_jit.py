@@ -203,7 +203,21 @@ if _numba is not None:
             inv = np.float32(1.0) / s  # one division per row, then products
             for c in range(C):
                 Z[r, c] *= inv
-            Z[r, yi] -= np.float32(1.0)
+            # p_y - 1 = -(sum of the other p_c): exact where p_y ~ 1, where p_y - 1 in float32 is
+            # rounded to 1's ulp (6e-8) and swamps the other residuals (as numpy's path computes)
+            t = 0.0
+            for c in range(C):
+                if c != yi:
+                    t += np.float64(Z[r, c])
+            Z[r, yi] = np.float32(-t)
+            # the release sums the first C - 1 columns and gives the last minus their sum
+            # (clipped_sum's PARTIAL_ROWS flush): the norm that is clipped must be that column's.
+            # In float32 p - y does not sum to 0 when p_y ~ 1 (p_y - 1 is rounded to 1's ulp),
+            # and a row clipped to tau = 1e-6 moved the release by 1.006 tau (1.3 tau in a run).
+            t = 0.0
+            for c in range(C - 1):
+                t += np.float64(Z[r, c])
+            Z[r, C - 1] = np.float32(-t)
             en = np.float32(0.0)  # sum of C squares <= 2 in float32 (a few ulp), then float64
             for c in range(C):
                 en += Z[r, c] * Z[r, c]

@@ -40,6 +40,7 @@ from scipy.special import gammaln, gammasgn
 
 from . import _validate as V
 from .conversions import RDP_ORDERS, rdp_to_epsilon
+from .calibration import check_steps
 from .errors import BudgetError
 
 #: Largest order searched for the inner ``lh`` (numerical minimization).
@@ -213,5 +214,8 @@ def selection_plan(*, noise_multiplier: float, target_epsilon: float, target_del
     mu = calibrate_selection_mu(target_epsilon=target_epsilon, target_delta=target_delta, eta=eta, gamma=gamma)
     T = int(math.floor((mu * sigma) ** 2 * (1 - 1e-12))) - int(extra_releases)
     if T >= 1:
+        # the step ceiling, as for a single run: each of the ~1/γ repetitions runs T steps
+        # (ε = 1000 at σ = 100 gave 16 million per repetition, past every bound)
+        check_steps(T, field="target_epsilon", hint="lower target_epsilon or noise_multiplier")
         return T, sigma
     return 1, math.sqrt(1 + int(extra_releases)) / mu * (1 + 1e-9)

@@ -138,3 +138,43 @@ def test_honest_tuning_bounds_its_repetitions_before_any_work():
     with pytest.raises(ConfigError, match="tuning_gamma"):
         make_method("adamix", honest_tuning=True, tuning_gamma=1e-6)
     make_method("adamix", honest_tuning=True, tuning_gamma=0.001)
+    # each repetition's steps meet the step ceiling as a single run's do (ε = 1000 at σ = 100
+    # gave 16 million steps per repetition, and the preflight passed)
+    from mixdp_core.errors import BudgetError
+
+    with pytest.raises(BudgetError, match="target_epsilon: this budget implies"):
+        make_method("adamix", honest_tuning=True, target_epsilon=1000, noise_multiplier=100.0).preflight()
+
+
+def test_honest_tuning_hides_its_repetitions_from_the_live_view(small_split):
+    """The live step observer saw every hidden repetition's steps (K × T calls): K was then
+    readable from the owner's live charts. It sees none of them; the held-out guard's
+    combination with honest tuning is refused instead of silently ignored."""
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.methods._observe import observing_steps
+
+    calls = []
+    with observing_steps(lambda **kw: calls.append(kw["rec"].step)):
+        make_method("adamix", target_epsilon=3.0, noise_multiplier=5.0, honest_tuning=True,
+                    tuning_gamma=0.5).fit(small_split)
+    assert calls == []
+    with observing_steps(lambda **kw: calls.append(kw["rec"].step)):
+        make_method("adamix", target_epsilon=3.0, noise_multiplier=5.0).fit(small_split)
+    assert calls  # a plain run streams to the live view
+    with pytest.raises(ConfigError, match="guard_holdout"):
+        make_method("adamix", honest_tuning=True, guard_holdout=0.3)
+    with pytest.raises(ConfigError, match="guard_holdout"):
+        make_method("adamix", public_guard=False, guard_holdout=0.3)
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"schedule": "constant", "learning_rate": 1e6}, "learning_rate"),
+    ({"schedule": "theorem3", "weight_decay": 1e-300}, "weight_decay"),
+    ({"schedule": "constant", "clip": "fixed", "clip_norm": 1e30}, "clip_norm"),
+])
+def test_weights_leaving_float32_stop_the_run_naming_the_field(small_split, kw, field):
+    """These finished 'OK' with NaN weights (every prediction class 0) and an ε beside them."""
+    from mixdp_core.errors import ConfigError
+
+    with np.errstate(all="ignore"), pytest.raises(ConfigError, match=f"^{field}: the weights left float32"):
+        make_method("adamix", target_epsilon=3.0, **kw).fit(small_split)

@@ -301,11 +301,13 @@ class NoisyGDConfig(PrivacyConfig):
     public_guard: bool = param(
         True, type=bool,
         help="schedule='smooth' with a public start: release one noisy paired count on the private rows, "
-             "(#correct of the trained model) − (#correct of the public start) + N(0, σ²), and keep the public "
-             "start unless it exceeds GUARD_Z σ (1 σ), so the private phase cannot make the released model worse than "
-             "Only-Public by more than the noise allows. Sensitivity 1 (add/remove): one more Gaussian release "
-             "of the run, accounted (T = count + guard + gradient steps).",
-        privacy_note="one Gaussian release on private rows, accounted in the run's ε")
+             "(#correct of the trained model) − (#correct of the public start) + noise, and keep the public "
+             "start unless it exceeds GUARD_Z (1) noise stds, so the private phase cannot make the released model "
+             "worse than Only-Public by more than the noise allows. Sensitivity 1 (add/remove). Its noise takes m "
+             "of the run's T releases (one Gaussian release at σ/√m; m from guard_resolution, at most 1/16 of the "
+             "gradient releases; m = 1, noise σ, where guard_resolution is None or there is no class histogram), "
+             "accounted (T = count + guard + gradient steps).",
+        privacy_note="m of the run's Gaussian releases on private rows (guard_resolution), accounted in the run's ε")
     guard_rule: str = param(
         "single_count", choices=("single_count", "balanced_when_imbalanced"),
         help="schedule='smooth' with the public-start guard: 'single_count' (default): one release at σ, weights "
@@ -425,6 +427,13 @@ class NoisyGDConfig(PrivacyConfig):
             raise ConfigError("honest_tuning", "choose honest_tuning or optimistic_tuning, not both")
         if self.honest_tuning and self.schedule != "smooth":
             raise ConfigError("honest_tuning", "is implemented for schedule='smooth'")
+        if self.guard_holdout > 0:  # else silently a different mechanism from the one configured
+            if self.honest_tuning:
+                raise ConfigError("guard_holdout", "is not used with honest_tuning (each repetition runs the "
+                                                   "in-sample guard); set guard_holdout=0")
+            if not self.public_guard or self.schedule != "smooth":
+                raise ConfigError("guard_holdout", "asks the public-start guard's question on held-out rows: it "
+                                                   "needs public_guard=True and schedule='smooth'")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,6 +47,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ... import accounting
+from ...errors import ConfigError
 from ...randomness import SECURE, noise_rng
 from .._linear import error_rate, row_norms, softmax_residual, xt_dot
 from .._observe import notify_release, step_observer
@@ -890,6 +891,15 @@ def run_noisygd(
                 if tracked is not None:
                     tracked.average(t)
         W = W - np.float32(eta) * grad
+        if not math.isfinite(float(W.sum(dtype=np.float64))):
+            # a step past float32's range (learning_rate 1e6, weight_decay 1e-300 under theorem3's
+            # 1/(λt) step, clip_norm 1e30): the run stops here instead of releasing NaN weights
+            # with an ε beside them (what it released so far is charged as a failed run's)
+            field_ = "clip_norm" if opts.clip == "fixed" else (
+                "learning_rate" if opts.schedule == "constant" else "weight_decay")
+            raise ConfigError(field_, f"the weights left float32's range at step {t} (schedule "
+                                      f"{opts.schedule!r}, step size {eta:.3g}): lower learning_rate or "
+                                      "clip_norm, or raise weight_decay")
         scale_n = float(inv_n) if smooth else 1.0
         if pull is not None:
             pull.step(float(eta), lam, scale_n, own)

@@ -15,6 +15,7 @@ from ...errors import DataError
 from ...randomness import noise_rng, snap_count, snap_release
 from .._linear import (error_rate, fit_logistic, fit_public, l2_normalize, logit_margins, loo_margin_scale,
                        loo_public_logits, public_ridge, row_norms, softmax_residual)
+from .._observe import observing_steps
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
@@ -931,7 +932,8 @@ class NoisyGDMethod(LinearHead):
             run = type(self)(dataclasses.replace(cfg, honest_tuning=False, seed=int(rng.integers(2**31)),
                                                  optimistic_tuning=False, noise_multiplier=sigma))
             run._margin_z, run._lambda_mult, run._forced_T = z, mult, T_rep
-            run._fit_once(sub, None)
+            with observing_steps(None):  # the live view would count the hidden repetitions (K)
+                run._fit_once(sub, None)
             rep_ledger = accounting.RunLedger(budget_epsilon=cfg.target_epsilon, delta=cfg.target_delta)
             rep_ledger.extend(run.ledger_, branch="training part")
             rep_ledger.release(accounting.GaussianMechanism(noise_multiplier=1.0 / mu_run),

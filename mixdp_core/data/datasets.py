@@ -11,9 +11,11 @@ split seed.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -749,6 +751,52 @@ FEATURE_DATASETS = frozenset({"features", "synthetic"})
 #: by its key: digits and synthetic read no path, a torchvision set or a CD-FSL target is the
 #: same data in whichever folder it was extracted). The privacy ledger keys on this.
 PATH_NAMED_DATASETS = frozenset({"image_folder", "features"})
+
+#: ``data_fingerprint``'s memo: ``{args: (monotonic time, fingerprint)}``, kept this many
+#: seconds (a sweep hashes its configs within seconds; a folder is scanned once for them).
+_FINGERPRINT_TTL_S = 5.0
+_FINGERPRINTS: dict[str, tuple[float, Any]] = {}
+
+
+def data_fingerprint(dataset: str, dataset_root: str | None = None,
+                     dataset_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """What the data of a path-named data set (:data:`PATH_NAMED_DATASETS`) are *now*, for
+    run identity (:meth:`~mixdp_core.runs.runner.RunConfig.config_hash`): ``None`` for the
+    others (their name and options are the data).
+
+    The path resolved against the working directory (the CLI reads a relative path there;
+    the app resolves paths to absolute ones before), and for a file its stat identity
+    (:func:`~mixdp_core._io.stat_identity`), for a folder the loader's content key (its bounded
+    scan: file list and each file's stat identity). Two folders with the same relative spec,
+    or a feature file replaced in place, are then different runs, not one reused for the other.
+    """
+    name, arg = parse_spec(str(dataset).strip())
+    kwargs = dict(dataset_kwargs or {})
+    path = arg or dataset_root or kwargs.get("root")
+    if name not in PATH_NAMED_DATASETS or not path:
+        return None
+    real = os.path.realpath(os.path.expanduser(str(path)))
+    memo_key = json.dumps([name, real, {k: v for k, v in kwargs.items() if k != "root"}], sort_keys=True,
+                          default=str)
+    now = time.monotonic()
+    hit = _FINGERPRINTS.get(memo_key)
+    if hit is not None and now - hit[0] < _FINGERPRINT_TTL_S:
+        return hit[1]
+    out: dict[str, Any] = {"path": real}
+    try:
+        if os.path.isfile(real):
+            out["stat"] = list(stat_identity(os.stat(real)))
+        elif os.path.isdir(real):
+            opts = {k: v for k, v in kwargs.items() if k != "root"}
+            out["content"] = load_dataset(f"{name}:{real}", **opts).cache_key
+        else:
+            out["missing"] = True
+    except (OSError, DataError, ConfigError) as e:  # the run itself reports it; the identity says so
+        out["unreadable"] = type(e).__name__
+    if len(_FINGERPRINTS) > 256:
+        _FINGERPRINTS.clear()
+    _FINGERPRINTS[memo_key] = (now, out)
+    return out
 
 
 def carries_features(spec: str) -> bool:

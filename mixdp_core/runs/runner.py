@@ -253,11 +253,24 @@ class RunConfig:
         Including the resolved method config (defaults filled in) means a change of a method
         default yields a new hash instead of silently reusing an old run; including the hash of
         the ``mixdp_core`` sources means a run produced by other code is never reused as
-        "identical" (it stays in the store and can still be reopened).
+        "identical" (it stays in the store and can still be reopened); including the data's
+        fingerprint where a path names them (:func:`~mixdp_core.data.datasets.data_fingerprint`)
+        means other files under the same spec are another run.
         """
+        from ..data.datasets import data_fingerprint
+
         method_cfg = dataclasses.asdict(self.make_method().config)
         code = _source_identity()["mixdp_core_source_sha256"]
-        return _hash({"run": self.to_dict(), "method_config": method_cfg, "code": code})
+        out = {"run": self.to_dict(), "method_config": method_cfg, "code": code}
+        # a path-named data set is its files, not its spec: the same relative spec in two folders,
+        # or a feature file replaced in place, gave one hash and the other data's run back as
+        # "reused" (its metrics and ε, and no ledger entry for the data actually named)
+        for field_, spec, root, kw in (("data", self.dataset, self.dataset_root, self.dataset_kwargs),
+                                       ("public_data", self.public_from, None, None)):
+            fp = data_fingerprint(spec, root, kw) if spec else None
+            if fp is not None:
+                out[field_] = fp
+        return _hash(out)
 
     def split_hash(self) -> str:
         """Hash of everything that determines the split (shared by all methods on it)."""

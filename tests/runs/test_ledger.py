@@ -447,6 +447,34 @@ def _echo(item, shared):
     return item
 
 
+def _interrupt_at_third(item, shared):
+    if item[2] == 2:
+        raise KeyboardInterrupt
+    return item
+
+
+def test_an_interrupted_figure_charges_the_fits_that_may_have_run(tmp_path):
+    """Interrupted, a figure charged every fit it had planned (700 after 6 s; 1.4 M once, past
+    any cap, with no way to remove them): it charges the finished fits and, of the others, as
+    many as can run at once (one, inline), the largest ε first. Figures are bounded before
+    anything is reserved."""
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.runs.figures.base import Context
+
+    st = RunStore(tmp_path / "s")
+    key = L.dataset_key("digits")
+    ctx = Context(dataset="digits", store=st, workers=1)
+    items = [("adamix", 0.5, i) for i in range(5)] + [("adamix", 2.0, 5)]
+    with pytest.raises(KeyboardInterrupt):
+        ctx.trainings(_interrupt_at_third, items, {}, charge=lambda it: it[:2])
+    s = L.dataset_ledger(st, key)
+    # fits 0 and 1 finished (0.5 each); the third raised: one unfinished fit charged, the largest ε (2.0)
+    assert len(s.runs) == 3 and s.epsilon_basic == pytest.approx(3.0)
+    with pytest.raises(ConfigError, match="seeds: this figure asks 2,001 trainings"):
+        ctx.trainings(_echo, [("adamix", 0.5, i) for i in range(2001)], {}, charge=lambda it: it[:2])
+    assert len(L.dataset_ledger(st, key).runs) == 3
+
+
 def _refused(fn):
     try:
         fn()
@@ -490,3 +518,17 @@ def test_a_failed_run_that_released_a_count_before_any_step_is_charged(tmp_path)
     assert rec.status == "failed" and rec.metrics["n_step_records"] == 0 and rec.metrics["released"] is True
     (summary,) = dataset_ledgers(store)
     assert len(summary.runs) == 1 and summary.runs[0].epsilon >= 1.0
+
+
+def test_an_unreadable_figure_charge_fails_closed(tmp_path):
+    """A corrupt budget_charge entry was skipped: its charges left the ledger (ε 36.7 → 1.7)
+    and a cap let runs through. The ledger now refuses to compute, naming the entry."""
+    from mixdp_core.errors import StorageError
+
+    st = RunStore(tmp_path / "s")
+    st.set_meta(L.CHARGE_PREFIX + "abc", '{"created_at": 1, "charges": [{"key": "digits-')
+    with pytest.raises(StorageError, match="budget_charge: the store's entry 'budget_charge:abc' is unreadable"):
+        L.dataset_ledgers(st)
+    L.set_cap(st, L.dataset_key("digits"), 5.0)
+    with pytest.raises(StorageError):  # a capped data set refuses launches until it is repaired
+        L.check_cap(st, _cfg("ngd", 0.5))

@@ -150,3 +150,36 @@ def test_a_missing_data_source_is_refused_before_a_run_row_exists(tmp_path):
         with pytest.raises(err):
             execute(RunConfig(dataset=spec, encoder="pixels", method="only_public"), store=st)
     assert st.list_runs() == []
+
+
+def test_a_path_named_data_sets_files_are_part_of_the_run_identity(tmp_path, monkeypatch):
+    """The same relative spec in two folders, or a feature file replaced in place, gave one
+    config hash: the other data's run came back as 'reused' (its error, its ε, and no ledger
+    entry for the data actually named). Named data sets keep their hash."""
+    import numpy as np
+
+    from mixdp_core.data import datasets
+    from mixdp_core.runs.runner import RunConfig
+
+    def write(path, n, seed):
+        rng = np.random.default_rng(seed)
+        np.savez(path, X_train=rng.normal(size=(n, 4)).astype(np.float32), y_train=np.arange(n) % 3,
+                 X_test=rng.normal(size=(9, 4)).astype(np.float32), y_test=np.arange(9) % 3)
+
+    monkeypatch.setattr(datasets, "_FINGERPRINT_TTL_S", 0.0)  # every hash looks at the files now
+    for d, n in (("a", 60), ("b", 90)):
+        (tmp_path / d).mkdir()
+        write(tmp_path / d / "f.npz", n, 0)
+    cfg = RunConfig(dataset="features:f.npz", encoder="pixels", method="only_public")
+    monkeypatch.chdir(tmp_path / "a")
+    ha = cfg.config_hash()
+    assert cfg.config_hash() == ha  # stable while the file is unchanged
+    monkeypatch.chdir(tmp_path / "b")
+    assert cfg.config_hash() != ha
+    monkeypatch.chdir(tmp_path / "a")
+    st = os.stat("f.npz")
+    write(tmp_path / "a" / "f.npz", 60, 1)  # same size, other values
+    os.utime("f.npz", ns=(st.st_atime_ns, st.st_mtime_ns))  # even with its old mtime put back
+    assert cfg.config_hash() != ha
+    d = RunConfig(dataset="digits", encoder="pixels", method="only_public")
+    assert datasets.data_fingerprint(d.dataset) is None

@@ -75,7 +75,11 @@ class Context:
         (:func:`~mixdp_core.runs.ledger.charged_fits`). ``charge=None``: a figure whose fits
         are not releases of the data set (its docstring says why); nothing is charged."""
         from ..ledger import FitCharge, charged_fits
+        from ..sweep.spec import max_grid_points
 
+        if len(items) > max_grid_points():  # bounded before a fit is reserved or charged
+            raise ConfigError("seeds", f"this figure asks {len(items):,} trainings, above the limit of "
+                                       f"{max_grid_points():,} (MIXDP_MAX_GRID_POINTS); fewer seeds or grid values")
         delta = float(self.params.get("delta", 1e-5))
         fits = []
         for item in (items if charge is not None else ()):
@@ -85,13 +89,35 @@ class Context:
                                   target_delta=delta, tag=repr(item)[:200]))
         from contextlib import nullcontext
 
-        with charged_fits(self.store, fits, label="reproduce") if self.store is not None else nullcontext():
+        finished: set[int] = set()
+        completed = [False]
+
+        def started() -> set[int] | None:
+            """The fits that may have released: all after a normal end; after an interruption
+            the finished ones and, of the others, as many as can run at once (largest ε first:
+            which ones were running is not known here), or all of them on Ray."""
+            if completed[0] or not fits:
+                return None
+            rest = sorted(set(range(len(items))) - finished, key=lambda i: -fits[i].target_epsilon)
+            if self.backend != "local":
+                return finished | set(rest)
+            from ..sweep.executors import max_local_workers
+
+            return finished | set(rest[:max(1, min(int(self.workers or max_local_workers()), max_local_workers()))])
+
+        def on_done(i: int, r: Any) -> None:
+            finished.add(i)
+            if self.on_result is not None:
+                self.on_result(None)
+
+        with (charged_fits(self.store, fits, label="reproduce", started=started) if self.store is not None
+              else nullcontext()):
             if self.on_start is not None:
                 self.on_start(len(items), 0)
-            on_result = self.on_result
-            return map_trainings(
-                fn, items, backend=self.backend, workers=self.workers, address=self.address, shared=shared,
-                on_result=(lambda i, r: on_result(None)) if on_result else None)
+            out = map_trainings(fn, items, backend=self.backend, workers=self.workers, address=self.address,
+                                shared=shared, on_result=on_done)
+            completed[0] = True
+            return out
 
     def sweep(self, spec: SweepSpec) -> list[dict[str, Any]]:
         """Run ``spec`` with the engine; one row per run: label, config fields, metrics.

@@ -301,6 +301,45 @@ def test_closing_the_stream_terminates_workers_in_flight(tmp_path):
 
 
 @linux_only
+def test_ctrl_c_inside_the_wait_terminates_workers_in_flight(tmp_path):
+    """Ctrl-C (or SIGTERM) arrives while the driver waits inside the stream, not between its
+    items: only a closed stream terminated the workers, so a local sweep waited 13-21 s for the
+    runs in flight after the signal (and then dropped them)."""
+    import signal
+    import time
+
+    from mixdp_core.runs.sweep import LocalExecutor
+
+    ex = LocalExecutor(workers=2)
+    stream = ex.imap(_pid_then_sleep, [(str(tmp_path), 120.0), (str(tmp_path), 120.0)])
+    pids: list[int] = []
+    fired: list[float] = []
+
+    def interrupt(signum, frame):
+        found = [int(p.stem) for p in tmp_path.glob("*.pid")]
+        if len(found) == 2:  # both workers are in their runs: the user presses Ctrl-C now
+            pids.extend(found)
+            fired.append(time.perf_counter())
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            next(stream)  # blocked inside the stream's wait() when the alarm fires
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert time.perf_counter() - fired[0] < 10  # not the 120 s of the runs in flight
+    t0 = time.perf_counter()
+    ex.close()
+    while not all(_gone(pid) for pid in pids) and time.perf_counter() - t0 < 10:
+        time.sleep(0.05)
+    assert len(pids) == 2 and all(_gone(pid) for pid in pids), [(_state(p), p) for p in pids]
+
+
+@linux_only
 def test_workers_die_with_their_driver(tmp_path):
     """A driver killed with SIGKILL cannot clean up: its workers (own sessions, so no terminal
     signal reaches them) are ended by PR_SET_PDEATHSIG instead of running on as orphans."""

@@ -243,7 +243,10 @@ class LocalExecutor:
                             yield i, TaskError(f"worker process lost {attempts[i]} times")
                         else:
                             todo.append(i)
-            except GeneratorExit:  # the consumer stopped (Ctrl-C, error): do not wait for runs in flight
+            except BaseException:
+                # the consumer stopped (GeneratorExit), or Ctrl-C / SIGTERM arrived inside wait():
+                # terminate the runs in flight instead of waiting for them (13-21 s after the
+                # signal, and their results were dropped anyway)
                 self._stop = True
                 raise
             finally:

@@ -30,13 +30,27 @@ def stat_identity(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 def env_limit(name: str, default: float, *, kind: type = int, hi: float = float("inf")) -> float:
-    """A positive limit from the environment variable ``name`` (``default`` when unset, not a
-    number, not positive or above ``hi``): one reader for every ``MIXDP_MAX_*``-style knob."""
-    try:
-        v = kind(os.environ.get(name, "") or default)
-    except (TypeError, ValueError):
+    """A positive limit from the environment variable ``name`` (``default`` when unset or
+    empty): one reader for every ``MIXDP_MAX_*``-style knob.
+
+    Raises:
+        ConfigError: naming ``name``, when it is set to something that is not a positive
+            ``kind`` at most ``hi`` (it fell back to the default silently, and the refusal
+            that followed cited the variable as if it had been applied)."""
+    from .errors import ConfigError
+
+    raw = os.environ.get(name, "").strip()
+    if not raw:
         return default
-    return v if 0 < v <= hi else default
+    what = ("an integer" if kind is int else "a number") + (" >= 1" if kind is int else " > 0") + (
+        f" and <= {hi:g}" if hi != float("inf") else "")
+    try:
+        v = kind(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(name, f"must be {what} (environment variable), got {raw[:40]!r}") from None
+    if not (0 < v <= hi) or v != v:
+        raise ConfigError(name, f"must be {what} (environment variable), got {raw[:40]!r}")
+    return v
 
 
 _FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG}

@@ -437,6 +437,11 @@ RUN_DELTA = dataclasses.replace(DELTA, range=Interval(0, 0.1, closed="right"),
 
 #: Seeds: numpy's generators and SQLite take them as 32-bit unsigned integers.
 SEED_RANGE = Interval(0, 2**32 - 1)
+#: Largest long-tail ratio accepted: beyond it the tail classes keep one private sample on
+#: any dataset (n_max / IR < 1), so larger values only hide a typo (e.g. 1e308).
+MAX_IMBALANCE_RATIO = 1e4
+#: Long-tail ratios of the private part (1 = balanced).
+IMBALANCE_RANGE = Interval(1, MAX_IMBALANCE_RATIO)
 
 #: Bounds on a privacy audit's size (:func:`mixdp_core.evaluation.audit.check_audit_size`;
 #: declared here, light to import, for the CLI's help and the app's fields). Each reference

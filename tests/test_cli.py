@@ -189,3 +189,30 @@ def test_number_lists_refuse_empty_items():
     for bad in ("1,,2", "1,", ",", ""):
         with pytest.raises(ConfigError, match="epsilons: .*without empty items"):
             number_list("epsilons", bad, float, "numbers")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    # figure axes met the runs' declarations only after fits had started (seeds=[0.5] ran seed 0,
+    # ratios=[1e308] wrote "IR = 1e+308" tables)
+    (["reproduce", "prototypes", "--set", "seeds=[0.5]"], "seeds: must be integers in [0, 4294967295], got 0.5"),
+    (["reproduce", "prototypes", "--set", "ratios=[1e308]"], "ratios: must be numbers in [1, 10000]"),
+    (["reproduce", "adamix_epsilon", "--epsilons", "5000"], "epsilons: each must be a finite number in [0.001, 1000]"),
+    # a grid flag beside --resume was silently ignored
+    (["sweep", "--resume", "sw-x", "--epsilons", "8"], "epsilons: not with --resume"),
+    (["sweep", "--resume", "sw-x", "--config", "/nonexistent.toml"], "config: not with --resume"),
+])
+def test_late_or_ignored_arguments_are_refused_first(argv, needle, tmp_path, capsys):
+    assert main(argv + ["--store", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_help_states_the_declared_ranges(capsys):
+    """The help said 'integer >= 0' where 2^32 is refused and '>= 1' where 20,000 is."""
+    from mixdp_core.config import IMBALANCE_RANGE, SEED_RANGE
+
+    for cmd in ("train", "sweep"):
+        with pytest.raises(SystemExit):
+            main([cmd, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert SEED_RANGE.describe() in out and IMBALANCE_RANGE.describe() in out

@@ -109,3 +109,19 @@ def test_a_split_error_names_the_setting_that_fixes_it():
                                                                        "public_per_class=5")
     # an error without a field: the array it names, once, in field_and_message
     assert field_and_message(DataError("root: has no class sub-folders"), "path") == ("root", "has no class sub-folders")
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "1e9"])
+def test_a_bad_limit_variable_is_a_one_line_error_not_the_default(value, monkeypatch):
+    """MIXDP_MAX_GRID_POINTS=1e9 (or abc, -1, 0) quietly became 2000, and the refusal that
+    followed cited the variable as if it had been applied."""
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.runs.sweep.spec import max_grid_points
+
+    monkeypatch.setenv("MIXDP_MAX_GRID_POINTS", value)
+    with pytest.raises(ConfigError, match="^MIXDP_MAX_GRID_POINTS: must be an integer >= 1"):
+        max_grid_points()
+    monkeypatch.setenv("MIXDP_MAX_GRID_POINTS", "50")
+    assert max_grid_points() == 50
+    monkeypatch.delenv("MIXDP_MAX_GRID_POINTS")
+    assert max_grid_points() == 2000

@@ -29,6 +29,7 @@ import shlex
 import sys
 from typing import Any
 
+from ..config import RUN_EPSILON
 from ..errors import ConfigError, UnknownNameError
 from ._common import Progress, fail, number, number_list, one_line_errors, pairs, RESUMABLE
 
@@ -56,7 +57,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--doc", default=None, metavar="NAME.md", help="markdown file in --out holding --section (default NAME.md "
                                                      "of the figure)")
     a("--seeds", default=None, help="comma-separated seeds (overrides the figure's)")
-    a("--epsilons", default=None, help="comma-separated target ε (figures with an ε axis)")
+    a("--epsilons", default=None, help=f"comma-separated target ε (figures with an ε axis), each "
+                                       f"{RUN_EPSILON.requirement()}")
     a("--set", action="append", default=[], metavar="KEY=VALUE", help="figure parameter (JSON value); repeatable")
     a("--backend", default="local", help="executor: local (default) or ray")
     a("--workers", default=None, help="local worker processes (default: the CPUs available)")
@@ -96,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
         if args.epsilons is not None:
             if "epsilons" not in fig.defaults:
                 raise ConfigError("epsilons", f"figure {args.name!r} has no ε axis; use --set epsilon=VALUE")
-            params["epsilons"] = number_list("epsilons", args.epsilons, float, "numbers > 0")
+            params["epsilons"] = number_list("epsilons", args.epsilons, float, f"numbers, each {RUN_EPSILON.requirement()}")
+            bad = [e for e in params["epsilons"] if e not in RUN_EPSILON.range]
+            if bad:  # refused here, by the runs' declaration, not by the first run that meets it
+                raise ConfigError("epsilons", f"each must be {RUN_EPSILON.requirement()}, got {bad[0]:g}")
         store = RunStore(args.store)
     except (ConfigError, UnknownNameError) as e:
         return fail(PROG, str(e) if not isinstance(e, UnknownNameError) else f"name: {e}", 2)

@@ -25,11 +25,14 @@ import json
 import sys
 from typing import Any
 
-from ..config import RUN_DELTA, RUN_EPSILON
+from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE
 from ..errors import ConfigError, UnknownNameError
 from ._common import Progress, fail, number, number_list, one_line_errors, pairs, RESUMABLE
 
 PROG = "mixdp sweep"
+#: Flags that define a grid: refused with ``--resume`` (argparse ``dest`` names).
+GRID_FLAGS = ("config", "dataset", "encoder", "methods", "epsilons", "seeds", "public_per_class", "imbalance_ratio",
+              "private_per_class", "delta", "param", "dataset_root", "dataset_arg", "encoder_arg", "public_from")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -44,10 +47,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--methods", default=None, help="comma-separated methods (see `mixdp methods`), default adamix")
     a("--epsilons", default=None, help="comma-separated target ε of the private methods, each "
                                        f"{RUN_EPSILON.requirement()}; default 1")
-    a("--seeds", default=None, help="comma-separated seeds (integers >= 0), default 0")
-    a("--public-per-class", default=None, help="comma-separated public shots per class, default 5")
-    a("--imbalance-ratio", default=None, help="comma-separated imbalance ratios >= 1, default 1")
-    a("--private-per-class", default=None, help="comma-separated caps of private samples per class")
+    a("--seeds", default=None, help=f"comma-separated seeds, integers {SEED_RANGE.describe()}, default 0")
+    a("--public-per-class", default=None, help="comma-separated public shots per class (integers >= 1), default 5")
+    a("--imbalance-ratio", default=None,
+      help=f"comma-separated imbalance ratios, numbers {IMBALANCE_RANGE.describe()}, default 1")
+    a("--private-per-class", default=None, help="comma-separated caps of private samples per class (integers >= 1)")
     a("--delta", default=None, help=f"target δ: {RUN_DELTA.requirement()}, default 1e-5")
     a("--param", action="append", default=[], metavar="KEY=VALUE",
       help="method config field for every method that has it (VALUE parsed as JSON); repeatable")
@@ -98,9 +102,9 @@ def build_spec(args: argparse.Namespace):
             d[key] = vals
     for flag, key, kind, allowed in (
         ("epsilons", "epsilons", float, f"numbers, each {RUN_EPSILON.requirement()}"),
-        ("seeds", "seeds", int, "integers >= 0"),
+        ("seeds", "seeds", int, f"integers {SEED_RANGE.describe()}"),
         ("public_per_class", "public_per_class", int, "integers >= 1"),
-        ("imbalance_ratio", "imbalance_ratios", float, "numbers >= 1"),
+        ("imbalance_ratio", "imbalance_ratios", float, f"numbers {IMBALANCE_RANGE.describe()}"),
         ("private_per_class", "private_per_class", int, "integers >= 1"),
     ):
         text = getattr(args, flag)
@@ -144,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("ray_address", "only with --backend ray")
         store = RunStore(args.store)
         if args.resume:
+            # the stored sweep is the grid: a grid flag given too was silently ignored
+            given = [f for f in GRID_FLAGS if getattr(args, f) not in (None, [])]
+            if given:
+                raise ConfigError(given[0], f"not with --resume (the stored sweep's grid is run again as it was)")
             spec, configs = resume_spec(store, args.resume)
         else:
             spec = build_spec(args)

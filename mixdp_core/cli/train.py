@@ -24,7 +24,7 @@ import math
 import sys
 from typing import Any
 
-from ..config import RUN_DELTA, RUN_EPSILON, SEED_RANGE
+from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE
 from ..errors import ConfigError, UnknownNameError
 from ._common import Progress, fail, number, one_line_errors, pairs
 
@@ -57,9 +57,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--method", default="adamix", help="training method (see `mixdp methods`), default adamix")
     a("--epsilon", default="3", help=f"target ε of the (ε, δ)-DP guarantee: {RUN_EPSILON.requirement()}, default 3")
     a("--delta", default="1e-5", help=f"target δ: {RUN_DELTA.requirement()}, default 1e-5")
-    a("--seed", default="0", help="seed of the split (and of the noise only with noise=reproducible) (integer >= 0), default 0")
+    a("--seed", default="0", help=f"seed of the split (and of the noise only with noise=reproducible), an integer "
+                                  f"{SEED_RANGE.describe()}, default 0")
     a("--public-per-class", default="5", help="public samples per class (integer >= 1), default 5")
-    a("--imbalance-ratio", default="1", help="long-tail ratio of the private data (>= 1), default 1")
+    a("--imbalance-ratio", default="1",
+      help=f"long-tail ratio of the private data, a number {IMBALANCE_RANGE.describe()}, default 1")
     a("--public-from", default=None, help="dataset spec providing the public samples (domain shift)")
     a("--noise-multiplier", default=None, help="noise multiplier σ > 0 (NoisyGD-type methods)")
     a("--param", action="append", default=[], metavar="KEY=VALUE",

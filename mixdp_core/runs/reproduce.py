@@ -94,6 +94,19 @@ def _is_number(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
 
 
+def _param_ranges() -> dict[str, tuple[type, Any]]:
+    """The figures' axis parameters that are run fields, with the runs' own declarations
+    (``--set ratios=[1e308]`` ran and wrote "IR = 1e+308" tables; ``seeds=[0.5]`` ran seed 0)."""
+    from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE, Interval
+
+    pos = Interval(1, None)
+    return {"seeds": (int, SEED_RANGE), "seed": (int, SEED_RANGE), "epsilons": (float, RUN_EPSILON.range),
+            "epsilon": (float, RUN_EPSILON.range), "detail_epsilon": (float, RUN_EPSILON.range),
+            "delta": (float, RUN_DELTA.range), "ratios": (float, IMBALANCE_RANGE),
+            "imbalance_ratio": (float, IMBALANCE_RANGE), "public_per_class": (int, pos),
+            "private_per_class": (int, pos), "public": (int, pos), "private": (int, pos), "shots": (int, pos)}
+
+
 def check_param(key: str, value: Any, default: Any) -> None:
     """Refuse a figure parameter whose type is not its default's (one line naming it), before
     anything runs: a number (finite) where the default is one, ``true``/``false`` for a switch,
@@ -124,6 +137,19 @@ def check_param(key: str, value: Any, default: Any) -> None:
         return
     if not ok:
         raise ConfigError(key, f"must be {want}, got {value!r}"[:300])
+    from .sweep.spec import MAX_AXIS_VALUES
+
+    if isinstance(value, list) and len(value) > MAX_AXIS_VALUES:
+        raise ConfigError(key, f"at most {MAX_AXIS_VALUES} values, got {len(value):,}")
+    declared = _param_ranges().get(key)
+    if declared is not None:
+        kind, rng = declared
+        for v in (value if isinstance(value, list) else [value]):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not float(v).is_integer()) \
+                    or v not in rng:
+                what = (("integers" if kind is int else "numbers") if isinstance(value, list)
+                        else ("an integer" if kind is int else "a number"))
+                raise ConfigError(key, f"must be {what} {rng.describe()}, got {v!r}"[:300])
 
 
 def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | None = None,

@@ -30,7 +30,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..config import SEED_RANGE, Interval, delta_param, epsilon_param, param, validate
+from ..config import (IMBALANCE_RANGE, MAX_IMBALANCE_RATIO, SEED_RANGE, Interval, delta_param,  # noqa: F401
+                      epsilon_param, param, validate)  # MAX_IMBALANCE_RATIO: part of this module's API
 from ..errors import ConfigError, UnknownNameError
 from .owner_view import OWNER_NOTE, diagnostics  # noqa: F401  (diagnostics: part of this module's API)
 from .store import CANCELLED, COMPLETED, FAILED, RunStore, records_epsilon
@@ -106,9 +107,6 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(_canonical(obj).encode()).hexdigest()[:32]
 
 
-#: Largest long-tail ratio accepted: beyond it the tail classes keep one private sample on
-#: any dataset (n_max / IR < 1), so larger values only hide a typo (e.g. 1e308).
-MAX_IMBALANCE_RATIO = 1e4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +142,7 @@ class RunConfig:
     target_epsilon: float = epsilon_param(3.0)
     target_delta: float = delta_param(1e-5)
     public_per_class: int = param(5, type=int, range=Interval(1, None), help="Public samples per class.")
-    imbalance_ratio: float = param(1.0, type=float, range=Interval(1, MAX_IMBALANCE_RATIO),
+    imbalance_ratio: float = param(1.0, type=float, range=IMBALANCE_RANGE,
                                    help="Long-tail ratio of the private part (1 = balanced; the papers use "
                                         "up to 100).")
     public_from: str | None = param(None, type=str, allowed="a dataset spec",

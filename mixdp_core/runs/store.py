@@ -261,13 +261,24 @@ _RUN_COLS = (
 def _row_to_record(row: tuple) -> RunRecord:
     (run_id, status, cfg, chash, shash, method, dataset, encoder, seed, teps, label, created,
      updated, finished, hb, host, pid, versions, metrics, error, cancel) = row
+
+    def load(column: str, text: Any) -> Any:
+        try:
+            return json.loads(text) if text else {}
+        except (ValueError, TypeError):
+            # one line naming the run, not a traceback from every command that lists runs; the
+            # ledger cannot count a run it cannot read, so it fails closed rather than skip it
+            raise StorageError(f"run {run_id}: its stored {column} is unreadable (a damaged store); restore "
+                               f"the store from a backup, or delete that run's row (sqlite3 runs.sqlite "
+                               f"\"DELETE FROM runs WHERE run_id='{run_id}'\") knowing its privacy spend is "
+                               f"then no longer counted") from None
+
     return RunRecord(
-        run_id=run_id, status=status, config=json.loads(cfg), config_hash=chash,
+        run_id=run_id, status=status, config=load("config", cfg), config_hash=chash,
         split_hash=shash, method=method, dataset=dataset, encoder=encoder, seed=seed,
         target_epsilon=teps, label=label, created_at=created, updated_at=updated,
         finished_at=finished, heartbeat_at=hb, host=host, pid=pid,
-        versions=json.loads(versions) if versions else {},
-        metrics=json.loads(metrics) if metrics else {}, error=error,
+        versions=load("versions", versions), metrics=load("metrics", metrics), error=error,
         cancel_requested=bool(cancel),
     )
 

@@ -488,7 +488,7 @@ def test_episodes_default_covers_every_feature_method(env):
                           ({"methods": ["nope"]}, "methods: unknown method 'nope'"),
                           ({"methods": ["zero_shot"]}, "methods: 'zero_shot' needs CLIP text embeddings"),
                           ({"shots": []}, "shots: must be a non-empty (JSON )?list"),
-                          ({"epsilon": 0}, "epsilon: must be a number > 0"),
+                          ({"epsilon": 0}, r"epsilon: must be a number in \[0.001, 1000\], got 0"),
                           ({"public_per_class": 500}, "public_per_class: some class has fewer than 500")):
         with pytest.raises((ConfigError, DataError), match=match):
             reproduce("episodes", env / "o", params=dict(EPISODES_TINY, **params), store=RunStore(env / "s"))

@@ -203,3 +203,27 @@ def test_two_processes_write_concurrently(tmp_path):
         assert [s["step"] for s in steps] == list(range(1, 61))
         assert all(s["tag"] == r.method for s in steps)
         assert st.load_artifacts(r.run_id)["x"].size == 10
+
+
+def test_a_damaged_row_is_a_one_line_error_naming_the_run(tmp_path, capsys):
+    """Half a metrics cell made `mixdp budget` and sweeps end in a JSONDecodeError traceback."""
+    import sqlite3
+
+    from mixdp_core.cli import main
+    from mixdp_core.errors import StorageError
+    from mixdp_core.runs.runner import RunConfig, execute
+    from mixdp_core.runs.store import RunStore
+
+    store = RunStore(tmp_path / "s")
+    rid = execute(RunConfig(dataset="digits", encoder="pixels", method="only_public"), store=store,
+                  cache_dir=tmp_path / "c")
+    con = sqlite3.connect(tmp_path / "s" / "runs.sqlite")
+    (m,) = con.execute("SELECT metrics_json FROM runs WHERE run_id=?", (rid,)).fetchone()
+    con.execute("UPDATE runs SET metrics_json=? WHERE run_id=?", (m[: len(m) // 2], rid))
+    con.commit()
+    con.close()
+    with pytest.raises(StorageError, match=f"^run {rid}: its stored metrics is unreadable"):
+        store.list_runs()
+    assert main(["budget", "--store", str(tmp_path / "s")]) != 0
+    err = capsys.readouterr().err
+    assert f"run {rid}: its stored metrics is unreadable" in err and "Traceback" not in err

@@ -59,6 +59,15 @@ def test_spec_from_toml_and_errors_name_the_field(tmp_path):
         SweepSpec(methods=("nope",)).expand()
     with pytest.raises(ConfigError, match=r"^epsilon: adamix: must be a finite number in \[0.001, 1000\]"):
         SweepSpec(methods=("adamix",), epsilons=(-1,)).expand()
+    # tracebacks before: a params string in a method entry, a non-number delta / placeholder ε
+    with pytest.raises(ConfigError, match="^params: a method entry's params must be a table"):
+        SweepSpec(methods=({"method": "adamix", "params": "x"},))
+    with pytest.raises(ConfigError, match="^nonprivate_epsilon: must be a number"):
+        SweepSpec(methods=("paragon",), nonprivate_epsilon="abc")
+    with pytest.raises(ConfigError, match=r"^delta: must be a finite number in \(0, 0.1\]"):
+        SweepSpec(methods=("adamix",), delta=0.5)
+    with pytest.raises(ConfigError, match="^delta: must be a number, got True"):
+        SweepSpec(methods=("adamix",), delta=True)
 
 
 # ------------------------------------------------------------------------------ engine
@@ -208,7 +217,7 @@ def test_cli_sweep_json_lines_then_reused(env, capsys):
     (["--public-per-class", "0"], "public_per_class"),
     (["--ray-address", "auto"], "ray_address"),
     (["--config", "/nonexistent.toml"], "config"),
-    (["--resume", "sw-nope"], "resume"),
+    (["--resume", "sw-nope"], "methods"),  # the base --methods beside --resume: refused, not ignored
     (["--param", "clip_percentil=50"], "clip_percentil"),  # a misspelt key was dropped silently
     (["--param", "d_min=0.5"], "d_min"),  # a real field of another family, unused by ngd: also refused
 ])

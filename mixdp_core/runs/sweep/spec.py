@@ -44,7 +44,10 @@ class Variant:
             extra = sorted(set(obj) - {"label", "method", "params"})
             if extra:
                 raise ConfigError("methods", f"unknown key {extra[0]!r} in a method entry; allowed: label, method, params")
-            return cls(str(obj.get("label") or obj["method"]), str(obj["method"]), dict(obj.get("params") or {}))
+            params = obj.get("params") or {}
+            if not isinstance(params, Mapping):  # else a dict() traceback ("update sequence element")
+                raise ConfigError("params", f"a method entry's params must be a table, got {str(params)[:60]!r}")
+            return cls(str(obj.get("label") or obj["method"]), str(obj["method"]), dict(params))
         raise ConfigError("methods", f"each entry must be a method name or a table with 'method', got {obj!r}")
 
 
@@ -141,6 +144,14 @@ class SweepSpec:
             object.__setattr__(self, name, tuple(dict.fromkeys(
                 None if (v is None and name == "private_per_class") else parse_number(name, v, kind, allowed)
                 for v in vals)))
+        from ...config import RUN_DELTA, RUN_EPSILON, check
+
+        # checked here, by their declarations: a bad value reached float() in expand() (a traceback)
+        object.__setattr__(self, "delta", check(RUN_DELTA, parse_number("delta", self.delta, float, "a number"),
+                                                field="delta"))
+        object.__setattr__(self, "nonprivate_epsilon", check(
+            RUN_EPSILON, parse_number("nonprivate_epsilon", self.nonprivate_epsilon, float, "a number"),
+            field="nonprivate_epsilon"))
         if not isinstance(self.encoders, tuple) or not all(isinstance(e, str) for e in self.encoders):
             raise ConfigError("encoders", f"must be encoder names, got {self.encoders!r}"[:200])
         if len(self.methods) > MAX_AXIS_VALUES:

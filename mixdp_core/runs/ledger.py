@@ -119,6 +119,8 @@ FLAG_OWNER_VIEW = "owner's view, not private (ε = ∞): not in the totals, do n
 FLAG_PUBLIC_ONLY = "reads no private data: cost 0"
 FLAG_FAILED = "failed after writing step records: charged at its target ε (or the largest its records state)"
 FLAG_FIT = "a figure's private fit (mixdp reproduce), no run row: charged at its target ε, basic composition only"
+#: A run deleted from the store: what it spent stays charged (:func:`keep_charge_of`).
+FLAG_DELETED = "a deleted run: what it spent stays in the ledger"
 FLAG_EXACT_COUNT = ("exact private count treated as public (dataset_size='public'): a cost the ε does not "
                     "cover")
 
@@ -598,6 +600,25 @@ def charged_fits(store: RunStore, fits: Sequence[FitCharge], *, label: str,
                 store.set_meta(CHARGE_PREFIX + uuid.uuid4().hex[:16], blob)
 
 
+def keep_charge_of(store: RunStore, rec: Any) -> bool:
+    """Before run ``rec`` is deleted: keep what it spent in its data set's ledger, as a
+    ``budget_charge:`` entry with its ε, δ and stored event (tight composition keeps using
+    it). Privacy spent on the data cannot be given back: deleting a run returned its ε to the
+    budget (and re-opened a capped data set). Returns whether a charge was written (``False``
+    for a run that spent nothing: a reference, a failed run that released nothing)."""
+    import uuid
+
+    entry = _entry(rec)
+    if entry is None or entry.kind not in (KIND_PRIVATE, KIND_RUNNING):
+        return False
+    blob = json.dumps({"created_at": float(rec.created_at), "label": f"deleted run {rec.run_id}", "charges": [
+        {"key": config_dataset_key(rec.config, rec.metrics), "dataset": str(rec.config.get("dataset")),
+         "method": entry.method, "epsilon": entry.epsilon, "delta": entry.delta, "tag": f"deleted {rec.run_id}",
+         "event": entry.event}]}, default=str)
+    store.set_meta(CHARGE_PREFIX + uuid.uuid4().hex[:16], blob)
+    return True
+
+
 def _fit_charges(store: RunStore) -> dict[str, list[LedgerRun]]:
     """The stored :func:`charged_fits` entries per data set key, as private ledger entries."""
     out: dict[str, list[LedgerRun]] = {}
@@ -614,10 +635,18 @@ def _fit_charges(store: RunStore) -> dict[str, list[LedgerRun]]:
                                f"charges are then lost") from None
         for i, c in enumerate(charges):
             eps, delta = _finite(c.get("epsilon")), _finite(c.get("delta"))
+            event = c.get("event") if isinstance(c.get("event"), Mapping) else None
+            if event is not None:  # a deleted run's stored event: tight composition keeps it
+                try:
+                    accounting.event_from_dict(event)
+                except ConfigError:
+                    event = None
             out.setdefault(str(c.get("key")), []).append(LedgerRun(
                 run_id=f"{mkey[len(CHARGE_PREFIX):]}#{i}", method=str(c.get("method")), status=label or "fit",
-                kind=KIND_PRIVATE, epsilon=math.inf if eps is None else eps, delta=delta or 0.0, event=None,
-                flags=(FLAG_FIT,), created_at=t0))
+                kind=KIND_PRIVATE, epsilon=math.inf if eps is None else eps, delta=delta or 0.0,
+                event=dict(event) if event else None,
+                flags=(FLAG_DELETED,) if str(c.get("tag", "")).startswith("deleted ") else (FLAG_FIT,),
+                created_at=t0))
     return out
 
 

@@ -672,7 +672,9 @@ class RunStore:
         return runs[0] if runs else None
 
     def delete_run(self, run_id: str, *, force: bool = False) -> None:
-        """Delete a run, its steps and its artifacts.
+        """Delete a run, its steps and its artifacts. What a private run spent stays in its data
+        set's budget ledger (:func:`~mixdp_core.runs.ledger.keep_charge_of`): privacy spent
+        cannot be deleted.
 
         Args:
             force: also delete a run that is still ``running`` in a live process.
@@ -684,6 +686,9 @@ class RunStore:
         rec = self.get_run(run_id)
         if rec.status == RUNNING and not force and self._is_live(run_id):
             raise ConfigError("run_id", f"run {run_id} is still running; cancel it first or use force=True")
+        from .ledger import keep_charge_of
+
+        keep_charge_of(self, rec)  # first: a failed delete then counts the run twice, never zero times
         with self._connect() as con, self._write(con):
             con.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
             con.execute("DELETE FROM runs WHERE run_id=?", (run_id,))

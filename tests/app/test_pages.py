@@ -497,6 +497,19 @@ def test_runs_page_lists_statuses_filters_exports_and_deletes(at):
     assert failed not in {r.run_id for r in store.list_runs()}
 
 
+def test_runs_page_says_when_a_link_names_a_missing_run(at):
+    """A link to a deleted or unknown run showed the newest run with no word (the URL still
+    named the other id); the audit page already warned."""
+    from mixdp_core.runs.runner import execute
+
+    ok = execute(small_config(), store=_store())
+    at.query_params["run"] = "20991231-000000-deadbeef"
+    at.switch_page("pages/5_runs.py").run()
+    assert not at.exception, at.exception
+    assert any("20991231-000000-deadbeef" in w.value and "not in this store" in w.value for w in at.warning)
+    assert at.selectbox(key="runs_pick").value == ok
+
+
 def test_runs_page_reopens_a_run_in_train_and_audit(at):
     from mixdp_core.runs.runner import execute
 

@@ -119,6 +119,10 @@ def test_cap_refuses_a_run_before_anything_runs(filled, digits_features):
                 L.check_cap(st, _cfg("adamix", 0.2, seed=7))
         finally:
             st.delete_run(rid, force=True)
+            # the deleted row's planned ε stays charged (keep_charge_of): this row was never a
+            # run, so the shared store is put back as it was for the other tests
+            for k in st.meta_items(L.CHARGE_PREFIX):
+                st.set_meta(k, None)
         # a δ cap
         L.set_cap(st, key, 100.0, 2.5e-5, dataset="digits")
         with pytest.raises(BudgetError, match="δ"):
@@ -532,3 +536,24 @@ def test_an_unreadable_figure_charge_fails_closed(tmp_path):
     L.set_cap(st, L.dataset_key("digits"), 5.0)
     with pytest.raises(StorageError):  # a capped data set refuses launches until it is repaired
         L.check_cap(st, _cfg("ngd", 0.5))
+
+
+def test_deleting_a_run_keeps_what_it_spent(tmp_path, digits_features):
+    """Deleting a run gave its ε back to the data set's budget and re-opened a capped data set
+    (a browser walk-through: ε 245 → 211 after one delete). The spend stays, with its event
+    for tight composition; a reference run's delete charges nothing."""
+    st = RunStore(tmp_path / "s")
+    rid = execute(_cfg("ngd", 0.5), store=st, features=digits_features)
+    ref = execute(_cfg("only_public"), store=st, features=digits_features)
+    (before,) = L.dataset_ledgers(st)
+    L.set_cap(st, before.dataset_key, before.epsilon_basic + 0.1)
+    with pytest.raises(BudgetError):
+        L.check_cap(st, _cfg("ngd", 0.5, seed=1))
+    st.delete_run(rid)
+    st.delete_run(ref)
+    (after,) = L.dataset_ledgers(st)
+    assert after.epsilon_basic == pytest.approx(before.epsilon_basic)
+    assert after.epsilon_tight == pytest.approx(before.epsilon_tight)  # the stored event is kept
+    assert [L.FLAG_DELETED] == [f for r in after.runs for f in r.flags if f == L.FLAG_DELETED]
+    with pytest.raises(BudgetError):  # the cap still holds
+        L.check_cap(st, _cfg("ngd", 0.5, seed=1))

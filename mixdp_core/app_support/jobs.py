@@ -70,6 +70,9 @@ JOB_STATES = (QUEUED, ACTIVE, DONE, FAILED, CANCELLED)
 #: run's worker process: minority accuracy (one prediction on the test rows, milliseconds) every
 #: 0.1 s, the pDP of the steps so far at most every 0.5 s (``_LiveView.PDP_EVERY_S``).
 APP_FLUSH_S = 0.1
+#: Seconds in which a second launch of a config still queued or running is the same launch
+#: (a double click), not a second run (:meth:`JobManager.submit_run`).
+DUPLICATE_LAUNCH_S = 10.0
 
 
 @dataclass
@@ -182,6 +185,8 @@ class JobManager:
         self.cache_dir = cache_dir
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
+        self._launch_lock = threading.Lock()
+        self._recent_launches: dict[str, tuple[float, Job]] = {}
         self._queue: "queue.Queue[Job]" = queue.Queue()
         self._threads: list[threading.Thread] = []
         #: feature keys (see :func:`feature_key`) known to be in the feature cache.
@@ -216,6 +221,11 @@ class JobManager:
     def submit_run(self, config: Any, *, kind: str = "train", reuse: bool = False) -> Job:
         """Queue one training run of ``config`` (a ``RunConfig``).
 
+        A launch of the same config (same config hash) within :data:`DUPLICATE_LAUNCH_S` of
+        one still queued or running returns that job instead of a second run: two clicks on
+        Launch 0.3 s apart trained twice and charged the data set's ε twice. A second draw of
+        the same config is launched once the first has finished.
+
         Raises:
             ConfigError: a path of the config lies outside the data root (every launch from
                 the app goes through here or :meth:`submit_sweep`).
@@ -224,8 +234,19 @@ class JobManager:
         from ..runs.ledger import check_cap
 
         config = confine_run_paths(config, also=app_data_folders(self.cache_dir))  # run what was checked
-        check_cap(self.store, config, reuse=reuse)  # the data set's cap: refused before it is queued
-        return self._submit(Job(job_id=self._new_id(), kind=kind, configs=[config], reuse=reuse))
+        chash = config.config_hash()
+        with self._launch_lock:  # the check and the registration as one step (two sessions, two clicks)
+            now = time.time()
+            earlier = self._recent_launches.get(chash)
+            if earlier is not None and now - earlier[0] < DUPLICATE_LAUNCH_S and \
+                    earlier[1].state in (QUEUED, ACTIVE):
+                return earlier[1]
+            check_cap(self.store, config, reuse=reuse)  # the data set's cap: refused before it is queued
+            job = Job(job_id=self._new_id(), kind=kind, configs=[config], reuse=reuse)
+            self._recent_launches = {h: v for h, v in self._recent_launches.items()
+                                     if now - v[0] < DUPLICATE_LAUNCH_S}
+            self._recent_launches[chash] = (now, job)
+        return self._submit(job)
 
     def submit_sweep(self, configs: Sequence[Any], *, kind: str = "compare", reuse: bool = True) -> Job:
         """Queue a sweep of runs through the sweep engine (in parallel on the configured

@@ -552,6 +552,26 @@ def test_job_manager_threaded_run_completes_and_is_found_by_label(app_env):
     assert ("digits", "pixels", "{}") in mgr.features_ready
 
 
+def test_a_double_click_on_launch_is_one_run(app_env):
+    """Two clicks on Launch 0.3 s apart trained twice and charged ε twice: the second launch
+    of the same config while the first is queued or running is that job. Once it has
+    finished, the same config is a new run (another draw of the noise)."""
+    mgr = JobManager(app_env, max_workers=1)
+    try:
+        cfg = small_config(target_epsilon=1.0)
+        a = mgr.submit_run(cfg)
+        b = mgr.submit_run(cfg)
+        assert b is a
+        other = mgr.submit_run(small_config(target_epsilon=1.0, seed=3))  # another config: its own run
+        assert other is not a
+        assert a.wait(300) and other.wait(300)
+        c = mgr.submit_run(cfg)
+        assert c is not a and c.wait(300)
+        assert len({mgr.run_id(j) for j in (a, other, c)}) == 3
+    finally:
+        mgr.close()
+
+
 def _wait(cond, timeout=120.0):
     import time
 

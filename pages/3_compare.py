@@ -62,20 +62,21 @@ def _default(key: str, value):
                                                  "index" if key == "cmp_delta" else "default"): value}
 
 
-with st.form("compare_form", enter_to_submit=False):  # launches only by its button (spends budget)
-    chosen = st.multiselect("Private methods", private, key="cmp_methods", **_default("cmp_methods", default_methods),
-                            format_func=lambda n: f"{n} — {methods[n].description}")
-    eps_values = st.multiselect("ε values", forms.EPSILON_GRID, key="cmp_eps",
-                                **_default("cmp_eps", [0.5, 1.0, 3.0, 8.0]), format_func=lambda v: f"{v:g}")
-    c1, c2, c3 = st.columns(3)
-    seeds = c1.multiselect("Seeds", SEED_CHOICES, key="cmp_seeds", **_default("cmp_seeds", [0]),
-                           help="One run per seed and point; charts show mean ± std over seeds.")
-    delta = c2.selectbox("δ", forms.DELTA_CHOICES, key="cmp_delta",
-                         **_default("cmp_delta", forms.DELTA_CHOICES.index(1e-5)), format_func=lambda v: f"{v:.0e}")
-    with_refs = c3.checkbox(f"Reference lines ({', '.join(references)})", key="cmp_refs",
-                            **_default("cmp_refs", True),
-                            help="Non-private paragon (all data, no privacy) and only-public (private data unused).")
-    launch = st.form_submit_button("Run comparison", type="primary", icon=":material/rocket_launch:")
+# No form: the widgets update the run count and the cost below as they change, so what is shown
+# before the launch is what the launch spends (inside a form the preview showed the last
+# submitted selection: 10 runs and ε 25 shown, 30 runs and ε 75 spent). Only the button launches.
+chosen = st.multiselect("Private methods", private, key="cmp_methods", **_default("cmp_methods", default_methods),
+                        format_func=lambda n: f"{n} — {methods[n].description}")
+eps_values = st.multiselect("ε values", forms.EPSILON_GRID, key="cmp_eps",
+                            **_default("cmp_eps", [0.5, 1.0, 3.0, 8.0]), format_func=lambda v: f"{v:g}")
+c1, c2, c3 = st.columns(3)
+seeds = c1.multiselect("Seeds", SEED_CHOICES, key="cmp_seeds", **_default("cmp_seeds", [0]),
+                       help="One run per seed and point; charts show mean ± std over seeds.")
+delta = c2.selectbox("δ", forms.DELTA_CHOICES, key="cmp_delta",
+                     **_default("cmp_delta", forms.DELTA_CHOICES.index(1e-5)), format_func=lambda v: f"{v:.0e}")
+with_refs = c3.checkbox(f"Reference lines ({', '.join(references)})", key="cmp_refs",
+                        **_default("cmp_refs", True),
+                        help="Non-private paragon (all data, no privacy) and only-public (private data unused).")
 
 
 # the grid, expanded like `mixdp sweep` (references at a canonical ε they ignore: reused across comparisons)
@@ -92,6 +93,7 @@ def _selection() -> dict:
 
 if errors:
     show_field_errors(errors)
+    st.button("Run comparison", type="primary", icon=":material/rocket_launch:", key="cmp_launch", disabled=True)
 else:
     hashes = [c.config_hash() for c in configs]
     stored = sum(store.find_completed(h) is not None for h in hashes)
@@ -99,6 +101,7 @@ else:
     cost = budget.grid_cost_line(store, configs)  # what the launch would spend, before it
     if cost:
         st.caption(cost)
+    launch = st.button("Run comparison", type="primary", icon=":material/rocket_launch:", key="cmp_launch")
     if manager.get(st.session_state.get("compare_job")) is None:
         # a new session (reload, shared link, reconnected socket) of a comparison launched
         # earlier on this server: follow that job's progress rather than only the stored runs

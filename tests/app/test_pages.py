@@ -267,8 +267,14 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     # before anything runs, the page says what the default grid would add to the data set's spend
     assert any("Launching adds up to ε =" in c.value and "spent ε = 0" in c.value for c in at.caption)
     at.multiselect(key="cmp_methods").set_value(["adamix"])
-    at.multiselect(key="cmp_eps").set_value([1.0, 3.0])
-    at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
+    at.multiselect(key="cmp_eps").set_value([1.0, 3.0]).run()
+    # the count and the cost shown are the selection's now, before the launch (inside a form they
+    # were the last submitted selection's: 10 runs shown, 30 launched)
+    assert any("4 runs in this comparison" in c.value for c in at.caption)
+    at.multiselect(key="cmp_seeds").set_value([0, 1]).run()
+    assert any("8 runs in this comparison" in c.value for c in at.caption)
+    at.multiselect(key="cmp_seeds").set_value([0]).run()
+    at.button(key="cmp_launch").click().run()
     assert not at.exception, at.exception
     store = _store()
     runs = store.list_runs()
@@ -300,7 +306,7 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     assert (q["methods"], q["epsilons"], q["seeds"], q["encoder"]) in (("adamix", "1,3", "0", "pixels"),
                                                                        (["adamix"], ["1,3"], ["0"], ["pixels"]))
     # launching again reuses every run (config hash) instead of training again
-    at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
+    at.button(key="cmp_launch").click().run()
     assert len(store.list_runs()) == 4
     assert "4 runs in this comparison, 4 already stored." in page_text(at)
     # a new session on the same link (a reload, a second browser, a socket that reconnected)
@@ -725,7 +731,7 @@ def test_invalid_split_settings_are_not_saved_and_block_launch(at, app_env):
     assert "cannot be made on `digits`" in page_text(at)
     before = len(_store().list_runs())
     at.switch_page("pages/3_compare.py").run()
-    at.button(key="FormSubmitter:compare_form-Run comparison").click().run()
+    at.button(key="cmp_launch").click().run()
     assert not at.exception, at.exception
     assert "public_per_class" in page_text(at) and len(_store().list_runs()) == before
 

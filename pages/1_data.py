@@ -1,5 +1,7 @@
 """Data & encoder: choose the dataset, encoder and split; extract features; upload your own."""
 
+from pathlib import Path
+
 import streamlit as st
 
 from mixdp_core.app_support import charts, forms
@@ -40,9 +42,30 @@ def _samples(dataset, ppc, seed):
 
 
 # ------------------------------------------------------------------ dataset source
-source = st.radio("Data source", ["Registered dataset", "Upload features (.npz)",
-                                  "Upload images (.zip of class folders)", "Image folder under the data root"],
-                  horizontal=True, key="data_source")
+SOURCES = ["Registered dataset", "Upload features (.npz)", "Upload images (.zip of class folders)",
+           "Image folder under the data root"]
+
+
+def _current_source(spec: str) -> int:
+    """The source the saved data set came from: the page opens on it, keeping it (it opened on
+    'Registered dataset' and saved digits over an uploaded data set on every visit)."""
+    from mixdp_core.data import data_root
+    from mixdp_core.data.datasets import parse_spec
+
+    key, arg = parse_spec(str(spec))
+    if key == "features":
+        return 1
+    if key == "image_folder":
+        try:
+            inside = Path(arg or "").resolve().is_relative_to(Path(data_root()).resolve())
+        except (OSError, ValueError):
+            inside = False
+        return 3 if inside else 2
+    return 0
+
+
+source = st.radio("Data source", SOURCES, horizontal=True, key="data_source",
+                  index=_current_source(settings["dataset"]))
 path_kinds = ("image_folder", "features")
 registered = [d for d in forms.dataset_names() if d not in path_kinds]
 errors: dict[str, str] = {}
@@ -83,7 +106,13 @@ else:
     rel = st.text_input(f"Folder (relative to the data root `{data_root()}`)", key="data_folder")
     if rel:
         try:
-            dataset = forms.dataset_spec_from_path("image_folder", rel)
+            spec = forms.dataset_spec_from_path("image_folder", rel)
+            # the folder's bounded scan (class folders, files), here: an empty class folder was
+            # saved and only failed at Launch, as a failed run
+            from mixdp_core.data.datasets import load_dataset
+
+            load_dataset(spec)
+            dataset = spec
         except MixDPError as e:
             k, v = field_and_message(e, "path")
             errors[k] = v

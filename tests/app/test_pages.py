@@ -121,6 +121,13 @@ def test_data_page_refuses_a_path_outside_the_data_root(at, tmp_path, monkeypatc
     at.text_input(key="data_folder").input("../../etc").run()
     errs = [e.value for e in at.error]
     assert any("**path**" in e and "outside the data root" in e for e in errs), errs
+    # a folder whose class folders hold no image is refused here, not saved to fail at Launch
+    for c in ("a", "b"):
+        (tmp_path / "root" / "mine" / c).mkdir(parents=True)
+    at.text_input(key="data_folder").input("mine").run()
+    errs = [e.value for e in at.error]
+    assert any("contains no files" in e for e in errs), errs
+    assert not any("image_folder:" in i.value and "Current settings" in i.value for i in at.info)
 
 
 # ------------------------------------------------------------------ Train
@@ -593,6 +600,13 @@ def test_data_page_upload_features_stores_a_valid_npz(at):
     from mixdp_core.features.cache import default_cache_dir
 
     assert stored.startswith(str(default_cache_dir()))  # inside the cache, nowhere else
+    # coming back to the page keeps the uploaded data set (it opened on 'Registered dataset'
+    # and saved digits over it on every visit)
+    at.switch_page("pages/2_train.py").run()
+    at.switch_page("pages/1_data.py").run()
+    assert not at.exception, at.exception
+    assert at.radio(key="data_source").value == "Upload features (.npz)"
+    assert any(f"features:{stored}" in i.value and "Current settings" in i.value for i in at.info)
 
 
 def test_data_page_upload_refuses_what_is_not_what_it_claims(at):

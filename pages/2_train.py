@@ -44,7 +44,9 @@ encoder = c2.selectbox("Encoder", enc_names, index=enc_names.index(settings["enc
                        else None)
 names = list(methods)
 method = c3.selectbox("Method", names, index=names.index("adamix") if "adamix" in names else 0, key="train_method",
-                      format_func=lambda n: f"{n}" + ("" if methods[n].private else " (non-private)"))
+                      format_func=lambda n: f"{n}" + ("" if methods[n].private else " (reads no private data)"
+                                                      if not getattr(methods[n], "uses_private_data", True)
+                                                      else " (non-private)"))
 mcls = methods[method]
 #: Network fine-tuning trains on the images themselves (flattened pixels), not on features.
 needs_images = getattr(mcls, "family", "") == "finetune"
@@ -126,7 +128,10 @@ with st.form("train_form", enter_to_submit=False):
         sigma = st.number_input("σ — noise multiplier (the number of steps T is calibrated to meet ε)",
                                 min_value=0.0, value=float(sigma_default), step=1.0, key="train_sigma",
                                 help="Noise std relative to the clip threshold. Larger σ → more, noisier steps.")
-    if not mcls.private:
+    if not mcls.private and not getattr(mcls, "uses_private_data", True):
+        st.info("This reference method never reads the private data: its privacy loss is 0 (ε = 0), whatever "
+                "the ε slider says.")
+    elif not mcls.private:
         st.info("This is a non-private reference method: ε and δ do not apply (reported as ε = ∞).")
     adv_values = {}
     with st.expander("Advanced hyper-parameters"):

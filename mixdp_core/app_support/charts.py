@@ -40,6 +40,22 @@ def _style(method: str) -> tuple[str, str | None]:
     return METHOD_STYLE.get(method, (method, None))
 
 
+def _reads_no_private(method: str) -> bool:
+    """Whether ``method`` never reads the private rows (Only-Public, zero-shot): its privacy
+    loss is 0, not the ∞ of a non-private reference."""
+    from ..errors import UnknownNameError
+    from ..methods import METHODS
+
+    try:
+        return not getattr(METHODS.get(method), "uses_private_data", True)
+    except UnknownNameError:
+        return False
+
+
+def _reference_eps_label(method: str) -> str:
+    return "ε=0" if _reads_no_private(method) else "ε=∞"
+
+
 def _layout(fig, title: str, x: str, y: str, height: int = 320):
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template=TEMPLATE, height=height,
                       margin=dict(l=50, r=30, t=50, b=40), showlegend=True, modebar=dict(orientation="v"),
@@ -418,11 +434,16 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
             return "∞"
         return f"{v:.4g}" if isinstance(v, (int, float)) else str(v)
 
+    # a method that never reads the private data loses nothing in every unit (the table said
+    # ε 0 beside μ ∞ and ρ ∞ for Only-Public)
+    reads_none = not private and (metrics.get("method") in ("only_public", "zero_shot")
+                                  or metrics.get("epsilon") == 0.0)
+    zero = "0" if reads_none else None
     rows = [
-        {"notion": "(ε, δ)-DP: ε", "value": fmt(metrics.get("epsilon"), inf_if_none=not private)},
-        {"notion": "(ε, δ)-DP: δ", "value": fmt(metrics.get("delta"))},
-        {"notion": "μ-GDP: μ", "value": fmt(metrics.get("mu"), inf_if_none=not private)},
-        {"notion": "ρ-zCDP: ρ", "value": fmt(metrics.get("rho"), inf_if_none=not private)},
+        {"notion": "(ε, δ)-DP: ε", "value": zero or fmt(metrics.get("epsilon"), inf_if_none=not private)},
+        {"notion": "(ε, δ)-DP: δ", "value": zero or fmt(metrics.get("delta"))},
+        {"notion": "μ-GDP: μ", "value": zero or fmt(metrics.get("mu"), inf_if_none=not private)},
+        {"notion": "ρ-zCDP: ρ", "value": zero or fmt(metrics.get("rho"), inf_if_none=not private)},
     ]
     if p.get("pure_epsilon") is not None:
         rows.append({"notion": "pure ε-DP: ε", "value": fmt(p.get("pure_epsilon"))})
@@ -436,9 +457,8 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
         rows.append({"notion": "neighbouring relation", "value": "replace-one (not comparable with add/remove)"
                      if "replace-one" in str(p.get("mechanism", "")) else "add/remove one sample"})
     if not private:
-        rows.append({"notion": "note", "value": "non-private method: no DP guarantee (ε = ∞)"
-                     if metrics.get("method") not in ("only_public", "zero_shot")
-                     else "private data never read: privacy loss 0"})
+        rows.append({"notion": "note", "value": "private data never read: privacy loss 0" if reads_none
+                     else "non-private method: no DP guarantee (ε = ∞)"})
     return rows
 
 
@@ -602,7 +622,8 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
         if r.get("epsilon") is None:
             name, color = _style(r["method"])
             mean, std = float(r[f"{metric}_mean"]), float(r.get(f"{metric}_std") or 0.0)
-            label = name if "non-private" in name.lower() else f"{name} (non-private)"
+            label = (f"{name} (ε = 0)" if _reads_no_private(r["method"]) else
+                     name if "non-private" in name.lower() else f"{name} (non-private)")
             if std > 0:
                 fig.add_trace(go.Scatter(x=x_ref + x_ref[::-1], y=[mean + std] * 2 + [mean - std] * 2,
                                          fill="toself", line=dict(width=0), fillcolor=color or "#999999",
@@ -642,7 +663,8 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
 
 def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     """Membership-attack AUC vs test error, one marker per (method, ε), ε annotated
-    (AdaMix Fig. 1 right). Reference (non-private) methods are labelled ε = ∞."""
+    (AdaMix Fig. 1 right). Non-private references are labelled ε = ∞, Only-Public and zero-shot
+    (which never read the private rows) ε = 0."""
     go = _go()
     fig = go.Figure()
     by_method: dict[str, list[Mapping[str, Any]]] = {}
@@ -669,7 +691,7 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
             # only a curve's two ends carry their ε as text (every point has it on hover): the
             # middle points of several methods crowd one corner and their labels overlapped
             text=labels[m],
-            hovertext=["ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}" for r in rs],
+            hovertext=[_reference_eps_label(m) if r["epsilon"] is None else f"ε={r['epsilon']:g}" for r in rs],
             hovertemplate="%{hovertext}: test error %{x:.1%}, AUC %{y:.3f}<extra>" + name + "</extra>",
             textposition=pos, marker=dict(size=9, color=color), line=dict(color=color, width=1)))
     fig.add_trace(go.Scatter(x=[0, 1], y=[0.5, 0.5], mode="lines", name="random guess (AUC 0.5)",
@@ -700,7 +722,7 @@ def _merged_point_labels(by_method: Mapping[str, Sequence[Mapping[str, Any]]], *
         for i, r in enumerate(rs):
             if i in (0, len(rs) - 1):
                 cands.append((m, i, float(r["test_error_mean"]), float(r["mia_auc_mean"]),
-                              "ε=∞" if r["epsilon"] is None else f"ε={r['epsilon']:g}"))
+                              _reference_eps_label(m) if r["epsilon"] is None else f"ε={r['epsilon']:g}"))
     out = {m: [""] * len(rs) for m, rs in by_method.items()}
     taken: set[int] = set()
     for a, (m, i, x, y, t) in enumerate(cands):

@@ -16,9 +16,10 @@ NOTES: dict[str, str] = {
     ),
     "pdp": (
         "**Per-instance DP (pDP)** measures the privacy loss of each individual training "
-        "sample as the run actually treated it. Samples whose gradients were small or clipped "
-        "early lose less than the worst-case ε; the curve shows how unevenly the budget is "
-        "spent. pDP values describe this run and are not themselves a DP release."
+        "sample as the run treated it. A sample whose gradient stayed below the clipping "
+        "threshold loses less than the run's ε; one clipped at every step uses all of it (the "
+        "spike at the target ε). pDP values read the private data in the clear and are not "
+        "themselves a DP release."
     ),
     "attack_auc": (
         "**Attack AUC** scores a membership-inference attack that guesses whether a sample was "

@@ -424,11 +424,13 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
         st.warning(f"Run {shown_id(run_id)} is not in the store (deleted?).")
         return None
     running = rec.status == RUNNING
-    private = rec.metrics.get("private", True) and getattr(forms_methods().get(rec.method), "private", True)
+    mcls = forms_methods().get(rec.method)
+    private = rec.metrics.get("private", True) and getattr(mcls, "private", True)
     target = rec.target_epsilon if private else None
     st.markdown(f"**Run `{rec.run_id}`** — {rec.method} on {rec.dataset} · {rec.encoder} · "
                 + (f"target ε = {rec.target_epsilon:g}, δ = {rec.config.get('target_delta', 1e-5):g}"
-                   if private else "non-private reference (ε = ∞)")
+                   if private else "reference that reads no private data (ε = 0)"
+                   if not getattr(mcls, "uses_private_data", True) else "non-private reference (ε = ∞)")
                 + f" · seed {rec.seed} — {STATUS_BADGE.get(rec.status, rec.status)}")
     if running:
         return _render_live(manager, rec, target=target, first_draw=first_draw, live_s=live_s, owner=owner)

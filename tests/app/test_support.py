@@ -400,7 +400,7 @@ def test_compare_axes_legend_and_reference_lines():
     fig = charts.metric_vs_epsilon(rows, "test_error", "t", "test error")
     assert list(fig.layout.xaxis.tickvals) == [0.5, 1.0, 3.0]  # every ε labelled
     names = [t.name for t in fig.data if t.showlegend is not False]
-    assert "Paragon (non-private)" in names and "Only-Public" + " (non-private)" in names
+    assert "Paragon (non-private)" in names and "Only-Public (ε = 0)" in names  # it reads no private row: ε = 0, not non-private
     curve = next(t for t in fig.data if t.name == "AdaMix")
     assert list(curve.error_y.array) == [0.02, 0.02, 0.0]  # error bars over seeds
     band = next(t for t in fig.data if t.fill == "toself")  # the paragon's shaded ± std has its legend entry
@@ -468,7 +468,11 @@ def test_delta_curve_passes_through_the_runs_epsilon_delta(app_env):
     table = {r["notion"]: r["value"] for r in charts.privacy_table(m)}
     assert float(table["(ε, δ)-DP: ε"]) == pytest.approx(m["epsilon"], rel=1e-3)
     nonpriv = {r["notion"]: r["value"] for r in charts.privacy_table({"private": False, "method": "paragon"})}
-    assert nonpriv["(ε, δ)-DP: ε"] == "∞"
+    assert nonpriv["(ε, δ)-DP: ε"] == "∞" and nonpriv["μ-GDP: μ"] == "∞"
+    # Only-Public never reads the private rows: 0 in every unit (it showed ε 0 beside μ ∞, ρ ∞)
+    op = {r["notion"]: r["value"] for r in charts.privacy_table({"private": False, "method": "only_public",
+                                                                   "epsilon": 0.0})}
+    assert op["(ε, δ)-DP: ε"] == op["μ-GDP: μ"] == op["ρ-zCDP: ρ"] == "0" and "never read" in op["note"]
 
 
 def test_metric_cards_have_no_minority_card_without_a_minority_class():
@@ -523,7 +527,7 @@ def test_auc_vs_error_merges_labels_of_coinciding_points():
     fig = charts.auc_vs_error_figure(op + ada)
     text = {tr.name: list(tr.text) for tr in fig.data if tr.text is not None}
     merged = [t for ts in text.values() for t in ts if "·" in t]
-    assert len(merged) == 1 and "ε=∞" in merged[0] and "ε=0.5" in merged[0]
+    assert len(merged) == 1 and "Only-Public ε=0" in merged[0] and "ε=0.5" in merged[0]  # it reads no private row
     assert sum(t != "" for ts in text.values() for t in ts) == 2  # the merged label and AdaMix's ε=8
     assert any(t == "ε=8" for ts in text.values() for t in ts)
     # a curve whose two ends meet: one label "ε=0.5 · ε=8", the other end blank

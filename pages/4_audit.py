@@ -6,7 +6,7 @@ from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts
 from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id, show_chart, shown_id
 from mixdp_core.app_support.audit import (
-    ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
+    ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
 )
 
 manager = page_setup("Privacy audit")
@@ -56,7 +56,8 @@ from mixdp_core.evaluation.audit import MAX_CANARIES  # noqa: E402  (the audit s
 
 with st.form("audit_form", enter_to_submit=False):  # starts only by its button: an audit trains on private data
     c1, c2, c3, c4 = st.columns(4)
-    attack = c1.selectbox("Attack", list(ATTACK_LABELS), format_func=ATTACK_LABELS.get, key="audit_attack")
+    attack = c1.selectbox("Attack", list(ATTACK_LABELS), format_func=ATTACK_LABELS.get, key="audit_attack",
+                          index=list(ATTACK_LABELS).index(default_attack(rec)))
     K = c2.number_input("Reference models (LiRA/RMIA)", 2, 64, 8, key="audit_k")
     trials = c3.number_input("Trials (canary audits; seed replay picks enough to refute ε)", 4, 20000, 1000,
                              key="audit_trials")

@@ -1133,3 +1133,22 @@ def test_the_run_form_reports_every_bad_field_at_once():
     _, err = build_run_config({"dataset": "digits", "encoder": "pixels", "method": "adamix",
                                "method_params": {"guard_resolution": 0.9}})
     assert err["guard_resolution"].count("(one release at σ)") == 1 and " None" not in err["guard_resolution"]
+
+
+def test_audit_page_opens_on_an_attack_the_method_takes_and_shows_auc_intervals():
+    """White-box canaries were the default for every method and refused the paragon and the
+    prototypes on click; stored audits showed an AUC without its spread (two identical
+    50-trial audits: 0.721 and 0.607, both 'ok')."""
+    from types import SimpleNamespace
+
+    from mixdp_core.app_support.audit import attack_available, audit_rows, default_attack
+
+    for method in ("adamix", "paragon", "dppl_public", "dp_ls"):
+        rec = SimpleNamespace(method=method)
+        assert attack_available(rec, default_attack(rec))[0], method
+    assert default_attack(SimpleNamespace(method="adamix")) == "canary-whitebox"
+    a = SimpleNamespace(attack="canary-whitebox", audit_id="x", summary={
+        "auc": 0.721, "n_members": 22, "n_nonmembers": 28, "alarm": False})
+    (row,) = audit_rows([a])
+    value, half = row["AUC (± 95 %)"].split(" ± ")
+    assert value == "0.721" and 0.1 < float(half) < 0.2  # ~0.14 at 22 / 28: the two audits agree

@@ -12,7 +12,7 @@ from mixdp_core import accounting
 from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.classroom import (
     DEFAULT_LESSON, LESSON_ALIASES, LESSON_DATA, LESSON_DELTA, LESSON_EPSILONS, Lesson, LessonCache, difference_note,
-    noisy_class_means, report_object,
+    guard_note, noisy_class_means, pdp_spread_note, report_object,
 )
 from mixdp_core.config import describe
 from mixdp_core.app_support.resources import page_setup, show_chart
@@ -198,7 +198,7 @@ def show_step():
             msg += f"; without privacy: **{100 * par['test_error']:.1f} %**"
             note_ = difference_note(run["test_error"], par["test_error"], run.get("n_test", 0))
             msg += (". " + note_[1:-1]) if note_ else ""
-        st.markdown(msg + "." + (_balance_note(run) if IMBALANCED else ""))
+        st.markdown(msg + "." + guard_note(run) + (_balance_note(run) if IMBALANCED else ""))
         if IMBALANCED:
             fig = charts.metric_vs_epsilon(_rows(("adamix", "paragon"), "balanced_accuracy"),
                                            "balanced_accuracy", "Balanced accuracy vs ε (every class counts the same)",
@@ -228,7 +228,7 @@ def show_step():
             st.markdown(f"The guarantee is **ε = {run['report']['epsilon']:.3g}** for everyone, a worst case. "
                         f"What each {'row' if les.synthetic else 'digit'} actually lost varies: median **{med:.3g}** "
                         f"({100 * med / run['report']['epsilon']:.0f} % of the budget), smallest "
-                        f"**{float(np.min(e_i)):.3g}**: samples the model already fits well cost less.")
+                        f"**{float(np.min(e_i)):.3g}**. " + pdp_spread_note(e_i, run["report"]["epsilon"]))
     elif k == 5:
         st.header("Step 5 — What a few public samples change")
         fig = charts.metric_vs_epsilon(_rows(("fully_private", "adamix"), "test_error"), "test_error",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -240,7 +240,34 @@ def lesson_run(method: str, epsilon: float, *, public_per_class: int = 5, seed: 
             "pdp_epsilon": None if eps_i is None else np.asarray(eps_i, dtype=float),
             "steps": getattr(model, "steps_", None), "sigma": getattr(model, "noise_multiplier_", None),
             "n_private": int(len(split.y_private)), "n_public": int(len(split.y_public)),
-            "n_test": int(len(split.y_test))}
+            "n_test": int(len(split.y_test)),
+            # None: no guard ran; False: the guard kept the public start (the model is Only-Public's)
+            "guard_kept_private": (None if getattr(model, "guard_kept_private_", None) is None
+                                   else bool(model.guard_kept_private_))}
+
+
+def guard_note(run: Mapping[str, Any]) -> str:
+    """A sentence for a lesson run whose public-start guard kept the public model: its error is
+    then Only-Public's at every such ε, and a class would read a flat curve as 'ε costs
+    nothing' (the guard is what made it flat). ``""`` otherwise."""
+    if run.get("guard_kept_private") is False:
+        return (" At this ε the private phase did not beat the public start by more than its noise, so the "
+                "public-start guard released the model trained on the public samples only: this error is "
+                "Only-Public's, and the private data were not used.")
+    return ""
+
+
+def pdp_spread_note(eps_i: Any, epsilon: float) -> str:
+    """How to read a lesson's per-instance ε: unequal where the spread is a real share of the
+    budget, 'everyone lost about the whole budget' where it is not (a 0.2 % spread read as
+    'samples the model fits well cost less')."""
+    e = np.asarray(eps_i, dtype=float)
+    spread = float(e.max() - e.min()) / float(epsilon) if len(e) and epsilon > 0 else 0.0
+    if spread < 0.05:
+        return (f"Here everyone lost nearly the whole budget (the spread is {100 * spread:.1f} % of ε): almost every "
+                "sample's gradient was clipped at almost every step, so no one was treated better.")
+    return ("Samples whose gradients stayed below the clipping threshold (ones the model already fits well) "
+            "cost less; those clipped at every step cost the whole budget.")
 
 
 class _Report:

@@ -1152,3 +1152,14 @@ def test_audit_page_opens_on_an_attack_the_method_takes_and_shows_auc_intervals(
     (row,) = audit_rows([a])
     value, half = row["AUC (± 95 %)"].split(" ± ")
     assert value == "0.721" and 0.1 < float(half) < 0.2  # ~0.14 at 22 / 28: the two audits agree
+
+
+def test_classroom_says_when_the_guard_kept_the_public_model_and_reads_a_flat_pdp_honestly():
+    """A flat AdaMix curve at Only-Public's error (the guard kept the public start) read as
+    'ε costs nothing'; a 0.2 % pDP spread was read as 'samples the model fits well cost less'."""
+    from mixdp_core.app_support.classroom import guard_note, pdp_spread_note
+
+    assert "Only-Public's" in guard_note({"guard_kept_private": False})
+    assert guard_note({"guard_kept_private": True}) == guard_note({"guard_kept_private": None}) == ""
+    assert "nearly the whole budget" in pdp_spread_note([0.984, 0.985, 0.986], 1.0)
+    assert "cost less" in pdp_spread_note([0.2, 0.6, 1.0], 1.0)

@@ -215,10 +215,12 @@ if launch and not blocked:
             job = None
         if job is not None:
             st.session_state["train_job"] = job.job_id
-            if mcls.private:  # one ε on screen: the one the run uses, said where the form is
-                st.session_state["train_used_eps"] = (
-                    f"Launched at ε = {target_eps:g}" + (f" — the typed value; the slider's {eps:g} was not used."
-                                                         if exact.strip() else " (slider)."))
+            # one ε on screen: the one the run uses, said where the form is (a reference's launch
+            # left the previous private launch's "Launched at ε = 3 (slider)." under the form)
+            st.session_state["train_used_eps"] = (
+                f"Launched at ε = {target_eps:g}" + (f" — the typed value; the slider's {eps:g} was not used."
+                                                     if exact.strip() else " (slider).")) if mcls.private else (
+                f"Launched {method}, a reference method: the ε slider does not apply.")
             rid = manager.wait_run_id(job)
             select_run(rid)  # the run id goes into the URL right away
             manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)

@@ -57,6 +57,11 @@ def test_episodes_chart_and_table_from_rows():
     assert table[0]["5-shot accuracy (%)"] == "80.0 ± 5.0" and table[0]["ε spent per fit (max)"] == 1.0
     assert table[1]["5-shot accuracy (%)"] == "–" and "public pool" in table[1]["note"]
     assert charts.episodes_figure(rows[2:], n_way=5, epsilon=1.0) is None
+    # two methods with equal results: side by side around each shot count, not one under the other
+    same = [dict(r, method=m) for m in ("only_public", "adamix") for r in rows[:2]]
+    a, b = charts.episodes_figure(same, n_way=5, epsilon=1.0).data[:2]
+    assert list(a.y) == list(b.y) and all(xa < xb for xa, xb in zip(a.x, b.x))
+    assert list(a.customdata) == list(b.customdata) == [5, 20] and a.marker.symbol != b.marker.symbol
 
 
 def test_compare_page_runs_episodes(at):

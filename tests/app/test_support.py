@@ -530,6 +530,8 @@ def test_auc_vs_error_merges_labels_of_coinciding_points():
     assert len(merged) == 1 and "Only-Public ε=0" in merged[0] and "ε=0.5" in merged[0]  # it reads no private row
     assert sum(t != "" for ts in text.values() for t in ts) == 2  # the merged label and AdaMix's ε=8
     assert any(t == "ε=8" for ts in text.values() for t in ts)
+    lo, hi = fig.layout.xaxis.range  # the points' span with room for labels, not 0-100 %
+    assert -0.06 <= lo < 0.12 and 0.305 < hi < 0.5
     # a curve whose two ends meet: one label "ε=0.5 · ε=8", the other end blank
     flat = [dict(ada[0], epsilon=e) for e in (0.5, 8)]
     assert list(charts.auc_vs_error_figure(flat).data[0].text) == ["ε=0.5 · ε=8", ""]

@@ -207,8 +207,16 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
     if has("test_error") or running:
         out["test_error"] = _line(df, "test_error", "Test error vs step", "test error", fraction=True, live=running)
     if has("epsilon_spent"):
-        out["epsilon"] = _line(df, "epsilon_spent", "ε spent vs step", "ε spent", hline=target_epsilon,
-                               hname="target ε", live=running)
+        out["epsilon"] = fig = _line(df, "epsilon_spent", "ε spent vs step", "ε spent", hline=target_epsilon,
+                                     hname="target ε", live=running)
+        first = df.iloc[0]
+        n_count = first.get("extra.count_releases") if "extra.count_releases" in df else None
+        if n_count is not None and np.isfinite(n_count) and n_count > 1 and np.isfinite(first["epsilon_spent"]):
+            # the first record is the noisy count / class histogram, charged as that many of the
+            # run's releases: the curve began at step 3,019 with 37 % of ε spent and no word why
+            fig.add_scatter(x=[0, float(first["step"])], y=[0.0, float(first["epsilon_spent"])], mode="lines+markers",
+                            line=dict(dash="dot", color="#7f7f7f"), marker=dict(size=5, color="#7f7f7f"),
+                            name=f"noisy count / class histogram ({int(n_count):,} releases' worth)")
     if has("extra.minority_accuracy"):
         out["minority"] = _line(df, "extra.minority_accuracy", "Minority-class accuracy vs step",
                                 "minority-class accuracy", fraction=True, color=MINORITY_COLOR, live=running)

@@ -1165,3 +1165,16 @@ def test_classroom_says_when_the_guard_kept_the_public_model_and_reads_a_flat_pd
     assert guard_note({"guard_kept_private": True}) == guard_note({"guard_kept_private": None}) == ""
     assert "nearly the whole budget" in pdp_spread_note([0.984, 0.985, 0.986], 1.0)
     assert "cost less" in pdp_spread_note([0.2, 0.6, 1.0], 1.0)
+
+
+def test_the_epsilon_chart_shows_what_the_first_record_spent():
+    """The first record is the noisy count / class histogram, charged as many releases: the ε
+    curve began at step 3,019 with 37 % of the budget spent and no word why."""
+    steps = [{"step": 3019, "total_steps": 9000, "epsilon_spent": 14.9, "extra": {"count_releases": 3019}},
+             {"step": 3500, "total_steps": 9000, "epsilon_spent": 16.0, "test_error": 0.2, "extra": {}},
+             {"step": 9000, "total_steps": 9000, "epsilon_spent": 40.0, "test_error": 0.1, "extra": {}}]
+    fig = charts.live_figures(steps, target_epsilon=40)["epsilon"]
+    (count,) = [t for t in fig.data if "histogram" in (t.name or "")]
+    assert list(count.x) == [0, 3019] and list(count.y) == [0.0, 14.9] and "3,019" in count.name
+    one = [dict(steps[0], step=1, extra={"count_releases": 1}), *steps[1:]]
+    assert not [t for t in charts.live_figures(one, target_epsilon=40)["epsilon"].data if "histogram" in (t.name or "")]

@@ -155,14 +155,20 @@ with c1:
 encoder_kwargs = {"pretrained": weights} if weights else {}
 with c2:
     # settings from a link or an older session may lie outside the widgets' range: clamp, never crash
-    ppc = st.number_input("Public samples per class", min_value=1, max_value=forms.MAX_PUBLIC_PER_CLASS,
-                          value=min(max(int(settings["public_per_class"]), 1), forms.MAX_PUBLIC_PER_CLASS),
-                          step=1, key="data_ppc")
-    ir = st.number_input("Imbalance ratio of the private part (1 = balanced)", min_value=1.0,
-                         max_value=forms.MAX_FORM_IMBALANCE_RATIO,
+    # no min/max on the widgets: out of range, Streamlit only outlines the box in red and keeps
+    # the old value; checked here instead, one line naming the field and its range
+    ppc = st.number_input("Public samples per class", value=min(max(int(settings["public_per_class"]), 1),
+                                                               forms.MAX_PUBLIC_PER_CLASS),
+                          step=1, key="data_ppc", help=f"An integer in [1, {forms.MAX_PUBLIC_PER_CLASS}].")
+    ir = st.number_input("Imbalance ratio of the private part (1 = balanced)",
                          value=min(max(float(settings["imbalance_ratio"]), 1.0), forms.MAX_FORM_IMBALANCE_RATIO),
                          step=1.0, key="data_ir",
-                         help="Long tail: class ranked r keeps n_max · IR^(−r/(C−1)) private samples.")
+                         help=f"A number in [1, {forms.MAX_FORM_IMBALANCE_RATIO:g}]. Long tail: class ranked r keeps "
+                              "n_max · IR^(−r/(C−1)) private samples.")
+    if not 1 <= int(ppc) <= forms.MAX_PUBLIC_PER_CLASS:
+        errors["public_per_class"] = f"must be an integer in [1, {forms.MAX_PUBLIC_PER_CLASS}], got {int(ppc)}"
+    if not 1.0 <= float(ir) <= forms.MAX_FORM_IMBALANCE_RATIO:
+        errors["imbalance_ratio"] = f"must be a number in [1, {forms.MAX_FORM_IMBALANCE_RATIO:g}], got {float(ir):g}"
     # synthetic is its own second domain: its public rows from class means moved by "shift"
     domains = ["(same dataset)"] + [d for d in registered if d != dataset or d == "synthetic"]
     pf = st.selectbox("Public data from (domain shift, optional)", domains,

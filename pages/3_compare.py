@@ -6,7 +6,7 @@ import streamlit as st
 from mixdp_core.app_support import budget, charts, compare_url, forms
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, note, poll_seconds, render_episodes, render_recommendations, show_chart,
-    show_field_errors,
+    show_field_errors, shown_id,
 )
 from mixdp_core.errors import ConfigError
 
@@ -38,7 +38,10 @@ if query and st.session_state.get("cmp_url_applied") != query:
         if key in sel:
             st.session_state[widget] = sel[key]
     if bad:
-        st.warning(f"Ignored invalid link parameter(s): {', '.join(bad)}.")
+        st.warning("Ignored invalid link parameter(s): " + "; ".join(
+            f"{k} = {shown_id(query.get(k), 40)} (must be "
+            f"{compare_url.allowed(k, epsilons=forms.EPSILON_GRID, deltas=forms.DELTA_CHOICES, max_seed=SEED_CHOICES[-1])})"
+            for k in bad) + ".")
     st.session_state["cmp_url_applied"] = query
 
 st.title("Compare methods")

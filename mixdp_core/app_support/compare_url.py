@@ -125,3 +125,21 @@ def to_query(sel: Mapping[str, Any]) -> dict[str, str]:
         else:
             out[k] = str(v)
     return out
+
+
+def allowed(key: str, *, epsilons: Sequence[float], deltas: Sequence[float], max_seed: int = 9) -> str:
+    """What a link parameter may be, for the page's warning about the ones it ignored (it
+    named the keys only: 'Ignored invalid link parameter(s): dataset, epsilons')."""
+    from .forms import MAX_FORM_IMBALANCE_RATIO, MAX_PUBLIC_PER_CLASS
+
+    return {
+        "dataset": "a registered dataset, or a path under the data root",
+        "encoder": "a registered encoder",
+        "methods": "comma-separated private methods",
+        "epsilons": "comma-separated values of " + ", ".join(f"{e:g}" for e in epsilons),
+        "seeds": f"comma-separated integers in [0, {max_seed}]",
+        "delta": "one of " + ", ".join(f"{d:g}" for d in deltas),
+        "refs": "1 or 0",
+        "ppc": f"an integer in [1, {MAX_PUBLIC_PER_CLASS}]",
+        "ir": f"a number in [1, {MAX_FORM_IMBALANCE_RATIO:g}]",
+    }.get(key, "")

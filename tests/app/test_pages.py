@@ -367,7 +367,8 @@ def test_compare_link_reopens_the_comparison_in_a_new_session(app_env):
     t2.query_params["seeds"] = "1"
     t2.switch_page("pages/3_compare.py").run()
     assert not t2.exception and t2.multiselect(key="cmp_seeds").value == [1]
-    assert any("methods" in w.value for w in t2.warning)
+    # the warning names the value and what is allowed, not just the key
+    assert any("methods = `nope` (must be comma-separated private methods)" in w.value for w in t2.warning)
 
 
 # ------------------------------------------------------------------ Privacy audit
@@ -722,6 +723,21 @@ def test_a_running_run_has_its_cancel_button_in_the_page_body_on_train_and_runs(
     assert not at.exception, at.exception
     at.button(key="runs-cancel").click().run()
     assert store.is_cancel_requested(rid2) and not at.exception, at.exception
+
+
+def test_out_of_range_split_numbers_are_named_with_their_range(at):
+    """IR 0.5 or 0 public shots left a red box ('Press Enter to apply') and the last settings
+    on screen: the field and its range are said, and nothing is saved."""
+    from mixdp_core.app_support import forms
+
+    at.switch_page("pages/1_data.py").run()
+    at.number_input(key="data_ir").set_value(0.5).run()
+    assert any("imbalance_ratio" in e.value and f"[1, {forms.MAX_FORM_IMBALANCE_RATIO:g}]" in e.value
+               for e in at.error), [e.value for e in at.error]
+    at.number_input(key="data_ir").set_value(1.0).run()
+    at.number_input(key="data_ppc").set_value(0).run()
+    assert any("public_per_class" in e.value and "got 0" in e.value for e in at.error)
+    assert at.session_state["data_settings"]["public_per_class"] == 5
 
 
 def test_invalid_split_settings_are_not_saved_and_block_launch(at, app_env):

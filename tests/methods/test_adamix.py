@@ -889,3 +889,24 @@ def test_blas_threads_is_bounded_and_capped_at_the_cpu_count(monkeypatch, small_
     make_method("ngd", target_epsilon=1.0, blas_threads=1000).fit(small_split)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert seen == [cpus]
+
+
+def test_a_projection_dropping_more_than_the_bound_is_refused_naming_the_field():
+    """projection=8 at D = 2,048 factorised a 2,040-dimensional complement at every step (58 s
+    for 18 steps against 1.3 s, 417 MB): refused with the k that fits; one within it runs."""
+    from mixdp_core.data.splits import Split, SplitSpec
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.methods.adamix.engine import MAX_COMPLEMENT_DIM
+
+    rng = np.random.default_rng(0)
+    D = MAX_COMPLEMENT_DIM + 40
+
+    def part(n):
+        return rng.normal(size=(n, D)).astype(np.float32), np.arange(n) % 3
+
+    (Xp, yp), (Xq, yq), (Xt, yt) = part(9), part(60), part(9)
+    split = Split(Xp, yp, Xq, yq, Xt, yt, ["a", "b", "c"], np.array([], int), np.bincount(yq, minlength=3),
+                  spec=SplitSpec(public_per_class=3))
+    with pytest.raises(ConfigError, match=rf"^projection: projection=8 keeps 8 of D = {D} directions"):
+        make_method("adamix", target_epsilon=1.0, projection=8).fit(split)
+    make_method("adamix", target_epsilon=1.0, projection=D - 8).fit(split)

@@ -80,9 +80,11 @@ def test_guard_holdout_needs_the_guard_and_a_public_start(imbalanced):
     assert getattr(fp, "guard_holdout_rows_", None) is None  # starts at zero: no public start to guard
     ngd = make_method("ngd", target_epsilon=3.0, guard_holdout=0.1, noise="reproducible").fit(imbalanced)
     assert ngd.guard_holdout_rows_ > 0 and ngd.guard_kept_private_ in (True, False)
-    off = make_method("adamix", target_epsilon=3.0, guard_holdout=0.1, public_guard=False,
-                      noise="reproducible").fit(imbalanced)
-    assert off.guard_kept_private_ is None and getattr(off, "guard_holdout_rows_", None) is None
+    # asked without the guard it would be silently ignored (another mechanism than configured): refused
+    from mixdp_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^guard_holdout: .* needs public_guard=True"):
+        make_method("adamix", target_epsilon=3.0, guard_holdout=0.1, public_guard=False, noise="reproducible")
 
 
 def test_a_cancelled_run_releases_no_guard_and_the_last_record_is_streamed(imbalanced):

@@ -40,8 +40,8 @@ from scipy.special import gammaln, gammasgn
 
 from . import _validate as V
 from .conversions import RDP_ORDERS, rdp_to_epsilon
-from .calibration import check_steps
 from .errors import BudgetError
+from .limits import check_steps
 
 #: Largest order searched for the inner ``lh`` (numerical minimization).
 _LH_MAX = 1e4

@@ -119,8 +119,8 @@ FLAG_OWNER_VIEW = "owner's view, not private (ε = ∞): not in the totals, do n
 FLAG_PUBLIC_ONLY = "reads no private data: cost 0"
 FLAG_FAILED = "failed after writing step records: charged at its target ε (or the largest its records state)"
 FLAG_FIT = "a figure's private fit (mixdp reproduce), no run row: charged at its target ε, basic composition only"
-#: A run deleted from the store: what it spent stays charged (:func:`keep_charge_of`).
-FLAG_DELETED = "a deleted run: what it spent stays in the ledger"
+#: A run deleted from the store: what it spent stays charged (``RunStore.deleted_records``).
+FLAG_DELETED = "a deleted run: what it spent stays in the ledger (its record kept as a tombstone)"
 FLAG_EXACT_COUNT = ("exact private count treated as public (dataset_size='public'): a cost the ε does not "
                     "cover")
 
@@ -398,7 +398,14 @@ def _failed_entry(rec: Any, private: bool, common: Mapping[str, Any]) -> Optiona
 
 def _entry(rec: Any) -> Optional[LedgerRun]:
     """The ledger entry of a stored run (``None`` for a run that does not count: a failed run
-    that released nothing, a failed reference)."""
+    that released nothing, a failed reference); a deleted run's (its tombstone) is flagged."""
+    e = _run_entry(rec)
+    if e is not None and (rec.metrics or {}).get("deleted"):
+        e = dataclasses.replace(e, flags=tuple(e.flags) + (FLAG_DELETED,))
+    return e
+
+
+def _run_entry(rec: Any) -> Optional[LedgerRun]:
     m = rec.metrics or {}
     method = rec.method or str(rec.config.get("method"))
     private, reads = _method_flags(method)
@@ -600,25 +607,6 @@ def charged_fits(store: RunStore, fits: Sequence[FitCharge], *, label: str,
                 store.set_meta(CHARGE_PREFIX + uuid.uuid4().hex[:16], blob)
 
 
-def keep_charge_of(store: RunStore, rec: Any) -> bool:
-    """Before run ``rec`` is deleted: keep what it spent in its data set's ledger, as a
-    ``budget_charge:`` entry with its ε, δ and stored event (tight composition keeps using
-    it). Privacy spent on the data cannot be given back: deleting a run returned its ε to the
-    budget (and re-opened a capped data set). Returns whether a charge was written (``False``
-    for a run that spent nothing: a reference, a failed run that released nothing)."""
-    import uuid
-
-    entry = _entry(rec)
-    if entry is None or entry.kind not in (KIND_PRIVATE, KIND_RUNNING):
-        return False
-    blob = json.dumps({"created_at": float(rec.created_at), "label": f"deleted run {rec.run_id}", "charges": [
-        {"key": config_dataset_key(rec.config, rec.metrics), "dataset": str(rec.config.get("dataset")),
-         "method": entry.method, "epsilon": entry.epsilon, "delta": entry.delta, "tag": f"deleted {rec.run_id}",
-         "event": entry.event}]}, default=str)
-    store.set_meta(CHARGE_PREFIX + uuid.uuid4().hex[:16], blob)
-    return True
-
-
 def _fit_charges(store: RunStore) -> dict[str, list[LedgerRun]]:
     """The stored :func:`charged_fits` entries per data set key, as private ledger entries."""
     out: dict[str, list[LedgerRun]] = {}
@@ -635,18 +623,10 @@ def _fit_charges(store: RunStore) -> dict[str, list[LedgerRun]]:
                                f"charges are then lost") from None
         for i, c in enumerate(charges):
             eps, delta = _finite(c.get("epsilon")), _finite(c.get("delta"))
-            event = c.get("event") if isinstance(c.get("event"), Mapping) else None
-            if event is not None:  # a deleted run's stored event: tight composition keeps it
-                try:
-                    accounting.event_from_dict(event)
-                except ConfigError:
-                    event = None
             out.setdefault(str(c.get("key")), []).append(LedgerRun(
                 run_id=f"{mkey[len(CHARGE_PREFIX):]}#{i}", method=str(c.get("method")), status=label or "fit",
-                kind=KIND_PRIVATE, epsilon=math.inf if eps is None else eps, delta=delta or 0.0,
-                event=dict(event) if event else None,
-                flags=(FLAG_DELETED,) if str(c.get("tag", "")).startswith("deleted ") else (FLAG_FIT,),
-                created_at=t0))
+                kind=KIND_PRIVATE, epsilon=math.inf if eps is None else eps, delta=delta or 0.0, event=None,
+                flags=(FLAG_FIT,), created_at=t0))
     return out
 
 
@@ -664,7 +644,8 @@ def _records_by_key(store: RunStore) -> dict[str, list[Any]]:
     leaves no metrics saying how many it wrote): ``n_step_records`` and ``epsilon_released``
     of its metrics become at least what its stored records show."""
     out: dict[str, list[Any]] = {}
-    for rec in store.list_runs(newest_first=False):
+    # deleted runs count through their tombstones: privacy spent cannot be deleted
+    for rec in list(store.list_runs(newest_first=False)) + store.deleted_records():
         try:
             key = config_dataset_key(rec.config, rec.metrics)
         except ConfigError:  # a config without a dataset: nothing to charge

@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -54,6 +54,8 @@ COMPLETED = "completed"
 FAILED = "failed"
 CANCELLED = "cancelled"
 STATUSES = (RUNNING, COMPLETED, FAILED, CANCELLED)
+#: ``meta`` key prefix of a deleted run's record, its tombstone (:meth:`RunStore.delete_run`).
+DELETED_PREFIX = "deleted_run:"
 
 SCHEMA_VERSION = 2
 
@@ -671,10 +673,27 @@ class RunStore:
         runs = self.list_runs(status=COMPLETED, config_hash=config_hash, limit=1)
         return runs[0] if runs else None
 
+    def deleted_records(self) -> list[RunRecord]:
+        """The tombstones of deleted runs (:meth:`delete_run`), oldest first.
+
+        Raises:
+            StorageError: a tombstone is unreadable (the ledger fails closed rather than drop
+                what a deleted run spent)."""
+        out = []
+        for key, raw in self.meta_items(DELETED_PREFIX).items():
+            try:
+                out.append(RunRecord(**json.loads(raw)))
+            except (ValueError, TypeError):
+                raise StorageError(f"run {key[len(DELETED_PREFIX):]}: the record kept of this deleted run is "
+                                   f"unreadable, so the budget ledger cannot be computed; restore the store from "
+                                   f"a backup") from None
+        return sorted(out, key=lambda r: r.created_at)
+
     def delete_run(self, run_id: str, *, force: bool = False) -> None:
-        """Delete a run, its steps and its artifacts. What a private run spent stays in its data
-        set's budget ledger (:func:`~mixdp_core.runs.ledger.keep_charge_of`): privacy spent
-        cannot be deleted.
+        """Delete a run, its steps and its artifacts. Its record stays as a tombstone
+        (:meth:`deleted_records`) from which the budget ledger keeps counting what a private run
+        spent: privacy spent cannot be deleted (deleting gave its ε back to the data set and
+        re-opened a capped one).
 
         Args:
             force: also delete a run that is still ``running`` in a live process.
@@ -686,9 +705,26 @@ class RunStore:
         rec = self.get_run(run_id)
         if rec.status == RUNNING and not force and self._is_live(run_id):
             raise ConfigError("run_id", f"run {run_id} is still running; cancel it first or use force=True")
-        from .ledger import keep_charge_of
+        # the tombstone first: a failed delete then counts the run twice, never zero times. Its
+        # step records go with the row, so what they showed is folded into its metrics; a run
+        # deleted while running is a failed run that may have released.
+        steps = self.steps(run_id)
+        m = dict(rec.metrics or {})
 
-        keep_charge_of(self, rec)  # first: a failed delete then counts the run twice, never zero times
+        def number(v: Any) -> float:
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                return 0.0
+            return f if math.isfinite(f) else 0.0
+
+        m["n_step_records"] = max(int(number(m.get("n_step_records"))), len(steps))
+        m["epsilon_released"] = records_epsilon(steps, number(m.get("epsilon_released")))
+        m["deleted"] = True
+        if rec.status == RUNNING:
+            m["released"] = True
+        tomb = replace(rec, status=FAILED if rec.status == RUNNING else rec.status, metrics=m)
+        self.set_meta(DELETED_PREFIX + run_id, _dumps(tomb.to_dict()))
         with self._connect() as con, self._write(con):
             con.execute("DELETE FROM steps WHERE run_id=?", (run_id,))
             con.execute("DELETE FROM runs WHERE run_id=?", (run_id,))

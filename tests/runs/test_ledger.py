@@ -119,9 +119,11 @@ def test_cap_refuses_a_run_before_anything_runs(filled, digits_features):
                 L.check_cap(st, _cfg("adamix", 0.2, seed=7))
         finally:
             st.delete_run(rid, force=True)
-            # the deleted row's planned ε stays charged (keep_charge_of): this row was never a
-            # run, so the shared store is put back as it was for the other tests
-            for k in st.meta_items(L.CHARGE_PREFIX):
+            # the deleted row stays charged through its tombstone: this row was never a run, so
+            # the shared store is put back as it was for the other tests
+            from mixdp_core.runs.store import DELETED_PREFIX
+
+            for k in st.meta_items(DELETED_PREFIX):
                 st.set_meta(k, None)
         # a δ cap
         L.set_cap(st, key, 100.0, 2.5e-5, dataset="digits")
@@ -557,3 +559,9 @@ def test_deleting_a_run_keeps_what_it_spent(tmp_path, digits_features):
     assert [L.FLAG_DELETED] == [f for r in after.runs for f in r.flags if f == L.FLAG_DELETED]
     with pytest.raises(BudgetError):  # the cap still holds
         L.check_cap(st, _cfg("ngd", 0.5, seed=1))
+    from mixdp_core.errors import StorageError
+    from mixdp_core.runs.store import DELETED_PREFIX
+
+    st.set_meta(DELETED_PREFIX + rid, "{half")  # a damaged tombstone: the ledger fails closed
+    with pytest.raises(StorageError, match=f"run {rid}: the record kept of this deleted run is unreadable"):
+        L.dataset_ledgers(st)

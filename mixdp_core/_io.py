@@ -45,8 +45,11 @@ def env_limit(name: str, default: float, *, kind: type = int, hi: float = float(
     what = ("an integer" if kind is int else "a number") + (" >= 1" if kind is int else " > 0") + (
         f" and <= {hi:g}" if hi != float("inf") else "")
     try:
-        v = kind(raw)
-    except (TypeError, ValueError):
+        f = float(raw)  # "4e7" is an integer written as MIXDP_MAX_STEPS and the byte limits accept it
+        if kind is int and not f.is_integer():
+            raise ValueError
+        v = kind(f)
+    except (TypeError, ValueError, OverflowError):
         raise ConfigError(name, f"must be {what} (environment variable), got {raw[:40]!r}") from None
     if not (0 < v <= hi) or v != v:
         raise ConfigError(name, f"must be {what} (environment variable), got {raw[:40]!r}")

@@ -111,7 +111,7 @@ def test_a_split_error_names_the_setting_that_fixes_it():
     assert field_and_message(DataError("root: has no class sub-folders"), "path") == ("root", "has no class sub-folders")
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "0", "1e9"])
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "2.5", "inf"])
 def test_a_bad_limit_variable_is_a_one_line_error_not_the_default(value, monkeypatch):
     """MIXDP_MAX_GRID_POINTS=1e9 (or abc, -1, 0) quietly became 2000, and the refusal that
     followed cited the variable as if it had been applied."""
@@ -121,7 +121,22 @@ def test_a_bad_limit_variable_is_a_one_line_error_not_the_default(value, monkeyp
     monkeypatch.setenv("MIXDP_MAX_GRID_POINTS", value)
     with pytest.raises(ConfigError, match="^MIXDP_MAX_GRID_POINTS: must be an integer >= 1"):
         max_grid_points()
-    monkeypatch.setenv("MIXDP_MAX_GRID_POINTS", "50")
+    monkeypatch.setenv("MIXDP_MAX_GRID_POINTS", "5e1")  # an integer written as the other limits accept
     assert max_grid_points() == 50
     monkeypatch.delenv("MIXDP_MAX_GRID_POINTS")
     assert max_grid_points() == 2000
+
+
+def test_a_bad_image_pixel_limit_is_named_not_every_image_called_corrupt(tmp_path, monkeypatch):
+    """ConfigError is a ValueError: a bad MIXDP_MAX_IMAGE_PIXELS came out as 'corrupt or
+    non-image file' for every image (and --skip-corrupt skipped them all)."""
+    from PIL import Image
+
+    from mixdp_core.data.base import decode_image_file
+    from mixdp_core.errors import ConfigError
+
+    p = tmp_path / "a.png"
+    Image.new("RGB", (4, 4)).save(p)
+    monkeypatch.setenv("MIXDP_MAX_IMAGE_PIXELS", "lots")
+    with pytest.raises(ConfigError, match="^MIXDP_MAX_IMAGE_PIXELS: must be an integer"):
+        decode_image_file(p)

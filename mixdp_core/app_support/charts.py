@@ -711,8 +711,11 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     _fraction_axis(fig, axis="x")
     # the points' own span with room for their labels (0-100 % left every point in one corner
     # when the errors were 4-26 %), never past -6 % / 106 %
-    xs = [float(r["test_error_mean"]) for rs in by_method.values() for r in rs]
-    lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    # the error bars included: a seed spread wider than the pad was cut at the edge
+    spans = [(float(r["test_error_mean"]) - float(r.get("test_error_std") or 0.0),
+              float(r["test_error_mean"]) + float(r.get("test_error_std") or 0.0))
+             for rs in by_method.values() for r in rs]
+    lo, hi = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0.0, 1.0)
     pad = max(0.05, 0.15 * (hi - lo))
     fig.update_xaxes(range=[max(-0.06, lo - pad), min(1.06, hi + pad)])
     fig.update_yaxes(range=[0.4, 1.0], autorange=False)

@@ -410,6 +410,11 @@ def save_npz_upload(data: bytes, filename: str, *, cache_dir: str | Path | None 
             raise storage_error(e, tmp, what="upload", fix="free some space or set MIXDP_CACHE") from None
         try:
             load_feature_file(tmp)  # headers and sizes checked before any array is read
+        except ConfigError as e:
+            if e.field.startswith("MIXDP_"):  # a bad limit variable is the setting's error, not the file's
+                raise
+            msg = str(e).replace(repr(str(tmp)), repr(filename)).replace(str(tmp), filename)
+            raise ConfigError("upload", f"{filename!r} is not a valid feature file: {msg}") from None
         except (DataError, ValueError) as e:
             # the user's file name, not the cache's temporary path, in what the page shows
             msg = str(e).replace(repr(str(tmp)), repr(filename)).replace(str(tmp), filename)

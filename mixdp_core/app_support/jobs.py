@@ -250,7 +250,8 @@ class JobManager:
 
     def submit_sweep(self, configs: Sequence[Any], *, kind: str = "compare", reuse: bool = True) -> Job:
         """Queue a sweep of runs through the sweep engine (in parallel on the configured
-        executor); completed identical runs (same config hash) are reused when ``reuse``.
+        executor); completed identical runs (same config hash) are reused when ``reuse``. The
+        same grid within :data:`DUPLICATE_LAUNCH_S` of one still queued or running is that job.
 
         Raises:
             ConfigError: a path of a config lies outside the data root.
@@ -259,8 +260,19 @@ class JobManager:
         from ..runs.ledger import check_caps
 
         configs = [confine_run_paths(c, also=app_data_folders(self.cache_dir)) for c in configs]  # run what was checked
-        check_caps(self.store, list(configs), reuse=reuse)  # the data sets' caps, for the whole grid
-        return self._submit(Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse))
+        # the same grid launched again within DUPLICATE_LAUNCH_S while it runs is that job (a double
+        # click on Run comparison queued two sweeps whose runs in flight trained twice)
+        key = "sweep:" + ",".join(sorted(c.config_hash() for c in configs))
+        with self._launch_lock:
+            now = time.time()
+            earlier = self._recent_launches.get(key)
+            if earlier is not None and now - earlier[0] < DUPLICATE_LAUNCH_S and earlier[1].state in (QUEUED, ACTIVE):
+                return earlier[1]
+            check_caps(self.store, list(configs), reuse=reuse)  # the data sets' caps, for the whole grid
+            job = Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse)
+            self._recent_launches = {h: v for h, v in self._recent_launches.items() if now - v[0] < DUPLICATE_LAUNCH_S}
+            self._recent_launches[key] = (now, job)
+        return self._submit(job)
 
     def submit_episodes(self, request: dict[str, Any]) -> Job:
         """Queue an N-way K-shot episodes evaluation: the ``episodes`` figure of ``mixdp

@@ -8,7 +8,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from ..errors import CorruptImageError, DataError  # noqa: F401  (CorruptImageError re-exported)
+from ..errors import ConfigError, CorruptImageError, DataError  # noqa: F401  (CorruptImageError re-exported)
 
 
 class ImageSource(Protocol):
@@ -126,8 +126,8 @@ def decode_image_file(path: Any, open_path: Any = None):
             check_image_pixels(path, *im.size)  # before decoding: a 13000 x 13000 PNG took 1.35 GB
             im.load()
             return im.convert("RGB")
-    except DataError:  # the size check's own one-line error (DataError is a ValueError)
-        raise
+    except (DataError, ConfigError):  # the size check's own one-line errors (both are ValueErrors; a bad
+        raise                          # MIXDP_MAX_IMAGE_PIXELS made every image "corrupt")
     except Image.DecompressionBombError as e:  # above Pillow's own limit, raised at open
         raise DataError(f"image: {str(path)!r} is too large to decode safely ({e})") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:

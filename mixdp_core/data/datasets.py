@@ -795,7 +795,7 @@ def data_fingerprint(dataset: str, dataset_root: str | None = None,
         out["unreadable"] = type(e).__name__
     if len(_FINGERPRINTS) > 256:
         _FINGERPRINTS.clear()
-    _FINGERPRINTS[memo_key] = (now, out)
+    _FINGERPRINTS[memo_key] = (time.monotonic(), out)  # from the scan's end: a long scan is reused
     return out
 
 

@@ -492,8 +492,10 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
             model.fit(split, on_step=on_step)
     except BaseException as e:
         # a fit can release before it fails with no step record written (a noisy count, then a
-        # budget too small for the steps it implies): the failed run is charged then (ledger)
-        if len(getattr(model, "ledger_", None) or ()):
+        # budget too small for the steps it implies; a hidden honest-tuning repetition; the
+        # held-out guard's histogram, whose ledgers are the fit's only at its end): a private
+        # fit that started is taken to have released (fail closed), and the ledger charges it
+        if getattr(type(model), "private", True) or len(getattr(model, "ledger_", None) or ()):
             with contextlib.suppress(Exception):
                 e.mixdp_released = True
         raise
@@ -540,9 +542,9 @@ def noise_fields(config: RunConfig) -> dict[str, Any]:
 
 
 def released_before_failing(error: BaseException) -> dict[str, Any]:
-    """``{"released": True}`` for the metrics of a failed run whose fit released something
-    (its ledger held a release when it raised), so the budget ledger charges it even without a
-    step record; ``{}`` otherwise."""
+    """``{"released": True}`` for the metrics of a failed run whose private fit had started
+    (it may have released: fail closed), so the budget ledger charges it even without a step
+    record; ``{}`` otherwise (a failure before the fit: loading the data, the split)."""
     return {"released": True} if getattr(error, "mixdp_released", False) else {}
 
 
@@ -683,8 +685,14 @@ def train(
     cache_dir: Any = None,
     on_record: Callable[[Any], bool | None] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    config_hash: str | None = None,
 ) -> TrainedRun:
     """Run ``config`` without touching any store and return the record to write.
+
+    ``config_hash``: the hash the caller (a sweep's driver) computed for ``config``; the
+    record carries it. Recomputed here it would describe the worker's working directory and
+    files (a relative data path, a file absent on a remote node) and the driver would never
+    find the run again to reuse it.
 
     The same pipeline as :func:`execute` (features → split → fit → evaluate), for processes
     that must not open the SQLite store (sweep workers on other processes or machines). An
@@ -710,7 +718,10 @@ def train(
 
     t0 = time.perf_counter()
     status, error, arrays = COMPLETED, None, {}
+    chash = config_hash
     try:
+        if chash is None:  # before the fit: the data as loaded, and inside the failure handling
+            chash = config.config_hash()
         metrics, arrays = _fit_evaluate(config, features, public_features, on_step, cache_dir=cache_dir,
                                         progress=progress, run_id=run_id, t0=t0)
         status = CANCELLED if cancelled[0] else COMPLETED
@@ -719,7 +730,7 @@ def train(
         metrics = {"wall_seconds": time.perf_counter() - t0, "epsilon_released": records_epsilon(steps),
                    **noise_fields(config), **released_before_failing(e)}
     metrics["n_step_records"] = len(steps)
-    return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=config.config_hash(),
+    return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=chash,
                       split_hash=config.split_hash(), versions=versions(), status=status,
                       steps=json_safe(steps), metrics=metrics, arrays=dict(arrays), error=error,
                       host=socket.gethostname(), pid=os.getpid())

@@ -850,6 +850,12 @@ class RunStore:
                 if owner_view:
                     d["owner_only"] = dict(owner_block(r.metrics, steps), error=r.error,
                                            finished_at=_iso(r.finished_at))
+                if timing_is_owner_only(r.metrics):  # every time after the launch gives the duration away
+                    if owner_view:
+                        d["owner_only"].update(updated_at=_iso(r.updated_at), heartbeat_at=_iso(r.heartbeat_at))
+                    d.update(updated_at=None, heartbeat_at=None)
+                else:
+                    d.update(updated_at=_iso(r.updated_at), heartbeat_at=_iso(r.heartbeat_at))
                 d.update(created_at=_iso(r.created_at), finished_at=finished(r),
                          target_epsilon=export_target_epsilon(r))
                 out.append(d)

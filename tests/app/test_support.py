@@ -532,6 +532,8 @@ def test_auc_vs_error_merges_labels_of_coinciding_points():
     assert any(t == "ε=8" for ts in text.values() for t in ts)
     lo, hi = fig.layout.xaxis.range  # the points' span with room for labels, not 0-100 %
     assert -0.06 <= lo < 0.12 and 0.305 < hi < 0.5
+    wide = [dict(ada[2], test_error_std=0.3, n=4)]  # a seed spread wider than the pad: inside the axis
+    assert charts.auc_vs_error_figure(wide).layout.xaxis.range[1] >= 0.12 + 0.3
     # a curve whose two ends meet: one label "ε=0.5 · ε=8", the other end blank
     flat = [dict(ada[0], epsilon=e) for e in (0.5, 8)]
     assert list(charts.auc_vs_error_figure(flat).data[0].text) == ["ε=0.5 · ε=8", ""]
@@ -574,6 +576,10 @@ def test_a_double_click_on_launch_is_one_run(app_env):
         c = mgr.submit_run(cfg)
         assert c is not a and c.wait(300)
         assert len({mgr.run_id(j) for j in (a, other, c)}) == 3
+        # the same for a comparison's grid (a double click on Run comparison)
+        grid = [small_config(target_epsilon=e, seed=5) for e in (1.0, 2.0)]
+        s1 = mgr.submit_sweep(grid)
+        assert mgr.submit_sweep(list(reversed(grid))) is s1 and s1.wait(300)
     finally:
         mgr.close()
 

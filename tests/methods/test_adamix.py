@@ -907,6 +907,8 @@ def test_a_projection_dropping_more_than_the_bound_is_refused_naming_the_field()
     (Xp, yp), (Xq, yq), (Xt, yt) = part(9), part(60), part(9)
     split = Split(Xp, yp, Xq, yq, Xt, yt, ["a", "b", "c"], np.array([], int), np.bincount(yq, minlength=3),
                   spec=SplitSpec(public_per_class=3))
+    m = make_method("adamix", target_epsilon=1.0, projection=8)
     with pytest.raises(ConfigError, match=rf"^projection: projection=8 keeps 8 of D = {D} directions"):
-        make_method("adamix", target_epsilon=1.0, projection=8).fit(split)
+        m.fit(split)
+    assert len(m.ledger_) == 0  # refused before the count: nothing released (it was charged before)
     make_method("adamix", target_epsilon=1.0, projection=D - 8).fit(split)

@@ -223,6 +223,8 @@ def test_a_hidden_repetition_counts_timings_are_owners_view(tmp_path):
     assert store.get_run(hon).metrics["timing_owner_only"] is True
     pub = {d["run_id"]: d for d in json.loads(store.export(fmt="json", include_steps=False))}
     assert not {"fit_seconds", "wall_seconds"} & set(pub[hon]["metrics"]) and pub[hon]["finished_at"] is None
+    assert pub[hon]["updated_at"] is None and pub[hon]["heartbeat_at"] is None  # nor any later time
+    assert pub[plain]["updated_at"]
     assert {"fit_seconds", "wall_seconds"} <= set(pub[plain]["metrics"]) and pub[plain]["finished_at"]
     own = {d["run_id"]: d for d in json.loads(store.export(fmt="json", include_steps=False, owner_view=True))}
     assert own[hon]["owner_only"]["wall_seconds"] > 0 and own[hon]["owner_only"]["finished_at"]

@@ -565,3 +565,31 @@ def test_deleting_a_run_keeps_what_it_spent(tmp_path, digits_features):
     st.set_meta(DELETED_PREFIX + rid, "{half")  # a damaged tombstone: the ledger fails closed
     with pytest.raises(StorageError, match=f"run {rid}: the record kept of this deleted run is unreadable"):
         L.dataset_ledgers(st)
+
+
+def test_a_private_fit_that_fails_midway_is_charged_even_before_its_ledger(tmp_path, monkeypatch):
+    """Honest tuning's hidden repetitions (and the held-out guard's inner run) release before the
+    fit's ledger exists: a failure there left the run uncharged. A private fit that started is
+    taken to have released (fail closed); a failure before the fit (the data) is not charged."""
+    from mixdp_core.methods.adamix.private import NoisyGDMethod
+    from mixdp_core.runs.ledger import dataset_ledgers
+
+    real = NoisyGDMethod._fit_once
+    calls = []
+
+    def once_then_fail(self, split, on_step):
+        calls.append(1)
+        if len(calls) == 2:  # the second hidden repetition
+            raise RuntimeError("stopped by the test")
+        return real(self, split, on_step)
+
+    monkeypatch.setattr(NoisyGDMethod, "_fit_once", once_then_fail)
+    st = RunStore(tmp_path / "s")
+    cfg = RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=3.0,
+                    method_params={"honest_tuning": True, "tuning_gamma": 0.001, "noise": "reproducible"})
+    with pytest.raises(RuntimeError):
+        execute(cfg, store=st, cache_dir=tmp_path / "c")
+    (rec,) = st.list_runs()
+    assert rec.metrics["n_step_records"] == 0 and rec.metrics["released"] is True
+    (s,) = dataset_ledgers(st)
+    assert len(s.runs) == 1 and s.runs[0].epsilon >= 3.0

@@ -205,6 +205,14 @@ def test_cli_sweep_json_lines_then_reused(env, capsys):
     assert all(d["reused"] for d in again) and {d["run_id"] for d in again} == {d["run_id"] for d in lines}
 
 
+def test_cli_sweep_resume_of_an_unknown_sweep_is_one_line(env, capsys):
+    from mixdp_core.cli import main
+
+    assert main(["sweep", "--resume", "sw-nope", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("mixdp sweep: error: resume: no sweep 'sw-nope'"), err
+
+
 @pytest.mark.parametrize("extra, field", [
     (["--epsilons", "0,1"], "epsilons"),
     (["--epsilons", "x"], "epsilons"),

@@ -43,6 +43,7 @@ from .engine import (
     NoisyGDProblem,
     NoisyGDResult,
     averaged_logit_noise_std,
+    check_complement,
     clip_threshold,
     clipped_smoothness,
     effective_weight_decay,
@@ -993,6 +994,8 @@ class NoisyGDMethod(LinearHead):
         self.ledger_ = ledger
         d = unit_rows(split, self._feature_map(split, public_start=self._starts_public()))
         problem, W_init, opts = self._setup(split, d)
+        # public sizes only, before the count / histogram: a refusal after it was charged for nothing
+        check_complement(problem.X_private.shape[1], opts.projection_dim, problem.n_classes)
         W_ref = W_init
         n_report = len(split.y_private)  # pDP rows: the private ones (stacked first)
         n_pub_grad = problem.X_public.shape[0] if opts.use_public_gradient else 0

@@ -94,16 +94,22 @@ class Context:
 
         def started() -> set[int] | None:
             """The fits that may have released: all after a normal end; after an interruption
-            the finished ones and, of the others, as many as can run at once (largest ε first:
-            which ones were running is not known here), or all of them on Ray."""
+            the finished ones and, of the other private fits, twice as many as can run at once
+            (a worker may have finished one whose result had not arrived and started the next),
+            largest ε first (which ones ran is not known here); all of them on Ray."""
             if completed[0] or not fits:
                 return None
-            rest = sorted(set(range(len(items))) - finished, key=lambda i: -fits[i].target_epsilon)
+            from ..._io import usable_cores
+            from ..ledger import _method_flags
+
+            rest = sorted((i for i in set(range(len(items))) - finished if _method_flags(fits[i].method)[0]),
+                          key=lambda i: -fits[i].target_epsilon)
             if self.backend != "local":
                 return finished | set(rest)
-            from ..sweep.executors import max_local_workers
-
-            return finished | set(rest[:max(1, min(int(self.workers or max_local_workers()), max_local_workers()))])
+            if int(self.workers or 0) == 1:  # inline: the one fit that raised was the only one running
+                return finished | set(rest[:1])
+            w = max(1, int(self.workers) if self.workers else usable_cores())  # the pool's processes
+            return finished | set(rest[:2 * w])
 
         def on_done(i: int, r: Any) -> None:
             finished.add(i)

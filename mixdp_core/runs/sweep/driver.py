@@ -98,13 +98,15 @@ def _feature_key(c: Any) -> str:
                       sort_keys=True, default=str)
 
 
-def _train_item(item: tuple[dict, str, str | None], shared: Mapping[str, Any]):
+def _train_item(item: tuple[dict, str, str | None, str], shared: Mapping[str, Any]):
     """Worker side of a sweep: train one config on the shipped features, no store."""
     from ..runner import RunConfig, train
 
-    cfg_dict, key, cache_dir = item
+    cfg_dict, key, cache_dir, chash = item
     feats, pub = shared.get(key, (None, None))
-    return train(RunConfig.from_dict(cfg_dict), features=feats, public_features=pub, cache_dir=cache_dir)
+    # the driver's hash: the worker's working directory and files may differ (a remote node)
+    return train(RunConfig.from_dict(cfg_dict), features=feats, public_features=pub, cache_dir=cache_dir,
+                 config_hash=chash)
 
 
 class _SweepLog:
@@ -267,7 +269,7 @@ def _run_sweep(configs: list, *, store: RunStore, backend: str, workers: int | N
         key = _feature_key(c)
         if key not in shared:
             shared[key] = _load_features(c, cache_dir=cache_dir, progress=progress)
-        items.append((c.to_dict(), key, None if cache_dir is None else str(cache_dir)))
+        items.append((c.to_dict(), key, None if cache_dir is None else str(cache_dir), h))
 
     # 3. train, write as results come back (references before the private runs they boost)
     from ...methods.base import is_reference
@@ -288,12 +290,17 @@ def _run_sweep(configs: list, *, store: RunStore, backend: str, workers: int | N
         if isinstance(trained, TaskError):
             land(SweepResult(0, c, None, FAILED, False, {}, str(trained)), groups[h])
         else:
-            if trained.config_hash != h and not warned:
-                warned.append(h)
-                warnings.warn(f"sweep {sweep_id}: a worker ran other mixdp_core code than this driver (config "
-                              "hash differs); its runs are stored under their own hash and will not be "
-                              "reused by this driver. Install the same code on every node (or ship_code=True).",
-                              RuntimeWarning, stacklevel=2)
+            worker_code = (trained.versions or {}).get("mixdp_core_source_sha256")
+            if worker_code is not None and worker_code != own_code:
+                # other code made this run: never reused as this driver's identical run
+                trained = dataclasses.replace(trained, config_hash=hashlib.sha256(
+                    f"{h}:{worker_code}".encode()).hexdigest()[:32])
+                if not warned:
+                    warned.append(h)
+                    warnings.warn(f"sweep {sweep_id}: a worker ran other mixdp_core code than this driver (source "
+                                  "hash differs); its runs are stored under their own hash and will not be reused "
+                                  "by this driver. Install the same code on every node (or ship_code=True).",
+                                  RuntimeWarning, stacklevel=2)
             rid = record_trained(store, trained, label=label, sweep_id=sweep_id)
             if reservation is not None:
                 reservation.land(h)  # its row now counts it: release the charge it reserved
@@ -306,6 +313,9 @@ def _run_sweep(configs: list, *, store: RunStore, backend: str, workers: int | N
                 for h2, t2 in deferred.pop(sh, []):
                     write(h2, t2)
 
+    from ..runner import _source_identity
+
+    own_code = _source_identity()["mixdp_core_source_sha256"]
     status = COMPLETED
     stream = executor.imap(_train_item, items, shared) if items else iter(())
     try:

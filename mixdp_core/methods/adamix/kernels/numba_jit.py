@@ -204,7 +204,7 @@ if _numba is not None:
             for c in range(C):
                 Z[r, c] *= inv
             # p_y - 1 = -(sum of the other p_c): exact where p_y ~ 1, where p_y - 1 in float32 is
-            # rounded to 1's ulp (6e-8) and swamps the other residuals (as numpy's path computes)
+            # rounded to 1's ulp (6e-8) and swamps the other residuals
             t = 0.0
             for c in range(C):
                 if c != yi:

@@ -14,7 +14,7 @@ from mixdp_core.app_support import budget, forms
 from mixdp_core.app_support.data import split_problem
 from mixdp_core.app_support.resources import (
     data_settings, live_seconds, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
-    select_run, selected_run_id, show_field_errors,
+    run_eps_label, select_run, selected_run_id, show_field_errors,
 )
 from mixdp_core.data.datasets import carries_features
 from mixdp_core.config import RUN_EPSILON, parse_number
@@ -247,7 +247,7 @@ with st.empty().container():
         st.markdown("**Runs in progress on this server** (every run keeps going when you leave; open one to follow it):")
         cols = st.columns(min(3, len(others)))
         for i, r in enumerate(others):
-            if cols[i % len(cols)].button(f"Open {r.run_id} · {r.method} · ε={r.target_epsilon:g}",
+            if cols[i % len(cols)].button(f"Open {r.run_id} · {r.method} · {run_eps_label(r)}",
                                           key=f"follow-{r.run_id}"):
                 st.session_state.pop("train_job", None)
                 select_run(r.run_id)

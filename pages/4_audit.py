@@ -35,9 +35,9 @@ target = rec.target_epsilon if m.get("private") else None
 report = run_report(m)
 
 st.markdown(f"**{rec.method}** on {rec.dataset} · {rec.encoder}: test error {100 * m['test_error']:.1f} %, "
-            + (f"ε = {m['epsilon']:.3g} at δ = {m['delta']:.0e}" if m.get("epsilon") is not None
-               else "no DP guarantee (ε = ∞)" if m.get("method") not in ("only_public", "zero_shot")
-               else "private data never read"))
+            + (f"ε = {m['epsilon']:.3g} at δ = {m['delta']:.0e}" if m.get("private") and m.get("epsilon") is not None
+               else "private data never read (ε = 0)" if m.get("epsilon") == 0.0
+               else "no DP guarantee (ε = ∞)"))
 
 from mixdp_core.runs.audits import AuditStore  # noqa: E402
 

@@ -449,7 +449,8 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
     zero = "0" if reads_none else None
     rows = [
         {"notion": "(ε, δ)-DP: ε", "value": zero or fmt(metrics.get("epsilon"), inf_if_none=not private)},
-        {"notion": "(ε, δ)-DP: δ", "value": zero or fmt(metrics.get("delta"))},
+        # a non-private reference has no δ (its stored δ is the target it ignored)
+        {"notion": "(ε, δ)-DP: δ", "value": zero or (fmt(metrics.get("delta")) if private else "—")},
         {"notion": "μ-GDP: μ", "value": zero or fmt(metrics.get("mu"), inf_if_none=not private)},
         {"notion": "ρ-zCDP: ρ", "value": zero or fmt(metrics.get("rho"), inf_if_none=not private)},
     ]
@@ -648,14 +649,14 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
             x=[float(r["epsilon"]) for r in rs], y=[float(r[f"{metric}_mean"]) for r in rs],
             error_y=dict(type="data", array=[float(r.get(f"{metric}_std") or 0.0) for r in rs], visible=True),
             mode="lines+markers", name=name, customdata=[int(r.get("n", 1)) for r in rs],
-            hovertemplate="ε=%{x:g}: %{y:.3f} (mean over %{customdata} seed(s))",
+            hovertemplate="ε=%{x:g}: %{y:.1%} (mean over %{customdata} seed(s))",  # the axis is in %
             marker=dict(size=8, color=color), line=dict(color=color)))
     _layout(fig, title, "ε (log scale, δ fixed)", ylabel, height=380)
     # the caption says what a point is: a single training has no seed spread to show
     seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
     has_ref = any(getattr(t.line, "dash", None) == "dash" for t in fig.data if getattr(t, "line", None) is not None)
     note = (("mean ± std over seeds" if seeds > 1 else "one training per point")
-            + (" · dashed: non-private reference" if has_ref else ""))
+            + (" · dashed: reference methods (flat in ε)" if has_ref else ""))
     # the note as the title's subtitle and the legend at the right: a legend below the plot
     # grew with its entries and squashed the plot, and its note ran into the x-axis title
     _side_legend(fig, title, note)
@@ -833,9 +834,9 @@ def roc_figure(fpr: np.ndarray, tpr: np.ndarray, auc: float | None):
 
 
 def delta_curve(metrics: Mapping[str, Any], eps_grid: np.ndarray | None = None):
-    """δ(ε) of the run as executed, from its μ-GDP (exact for Gaussian compositions) or, if
-    only ρ-zCDP is known, from the zCDP conversion. Returns ``(eps, delta, source)`` or
-    ``None`` when the run has neither (non-private or pure-DP methods)."""
+    """δ(ε) of the run as executed, from its μ-GDP (exact for Gaussian compositions), from its
+    pure ε₀ (tight, Kairouz et al.) or, if only ρ-zCDP is known, from the zCDP conversion.
+    Returns ``(eps, delta, source)`` or ``None`` when the run has none (non-private methods)."""
     from .. import accounting
 
     mu, rho = metrics.get("mu"), metrics.get("rho")
@@ -845,6 +846,15 @@ def delta_curve(metrics: Mapping[str, Any], eps_grid: np.ndarray | None = None):
     if mu is not None and mu > 0:
         d = np.asarray(accounting.gaussian_delta(float(mu), eps_grid), dtype=float)
         return eps_grid, d, f"μ-GDP, μ = {mu:.4g}"
+    pure = (metrics.get("privacy") or {}).get("pure_epsilon")
+    if pure is not None and float(pure) > 0:
+        # a pure ε₀-DP run (the exponential mechanism): its tight curve, δ = 0 from ε₀ on (the
+        # zCDP curve of ρ = ε₀²/8 drew δ = 0.055 at ε = 2 for an ε = 2, δ = 0 mechanism);
+        # where ρ is known too, the smaller of the two bounds
+        d = np.asarray([accounting.pure_dp_delta(float(pure), epsilon=float(e)) for e in eps_grid], dtype=float)
+        if rho is not None and rho > 0:
+            d = np.minimum(d, [accounting.zcdp_to_delta(float(rho), epsilon=float(e)) for e in eps_grid])
+        return eps_grid, d, f"pure ε-DP, ε₀ = {float(pure):.4g}"
     if rho is not None and rho > 0:
         d = np.asarray([accounting.zcdp_to_delta(float(rho), epsilon=float(e)) for e in eps_grid], dtype=float)
         return eps_grid, d, f"ρ-zCDP, ρ = {rho:.4g}"

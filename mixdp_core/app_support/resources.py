@@ -260,10 +260,22 @@ def show_field_errors(errors: Mapping[str, str]) -> None:
         st.error(f"**{field}**: {msg}", icon="🚫")
 
 
+def run_eps_label(rec: Any) -> str:
+    """``ε=…`` of a run for labels: its target for a private method, ``ε=0`` for a reference that
+    never reads a private row (Only-Public), ``ε=∞`` for the paragon, also while it runs (it
+    showed Only-Public as ε=∞ and a running paragon with the sweep's placeholder ε=1)."""
+    cls = forms_methods().get(rec.method)
+    if cls is not None and not getattr(cls, "private", True):
+        return "ε=0" if not getattr(cls, "uses_private_data", True) else "ε=∞"
+    if rec.metrics.get("private") is False:
+        return "ε=0" if rec.metrics.get("epsilon") == 0.0 else "ε=∞"
+    return f"ε={rec.target_epsilon:g}"
+
+
 def run_label(rec: Any) -> str:
     """One-line description of a run for select boxes."""
-    eps = "ε=∞" if rec.metrics.get("private") is False else f"ε={rec.target_epsilon:g}"
-    return f"{rec.run_id} · {rec.method} · {eps} · {rec.dataset}/{rec.encoder} · seed {rec.seed} · {rec.status}"
+    return (f"{rec.run_id} · {rec.method} · {run_eps_label(rec)} · {rec.dataset}/{rec.encoder} · seed {rec.seed} · "
+            f"{rec.status}")
 
 
 #: Status words with a symbol every text font has (emoji need a colour-emoji font, which

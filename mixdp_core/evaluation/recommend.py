@@ -265,6 +265,10 @@ class Recommendation:
                   f"Only-Public, higher is better)")
         elif self.boost is not None and self.boost > 0:
             s += f". Performance boost{whose} ∞ (reaches the Paragon)"
+        elif PARAGON in self.references and ONLY_PUBLIC in self.references:
+            # both were run: the ratio is 0/0 (it said "run both" although both were run)
+            s += (". Performance boost undefined: the Paragon, Only-Public and the private method have the same "
+                  "error (nothing between them to measure)")
         elif PARAGON in self.references or ONLY_PUBLIC in self.references:
             s += ". Run both Paragon and Only-Public on this setting for the performance boost"
         return s + "."

@@ -104,7 +104,9 @@ def _param_ranges() -> dict[str, tuple[type, Any]]:
             "epsilon": (float, RUN_EPSILON.range), "detail_epsilon": (float, RUN_EPSILON.range),
             "delta": (float, RUN_DELTA.range), "ratios": (float, IMBALANCE_RANGE),
             "imbalance_ratio": (float, IMBALANCE_RANGE), "public_per_class": (int, pos),
-            "private_per_class": (int, pos), "public": (int, pos), "private": (int, pos), "shots": (int, pos)}
+            "private_per_class": (int, pos), "public": (int, pos), "private": (int, pos), "shots": (int, pos),
+            # one episode has no spread: its interval is undefined
+            "episodes": (int, Interval(2, None))}
 
 
 def check_param(key: str, value: Any, default: Any) -> None:

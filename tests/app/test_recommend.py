@@ -183,3 +183,10 @@ def test_a_winner_beyond_seed_noise_is_rare_between_equal_methods():
     close = [run("adamix", 1.0, e, seed=s) for s, e in ((0, 0.100), (1, 0.150))]
     close += [run("ngd", 1.0, e, seed=s) for s, e in ((0, 0.101), (1, 0.151))]
     assert recommend(close)[0].verdict == "within_noise"
+
+
+def test_an_undefined_boost_with_both_references_is_not_asked_for_again():
+    runs = [run(m, 1.0, 0.10, **({"private": False} if m != "adamix" else {})) for m in ("adamix", "paragon",
+                                                                                        "only_public")]
+    s = recommend(runs)[0].sentence()
+    assert "Performance boost undefined" in s and "Run both" not in s

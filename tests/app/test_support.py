@@ -469,6 +469,9 @@ def test_delta_curve_passes_through_the_runs_epsilon_delta(app_env):
     assert float(table["(ε, δ)-DP: ε"]) == pytest.approx(m["epsilon"], rel=1e-3)
     nonpriv = {r["notion"]: r["value"] for r in charts.privacy_table({"private": False, "method": "paragon"})}
     assert nonpriv["(ε, δ)-DP: ε"] == "∞" and nonpriv["μ-GDP: μ"] == "∞"
+    para = {r["notion"]: r["value"] for r in charts.privacy_table({"private": False, "method": "paragon",
+                                                                     "delta": 1e-5})}
+    assert para["(ε, δ)-DP: δ"] == "—"  # the target δ it ignored is not its δ
     # Only-Public never reads the private rows: 0 in every unit (it showed ε 0 beside μ ∞, ρ ∞)
     op = {r["notion"]: r["value"] for r in charts.privacy_table({"private": False, "method": "only_public",
                                                                    "epsilon": 0.0})}
@@ -501,7 +504,7 @@ def test_metric_vs_epsilon_says_what_a_point_is():
     seeds = [dict(r, n=3, test_error_std=0.02) for r in one]
     ref = [{"method": "only_public", "epsilon": None, "test_error_mean": 0.4, "test_error_std": 0.0, "n": 3}]
     fig = charts.metric_vs_epsilon(seeds + ref, "test_error", "t", "y")
-    assert fig.layout.title.subtitle.text == "mean ± std over seeds · dashed: non-private reference"
+    assert fig.layout.title.subtitle.text == "mean ± std over seeds · dashed: reference methods (flat in ε)"
     assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1  # beside the plot, not under it
 
 
@@ -1184,3 +1187,26 @@ def test_the_epsilon_chart_shows_what_the_first_record_spent():
     assert list(count.x) == [0, 3019] and list(count.y) == [0.0, 14.9] and "3,019" in count.name
     one = [dict(steps[0], step=1, extra={"count_releases": 1}), *steps[1:]]
     assert not [t for t in charts.live_figures(one, target_epsilon=40)["epsilon"].data if "histogram" in (t.name or "")]
+
+
+def test_the_delta_curve_of_a_pure_dp_run_is_its_own():
+    """DPPL-Public is pure ε-DP: its δ(ε) chart drew the loose zCDP curve (δ = 0.055 at its own
+    ε = 2), far above the reported point (δ = 0 there)."""
+    m = {"epsilon": 2.0, "delta": 1e-5, "mu": None, "rho": 0.5, "privacy": {"pure_epsilon": 2.0}}
+    eps, d, src = charts.delta_curve(m, eps_grid=np.array([0.5, 1.0, 2.0, 3.0]))
+    assert "pure" in src and d[2] == 0.0 and d[3] == 0.0 and 0 < d[0] < 1
+    from mixdp_core.accounting import pure_dp_delta, zcdp_to_delta
+
+    # both bounds hold: the smaller one, at every ε
+    assert d[1] == pytest.approx(min(pure_dp_delta(2.0, epsilon=1.0), zcdp_to_delta(0.5, epsilon=1.0)))
+
+
+def test_run_labels_give_a_references_epsilon():
+    """Only-Public was labelled ε=∞ and a running paragon ε=1 (the sweep's placeholder)."""
+    from types import SimpleNamespace as NS
+
+    from mixdp_core.app_support.resources import run_eps_label
+
+    assert run_eps_label(NS(method="only_public", metrics={"private": False, "epsilon": 0.0}, target_epsilon=1.0)) == "ε=0"
+    assert run_eps_label(NS(method="paragon", metrics={}, target_epsilon=1.0)) == "ε=∞"
+    assert run_eps_label(NS(method="adamix", metrics={}, target_epsilon=3.0)) == "ε=3"

@@ -5,6 +5,7 @@ fits on the support set as the private data."""
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pytest
@@ -67,12 +68,13 @@ def test_too_few_large_classes_is_a_clear_error():
             sample_episodes(y, **kw)
 
 
-def test_ci95_is_196_population_std_over_root_n():
-    # by hand: mean 0.75; deviations ±0.15, ±0.05 -> population variance (2·0.0225 + 2·0.0025)/4 = 0.0125,
-    # std 0.1118034; half-width 1.96 · 0.1118034 / √4 = 0.1095673
+def test_ci95_is_student_t_over_root_n():
+    # by hand: mean 0.75; deviations ±0.15, ±0.05 -> sample variance (2·0.0225 + 2·0.0025)/3 = 0.0166667,
+    # s = 0.1290994; t(0.975, 3) = 3.1824463; half-width 3.1824463 · 0.1290994 / √4 = 0.2054260
     mean, half = mean_ci95([0.6, 0.8, 0.7, 0.9])
-    assert mean == pytest.approx(0.75) and half == pytest.approx(0.1095673, abs=1e-7)
-    assert mean_ci95([0.4]) == (pytest.approx(0.4), 0.0)
+    assert mean == pytest.approx(0.75) and half == pytest.approx(0.2054260, abs=1e-6)
+    m1, h1 = mean_ci95([0.4])  # one episode: no spread, not "± 0"
+    assert m1 == pytest.approx(0.4) and math.isnan(h1)
     with pytest.raises(DataError, match="accuracies"):
         mean_ci95([])
 

@@ -52,6 +52,11 @@ def test_performance_boost_definition():
     assert performance_boost(0.3, err_public=0.5, err_paragon=0.1) == pytest.approx(0.4 / 0.2)
     assert performance_boost(0.5, err_public=0.5, err_paragon=0.1) == pytest.approx(1.0)
     assert performance_boost(0.1, err_public=0.5, err_paragon=0.1) == np.inf
+    # both below the paragon: the ratio of two negatives read "2.00×" beside "use no private
+    # method", and Only-Public below it turned a better private method into "0.67×": undefined
+    assert performance_boost(0.09, err_public=0.08, err_paragon=0.10) == -np.inf
+    assert performance_boost(0.07, err_public=0.08, err_paragon=0.10) == -np.inf
+    assert performance_boost(0.12, err_public=0.08, err_paragon=0.10) == -np.inf
 
 
 def test_a_negative_boost_is_never_shown_as_worse_than_only_public():

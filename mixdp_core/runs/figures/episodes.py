@@ -23,7 +23,7 @@ Contract:
   methods with a ``noise_multiplier`` field get σ = 20·max(1, 3/ε) unless set (a rule on
   public quantities, as in the ``prototypes`` figure).
 * Output: query accuracy (%) per method × shots, mean ± 95 % interval over episodes
-  (1.96·std/√n, :func:`~mixdp_core.evaluation.episodes.mean_ci95`), the ε spent (max over
+  (Student's t · s/√n, :func:`~mixdp_core.evaluation.episodes.mean_ci95`), the ε spent (max over
   episodes), and a sentence comparing with the paper's Table 2 where the data set is one of
   its CD-FSL targets (``cdfsl_cropdiseases``, ``cdfsl_eurosat``, ``cdfsl_isic``).
 """
@@ -251,7 +251,7 @@ def _episodes(ctx: Context) -> FigureOutput:
 
     hdr = ["method"] + [f"{k}-shot" for k in shots] + ["ε spent (max)", "s / fit (median)"]
     md = [f"**{n_way}-way query accuracy (%) over {n_ep} episodes ({n_query} query per class): mean ± 95 % interval "
-          f"(1.96·std/√n), target ε = {float(eps):g} per fit**", ""]
+          f"(Student's t · s/√n), target ε = {float(eps):g} per fit**", ""]
     md += _table(hdr, [[f"`{m}`"] + [acc(m, k) for k in shots] + [spent(m), "–" if m in failed else
                        f"{statistics.median(cell[(m, k)]['seconds_median'] for k in shots):.2f}"] for m in methods])
     if failed:

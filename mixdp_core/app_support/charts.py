@@ -40,6 +40,17 @@ def _style(method: str) -> tuple[str, str | None]:
     return METHOD_STYLE.get(method, (method, None))
 
 
+def percent(v: Any) -> str:
+    """A fraction as a percentage with one decimal, never "0.0 %" or "100.0 %" for a value that
+    is not exactly that (1 error in 2,500 read as "0.0 %", 0.9996 as "100.0 %")."""
+    x = 100 * float(v)
+    if 0 < x < 0.05:
+        return "<0.1 %"
+    if 99.95 <= x < 100:
+        return ">99.9 %"
+    return f"{x:.1f} %"
+
+
 def _reads_no_private(method: str) -> bool:
     """Whether ``method`` never reads the private rows (Only-Public, zero-shot): its privacy
     loss is 0, not the ∞ of a non-private reference."""
@@ -518,7 +529,7 @@ def metric_cards(metrics: Mapping[str, Any], *, owner: bool = True) -> list[tupl
     """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
     where the split has no minority class; no attack AUC with ``owner=False``)."""
     def pct(v: Any) -> str:
-        return "—" if v is None else f"{100 * float(v):.1f} %"
+        return "—" if v is None else percent(v)
 
     def num(v: Any) -> str:
         return "—" if v is None else f"{float(v):.3f}"
@@ -552,8 +563,8 @@ def test_error_interval_caption(metrics: Mapping[str, Any]) -> str | None:
     lo, hi = max(0.0, centre - half), min(1.0, centre + half)  # no "-0.0 %" at p = 0 (rounding)
     return (f"Test error {100 * p:.1f} %: 95 % interval {100 * lo:.1f}–{100 * hi:.1f} % "
             f"over the {n} test samples. That is the test set's spread alone; one training is one split and one "
-            "noise draw, so differences of a few points between single runs can be chance (the Compare page runs "
-            "several seeds).")
+            "noise draw, so differences of a few points between single runs can be chance (on the Compare page, "
+            "choose several seeds).")
 
 
 # --------------------------------------------------------------------------- compare
@@ -598,7 +609,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     method that reads no private data and "∞" for a non-private one, "—" where a value does
     not apply (minority accuracy at imbalance ratio 1)."""
     def pct(v: Any) -> str:
-        return "—" if v is None else f"{100 * float(v):.1f} %"
+        return "—" if v is None else percent(v)
 
     out = []
     for r in rows:

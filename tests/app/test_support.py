@@ -1210,3 +1210,9 @@ def test_run_labels_give_a_references_epsilon():
     assert run_eps_label(NS(method="only_public", metrics={"private": False, "epsilon": 0.0}, target_epsilon=1.0)) == "ε=0"
     assert run_eps_label(NS(method="paragon", metrics={}, target_epsilon=1.0)) == "ε=∞"
     assert run_eps_label(NS(method="adamix", metrics={}, target_epsilon=3.0)) == "ε=3"
+
+
+def test_percentages_never_round_a_nonzero_value_to_zero_or_a_full_hundred():
+    assert charts.percent(0.0004) == "<0.1 %" and charts.percent(0.0) == "0.0 %"
+    assert charts.percent(0.9996) == ">99.9 %" and charts.percent(1.0) == "100.0 %"
+    assert charts.percent(0.1234) == "12.3 %"

@@ -33,8 +33,10 @@ float arithmetic of the vector releases; ``docs/privacy.md`` states this limit.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import secrets
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -51,6 +53,25 @@ REPRODUCIBLE_WARNING = ("noise reproducible from the seed: NOT private against a
 SECURE_LABEL = "secure: ChaCha20 keyed from the OS at every run; key never stored"
 
 
+#: Set by :func:`tracking_noise`: a one-item list turned ``[True]`` when a release's generator
+#: is made (:func:`noise_rng`), so a fit that fails can tell whether its mechanism had started.
+_NOISE_TRACKER: contextvars.ContextVar = contextvars.ContextVar("noise_tracker", default=None)
+
+
+@contextlib.contextmanager
+def tracking_noise() -> Iterator[list]:
+    """Within the block, ``marker[0]`` becomes ``True`` once any private release's generator is
+    made (every mechanism draws its noise through :func:`noise_rng`): a failed fit whose
+    marker is still ``False`` released nothing (a refusal from public values), one whose
+    marker is ``True`` may have (the runs ledger charges it)."""
+    marker = [False]
+    token = _NOISE_TRACKER.set(marker)
+    try:
+        yield marker
+    finally:
+        _NOISE_TRACKER.reset(token)
+
+
 def noise_rng(source: str, seed: int, stream: int) -> np.random.Generator:
     """The generator one private release draws from.
 
@@ -63,6 +84,9 @@ def noise_rng(source: str, seed: int, stream: int) -> np.random.Generator:
     Raises:
         ConfigError: ``source`` is not one of :data:`NOISE_SOURCES` (field ``noise``).
     """
+    marker = _NOISE_TRACKER.get()
+    if marker is not None:
+        marker[0] = True
     if source == SECURE:
         import randomgen  # a numpy BitGenerator of a real stream cipher
 

@@ -561,7 +561,7 @@ def test_error_interval_caption(metrics: Mapping[str, Any]) -> str | None:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     lo, hi = max(0.0, centre - half), min(1.0, centre + half)  # no "-0.0 %" at p = 0 (rounding)
-    return (f"Test error {100 * p:.1f} %: 95 % interval {100 * lo:.1f}–{100 * hi:.1f} % "
+    return (f"Test error {percent(p)}: 95 % interval {100 * lo:.1f}–{100 * hi:.1f} % "
             f"over the {n} test samples. That is the test set's spread alone; one training is one split and one "
             "noise draw, so differences of a few points between single runs can be chance (on the Compare page, "
             "choose several seeds).")
@@ -636,6 +636,8 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
                       and r.get(f"{metric}_mean") is not None})
     x_ref = [eps_all[0] / 1.5, eps_all[-1] * 1.5] if eps_all else [0.1, 10.0]
     curves: dict[str, list[Mapping[str, Any]]] = {}
+    # fractions (errors, accuracies) on a % axis; an AUC stays a number
+    yfmt = ".3f" if metric == "mia_auc" else ".1%"
     for r in rows:
         if r.get(f"{metric}_mean") is None:
             continue
@@ -650,7 +652,8 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
                                          opacity=0.15, hoverinfo="skip", name=f"{name}: ± std over seeds",
                                          legendgroup=label))
             fig.add_trace(go.Scatter(x=x_ref, y=[mean, mean], mode="lines", name=label, legendgroup=label,
-                                     line=dict(color=color, dash="dash", width=2)))
+                                     line=dict(color=color, dash="dash", width=2),
+                                     hovertemplate=f"{label}: %{{y:{yfmt}}}<extra></extra>"))
         else:
             curves.setdefault(r["method"], []).append(r)
     for m, rs in curves.items():
@@ -660,7 +663,7 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
             x=[float(r["epsilon"]) for r in rs], y=[float(r[f"{metric}_mean"]) for r in rs],
             error_y=dict(type="data", array=[float(r.get(f"{metric}_std") or 0.0) for r in rs], visible=True),
             mode="lines+markers", name=name, customdata=[int(r.get("n", 1)) for r in rs],
-            hovertemplate="ε=%{x:g}: %{y:.1%} (mean over %{customdata} seed(s))",  # the axis is in %
+            hovertemplate=f"ε=%{{x:g}}: %{{y:{yfmt}}} (mean over %{{customdata}} seed(s))",
             marker=dict(size=8, color=color), line=dict(color=color)))
     _layout(fig, title, "ε (log scale, δ fixed)", ylabel, height=380)
     # the caption says what a point is: a single training has no seed spread to show
@@ -865,6 +868,7 @@ def delta_curve(metrics: Mapping[str, Any], eps_grid: np.ndarray | None = None):
         d = np.asarray([accounting.pure_dp_delta(float(pure), epsilon=float(e)) for e in eps_grid], dtype=float)
         if rho is not None and rho > 0:
             d = np.minimum(d, [accounting.zcdp_to_delta(float(rho), epsilon=float(e)) for e in eps_grid])
+            return eps_grid, d, f"the smaller of pure ε-DP (ε₀ = {float(pure):.4g}) and ρ-zCDP (ρ = {float(rho):.4g})"
         return eps_grid, d, f"pure ε-DP, ε₀ = {float(pure):.4g}"
     if rho is not None and rho > 0:
         d = np.asarray([accounting.zcdp_to_delta(float(rho), epsilon=float(e)) for e in eps_grid], dtype=float)

@@ -623,11 +623,11 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
         st.markdown("**Privacy of the run as executed**")
         st.dataframe(charts.privacy_table(metrics), hide_index=True, key=f"{key}-priv", width="stretch")
     with right:
-        if metrics.get("performance_boost") is not None:
+        if metrics.get("performance_boost") is not None or metrics.get("performance_boost_label"):
             from ..evaluation.metrics import format_boost
 
-            st.metric("performance boost (× Only-Public)", format_boost(metrics["performance_boost"]),
-                      help=charts.BOOST_HELP)
+            st.metric("performance boost (× Only-Public)", metrics.get("performance_boost_label")
+                      or format_boost(metrics["performance_boost"]), help=charts.BOOST_HELP)
         n_priv = (f"{metrics.get('n_private', '?')} private (exact count: owner's view, not private), "
                   if owner else "")
         st.caption(f"{n_priv}{metrics.get('n_public', '?')} public, "

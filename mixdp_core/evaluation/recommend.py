@@ -88,6 +88,8 @@ class MethodStat:
     by_seed: Mapping[int, float] = field(default_factory=dict)
     #: mean minority-class accuracy over the runs that have one (imbalanced splits), else None
     minority: Optional[float] = None
+    #: the smallest test-set size of these runs (the resolution of a test error), else None
+    n_test: Optional[int] = None
 
     @property
     def sem(self) -> float:
@@ -110,20 +112,29 @@ class Comparison:
     se: float
     paired: bool
     n: int
+    #: the seeds' differences (or errors) had no spread at all: ``se`` is then the test sets'
+    #: resolution (one test sample), not a measured spread
+    zero_spread: bool = False
 
 
 def compare_stats(best: MethodStat, runner: MethodStat) -> Comparison | None:
     """Difference between two methods with its standard error, or ``None`` when either side
     has a single seed (the spread across seeds is then unknown)."""
     common = sorted(set(best.by_seed) & set(runner.by_seed))
+    tests = [t for t in (best.n_test, runner.n_test) if t]
     if len(common) >= 2 and len(common) == best.n == runner.n:
         d = np.asarray([runner.by_seed[s] - best.by_seed[s] for s in common], dtype=float)
-        return Comparison(diff=float(d.mean()), se=float(d.std(ddof=1) / math.sqrt(d.size)), paired=True,
-                          n=int(d.size))
-    if best.n < 2 or runner.n < 2:
+        diff, se, paired, n = float(d.mean()), float(d.std(ddof=1) / math.sqrt(d.size)), True, int(d.size)
+    elif best.n < 2 or runner.n < 2:
         return None
-    return Comparison(diff=runner.mean - best.mean, se=math.sqrt(best.sem ** 2 + runner.sem ** 2), paired=False,
-                      n=min(best.n, runner.n))
+    else:
+        diff, se, paired = runner.mean - best.mean, math.sqrt(best.sem ** 2 + runner.sem ** 2), False
+        n = min(best.n, runner.n)
+    # a test error moves in steps of one test sample: no spread below that is resolved (a runner-up
+    # one sample worse on each of 3 seeds read as "beyond seed noise", 0.0 ± 0.0 points)
+    floor = 1.0 / (min(tests) * math.sqrt(n)) if tests else 0.0
+    zero = se <= TIE_TOL
+    return Comparison(diff=diff, se=max(se, floor), paired=paired, n=n, zero_spread=zero)
 
 
 def verdict_of(best: MethodStat, runner: Optional[MethodStat], comparison: Optional[Comparison]) -> str:
@@ -134,7 +145,7 @@ def verdict_of(best: MethodStat, runner: Optional[MethodStat], comparison: Optio
         return "tie"
     if comparison is None:
         return "one_seed"
-    if comparison.se <= TIE_TOL and comparison.n < 3:  # identical differences over 2 seeds: no evidence
+    if comparison.zero_spread and comparison.n < 3:  # identical differences over 2 seeds: no evidence
         return "within_noise"
     return "within_noise" if comparison.diff <= noise_quantile(comparison.n) * comparison.se else "beyond_noise"
 
@@ -223,7 +234,8 @@ class Recommendation:
 
         def err(st: MethodStat) -> str:
             spread = f" ± {100 * st.std:.1f}" if st.n > 1 else ""
-            return f"{100 * st.mean:.1f}{spread} % test error, {st.n} seed{'s' if st.n != 1 else ''}"
+            mean = "<0.1" if 0 < 100 * st.mean < 0.05 else f"{100 * st.mean:.1f}"  # never 0.0 for a nonzero error
+            return f"{mean}{spread} % test error, {st.n} seed{'s' if st.n != 1 else ''}"
 
         b, r, c = self.best, self.runner_up, self.comparison
         head = f"At ε = {self.epsilon:g}: "
@@ -245,7 +257,11 @@ class Recommendation:
         else:
             how = (f"paired difference over {c.n} common seeds {100 * c.diff:.1f} ± {100 * c.se:.1f} points"
                    if c.paired else f"difference {100 * c.diff:.1f} ± {100 * c.se:.1f} points")
-            if self.verdict == "within_noise":
+            if self.verdict == "within_noise" and c.zero_spread and c.n < 3:
+                s = (head + f"**{nm(b.method)}** ({err(b)}) leads {nm(r.method)} ({err(r)}) by the same "
+                     f"{100 * c.diff:.1f} points on both seeds: two seeds cannot tell that from chance — run ≥ 3 "
+                     f"seeds before choosing")
+            elif self.verdict == "within_noise":
                 s = (head + f"**{nm(b.method)}** ({err(b)}) and {nm(r.method)} ({err(r)}) are within seed "
                      f"noise ({how}, not above {noise_quantile(c.n):.3g} standard errors, Student's t at "
                      f"{c.n} seeds): no clear winner — run more seeds before choosing")
@@ -295,10 +311,11 @@ def _stat(method: str, ms: list[tuple[Optional[int], Mapping[str, Any]]]) -> Met
         if seed is not None:
             seeds.setdefault(int(seed), []).append(float(x["test_error"]))
     mins = [float(x["minority_accuracy"]) for _, x in ms if x.get("minority_accuracy") is not None]
+    tests = [int(x["n_test"]) for _, x in ms if isinstance(x.get("n_test"), (int, float)) and x["n_test"] > 0]
     return MethodStat(method=method, mean=float(errs.mean()), std=float(errs.std(ddof=1)) if errs.size > 1 else 0.0,
                       n=int(errs.size), epsilon_spent_max=max(spent) if spent else None,
                       by_seed={s: float(np.mean(v)) for s, v in seeds.items()},
-                      minority=float(np.mean(mins)) if mins else None)
+                      minority=float(np.mean(mins)) if mins else None, n_test=min(tests) if tests else None)
 
 
 def recommend(runs: Iterable[Any]) -> list[Recommendation]:

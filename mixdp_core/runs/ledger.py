@@ -32,10 +32,11 @@ the steps it executed), and ``failed`` private runs that wrote a step record bef
 their step records (test error per step, noisy counts, guard gains) are outputs of the private
 phase and stay in the store and its exports. Such a run has no privacy report; it is charged
 at ``max(target ε, the largest ε its step records state)`` at its target δ, by basic
-composition only (flagged). So is a ``failed`` private run whose fit released before it failed
-without a step record (``released`` in its metrics: a noisy count, then a budget too small for
-the steps that count implies, whose error quotes them). Not counted: other ``failed`` runs
-(nothing was released). Private fits of the papers' figures that are not stored runs (:func:`charged_fits`)
+composition only (flagged). So is a ``failed`` private run whose mechanism had started (a
+release's noise generator was made) before it failed without a step record (``released`` in
+its metrics: a noisy count, then a budget too small for the steps that count implies, whose
+error quotes them; a hidden honest-tuning repetition). Not counted: other ``failed`` runs
+(nothing was released: the data could not be loaded, a refusal from public values). Private fits of the papers' figures that are not stored runs (:func:`charged_fits`)
 count at their target ε, by basic composition, flagged. ``running`` runs, and the budget that launches still training have *reserved*
 (:func:`reserve_budget`: a sweep's runs have no row until they land), are shown apart and
 charged by :func:`check_cap` at what they may spend: their target times the method's
@@ -118,6 +119,8 @@ FLAG_REPRODUCIBLE = "reproducible noise: not private against anyone who knows th
 FLAG_OWNER_VIEW = "owner's view, not private (ε = ∞): not in the totals, do not publish"
 FLAG_PUBLIC_ONLY = "reads no private data: cost 0"
 FLAG_FAILED = "failed after writing step records: charged at its target ε (or the largest its records state)"
+FLAG_FAILED_STARTED = ("failed after its mechanism started, before any step record: charged at its target ε "
+                       "(it may have released)")
 FLAG_FIT = "a figure's private fit (mixdp reproduce), no run row: charged at its target ε, basic composition only"
 #: A run deleted from the store: what it spent stays charged (``RunStore.deleted_records``).
 FLAG_DELETED = "a deleted run: what it spent stays in the ledger (its record kept as a tombstone)"
@@ -390,7 +393,7 @@ def _failed_entry(rec: Any, private: bool, common: Mapping[str, Any]) -> Optiona
     # nothing bounds a run without a target ε
     eps = math.inf if target is None else max(target, released or 0.0)
     delta = _finite(rec.config.get("target_delta")) or 0.0
-    flags = [FLAG_FAILED, FLAG_NO_EVENT]
+    flags = [FLAG_FAILED if n_records > 0 else FLAG_FAILED_STARTED, FLAG_NO_EVENT]
     if str((rec.config.get("method_params") or {}).get("noise", "")) == "reproducible":
         flags.append(FLAG_REPRODUCIBLE)
     return LedgerRun(kind=KIND_PRIVATE, epsilon=eps, delta=delta, event=None, flags=tuple(flags), **common)

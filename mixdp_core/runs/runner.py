@@ -453,9 +453,11 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
 DIAGNOSTICS_NOTE = OWNER_NOTE  # one wording for the CLI's --json, exports and pages
 
 
-def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | None:
+def sibling_boost(store: RunStore, split_hash: str, err_dp: float, *, raw: bool = False) -> float | None:
     """Performance Boost of an error ``err_dp`` against completed paragon and only-public runs
-    of the same split in ``store`` (newest of each), or ``None`` if either is missing."""
+    of the same split in ``store`` (newest of each), or ``None`` if either is missing; with
+    ``raw=False`` also ``None`` where it is not finite (JSON holds no ∞: :func:`_with_boost`
+    stores how it reads instead)."""
     from ..evaluation.metrics import performance_boost
     from ..methods.base import ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER, reference_methods
 
@@ -469,7 +471,7 @@ def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | No
             return None
         refs[role] = runs[0].metrics["test_error"]
     pb = performance_boost(err_dp, err_public=refs[ROLE_REFERENCE_LOWER], err_paragon=refs[ROLE_REFERENCE_UPPER])
-    return pb if math.isfinite(pb) else None
+    return pb if raw or math.isfinite(pb) else None
 
 
 def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_step: Callable,
@@ -487,15 +489,18 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
     split = make_split(features, config.split_spec(), public_features=public_features)
     model = config.make_method()
     t_fit = time.perf_counter()
+    from ..randomness import tracking_noise
+
     try:
-        with observing_steps(live(split) if live is not None else None):
+        with tracking_noise() as drawn, observing_steps(live(split) if live is not None else None):
             model.fit(split, on_step=on_step)
     except BaseException as e:
         # a fit can release before it fails with no step record written (a noisy count, then a
         # budget too small for the steps it implies; a hidden honest-tuning repetition; the
-        # held-out guard's histogram, whose ledgers are the fit's only at its end): a private
-        # fit that started is taken to have released (fail closed), and the ledger charges it
-        if getattr(type(model), "private", True) or len(getattr(model, "ledger_", None) or ()):
+        # held-out guard's histogram, whose ledgers are the fit's only at its end): once its
+        # mechanism made a noise generator it is taken to have released (the ledger charges
+        # it); a refusal from public values before that (a projection too large) is not
+        if drawn[0] or len(getattr(model, "ledger_", None) or ()):
             with contextlib.suppress(Exception):
                 e.mixdp_released = True
         raise
@@ -542,9 +547,10 @@ def noise_fields(config: RunConfig) -> dict[str, Any]:
 
 
 def released_before_failing(error: BaseException) -> dict[str, Any]:
-    """``{"released": True}`` for the metrics of a failed run whose private fit had started
-    (it may have released: fail closed), so the budget ledger charges it even without a step
-    record; ``{}`` otherwise (a failure before the fit: loading the data, the split)."""
+    """``{"released": True}`` for the metrics of a failed run whose fit had started its
+    mechanism (a release's noise generator was made: it may have released), so the budget
+    ledger charges it even without a step record; ``{}`` otherwise (a failure before: loading
+    the data, the split, a refusal from public values)."""
     return {"released": True} if getattr(error, "mixdp_released", False) else {}
 
 
@@ -553,10 +559,15 @@ def _with_boost(store: RunStore, config: RunConfig, metrics: dict[str, Any]) -> 
 
     from ..methods.base import is_reference
 
-    metrics["performance_boost"] = (
-        sibling_boost(store, config.split_hash(), metrics["test_error"])
-        if not is_reference(config.method) else None
-    )
+    pb = None if is_reference(config.method) else sibling_boost(store, config.split_hash(), metrics["test_error"],
+                                                                 raw=True)
+    metrics["performance_boost"] = pb if pb is not None and math.isfinite(pb) else None
+    if pb is not None and not math.isfinite(pb):
+        # ∞ (the paragon's error reached) or undefined (an error below the paragon's): JSON holds
+        # neither, so the run keeps how it reads; the card showed nothing at all
+        from ..evaluation.metrics import format_boost
+
+        metrics["performance_boost_label"] = format_boost(pb)
     return json_safe(metrics)
 
 
@@ -718,10 +729,9 @@ def train(
 
     t0 = time.perf_counter()
     status, error, arrays = COMPLETED, None, {}
-    chash = config_hash
+    # before the fit (the data as they are now); raising here, as before, not a record without a hash
+    chash = config_hash if config_hash is not None else config.config_hash()
     try:
-        if chash is None:  # before the fit: the data as loaded, and inside the failure handling
-            chash = config.config_hash()
         metrics, arrays = _fit_evaluate(config, features, public_features, on_step, cache_dir=cache_dir,
                                         progress=progress, run_id=run_id, t0=t0)
         status = CANCELLED if cancelled[0] else COMPLETED

@@ -190,3 +190,22 @@ def test_an_undefined_boost_with_both_references_is_not_asked_for_again():
                                                                                         "only_public")]
     s = recommend(runs)[0].sentence()
     assert "Performance boost undefined" in s and "Run both" not in s
+
+
+def test_a_lead_of_one_test_sample_on_every_seed_is_not_beyond_noise():
+    """A runner-up exactly one test sample worse on each of 3 seeds read as 'beyond seed noise'
+    (0.0 ± 0.0 points); two seeds with the same 10-point lead said 'within noise, not above 12.7
+    standard errors' beside ± 0.0."""
+    def r(m, s, e):
+        x = run(m, 1.0, e, seed=s)
+        x.metrics["n_test"] = 1000
+        return x
+
+    three = [r("adamix", s, e) for s, e in enumerate((0.100, 0.150, 0.120))]
+    three += [r("ngd", s, e + 0.001) for s, e in enumerate((0.100, 0.150, 0.120))]
+    rec = recommend(three)[0]
+    assert rec.verdict == "within_noise" and "0.0 ± 0.0" not in rec.sentence()
+    two = [r("adamix", s, e) for s, e in enumerate((0.10, 0.20))] + [r("ngd", s, e + 0.1) for s, e in
+                                                                        enumerate((0.10, 0.20))]
+    s2 = recommend(two)[0].sentence()
+    assert "same 10.0 points on both seeds" in s2 and "standard errors" not in s2

@@ -911,4 +911,12 @@ def test_a_projection_dropping_more_than_the_bound_is_refused_naming_the_field()
     with pytest.raises(ConfigError, match=rf"^projection: projection=8 keeps 8 of D = {D} directions"):
         m.fit(split)
     assert len(m.ledger_) == 0  # refused before the count: nothing released (it was charged before)
+    from mixdp_core.randomness import tracking_noise
+
+    with tracking_noise() as drawn, pytest.raises(ConfigError):
+        make_method("adamix", target_epsilon=1.0, projection=8).fit(split)
+    assert drawn == [False]  # no release's generator made: the runner does not charge it
+    with tracking_noise() as drawn:
+        make_method("adamix", target_epsilon=1.0, projection=D - 8).fit(split)
+    assert drawn == [True]
     make_method("adamix", target_epsilon=1.0, projection=D - 8).fit(split)

@@ -593,3 +593,27 @@ def test_a_private_fit_that_fails_midway_is_charged_even_before_its_ledger(tmp_p
     assert rec.metrics["n_step_records"] == 0 and rec.metrics["released"] is True
     (s,) = dataset_ledgers(st)
     assert len(s.runs) == 1 and s.runs[0].epsilon >= 3.0
+
+
+def test_a_refusal_from_public_values_inside_the_fit_is_not_charged(tmp_path):
+    """A projection too large for D is refused inside the fit but before any noise generator is
+    made: the failed run released nothing and is not charged (fail closed only where the
+    mechanism had started)."""
+    import numpy as np
+
+    from mixdp_core.methods.adamix.engine import MAX_COMPLEMENT_DIM
+    from mixdp_core.runs.ledger import dataset_ledgers
+
+    rng = np.random.default_rng(0)
+    D = MAX_COMPLEMENT_DIM + 40
+    f = tmp_path / "wide.npz"
+    np.savez(f, X_train=rng.normal(size=(90, D)).astype(np.float32), y_train=np.arange(90) % 3,
+             X_test=rng.normal(size=(9, D)).astype(np.float32), y_test=np.arange(9) % 3)
+    st = RunStore(tmp_path / "s")
+    cfg = RunConfig(dataset=f"features:{f}", encoder="pixels", method="adamix", target_epsilon=2.0,
+                    public_per_class=3, method_params={"projection": 8})
+    with pytest.raises(ConfigError, match="^projection"):
+        execute(cfg, store=st, cache_dir=tmp_path / "c")
+    (rec,) = st.list_runs()
+    assert rec.status == "failed" and "released" not in rec.metrics
+    assert all(not s.runs for s in dataset_ledgers(st))

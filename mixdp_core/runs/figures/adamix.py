@@ -352,7 +352,8 @@ def _boost_vs_shots(ctx: Context) -> FigureOutput:
             pb[lab, k].append(performance_boost(e, err_public=err[("only_public", k, seed)],
                                                 err_paragon=err[("paragon", k, seed)]))
     agg = {key: _ms(v) for key, v in pb.items()}
-    n_inf = sum(1 for v in pb.values() for x in v if not math.isfinite(x))
+    n_inf = sum(1 for v in pb.values() for x in v if x == math.inf)
+    n_undef = sum(1 for v in pb.values() for x in v if x == -math.inf or math.isnan(x))
     md = [f"**Performance Boost PB = (err_public − err_paragon) / (err_DP − err_paragon) at target ε = "
           f"{float(p['epsilon']):g} — mean ± std over seeds (PB = 1: no better than Only-Public)**", ""]
     md += _table(["method"] + [f"{k} public / class" for k in shots],
@@ -364,6 +365,9 @@ def _boost_vs_shots(ctx: Context) -> FigureOutput:
                   for m in ("paragon", "only_public", *methods)])
     if n_inf:
         md += ["", f"{n_inf} seed(s) with err_DP = err_paragon (PB infinite) left out of the means."]
+    if n_undef:
+        md += ["", f"{n_undef} seed(s) where an error is below the paragon's, or all three are equal (PB undefined), "
+                   "left out of the means."]
     out_rows = [{"method": m, "public_per_class": k, "pb_mean": agg[(m, k)][0], "pb_std": agg[(m, k)][1],
                  "n": agg[(m, k)][2]} for m in methods for k in shots if (m, k) in agg]
 

@@ -75,8 +75,11 @@ class Context:
         (:func:`~mixdp_core.runs.ledger.charged_fits`). ``charge=None``: a figure whose fits
         are not releases of the data set (its docstring says why); nothing is charged."""
         from ..ledger import FitCharge, charged_fits
+        from ..sweep.executors import check_workers
         from ..sweep.spec import max_grid_points
 
+        if self.workers is not None:  # refused before anything is reserved (else charged as if fits ran)
+            check_workers(int(self.workers), local=self.backend == "local")
         if len(items) > max_grid_points():  # bounded before a fit is reserved or charged
             raise ConfigError("seeds", f"this figure asks {len(items):,} trainings, above the limit of "
                                        f"{max_grid_points():,} (MIXDP_MAX_GRID_POINTS); fewer seeds or grid values")

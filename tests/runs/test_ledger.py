@@ -461,9 +461,8 @@ def _interrupt_at_third(item, shared):
 
 def test_an_interrupted_figure_charges_the_fits_that_may_have_run(tmp_path):
     """Interrupted, a figure charged every fit it had planned (700 after 6 s; 1.4 M once, past
-    any cap, with no way to remove them): it charges the finished fits and, of the others, as
-    many as can run at once (one, inline), the largest ε first. Figures are bounded before
-    anything is reserved."""
+    any cap, with no way to remove them): it charges the fits the executor started (finished or
+    not), not the ones it never began. Figures are bounded before anything is reserved."""
     from mixdp_core.errors import ConfigError
     from mixdp_core.runs.figures.base import Context
 
@@ -474,8 +473,8 @@ def test_an_interrupted_figure_charges_the_fits_that_may_have_run(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         ctx.trainings(_interrupt_at_third, items, {}, charge=lambda it: it[:2])
     s = L.dataset_ledger(st, key)
-    # fits 0 and 1 finished (0.5 each); the third raised: one unfinished fit charged, the largest ε (2.0)
-    assert len(s.runs) == 3 and s.epsilon_basic == pytest.approx(3.0)
+    # fits 0 and 1 finished, the third started and raised: those three (0.5 each); 3-5 never began
+    assert len(s.runs) == 3 and s.epsilon_basic == pytest.approx(1.5)
     with pytest.raises(ConfigError, match="seeds: this figure asks 2,001 trainings"):
         ctx.trainings(_echo, [("adamix", 0.5, i) for i in range(2001)], {}, charge=lambda it: it[:2])
     assert len(L.dataset_ledger(st, key).runs) == 3

@@ -404,3 +404,27 @@ def test_the_library_gives_a_figures_shared_params_to_the_variants_that_take_the
     with pytest.raises(ConfigError) as e:
         SweepSpec(dataset="digits", methods=("ngd",), params={"noise_multiplyer": 20})
     assert e.value.field == "noise_multiplyer"
+
+
+def test_map_trainings_reports_the_tasks_that_started(tmp_path):
+    """What may have run when a figure's stream ends: every task of a complete pool run, the
+    tasks up to the failing one inline, never one that was not begun."""
+    from mixdp_core.runs.sweep import map_trainings
+
+    started: set = set()
+    assert map_trainings(_square, [1, 2, 3], workers=2, started=started) == [1, 4, 9]
+    assert started == {0, 1, 2}
+    started = set()
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C inside the third task, inline
+        map_trainings(_interrupt_at_two, [0, 1, 2, 3, 4], workers=1, started=started)
+    assert started == {0, 1, 2}
+
+
+def _square(x):
+    return x * x
+
+
+def _interrupt_at_two(x):
+    if x == 2:
+        raise KeyboardInterrupt
+    return x

@@ -95,24 +95,14 @@ class Context:
         finished: set[int] = set()
         completed = [False]
 
+        ran: set[int] = set()
+
         def started() -> set[int] | None:
             """The fits that may have released: all after a normal end; after an interruption
-            the finished ones and, of the other private fits, twice as many as can run at once
-            (a worker may have finished one whose result had not arrived and started the next),
-            largest ε first (which ones ran is not known here); all of them on Ray."""
+            those the executor started (it records each task as it begins; every one on Ray)."""
             if completed[0] or not fits:
                 return None
-            from ..._io import usable_cores
-            from ..ledger import _method_flags
-
-            rest = sorted((i for i in set(range(len(items))) - finished if _method_flags(fits[i].method)[0]),
-                          key=lambda i: -fits[i].target_epsilon)
-            if self.backend != "local":
-                return finished | set(rest)
-            if int(self.workers or 0) == 1:  # inline: the one fit that raised was the only one running
-                return finished | set(rest[:1])
-            w = max(1, int(self.workers) if self.workers else usable_cores())  # the pool's processes
-            return finished | set(rest[:2 * w])
+            return finished | ran
 
         def on_done(i: int, r: Any) -> None:
             finished.add(i)
@@ -124,7 +114,7 @@ class Context:
             if self.on_start is not None:
                 self.on_start(len(items), 0)
             out = map_trainings(fn, items, backend=self.backend, workers=self.workers, address=self.address,
-                                shared=shared, on_result=on_done)
+                                shared=shared, on_result=on_done, started=ran)
             completed[0] = True
             return out
 

@@ -178,6 +178,16 @@ class LocalExecutor:
         self.own_session = bool(own_session)
         self._pool: ProcessPoolExecutor | None = None
         self._stop = False
+        self._started = None
+        self._started_before: set[int] = set()
+
+    def started(self) -> set[int]:
+        """Indices of the items whose task has started (in any pool of this executor, or inline):
+        what may have run when a stream is interrupted (charged by a figure's ledger entry)."""
+        out = set(self._started_before)
+        if self._started is not None:
+            out.update(i for i in range(len(self._started)) if self._started[i] != 0)
+        return out
 
     def _new_pool(self, n: int, shared: Any, n_items: int) -> ProcessPoolExecutor:
         import multiprocessing as mp
@@ -193,6 +203,7 @@ class LocalExecutor:
         ctx = mp.get_context(method)
         if method == "forkserver":
             ctx.set_forkserver_preload(["mixdp_core.runs.runner", "mixdp_core.runs.sweep", "mixdp_core.methods"])
+        self._started_before = self.started()  # a rebuilt pool keeps what the earlier one started
         self._started = ctx.Array("i", n_items, lock=False)
         return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_local_init,
                                    initargs=(shared, self._started, self.own_session, os.getpid()))
@@ -204,6 +215,7 @@ class LocalExecutor:
             for i, item in enumerate(items):
                 if self._stop:
                     return
+                self._started_before.add(i)
                 try:
                     yield i, (fn(item, shared) if with_shared else fn(item))
                 except Exception as e:  # noqa: BLE001
@@ -364,7 +376,8 @@ def make_executor(backend: str = "local", **kw: Any):
 
 def map_trainings(fn: Callable, items: Sequence[Any], *, backend: str = "local", workers: int | None = None,
                   address: str | None = None, shared: Any = None, max_retries: int = 2,
-                  on_result: Callable[[int, Any], Any] | None = None, raise_errors: bool = True) -> list[Any]:
+                  on_result: Callable[[int, Any], Any] | None = None, raise_errors: bool = True,
+                  started: set | None = None) -> list[Any]:
     """Run ``fn`` on every item with the sweep executors; results in item order.
 
     For training functions that are not ``RunConfig`` s (audits: reference models, canary
@@ -380,6 +393,9 @@ def map_trainings(fn: Callable, items: Sequence[Any], *, backend: str = "local",
         max_retries: re-runs of a task whose worker died.
         on_result: ``on_result(index, result)`` as each task finishes (any order).
         raise_errors: raise the first :class:`TaskError` at the end (else it is the result).
+        started: filled, when the call ends (also by an error or Ctrl-C), with the indices of
+            the items whose task started (local executor), or with every index where that is
+            not known (Ray): what may have run.
     """
     ex = make_executor(backend, workers=workers, address=address, max_retries=max_retries)
     out: list[Any] = [None] * len(items)
@@ -389,6 +405,8 @@ def map_trainings(fn: Callable, items: Sequence[Any], *, backend: str = "local",
             if on_result is not None:
                 on_result(i, res)
     finally:
+        if started is not None:
+            started.update(ex.started() if hasattr(ex, "started") else range(len(items)))
         ex.close()
     if raise_errors:
         for r in out:

@@ -42,7 +42,10 @@ SIGNAL_BAR = 6.0
 
 def signal(name: str) -> tuple[float, int, int, int]:
     """``(signal, private rows, C, D)`` of regime ``name`` from its seed-0 split (sizes only)."""
-    kw = regime_by_name(name)["dataset_kwargs"]
+    from center_and_start import userlike_regime
+
+    reg = userlike_regime(int(name.split("_")[1])) if name.startswith("userlike_") else regime_by_name(name)
+    kw = reg["dataset_kwargs"]
     n = len(next(iter(regime_splits(name, [0])))[1].y_private)
     C, D = int(kw["classes"]), int(kw["dim"])
     return n / C * gdp_mu_for_budget(epsilon=8.0, delta=1e-5) / math.sqrt(D), n, C, D
@@ -64,6 +67,29 @@ def select(start: int, count: int, plan: str) -> None:
         "hypothesis": f"(c) holds on every regime with signal > {SIGNAL_BAR:g} where it applies "
                       "(paragon <= 1/2 Only-Public; means over seeds 0-3)",
         "signal_bar": SIGNAL_BAR, "first_index": start, "commit": commit, "kept": kept, "skipped": skipped,
+        "runs": "python scripts/variants_parallel.py --regimes <kept> --epsilons 3,8 --seeds 0,1,2,3 "
+                "--variants op,pg,def --workers 2 --jsonl <runs>",
+    }, indent=1) + "\n")
+
+
+def select_userlike(count: int, plan: str) -> None:
+    """Fix ``userlike_0`` … ``userlike_<count−1>`` (every one, whatever its signal) and write
+    them with their sizes to PLAN before any method runs (the user-like check, below)."""
+    from center_and_start import userlike_regime
+
+    kept = []
+    for i in range(count):
+        name = f"userlike_{i}"
+        s, n, C, D = signal(name)
+        kept.append({"regime": name, "signal": round(s, 3), "private_rows": n, "classes": C, "dim": D,
+                     "dataset_kwargs": userlike_regime(i)["dataset_kwargs"]})
+        print(f"{name}: C={C} n={n} signal={s:.2f} {userlike_regime(i)['dataset_kwargs']}", file=sys.stderr, flush=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+    Path(plan).write_text(json.dumps({
+        "question": "how often (c) holds on regimes drawn around the shape of the product owner's unseen data "
+                    "(about 100 classes, D = 1280, 2 public and about 62 private rows per class); every draw reported",
+        "commit": commit, "kept": kept, "skipped": [],
         "runs": "python scripts/variants_parallel.py --regimes <kept> --epsilons 3,8 --seeds 0,1,2,3 "
                 "--variants op,pg,def --workers 2 --jsonl <runs>",
     }, indent=1) + "\n")
@@ -116,6 +142,8 @@ if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "select" and len(sys.argv) == 5:
         select(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    elif cmd == "userlike" and len(sys.argv) == 4:
+        select_userlike(int(sys.argv[2]), sys.argv[3])
     elif cmd == "report" and len(sys.argv) == 4:
         report(sys.argv[2], sys.argv[3])
     else:

@@ -191,8 +191,36 @@ def regime_features(name: str):
         fs = get_features("image_folder", "efficientnet_lite0", root=os.environ.get("MANY38_DIR", "/tmp/STORE20/many38"),
                           encoder_kwargs={"image_size": 128, "precision": "fp32"})
         return fs, 2, 1.0
-    reg = regime_by_name(name)  # the family's regimes and drawn_<i>
+    if name.startswith("userlike_"):
+        reg = userlike_regime(int(name[len("userlike_"):]))
+    else:
+        reg = regime_by_name(name)  # the family's regimes and drawn_<i>
     return get_features("synthetic", "pixels", **reg["dataset_kwargs"]), reg["public_per_class"], reg["imbalance_ratio"]
+
+
+def userlike_regime(index: int) -> dict:
+    """``userlike_<index>``: a regime drawn *around the shape of the product owner's unseen data*
+    (#25: about 100 classes, EfficientNet-Lite0's 1,280 dimensions, 2 public and about 62 private
+    rows per class, balanced), its other options (spectrum, separation, shared mean, ambiguity)
+    drawn from the drawn regimes' ranges (``DRAW_RANGES``) by a generator seeded with ``index``
+    alone: how the defaults do on data like the user's, nothing chosen. Sizes: C uniform in
+    [90, 115], private rows per class uniform in [50, 75], 20 test rows per class."""
+    import numpy as np
+
+    from mixdp_core.runs.figures.regimes import DRAW_RANGES, _draw
+
+    g = np.random.default_rng([int(index), 0x05E2])
+    C, D = int(g.integers(90, 116)), 1280
+    n = int(g.integers(50, 76))
+    d = {k: _draw(g, DRAW_RANGES[k]) for k in ("effective_rank_share", "separation_per_sqrt_log_c", "shared_mean",
+                                             "ambiguity")}
+    kw = {"classes": C, "dim": D, "train_per_class": n + 2, "test_per_class": 20,
+          "effective_rank": round(d["effective_rank_share"] * D, 1),
+          "separation": round(d["separation_per_sqrt_log_c"] * float(np.sqrt(np.log(C))), 2),
+          "shared_mean": round(d["shared_mean"], 2), "ambiguity": round(d["ambiguity"], 3),
+          "data_seed": 100_000 + int(index)}
+    return {"name": f"userlike_{int(index)}", "role": "validation (user-like)", "public_per_class": 2,
+            "imbalance_ratio": 1.0, "dataset_kwargs": kw}
 
 
 def _pacs_features(domain: str):
@@ -207,7 +235,7 @@ def _public_from(name: str) -> str | None:
     """The ``public_from`` spec of REGIME's split (``None``: its own training rows)."""
     if name == "pacs_photo_art":
         return "image_folder:photo"
-    if name.startswith(("digits", "cifar10_", "folder:", "many38_", "classroom_")):
+    if name.startswith(("digits", "cifar10_", "folder:", "many38_", "classroom_", "userlike_")):
         return None
     return regime_by_name(name).get("public_from")
 

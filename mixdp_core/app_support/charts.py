@@ -51,7 +51,12 @@ def percent(v: Any) -> str:
     return f"{x:.1f} %"
 
 
-def _reads_no_private(method: str) -> bool:
+def _pct(v: Any) -> str:
+    """:func:`percent`, or "—" for no value (cards and tables)."""
+    return "—" if v is None else percent(v)
+
+
+def reads_no_private(method: str) -> bool:
     """Whether ``method`` never reads the private rows (Only-Public, zero-shot): its privacy
     loss is 0, not the ∞ of a non-private reference."""
     from ..errors import UnknownNameError
@@ -64,7 +69,7 @@ def _reads_no_private(method: str) -> bool:
 
 
 def _reference_eps_label(method: str) -> str:
-    return "ε=0" if _reads_no_private(method) else "ε=∞"
+    return "ε=0" if reads_no_private(method) else "ε=∞"
 
 
 def _layout(fig, title: str, x: str, y: str, height: int = 320):
@@ -455,8 +460,7 @@ def privacy_table(metrics: Mapping[str, Any]) -> list[dict[str, str]]:
 
     # a method that never reads the private data loses nothing in every unit (the table said
     # ε 0 beside μ ∞ and ρ ∞ for Only-Public)
-    reads_none = not private and (metrics.get("method") in ("only_public", "zero_shot")
-                                  or metrics.get("epsilon") == 0.0)
+    reads_none = not private and (reads_no_private(str(metrics.get("method"))) or metrics.get("epsilon") == 0.0)
     zero = "0" if reads_none else None
     rows = [
         {"notion": "(ε, δ)-DP: ε", "value": zero or fmt(metrics.get("epsilon"), inf_if_none=not private)},
@@ -528,16 +532,14 @@ def _auc_with_interval(metrics: Mapping[str, Any]) -> str:
 def metric_cards(metrics: Mapping[str, Any], *, owner: bool = True) -> list[tuple[str, str]]:
     """``(label, value)`` pairs for the final metrics of a run (no minority-class accuracy
     where the split has no minority class; no attack AUC with ``owner=False``)."""
-    def pct(v: Any) -> str:
-        return "—" if v is None else percent(v)
 
     def num(v: Any) -> str:
         return "—" if v is None else f"{float(v):.3f}"
 
     cards = [
-        ("test error", pct(metrics.get("test_error"))),
-        ("balanced accuracy", pct(metrics.get("balanced_accuracy"))),
-        ("minority-class accuracy", pct(metrics.get("minority_accuracy"))),
+        ("test error", _pct(metrics.get("test_error"))),
+        ("balanced accuracy", _pct(metrics.get("balanced_accuracy"))),
+        ("minority-class accuracy", _pct(metrics.get("minority_accuracy"))),
         (OWNER_AUC_LABEL, _auc_with_interval(metrics)),
     ]
     # A balanced split (imbalance ratio 1) has no minority class: no card for it. Older runs
@@ -608,21 +610,19 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Compare's table in the units of its charts: errors and accuracies in %, ε "0" for a
     method that reads no private data and "∞" for a non-private one, "—" where a value does
     not apply (minority accuracy at imbalance ratio 1)."""
-    def pct(v: Any) -> str:
-        return "—" if v is None else percent(v)
 
     out = []
     for r in rows:
         eps = r.get("epsilon")
         out.append({"method": r["method"],
-                    "ε": (f"{eps:g}" if eps is not None else "0" if r["method"] in ("only_public", "zero_shot") else "∞"),
-                    "seeds": r["n"], "test error": pct(r.get("test_error_mean")),
-                    "± std": pct(r.get("test_error_std")) if r.get("n", 1) > 1 else "—",
+                    "ε": (f"{eps:g}" if eps is not None else "0" if reads_no_private(r["method"]) else "∞"),
+                    "seeds": r["n"], "test error": _pct(r.get("test_error_mean")),
+                    "± std": _pct(r.get("test_error_std")) if r.get("n", 1) > 1 else "—",
                     OWNER_AUC_LABEL: "—" if r.get("mia_auc_mean") is None else (
                         f"{float(r['mia_auc_mean']):.3f}" + (f" ± {float(r['mia_auc_std']):.3f}"  # over seeds, as the chart
                                                               if r.get("n", 1) > 1 and r.get("mia_auc_std") is not None
                                                               else "")),
-                    "minority acc.": pct(r.get("minority_accuracy_mean"))})
+                    "minority acc.": _pct(r.get("minority_accuracy_mean"))})
     return out
 
 
@@ -644,7 +644,7 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
         if r.get("epsilon") is None:
             name, color = _style(r["method"])
             mean, std = float(r[f"{metric}_mean"]), float(r.get(f"{metric}_std") or 0.0)
-            label = (f"{name} (ε = 0)" if _reads_no_private(r["method"]) else
+            label = (f"{name} (ε = 0)" if reads_no_private(r["method"]) else
                      name if "non-private" in name.lower() else f"{name} (non-private)")
             if std > 0:
                 fig.add_trace(go.Scatter(x=x_ref + x_ref[::-1], y=[mean + std] * 2 + [mean - std] * 2,

@@ -234,19 +234,9 @@ class JobManager:
         from ..runs.ledger import check_cap
 
         config = confine_run_paths(config, also=app_data_folders(self.cache_dir))  # run what was checked
-        chash = config.config_hash()
-        with self._launch_lock:  # the check and the registration as one step (two sessions, two clicks)
-            now = time.time()
-            earlier = self._recent_launches.get(chash)
-            if earlier is not None and now - earlier[0] < DUPLICATE_LAUNCH_S and \
-                    earlier[1].state in (QUEUED, ACTIVE):
-                return earlier[1]
-            check_cap(self.store, config, reuse=reuse)  # the data set's cap: refused before it is queued
-            job = Job(job_id=self._new_id(), kind=kind, configs=[config], reuse=reuse)
-            self._recent_launches = {h: v for h, v in self._recent_launches.items()
-                                     if now - v[0] < DUPLICATE_LAUNCH_S}
-            self._recent_launches[chash] = (now, job)
-        return self._submit(job)
+        return self._launch_once(config.config_hash(), Job(job_id=self._new_id(), kind=kind, configs=[config],
+                                                           reuse=reuse),
+                                 lambda: check_cap(self.store, config, reuse=reuse))  # refused before it is queued
 
     def submit_sweep(self, configs: Sequence[Any], *, kind: str = "compare", reuse: bool = True) -> Job:
         """Queue a sweep of runs through the sweep engine (in parallel on the configured
@@ -260,17 +250,23 @@ class JobManager:
         from ..runs.ledger import check_caps
 
         configs = [confine_run_paths(c, also=app_data_folders(self.cache_dir)) for c in configs]  # run what was checked
-        # the same grid launched again within DUPLICATE_LAUNCH_S while it runs is that job (a double
-        # click on Run comparison queued two sweeps whose runs in flight trained twice)
-        key = "sweep:" + ",".join(sorted(c.config_hash() for c in configs))
+        # a double click on Run comparison queued two sweeps whose runs in flight trained twice
+        return self._launch_once("sweep:" + ",".join(sorted(c.config_hash() for c in configs)),
+                                 Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse),
+                                 lambda: check_caps(self.store, list(configs), reuse=reuse))  # the whole grid
+
+    def _launch_once(self, key: str, job: Job, check: Callable[[], None]) -> Job:
+        """Submit ``job`` after ``check()`` (the caps), unless a launch with the same ``key`` (its
+        config hashes) is still queued or running from less than :data:`DUPLICATE_LAUNCH_S` ago:
+        that job is returned instead. The lookup, the check and the registration are one step
+        under a lock (two sessions, two clicks)."""
         with self._launch_lock:
             now = time.time()
             earlier = self._recent_launches.get(key)
             if earlier is not None and now - earlier[0] < DUPLICATE_LAUNCH_S and earlier[1].state in (QUEUED, ACTIVE):
                 return earlier[1]
-            check_caps(self.store, list(configs), reuse=reuse)  # the data sets' caps, for the whole grid
-            job = Job(job_id=self._new_id(), kind=kind, configs=list(configs), reuse=reuse)
-            self._recent_launches = {h: v for h, v in self._recent_launches.items() if now - v[0] < DUPLICATE_LAUNCH_S}
+            check()
+            self._recent_launches = {k: v for k, v in self._recent_launches.items() if now - v[0] < DUPLICATE_LAUNCH_S}
             self._recent_launches[key] = (now, job)
         return self._submit(job)
 

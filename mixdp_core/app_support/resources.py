@@ -266,7 +266,7 @@ def run_eps_label(rec: Any) -> str:
     showed Only-Public as ε=∞ and a running paragon with the sweep's placeholder ε=1)."""
     cls = forms_methods().get(rec.method)
     if cls is not None and not getattr(cls, "private", True):
-        return "ε=0" if not getattr(cls, "uses_private_data", True) else "ε=∞"
+        return "ε=0" if charts.reads_no_private(rec.method) else "ε=∞"
     if rec.metrics.get("private") is False:
         return "ε=0" if rec.metrics.get("epsilon") == 0.0 else "ε=∞"
     return f"ε={rec.target_epsilon:g}"
@@ -442,7 +442,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     st.markdown(f"**Run `{rec.run_id}`** — {rec.method} on {rec.dataset} · {rec.encoder} · "
                 + (f"target ε = {rec.target_epsilon:g}, δ = {rec.config.get('target_delta', 1e-5):g}"
                    if private else "reference that reads no private data (ε = 0)"
-                   if not getattr(mcls, "uses_private_data", True) else "non-private reference (ε = ∞)")
+                   if charts.reads_no_private(rec.method) else "non-private reference (ε = ∞)")
                 + f" · seed {rec.seed} — {STATUS_BADGE.get(rec.status, rec.status)}")
     if running:
         return _render_live(manager, rec, target=target, first_draw=first_draw, live_s=live_s, owner=owner)

@@ -36,9 +36,12 @@ composition only (flagged). So is a ``failed`` private run whose mechanism had s
 release's noise generator was made) before it failed without a step record (``released`` in
 its metrics: a noisy count, then a budget too small for the steps that count implies, whose
 error quotes them; a hidden honest-tuning repetition). Not counted: other ``failed`` runs
-(nothing was released: the data could not be loaded, a refusal from public values). Private fits of the papers' figures that are not stored runs (:func:`charged_fits`)
-count at their target ε, by basic composition, flagged. ``running`` runs, and the budget that launches still training have *reserved*
-(:func:`reserve_budget`: a sweep's runs have no row until they land), are shown apart and
+(nothing was released: the data could not be loaded, a refusal from public values). A
+deleted run counts through its tombstone (``RunStore.deleted_records``). Private fits of the
+papers' figures that are not stored runs (:func:`charged_fits`) count at their target ε, by
+basic composition, flagged. ``running`` runs, and the budget that launches still training
+have *reserved* (:func:`reserve_budget`: a sweep's runs have no row until they land), are
+shown apart and
 charged by :func:`check_cap` at what they may spend: their target times the method's
 ``budget_multiple()`` (more than the target only where an option composes several runs, e.g.
 ``optimistic_tuning``).
@@ -936,6 +939,7 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
     groups = _records_by_key(store)
     stored_legacy = _legacy_keys(groups, caps)  # caps stored under the key a data set had before
     new: dict[str, list[Any]] = {}
+    hashes: dict[int, str] = {}  # each config's hash, once (it builds the method and reads the data's identity)
     legacy_of: dict[str, set] = {}
     for c in configs:
         private, _ = _method_flags(c.method)
@@ -946,12 +950,13 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
             continue
         if old != key and old in caps:
             legacy_of.setdefault(key, set()).add(old)
-        if reuse and store.find_completed(c.config_hash()) is not None:
+        h = hashes[id(c)] = c.config_hash()
+        if reuse and store.find_completed(h) is not None:
             continue
         new.setdefault(key, []).append(c)
     if not new:
         return []
-    reserved = _extra_entries(store, frozenset(c.config_hash() for cs in new.values() for c in cs))
+    reserved = _extra_entries(store, frozenset(hashes[id(c)] for cs in new.values() for c in cs))
     planned = {key: [planned_charge(c) for c in cs] for key, cs in new.items()}  # (ε, δ) of each, once
     for key, cs in new.items():
         cap = effective_cap(store, key, legacy_of.get(key, set()) | stored_legacy.get(key, set()))
@@ -990,10 +995,10 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
     out, seen = [], set()  # a repeated config runs once: reserved once
     for key, cs in new.items():
         for c, (eps, delta) in zip(cs, planned[key]):
-            if c.config_hash() not in seen:
-                seen.add(c.config_hash())
-                out.append({"key": key, "config_hash": c.config_hash(), "method": c.method, "epsilon": eps,
-                            "delta": delta})
+            h = hashes[id(c)]
+            if h not in seen:
+                seen.add(h)
+                out.append({"key": key, "config_hash": h, "method": c.method, "epsilon": eps, "delta": delta})
     return out
 
 

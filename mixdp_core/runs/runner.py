@@ -107,8 +107,6 @@ def _hash(obj: Any) -> str:
     return hashlib.sha256(_canonical(obj).encode()).hexdigest()[:32]
 
 
-
-
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything that determines one experiment (frozen, JSON round-trippable).
@@ -453,11 +451,10 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
 DIAGNOSTICS_NOTE = OWNER_NOTE  # one wording for the CLI's --json, exports and pages
 
 
-def sibling_boost(store: RunStore, split_hash: str, err_dp: float, *, raw: bool = False) -> float | None:
+def sibling_boost(store: RunStore, split_hash: str, err_dp: float) -> float | None:
     """Performance Boost of an error ``err_dp`` against completed paragon and only-public runs
-    of the same split in ``store`` (newest of each), or ``None`` if either is missing; with
-    ``raw=False`` also ``None`` where it is not finite (JSON holds no ∞: :func:`_with_boost`
-    stores how it reads instead)."""
+    of the same split in ``store`` (newest of each), or ``None`` if either is missing. It may
+    be ∞ or −∞ (undefined), which JSON cannot hold: :func:`_with_boost` stores how it reads."""
     from ..evaluation.metrics import performance_boost
     from ..methods.base import ROLE_REFERENCE_LOWER, ROLE_REFERENCE_UPPER, reference_methods
 
@@ -471,7 +468,7 @@ def sibling_boost(store: RunStore, split_hash: str, err_dp: float, *, raw: bool 
             return None
         refs[role] = runs[0].metrics["test_error"]
     pb = performance_boost(err_dp, err_public=refs[ROLE_REFERENCE_LOWER], err_paragon=refs[ROLE_REFERENCE_UPPER])
-    return pb if raw or math.isfinite(pb) else None
+    return pb
 
 
 def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_step: Callable,
@@ -529,29 +526,30 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
     return metrics, ev.arrays
 
 
-def noise_fields(config: RunConfig) -> dict[str, Any]:
-    """``noise`` and ``noise_label`` of a private run's config, for the metrics of a run that
-    failed before its report was made: its stored step records (noisy counts, a guard's gain)
-    are releases, and with reproducible noise anyone who knows the seed can replay them, so a
-    failed run carries the label as a completed one does. ``{}`` for a non-private method."""
+def failure_fields(config: RunConfig, error: BaseException) -> dict[str, Any]:
+    """What the metrics of a run that failed before its report was made carry besides its
+    timing (:func:`execute` and :func:`train` alike):
+
+    * ``noise`` and ``noise_label`` of a private method's config: its stored step records
+      (noisy counts, a guard's gain) are releases, and with reproducible noise anyone who
+      knows the seed can replay them, so a failed run carries the label as a completed one does;
+    * ``released: True`` when its fit had started its mechanism (a release's noise generator
+      was made: it may have released), so the budget ledger charges it even without a step
+      record; absent for a failure before (loading the data, the split, a refusal from public
+      values)."""
     from .. import randomness
 
+    out: dict[str, Any] = {}
     try:
         cfg = config.make_method().config
     except Exception:  # noqa: BLE001 - the run failed already; its stored config says the rest
-        return {}
-    if not hasattr(cfg, "noise"):
-        return {}
-    src = randomness.noise_source_of(cfg)
-    return {"noise": src, "noise_label": randomness.label(src)}
-
-
-def released_before_failing(error: BaseException) -> dict[str, Any]:
-    """``{"released": True}`` for the metrics of a failed run whose fit had started its
-    mechanism (a release's noise generator was made: it may have released), so the budget
-    ledger charges it even without a step record; ``{}`` otherwise (a failure before: loading
-    the data, the split, a refusal from public values)."""
-    return {"released": True} if getattr(error, "mixdp_released", False) else {}
+        cfg = None
+    if cfg is not None and hasattr(cfg, "noise"):
+        src = randomness.noise_source_of(cfg)
+        out.update(noise=src, noise_label=randomness.label(src))
+    if getattr(error, "mixdp_released", False):
+        out["released"] = True
+    return out
 
 
 def _with_boost(store: RunStore, config: RunConfig, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -559,8 +557,7 @@ def _with_boost(store: RunStore, config: RunConfig, metrics: dict[str, Any]) -> 
 
     from ..methods.base import is_reference
 
-    pb = None if is_reference(config.method) else sibling_boost(store, config.split_hash(), metrics["test_error"],
-                                                                 raw=True)
+    pb = None if is_reference(config.method) else sibling_boost(store, config.split_hash(), metrics["test_error"])
     metrics["performance_boost"] = pb if pb is not None and math.isfinite(pb) else None
     if pb is not None and not math.isfinite(pb):
         # ∞ (the paragon's error reached) or undefined (an error below the paragon's): JSON holds
@@ -653,8 +650,7 @@ def execute(
         try:
             store.finish(run_id, FAILED, error=msg,
                          metrics={"wall_seconds": time.perf_counter() - t0, "n_step_records": writer.n_records,
-                                  "epsilon_released": writer.epsilon_released, **noise_fields(config),
-                                  **released_before_failing(e)})
+                                  "epsilon_released": writer.epsilon_released, **failure_fields(config, e)})
         except Exception:
             try:  # e.g. disk full: the smallest possible write, so the run is not left 'running'
                 store.finish(run_id, FAILED, error=msg[:500])
@@ -738,7 +734,7 @@ def train(
     except Exception as e:  # noqa: BLE001 - recorded as a failed run by the driver
         status, error = FAILED, (f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
         metrics = {"wall_seconds": time.perf_counter() - t0, "epsilon_released": records_epsilon(steps),
-                   **noise_fields(config), **released_before_failing(e)}
+                   **failure_fields(config, e)}
     metrics["n_step_records"] = len(steps)
     return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=chash,
                       split_hash=config.split_hash(), versions=versions(), status=status,

@@ -11,7 +11,7 @@ import json
 import streamlit as st
 
 from mixdp_core.app_support import budget, forms
-from mixdp_core.app_support.data import split_problem
+from mixdp_core.app_support.data import private_row_count, split_problem
 from mixdp_core.app_support.resources import (
     data_settings, live_seconds, page_setup, note, poll_seconds, render_cancel, render_run, save_data_settings,
     run_eps_label, select_run, selected_run_id, show_field_errors,
@@ -56,6 +56,10 @@ dataset_kwargs = dict(settings.get("dataset_kwargs") or {}) if dataset == settin
 bad_split = split_problem(dataset, public_per_class=int(settings["public_per_class"]),
                           imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"],
                           seed=int(settings.get("seed", 0)), dataset_kwargs=dataset_kwargs)
+# the split's private rows (owner's view, never released): the δ advice below reads it
+n_private = None if bad_split else private_row_count(
+    dataset, public_per_class=int(settings["public_per_class"]), imbalance_ratio=float(settings["imbalance_ratio"]),
+    public_from=settings["public_from"], seed=int(settings.get("seed", 0)), dataset_kwargs=dataset_kwargs)
 if bad_split:
     blocked = (f"The split settings cannot be made on `{dataset}`: **{bad_split[0]}**: {bad_split[1]}. "
                "Change them on the Data & encoder page.")
@@ -121,7 +125,10 @@ with st.form("train_form", enter_to_submit=False):
                                    "(the run's header shows the target ε it was launched with).")
     with b:
         delta = st.selectbox("δ", forms.DELTA_CHOICES, index=forms.DELTA_CHOICES.index(1e-5), key="train_delta",
-                             format_func=lambda v: f"{v:.0e}")
+                             format_func=lambda v: f"{v:.0e}",
+                             help="Keep δ well below 1/n, n the private rows (What does δ mean? below)."
+                             + (f" This split: n = {n_private:,} private rows (owner's view, not released), "
+                                f"1/n ≈ {1 / n_private:.1e}." if n_private else ""))
         seed = st.number_input("Seed", min_value=0, max_value=10_000, value=0, step=1, key="train_seed")
     sigma = None
     if "noise_multiplier" in field_names:
@@ -205,6 +212,9 @@ if launch and not blocked:
     if errors:
         show_field_errors(errors)
     else:
+        advice = forms.delta_advice(delta, n_private) if mcls.private else None
+        if advice:
+            st.warning(advice, icon=":material/warning:")
         if params.get("optimistic_tuning"):
             st.warning("Optimistic tuning is on: this run looks at private data to pick hyper-parameters; "
                        "its reported ε is the composition of every candidate run.")

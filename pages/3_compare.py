@@ -4,6 +4,7 @@ minority accuracy. The selection lives in the URL (shareable, survives a reload)
 import streamlit as st
 
 from mixdp_core.app_support import budget, charts, compare_url, forms
+from mixdp_core.app_support.data import private_row_count
 from mixdp_core.app_support.resources import (
     data_settings, page_setup, note, poll_seconds, render_episodes, render_recommendations, show_chart,
     show_field_errors, shown_id,
@@ -77,6 +78,12 @@ seeds = c1.multiselect("Seeds", SEED_CHOICES, key="cmp_seeds", **_default("cmp_s
                        help="One run per seed and point; charts show mean ± std over seeds.")
 delta = c2.selectbox("δ", forms.DELTA_CHOICES, key="cmp_delta",
                      **_default("cmp_delta", forms.DELTA_CHOICES.index(1e-5)), format_func=lambda v: f"{v:.0e}")
+_n_private = private_row_count(
+    settings["dataset"], public_per_class=int(settings["public_per_class"]),
+    imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"],
+    seed=int(settings.get("seed", 0)), dataset_kwargs=dict(settings.get("dataset_kwargs") or {}))
+if forms.delta_advice(delta, _n_private):  # owner's view of the private row count, never released
+    st.warning(forms.delta_advice(delta, _n_private), icon=":material/warning:")
 with_refs = c3.checkbox(f"Reference lines ({', '.join(references)})", key="cmp_refs",
                         **_default("cmp_refs", True),
                         help="Non-private paragon (all data, no privacy) and only-public (private data unused).")

@@ -103,6 +103,24 @@ def label_summary(dataset: str, *, public_per_class: int = 5, imbalance_ratio: f
     return out
 
 
+def private_row_count(dataset: str, *, public_per_class: int, imbalance_ratio: float = 1.0,
+                      public_from: str | None = None, seed: int = 0, ready_pixels: bool = False,
+                      cache_dir: Any = None, dataset_kwargs: dict[str, Any] | None = None) -> int | None:
+    """The split's number of private rows (owner's view, not a DP release: it feeds the δ
+    advice shown to the data owner, :func:`..forms.delta_advice`), from the labels alone;
+    ``None`` when the labels are not at hand or the split cannot be made."""
+    from ..errors import MixDPError
+
+    if not labels_known(dataset, ready_pixels):
+        return None
+    try:
+        s = label_summary(dataset, public_per_class=public_per_class, imbalance_ratio=imbalance_ratio,
+                          public_from=public_from, seed=seed, cache_dir=cache_dir, dataset_kwargs=dataset_kwargs)
+    except MixDPError:
+        return None
+    return int(sum(s["private"]))
+
+
 def public_sample_images(dataset: str, *, per_class: int = 4, public_per_class: int = 5, seed: int = 0,
                          cache_dir: Any = None) -> dict[str, list]:
     """Up to ``per_class`` images per class from the split's *public* samples (no privacy

@@ -571,6 +571,30 @@ def dataset_spec_from_path(key: str, path: str) -> str:
     return f"{key}:{full}"
 
 
+def delta_advice(delta: float, n_private: int | None) -> str | None:
+    """The warning a δ selector shows when ``delta`` is not below ``1 / n_private``, else ``None``.
+
+    Why 1/n: a mechanism that publishes one private row, drawn at random, in the clear meets
+    (0, 1/n)-DP, so a δ at or above 1/n permits exactly that failure; δ should be much smaller
+    (docs/privacy.md, the notes' "delta"). ``n_private`` is the split's private row count, the
+    owner's view (``None`` where it is not at hand: no warning, never a guess). Reading it is not
+    a release: the warning is shown to the data owner in their own session and goes nowhere else.
+    """
+    if not n_private or n_private <= 0 or not delta or delta <= 0:
+        return None
+    if float(delta) * int(n_private) < 1.0:
+        return None
+    return (f"δ = {float(delta):.0e} is not below 1/n = 1/{int(n_private):,} ≈ {1.0 / int(n_private):.1e} "
+            "(n: this split's private rows, owner's view): at this δ a mechanism could publish one private "
+            f"row in the clear and still meet the guarantee. Choose δ ≤ {_largest_below(1.0 / int(n_private))}.")
+
+
+def _largest_below(bound: float) -> str:
+    """The largest offered δ (:data:`DELTA_CHOICES`) strictly below ``bound``, formatted."""
+    ok = [d for d in DELTA_CHOICES if d < bound]
+    return f"{max(ok):.0e}" if ok else f"{min(DELTA_CHOICES):.0e}"
+
+
 def format_epsilon(eps: float | None) -> str:
     """``"∞"`` for ``None`` / non-finite, else a short number."""
     if eps is None or not np.isfinite(eps):

@@ -187,10 +187,16 @@ def test_train_says_the_one_epsilon_a_launch_used(at):
     assert not slider.disabled and "not used while the exact ε below is filled (typed: 20)" in slider.label
     (r,) = _store().list_runs()
     assert r.target_epsilon == 20.0
+    assert not any("is not below 1/n" in w.value for w in at.warning)  # δ = 1e-5
+    # δ above 1/n (digits' private rows): launched, with the warning beside the launch
+    at.selectbox(key="train_delta").select(1e-3)
+    _launch_button(at).click().run()
+    assert any("is not below 1/n" in w.value for w in at.warning)
+    assert "private rows" in at.selectbox(key="train_delta").help
     # a typed value that is not a valid ε never claims to be the one used
     at.text_input(key="train_eps_exact").input("abc")
     _launch_button(at).click().run()
-    assert "not used" not in at.select_slider(key="train_eps").label and len(_store().list_runs()) == 1
+    assert "not used" not in at.select_slider(key="train_eps").label and len(_store().list_runs()) == 2
 
 
 def test_train_refuses_text_init_without_clip(at):
@@ -273,6 +279,11 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
     assert not at.exception, at.exception
     # before anything runs, the page says what the default grid would add to the data set's spend
     assert any("Launching adds up to ε =" in c.value and "spent ε = 0" in c.value for c in at.caption)
+    assert not at.warning  # δ = 1e-5 is far below 1/n on digits
+    at.selectbox(key="cmp_delta").select(1e-3).run()  # 1e-3 > 1/n: the owner is warned, nothing refused
+    assert any("is not below 1/n" in w.value and "δ ≤ 1e-04" in w.value for w in at.warning)
+    at.selectbox(key="cmp_delta").select(1e-5).run()
+    assert not at.warning
     at.multiselect(key="cmp_methods").set_value(["adamix"])
     at.multiselect(key="cmp_eps").set_value([1.0, 3.0]).run()
     # the count and the cost shown are the selection's now, before the launch (inside a form they

@@ -1216,3 +1216,28 @@ def test_percentages_never_round_a_nonzero_value_to_zero_or_a_full_hundred():
     assert charts.percent(0.0004) == "<0.1 %" and charts.percent(0.0) == "0.0 %"
     assert charts.percent(0.9996) == ">99.9 %" and charts.percent(1.0) == "100.0 %"
     assert charts.percent(0.1234) == "12.3 %"
+
+
+def test_delta_advice_warns_exactly_when_delta_is_not_below_one_over_n():
+    # 1/n = 1/1,000 = 1e-3: δ = 1e-3 permits publishing one row in the clear, 1e-4 does not
+    warn = forms.delta_advice(1e-3, 1000)
+    assert warn is not None and "1/1,000" in warn and "δ ≤ 1e-04" in warn
+    assert forms.delta_advice(1e-4, 1000) is None
+    assert forms.delta_advice(1e-3, 999) is None  # 1e-3 · 999 < 1
+    # the largest offered δ below 1/n is the advice (1/1,437 ≈ 7.0e-4 → 1e-4)
+    assert "δ ≤ 1e-04" in forms.delta_advice(1e-3, 1437)
+    assert "δ ≤ 1e-07" in forms.delta_advice(1e-3, 10**9)  # nothing offered below 1e-9: the smallest
+    assert forms.delta_advice(1e-5, None) is None and forms.delta_advice(1e-5, 0) is None
+
+
+def test_private_row_count_is_the_splits_private_rows_and_none_when_it_cannot_be_made():
+    from mixdp_core.app_support.data import label_summary, private_row_count
+
+    n = private_row_count("digits", public_per_class=5, imbalance_ratio=10.0)
+    s = label_summary("digits", public_per_class=5, imbalance_ratio=10.0)
+    assert n == sum(s["private"]) and 100 < n < 1797 - 50
+    # imbalance removes private rows: fewer than the balanced split's
+    assert n < private_row_count("digits", public_per_class=5, imbalance_ratio=1.0)
+    # a split that cannot be made (more public rows per class than a class holds): no count, no guess
+    assert private_row_count("digits", public_per_class=400, imbalance_ratio=1.0) is None
+    assert forms.delta_advice(1e-3, private_row_count("digits", public_per_class=5)) is not None

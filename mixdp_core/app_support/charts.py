@@ -671,9 +671,7 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     has_ref = any(getattr(t.line, "dash", None) == "dash" for t in fig.data if getattr(t, "line", None) is not None)
     note = (("mean ± std over seeds" if seeds > 1 else "one training per point")
             + (" · dashed: reference methods (flat in ε)" if has_ref else ""))
-    # the note as the title's subtitle and the legend at the right: a legend below the plot
-    # grew with its entries and squashed the plot, and its note ran into the x-axis title
-    _side_legend(fig, title, note)
+    _legend_below(fig, title, note)
     _log_eps_axis(fig, eps_all)
     if metric in FRACTION_METRICS:
         _fraction_axis(fig)
@@ -722,7 +720,7 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     title = "Attack AUC vs test error (owner only, not covered by ε)"
     _layout(fig, title, "test error", "membership-attack AUC", height=380)
     seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
-    _side_legend(fig, title, "error bars: ± std over seeds (both axes)" if seeds > 1 else "one training per point")
+    _legend_below(fig, title, "error bars: ± std over seeds (both axes)" if seeds > 1 else "one training per point")
     _fraction_axis(fig, axis="x")
     # the points' own span with room for their labels (0-100 % left every point in one corner
     # when the errors were 4-26 %), never past -6 % / 106 %
@@ -769,13 +767,27 @@ def _merged_point_labels(by_method: Mapping[str, Sequence[Mapping[str, Any]]], *
     return out
 
 
-def _side_legend(fig: Any, title: str, note: str) -> None:
-    """The legend at the right of the plot and ``note`` as the title's subtitle (both outside
-    the plot area, so neither squeezes it nor overlaps the axis titles)."""
-    # r = 48: the vertical toolbar sits in the figure's right margin; with r = 30 it covered the
-    # ends of the legend's longer entries ("Only-Public: ± std over seeds")
-    fig.update_layout(title=dict(text=title, subtitle=dict(text=note)), margin=dict(l=50, r=48, t=75, b=45),
-                      legend=dict(orientation="v", yanchor="top", y=1.0, x=1.02, xanchor="left"))
+#: Legend rows a legend below a plot takes per entry: the Compare page draws these charts at half
+#: width, where about two entries ("Paragon (non-private)", "Only-Public (ε = 0)") fit in a row.
+LEGEND_ENTRIES_PER_ROW = 2
+#: Pixels per legend row (plotly's default 12-px legend font with its line spacing).
+LEGEND_ROW_PX = 22
+
+
+def _legend_below(fig: Any, title: str, note: str) -> None:
+    """The legend under the x-axis title, ``note`` as the title's subtitle, and the figure as
+    much taller as the legend's rows need, so the plot area keeps its height whatever the count
+    of entries. A legend at the right took about half of a half-width chart's plot (Compare
+    draws two charts side by side); one below at a fixed height grew with its entries and
+    squashed the plot, and one placed in the plot's coordinates ran into the axis title."""
+    n = sum(1 for t in fig.data if t.showlegend is not False and t.name)
+    rows = max(1, math.ceil(n / LEGEND_ENTRIES_PER_ROW))
+    extra = rows * LEGEND_ROW_PX
+    fig.update_layout(title=dict(text=title, subtitle=dict(text=note)),
+                      height=int(fig.layout.height or 380) + extra,
+                      margin=dict(l=50, r=30, t=75, b=55 + extra),
+                      # the container's bottom: the legend stays below the axis title at any height
+                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, x=0, xanchor="left"))
 
 
 # --------------------------------------------------------------------------- privacy audit

@@ -505,7 +505,13 @@ def test_metric_vs_epsilon_says_what_a_point_is():
     ref = [{"method": "only_public", "epsilon": None, "test_error_mean": 0.4, "test_error_std": 0.0, "n": 3}]
     fig = charts.metric_vs_epsilon(seeds + ref, "test_error", "t", "y")
     assert fig.layout.title.subtitle.text == "mean ± std over seeds · dashed: reference methods (flat in ε)"
-    assert fig.layout.legend.orientation == "v" and fig.layout.legend.x > 1  # beside the plot, not under it
+    # the legend under the plot (beside it, it took half of a half-width chart), the figure taller by
+    # its rows so the plot area keeps its height: 2 entries (adamix, Only-Public) → 1 row
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.yref == "container"
+    h1, b1 = fig.layout.height, fig.layout.margin.b
+    more = [dict(r, method=m) for m in ("ngd", "ppgd", "fully_private") for r in seeds]
+    fig5 = charts.metric_vs_epsilon(seeds + more + ref, "test_error", "t", "y")  # 5 entries → 3 rows
+    assert fig5.layout.height - h1 == fig5.layout.margin.b - b1 == 2 * charts.LEGEND_ROW_PX
 
 
 def test_auc_vs_error_shows_the_seed_spread_on_both_axes():

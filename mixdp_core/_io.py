@@ -140,3 +140,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None], *,
             pass
         raise
     return path
+
+
+def real_path(path: str | Path) -> str:
+    """``path`` with ``~`` expanded and every symlink and ``..`` resolved: the one spelling of a
+    user path's identity (the ledger's data-set identity, whether two specs name the same data,
+    a data set's fingerprint), so two ways of naming one folder are one data set everywhere."""
+    return os.path.realpath(os.path.expanduser(str(path)))

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .._io import stat_identity
+from .._io import real_path, stat_identity
 from ..errors import ConfigError, DataError
 from ..featureset import FeatureSet, check_feature_dim
 from ..registry import Registry
@@ -557,7 +557,7 @@ def _same_data(a: str, b: str, root_a: str | None = None) -> bool:
         return False
     if ka not in PATH_NAMED_DATASETS:
         return True
-    real = (lambda p: None if p is None else os.path.realpath(os.path.expanduser(str(p))))
+    real = (lambda p: None if p is None else real_path(p))
     return real(pa or root_a) == real(pb)
 
 
@@ -775,7 +775,7 @@ def data_fingerprint(dataset: str, dataset_root: str | None = None,
     path = arg or dataset_root or kwargs.get("root")
     if name not in PATH_NAMED_DATASETS or not path:
         return None
-    real = os.path.realpath(os.path.expanduser(str(path)))
+    real = real_path(path)
     memo_key = json.dumps([name, real, {k: v for k, v in kwargs.items() if k != "root"}], sort_keys=True,
                           default=str)
     now = time.monotonic()

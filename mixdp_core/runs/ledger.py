@@ -156,6 +156,7 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
         ConfigError: ``dataset``: not a non-empty string.
     """
     from ..data.datasets import DATASETS, PATH_NAMED_DATASETS, PUBLIC_DOMAIN_OPTIONS, parse_spec
+    from .._io import real_path
 
     if not isinstance(dataset, str) or not dataset.strip():
         raise ConfigError("dataset", f"must be a dataset spec such as 'digits', got {dataset!r}")
@@ -166,7 +167,7 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     # that ignores it, or another copy of a named set, is the same data set (one ledger)
     path = (arg or dataset_root or kwargs.get("root")) if (legacy or name in PATH_NAMED_DATASETS) else None
     if path:
-        ident["path"] = os.path.realpath(os.path.expanduser(str(path)))
+        ident["path"] = real_path(path)
     opts: dict[str, Any] = {}
     left_out = SELECTOR_OPTIONS | PUBLIC_DOMAIN_OPTIONS  # neither changes which private rows these are
     try:  # the loader's defaults, so that an option left at its default is the same data set

@@ -126,7 +126,8 @@ def _eps_newton(mu: np.ndarray, dl: np.ndarray) -> np.ndarray:
     """ε(δ; μ) for finite ``mu > 0`` and δ ``dl`` with δ(0; μ) > δ (so the root is > 0)."""
     ell = np.log(dl)
     # Right-of-root start: μ²/2-zCDP with the simple conversion is a valid upper bound.
-    x = mu * mu / 2.0 + mu * np.sqrt(-2.0 * ell)
+    with np.errstate(over="ignore"):  # μ past ~1e154 overflows to inf: a start still right of the root
+        x = mu * mu / 2.0 + mu * np.sqrt(-2.0 * ell)
     L, b = _log_delta_parts(mu, x)
     for _ in range(200):  # make sure we start on the safe side despite rounding
         bad = ~_within(L, dl)

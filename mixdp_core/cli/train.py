@@ -131,6 +131,7 @@ def _encoder_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     """The ``--json`` object of a finished run record."""
+    from ..runs.owner_view import hidden_from_public
     from ..runs.runner import DIAGNOSTICS_NOTE
     from ..runs.store import export_target_epsilon
 
@@ -142,8 +143,11 @@ def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     diag = {"note": DIAGNOSTICS_NOTE}
     diag.update({k: m.get(k) for k in DIAGNOSTIC_SUMMARY_KEYS})
     diag["n_private"] = m.get("n_private")
-    if m.get("timing_owner_only"):  # a duration that depends on the mechanism's hidden secret
-        diag["wall_seconds"] = out.pop("wall_seconds")
+    # what a public view hides (owner_view.hidden_from_public): the performance boost (a ratio with
+    # the paragon's error), a duration that depends on the mechanism's hidden secret, every
+    # outcome of the paragon
+    for k in [k for k in out if k in m and hidden_from_public(m, k)]:
+        diag[k] = out.pop(k)
     out["diagnostics"] = diag
     out.update(run_id=record.run_id, status=record.status, method=record.method,
                dataset=record.dataset, encoder=record.encoder, seed=record.seed,

@@ -22,8 +22,12 @@ DIAGNOSTIC_KEYS = (
 )
 #: Other metrics that read the private data in the clear: the split's per-class counts,
 #: the minority classes they imply, and the grouped block itself.
+#: ``features_meta``: the feature cache's record of the data (its ``n_train``, minus the public
+#: count, is the exact private count; extraction time grows with it). ``performance_boost``
+#: (and its label): a ratio of errors with the paragon's, which two runs' boosts solve for.
 OWNER_METRIC_KEYS = DIAGNOSTIC_KEYS + ("split", "minority_classes", "diagnostics", "pdp_owner_only",
-                                      "pdp_epsilon_kind", "mia_class_matched", "layer_stats")
+                                      "pdp_epsilon_kind", "mia_class_matched", "layer_stats", "features_meta",
+                                      "performance_boost", "performance_boost_label")
 #: Prefixes of owner-only metric names (every per-instance-DP and membership-attack figure).
 OWNER_PREFIXES = ("pdp_epsilon_", "mia_")
 #: Step-record fields computed on the private data in the clear.
@@ -31,13 +35,17 @@ OWNER_STEP_KEYS = ("train_loss",)
 #: Keys of a step record's ``extra`` computed on the private data in the clear: the AdaMix
 #: subspace diagnostic reads the clipped private gradient sum before noise.
 #: ``guard_holdout_rows``: the held-out guard part's size, a binomial draw of the exact private count.
-OWNER_STEP_EXTRA_KEYS = ("subspace_error_public", "subspace_error_random", "guard_holdout_rows")
+#: ``seconds`` / ``pdp_seconds``: fine-tuning's per-epoch timings, which grow with the exact
+#: private count (the per-instance-DP pass reads every private row).
+OWNER_STEP_EXTRA_KEYS = ("subspace_error_public", "subspace_error_random", "guard_holdout_rows", "seconds",
+                         "pdp_seconds")
 
 OWNER_NOTE = (
     "Owner-only diagnostics: computed on the private data without a privacy guarantee "
     "(membership-inference scores, per-instance DP, exact private count and per-class counts, "
     "minority classes, train loss, per-layer gradient norms, subspace reconstruction errors of the private "
-    "gradients). They are not covered by the reported epsilon; do not publish them."
+    "gradients, the feature cache's counts, the performance boost (a ratio with the paragon's error), every "
+    "outcome of the non-private paragon). They are not covered by the reported epsilon; do not publish them."
 )
 
 
@@ -48,9 +56,25 @@ OWNER_NOTE = (
 TIMING_KEYS = ("fit_seconds", "wall_seconds")
 
 
+#: What a public view keeps of a non-private reference that trains on the private rows (the
+#: paragon, ε = ∞): what was run, never an outcome (its error is a function of the private rows
+#: with no guarantee, docs/privacy.md).
+REFERENCE_PUBLIC_KEYS = frozenset({
+    "run_id", "method", "dataset", "encoder", "seed", "private", "epsilon", "epsilon_label", "noise",
+    "noise_label", "target_epsilon", "target_delta", "delta", "public_per_class", "imbalance_ratio",
+    "n_classes", "dim", "n_public", "n_test", "method_config", "worker",
+})
+
+
 def timing_is_owner_only(metrics: Mapping[str, Any]) -> bool:
     """Whether a run's timings (:data:`TIMING_KEYS`, its finish time) are owner-only."""
     return bool(metrics.get("timing_owner_only"))
+
+
+def reads_private_in_clear(metrics: Mapping[str, Any]) -> bool:
+    """Whether a run is a non-private reference that trains on the private rows (the paragon:
+    ``private`` false and an ε that is not 0; Only-Public and zero-shot have ε = 0)."""
+    return metrics.get("private") is False and metrics.get("epsilon") != 0.0
 
 
 def is_owner_only(key: str) -> bool:
@@ -58,10 +82,17 @@ def is_owner_only(key: str) -> bool:
     return key in OWNER_METRIC_KEYS or key.startswith(OWNER_PREFIXES)
 
 
+def hidden_from_public(metrics: Mapping[str, Any], key: str) -> bool:
+    """Whether ``metrics[key]`` is left out of a public view of this run: an owner-only key, a
+    timing of a run whose duration holds a secret, or any outcome of a reference that reads the
+    private rows in the clear."""
+    return (is_owner_only(key) or (timing_is_owner_only(metrics) and key in TIMING_KEYS)
+            or (reads_private_in_clear(metrics) and key not in REFERENCE_PUBLIC_KEYS))
+
+
 def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """``metrics`` without any owner-only key (nor its timings where they are owner-only)."""
-    hide_time = timing_is_owner_only(metrics)
-    return {k: v for k, v in metrics.items() if not is_owner_only(k) and not (hide_time and k in TIMING_KEYS)}
+    """``metrics`` without what :func:`hidden_from_public` hides."""
+    return {k: v for k, v in metrics.items() if not hidden_from_public(metrics, k)}
 
 
 def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
@@ -70,9 +101,8 @@ def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] =
     ``steps``: the run's step records; their owner-only fields (and owner-only ``extra``
     keys) come back as ``{"step_<field>": [value per step]}`` (``None`` where a step has none)."""
     out: dict[str, Any] = {"note": OWNER_NOTE}
-    hide_time = timing_is_owner_only(metrics)
     for k, v in metrics.items():
-        if (is_owner_only(k) and k != "diagnostics") or (hide_time and k in TIMING_KEYS):
+        if hidden_from_public(metrics, k) and k != "diagnostics":
             out[k] = v
     steps = list(steps)
     for f in OWNER_STEP_KEYS:

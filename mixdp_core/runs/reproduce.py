@@ -241,7 +241,7 @@ def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | Non
     _write_text(paths["json"], json.dumps(
         {"figure": name, "title": fig_def.title, "paper": fig_def.paper, "dataset": ctx.dataset,
          "encoder": ctx.encoder, "dataset_kwargs": ctx.dataset_kwargs, "encoder_kwargs": ctx.encoder_kwargs,
-         "public_from": ctx.public_from, "section": section, "params": ctx.params,
+         "public_from": ctx.public_from, **(out.data or {}), "section": section, "params": ctx.params,
          "code": {k: v.get(k) for k in ("git_commit", "mixdp_core_source_sha256")},
          "seconds": time.perf_counter() - t0, "owner_note": OWNER_NOTE,
          "owner_only_keys": sorted(set(owner_keys) | {"n_private"}),

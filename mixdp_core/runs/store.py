@@ -838,6 +838,11 @@ class RunStore:
         def finished(r: Any) -> Any:  # a secret-dependent duration: the finish time is the owner's
             return None if timing_is_owner_only(r.metrics) else _iso(r.finished_at)
 
+        def created(r: Any) -> Any:  # ... and the creation time too: a run trained before it is
+            # stored (``train`` then ``record_trained``) is created when it lands, and its run id
+            # carries its start: the two gave the duration away
+            return None if timing_is_owner_only(r.metrics) else _iso(r.created_at)
+
         if fmt == "json":
             out = []
             for r in recs:
@@ -852,11 +857,12 @@ class RunStore:
                                            finished_at=_iso(r.finished_at))
                 if timing_is_owner_only(r.metrics):  # every time after the launch gives the duration away
                     if owner_view:
-                        d["owner_only"].update(updated_at=_iso(r.updated_at), heartbeat_at=_iso(r.heartbeat_at))
+                        d["owner_only"].update(updated_at=_iso(r.updated_at), heartbeat_at=_iso(r.heartbeat_at),
+                                               created_at=_iso(r.created_at))
                     d.update(updated_at=None, heartbeat_at=None)
                 else:
                     d.update(updated_at=_iso(r.updated_at), heartbeat_at=_iso(r.heartbeat_at))
-                d.update(created_at=_iso(r.created_at), finished_at=finished(r),
+                d.update(created_at=created(r), finished_at=finished(r),
                          target_epsilon=export_target_epsilon(r))
                 out.append(d)
             text = json.dumps(out, indent=2, sort_keys=True, default=_json_default)
@@ -868,7 +874,7 @@ class RunStore:
                     "dataset": r.dataset, "encoder": r.encoder, "seed": r.seed,
                     "target_epsilon": export_target_epsilon(r),
                     "config_hash": r.config_hash,
-                    "created_at": _iso(r.created_at), "finished_at": finished(r),
+                    "created_at": created(r), "finished_at": finished(r),
                     "error": public_error(r.error),
                 }
                 for k, v in public_metrics(r.metrics).items():

@@ -224,10 +224,50 @@ def test_a_hidden_repetition_counts_timings_are_owners_view(tmp_path):
     pub = {d["run_id"]: d for d in json.loads(store.export(fmt="json", include_steps=False))}
     assert not {"fit_seconds", "wall_seconds"} & set(pub[hon]["metrics"]) and pub[hon]["finished_at"] is None
     assert pub[hon]["updated_at"] is None and pub[hon]["heartbeat_at"] is None  # nor any later time
+    # nor its creation time: with the start in its run id it gave the duration (a run trained, then stored)
+    assert pub[hon]["created_at"] is None and pub[plain]["created_at"]
     assert pub[plain]["updated_at"]
     assert {"fit_seconds", "wall_seconds"} <= set(pub[plain]["metrics"]) and pub[plain]["finished_at"]
     own = {d["run_id"]: d for d in json.loads(store.export(fmt="json", include_steps=False, owner_view=True))}
     assert own[hon]["owner_only"]["wall_seconds"] > 0 and own[hon]["owner_only"]["finished_at"]
+    assert own[hon]["owner_only"]["created_at"]
     rows = {r["run_id"]: r for r in csv.DictReader(io.StringIO(store.export(fmt="csv")))}
     assert rows[hon]["finished_at"] == "" and "metric.wall_seconds" in rows[plain] and not rows[hon].get(
         "metric.wall_seconds")
+
+
+def test_the_private_count_the_boost_and_the_paragons_outcomes_are_owners_view(tmp_path):
+    """The feature cache's n_train minus the public count was the exact private count; two runs'
+    performance boosts solved for the paragon's error; the paragon's own outcomes were exported:
+    all three are the owner's view. Only-Public (ε = 0) keeps its outcomes public."""
+    from mixdp_core.cli.train import summary
+    from mixdp_core.runs.runner import RunConfig, execute
+    from mixdp_core.runs.store import RunStore
+    from mixdp_core.runs.sweep.driver import SweepResult
+
+    store = RunStore(tmp_path / "s")
+    rid = {m: execute(RunConfig(dataset="digits", encoder="pixels", method=m, target_epsilon=3.0),
+                      store=store, cache_dir=tmp_path / "c") for m in ("paragon", "only_public", "adamix")}
+    ada = store.get_run(rid["adamix"])
+    assert ada.metrics["features_meta"]["n_train"] - ada.metrics["n_public"] == ada.metrics["n_private"]
+    assert ada.metrics["performance_boost"] is not None
+    pub = {d["method"]: d for d in json.loads(store.export(fmt="json", include_steps=False))}
+    assert "features_meta" not in pub["adamix"]["metrics"] and "performance_boost" not in pub["adamix"]["metrics"]
+    assert "test_error" in pub["adamix"]["metrics"] and "test_error" in pub["only_public"]["metrics"]
+    par = pub["paragon"]["metrics"]
+    assert "test_error" not in par and "balanced_accuracy" not in par and par["method"] == "paragon"
+    own = {d["method"]: d for d in json.loads(store.export(fmt="json", include_steps=False, owner_view=True))}
+    assert own["paragon"]["owner_only"]["test_error"] == store.get_run(rid["paragon"]).metrics["test_error"]
+    assert own["adamix"]["owner_only"]["features_meta"]["n_train"] == ada.metrics["features_meta"]["n_train"]
+    csv_rows = {r["method"]: r for r in csv.DictReader(io.StringIO(store.export(fmt="csv")))}
+    assert not csv_rows["paragon"].get("metric.test_error") and csv_rows["adamix"]["metric.test_error"]
+    # the CLI's --json and a sweep's line keep them under diagnostics, never flat
+    for m in ("paragon", "adamix"):
+        rec = store.get_run(rid[m])
+        out = summary(rec, store_root=str(store.root), reused=False)
+        assert "performance_boost" not in out and "performance_boost" in out["diagnostics"]
+        line = SweepResult(index=0, config=RunConfig.from_dict(rec.config), run_id=rec.run_id, status=rec.status,
+                           reused=False, metrics=rec.metrics).summary()
+        assert "performance_boost" not in line and "performance_boost" in line["diagnostics"]
+    out = summary(store.get_run(rid["paragon"]), store_root=str(store.root), reused=False)
+    assert "test_error" not in out and out["diagnostics"]["test_error"] is not None

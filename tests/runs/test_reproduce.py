@@ -385,8 +385,11 @@ def test_regimes_report_the_guard_rate_and_every_property(env):
     md = paths["md"].read_text()
     assert "guard released the private model" in md and md.count("### `") == 2
     assert "| `ten_class_ir10` | development |" in md
-    rows = json.loads(paths["json"].read_text())["rows"]
+    doc = json.loads(paths["json"].read_text())
+    rows = doc["rows"]
     assert {r["regime"] for r in rows} == {"many_class_100_d256", "ten_class_ir10"}
+    # the header names the data the runs were on (it named the context's unused digits)
+    assert doc["dataset"] == "synthetic" and doc["dataset_kwargs"] is None
     ada = [r for r in rows if r["method"] == "adamix"]
     assert ada and all(r["guard_released"] in (0.0, 1.0) for r in ada)  # one seed: 0 or 1 of 1
     # the chart can be redrawn from the JSON alone (scripts/redraw_regimes_chart.py): same curves

@@ -74,9 +74,11 @@ small epsilon. The new schedule:
    (:func:`~mixdp_core.methods.adamix.engine.clipped_smoothness`: ``min(1/2, 2 tau_t)`` per
    private row, a property of the model and tau). Early steps are the largest steps that
    cannot overshoot; later the Thm.-3 schedule and the t-weighted average take over.
-3. **Thm.-3 constraint set.** Projection onto ``{||w - w_ref|| <= R}``,
-   ``R = REF_DISTANCE_SCALE * max(||w_ref||, sqrt(C) ln C)`` (public; scale 2), as Alg. 1
-   allows.
+3. **Thm.-3 constraint set** (``trust_region``; on for NGD / PPGD / Fully-Private, off by
+   default for AdaMix: where it binds it starves the classes with few private rows,
+   tuning_notes.md "The trust region under imbalance"). Projection onto
+   ``{||w - w_ref|| <= R}``, ``R = REF_DISTANCE_SCALE * max(||w_ref||, sqrt(C) ln C)``
+   (public; scale 2), as Alg. 1 allows.
 4. **Noise-scaled public start** (``init_scale="release_capped"``: the ``class_scaled`` rule
    below, capped as 4a says): the public solution is
    rescaled, ``alpha w_pub`` (identical predictions, so step 0 *is* Only-Public), so that its

@@ -160,6 +160,10 @@ class FigureOutput:
     setup: str = ""
     #: further charts: ``{suffix: (caption, draw)}`` -> ``<stem>_<suffix>.png``, linked under the table
     extra: dict[str, tuple[str, Callable[[Any], None]]] = field(default_factory=dict)
+    #: the data the runs were on, where a figure swaps in its own (the regime family's ``synthetic``
+    #: regimes): ``{"dataset": …, "encoder": …, "dataset_kwargs": …}`` for the JSON's header, which
+    #: otherwise names the context's (unused) dataset
+    data: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -360,4 +360,8 @@ def _regimes(ctx: Context) -> FigureOutput:
 
     setup = (f"{len(chosen)} `synthetic` regimes (data model in `mixdp_core/data/synthetic.py`), δ = "
              f"{p.get('delta', 1e-5):g}, seeds {list(p['seeds'])}, scale {scale:g}")
-    return FigureOutput("\n".join(head + md), out_rows, draw, setup)
+    # the runs were on synthetic regimes, not on the context's dataset: the JSON's header says so
+    # (each regime's options: its markdown section; its rows: the row's "regime")
+    data = {"dataset": "synthetic", "encoder": "pixels", "dataset_kwargs": None, "encoder_kwargs": {},
+            "public_from": None}
+    return FigureOutput("\n".join(head + md), out_rows, draw, setup, data=data)

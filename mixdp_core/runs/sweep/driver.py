@@ -51,11 +51,12 @@ class SweepResult:
         """One JSON-ready line: ``epsilon`` is the grid's target ε (``None`` for
         non-private methods, which ignore it), ``epsilon_spent`` the accounted ε."""
         from ...methods import METHODS
+        from ..owner_view import hidden_from_public
         from ..runner import DIAGNOSTICS_NOTE
 
         c, m = self.config, self.metrics
         private = bool(getattr(METHODS.get(c.method), "private", True))
-        return {
+        out = {
             "run_id": self.run_id, "status": self.status, "method": c.method,
             "dataset": c.dataset, "encoder": c.encoder, "seed": c.seed,
             "epsilon": c.target_epsilon if private else None, "delta": c.target_delta,
@@ -64,9 +65,15 @@ class SweepResult:
             "test_error": m.get("test_error"), "minority_accuracy": m.get("minority_accuracy"),
             "performance_boost": m.get("performance_boost"),
             "wall_seconds": m.get("wall_seconds"), "reused": self.reused, "error": self.error,
-            # owner-only (no DP guarantee), grouped under its note as `mixdp train --json` does
-            "diagnostics": {"note": DIAGNOSTICS_NOTE, "mia_auc": m.get("mia_auc")},
         }
+        # owner-only (no DP guarantee), grouped under its note as `mixdp train --json` does: the
+        # attack's AUC and what a public view hides (the boost, a secret-dependent duration,
+        # every outcome of the paragon; owner_view.hidden_from_public)
+        diag = {"note": DIAGNOSTICS_NOTE, "mia_auc": m.get("mia_auc")}
+        for k in [k for k in out if k in m and hidden_from_public(m, k)]:
+            diag[k] = out.pop(k)
+        out["diagnostics"] = diag
+        return out
 
 
 @dataclass

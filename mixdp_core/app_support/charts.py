@@ -1235,7 +1235,9 @@ def episodes_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             row[key] = "–"
             row["note"] = str(r["error"])[:200]
         else:
-            row[key] = f"{100 * float(r['mean']):.1f} ± {100 * float(r.get('ci95') or 0):.1f}"
+            ci = r.get("ci95")  # None / NaN with one episode: no interval, never "± 0.0"
+            row[key] = (f"{100 * float(r['mean']):.1f} ± {100 * float(ci):.1f}"
+                        if ci is not None and math.isfinite(float(ci)) else f"{100 * float(r['mean']):.1f} (—)")
             spent = r.get("epsilon_spent_max")
             if spent is not None:
                 row["ε spent per fit (max)"] = round(float(spent), 3)

@@ -737,7 +737,7 @@ def render_episodes(manager: Any, settings: Mapping[str, Any], private: Sequence
             show_chart(fig, key="ep_chart", name=f"episodes_{settings['dataset']}_{settings['encoder']}".replace(
                 ":", "_").replace("/", "_"))
         st.dataframe(charts.episodes_table(rows), hide_index=True, key="ep_table")
-        st.caption(f"{p.get('episodes')} episodes per cell; intervals are 1.96·std/√n over episodes. Each fit "
+        st.caption(f"{p.get('episodes')} episodes per cell; intervals are 95 % Student-t intervals over episodes (t · sample std / √n). Each fit "
                    "protects its own support set at the target ε; a row drawn into several episodes is not "
                    "covered jointly. **Owner's view, costs privacy if published:** the accuracies are measured on "
                    "this data set's rows and are not charged to its budget (an evaluation protocol, not a "

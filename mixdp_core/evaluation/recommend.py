@@ -141,7 +141,9 @@ def verdict_of(best: MethodStat, runner: Optional[MethodStat], comparison: Optio
     """One of :data:`VERDICTS` (see the module docstring for the rule)."""
     if runner is None:
         return "only"
-    if abs(runner.mean - best.mean) <= TIE_TOL and (comparison is None or comparison.se <= TIE_TOL):
+    # the raw spread, not the floored se: the test-resolution floor made a tie impossible wherever
+    # n_test was known ("leads by the same 0.0 points on both seeds")
+    if abs(runner.mean - best.mean) <= TIE_TOL and (comparison is None or comparison.zero_spread):
         return "tie"
     if comparison is None:
         return "one_seed"

@@ -56,6 +56,10 @@ def test_episodes_chart_and_table_from_rows():
     table = charts.episodes_table(rows)
     assert table[0]["5-shot accuracy (%)"] == "80.0 ± 5.0" and table[0]["ε spent per fit (max)"] == 1.0
     assert table[1]["5-shot accuracy (%)"] == "–" and "public pool" in table[1]["note"]
+    # one episode (the library allows it): no interval, never "± 0.0" or "± nan"
+    for ci in (None, float("nan")):
+        one = charts.episodes_table([dict(rows[0], ci95=ci)])
+        assert one[0]["5-shot accuracy (%)"] == "80.0 (—)"
     assert charts.episodes_figure(rows[2:], n_way=5, epsilon=1.0) is None
     # two methods with equal results: side by side around each shot count, not one under the other
     same = [dict(r, method=m) for m in ("only_public", "adamix") for r in rows[:2]]

@@ -209,3 +209,25 @@ def test_a_lead_of_one_test_sample_on_every_seed_is_not_beyond_noise():
                                                                         enumerate((0.10, 0.20))]
     s2 = recommend(two)[0].sentence()
     assert "same 10.0 points on both seeds" in s2 and "standard errors" not in s2
+
+
+def test_equal_errors_on_every_seed_are_a_tie_where_the_test_size_is_known():
+    """The test-resolution floor of the standard error made "tie" impossible wherever n_test was
+    known: two equal methods read "adamix leads ngd by the same 0.0 points on both seeds", and a
+    tie with Only-Public lost its "private data buy nothing"."""
+    def r(m, s, e, **kw):
+        x = run(m, 1.0, e, seed=s, **kw)
+        x.metrics["n_test"] = 360
+        return x
+
+    eq = [r(m, s, e) for m in ("adamix", "ngd") for s, e in enumerate((0.10, 0.12))]
+    rec = recommend(eq)[0]
+    assert rec.verdict == "tie" and "leads" not in rec.sentence()
+    op = [r(m, s, e, **({"private": False} if m == "only_public" else {}))
+          for m in ("adamix", "only_public") for s, e in enumerate((0.10, 0.12))]
+    rec = recommend(op)[0]
+    assert rec.verdict == "tie" and "private data buy nothing" in rec.sentence()
+    # a lead of one test sample on each seed stays "within noise", not a tie
+    near = [r("adamix", s, e) for s, e in enumerate((0.10, 0.12))] + [r("ngd", s, e + 1 / 360) for s, e in
+                                                                         enumerate((0.10, 0.12))]
+    assert recommend(near)[0].verdict == "within_noise"

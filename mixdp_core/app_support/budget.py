@@ -85,7 +85,7 @@ def runs_budget_lines(store: Any, records: Iterable[Any], *, limit: int = 5) -> 
         keys = []
         for r in records:
             try:
-                k = L.config_dataset_key(r.config, r.metrics)
+                k = L.config_dataset_key(r.config, r.metrics, cwd=L._record_cwd(r))
             except MixDPError:
                 continue
             if k not in keys:

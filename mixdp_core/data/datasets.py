@@ -749,7 +749,8 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
 FEATURE_DATASETS = frozenset({"features", "synthetic"})
 #: Datasets whose data are named by the path they read (any other registered dataset is named
 #: by its key: digits and synthetic read no path, a torchvision set or a CD-FSL target is the
-#: same data in whichever folder it was extracted). The privacy ledger keys on this.
+#: same data in whichever folder it was extracted; a CD-FSL target given a folder of its own is
+#: keyed by the ledger as that ``image_folder``). The privacy ledger keys on this.
 PATH_NAMED_DATASETS = frozenset({"image_folder", "features"})
 
 #: ``data_fingerprint``'s memo: ``{args: (monotonic time, fingerprint)}``, kept this many

@@ -16,7 +16,9 @@ what only picks rows of the same people or another copy of the same numbers:
   must not open a fresh budget);
 * kept: the registered dataset name, the real path of what it reads where that path names the
   data (``image_folder:<root>``, ``features:<file>``; ``data.datasets.PATH_NAMED_DATASETS``:
-  a root given to digits, or another folder holding CIFAR-10, is the same data set) and the
+  a root given to digits, or another folder holding CIFAR-10, is the same data set; a CD-FSL
+  target given a folder is that ``image_folder``, at its fixed place it is keyed by its name;
+  a relative path is resolved in the folder the run started in, ``versions["cwd"]``) and the
   loader options that change the content
   (e.g. ``synthetic``'s ``classes``, ``data_seed``), with the loader's defaults filled in.
 
@@ -140,7 +142,7 @@ def _number(v: Any) -> Any:
 
 
 def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
-                     dataset_kwargs: Optional[Mapping[str, Any]] = None, *, legacy: bool = False) -> dict[str, Any]:
+                     dataset_kwargs: Optional[Mapping[str, Any]] = None, *, legacy: bool | str = False) -> dict[str, Any]:
     """What identifies the private data set a run reads (see the module docstring).
 
     Args:
@@ -155,17 +157,23 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     Raises:
         ConfigError: ``dataset``: not a non-empty string.
     """
-    from ..data.datasets import DATASETS, PATH_NAMED_DATASETS, PUBLIC_DOMAIN_OPTIONS, parse_spec
+    from ..data.datasets import CDFSL_FOLDERS, DATASETS, PATH_NAMED_DATASETS, PUBLIC_DOMAIN_OPTIONS, parse_spec
     from .._io import real_path
 
     if not isinstance(dataset, str) or not dataset.strip():
         raise ConfigError("dataset", f"must be a dataset spec such as 'digits', got {dataset!r}")
     name, arg = parse_spec(dataset.strip())
     kwargs = dict(dataset_kwargs or {})
+    folder = arg or dataset_root or kwargs.get("root")
+    if legacy != "named" and name in CDFSL_FOLDERS and folder:
+        # a CD-FSL target given a folder loads that folder as image_folder does: the same data set
+        # (``cdfsl_eurosat:<folder>`` had a budget apart from ``image_folder:<folder>``'s, and any
+        # private folder named so escaped its cap). At its fixed place it stays keyed by its name.
+        name = "image_folder"
     ident: dict[str, Any] = {"dataset": name}
     # only where the path names the data (a folder, a feature file): a root given to a loader
     # that ignores it, or another copy of a named set, is the same data set (one ledger)
-    path = (arg or dataset_root or kwargs.get("root")) if (legacy or name in PATH_NAMED_DATASETS) else None
+    path = folder if (legacy is True or name in PATH_NAMED_DATASETS) else None
     if path:
         ident["path"] = real_path(path)
     opts: dict[str, Any] = {}
@@ -189,7 +197,7 @@ def _key_of(ident: Mapping[str, Any]) -> str:
 
 
 def dataset_key(dataset: str, dataset_root: Optional[str] = None,
-                dataset_kwargs: Optional[Mapping[str, Any]] = None, *, legacy: bool = False) -> str:
+                dataset_kwargs: Optional[Mapping[str, Any]] = None, *, legacy: bool | str = False) -> str:
     """The ledger key ``<name>-<10 hex>`` of :func:`dataset_identity`. ``legacy=True``: the key
     the identity gave before it kept the path of path-named data sets only (a root given to
     digits or CIFAR-10 was part of it): caps stored under such a key still apply
@@ -197,13 +205,17 @@ def dataset_key(dataset: str, dataset_root: Optional[str] = None,
     return _key_of(dataset_identity(dataset, dataset_root, dataset_kwargs, legacy=legacy))
 
 
-def config_dataset_key(config: Any, metrics: Optional[Mapping[str, Any]] = None, *, legacy: bool = False) -> str:
+def config_dataset_key(config: Any, metrics: Optional[Mapping[str, Any]] = None, *, legacy: bool | str = False,
+                       cwd: Optional[str] = None) -> str:
     """The ledger key of a run's config (a :class:`~mixdp_core.runs.runner.RunConfig` or its
     ``to_dict()``, e.g. a stored record's ``config``).
 
     ``metrics``: the stored run's metrics; when the config names its data by a *relative*
     path, the absolute one the feature cache recorded (``features_meta``) is used, so the key
-    does not depend on the folder the ledger is read from.
+    does not depend on the folder the ledger is read from. ``cwd``: the folder the run was
+    started in (its record's ``versions["cwd"]``), for a run without that metric (failed before
+    its features were loaded, or still running): the relative path is resolved there, not in
+    the folder the ledger is read from (a failed run's spend moved to another data set).
     """
     get = config.get if isinstance(config, Mapping) else (lambda k, d=None: getattr(config, k, d))
     dataset, root, kw = get("dataset"), get("dataset_root"), dict(get("dataset_kwargs") or {})
@@ -215,10 +227,20 @@ def config_dataset_key(config: Any, metrics: Optional[Mapping[str, Any]] = None,
     if given and not os.path.isabs(os.path.expanduser(str(given))):
         dk = fm.get("dataset_key") if isinstance(fm.get("dataset_key"), Mapping) else {}
         recorded = dk.get("root") or dk.get("path") or fm.get("source_file")
+        if not (isinstance(recorded, str) and os.path.isabs(recorded)) and isinstance(cwd, str) and os.path.isabs(cwd):
+            recorded = os.path.join(cwd, os.path.expanduser(str(given)))
         if isinstance(recorded, str) and os.path.isabs(recorded):
             return dataset_key(str(dataset).split(":", 1)[0] + ":" + recorded, None,
                                {k: v for k, v in kw.items() if k != "root"}, legacy=legacy)
     return dataset_key(dataset, root, kw, legacy=legacy)
+
+
+def _record_cwd(rec: Any) -> Optional[str]:
+    """The folder a stored run was started in (``versions["cwd"]``, recorded since relative data
+    paths are resolved against it), or ``None`` for older records."""
+    v = getattr(rec, "versions", None)
+    cwd = v.get("cwd") if isinstance(v, Mapping) else None
+    return cwd if isinstance(cwd, str) else None
 
 
 # --------------------------------------------------------------------------- records
@@ -654,7 +676,7 @@ def _records_by_key(store: RunStore) -> dict[str, list[Any]]:
     # deleted runs count through their tombstones: privacy spent cannot be deleted
     for rec in list(store.list_runs(newest_first=False)) + store.deleted_records():
         try:
-            key = config_dataset_key(rec.config, rec.metrics)
+            key = config_dataset_key(rec.config, rec.metrics, cwd=_record_cwd(rec))
         except ConfigError:  # a config without a dataset: nothing to charge
             continue
         if rec.status == FAILED:
@@ -720,17 +742,26 @@ def effective_cap(store: RunStore, key: str, legacy_keys: Iterable[str] = ()) ->
                      dataset=caps[0].dataset)
 
 
+def legacy_dataset_keys(config: Any, metrics: Optional[Mapping[str, Any]] = None,
+                        cwd: Optional[str] = None) -> set[str]:
+    """The keys a run's data set had before the identity changed, under which a cap may be
+    stored: the path kept for every data set (``legacy=True``), and a CD-FSL target given a
+    folder keyed by its name (``legacy="named"``, before it became that ``image_folder``)."""
+    return {config_dataset_key(config, metrics, legacy=kind, cwd=cwd) for kind in (True, "named")}
+
+
 def _legacy_keys(groups: Mapping[str, list[Any]], caps: set) -> dict[str, set]:
     """``{key: legacy keys with a cap}`` from the stored runs of each key."""
     out: dict[str, set] = {}
     for key, recs in groups.items():
         for rec in recs:
             try:
-                old = config_dataset_key(rec.config, rec.metrics, legacy=True)
+                olds = legacy_dataset_keys(rec.config, rec.metrics, cwd=_record_cwd(rec))
             except ConfigError:
                 continue
-            if old != key and old in caps:
-                out.setdefault(key, set()).add(old)
+            for old in olds:
+                if old != key and old in caps:
+                    out.setdefault(key, set()).add(old)
     return out
 
 
@@ -946,11 +977,12 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
         private, _ = _method_flags(c.method)
         if not private:
             continue
-        key, old = config_dataset_key(c), config_dataset_key(c, legacy=True)
-        if key not in caps and old not in caps and key not in stored_legacy:
+        key, olds = config_dataset_key(c), legacy_dataset_keys(c)
+        if key not in caps and not (olds & caps) and key not in stored_legacy:
             continue
-        if old != key and old in caps:
-            legacy_of.setdefault(key, set()).add(old)
+        for old in olds:
+            if old != key and old in caps:
+                legacy_of.setdefault(key, set()).add(old)
         h = hashes[id(c)] = c.config_hash()
         if reuse and store.find_completed(h) is not None:
             continue

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 import platform
 import subprocess
 import sys
@@ -319,6 +320,13 @@ def versions() -> dict[str, str]:
         if m is not None and hasattr(m, "__version__"):
             out[mod] = str(m.__version__)
     return out
+
+
+def run_versions() -> dict[str, str]:
+    """:func:`versions` and the folder the run starts in (``cwd``): a relative data path in its
+    config was read there, and the privacy ledger resolves it there (never where the ledger is
+    read from). Not in a figure's metadata (a local folder in committed docs)."""
+    return {**versions(), "cwd": os.getcwd()}
 
 
 class _Heartbeat:
@@ -628,7 +636,7 @@ def execute(
             if config.public_from is not None and parse_spec(config.public_from)[1]:  # a path of its own
                 check_dataset_source(config.public_from, None)
         run_id = store.create_run(config.to_dict(), config_hash=chash, split_hash=config.split_hash(),
-                                  versions=versions(), label=label)
+                                  versions=run_versions(), label=label)
     writer = _StepWriter(store, run_id, on_record, flush_every_s)
     t0 = time.perf_counter()
     try:
@@ -737,7 +745,7 @@ def train(
                    **failure_fields(config, e)}
     metrics["n_step_records"] = len(steps)
     return TrainedRun(run_id=run_id, config=config.to_dict(), config_hash=chash,
-                      split_hash=config.split_hash(), versions=versions(), status=status,
+                      split_hash=config.split_hash(), versions=run_versions(), status=status,
                       steps=json_safe(steps), metrics=metrics, arrays=dict(arrays), error=error,
                       host=socket.gethostname(), pid=os.getpid())
 

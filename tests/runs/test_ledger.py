@@ -246,6 +246,11 @@ def test_dataset_identity(tmp_path, monkeypatch):
     assert k("digits", dataset_root=str(tmp_path)) == k("digits")
     assert k("cifar10", dataset_root=str(tmp_path / "imgs")) == k("cifar10") == k("cifar10:/elsewhere")
     assert k("digits").startswith("digits-")
+    # a CD-FSL target given a folder is that image folder (one budget, whichever name reads it);
+    # at its fixed place under the data root it stays keyed by its name
+    assert k(f"cdfsl_eurosat:{tmp_path / 'imgs'}") == k("image_folder:imgs") == k(
+        "cdfsl_isic", dataset_root=str(tmp_path / "imgs"))
+    assert k("cdfsl_eurosat") != k("cdfsl_isic") and k("cdfsl_eurosat") != k("image_folder:imgs")
 
 
 def test_a_config_file_cap_sets_or_lowers_never_raises(tmp_path):
@@ -616,3 +621,51 @@ def test_a_refusal_from_public_values_inside_the_fit_is_not_charged(tmp_path):
     (rec,) = st.list_runs()
     assert rec.status == "failed" and "released" not in rec.metrics
     assert all(not s.runs for s in dataset_ledgers(st))
+
+
+def test_a_failed_run_on_a_relative_path_is_charged_where_it_ran_not_where_the_ledger_is_read(
+        tmp_path, monkeypatch):
+    """A failed (or running) run has no feature metadata recording its file's absolute path: its
+    relative `features:f.npz` was resolved in the folder `mixdp budget` ran from, so read from
+    another folder its spend moved to another, uncapped data set and the cap was exceeded. The
+    run records the folder it started in, and the ledger resolves the path there."""
+    from mixdp_core.runs.runner import run_versions
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    st = RunStore(tmp_path / "store")
+    monkeypatch.chdir(a)
+    cfg = {"dataset": "features:f.npz", "encoder": "pixels", "method": "ngd", "seed": 0, "target_epsilon": 1.0,
+           "target_delta": 1e-5}
+    rid = st.create_run(cfg, config_hash="h-rel", versions=run_versions())
+    assert st.get_run(rid).versions["cwd"] == str(a)
+    st.append_steps(rid, [{"step": 1, "total_steps": 9, "epsilon_spent": 0.4}])
+    st.finish(rid, "failed", error="died")
+    abs_key = L.dataset_key(f"features:{a / 'f.npz'}")
+    L.set_cap(st, abs_key, 1.5)
+    for where in (a, b):
+        monkeypatch.chdir(where)
+        (s,) = [x for x in L.dataset_ledgers(st) if x.runs]
+        assert s.dataset_key == abs_key and [r.run_id for r in s.runs] == [rid]
+        assert s.epsilon_basic == pytest.approx(1.0)  # charged its target: failed after a step record
+    # a run without the record (older code) still resolves in the reader's folder, as before
+    old = st.create_run(dict(cfg, seed=1), config_hash="h-old")
+    st.append_steps(old, [{"step": 1, "total_steps": 9, "epsilon_spent": 0.4}])
+    st.finish(old, "failed", error="died")
+    assert L.config_dataset_key(st.get_run(old).config, {}, cwd=None) == L.dataset_key(f"features:{b / 'f.npz'}")
+
+
+def test_a_cap_on_a_cdfsl_folder_under_its_name_still_applies(tmp_path):
+    """A cap set on `cdfsl_eurosat:<folder>` was stored under the name's key; the data set is now
+    keyed as that image folder, and the cap must keep applying (to either spelling)."""
+    st = RunStore(tmp_path / "s")
+    folder = tmp_path / "imgs"
+    for c in ("a", "b"):
+        (folder / c).mkdir(parents=True)
+    spec = f"cdfsl_eurosat:{folder}"
+    named = L.dataset_key(spec, legacy="named")
+    assert named == L.dataset_key("cdfsl_eurosat") != L.dataset_key(spec)
+    L.set_cap(st, named, 0.3, dataset=spec)
+    for ds in (spec,):
+        with pytest.raises(BudgetError, match="cap ε = 0.3"):
+            L.check_cap(st, RunConfig(dataset=ds, encoder="pixels", method="ngd", target_epsilon=0.5))

@@ -872,8 +872,8 @@ def check_dataset_kwargs(spec: str, kwargs: dict[str, Any]) -> None:
     for k, v in kwargs.items():
         if k not in takes:
             raise ConfigError(k, f"not an option of dataset {key!r}; it takes: {', '.join(takes) or 'none'}")
-        if k in specs and v is not None:
-            check(specs[k], v, field=k)
+        if k in specs and (v is not None or not getattr(specs[k], "optional", False)):
+            check(specs[k], v, field=k)  # None only where the option means "none" (max_per_class)
 
 
 def check_dataset_source(spec: str, root: str | None = None) -> None:

@@ -86,7 +86,8 @@ def resolve_dataset_spec(spec: str, *, confine: bool, field: str = "dataset", al
 
 def confine_run_paths(config: Any, *, also: Any = ()) -> Any:
     """Check every path a :class:`~mixdp_core.runs.runner.RunConfig` will read against the
-    data root: ``dataset``, ``public_from``, ``dataset_root`` and a ``root`` loader option.
+    data root: ``dataset``, ``public_from``, ``dataset_root``, a ``root`` loader option and a
+    ``public_pool`` file of the method (DPPL-Public).
 
     Returns:
         ``config`` with each of those paths replaced by the resolved one that was checked (a
@@ -109,6 +110,10 @@ def confine_run_paths(config: Any, *, also: Any = ()) -> Any:
     kwargs = getattr(config, "dataset_kwargs", None) or {}
     if kwargs.get("root"):
         changes["dataset_kwargs"] = dict(kwargs, root=str(resolve_under_any(str(kwargs["root"]), also, "root")))
+    mp = getattr(config, "method_params", None) or {}
+    if isinstance(mp.get("public_pool"), str) and mp["public_pool"] != "split":  # DPPL-Public's pool file
+        changes["method_params"] = dict(mp, public_pool=str(resolve_under_any(mp["public_pool"], also,
+                                                                               "public_pool")))
     changes = {k: v for k, v in changes.items() if getattr(config, k, None) != v}
     if not changes:
         return config

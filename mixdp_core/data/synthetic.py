@@ -68,7 +68,11 @@ DOMAINS = ("private", "public")
 
 
 def _check_int(name: str, v: int, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not float(v).is_integer() or not lo <= int(v) <= hi:
+    try:
+        ok = not isinstance(v, bool) and float(v).is_integer() and lo <= int(v) <= hi
+    except (TypeError, ValueError, OverflowError):  # None, a string, inf
+        ok = False
+    if not ok:
         raise ConfigError(name, f"must be an integer in [{lo}, {hi}], got {v!r}")
     return int(v)
 

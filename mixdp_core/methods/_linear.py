@@ -688,13 +688,15 @@ def _loo_setup(X: np.ndarray, y: np.ndarray, n_classes: int,
                basis: SpectralRows | None) -> tuple[SpectralRows, np.ndarray] | None:
     """``(spectral basis of X, indices of the scored rows)`` for the approximate leave-one-out
     functions: the rows whose class has another row. ``None`` when no row can be scored (every
-    class has a single row) or the problem exceeds :data:`LOO_MAX_CELLS` / :data:`LOO_MAX_FLOPS`."""
+    class has a single row, or the rows span nothing: all equal) or the problem exceeds :data:`LOO_MAX_CELLS` / :data:`LOO_MAX_FLOPS`."""
     counts = np.bincount(y, minlength=n_classes)
     scored = np.flatnonzero(counts[y] >= 2)
     if len(scored) == 0:
         return None
     sp = basis if basis is not None else spectral_rows(X)
     N, r = sp.Z.shape
+    if r == 0:  # every row the same (constant features): nothing to fit, LAPACK refuses a 0×0 inverse
+        return None
     cells, flops = loo_cost(N, r, n_classes, int(counts.max()))
     if cells > LOO_MAX_CELLS or flops > LOO_MAX_FLOPS:
         return None

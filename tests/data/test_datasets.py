@@ -190,6 +190,13 @@ def test_confinement_reads_what_it_checked(tmp_path, monkeypatch):
     loop.symlink_to(loop)
     with pytest.raises(ConfigError, match="dataset"):
         confine_run_paths(cfg(f"image_folder:{loop}/a"), also=[uploads])
+    # DPPL-Public's pool file is a path the run reads too (a free-text field of the Train page)
+    with pytest.raises(ConfigError, match="public_pool: .* is outside the data root"):
+        confine_run_paths(cfg("digits", method_params={"public_pool": str(cwd / "secret" / "p.npz")}), also=[uploads])
+    pooled = confine_run_paths(cfg("digits", method_params={"public_pool": "pool.npz"}), also=[uploads])
+    assert pooled.method_params["public_pool"] == str(root / "pool.npz")
+    assert confine_run_paths(cfg("digits", method_params={"public_pool": "split"}), also=[uploads]).method_params == {
+        "public_pool": "split"}
 
 
 # ------------------------------------------------------------------ review fixes (data layer)
@@ -434,3 +441,17 @@ def test_a_torchvision_sets_identity_reads_its_own_folder_only(tmp_path, monkeyp
     assert D.load_dataset("cifar10", root=str(tmp_path)).cache_key["files"] == k1
     (tmp_path / "cifar-10-batches-py" / "data_batch_1").write_text("changed")
     assert D.load_dataset("cifar10", root=str(tmp_path)).cache_key["files"] != k1
+
+
+@pytest.mark.parametrize("spec, key", [("synthetic", "classes"), ("synthetic", "dim"), ("digits", "split_seed"),
+                                       ("synthetic", "data_seed")])
+def test_a_null_option_is_refused_naming_it_before_a_run_exists(spec, key):
+    """`--dataset-arg classes=null` skipped the check (None meant "unset" for every option) and
+    crashed the loader with a TypeError after a run row existed; None is allowed only where the
+    option declares it (max_per_class: no limit)."""
+    from mixdp_core.data.datasets import check_dataset_kwargs
+    from mixdp_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"{key}: must be"):
+        check_dataset_kwargs(spec, {key: None})
+    check_dataset_kwargs("image_folder", {"max_per_class": None})  # optional: "no limit"

@@ -920,3 +920,15 @@ def test_a_projection_dropping_more_than_the_bound_is_refused_naming_the_field()
         make_method("adamix", target_epsilon=1.0, projection=D - 8).fit(split)
     assert drawn == [True]
     make_method("adamix", target_epsilon=1.0, projection=D - 8).fit(split)
+
+
+def test_a_tiny_guard_resolution_inside_its_range_takes_the_cap_instead_of_overflowing(digits_split):
+    """guard_resolution = 1e-200 lies in its declared (0, 0.5]; (σ / (r n))² overflowed a float
+    (OverflowError with a traceback). The share of releases is capped at 1/16 of the gradient
+    releases anyway: a resolution past what the cap affords takes the cap."""
+    from mixdp_core.methods import make_method
+
+    tiny = make_method("adamix", target_epsilon=3.0, guard_resolution=1e-200).fit(digits_split)
+    fine = make_method("adamix", target_epsilon=3.0, guard_resolution=1e-6).fit(digits_split)
+    assert tiny.privacy_.epsilon <= 3.0 and np.isfinite(tiny.decision_function(digits_split.X_test)).all()
+    assert tiny.privacy_.epsilon == pytest.approx(fine.privacy_.epsilon)  # both at the cap: one release plan

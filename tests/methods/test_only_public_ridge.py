@@ -114,6 +114,16 @@ def test_one_shot_falls_back_and_singleton_classes_are_not_scored():
     assert res is not None and list(res.scored) == list(range(9))
 
 
+def test_identical_rows_fall_back_instead_of_failing_in_lapack(digits_split):
+    """Constant features span nothing (rank 0): LAPACK's potri failed on the 0×0 inverse, with a
+    traceback, in only_public, ngd and adamix; the leave-one-out path is skipped instead."""
+    X, y = np.zeros((6, 10)), np.repeat(np.arange(3), 2)
+    assert loo_ridge_path(X, y, 3) is None
+    assert select_l2_loo(X, y, 3, fallback=0.5) == 0.5
+    split = dataclasses.replace(digits_split, X_public=np.ones_like(digits_split.X_public))
+    assert np.isfinite(make_method("only_public").fit(split).decision_function(split.X_test)).all()
+
+
 def test_beyond_the_size_bound_it_falls_back(monkeypatch):
     X, y = _rows(3.0, False)
     monkeypatch.setattr(_linear, "LOO_MAX_CELLS", 10)

@@ -693,8 +693,10 @@ class NoisyGDMethod(LinearHead):
             sigma = float(self.config.noise_multiplier)
             n_lo = max(float(hist.sum()) - 2.0 * math.sqrt(C) * sigma / math.sqrt(n_count), 1.0)
             self._guard_n_lo = n_lo  # the path selection's resolution test (_guard_path_factors)
-            need = math.ceil((sigma / (float(res) * n_lo)) ** 2)
-            return max(1, min(need, (T - n_count) // 16))
+            cap = (T - n_count) // 16
+            ratio = sigma / (float(res) * n_lo)  # a tiny resolution overflowed the square: the cap binds
+            need = cap if ratio > math.sqrt(max(cap, 1)) else math.ceil(ratio ** 2)
+            return max(1, min(need, cap))
         if not self._balanced_guard():
             return 1
         return max(1, min(self._histogram_releases(T, C), T - n_count - 1))

@@ -354,3 +354,31 @@ def test_a_block_larger_than_the_pool_allocates_the_pool_only():
     kw = dict(d_min=0.5, d_max=1.5)
     U = public_utilities(Xp, y, pool, n_classes=3, block_size=2**20, **kw)  # was a (2^20, 200) tile: 0.8 GB
     np.testing.assert_allclose(U, public_utilities(Xp, y, pool, n_classes=3, block_size=2, **kw), rtol=1e-5)
+
+
+def test_a_public_pool_file_is_read_through_the_bounded_reader_by_the_runner(tmp_path, monkeypatch):
+    """The method's own loader read any .npz with np.load: a 256 MiB array from a 261 KB file ran
+    past MIXDP_MAX_NPZ_BYTES; an integer or complex pool was accepted. The runner reads the pool
+    through the bounded reader and passes the array to fit."""
+    import numpy as np
+
+    from mixdp_core.runs.runner import RunConfig, train
+
+    def error(pool):
+        r = train(RunConfig(dataset="synthetic", encoder="pixels", method="dppl_public", target_epsilon=2.0,
+                            dataset_kwargs={"classes": 3, "dim": 8, "train_per_class": 12, "test_per_class": 4},
+                            method_params={"public_pool": str(pool)}), cache_dir=tmp_path / "c")
+        return r.error if r.status == "failed" else r.status
+
+    big = tmp_path / "bomb.npz"
+    np.savez_compressed(big, X=np.zeros((4096, 8)))  # 256 KiB decompressed, a few hundred bytes on disk
+    monkeypatch.setenv("MIXDP_MAX_NPZ_BYTES", str(64 * 1024))
+    assert error(big).startswith("DataError: public_pool:") and "limit" in error(big)
+    monkeypatch.delenv("MIXDP_MAX_NPZ_BYTES")
+    ints = tmp_path / "ints.npz"
+    np.savez(ints, X=np.ones((20, 8), dtype=np.int64))
+    assert error(ints).startswith("DataError: public_pool: 'X' must hold floating-point")
+    assert error(tmp_path / "missing.npz").startswith("ConfigError: public_pool: file")
+    ok = tmp_path / "ok.npz"
+    np.savez(ok, X=np.random.default_rng(0).normal(size=(30, 8)))
+    assert error(ok) == "completed"

@@ -243,7 +243,7 @@ def show_step():
         if fp is not None:
             st.markdown(f"At ε = {eps:g}: **{100 * fp['test_error']:.1f} %** error with private data only, "
                         f"**{100 * run['test_error']:.1f} %** when {run['n_public']} public samples "
-                        "(no privacy needed) guide the private learner."
+                        "(no privacy needed) guide the private learner." + guard_note(run)
                         + difference_note(fp["test_error"], run["test_error"], run.get("n_test", 0))
                         + (f" Balanced accuracy **{100 * fp['balanced_accuracy']:.1f} %** against "
                            f"**{100 * run['balanced_accuracy']:.1f} %**." if IMBALANCED else ""))

@@ -253,7 +253,8 @@ def guard_note(run: Mapping[str, Any]) -> str:
     if run.get("guard_kept_private") is False:
         return (" At this ε the private phase did not beat the public start by more than its noise, so the "
                 "public-start guard released the model trained on the public samples only: this error is "
-                "Only-Public's, and the private data were not used.")
+                "Only-Public's. The private phase was discarded, but its ε is still spent: it ran, and the "
+                "guard's decision read the private data.")
     return ""
 
 

@@ -1176,7 +1176,8 @@ def test_classroom_says_when_the_guard_kept_the_public_model_and_reads_a_flat_pd
     'ε costs nothing'; a 0.2 % pDP spread was read as 'samples the model fits well cost less'."""
     from mixdp_core.app_support.classroom import guard_note, pdp_spread_note
 
-    assert "Only-Public's" in guard_note({"guard_kept_private": False})
+    note = guard_note({"guard_kept_private": False})
+    assert "Only-Public's" in note and "ε is still spent" in note and "not used" not in note
     assert guard_note({"guard_kept_private": True}) == guard_note({"guard_kept_private": None}) == ""
     assert "nearly the whole budget" in pdp_spread_note([0.984, 0.985, 0.986], 1.0)
     assert "cost less" in pdp_spread_note([0.2, 0.6, 1.0], 1.0)

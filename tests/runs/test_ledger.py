@@ -669,3 +669,18 @@ def test_a_cap_on_a_cdfsl_folder_under_its_name_still_applies(tmp_path):
     for ds in (spec,):
         with pytest.raises(BudgetError, match="cap ε = 0.3"):
             L.check_cap(st, RunConfig(dataset=ds, encoder="pixels", method="ngd", target_epsilon=0.5))
+
+
+def test_a_replace_one_run_is_refused_on_a_capped_data_set(tmp_path):
+    """A DPPL-Mean run with neighbouring='replace' treats the class sizes as public: under the
+    cap's add/remove relation it has no bound, yet it was charged its ε (cap 2, one such run at
+    ε = 1 left 1 "available"). On a capped data set it is refused; an add/remove run is not."""
+    st = RunStore(tmp_path / "s")
+    L.set_cap(st, L.dataset_key("digits"), 2.0)
+    rep = RunConfig(dataset="digits", encoder="pixels", method="dppl_mean", target_epsilon=1.0,
+                    method_params={"neighbouring": "replace"})
+    with pytest.raises(BudgetError, match="budget_cap.*neighbouring='replace'.*no add/remove bound"):
+        L.check_cap(st, rep)
+    L.check_cap(st, RunConfig(dataset="digits", encoder="pixels", method="dppl_mean", target_epsilon=1.0))
+    L.check_cap(st, RunConfig(dataset="synthetic", encoder="pixels", method="dppl_mean", target_epsilon=1.0,
+                              method_params={"neighbouring": "replace"}))  # no cap there: allowed, flagged

@@ -1001,7 +1001,8 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
         in_flight = math.fsum(e.epsilon or 0.0 for e in entries if e.kind == KIND_RUNNING)
         n_priv = sum(e.kind == KIND_PRIVATE for e in entries)
         n_run = sum(e.kind == KIND_RUNNING for e in entries)
-        replace_one = [c for c in cs if str((c.method_params or {}).get("neighbouring", "")) == "replace"]
+        replace_one = [c for c in cs  # a figure's FitCharge has no method_params: never replace-one
+                       if str((getattr(c, "method_params", None) or {}).get("neighbouring", "")) == "replace"]
         if replace_one:  # its ε is for another relation: under add/remove (the cap's) it bounds nothing
             raise BudgetError("budget_cap", f"data set {cs[0].dataset!r} has a cap (ε = {cap.epsilon:g}, add/remove "
                                             f"neighbours); a {replace_one[0].method} run with neighbouring='replace' "

@@ -561,6 +561,11 @@ def test_regime_slack_is_the_tightest_cells_margin_with_its_paired_standard_erro
     assert math.isclose(got["d"][1], 0.03)  # differences -0.02 and -0.08: sd 0.06/sqrt(2), over sqrt(2)
     assert _regime_checks(err, bal, eps, True) == {"a": False, "b": True, "c": True, "d": False}
     assert _regime_slack(err, bal, eps, False)["d"] is None and _regime_slack(err, bal, eps, False)["a"][1] is None
+    # (b) over every pair ε < ε': an error creeping up 0.9 points per step passed the consecutive
+    # check (+0.1) though it rose 2.7 points from ε = 0.5 to 8
+    creep = {("only_public", None): 0.5, ("adamix", 0.5): 0.100, ("adamix", 1.0): 0.109,
+             ("adamix", 3.0): 0.118, ("adamix", 8.0): 0.127}
+    assert _regime_slack(creep, {}, [0.5, 1.0, 3.0, 8.0], False)["b"][0] == pytest.approx(0.100 + 0.01 - 0.127)
 
 
 def test_guard_release_counts_script_reads_the_committed_runs(tmp_path, capsys):

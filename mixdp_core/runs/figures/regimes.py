@@ -9,6 +9,7 @@ mean test errors in [0, 1] over seeds.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -216,10 +217,11 @@ def _regime_slack(err: Mapping[tuple, float | None], bal: Mapping[tuple, float |
 
     (a) AdaMix <= min(Only-Public, Fully-Private) + 1 pt at every ε: slack ``min_ε bar + 0.01 -
     AdaMix``; (b) AdaMix non-increasing in ε within 1 pt: ``min AdaMix(ε) + 0.01 - AdaMix(ε')``
-    over consecutive ε < ε'; (c) where paragon <= ½ Only-Public: relative gain over Only-Public
+    over every pair ε < ε' (``eps`` ascending); (c) where paragon <= ½ Only-Public: relative gain over Only-Public
     >= 10 % at ε = 3 and >= 40 % at ε = 8, slack ``min(gain₃ − 0.10, gain₈ − 0.40)``; (d) under
     imbalance, AdaMix's balanced accuracy non-decreasing in ε within 1 pt: ``min bal(ε') + 0.01 −
-    bal(ε)``. The standard error is the paired one of the tightest cell's difference over the
+    bal(ε)`` over every pair. (The family's test sets are class-balanced, where balanced accuracy is
+    1 − test error: there (d) is (b) on the same numbers; regimes.md says so.) The standard error is the paired one of the tightest cell's difference over the
     seeds (:func:`_paired_se` on ``per_seed`` / ``per_seed_bal``, ``{(label, ε or None): {seed:
     value}}``; for (c) the difference to Only-Public over Only-Public's mean), ``None`` without
     them. It says whether a ✓ or ✗ is within the seeds' noise; the verdict is the means' alone."""
@@ -236,8 +238,10 @@ def _regime_slack(err: Mapping[tuple, float | None], bal: Mapping[tuple, float |
             cells.append((bar + 0.01 - a, _paired_se(ps, ("adamix", e), ref)))
         out["a"] = worst(cells)
         if len(ada) > 1:
+            # every pair ε < ε', not consecutive ones only: 10.0 / 10.9 / 11.8 / 12.7 % passed the
+            # consecutive check (+0.1) while the error rose 2.7 points with the budget
             out["b"] = worst([(a + 0.01 - b, _paired_se(ps, ("adamix", f), ("adamix", e)))
-                              for (e, a), (f, b) in zip(ada, ada[1:])])
+                              for (e, a), (f, b) in itertools.combinations(ada, 2)])
         if par is not None and par <= 0.5 * op and 3.0 in eps and 8.0 in eps:
             got = dict(ada)
             out["c"] = worst([((op - got[e]) / op - need, _paired_se(ps, ("adamix", e), ("only_public", None), 1 / op))
@@ -246,7 +250,7 @@ def _regime_slack(err: Mapping[tuple, float | None], bal: Mapping[tuple, float |
         b = [(e, bal.get(("adamix", e))) for e in eps]
         if len(b) > 1 and all(v is not None for _, v in b):
             out["d"] = worst([(y + 0.01 - x, _paired_se(pb, ("adamix", f), ("adamix", e)))
-                              for (e, x), (f, y) in zip(b, b[1:])])
+                              for (e, x), (f, y) in itertools.combinations(b, 2)])
     return out
 
 
@@ -352,7 +356,8 @@ def _regimes(ctx: Context) -> FigureOutput:
                              if lab == "adamix" and guard.get(e) else None})
     head = ["**Properties per regime** (✓ holds, ✗ fails, n/a does not apply; after each mark the tightest "
             "cell's slack, negative where it fails, in points (for (c) points of relative gain) ± its standard error "
-            "paired over the split seeds: a slack within about two standard errors of 0 could flip with other seeds)", ""]
+            "paired over the split seeds: a slack within about three standard errors of 0 could flip with other seeds, "
+            "Student's t at 4 seeds being 3.18 for 95 %)", ""]
     head += _table(["regime", "role", "(a)", "(b)", "(c)", "(d)"], summary) + [""]
 
     def draw(fig: Any) -> None:

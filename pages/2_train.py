@@ -17,7 +17,7 @@ from mixdp_core.app_support.resources import (
     run_eps_label, select_run, selected_run_id, show_field_errors,
 )
 from mixdp_core.data.datasets import carries_features
-from mixdp_core.config import RUN_EPSILON, parse_number
+from mixdp_core.config import RUN_EPSILON, SEED_RANGE, parse_number
 from mixdp_core.errors import ConfigError
 
 manager = page_setup("Train")
@@ -81,11 +81,15 @@ with st.expander("Cap this data set's total ε"):
                "ε (basic composition, running runs charged at their target) above it. The same cap as "
                "`mixdp budget --cap`.")
     cap_cols = st.columns([2, 1, 1])
-    cap_eps = cap_cols[0].number_input("Cap ε (total over all runs on this data set)", min_value=0.001,
-                                       max_value=1e4, value=10.0, step=1.0, format="%g", key="budget_cap_eps")
+    cap_eps = cap_cols[0].number_input("Cap ε (total over all runs on this data set)", value=10.0, step=1.0,
+                                       format="%g", key="budget_cap_eps", help="A number in [0.001, 10000].")
     if cap_cols[1].button("Set cap", key="budget_cap_set"):
-        ok, msg = budget.set_dataset_cap(store, dataset, dataset_kwargs, float(cap_eps))
-        (st.success if ok else st.error)(msg)
+        bad = forms.range_error(cap_eps, 0.001, 1e4, integer=False)
+        if bad:  # no min / max on the widget: out of range it only outlined the box, and Set cap did nothing
+            show_field_errors({"cap": bad})
+        else:
+            ok, msg = budget.set_dataset_cap(store, dataset, dataset_kwargs, float(cap_eps))
+            (st.success if ok else st.error)(msg)
     if cap_cols[2].button("Remove cap", key="budget_cap_clear"):
         ok, msg = budget.set_dataset_cap(store, dataset, dataset_kwargs, None)
         (st.success if ok else st.error)(msg)
@@ -129,7 +133,8 @@ with st.form("train_form", enter_to_submit=False):
                              help="Keep δ well below 1/n, n the private rows (What does δ mean? below)."
                              + (f" This split: n = {n_private:,} private rows (owner's view, not released), "
                                 f"1/n ≈ {1 / n_private:.1e}." if n_private else ""))
-        seed = st.number_input("Seed", min_value=0, max_value=10_000, value=0, step=1, key="train_seed")
+        # no min / max: out of range, Launch did nothing and said nothing; the run's declaration checks it
+        seed = st.number_input("Seed", value=0, step=1, key="train_seed", help=f"An integer in [{SEED_RANGE.lo}, {SEED_RANGE.hi}].")
     sigma = None
     if "noise_multiplier" in field_names:
         sigma = st.number_input("σ — noise multiplier (the number of steps T is calibrated to meet ε)",

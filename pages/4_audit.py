@@ -3,8 +3,9 @@
 import streamlit as st
 
 from mixdp_core.accounting import tradeoff_sentence
-from mixdp_core.app_support import charts
-from mixdp_core.app_support.resources import page_setup, note, run_label, select_run, selected_run_id, show_chart, shown_id
+from mixdp_core.app_support import charts, forms
+from mixdp_core.app_support.resources import (page_setup, note, run_label, select_run, selected_run_id, show_chart,
+                                              show_field_errors, shown_id)
 from mixdp_core.app_support.audit import (
     ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
 )
@@ -58,14 +59,21 @@ with st.form("audit_form", enter_to_submit=False):  # starts only by its button:
     c1, c2, c3, c4 = st.columns(4)
     attack = c1.selectbox("Attack", list(ATTACK_LABELS), format_func=ATTACK_LABELS.get, key="audit_attack",
                           index=list(ATTACK_LABELS).index(default_attack(rec)))
-    K = c2.number_input("Reference models (LiRA/RMIA)", 2, 64, 8, key="audit_k")
-    trials = c3.number_input("Trials (canary audits; seed replay picks enough to refute ε)", 4, 20000, 1000,
-                             key="audit_trials")
-    canaries = c4.number_input("Canaries per training", 10, MAX_CANARIES, 1000, key="audit_canaries")
+    # no min / max on the widgets: out of range, the button did nothing and said nothing; checked below
+    K = c2.number_input("Reference models (LiRA/RMIA)", value=8, step=1, key="audit_k", help="An integer in [2, 64].")
+    trials = c3.number_input("Trials (canary audits; seed replay picks enough to refute ε)", value=1000, step=1,
+                             key="audit_trials", help="An integer in [4, 20000].")
+    canaries = c4.number_input("Canaries per training", value=1000, step=1, key="audit_canaries",
+                               help=f"An integer in [10, {MAX_CANARIES}].")
     go = st.form_submit_button("Run audit")
 if go:
     ok, why = attack_available(rec, attack)
-    if not ok:
+    bad = {f: m for f, m in (("reference_models", forms.range_error(K, 2, 64)),
+                             ("trials", forms.range_error(trials, 4, 20000)),
+                             ("canaries", forms.range_error(canaries, 10, MAX_CANARIES))) if m}
+    if bad:
+        show_field_errors(bad)
+    elif not ok:
         st.error(why)
     else:
         bar = st.progress(0.0, text="training the audited method…")

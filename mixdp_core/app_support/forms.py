@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import math
 import re
 import shutil
 import stat
@@ -569,6 +570,18 @@ def dataset_spec_from_path(key: str, path: str) -> str:
     except DataError as e:  # named as the form's field, its message without the loader's field name
         raise ConfigError("path", str(e).split(": ", 1)[-1]) from None
     return f"{key}:{full}"
+
+
+def range_error(value: float, lo: float, hi: float, *, integer: bool = True) -> str | None:
+    """The one-line message of a number field outside ``[lo, hi]`` (or not an integer where one
+    is needed), else ``None``. The pages check their number fields with it instead of giving
+    the widget a min / max: out of range, Streamlit only outlines the box in red, keeps the old
+    value, and its button silently does nothing."""
+    v = float(value)
+    what = "an integer" if integer else "a number"
+    if not math.isfinite(v) or not lo <= v <= hi or (integer and not v.is_integer()):
+        return f"must be {what} in [{lo:g}, {hi:g}], got {value:g}"
+    return None
 
 
 def delta_advice(delta: float, n_private: int | None) -> str | None:

@@ -70,3 +70,8 @@ def test_train_page_cap_control(at):
     assert "cap ε = 7 (" in page_text(at)  # the budget line already shows it
     next(b for b in at.button if b.label == "Remove cap").click().run()
     assert L.get_cap(store, L.dataset_key("digits")) is None and "· no cap" in page_text(at)
+    # out of range: one line naming the field (the widget's own min / max only outlined the box)
+    at.number_input(key="budget_cap_eps").set_value(1e6).run()
+    next(b for b in at.button if b.label == "Set cap").click().run()
+    assert any("cap" in e.value and "[0.001, 10000]" in e.value for e in at.error)
+    assert L.get_cap(store, L.dataset_key("digits")) is None

@@ -193,6 +193,11 @@ def test_train_says_the_one_epsilon_a_launch_used(at):
     _launch_button(at).click().run()
     assert any("is not below 1/n" in w.value for w in at.warning)
     assert "private rows" in at.selectbox(key="train_delta").help
+    # a seed out of range: one line naming it (Launch did nothing and said nothing)
+    at.number_input(key="train_seed").set_value(-3)
+    _launch_button(at).click().run()
+    assert any(e.value.startswith("**seed**") for e in at.error), [e.value for e in at.error]
+    at.number_input(key="train_seed").set_value(0)
     # a typed value that is not a valid ε never claims to be the one used
     at.text_input(key="train_eps_exact").input("abc")
     _launch_button(at).click().run()
@@ -409,6 +414,13 @@ def test_privacy_audit_runs_a_whitebox_audit_stores_and_reopens_it(at):
     rid = execute(small_config(method="fully_private", target_epsilon=4.0), store=_store())
     at.switch_page("pages/4_audit.py").run()
     at.selectbox(key="audit_attack").set_value("canary-whitebox")
+    # out of range: a line naming the field, nothing trained (the widget's bounds did nothing, silently)
+    at.number_input(key="audit_trials").set_value(99_999_999)
+    at.button(key="FormSubmitter:audit_form-Run audit").click().run()
+    assert any("trials" in e.value and "[4, 20000]" in e.value for e in at.error)
+    from mixdp_core.runs.audits import AuditStore as _AS
+
+    assert _AS(_store()).list(run_id=rid) == []
     at.number_input(key="audit_trials").set_value(400)
     at.number_input(key="audit_canaries").set_value(400)
     at.button(key="FormSubmitter:audit_form-Run audit").click().run()

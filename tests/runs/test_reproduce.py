@@ -477,6 +477,15 @@ def test_episodes_tiny_on_digits(env):
     assert f"| `adamix` | {ada[0]} | {ada[1]} |" in md
     assert "| `only_public` |" in md and "0 (reads no private row)" in md and "∞ (non-private)" in md
     assert "held out of the pool" in md and "Against the paper's Table 2: not measured" in md
+    # its fits are the owner's evaluation, not charged: the output says so, and a capped data set refuses it
+    assert "**Owner's view.**" in md and "not charged to the data set's budget" in md
+    from mixdp_core.errors import BudgetError
+    from mixdp_core.runs import ledger as L
+
+    store = RunStore(env / "store")
+    L.set_cap(store, L.dataset_key("digits"), 0.5)
+    with pytest.raises(BudgetError, match="budget_cap: .*episodes figure's fits are an owner's evaluation"):
+        reproduce("episodes", env / "out3", params=EPISODES_TINY, store=store, workers=1)
 
 
 def test_episodes_default_covers_every_feature_method(env):

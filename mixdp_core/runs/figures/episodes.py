@@ -229,6 +229,7 @@ def _episodes(ctx: Context) -> FigureOutput:
     cfg = {"n_way": n_way, "n_query": n_query, "episodes": n_ep, "seed": seed, "epsilon": float(eps),
            "delta": float(p.get("delta", 1e-5)), "method_params": dict(p["method_params"])}
     items = [(m, k) for m in methods for k in shots]
+    _refuse_on_a_capped_data_set(ctx)
     # not charged: every episode draws its own support set and fits it at ε, an evaluation of
     # the methods by the data's owner (as the app's Episodes launch states); its accuracies
     # are not a release of the data set under one ε
@@ -275,5 +276,28 @@ def _episodes(ctx: Context) -> FigureOutput:
              f"episode pool {len(data['y'])} rows (train + test pooled); {data['note']}; {n_way}-way, shots {shots}, "
              f"{n_query} query per class, {n_ep} episodes (seed {seed}, the same episodes for every method), "
              f"δ = {cfg['delta']:g}; σ = 20·max(1, 3/ε) for methods with a noise multiplier; dataset options "
-             f"`{json.dumps(ctx.dataset_kwargs)}`, encoder options `{json.dumps(ctx.encoder_kwargs)}`")
+             f"`{json.dumps(ctx.dataset_kwargs)}`, encoder options `{json.dumps(ctx.encoder_kwargs)}`; "
+             "not charged to the data set's budget: an evaluation by the data's owner, whose support sets are "
+             "private rows (its accuracies are the owner's view, not a DP release of the data set)")
     return FigureOutput("\n".join(md), rows, draw, setup)
+
+
+def _refuse_on_a_capped_data_set(ctx: Context) -> None:
+    """The episodes' fits are not charged (an owner's evaluation), so a data set with a budget
+    cap refuses them rather than let private fits past the cap uncounted (they ran at ε = 8 on a
+    data set capped at 0.5, and the budget still read "0.5 left").
+
+    Raises:
+        BudgetError: ``budget_cap``, naming the data set and what to do.
+    """
+    if ctx.store is None:
+        return
+    from ...errors import BudgetError
+    from ..ledger import dataset_key, effective_cap
+
+    cap = effective_cap(ctx.store, dataset_key(ctx.dataset, ctx.dataset_root, ctx.dataset_kwargs))
+    if cap is not None:
+        raise BudgetError("budget_cap", f"data set {ctx.dataset!r} has a cap (ε = {cap.epsilon:g}); the episodes "
+                                        "figure's fits are an owner's evaluation, not charged to it, so a capped "
+                                        "data set refuses them: remove the cap (mixdp budget --clear-cap) or run "
+                                        "the episodes on another store")

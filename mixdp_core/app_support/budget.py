@@ -37,6 +37,9 @@ def budget_sentence(s: L.LedgerSummary, *, name: Optional[str] = None) -> str:
             text += f" ({s.n_basic_only} without a stored event: basic only)"
     if s.running:
         text += f" + {len(s.running)} running (target ε = {_g(s.epsilon_running)})"
+    if s.n_splits > 1:  # the totals bound the rows private in every split only
+        text += (f" · {s.n_splits} different splits: rows public in one are private in another, so the total "
+                 "covers only rows private in every split")
     owner = sum(r.kind == L.KIND_OWNER_VIEW for r in s.references)
     if owner:
         text += f" · {owner} non-private reference run{'s' if owner != 1 else ''} (owner's view, not private)"

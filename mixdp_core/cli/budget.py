@@ -78,6 +78,8 @@ def render(s: Any) -> list[str]:
                  if s.epsilon_tight is not None else f"— ({why})")
         out.append(f"  spent (tight):  {tight} — assumes the runs were fixed in advance"
                    + (f"; {s.n_basic_only} run(s) added by basic composition" if s.n_basic_only else ""))
+    if s.split_note:
+        out.append(f"  splits:         {s.split_note}")
     if s.running:
         out.append(f"  running:        {len(s.running)} run(s), target ε = {_fmt(s.epsilon_running)} in all "
                    f"(charged by the cap check)")

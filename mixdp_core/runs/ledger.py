@@ -334,6 +334,12 @@ class LedgerSummary:
         n_basic_only: runs counted by basic composition only (no event, replace-one).
         cap: the data set's :class:`BudgetCap`, or ``None``.
         epsilon_running: Σ target ε of ``running``.
+        n_splits: distinct public / private splits carved from this data set among its runs
+            (split seed, public shots, imbalance; runs whose public rows come from another data
+            set left out). Above 1, a row public in one split is private in another, and every
+            split's public rows are read without noise (Only-Public, each public start): the
+            totals bound the rows private in every split, not the data set's public rows
+            (:attr:`split_note`).
     """
 
     dataset_key: str
@@ -349,10 +355,20 @@ class LedgerSummary:
     n_basic_only: int
     cap: Optional[BudgetCap]
     epsilon_running: float
+    n_splits: int = 1
 
     @property
     def n_private(self) -> int:
         return len(self.runs)
+
+    @property
+    def split_note(self) -> Optional[str]:
+        """What the totals do not cover when the runs carved several splits (``None`` for one)."""
+        if self.n_splits <= 1:
+            return None
+        return (f"runs on {self.n_splits} different public/private splits of this data set: a row public in one "
+                "split (read without noise by Only-Public and every public start) is private in another; the "
+                "totals bound only the rows that were private in every split")
 
     @property
     def cap_left(self) -> Optional[float]:
@@ -371,6 +387,9 @@ class LedgerSummary:
             "cap": self.cap.to_dict() if self.cap is not None else None, "cap_left": self.cap_left,
             "runs": [r.to_dict() for r in self.runs], "references": [r.to_dict() for r in self.references],
             "running": [r.to_dict() for r in self.running],
+            "n_splits": self.n_splits, "split_note": self.split_note,
+            # an infinite total becomes null above, as "no cap" does for cap_left: say which
+            "unbounded": not math.isfinite(self.epsilon_basic),
         })
 
 
@@ -881,11 +900,14 @@ def _summary(key: str, recs: Iterable[Any], cap: Optional[BudgetCap], delta_tota
                 # (e.g. RDP for DP-SGD runs that reported with PLD): report the smaller
                 eps_events, used = basic_events, "basic"
             eps_tight = eps_events + eps_loose
+    counted = {e.run_id for e in entries}
+    splits = {r.split_hash for r in recs if r.run_id in counted and getattr(r, "split_hash", None)
+              and not (r.config or {}).get("public_from")}
     return LedgerSummary(
         dataset_key=key, label=label, runs=runs, references=refs, running=running,
         epsilon_basic=eps_basic, delta_basic=delta_basic, delta_total=d_total, epsilon_tight=eps_tight,
         accountant=used, n_basic_only=len(loose), cap=cap,
-        epsilon_running=math.fsum(r.epsilon or 0.0 for r in running),
+        epsilon_running=math.fsum(r.epsilon or 0.0 for r in running), n_splits=max(1, len(splits)),
     )
 
 

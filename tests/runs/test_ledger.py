@@ -86,6 +86,21 @@ def test_references_are_flagged_and_left_out_of_the_totals(filled):
     assert refs["only_public"].kind == L.KIND_PUBLIC_ONLY and "cost 0" in refs["only_public"].flags[0]
     assert s.n_private == 2  # neither reference counts as a private run
     json.dumps(s.to_dict(), allow_nan=False)  # JSON-ready (no ∞ in the totals)
+    # split seeds 0 and 1, and the paragon's 10 private rows per class: three splits, so rows public
+    # in one (read without noise) are private in another; the totals say what they cover
+    assert s.n_splits == 3 and "3 different public/private splits" in s.split_note
+    assert s.to_dict()["n_splits"] == 3 and s.to_dict()["unbounded"] is False
+    from mixdp_core.app_support.budget import budget_sentence
+    from mixdp_core.cli.budget import render
+
+    assert "3 different splits" in budget_sentence(s) and any(ln.strip().startswith("splits:") for ln in render(s))
+
+
+def test_one_split_has_no_split_note(tmp_path):
+    st = RunStore(tmp_path)
+    _record(st, "ngd", eps=1.0)
+    (s,) = L.dataset_ledgers(st)
+    assert s.n_splits == 1 and s.split_note is None
 
 
 def test_cap_refuses_a_run_before_anything_runs(filled, digits_features):

@@ -216,3 +216,16 @@ def test_help_states_the_declared_ranges(capsys):
             main([cmd, "--help"])
         out = " ".join(capsys.readouterr().out.split())
         assert SEED_RANGE.describe() in out and IMBALANCE_RANGE.describe() in out
+    # the flags whose errors named a range their help did not; descriptions without reST's ``
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "an integer in [0, 100]" in out and "an integer in [1, 4 per CPU" in out
+    for cmd in ("encode", "train", "sweep", "reproduce", "audit", "budget"):
+        with pytest.raises(SystemExit):
+            main([cmd, "--help"])
+        out = capsys.readouterr().out
+        assert "``" not in out, cmd
+    with pytest.raises(SystemExit):
+        main(["encode", "--help"])
+    assert "images per encoder batch" in capsys.readouterr().out

@@ -152,3 +152,9 @@ class Progress:
         for b in self.bars.values():
             b.close()
         self.bars.clear()
+
+
+def description(doc: str | None) -> str:
+    """A sub-command's ``--help`` description: the first paragraph of its module docstring,
+    without reST's double backquotes (``--help`` printed them raw)."""
+    return (doc or "").split("\n\n")[0].replace("``", "")

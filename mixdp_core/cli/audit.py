@@ -27,7 +27,7 @@ from typing import Any
 
 from ..config import RUN_DELTA, RUN_EPSILON, SEED_RANGE
 from ..errors import ConfigError, MixDPError, UnknownNameError
-from ._common import Progress, fail, number, one_line_errors, pairs
+from ._common import Progress, description, fail, number, one_line_errors, pairs
 
 ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run", "seed-replay")
 
@@ -43,7 +43,7 @@ AUDIT_EXECUTORS = ("sequential", "local", "ray")
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``audit`` sub-command."""
     p = subparsers.add_parser("audit", help="privacy audit: membership attacks and empirical ε lower bounds",
-                              description=__doc__.split("\n\n")[0])
+                              description=description(__doc__))
     a = p.add_argument
     a("--dataset", default="digits", help="dataset spec, default digits")
     a("--encoder", default="pixels", help="feature extractor, default pixels")

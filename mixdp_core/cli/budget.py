@@ -30,7 +30,7 @@ from typing import Any
 
 from ..config import DELTA, EPSILON, check_delta
 from ..errors import ConfigError, UnknownNameError
-from ._common import fail, number, pairs
+from ._common import description, fail, number, pairs
 
 PROG = "mixdp budget"
 
@@ -38,7 +38,7 @@ PROG = "mixdp budget"
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``budget`` sub-command."""
     p = subparsers.add_parser("budget", help="privacy spent per data set over all runs; set a cap",
-                              description=__doc__.split("\n\n")[0])
+                              description=description(__doc__))
     a = p.add_argument
     a("--dataset", default=None, help="dataset spec (e.g. digits, image_folder:/data/x) or a key listed by "
                                       "`mixdp budget`; default: every data set")

@@ -12,19 +12,20 @@ import json
 from typing import Any
 
 from ..errors import ConfigError
-from ._common import Progress
+from ._common import Progress, description
 
 
 def add_parser(sub: Any) -> None:
-    e = sub.add_parser("encode", help="extract and cache features of a dataset", description=__doc__.split("\n\n")[0])
+    e = sub.add_parser("encode", help="extract and cache features of a dataset", description=description(__doc__))
     a = e.add_argument
     a("--dataset", required=True, help="dataset spec (see `mixdp datasets`); or image_folder:<root>, features:<npz>")
     a("--encoder", default="efficientnet_lite0", help="feature extractor (see `mixdp encoders`)")
     a("--root", default=None, help="dataset folder (image_folder) or download folder")
     a("--download", action="store_true", help="download torchvision datasets (needs network)")
     a("--cache-dir", default=None, help="feature cache folder (default: $MIXDP_CACHE or ~/.cache/mixdp/features)")
-    a("--dtype", choices=["float16", "float32"], default="float16")
-    a("--batch-size", type=int, default=64)
+    a("--dtype", choices=["float16", "float32"], default="float16",
+      help="dtype of the cached features (float16 halves the cache; default float16)")
+    a("--batch-size", type=int, default=64, help="images per encoder batch: an integer >= 1 (default 64)")
     a("--image-size", type=int, default=None, help="encoder input resolution (encoder default if omitted)")
     a("--device", default=None, help="cuda, mps or cpu (default: auto)")
     a("--weights", default=None, metavar="FILE", help="encoder weights file (offline route; see `mixdp train --help`)")

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..config import RUN_EPSILON
 from ..errors import ConfigError, UnknownNameError
-from ._common import Progress, fail, number, number_list, one_line_errors, pairs, RESUMABLE
+from ._common import Progress, RESUMABLE, description, fail, number, number_list, one_line_errors, pairs
 
 PROG = "mixdp reproduce"
 
@@ -39,7 +39,7 @@ PROG = "mixdp reproduce"
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``reproduce`` sub-command."""
     p = subparsers.add_parser("reproduce", help="regenerate a figure of the papers (PNG + table + JSON)",
-                              description=__doc__.split("\n\n")[0])
+                              description=description(__doc__))
     a = p.add_argument
     a("name", nargs="?", default=None, help="figure name (see --list)")
     a("--list", action="store_true", help="list the figures and their parameters")

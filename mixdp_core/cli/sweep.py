@@ -27,7 +27,7 @@ from typing import Any
 
 from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE
 from ..errors import ConfigError, UnknownNameError
-from ._common import Progress, fail, number, number_list, one_line_errors, pairs, RESUMABLE
+from ._common import Progress, RESUMABLE, description, fail, number, number_list, one_line_errors, pairs
 
 PROG = "mixdp sweep"
 #: Flags that define a grid: refused with ``--resume`` (argparse ``dest`` names).
@@ -38,7 +38,7 @@ GRID_FLAGS = ("config", "dataset", "encoder", "methods", "epsilons", "seeds", "p
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``sweep`` sub-command."""
     p = subparsers.add_parser("sweep", help="run a grid of experiments (local processes or Ray)",
-                              description=__doc__.split("\n\n")[0])
+                              description=description(__doc__))
     a = p.add_argument
     a("--config", default=None, metavar="FILE.toml", help="grid from a TOML file (flags given too override it)")
     a("--resume", default=None, metavar="SWEEP_ID", help="run a stored sweep again (only missing runs train)")
@@ -60,11 +60,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--encoder-arg", action="append", default=[], metavar="KEY=VALUE", help="encoder option; repeatable")
     a("--public-from", default=None, help="dataset spec providing the public samples (domain shift)")
     a("--backend", default="local", help="executor: local (process pool, default) or ray")
-    a("--workers", default=None, help="local worker processes (default: the CPUs available; 1 = inline)")
+    a("--workers", default=None, help="local worker processes: an integer in [1, 4 per CPU this process may use] "
+                                       "(default: the CPUs available; 1 = inline)")
     a("--ray-address", default=None, help="Ray cluster address: auto, HOST:PORT or ray://HOST:10001 "
                                           "(default: a local Ray for this sweep)")
     a("--ray-ship-code", action="store_true", help="send mixdp_core to the Ray workers (runtime_env py_modules)")
-    a("--max-retries", default="2", help="re-runs of a run whose worker died, default 2")
+    a("--max-retries", default="2", help="re-runs of a run whose worker died: an integer in [0, 100], default 2")
     a("--no-reuse", action="store_true", help="train again even if identical runs are stored")
     a("--label", default=None, help="free-text tag stored with the new runs")
     a("--cache-dir", default=None, help="feature cache folder")

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE
 from ..errors import ConfigError, UnknownNameError
-from ._common import Progress, fail, number, one_line_errors, pairs
+from ._common import Progress, description, fail, number, one_line_errors, pairs
 
 #: Keys of the ``--json`` summary, in order.
 SUMMARY_KEYS = (
@@ -49,7 +49,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "train",
         help="train one method on one dataset and record the run",
-        description=__doc__.split("\n\n")[0],
+        description=description(__doc__),
     )
     a = p.add_argument
     a("--dataset", default="digits", help="dataset spec (see `mixdp datasets`), default digits")

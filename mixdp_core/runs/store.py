@@ -350,7 +350,8 @@ class RunStore:
         self.artifacts_dir = self.root / "artifacts"
         self.db_path = self.root / "runs.sqlite"
         if self.root.exists() and not self.root.is_dir():
-            raise StorageError(f"store: {str(self.root)!r} is a file, not a folder; {_FIX}")
+            raise StorageError(f"store: {str(self.root)!r} is a file, not a folder; point MIXDP_HOME (CLI: --store) "
+                               "to a folder (it is created if missing)")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self.artifacts_dir.mkdir(exist_ok=True)

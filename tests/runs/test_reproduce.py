@@ -222,6 +222,10 @@ def test_fewshot_checks_include_property_a_against_both_references():
     mean[("adamix", 3.0)] = 0.455
     line = next(x for x in _property_lines(mean, [3.0, 8.0]) if "better reference" in x)
     assert "**holds**" in line and "+0.9 pts" in line, line
+    nofp = {k: v for k, v in mean.items() if k[0] != "fully_private"}
+    text = "\n".join(_property_lines(nofp, [3.0, 8.0]))  # no empty heading that reads as a pass
+    assert "not checked, `adamix` and `fully_private` are not both among the variants" in text
+    assert "public data never hurt" in text  # the other checks still run
     del mean[("fully_private", 8.0)]  # without Fully-Private in the grid there is no such line
     assert not any("better reference" in x for x in _property_lines(mean, [3.0, 8.0]))
 

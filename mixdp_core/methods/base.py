@@ -32,6 +32,7 @@ next noisy release, so the reported privacy is that of the steps actually execut
 from __future__ import annotations
 
 import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Optional
@@ -39,7 +40,7 @@ from typing import Any, Callable, ClassVar, Optional
 import numpy as np
 
 from ..config import delta_param, epsilon_param, param, validate
-from ..errors import ConfigError
+from ..errors import ConfigError, DataError
 from ..randomness import NOISE_SOURCES, REPRODUCIBLE, REPRODUCIBLE_WARNING, SECURE
 from ..registry import Registry
 
@@ -156,6 +157,40 @@ class Method(ABC):
     role: ClassVar[str] = ROLE_METHOD
     test_config: ClassVar[dict[str, Any]] = {}
 
+    #: What ``decision_function`` takes: ``"rows"`` (feature rows ``(N, D)``, checked by
+    #: :func:`check_rows` against the fitted ``n_features_in_``) or ``"images"`` (the
+    #: fine-tuning family checks its own shapes).
+    input_kind: ClassVar[str] = "rows"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every ``fit`` records ``n_features_in_`` (the split's D) and every row-taking
+        ``decision_function`` checks its input first (:func:`check_rows`): a wrong number of
+        columns gave numpy's broadcast errors, a 1-D row an AxisError, and all-NaN rows were
+        predicted as class 0 without a word."""
+        super().__init_subclass__(**kwargs)
+        fit = cls.__dict__.get("fit")
+        if fit is not None and not getattr(fit, "_records_dim", False):
+            @functools.wraps(fit)
+            def fit_recording_dim(self, split, *args, **kw):
+                out = fit(self, split, *args, **kw)
+                dim = getattr(split, "dim", None)
+                if isinstance(dim, (int, np.integer)):
+                    self.n_features_in_ = int(dim)
+                return out
+
+            fit_recording_dim._records_dim = True
+            cls.fit = fit_recording_dim
+        df = cls.__dict__.get("decision_function")
+        if df is not None and not getattr(df, "_checks_rows", False) and not getattr(df, "__isabstractmethod__", False):
+            @functools.wraps(df)
+            def checked(self, X, *args, **kw):
+                if self.input_kind == "rows":
+                    X = check_rows(X, getattr(self, "n_features_in_", None))
+                return df(self, X, *args, **kw)
+
+            checked._checks_rows = True
+            cls.decision_function = checked
+
     def __init__(self, config: Any = None, **params: Any):
         if config is None:
             config = self.config_cls(**params)
@@ -240,6 +275,22 @@ class Method(ABC):
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Predicted labels ``(N,)``."""
         return np.asarray(self.decision_function(X)).argmax(axis=1)
+
+
+def check_rows(X: Any, dim: Optional[int]) -> np.ndarray:
+    """``X`` as an array of feature rows ``(N, dim)`` of finite real numbers, or a
+    :class:`~mixdp_core.errors.DataError` naming ``X`` (``dim=None``: any number of columns).
+    Integer and boolean rows are accepted (they are numbers); complex and object rows are not."""
+    a = np.asarray(X)
+    if a.ndim != 2:
+        raise DataError(f"X: must be a 2-D array of feature rows (N, D), got shape {a.shape}")
+    if dim is not None and a.shape[1] != dim:
+        raise DataError(f"X: has {a.shape[1]} feature columns, the model was fitted on {dim}")
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == bool) or np.issubdtype(a.dtype, np.complexfloating):
+        raise DataError(f"X: must hold real numbers, got dtype {a.dtype}")
+    if a.size and np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
+        raise DataError("X: contains NaN or infinite values")
+    return a
 
 
 METHODS: Registry[type[Method]] = Registry("method")

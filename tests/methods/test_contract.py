@@ -230,6 +230,21 @@ def test_predict_before_fit_says_not_fitted(name, contract_split):
         m.decision_function(X)
 
 
+@pytest.mark.parametrize("name", METHODS.keys())
+def test_predict_on_malformed_rows_names_X(name, contract_split):
+    """A wrong number of columns gave numpy's broadcast errors, a 1-D row an AxisError, and
+    all-NaN rows were predicted as class 0 without a word: every method names X instead."""
+    from mixdp_core.errors import DataError
+
+    split = _split_for(name, contract_split)
+    m = _make(name).fit(split)
+    X = np.asarray(split.X_test[:4], dtype=np.float32)
+    for bad in (X[:, :-1], X[0], np.full_like(X, np.nan)):
+        with pytest.raises(DataError, match="^X: |X:"):
+            m.predict(bad)
+    assert m.predict(X).shape == (4,)
+
+
 # ------------------------------------------------------------------ declared constraints
 @pytest.mark.parametrize("name", METHODS.keys())
 def test_declared_ranges_are_enforced(name):

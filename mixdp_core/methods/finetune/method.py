@@ -222,6 +222,9 @@ def _as_images(X: Any, image_shape: Optional[tuple[int, int, int]], name: str) -
             raise DataError(f"{name}: images have shape {tuple(t.shape[1:])}, expected {tuple(image_shape)}")
         return t.contiguous()
     if t.ndim == 3:
+        if image_shape is not None and (1,) + tuple(t.shape[1:]) != tuple(image_shape):
+            # a (1, 12, 64) array gave one prediction from a model trained on 8 × 8 images
+            raise DataError(f"{name}: images have shape {tuple(t.shape[1:])}, expected {tuple(image_shape)}")
         return t.unsqueeze(1).contiguous()
     if t.ndim != 2:
         raise DataError(f"{name}: expected (N, D) flattened images or (N, C, H, W), got shape {tuple(t.shape)}")
@@ -240,6 +243,8 @@ def _as_images(X: Any, image_shape: Optional[tuple[int, int, int]], name: str) -
                 "(sparse fine-tuning needs pixel features, e.g. the 'pixels' encoder)",
             )
     if int(np.prod(image_shape)) != D:
+        if name == "X":  # at predict time the shape is the fitted model's: the rows are what is wrong
+            raise DataError(f"X: has {D} features, the model was fitted on images of shape {tuple(image_shape)}")
         raise ConfigError("image_shape", f"{tuple(image_shape)} does not match {D} features of {name}")
     c, h, w = image_shape
     # Rows are flattened in the pixels encoder's (H, W, C) order (PIL arrays, channels last).
@@ -277,6 +282,7 @@ class SparseFinetune(Method):
 
     config_cls: ClassVar[type] = SparseFinetuneConfig
     family: ClassVar[str] = "finetune"
+    input_kind: ClassVar[str] = "images"  # flattened images or (N, C, H, W): _as_images checks them
     description: ClassVar[str] = (
         "DP-SGD fine-tuning of classifier + GroupNorm + top-p% conv weights of a public pre-trained network"
     )

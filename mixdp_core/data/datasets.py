@@ -423,6 +423,8 @@ def load_feature_file(path: str | Path) -> FeatureSet:
         if not np.issubdtype(arrs[k].dtype, np.floating):
             raise DataError(f"{k}: must be a float array, got dtype {arrs[k].dtype}")
     for xk, yk in (("X_train", "y_train"), ("X_test", "y_test")):
+        if arrs[xk].ndim == 2 and arrs[xk].shape[0] > 0 and arrs[xk].shape[1] == 0:
+            raise DataError(f"{xk}: has no feature columns (shape {arrs[xk].shape})")
         if arrs[xk].size == 0 or arrs[yk].size == 0:
             raise DataError(f"{xk}: has no samples (shape {arrs[xk].shape}, {yk} shape {arrs[yk].shape})")
     for k in ("y_train", "y_test"):
@@ -439,7 +441,17 @@ def load_feature_file(path: str | Path) -> FeatureSet:
                         f"given), got up to {arrs['y_test'].max():g}")
     if "class_names" not in arrs and y_max >= MAX_CLASSES:
         raise DataError(f"y_train: labels go up to {y_max}; at most {MAX_CLASSES:,} classes are supported")
-    names = [str(c) for c in arrs["class_names"]] if "class_names" in arrs else [str(i) for i in range(y_max + 1)]
+    if "class_names" in arrs:
+        cn = arrs["class_names"]
+        if cn.ndim != 1:  # a scalar string failed with "iteration over a 0-d array"
+            raise DataError(f"class_names: must be a 1-D array of names, one per class, got shape {cn.shape}")
+        names = [str(c) for c in cn]
+        if any(not n.strip() for n in names) or len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1 or not n.strip()})
+            raise DataError(f"class_names: every class needs its own non-empty name (charts and tables tell "
+                            f"classes apart by it), got repeated or empty {dup[:5]!r}")
+    else:
+        names = [str(i) for i in range(y_max + 1)]
     return FeatureSet(
         X_train=arrs["X_train"].astype(np.float32),
         y_train=arrs["y_train"],

@@ -105,6 +105,11 @@ def test_feature_file_float16_ok(tmp_path):
     ({"y_test": np.arange(5) % 3}, "y_test: must be 1-D with one label per row"),
     ({"X_test": np.zeros((6, 3))}, "X_test: has 3 features"),
     ({"X_train": np.arange(80).reshape(20, 4)}, "X_train: must be a float array"),
+    # a scalar name (was "iteration over a 0-d array"), repeated or empty names, no feature columns
+    ({"class_names": np.array("abc")}, "class_names: must be a 1-D array"),
+    ({"class_names": np.array(["a", "a", "b"])}, "class_names: every class needs its own non-empty name"),
+    ({"class_names": np.array(["", "", ""])}, "class_names: every class needs its own"),
+    ({"X_train": np.zeros((20, 0), np.float32)}, "X_train: has no feature columns"),
 ])
 def test_feature_file_validation_names_array(tmp_path, over, needle):
     with pytest.raises(DataError, match=needle.replace("(", r"\(")):

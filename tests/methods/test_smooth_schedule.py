@@ -178,3 +178,13 @@ def test_weights_leaving_float32_stop_the_run_naming_the_field(small_split, kw, 
 
     with np.errstate(all="ignore"), pytest.raises(ConfigError, match=f"^{field}: the weights left float32"):
         make_method("adamix", target_epsilon=3.0, **kw).fit(small_split)
+
+
+def test_a_tiny_clip_norm_is_told_to_rise_not_to_fall(small_split):
+    """Under the smooth schedule a tiny clip makes the step 1/(2 clip) huge: the advice said
+    "lower learning_rate or clip_norm", and lowering clip_norm makes it worse."""
+    from mixdp_core.errors import ConfigError
+
+    with np.errstate(all="ignore"), pytest.raises(ConfigError, match="^clip_norm: .*raise clip_norm") as e:
+        make_method("fully_private", target_epsilon=3.0, clip_norm=1e-45).fit(small_split)
+    assert "lower learning_rate or clip_norm" not in str(e.value)

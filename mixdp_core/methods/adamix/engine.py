@@ -917,9 +917,16 @@ def run_noisygd(
             # with an ε beside them (what it released so far is charged as a failed run's)
             field_ = "clip_norm" if opts.clip == "fixed" else (
                 "learning_rate" if opts.schedule == "constant" else "weight_decay")
+            if opts.schedule != "constant" and eta > 1e3:
+                # the step size itself blew up: the smooth cap 1/(β + λ) with β = min(1/2, 2τ) grows
+                # as the clip shrinks (clip_norm 1e-45 gave 4.9e44), theorem3's 1/(λt) as λ does;
+                # "lower clip_norm" would have made it worse
+                advice = ("raise clip_norm (the step size grows as 1/clip_norm when it is tiny) or weight_decay"
+                          if opts.clip == "fixed" and opts.schedule == "smooth" else "raise weight_decay")
+            else:
+                advice = "lower learning_rate or clip_norm, or raise weight_decay"
             raise ConfigError(field_, f"the weights left float32's range at step {t} (schedule "
-                                      f"{opts.schedule!r}, step size {eta:.3g}): lower learning_rate or "
-                                      "clip_norm, or raise weight_decay")
+                                      f"{opts.schedule!r}, step size {eta:.3g}): {advice}")
         scale_n = float(inv_n) if smooth else 1.0
         if pull is not None:
             pull.step(float(eta), lam, scale_n, own)

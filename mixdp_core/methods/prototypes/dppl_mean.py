@@ -57,8 +57,9 @@ def _gaussian_noise(rng: np.random.Generator, sd: float, size: int) -> np.ndarra
 
 def _noisy_count(n: int, *, neighbouring: str, count_rho: float, rng: np.random.Generator) -> float:
     if neighbouring == "add_remove":
-        if count_rho <= 0:
-            raise ConfigError("count_fraction", "must be > 0 for neighbouring='add_remove'")
+        if count_rho <= 0:  # count_fraction > 0 whose share of ρ underflowed to 0 (5e-324) lands here too
+            raise ConfigError("count_fraction", "leaves the noisy count no privacy budget (its share of ρ is 0 "
+                                                "in floating point); use a count_fraction of at least 1e-6")
         sd = 1.0 / math.sqrt(2.0 * count_rho)
         # snapped (randomness.snap_release) before it is used: the divisor of the class mean
         return max(snap_release(n + float(_gaussian_noise(rng, sd, 1)[0]), sd), 1.0)

@@ -382,3 +382,15 @@ def test_a_public_pool_file_is_read_through_the_bounded_reader_by_the_runner(tmp
     ok = tmp_path / "ok.npz"
     np.savez(ok, X=np.random.default_rng(0).normal(size=(30, 8)))
     assert error(ok) == "completed"
+
+
+def test_a_count_fraction_whose_share_underflows_says_so():
+    """count_fraction = 5e-324 lies in (0, 1): its share of ρ underflowed to 0 and the error said
+    "must be > 0" of a positive value."""
+    import numpy as np
+
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.methods.prototypes.dppl_mean import _noisy_count
+
+    with pytest.raises(ConfigError, match="count_fraction: leaves the noisy count no privacy budget"):
+        _noisy_count(10, neighbouring="add_remove", count_rho=0.0, rng=np.random.default_rng(0))

@@ -34,16 +34,25 @@ if query and st.session_state.get("cmp_url_applied") != query:
                        ("ir", "imbalance_ratio")):
         if key in sel:
             settings[field] = sel[key]
+    if "dataset" in sel and "dataset" not in bad:
+        # a link states the whole data setting: its loader options and public source, or none
+        # (the session's synthetic options were kept for digits: "classes: not an option of 'digits'")
+        settings["dataset_kwargs"] = dict(sel.get("dkw") or {})
+        settings["public_from"] = sel.get("pf")
     for key, widget in (("methods", "cmp_methods"), ("epsilons", "cmp_eps"), ("seeds", "cmp_seeds"),
                         ("delta", "cmp_delta"), ("refs", "cmp_refs")):
         if key in sel:
             st.session_state[widget] = sel[key]
-    if bad:
-        st.warning("Ignored invalid link parameter(s): " + "; ".join(
-            f"{k} = {shown_id(query.get(k), 40)} (must be "
-            f"{compare_url.allowed(k, epsilons=forms.EPSILON_GRID, deltas=forms.DELTA_CHOICES, max_seed=SEED_CHOICES[-1])})"
-            for k in bad) + ".")
+    # kept for every rerun of this URL: drawn once, the notice vanished when the page reran at once
+    # (following an earlier comparison's job)
+    st.session_state["cmp_url_bad"] = (query, ("Ignored invalid link parameter(s): " + "; ".join(
+        f"{k} = {shown_id(query.get(k), 40)} (must be "
+        f"{compare_url.allowed(k, epsilons=forms.EPSILON_GRID, deltas=forms.DELTA_CHOICES, max_seed=SEED_CHOICES[-1])})"
+        for k in bad) + ".") if bad else None)
     st.session_state["cmp_url_applied"] = query
+_bad_link = st.session_state.get("cmp_url_bad")
+if _bad_link and _bad_link[1] and _bad_link[0] == query:
+    st.warning(_bad_link[1])
 
 st.title("Compare methods")
 st.markdown(f"On **{settings['dataset']}** · **{settings['encoder']}** · {settings['public_per_class']} public "
@@ -98,7 +107,9 @@ def _selection() -> dict:
     return {"dataset": settings["dataset"], "encoder": settings["encoder"], "methods": list(chosen),
             "epsilons": sorted(float(e) for e in eps_values), "seeds": sorted(int(x) for x in seeds),
             "delta": float(delta), "refs": bool(with_refs), "ppc": int(settings["public_per_class"]),
-            "ir": float(settings["imbalance_ratio"])}
+            "ir": float(settings["imbalance_ratio"]),
+            "dkw": {k: v for k, v in dict(settings.get("dataset_kwargs") or {}).items() if k != "root"},
+            "pf": settings.get("public_from")}
 
 
 if errors:

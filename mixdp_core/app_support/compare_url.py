@@ -1,7 +1,10 @@
 """The Compare page's selection <-> URL query parameters (shareable, survives a reload).
 
 ``?dataset=digits&encoder=pixels&methods=adamix,ngd&epsilons=0.5,1,3&seeds=0,1&delta=1e-05&refs=1
-&ppc=5&ir=1``. Unknown or invalid values are dropped (with a note for the page), never an error.
+&ppc=5&ir=1``, and where the data need them ``dkw`` (the dataset's loader options as compact
+JSON, e.g. a synthetic regime's ``{"classes":20}``) and ``pf`` (the public data's source). Unknown
+or invalid values are dropped (with a note for the page), never an error. An encoder weights
+file is not in the link (a local file of the owner's machine).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 #: Query keys of the Compare page.
-KEYS = ("dataset", "encoder", "methods", "epsilons", "seeds", "delta", "refs", "ppc", "ir")
+KEYS = ("dataset", "encoder", "methods", "epsilons", "seeds", "delta", "refs", "ppc", "ir", "dkw", "pf")
 
 
 def _floats(text: str) -> list[float]:
@@ -104,8 +107,29 @@ def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequen
     parse("seeds", _seeds)
     parse("delta", _delta)
     parse("refs", lambda t: {"1": True, "true": True, "0": False, "false": False}[t.strip().lower()])
+    def _dkw(t: str) -> dict[str, Any]:
+        import json
+
+        from ..data.datasets import check_dataset_kwargs
+
+        d = json.loads(t)
+        if not isinstance(d, dict) or len(t) > 2000:
+            raise ValueError(t)
+        check_dataset_kwargs(str(sel.get("dataset") or q.get("dataset") or ""), d)  # the link's dataset takes them
+        if "root" in d:  # a path: never from a link
+            raise ValueError(t)
+        return d
+
+    def _pf(t: str) -> str:
+        from ..data.paths import resolve_dataset_spec
+        from .jobs import app_data_folders
+
+        return resolve_dataset_spec(t.strip(), confine=True, also=app_data_folders(), field="public_from")
+
     parse("ppc", _pos_int)
     parse("ir", _ir)
+    parse("dkw", _dkw)
+    parse("pf", _pf)
     return sel, bad
 
 
@@ -118,6 +142,11 @@ def to_query(sel: Mapping[str, Any]) -> dict[str, str]:
         v = sel[k]
         if k == "refs":
             out[k] = "1" if v else "0"
+        elif k == "dkw":
+            import json
+
+            if v:  # no options: no key (the dataset's defaults)
+                out[k] = json.dumps(v, sort_keys=True, separators=(",", ":"))
         elif isinstance(v, (list, tuple)):
             out[k] = ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v)
         elif isinstance(v, float):
@@ -142,4 +171,6 @@ def allowed(key: str, *, epsilons: Sequence[float], deltas: Sequence[float], max
         "refs": "1 or 0",
         "ppc": f"an integer in [1, {MAX_PUBLIC_PER_CLASS}]",
         "ir": f"a number in [1, {MAX_FORM_IMBALANCE_RATIO:g}]",
+        "dkw": "the dataset's loader options as a JSON object (no paths)",
+        "pf": "a registered dataset, or a path under the data root",
     }.get(key, "")

@@ -351,6 +351,22 @@ def test_compare_runs_grid_reuses_stored_runs_and_names_best(at):
         assert (t.session_state["compare_job"] if "compare_job" in t.session_state else None) == attached
 
 
+def test_a_links_ignored_parameters_stay_on_screen_across_reruns(app_env):
+    """The "Ignored invalid link parameter(s)" notice was drawn once; a rerun (following an earlier
+    comparison's job) wiped it while the URL still held the bad values."""
+    from streamlit.testing.v1 import AppTest
+
+    from .helpers import APP, TIMEOUT
+
+    t = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    for k, v in {"dataset": "features:/etc/passwd", "seeds": "99", "methods": "adamix"}.items():
+        t.query_params[k] = v
+    t.switch_page("pages/3_compare.py").run()
+    for _ in range(2):
+        assert any("Ignored invalid link parameter(s)" in w.value and "seeds = " in w.value for w in t.warning)
+        t.run()
+
+
 def test_compare_link_reopens_the_comparison_in_a_new_session(app_env):
     """A shared / reloaded URL pre-fills the form and shows the stored results, no click needed."""
     from streamlit.testing.v1 import AppTest

@@ -306,6 +306,26 @@ def test_a_shared_compare_link_keeps_split_sizes_in_the_data_pages_range():
     assert sel == {} and sorted(bad) == ["ir", "ppc"]
 
 
+def test_a_compare_link_carries_the_datasets_options_and_public_source():
+    """A synthetic comparison's link lost its loader options (it reopened another data set's
+    runs: "0 already stored") and a digits link kept the session's synthetic options ("classes:
+    not an option of 'digits'"). The link holds them, checked like every other field."""
+    from mixdp_core.app_support.compare_url import from_query, to_query
+
+    kw = dict(methods=["adamix"], epsilons=[1.0], deltas=[1e-5])
+    sel = {"dataset": "synthetic", "dkw": {"classes": 20, "dim": 16}, "pf": "synthetic", "methods": ["adamix"]}
+    q = to_query(sel)
+    assert q["dkw"] == '{"classes":20,"dim":16}' and q["pf"] == "synthetic"
+    back, bad = from_query(q, **kw)
+    assert not bad and back["dkw"] == {"classes": 20, "dim": 16} and back["pf"] == "synthetic"
+    assert "dkw" not in to_query({"dataset": "digits", "dkw": {}})  # no options: no key
+    for dkw in ('{"classes": 20}', "not json", "[1, 2]", '{"root": "/etc"}'):  # digits takes no classes
+        _, bad = from_query({"dataset": "digits" if "classes" in dkw else "image_folder", "dkw": dkw}, **kw)
+        assert "dkw" in bad, dkw
+    _, bad = from_query({"dataset": "digits", "pf": "features:/etc/passwd"}, **kw)
+    assert "pf" in bad
+
+
 def test_an_id_from_a_link_is_shown_as_inert_code():
     from mixdp_core.app_support.resources import shown_id
 

@@ -6,7 +6,7 @@ import streamlit as st
 from mixdp_core.app_support import budget, charts, compare_url, forms
 from mixdp_core.app_support.data import private_row_count
 from mixdp_core.app_support.resources import (
-    data_settings, page_setup, note, poll_seconds, render_episodes, render_recommendations, show_chart,
+    data_settings, encoder_label, page_setup, note, poll_seconds, render_episodes, render_recommendations, show_chart,
     show_field_errors, shown_id,
 )
 from mixdp_core.errors import ConfigError
@@ -55,7 +55,7 @@ if _bad_link and _bad_link[1] and _bad_link[0] == query:
     st.warning(_bad_link[1])
 
 st.title("Compare methods")
-st.markdown(f"On **{settings['dataset']}** · **{settings['encoder']}** · {settings['public_per_class']} public "
+st.markdown(f"On **{settings['dataset']}** · **{encoder_label(settings['dataset'], settings['encoder'])}** · {settings['public_per_class']} public "
             f"samples per class · imbalance ratio {settings['imbalance_ratio']:g} (change on *Data & encoder*). "
             "Finished identical runs are reused from the store, so re-launching only runs what is missing; "
             "the link in the address bar reopens this comparison.")

@@ -4,7 +4,7 @@ import streamlit as st
 
 from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts, forms
-from mixdp_core.app_support.resources import (page_setup, note, run_label, select_run, selected_run_id, show_chart,
+from mixdp_core.app_support.resources import (encoder_label, page_setup, note, run_label, select_run, selected_run_id, show_chart,
                                               show_field_errors, shown_id)
 from mixdp_core.app_support.audit import (
     ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
@@ -35,7 +35,7 @@ arrays = store.load_artifacts(rid)
 target = rec.target_epsilon if m.get("private") else None
 report = run_report(m)
 
-st.markdown(f"**{rec.method}** on {rec.dataset} · {rec.encoder}: test error {100 * m['test_error']:.1f} %, "
+st.markdown(f"**{rec.method}** on {rec.dataset} · {encoder_label(rec.dataset, rec.encoder)}: test error {100 * m['test_error']:.1f} %, "
             + (f"ε = {m['epsilon']:.3g} at δ = {m['delta']:.0e}" if m.get("private") and m.get("epsilon") is not None
                else "private data never read (ε = 0)" if m.get("epsilon") == 0.0
                else "no DP guarantee (ε = ∞)"))

@@ -4,15 +4,13 @@ import streamlit as st
 
 from mixdp_core.app_support import budget, charts
 from mixdp_core.app_support.resources import (
-    STATUS_BADGE, config_json, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
+    STATUS_BADGE, config_json, encoder_label, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id, shown_id,
 )
-from mixdp_core.data.datasets import carries_features
 from mixdp_core.runs.owner_view import OWNER_NOTE
 from mixdp_core.runs.store import STATUSES
 
 #: The encoder column of a run whose dataset brought its own features (no encoder ran).
-NO_ENCODER = "— (rows are features)"
 
 manager = page_setup("Runs")
 store = manager.store
@@ -35,7 +33,7 @@ def _row(r):
     m = r.metrics
     return {
         "run_id": r.run_id, "status": STATUS_BADGE.get(r.status, r.status), "method": r.method,
-        "dataset": r.dataset, "encoder": NO_ENCODER if carries_features(r.dataset) else r.encoder, "seed": r.seed,
+        "dataset": r.dataset, "encoder": encoder_label(r.dataset, r.encoder), "seed": r.seed,
         "target ε": r.target_epsilon if m.get("private", True) else None,
         "ε spent": m.get("epsilon"), "guarantee": m.get("epsilon_label"), "noise": m.get("noise"),
         "test error (%)": None if m.get("test_error") is None else 100 * m["test_error"],

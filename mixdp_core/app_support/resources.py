@@ -272,10 +272,26 @@ def run_eps_label(rec: Any) -> str:
     return f"ε={rec.target_epsilon:g}"
 
 
+#: What the pages show for the encoder of a data set whose rows are the features (synthetic, an
+#: .npz of features): no encoder runs there, whatever the run's placeholder encoder says.
+NO_ENCODER = "— (rows are features)"
+
+
+def encoder_label(dataset: str, encoder: str) -> str:
+    """``encoder``, or :data:`NO_ENCODER` where ``dataset``'s rows are already features
+    ("adamix on synthetic · pixels" named an encoder that never ran)."""
+    from ..data.datasets import carries_features
+
+    try:
+        return NO_ENCODER if carries_features(str(dataset)) else str(encoder)
+    except Exception:  # an unregistered dataset of an old run: its own name
+        return str(encoder)
+
+
 def run_label(rec: Any) -> str:
     """One-line description of a run for select boxes."""
-    return (f"{rec.run_id} · {rec.method} · {run_eps_label(rec)} · {rec.dataset}/{rec.encoder} · seed {rec.seed} · "
-            f"{rec.status}")
+    return (f"{rec.run_id} · {rec.method} · {run_eps_label(rec)} · {rec.dataset}/"
+            f"{encoder_label(rec.dataset, rec.encoder)} · seed {rec.seed} · {rec.status}")
 
 
 #: Status words with a symbol every text font has (emoji need a colour-emoji font, which
@@ -439,7 +455,7 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     mcls = forms_methods().get(rec.method)
     private = rec.metrics.get("private", True) and getattr(mcls, "private", True)
     target = rec.target_epsilon if private else None
-    st.markdown(f"**Run `{rec.run_id}`** — {rec.method} on {rec.dataset} · {rec.encoder} · "
+    st.markdown(f"**Run `{rec.run_id}`** — {rec.method} on {rec.dataset} · {encoder_label(rec.dataset, rec.encoder)} · "
                 + (f"target ε = {rec.target_epsilon:g}, δ = {rec.config.get('target_delta', 1e-5):g}"
                    if private else "reference that reads no private data (ε = 0)"
                    if charts.reads_no_private(rec.method) else "non-private reference (ε = ∞)")

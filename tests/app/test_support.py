@@ -1248,3 +1248,16 @@ def test_private_row_count_is_the_splits_private_rows_and_none_when_it_cannot_be
     # a split that cannot be made (more public rows per class than a class holds): no count, no guess
     assert private_row_count("digits", public_per_class=400, imbalance_ratio=1.0) is None
     assert forms.delta_advice(1e-3, private_row_count("digits", public_per_class=5)) is not None
+
+
+def test_the_encoder_is_not_named_where_none_runs():
+    """"adamix on synthetic · pixels" named an encoder that never ran (the rows are the features)."""
+    from types import SimpleNamespace
+
+    from mixdp_core.app_support.resources import NO_ENCODER, encoder_label, run_label
+
+    assert encoder_label("synthetic", "pixels") == NO_ENCODER == encoder_label("features:/x.npz", "pixels")
+    assert encoder_label("digits", "pixels") == "pixels"
+    rec = SimpleNamespace(run_id="r", method="adamix", dataset="synthetic", encoder="pixels", seed=0,
+                          status="completed", target_epsilon=1.0, metrics={"private": True, "epsilon": 1.0})
+    assert f"synthetic/{NO_ENCODER}" in run_label(rec)

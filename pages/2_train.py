@@ -93,10 +93,17 @@ with st.expander("Cap this data set's total ε"):
     if cap_cols[2].button("Remove cap", key="budget_cap_clear"):
         ok, msg = budget.set_dataset_cap(store, dataset, dataset_kwargs, None)
         (st.success if ok else st.error)(msg)
-st.caption(budget.dataset_budget_line(store, dataset, dataset_kwargs),
-           help="Every run on this data set charges it, whatever its split (`mixdp budget` lists the runs). "
+_budget_slot = st.empty()  # drawn again after a launch: the line before it was stale until a reload
+_BUDGET_HELP = ("Every run on this data set charges it, whatever its split (`mixdp budget` lists the runs). "
                 "Basic composition holds for runs chosen after seeing earlier results; the tight total assumes "
                 "they were fixed in advance. See docs/privacy.md.")
+
+
+def _draw_budget_line() -> None:
+    _budget_slot.caption(budget.dataset_budget_line(store, dataset, dataset_kwargs), help=_BUDGET_HELP)
+
+
+_draw_budget_line()
 
 specs = forms.method_field_specs(method)
 config_fields = {f for f in dataclasses.fields(mcls.config_cls)}
@@ -240,6 +247,9 @@ if launch and not blocked:
             select_run(rid)  # the run id goes into the URL right away
             manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
             st.session_state["train_first_draw"] = rid  # this draw: only the charts with that point
+
+if launch and not blocked:
+    _draw_budget_line()  # the launched run is running (charged at its target) or already done
 
 if st.session_state.get("train_used_eps"):
     st.caption(st.session_state["train_used_eps"])

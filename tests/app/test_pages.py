@@ -158,6 +158,9 @@ def test_train_runs_adamix_and_shows_final_metrics(at):
     assert at.query_params["run"] in (r.run_id, [r.run_id])
     priv = at.dataframe[0].value
     assert "μ-GDP: μ" in list(priv["notion"]) and "ρ-zCDP: ρ" in list(priv["notion"])
+    # the budget line above the form is drawn again after the launch (it still said "ε = 0")
+    line = next(c.value for c in at.caption if "has spent ε" in c.value)
+    assert "no private run yet" not in line and "in 1 private run" in line, line
 
 
 @pytest.mark.parametrize("exact, field", [("0", "epsilon"), ("-1", "epsilon"), ("abc", "epsilon"),

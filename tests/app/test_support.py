@@ -415,8 +415,14 @@ def test_compare_axes_legend_and_reference_lines():
     # the attack AUC with its spread over seeds, as the AUC chart draws it
     auc_rows = [dict(r, mia_auc_mean=0.52, mia_auc_std=0.011) for r in rows]
     for src, shown in zip(auc_rows, charts.compare_table(auc_rows)):
-        assert shown[charts.OWNER_AUC_LABEL] == ("0.520 ± 0.011" if src.get("n", 1) > 1 else "0.520")
+        assert shown[charts.OWNER_AUC_LABEL] == ("0.520 ± 0.011 (std, seeds)" if src.get("n", 1) > 1 else "0.520")
     assert any(src.get("n", 1) > 1 for src in auc_rows)
+    # one seed with its scored rows recorded: the interval over the rows (it showed 0.483 beside 0.515 bare)
+    from mixdp_core.evaluation.mia import auc_standard_error
+
+    one = dict(auc_rows[0], n=1, mia_n_per_side=200)
+    h = 1.96 * auc_standard_error(0.52, 200, 200)
+    assert charts.compare_table([one])[0][charts.OWNER_AUC_LABEL] == f"0.520 ± {h:.3f} (95 %, rows)"
 
 
 def test_delta_figure_is_clipped_and_marks_the_run():

@@ -131,12 +131,17 @@ def bench_adamix(classes: int, dim: int, per_class: int) -> dict:
 
 
 def bench_extract(name: str, n: int, size: int, batch: int, repeats: int, threads: int | None = None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="mixdp_gpu_") as d:  # the JPEGs are removed after: none left in /tmp
+        return _bench_extract_in(Path(d), name, n, size, batch, repeats, threads)
+
+
+def _bench_extract_in(tmp: Path, name: str, n: int, size: int, batch: int, repeats: int,
+                      threads: int | None = None) -> dict:
     from PIL import Image
 
     from mixdp_core.data.base import FileImageSource
     from mixdp_core.encoders import ENCODERS
 
-    tmp = Path(tempfile.mkdtemp(prefix="mixdp_gpu_"))
     rng = np.random.default_rng(0)
     paths = []
     for i in range(n):  # real-photo-sized JPEGs: decode and resize are part of what is timed

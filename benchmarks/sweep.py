@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -107,7 +108,8 @@ def main(argv=None) -> int:
                 continue
             os.environ["MIXDP_WORKER_SESSION"] = "1" if mode == "own" else "0"
             t0 = time.perf_counter()
-            out = run_sweep(configs, store=RunStore(tempfile.mkdtemp(prefix="mixdp_bench_")), workers=args.workers)
+            with tempfile.TemporaryDirectory(prefix="mixdp_bench_") as st_dir:  # removed after: none left in /tmp
+                out = run_sweep(configs, store=RunStore(st_dir), workers=args.workers)
             walls[mode].append(time.perf_counter() - t0)
             assert out.n_failed == 0
             local = local or out
@@ -153,11 +155,13 @@ def main(argv=None) -> int:
             try:
                 ray.get([ray.remote(lambda: 0).remote() for _ in range(args.workers)])  # warm workers
                 t0 = time.perf_counter()
-                rs = run_sweep(configs, store=RunStore(tempfile.mkdtemp(prefix="mixdp_bench_")), backend="ray")
+                with tempfile.TemporaryDirectory(prefix="mixdp_bench_") as st_dir:
+                    rs = run_sweep(configs, store=RunStore(st_dir), backend="ray")
                 ray_s = time.perf_counter() - t0
                 assert rs.n_failed == 0
             finally:
                 ray.shutdown()
+                shutil.rmtree(tmp, ignore_errors=True)
             res.update(ray_sweep_s=round(ray_s, 3), ray_overhead_per_run_s=round((ray_s - local_s) / n, 3),
                        ratio_ray_vs_share=round(ray_s / share, 3))
             print(f"ray sweep: {ray_s:.2f} s -> overhead per run vs local {(ray_s - local_s) / n:+.3f} s",

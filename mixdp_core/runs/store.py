@@ -881,6 +881,10 @@ class RunStore:
                 for k, v in public_metrics(r.metrics).items():
                     if v is None or isinstance(v, (int, float, str, bool)):
                         row[f"metric.{k}"] = v
+                    elif isinstance(v, Mapping):  # one level down: the privacy report's accountant, mechanism...
+                        for k2, v2 in v.items():
+                            if v2 is None or isinstance(v2, (int, float, str, bool)):
+                                row[f"metric.{k}.{k2}"] = v2
                 if owner_view:
                     for k, v in dict(owner_block(r.metrics), error=r.error,
                                      finished_at=_iso(r.finished_at)).items():
@@ -889,6 +893,11 @@ class RunStore:
                 for k, v in r.config.items():
                     if isinstance(v, (int, float, str, bool)) or v is None:
                         row.setdefault(f"config.{k}", v)
+                    elif isinstance(v, Mapping):  # method_params, dataset_kwargs, encoder_kwargs: runs
+                        # differing only there looked identical (a synthetic regime's classes, noise)
+                        for k2, v2 in v.items():
+                            row.setdefault(f"config.{k}.{k2}", v2 if v2 is None or isinstance(
+                                v2, (int, float, str, bool)) else json.dumps(v2, default=str))
                 rows.append(row)
             cols: list[str] = []
             for row in rows:

@@ -53,6 +53,9 @@ def test_csv_export_public_by_default_and_prefixed_when_asked(stored):
     store, rid = stored
     rows = list(csv.DictReader(io.StringIO(store.export(run_ids=[rid], fmt="csv"))))
     cols = set(rows[0])
+    # nested config and the privacy report one level down (runs differing only there looked identical)
+    assert rows[0]["config.method_params.noise_multiplier"] == "30.0"
+    assert rows[0]["metric.privacy.accountant"] and rows[0]["metric.privacy.mechanism"]
     assert not [c for c in cols if c.startswith("metric.") and is_owner_only(c[len("metric."):])]
     assert "metric.test_error" in cols and "metric.noise" in cols
     rows = list(csv.DictReader(io.StringIO(store.export(run_ids=[rid], fmt="csv", owner_view=True))))

@@ -957,7 +957,10 @@ def find_dataset(store: RunStore, name: str, dataset_root: Optional[str] = None,
     from ..data.paths import resolve_dataset_spec
 
     if dataset_root is None and not dataset_kwargs:
-        if store.get_meta(_cap_key(name)) is not None or name in _records_by_key(store):
+        # a listed key: of a cap, of stored runs, or of a figure's fit charges only (`mixdp budget`
+        # suggested "--dataset digits-8872d00f74" for those and then called it unknown)
+        if (store.get_meta(_cap_key(name)) is not None or name in _records_by_key(store)
+                or name in _extra_entries(store)):
             return name
     resolve_dataset_spec(name, confine=False, field="dataset")
     check_dataset_kwargs(name, dict(dataset_kwargs or {}))

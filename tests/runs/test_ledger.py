@@ -462,6 +462,8 @@ def test_a_figures_fits_without_run_rows_are_charged(tmp_path):
     s = L.dataset_ledger(st, key)
     assert s.epsilon_basic == pytest.approx(0.75) and s.delta_basic == pytest.approx(2e-5)
     assert sorted(r.method for r in s.runs) == ["adamix", "dppl_mean"] and all(L.FLAG_FIT in r.flags for r in s.runs)
+    # the key `mixdp budget` lists for such a data set is one it accepts back (it was "unknown dataset")
+    assert L.find_dataset(st, key) == key
     L.set_cap(st, key, 1.0)
     with pytest.raises(BudgetError, match="budget_cap"):
         ctx.trainings(_echo, items, {}, charge=lambda it: it)

@@ -229,3 +229,12 @@ def test_help_states_the_declared_ranges(capsys):
     with pytest.raises(SystemExit):
         main(["encode", "--help"])
     assert "images per encoder batch" in capsys.readouterr().out
+
+
+def test_a_dry_run_counts_without_creating_a_store(tmp_path, capsys):
+    """`mixdp sweep --store new --dry-run` created the store folder; a dry run only reads."""
+    new = tmp_path / "never"
+    assert main(["sweep", "--store", str(new), "--dataset", "digits", "--encoder", "pixels", "--methods", "adamix",
+                 "--epsilons", "1,3", "--seeds", "0", "--dry-run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"runs": 2, "stored": 0}
+    assert not new.exists()

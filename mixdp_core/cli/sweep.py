@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE
@@ -147,7 +148,11 @@ def run(args: argparse.Namespace) -> int:
         check_retries(retries)
         if args.ray_address is not None and args.backend != "ray":
             raise ConfigError("ray_address", "only with --backend ray")
-        store = RunStore(args.store)
+        from ..runs.paths import default_home
+
+        store_root = Path(args.store).expanduser() if args.store is not None else default_home()
+        # a dry run reads; it does not create a store that is not there (it did)
+        store = None if args.dry_run and not args.resume and not store_root.exists() else RunStore(store_root)
         if args.resume:
             # the stored sweep is the grid: a grid flag given too was silently ignored
             given = [f for f in GRID_FLAGS if getattr(args, f) not in (None, [])]
@@ -160,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, UnknownNameError) as e:
         return fail(PROG, str(e), 2)
     if args.dry_run:
-        stored = sum(store.find_completed(c.config_hash()) is not None for c in configs)
+        stored = 0 if store is None else sum(store.find_completed(c.config_hash()) is not None for c in configs)
         print(json.dumps({"runs": len(configs), "stored": stored}) if args.json else
               f"{len(configs)} runs, {stored} already stored")
         return 0

@@ -420,3 +420,15 @@ def test_sparse_finetuning_bounds_its_sizes_at_construction(kw, field):
     with pytest.raises(ConfigError) as ei:
         make_method("sparse_finetune", **kw)
     assert ei.value.field == field
+
+
+@pytest.mark.parametrize("name", [n for n, c in METHODS.items() if c.private])
+def test_every_private_method_states_its_sensitivity_and_neighbouring_relation(name):
+    """The brief: every mechanism's docstring states its sensitivity and neighbouring relation
+    (a review found eight registered classes whose docstrings stated neither or one)."""
+    import inspect
+    import re
+
+    doc = inspect.getdoc(METHODS.get(name)) or ""
+    assert "sensitiv" in doc.lower(), name
+    assert re.search(r"add/remove|add or remove|neighbour", doc), name

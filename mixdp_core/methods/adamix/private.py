@@ -1375,7 +1375,10 @@ class PPGD(NoisyGDMethod):
        ``W = 0`` (AdaMix's contribution is the public init, PPGD has none), clip threshold
        ``tau_t = ||(1/N_pub) sum_j g_j^pub(w_t)||`` (norm of the mean public gradient), no
        projection, no public gradient in the update, decay centred at 0, same schedule and
-       the full calibrated T. Sensitivity ``tau_t`` per step, noise std ``sigma tau_t``.
+       the full calibrated T. Sensitivity ``tau_t`` per step, noise std ``sigma tau_t``:
+       ``W_{t+1} = W_t − η_t (Σ_i clip(g_i, τ_t) + N(0, σ²τ_t² I)) / n̂`` (AdaMix Alg. 1's step
+       without its public term); neighbours add or remove one private row; composed with the
+       noisy count / class histogram as the other NoisyGD methods (exact μ-GDP, :mod:`.accounting`).
     2. Phase 2 (model reuse, post-processing): L-BFGS on the mean public loss +
        ``reuse_l2/2 ||W - W_priv||^2`` starting from ``W_priv``; it reads no private data.
 

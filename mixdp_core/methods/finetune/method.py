@@ -262,6 +262,18 @@ def _as_labels(y: Any, n: int, name: str) -> "torch.Tensor":
     return t
 
 
+#: The privacy paragraph of every class of the family (the brief asks each mechanism's docstring to
+#: state its sensitivity, neighbouring relation and equation; appended below each class).
+DPSGD_PRIVACY_DOC = """
+
+    Privacy: neighbours add or remove one *private* example. Each logical DP-SGD step releases
+    ``Σ_{i∈B} clip(g_i, C) + N(0, σ²C² I)`` on the trainable entries, B a Poisson sample of rate q:
+    L2 sensitivity C = ``clip_norm`` per step (Abadi et al. 2016, Alg. 1; Luo et al. 2021,
+    Sec. 4.4 step 3); composed with the private count's release (module docstring) by the PLD
+    accountant of :mod:`mixdp_core.accounting`.
+"""
+
+
 class SparseFinetune(Method):
     """DP fine-tuning of a sparse subset τ of a public pre-trained GroupNorm network.
 
@@ -658,6 +670,7 @@ class FullNetworkConfig(SparseFinetuneConfig):
 
 
 METHODS.add("sparse_finetune", SparseFinetune)
+SparseFinetune.__doc__ = SparseFinetune.__doc__.rstrip() + DPSGD_PRIVACY_DOC
 
 
 @METHODS.register("sparse_finetune_cls")
@@ -682,3 +695,7 @@ class DPSGDFullNetwork(SparseFinetune):
 
     config_cls: ClassVar[type] = FullNetworkConfig
     description: ClassVar[str] = "DP-SGD on every parameter of a public pre-trained GroupNorm network"
+
+
+for _cls in (SparseFinetuneCls, SparseFinetuneClsNorm, DPSGDFullNetwork):
+    _cls.__doc__ = _cls.__doc__.rstrip() + DPSGD_PRIVACY_DOC

@@ -263,8 +263,10 @@ class _LinearHead(PrototypeFamilyMethod):
 class DPLinearProbe(_LinearHead):
     """DP-SGD linear probe (baseline of Wahdany et al., Sec. 5; Abadi et al. 2016).
 
-    Mechanism: per step, a Poisson(q) batch; per-example gradients clipped to ``clip_norm``
-    (sensitivity C under add/remove), summed, plus ``N(0, σ² C² I)``; before the steps, by
+    Mechanism: per step, a Poisson(q) batch B; per-example gradients clipped to ``clip_norm``
+    (sensitivity C under add/remove of one private row), summed, plus ``N(0, σ² C² I)``:
+    ``W ← W − η (Σ_{i∈B} clip(g_i, C) + N(0, σ²C² I)) / (q n̂)`` (Abadi et al. 2016, Alg. 1);
+    before the steps, by
     default, a noisy private count (two-sided geometric, pure ε_c-DP, sensitivity 1 under
     add/remove) sets q and T. σ is calibrated by the accounting module (PLD) so that the
     Poisson-subsampled Gaussian × T meets (ε − ε_c, δ) whatever the count was; basic
@@ -321,7 +323,10 @@ DPLS_COV_SENSITIVITY = math.sqrt(0.75)
 
 @METHODS.register("dp_ls")
 class DPLS(PrototypeFamilyMethod):
-    """DP-LS (Mehta et al., TMLR 2023): ridge regression on one-hot targets from noisy statistics.
+    """DP-LS (Mehta et al., TMLR 2023: "Differentially private image classification from features"; a baseline of
+    Wahdany et al., Sec. 5): ridge regression on one-hot targets from noisy sufficient statistics.
+    Neighbours add or remove one private row; the two releases below are Gaussian mechanisms
+    with the stated L2 sensitivities, composed as ρ-zCDP.
 
     With ``x̃ = [x/||x||, 1]/sqrt(2)`` (``||x̃|| = 1``) and one-hot ``y`` (``||y|| = 1``):
 

@@ -248,10 +248,15 @@ class DPPLMeanConfig(SeededPrivacyConfig):
 class DPPLMean(PrototypeFamilyMethod):
     """DPPL-Mean (Wahdany et al., Sec. 4.1): CoinPress class means, nearest cosine prototype.
 
-    Privacy: ρ-zCDP per class (Gaussian mechanisms, see :func:`coinpress_mean` for the
-    sensitivity under each neighbouring relation), ρ-zCDP overall by parallel composition
-    over the disjoint classes; reported as (ε, δ) by the accounting module for the steps
-    actually executed.
+    Privacy: ρ-zCDP per class (Gaussian mechanisms), ρ-zCDP overall by parallel composition
+    over the disjoint classes (Wahdany et al., Sec. 4.1 "Privacy Analysis"; CoinPress, Biswas et
+    al. 2020, Alg. 1); reported as (ε, δ) by the accounting module for the steps actually
+    executed. Under ``neighbouring="add_remove"`` (default: add or remove one private row) a
+    noisy count ``ñ = n + N(0, 1/(2ρ_c))`` (sensitivity 1) is released first and step i
+    releases the clipped, centred sum ``Σ_j (proj_i(x_j) − c_{i−1}) + N(0, R_i²/(2ρ_i) I)``
+    (L2 sensitivity ``R_i``, the step's clipping radius), ``c_i = c_{i−1} + sum / max(ñ, 1)``;
+    under ``"replace"`` (the paper's: class sizes public) the clipped mean has sensitivity
+    ``2R_i/n`` (:func:`coinpress_mean`).
 
     Fitted attributes: ``prototypes_`` ``(C, d')``, ``rho_`` (total zCDP budget spent),
     ``step_rhos_``, ``coinpress_history_`` (per class), ``privacy_``, ``steps_``,

@@ -133,7 +133,8 @@ class DPPLPublic(_PublicBase):
     """DPPL-Public (Wahdany et al., Alg. 1): one EM-selected public prototype per class.
 
     Mechanism: for class ``c``, ``P[j] ∝ exp(ε_EM · u_c(j) / Δu)`` with ``u_c`` of Eq. 14
-    (:func:`~.utilities.public_utilities`), ``Δu = d_max − d_min``; ``u_c`` is positively
+    (:func:`~.utilities.public_utilities`), ``Δu = d_max − d_min`` its sensitivity (one private
+    row moves each utility by at most the clipped range of 1 + cos); ``u_c`` is positively
     monotone under add/remove of one private sample (Lemma 5), so each draw is ε_EM-DP
     (Lemma 2) and the whole release is ε_EM-DP by parallel composition over the disjoint
     classes (Thm. 2). Pure DP: δ = 0; ``privacy_`` also gives (ε, δ) at the user's δ and

@@ -66,8 +66,9 @@ def recheck(path: Path) -> list[str]:
             raise SystemExit(f"{path}: a run matches no regime of the file: {r['run_id']}")
         by[name].append(r)
     lines = [f"`{path.name}`: {len(regimes)} regimes, {len(data['runs'])} runs", "",
-             "| regime | (b) consecutive → every pair | (d) → every pair | (d) is (b) | minority acc. non-decreasing |",
-             "|---|---|---|---|---|"]
+             "| regime | (b) consecutive → every pair | (d) → every pair | (d) is (b) | minority acc. non-decreasing "
+             "| AdaMix's lowest minority acc. − min(Only-Public, paragon) |",
+             "|---|---|---|---|---|---|"]
     max_gap = 0.0
     for reg in regimes:
         runs = by[reg["name"]]
@@ -92,9 +93,20 @@ def recheck(path: Path) -> list[str]:
         old_d = (min(y + 0.01 - x for x, y in zip(bal, bal[1:])) if imb and all(v is not None for v in bal)
                  else None)
         mino = [mean["minority_accuracy"].get(("adamix", e)) for e in eps]
-        m_slack = (min(y + 0.01 - x for x, y in combinations(mino, 2))
-                   if imb and all(v is not None for v in mino) else None)
+        m_slack, m_pair = None, ""
+        if imb and all(v is not None for v in mino):
+            (ea, x), (eb, y) = min(combinations(list(zip(eps, mino)), 2), key=lambda p: p[1][1] - p[0][1])
+            m_slack = y + 0.01 - x
+            op_m, par_m = mean["minority_accuracy"].get(("only_public", None)), mean["minority_accuracy"].get(
+                ("paragon", None))
+            m_pair = (f" (ε {ea:g} → {eb:g}: {100 * x:.1f} → {100 * y:.1f} %; AdaMix at ε "
+                      + " / ".join(f"{100 * v:.0f}" for v in mino)
+                      + (f"; Only-Public {100 * op_m:.0f}" if op_m is not None else "")
+                      + (f", paragon {100 * par_m:.0f}" if par_m is not None else "") + ")")
         v = _verdicts(new)
+        refs = [mean["minority_accuracy"].get((r, None)) for r in ("only_public", "paragon")]
+        below = (f"{100 * (min(mino) - min(x for x in refs if x is not None)):+.1f}"
+                 if imb and m_slack is not None and any(x is not None for x in refs) else "n/a")
 
         def cell(old, got, ok):
             if got is None:
@@ -105,7 +117,8 @@ def recheck(path: Path) -> list[str]:
 
         same = "yes" if imb and new["d"] is not None and abs(new["d"][0] - new["b"][0]) < 1e-9 else ("n/a" if not imb else "no")
         lines.append(f"| `{reg['name']}` | {cell(old_b, new['b'], v['b'])} | {cell(old_d, new['d'], v['d'])} | {same} | "
-                     + ("n/a" if m_slack is None else f"{'✓' if m_slack >= 0 else '✗'} {100 * m_slack:+.1f}") + " |")
+                     + ("n/a" if m_slack is None else f"{'✓' if m_slack >= 0 else '✗'} {100 * m_slack:+.1f}{m_pair}")
+                     + f" | {below} |")
     lines += ["", f"Largest |balanced accuracy − (1 − test error)| over the file's runs: {max_gap:.1e}.", ""]
     return lines
 

@@ -551,3 +551,16 @@ def test_every_kernel_keeps_a_confident_rows_contribution_within_tau(tau, C):
             S = np.asarray(get_kernel(k).clipped_sum(x, y, W, tau, None)[0], np.float64)
             worst[k] = max(worst[k], float(np.linalg.norm(S)) / tau)
     assert all(v <= 1 + 1e-5 for v in worst.values()), worst
+
+
+def test_the_cpu_kernels_choice_reads_the_released_size_not_the_private_one():
+    """AdaMix picked numpy or the fused numba kernel from the private X's bytes: timing and
+    rounding changed at an exact-N threshold no accounting covers. The run now passes a size
+    from released (the noisy count) or public values, and the choice reads only that."""
+    from mixdp_core.methods.adamix.kernels import cpu
+
+    X = np.ones((64, 8), dtype=np.float32)  # tiny: by its own size always numpy
+    assert cpu.CpuKernel().select(X, None, None).name == "numpy"
+    assert cpu.CpuKernel().sized(cpu.FUSED_MIN_BYTES - 1).select(X, None, None).name == "numpy"
+    big = cpu.CpuKernel().sized(cpu.FUSED_MIN_BYTES).select(X, None, None).name
+    assert big == ("numba" if numba_backend.available() else "numpy")

@@ -755,7 +755,15 @@ def run_noisygd(
     T = int(opts.steps)
     sigma = float(opts.noise_multiplier)
     rng = noise_rng(opts.noise, opts.seed, 0xADA)
-    kernel = kernel_for(opts.device, Xq.nbytes)  # the backend only: the mechanism is private_release's
+    # the backend only (the mechanism is private_release's), chosen from released or public sizes:
+    # from the exact private size, a run's kernel (its timing and rounding) changed at an N threshold
+    # no accounting covers. n_hat is the released noisy count (smooth schedule); without one, the
+    # public rows stand in (an explicit ``device`` chooses otherwise)
+    rows_hint = float(opts.n_hat) if opts.n_hat else float(Xp.shape[0])
+    size_hint = int(max(rows_hint, 0.0) * D * Xq.itemsize)
+    kernel = kernel_for(opts.device, size_hint)
+    if hasattr(kernel, "sized"):  # the CPU kernel's numpy / numba choice on the same size
+        kernel = kernel.sized(size_hint)
 
     xq_norm = row_norms(Xq)
     has_pub = Xp.shape[0] > 0

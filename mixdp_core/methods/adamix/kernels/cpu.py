@@ -24,15 +24,27 @@ FUSED_MIN_BYTES = 64 << 20
 
 class CpuKernel(ReleaseKernel):
     """:meth:`~.base.ReleaseKernel.clipped_sum` by the numba kernel when :meth:`select` says so,
-    else by the numpy kernel."""
+    else by the numpy kernel.
+
+    ``size_hint``: the bytes the size test reads instead of ``X.nbytes`` (:meth:`sized`). A run
+    on private rows passes a size from released or public values, so which kernel runs (its
+    timing, its rounding) does not depend on the exact private count."""
 
     name = "cpu"
+
+    def __init__(self, size_hint: int | None = None):
+        self.size_hint = size_hint
+
+    def sized(self, nbytes: int) -> "CpuKernel":
+        """This kernel with its size test on ``nbytes`` (a released or public size)."""
+        return CpuKernel(int(nbytes))
 
     def select(self, X, basis, X_Qp) -> ReleaseKernel:
         """The kernel this call runs on. The size test comes before :func:`.numba_backend.available`,
         so a small problem never imports numba."""
+        size = X.nbytes if self.size_hint is None else self.size_hint
         if ("numba" in KERNELS and numba_backend.supports(X, basis, X_Qp) and X.flags.c_contiguous
-                and X.nbytes >= FUSED_MIN_BYTES and numba_backend.available()):
+                and size >= FUSED_MIN_BYTES and numba_backend.available()):
             return KERNELS.get("numba")
         return KERNELS.get("numpy")
 

@@ -140,3 +140,29 @@ def test_a_bad_image_pixel_limit_is_named_not_every_image_called_corrupt(tmp_pat
     monkeypatch.setenv("MIXDP_MAX_IMAGE_PIXELS", "lots")
     with pytest.raises(ConfigError, match="^MIXDP_MAX_IMAGE_PIXELS: must be an integer"):
         decode_image_file(p)
+
+
+def test_images_are_decoded_as_viewers_show_them_and_only_as_rasters(tmp_path):
+    """Three decoding faults found by a review: a 16-bit PNG was clipped at 255 (99.6 % white);
+    a phone photo's EXIF orientation was ignored (encoded sideways); an EPS named .jpg went to
+    Ghostscript, an external interpreter, on an uploaded file."""
+    import numpy as np
+    from PIL import Image
+
+    from mixdp_core.data.base import decode_image_file
+    from mixdp_core.errors import CorruptImageError
+
+    a = np.linspace(164, 65504, 32 * 32).reshape(32, 32).astype(np.uint16)
+    Image.fromarray(a).save(tmp_path / "i16.png")
+    x = np.asarray(decode_image_file(tmp_path / "i16.png"))
+    assert x.max() > 250 and (x == 255).mean() < 0.01 and x.min() < 5  # the ramp kept, not saturated
+    rgb = np.zeros((20, 40, 3), np.uint8)
+    rgb[:, :20] = 255
+    img = Image.fromarray(rgb)
+    exif = img.getexif()
+    exif[0x0112] = 6  # "rotate 90° clockwise to view"
+    img.save(tmp_path / "rot.jpg", exif=exif.tobytes())
+    assert decode_image_file(tmp_path / "rot.jpg").size == (20, 40)  # upright: 20 wide, 40 high
+    (tmp_path / "eps.jpg").write_text("%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n")
+    with pytest.raises(CorruptImageError, match="eps.jpg"):
+        decode_image_file(tmp_path / "eps.jpg")

@@ -103,6 +103,24 @@ class FileImageSource:
         return decode_image_file(path, open_path), int(self.labels[i])
 
 
+#: The image formats decoded (Pillow's names): rasters only, never a vector format handed to an
+#: external interpreter (EPS / PostScript via Ghostscript).
+RASTER_FORMATS = ("JPEG", "PNG", "BMP", "GIF", "WEBP", "TIFF", "PPM", "MPO")
+
+
+def _to_rgb(im: Any) -> Any:
+    """RGB with 8 bits per channel. 16-bit and float images are rescaled from their own range
+    (``convert("RGB")`` clipped them at 255: a 16-bit PNG came out 99.6 % white)."""
+    from PIL import Image
+
+    if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        a = np.asarray(im, dtype=np.float64)
+        hi = 65535.0 if im.mode.startswith("I;16") else max(float(np.nanmax(a)) if a.size else 1.0, 1.0)
+        a = np.clip(np.nan_to_num(a) / hi * 255.0, 0, 255).astype(np.uint8)
+        im = Image.fromarray(a, mode="L")
+    return im.convert("RGB")
+
+
 def decode_image_file(path: Any, open_path: Any = None):
     """The image file ``path`` (read from ``open_path`` when given) decoded to an RGB PIL image.
 
@@ -116,16 +134,21 @@ def decode_image_file(path: Any, open_path: Any = None):
     """
     import warnings
 
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
         with warnings.catch_warnings():  # the size is checked here, against our own limit
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            im = Image.open(path if open_path is None else open_path)  # reads the header only
+            # raster formats only: by default Pillow opens whatever it recognises, and an EPS named
+            # photo.jpg went to Ghostscript (an external interpreter, on an uploaded file)
+            Image.init()  # every plugin registered, so the list below names the ones this Pillow has
+            im = Image.open(path if open_path is None else open_path,
+                            formats=[f for f in RASTER_FORMATS if f in Image.OPEN])  # reads the header only
         with im:
             check_image_pixels(path, *im.size)  # before decoding: a 13000 x 13000 PNG took 1.35 GB
             im.load()
-            return im.convert("RGB")
+            im = ImageOps.exif_transpose(im)  # upright as viewers show it (a phone photo was encoded sideways)
+            return _to_rgb(im)
     except (DataError, ConfigError):  # the size check's own one-line errors (both are ValueErrors; a bad
         raise                          # MIXDP_MAX_IMAGE_PIXELS made every image "corrupt")
     except Image.DecompressionBombError as e:  # above Pillow's own limit, raised at open

@@ -19,8 +19,9 @@ Generative model (every quantity below is a loader option)::
                                                           (class means of the public domain)
 
 ``r`` (``effective_rank``) sets how fast the spectrum decays: its participation ratio
-``(Σλ)² / Σλ²`` grows with ``r`` (about ``r·ln(D/r)`` for ``r ≪ D``) and reaches ``D`` for a
-flat spectrum as ``r → ∞``. ``separation`` scales the class means against the within-class
+``(Σλ)² / Σλ²`` grows with ``r`` (about ``r·ln²(D/r)`` for ``r ≪ D``: ``Σλ ≈ r ln(D/r)`` and
+``Σλ² ≈ r`` before the rescaling; 485 at D = 4096, r = 16) and reaches ``D`` for a flat spectrum
+as ``r → ∞``. ``effective_rank`` is therefore the decay's knee, not the participation ratio. ``separation`` scales the class means against the within-class
 noise along the same directions, so it sets the Bayes error for a given C and D; means and
 noise share the spectrum, as in pretrained-encoder features where both live in the same
 leading directions. ``shared_mean`` adds a nonnegative mean common to every class, as

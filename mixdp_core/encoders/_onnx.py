@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._io import stat_identity
+from .._io import stat_identity, sweep_orphans
 from .._io import usable_cores  # noqa: F401  (re-exported: efficientnet and the benchmarks read it here)
 
 #: Calibration images for int8 static quantization (crops of scikit-learn's two sample photos).
@@ -113,6 +113,10 @@ def state_digest(module, n_hex: int = 16) -> str:
 
 
 def _tmp_path(dest: Path) -> Path:
+    # a process killed mid-export (kill -9) left its temp file here for good: the stale ones (an
+    # hour old, never a live writer's) go first
+    sweep_orphans(dest.parent, (".*.tmp",))
+    sweep_orphans(tempfile.gettempdir(), ("mixdp-quant-*",))
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     os.close(fd)
     return Path(tmp)

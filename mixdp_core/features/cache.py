@@ -20,6 +20,8 @@ import json
 import os
 import time
 import warnings
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,7 +36,7 @@ from ..data.roots import default_cache_dir  # noqa: F401  (re-exported: the feat
 #: Part of every key. 2: keys whose meaning changed without their text changing (pixels
 #: ``per_image`` at an ``image_size`` now resizes digits with their declared 0..16 range; such
 #: an entry of version 1 could only come from a run with some other ``value_range``).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: images are decoded upright (EXIF orientation) and 16-bit images rescaled
 
 
 def cache_key(dataset_key: dict[str, Any], encoder_key: dict[str, Any], dtype: str) -> str:
@@ -91,8 +93,9 @@ def load_cached(directory: Path) -> FeatureSet | None:
                 text_embeddings=te,
                 meta=meta,
             )
-    except (OSError, ValueError, KeyError, EOFError, DataError) as e:
-        # A corrupt entry (disk error, edited by hand) is a cache miss, not a failure.
+    except (OSError, ValueError, KeyError, EOFError, DataError, zipfile.BadZipFile, zlib.error) as e:
+        # A corrupt entry (disk error, edited by hand; a flipped byte raised BadZipFile's bad CRC
+        # on every later run) is a cache miss, not a failure.
         warnings.warn(f"feature cache entry {str(directory)!r} is unreadable ({type(e).__name__}); re-extracting")
         return None
 
@@ -189,7 +192,8 @@ def get_features(
         enc = enc_cls(**opts)
     except TypeError as e:  # an option the encoder does not take
         raise ConfigError("encoder_kwargs", f"{e}".replace("__init__()", encoder)) from None
-    key = cache_key(ds.cache_key, enc.cache_key(), dtype)
+    # skip_corrupt is part of the key: a strict call served a lenient call's entry, one image short
+    key = cache_key(dict(ds.cache_key, **({"skip_corrupt": True} if skip_corrupt else {})), enc.cache_key(), dtype)
     directory = Path(cache_dir) if cache_dir else default_cache_dir()
     if cache_dir and getattr(enc, "model_dir", False) is None:
         enc.model_dir = directory / "_models"  # exported inference graphs live beside the features

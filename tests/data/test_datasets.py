@@ -460,3 +460,16 @@ def test_a_null_option_is_refused_naming_it_before_a_run_exists(spec, key):
     with pytest.raises(ConfigError, match=f"{key}: must be"):
         check_dataset_kwargs(spec, {key: None})
     check_dataset_kwargs("image_folder", {"max_per_class": None})  # optional: "no limit"
+
+
+def test_the_synthetic_spectrums_participation_ratio_is_the_one_documented():
+    """The docstring said r·ln(D/r) (89 at D = 4096, r = 16); the spectrum spans r·ln²(D/r)
+    (485): five times more directions than documented."""
+    import math
+
+    from mixdp_core.data.synthetic import spectrum
+
+    for D, r in ((4096, 16), (4096, 64)):
+        lam = spectrum(D, r)
+        pr = lam.sum() ** 2 / (lam ** 2).sum()
+        assert pr == pytest.approx(r * math.log(D / r) ** 2, rel=0.05)

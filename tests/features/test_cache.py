@@ -66,6 +66,22 @@ def test_missing_meta_means_reextract(tmp_path):
     assert get_features("digits", "pixels", cache_dir=tmp_path).meta["cache_hit"] is False
 
 
+def test_a_damaged_entry_is_re_extracted_not_a_crash(tmp_path):
+    """One flipped byte (bad CRC) or a file cut in half raised BadZipFile on every later run; the
+    docstring's contract is a cache miss."""
+    get_features("digits", "pixels", cache_dir=tmp_path)
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    npz = entry / "features.npz"
+    data = bytearray(npz.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    npz.write_bytes(bytes(data))
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert get_features("digits", "pixels", cache_dir=tmp_path).meta["cache_hit"] is False
+    npz.write_bytes(npz.read_bytes()[: len(data) // 2])
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert get_features("digits", "pixels", cache_dir=tmp_path).meta["cache_hit"] is False
+
+
 def test_feature_file_dataset_bypasses_encoder(tmp_path):
     rng = np.random.default_rng(0)
     p = tmp_path / "mine.npz"
@@ -84,6 +100,9 @@ def test_image_folder_corrupt_file_skip_or_fail(png_tree, tmp_path):
     with pytest.warns(UserWarning, match="skipped 1"):
         fs = get_features(f"image_folder:{png_tree}", "pixels", cache_dir=tmp_path, test_fraction=0.5, skip_corrupt=True)
     assert fs.X_train.shape[0] + fs.X_test.shape[0] == 18
+    # a strict call afterwards is not served the lenient entry, one image short: it still refuses
+    with pytest.raises(CorruptImageError, match="zz_bad.jpg"):
+        get_features(f"image_folder:{png_tree}", "pixels", cache_dir=tmp_path, test_fraction=0.5)
 
 
 def test_efficientnet_real_weights_on_image_folder(png_tree, tmp_path):

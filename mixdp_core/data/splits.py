@@ -20,6 +20,7 @@ whatever method is trained on it afterwards.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -153,6 +154,9 @@ class Split:
             "private": self.private_counts.tolist(),
             "test": np.bincount(self.y_test, minlength=C).tolist(),
             "minority": [int(c in set(self.minority_classes.tolist())) for c in range(C)],
+            # what the split holds (largest / smallest private class), beside the ratio asked
+            "realized_imbalance_ratio": (float(self.private_counts.max()) / float(self.private_counts.min())
+                                         if len(self.private_counts) and self.private_counts.min() > 0 else None),
         }
 
 
@@ -255,6 +259,12 @@ def make_split(
         ranks = rng.permutation(C)  # class ranks[c]-th in the tail
         keep_n = np.floor(n_max * spec.imbalance_ratio ** (-ranks / max(C - 1, 1))).astype(int)
         keep_n = np.clip(keep_n, 1, counts)
+        realized = float(keep_n.max()) / float(max(keep_n.min(), 1))
+        if realized < 0.8 * spec.imbalance_ratio:
+            # one row per class is the floor: 100 and 1000 asked on 55-row classes gave the same
+            # split under labels ten times apart (the summary's realized_imbalance_ratio says it too)
+            warnings.warn(f"imbalance_ratio: asked {spec.imbalance_ratio:g}, the split realizes {realized:.3g} "
+                          f"(largest / smallest private class; every class keeps at least one row)")
         kept = []
         for c in range(C):
             members = remaining[y_rem == c]

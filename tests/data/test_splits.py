@@ -141,3 +141,18 @@ def test_a_hand_built_split_is_checked_whole():
         dataclasses.replace(split, X_private=big)
     empty = dataclasses.replace(split, X_private=split.X_private[:0], y_private=split.y_private[:0])
     assert empty.X_private.shape == (0, split.dim)  # an empty part stays allowed
+
+
+def test_an_imbalance_ratio_the_split_cannot_realize_is_said():
+    """Classes of 55 private rows realize at most 55: 100 and 1000 asked gave the same split under
+    labels ten times apart, with no word; the split warns and its summary records what it holds."""
+    import warnings
+
+    fs = _fs([60] * 10)
+    with pytest.warns(UserWarning, match="imbalance_ratio: asked 1000, the split realizes 55"):
+        s = make_split(fs, SplitSpec(public_per_class=5, imbalance_ratio=1000, seed=0))
+    assert s.summary()["realized_imbalance_ratio"] == pytest.approx(55.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a ratio it can realize (floor rounding only): no warning
+        s10 = make_split(fs, SplitSpec(public_per_class=5, imbalance_ratio=10, seed=0))
+    assert s10.summary()["realized_imbalance_ratio"] == pytest.approx(11.0)

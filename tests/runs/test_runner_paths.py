@@ -183,3 +183,21 @@ def test_a_path_named_data_sets_files_are_part_of_the_run_identity(tmp_path, mon
     assert cfg.config_hash() != ha
     d = RunConfig(dataset="digits", encoder="pixels", method="only_public")
     assert datasets.data_fingerprint(d.dataset) is None
+
+
+def test_a_public_domain_with_other_classes_is_refused_before_anything_is_encoded(tmp_path, monkeypatch):
+    """The split found a class mismatch only after both image data sets were encoded (hours on a
+    real one); the two listings decide it first."""
+    import mixdp_core.features.cache as cache
+    from mixdp_core.runs.runner import RunConfig, train
+    from tests.conftest import write_png_tree
+
+    a = write_png_tree(tmp_path / "a", classes=("a", "b"), per_class=6)
+    b = write_png_tree(tmp_path / "b", classes=("a", "c"), per_class=6)
+    encoded = []
+    real = cache.get_features
+    monkeypatch.setattr(cache, "get_features", lambda *x, **k: encoded.append(x) or real(*x, **k))
+    r = train(RunConfig(dataset=f"image_folder:{a}", encoder="pixels", method="adamix", public_per_class=2,
+                        public_from=f"image_folder:{b}"), cache_dir=tmp_path / "c")
+    assert r.status == "failed" and r.error.startswith("DataError: public_from:") and "['a', 'c']" in r.error
+    assert encoded == []

@@ -18,7 +18,7 @@ Weights live in the Hugging Face cache (``$HF_HUB_CACHE``, default ``$HF_HOME/hu
 from __future__ import annotations
 
 import os
-from typing import ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
@@ -84,6 +84,17 @@ class OpenCLIPEncoder(TorchImageEncoder):
             self.mean = tuple(cfg.get("mean") or OPENAI_MEAN)  # type: ignore[misc]
             self.std = tuple(cfg.get("std") or OPENAI_STD)  # type: ignore[misc]
 
+    def cache_key(self) -> dict[str, Any]:
+        key = super().cache_key()
+        if self.pretrained is not None and os.path.isfile(str(self.pretrained)):
+            import open_clip
+
+            # the activation the file is built with (QuickGELU for the 'openai' weights): entries
+            # of the GELU build it had before are other features
+            key["quick_gelu"] = bool((open_clip.get_pretrained_cfg(self.model_name, self.default_weights) or {})
+                                     .get("quick_gelu", False))
+        return key
+
     def _weights_known(self, tag: str) -> bool:
         import open_clip
 
@@ -102,7 +113,10 @@ class OpenCLIPEncoder(TorchImageEncoder):
 
         tag = str(self.pretrained)
         if os.path.isfile(tag):
-            return tag, {}
+            # a file is the offline route to the architecture's published weights: build it as
+            # those were (ViT-B-32 / RN50 'openai' use QuickGELU; with {} the file was loaded into a
+            # GELU model, other features than the weights give)
+            return tag, open_clip.get_pretrained_cfg(self.model_name, self.default_weights) or {}
         cfg = open_clip.get_pretrained_cfg(self.model_name, tag)
         hub = cfg.get("hf_hub", "")
         if hub:

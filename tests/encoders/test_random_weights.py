@@ -101,3 +101,17 @@ def test_constructor_validation():
     # selectable open_clip tags are accepted without loading anything
     assert ENCODERS.get("clip_vit_b32")(pretrained="laion2b_s34b_b79k").weights_tag == "laion2b_s34b_b79k"
     assert ENCODERS.get("clip_rn50")(pretrained="yfcc15m").weights_tag == "yfcc15m"
+
+
+def test_a_clip_weights_file_is_built_as_the_published_weights_are(tmp_path):
+    """A checkpoint file (the offline route to the 'openai' weights) was loaded into a GELU
+    model; those weights were trained with QuickGELU, so the features were not the weights'."""
+    import open_clip
+    import torch
+
+    m = open_clip.create_model("ViT-B-32", pretrained=None, force_quick_gelu=True)
+    p = tmp_path / "w.pt"
+    torch.save(m.state_dict(), p)
+    enc = ENCODERS.get("clip_vit_b32")(pretrained=str(p), num_threads=1)
+    acts = {type(x).__name__ for x in enc.model.modules() if "GELU" in type(x).__name__}
+    assert acts == {"QuickGELU"} and enc.cache_key()["quick_gelu"] is True

@@ -655,3 +655,23 @@ def test_family_chart_gives_every_regime_its_own_colour_beyond_ten(n):
             name = ln.get_label().split(":")[0]
             assert matplotlib.colors.to_hex(ln.get_color()) == matplotlib.colors.to_hex(ada[f"{name}: AdaMix"])
     plt.close(fig)
+
+
+def test_error_bars_of_fractions_stop_at_0_and_100_percent():
+    """A DPPL-Public minority-accuracy bar ran to −0.1 and past 1 on the prototypes chart."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection
+
+    from mixdp_core.runs.figures.base import _lines
+
+    for pct, top in ((True, 100.0), (False, 1.0)):
+        fig = plt.figure()
+        ax = fig.add_subplot(1, 1, 1)
+        _lines(ax, {"a": [(1.0, 0.95, 0.2), (2.0, 0.05, 0.2), (3.0, 0.5, 0.1)]}, pct=pct, bounded=True)
+        ys = [y for c in ax.collections if isinstance(c, LineCollection) for seg in c.get_segments() for _, y in seg]
+        assert ys and min(ys) >= 0.0 and max(ys) <= top + 1e-9
+        assert top * 0.4 in [pytest.approx(y) for y in ys]  # an interior bar keeps its ± std
+        plt.close(fig)

@@ -237,15 +237,23 @@ def _log_axis(ax: Any, values: Sequence[float], axis: str = "x") -> None:
 
 
 def _lines(ax: Any, series: dict[str, list[tuple[float, float | None, float | None]]], *, pct: bool = True,
-           refs: dict[str, tuple[float | None, float | None]] | None = None, xs: Sequence[float] = ()) -> None:
-    """Error-bar lines (``label -> [(x, mean, std)]``) and horizontal reference bands."""
+           refs: dict[str, tuple[float | None, float | None]] | None = None, xs: Sequence[float] = (),
+           bounded: bool | None = None) -> None:
+    """Error-bar lines (``label -> [(x, mean, std)]``) and horizontal reference bands.
+
+    ``bounded`` (default: ``pct``): the values are fractions, so a ± std bar stops at 0 and at 1
+    (100 %): a bar to −0.1 or past 1 drew accuracies no run can have."""
     k = 100.0 if pct else 1.0
+    bounded = pct if bounded is None else bounded
     for j, (label, pts) in enumerate(series.items()):
         pts = [(x, m, s) for x, m, s in sorted(pts) if m is not None]
         if not pts:
             continue
         x, m, s = zip(*pts)
-        ax.errorbar(x, [k * v for v in m], yerr=[k * v for v in s], marker="osD^vP*X"[j % 8], ms=5, capsize=3,
+        s = [0.0 if v is None else v for v in s]
+        yerr = ([[k * min(sd, mv) for mv, sd in zip(m, s)], [k * min(sd, 1.0 - mv) for mv, sd in zip(m, s)]]
+                if bounded else [k * v for v in s])
+        ax.errorbar(x, [k * v for v in m], yerr=yerr, marker="osD^vP*X"[j % 8], ms=5, capsize=3,
                     lw=1.4, alpha=0.9, label=label)  # distinct markers: coinciding lines stay visible
     for i, (label, (m, s)) in enumerate((refs or {}).items()):
         if m is None:

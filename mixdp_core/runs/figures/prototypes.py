@@ -195,11 +195,18 @@ def _prototypes(ctx: Context) -> FigureOutput:
             for j, (metric, what) in enumerate((("balanced_accuracy", "balanced acc."),
                                                 ("minority_accuracy", "minority acc."))):
                 ax = fig.add_subplot(2, len(ratios), j * len(ratios) + i + 1)
-                _lines(ax, {PROTO_LABEL[m]: [(e, *agg[metric].get((m, ir, e), (None, None))[:2]) for e in eps]
-                            for m in p["methods"]}, pct=False)
-                _log_axis(ax, eps)
                 ax.set_title(f"IR = {ir:g}: {what}", fontsize=10)
+                if metric == "minority_accuracy" and float(ir) <= 1.0:
+                    # a balanced split has no minority class: say so instead of a blank 0-1 panel
+                    ax.text(0.5, 0.5, "no minority class\nat IR = 1", ha="center", va="center",
+                            transform=ax.transAxes, fontsize=9, color="0.4")
+                    ax.set_xticks([]), ax.set_yticks([])
+                    continue
+                _lines(ax, {PROTO_LABEL[m]: [(e, *agg[metric].get((m, ir, e), (None, None))[:2]) for e in eps]
+                            for m in p["methods"]}, pct=False, bounded=True)
+                _log_axis(ax, eps)
                 ax.set_xlabel("target ε (log scale)")
+                ax.set_ylabel(f"{what} (fraction, ± std)")
                 if i == 0 and j == 0:
                     ax.legend(fontsize=7)
 

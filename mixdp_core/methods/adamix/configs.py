@@ -49,7 +49,7 @@ GUARD_PATH_FACTORS: tuple[float, ...] = (0.5, 1.0, 2.0)
 CHECKPOINT_DIVISOR = 4
 #: The early-checkpoint test runs only when at least this many gradient steps are left after
 #: its release (at epsilon = 0.5, sigma = 20 a run has 6: a checkpoint after 1 step would only
-#: cost one of them).
+#: cost one of them). Its source is this reasoning on step counts, not a measurement of error.
 MIN_CHECKPOINT_STEPS = 8
 #: Scale of the default guess of R = ||w* - w_ref|| (Thm. 3; ``ref_distance=None``): R =
 #: REF_DISTANCE_SCALE * max(||w_ref||_F, sqrt(C) ln C). Thm. 3's lambda balances a worst-case
@@ -69,8 +69,15 @@ HONEST_GRID: tuple[tuple[float, float], ...] = ((1.0, 1.0),) + tuple(
 #: prior puts half its mass on them; the draw is i.i.d. across repetitions, as Thm. 2 of
 #: Papernot & Steinke (2022) requires.
 HONEST_DEFAULT_WEIGHT = 0.5
-#: Multipliers of the Thm.-3 lambda searched by optimistic tuning.
+#: Multipliers of the Thm.-3 lambda searched by optimistic tuning (an option labelled as costing
+#: privacy): the same one factor of 4 per side as :data:`HONEST_GRID`'s lambda, by the same
+#: reasoning; no measurement chose it.
 THEOREM3_LAMBDA_GRID: tuple[float, ...] = (0.25, 1.0, 4.0)
+#: The public-start guard's releases are at most ``(T − count releases) / GUARD_RELEASES_DIVISOR``
+#: of the run's (``guard_resolution``): the guard may not take more than 1/16 of the gradient
+#: steps. Measured with ``guard_resolution``: docs/results/tuning_notes.md, "The guard's resolution"
+#: (development regimes, then the validation tables).
+GUARD_RELEASES_DIVISOR = 16
 
 
 # ----------------------------------------------------------------------------- configs

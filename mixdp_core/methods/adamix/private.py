@@ -24,6 +24,7 @@ from .configs import (
     HISTOGRAM_TEST_LEVEL,
     CHECKPOINT_DIVISOR,
     GUARD_PATH_FACTORS,
+    GUARD_RELEASES_DIVISOR,
     GUARD_Z,
     MIN_CHECKPOINT_STEPS,
     HONEST_DEFAULT_WEIGHT,
@@ -693,7 +694,7 @@ class NoisyGDMethod(LinearHead):
             sigma = float(self.config.noise_multiplier)
             n_lo = max(float(hist.sum()) - 2.0 * math.sqrt(C) * sigma / math.sqrt(n_count), 1.0)
             self._guard_n_lo = n_lo  # the path selection's resolution test (_guard_path_factors)
-            cap = (T - n_count) // 16
+            cap = (T - n_count) // GUARD_RELEASES_DIVISOR
             ratio = sigma / (float(res) * n_lo)  # a tiny resolution overflowed the square: the cap binds
             need = cap if ratio > math.sqrt(max(cap, 1)) else math.ceil(ratio ** 2)
             return max(1, min(need, cap))
@@ -850,6 +851,9 @@ class NoisyGDMethod(LinearHead):
                             sigma_g)
         guard_release = accounting.GaussianMechanism(noise_multiplier=sigma_g)  # sensitivity 1 (one bin, by 1)
         ledger.release(guard_release, what="guard part: class histogram", branch="guard part")
+        # the weights' floor: a noisy class count below 3 noise stds is indistinguishable from 0, and
+        # the floor bounds each row's weight (the gain's sensitivity is 1/m); a floor from σ_g
+        # alone (no measurement chose it; guard_holdout is an option, off by default)
         m = max(1.0, 3.0 * sigma_g)
         w = 1.0 / np.maximum(hist, m)
         W_start = run.W_start_

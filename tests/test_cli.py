@@ -238,3 +238,14 @@ def test_a_dry_run_counts_without_creating_a_store(tmp_path, capsys):
                  "--epsilons", "1,3", "--seeds", "0", "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"runs": 2, "stored": 0}
     assert not new.exists()
+
+
+def test_budget_on_a_path_that_is_not_a_store_says_what_it_is(tmp_path, capsys):
+    """`mixdp budget --store f` on a file said "(it does not exist)"."""
+    f = tmp_path / "f"
+    f.write_text("x")
+    assert main(["budget", "--store", str(f)]) == 0
+    assert "(it is a file, not a store folder)" in capsys.readouterr().out
+    assert main(["budget", "--store", str(tmp_path / "none")]) == 0
+    assert "(it does not exist)" in capsys.readouterr().out
+    assert not (tmp_path / "none").exists()

@@ -133,7 +133,9 @@ def run(args: argparse.Namespace) -> int:
                 # store in a temporary folder (same checks, same output), nothing created at root
                 tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="mixdp-budget-",
                                                                       ignore_cleanup_errors=True))
-                store, shown = RunStore(tmp), f"{root} (it does not exist)"
+                what = ("it is a file, not a store folder" if root.is_file()
+                        else "a folder without a run store" if root.is_dir() else "it does not exist")
+                store, shown = RunStore(tmp), f"{root} ({what})"
             else:
                 store = RunStore(args.store)
                 shown = str(store.root)

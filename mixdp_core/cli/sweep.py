@@ -143,11 +143,18 @@ def run(args: argparse.Namespace) -> int:
         from ..runs.sweep.executors import MAX_RETRIES, check_retries, check_workers
 
         workers = number("workers", args.workers, int, "an integer >= 1")
-        check_workers(workers, local=args.backend == "local")
+        # a local Ray head is this machine too: the same bound as the local pool (12 on 2 CPUs ran
+        # 11 training processes at once; 100,000 was accepted)
+        check_workers(workers, local=args.backend == "local" or args.ray_address is None)
         retries = number("max_retries", args.max_retries, int, f"an integer in [0, {MAX_RETRIES}]")
         check_retries(retries)
         if args.ray_address is not None and args.backend != "ray":
             raise ConfigError("ray_address", "only with --backend ray")
+        if args.ray_address is not None and workers is not None:
+            raise ConfigError("workers", "not with --ray-address (the cluster's own resources decide); "
+                                         "only for a local pool or a local Ray head")
+        if args.ray_ship_code and args.backend != "ray":
+            raise ConfigError("ray_ship_code", "only with --backend ray")
         from ..runs.paths import default_home
 
         store_root = Path(args.store).expanduser() if args.store is not None else default_home()

@@ -998,6 +998,7 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
     new: dict[str, list[Any]] = {}
     hashes: dict[int, str] = {}  # each config's hash, once (it builds the method and reads the data's identity)
     legacy_of: dict[str, set] = {}
+    seen: set[str] = set()
     for c in configs:
         private, _ = _method_flags(c.method)
         if not private:
@@ -1011,6 +1012,11 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
         h = hashes[id(c)] = c.config_hash()
         if reuse and store.find_completed(h) is not None:
             continue
+        if h in seen and not isinstance(c, FitCharge):
+            # one run per distinct config: a sweep trains a config named twice once (a figure's
+            # fits are each charged: every item is a training)
+            continue
+        seen.add(h)
         new.setdefault(key, []).append(c)
     if not new:
         return []

@@ -117,6 +117,64 @@ def test_killed_sweep_resumes_without_recomputing(env):
     assert len(store.list_runs()) == len(configs)  # nothing trained twice
 
 
+def test_a_no_reuse_sweep_run_again_keeps_its_own_finished_runs(env):
+    """An interrupted --no-reuse sweep said "run the same command to resume"; the same command (or
+    --resume) trained its finished runs again and charged their ε twice."""
+    store = RunStore(env / "store")
+    configs = SweepSpec(methods=("ngd",), epsilons=(0.5, 1, 2), seeds=(0,)).configs()
+    landed = []
+    first = run_sweep(configs, store=store, workers=1, reuse=False, on_result=landed.append,
+                      should_stop=lambda: len(landed) >= 1)
+    assert first.status == "cancelled"
+    second = run_sweep(configs, store=store, workers=1, reuse=False)
+    assert second.status == "completed" and second.n_reused >= 1
+    assert len(store.list_runs()) == len(configs)  # nothing trained twice
+    # a fresh --no-reuse sweep of another id still trains again (that is what --no-reuse asks)
+    third = run_sweep(configs, store=store, workers=1, reuse=False, sweep_id="sw-other")
+    assert third.n_reused == 0 and len(store.list_runs()) == 2 * len(configs)
+
+
+def test_resume_refuses_a_grid_that_expands_to_other_runs_now(env):
+    """A resumed grid was re-expanded without a check: a relative data path read in another folder
+    (or changed code or data) retrained every run under the old sweep's id."""
+    from mixdp_core.runs.sweep import resume_spec
+
+    store = RunStore(env / "store")
+    spec = SweepSpec(methods=("ngd",), epsilons=(1,), seeds=(0,))
+    out = run_sweep(spec.configs(), store=store, workers=1, spec=spec)
+    assert resume_spec(store, out.sweep_id)[1][0].config_hash() == out.results[0].config.config_hash()
+    with store._connect() as con:  # what another folder's data (or other code) does to the hashes
+        con.execute("UPDATE sweep_runs SET config_hash='changed' WHERE sweep_id=?", (out.sweep_id,))
+    with pytest.raises(ConfigError, match="resume: .* expands to other runs now \\(1 of 1 differ"):
+        resume_spec(store, out.sweep_id)
+
+
+def test_a_grid_naming_a_config_twice_is_charged_once_against_the_cap(env):
+    """The cap check charged a config named twice twice (the sweep trains it once): a grid of
+    ε = 2 under a cap of 3 was refused."""
+    from mixdp_core.runs import ledger as L
+
+    store = RunStore(env / "store")
+    c = SweepSpec(methods=("ngd",), epsilons=(2,)).configs()
+    L.set_cap(store, L.dataset_key("digits"), 3.0)
+    L.check_caps(store, c + c)
+    out = run_sweep(c + c, store=store, workers=1)
+    assert out.status == "completed" and L.dataset_ledger(store, L.dataset_key("digits")).epsilon_basic <= 2.0
+
+
+def test_an_unreachable_ray_address_is_one_line_in_seconds():
+    """`--ray-address 127.0.0.1:1` retried for good (534 s); it is refused after a short connect."""
+    import time
+
+    from mixdp_core.runs.sweep.executors import _check_reachable
+
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match="ray_address: cannot connect to a Ray cluster at '127.0.0.1:1'"):
+        _check_reachable("127.0.0.1:1")
+    assert time.perf_counter() - t0 < 10
+    _check_reachable("auto"), _check_reachable(None)  # Ray's to resolve
+
+
 def test_duplicate_configs_train_once(env):
     store = RunStore(env / "store")
     c = SweepSpec(methods=("ngd",), epsilons=(1,)).configs()
@@ -228,6 +286,10 @@ def test_cli_sweep_resume_of_an_unknown_sweep_is_one_line(env, capsys):
     (["--resume", "sw-nope"], "methods"),  # the base --methods beside --resume: refused, not ignored
     (["--param", "clip_percentil=50"], "clip_percentil"),  # a misspelt key was dropped silently
     (["--param", "d_min=0.5"], "d_min"),  # a real field of another family, unused by ngd: also refused
+    # a local Ray head is this machine: the local bound; flags that do not apply are refused
+    (["--backend", "ray", "--workers", "100000"], "workers"),
+    (["--backend", "ray", "--ray-address", "auto", "--workers", "2"], "workers"),
+    (["--ray-ship-code"], "ray_ship_code"),
 ])
 def test_cli_sweep_bad_arguments_one_line(env, capsys, extra, field):
     from mixdp_core.cli import main

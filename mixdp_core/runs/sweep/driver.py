@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ...errors import ConfigError
-from ..store import COMPLETED, FAILED, RunStore
+from ..store import COMPLETED, FAILED, RunNotFoundError, RunStore
 from .executors import TaskError, make_executor
 from .spec import SweepSpec
 
@@ -144,6 +144,25 @@ class _SweepLog:
                                (status, time.time(), self.sweep_id))
 
 
+def _own_completed_runs(store: RunStore, sweep_id: str) -> dict[str, Any]:
+    """``{config_hash: record}`` of the completed runs a stored sweep ``sweep_id`` already has
+    (``{}`` for a new sweep): what a rerun of it must not train again."""
+    try:
+        runs = get_sweep(store, sweep_id)["runs"]
+    except ConfigError:  # a new sweep
+        return {}
+    out = {}
+    for r in runs:
+        if r["run_id"] and r["config_hash"] not in out:
+            try:
+                rec = store.get_run(r["run_id"])
+            except RunNotFoundError:  # deleted since: trained again (its tombstone still charges it)
+                continue
+            if rec.status == COMPLETED and rec.config_hash == r["config_hash"]:
+                out[r["config_hash"]] = rec
+    return out
+
+
 def get_sweep(store: RunStore, sweep_id: str) -> dict[str, Any]:
     """The stored sweep: ``{"sweep_id", "spec", "n_runs", "status", "backend", "runs": [...]}``
     where ``runs[i]`` is ``{"config_hash", "run_id", "reused"}`` (``run_id`` ``None`` until done)."""
@@ -250,14 +269,17 @@ def _run_sweep(configs: list, *, store: RunStore, backend: str, workers: int | N
             if on_result is not None:
                 on_result(r)
 
-    # 1. reuse
+    # 1. reuse: completed identical runs (reuse=True), and always this sweep's own completed runs
+    # (an interrupted --no-reuse sweep, run again or resumed, trained its finished runs again and
+    # charged their ε twice)
     groups: dict[str, list[int]] = {}
     for i, h in enumerate(hashes):
         groups.setdefault(h, []).append(i)
+    own = _own_completed_runs(store, sweep_id)
     todo: list[str] = []
     found = {}
     for h, idxs in groups.items():
-        rec = store.find_completed(h) if reuse else None
+        rec = store.find_completed(h) if reuse else own.get(h)
         if rec is not None:
             found[h] = rec
         else:
@@ -366,8 +388,20 @@ def resume_spec(store: RunStore, sweep_id: str) -> tuple[SweepSpec | None, list[
     ``(spec, configs)``; ``spec`` is ``None`` for sweeps submitted as a plain config list."""
     from ..runner import RunConfig
 
-    d = get_sweep(store, sweep_id)["spec"]
+    stored = get_sweep(store, sweep_id)
+    d = stored["spec"]
     if "configs" in d:
-        return None, [RunConfig.from_dict(c) for c in d["configs"]]
-    spec = SweepSpec.from_dict(d)
-    return spec, spec.configs()
+        spec, configs = None, [RunConfig.from_dict(c) for c in d["configs"]]
+    else:
+        spec = SweepSpec.from_dict(d)
+        configs = spec.configs()
+    # the grid expanded now must be the runs stored then: a relative data path resolved in another
+    # folder, changed data or changed code retrained every run under the old sweep's id
+    then = [r["config_hash"] for r in stored["runs"]]
+    now = [c.config_hash() for c in configs]
+    differ = sum(a != b for a, b in zip(then, now)) + abs(len(then) - len(now))
+    if then and differ:
+        raise ConfigError("resume", f"sweep {sweep_id!r} expands to other runs now ({differ} of {len(then)} differ: "
+                                    "the code, the data, or a relative data path read from another folder); "
+                                    "start a new sweep with the same flags instead")
+    return spec, configs

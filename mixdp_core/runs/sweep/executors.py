@@ -70,6 +70,32 @@ def check_workers(workers: int | None, *, local: bool = True) -> None:
         raise ConfigError("workers", f"must be an integer >= 1, got {workers!r}")
 
 
+#: Seconds a Ray ``host:port`` address has to accept a TCP connection before the sweep says it
+#: cannot reach it (``ray.init`` retried a closed port for good: 534 s and counting).
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_reachable(address: str | None) -> None:
+    """Refuse a ``host:port`` Ray address that accepts no TCP connection within
+    :data:`RAY_CONNECT_TIMEOUT_S` (``None``, ``"auto"`` and ``ray://`` addresses are Ray's to
+    resolve).
+
+    Raises:
+        ConfigError: field ``ray_address``, one line.
+    """
+    import socket
+
+    if not address or address == "auto" or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S):
+            return
+    except (OSError, ValueError) as e:
+        raise ConfigError("ray_address", f"cannot connect to a Ray cluster at {address!r} "
+                                         f"(no answer within {RAY_CONNECT_TIMEOUT_S:g} s: {e})") from None
+
+
 def check_retries(max_retries: int) -> None:
     """``max_retries`` in [0, :data:`MAX_RETRIES`] (field ``max_retries``)."""
     if not 0 <= int(max_retries) <= MAX_RETRIES:
@@ -315,6 +341,7 @@ class RayExecutor:
                 kw.update(include_dashboard=False, num_cpus=self.workers or default_workers())
             if self.ship_code:
                 kw["runtime_env"] = {"py_modules": [str(Path(__file__).resolve().parents[2])]}
+            _check_reachable(self.address)
             try:
                 ray.init(**kw)
             except ConnectionError as e:

@@ -823,7 +823,10 @@ def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: in
     e = np.asarray(eps_i, dtype=float)
     fig = go.Figure(go.Histogram(x=e, nbinsx=40, name="εᵢ of the private samples", marker_color=PRIVATE_COLOR))
     if target_epsilon is not None:
-        top = float(np.histogram(e, bins=40)[0].max()) if e.size else 1.0
+        # all εᵢ within a few ulps of each other (DPPL-Mean: every row loses the whole budget) left
+        # numpy no 40 finite bins ("Too many bins"): the page crashed; one bar holds them all
+        top = (float(np.histogram(e, bins=40)[0].max()) if e.size and np.ptp(e) > 1e-9 * max(abs(e.max()), 1.0)
+               else float(e.size) or 1.0)
         fig.add_trace(go.Scatter(x=[target_epsilon, target_epsilon], y=[0, top], mode="lines", name="target ε",
                                  line=dict(dash="dash", color=BUDGET_COLOR)))
         fig.update_xaxes(range=[0, max(float(target_epsilon), float(e.max()) if e.size else 0.0) * 1.05])

@@ -1267,3 +1267,13 @@ def test_the_encoder_is_not_named_where_none_runs():
     rec = SimpleNamespace(run_id="r", method="adamix", dataset="synthetic", encoder="pixels", seed=0,
                           status="completed", target_epsilon=1.0, metrics={"private": True, "epsilon": 1.0})
     assert f"synthetic/{NO_ENCODER}" in run_label(rec)
+
+
+def test_the_pdp_histogram_of_equal_epsilons_is_one_bar_not_a_crash():
+    """DPPL-Mean gives every row the whole budget: εᵢ within a few ulps of each other left numpy
+    no 40 finite bins ("Too many bins") and the Train, Runs and Audit pages crashed."""
+    e = np.full(100, 0.9999999999999537)
+    e[0] = 0.9999999999999554
+    fig = charts.pdp_hist_figure(e, 1.0)
+    assert list(fig.data[1].y) == [0, 100.0]  # the target line as tall as the one bar
+    assert charts.pdp_hist_figure(np.linspace(0.1, 1.0, 50), 1.0).data[1].y[1] < 50  # spread: its own bins

@@ -105,6 +105,8 @@ def owner_block(metrics: Mapping[str, Any], steps: Iterable[Mapping[str, Any]] =
         if hidden_from_public(metrics, k) and k != "diagnostics":
             out[k] = v
     steps = list(steps)
+    if reads_private_in_clear(metrics) and steps:  # the paragon's records: the owner's view whole
+        out["steps"] = [dict(s) for s in steps]
     for f in OWNER_STEP_KEYS:
         if any(f in s for s in steps):
             out[f"step_{f}"] = [s.get(f) for s in steps]
@@ -125,8 +127,13 @@ def diagnostics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def public_steps(steps: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Step records without their owner-only fields (nor the owner-only keys of ``extra``)."""
+def public_steps(steps: Iterable[Mapping[str, Any]], metrics: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Step records without their owner-only fields (nor the owner-only keys of ``extra``); none
+    at all for a run that reads the private rows in the clear (:func:`reads_private_in_clear`,
+    the paragon): its step records are outcomes (its test error at each step was exported beside
+    the metrics that no longer held it)."""
+    if metrics is not None and reads_private_in_clear(metrics):
+        return []
     out = []
     for s in steps:
         d = {k: v for k, v in s.items() if k not in OWNER_STEP_KEYS}

@@ -852,7 +852,7 @@ class RunStore:
                 d["metrics"] = public_metrics(r.metrics)
                 d["error"] = public_error(r.error)
                 if include_steps:
-                    d["steps"] = public_steps(steps)
+                    d["steps"] = public_steps(steps, r.metrics)
                 if owner_view:
                     d["owner_only"] = dict(owner_block(r.metrics, steps), error=r.error,
                                            finished_at=_iso(r.finished_at))

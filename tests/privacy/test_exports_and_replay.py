@@ -259,6 +259,12 @@ def test_the_private_count_the_boost_and_the_paragons_outcomes_are_owners_view(t
     assert "test_error" in pub["adamix"]["metrics"] and "test_error" in pub["only_public"]["metrics"]
     par = pub["paragon"]["metrics"]
     assert "test_error" not in par and "balanced_accuracy" not in par and par["method"] == "paragon"
+    # nor its step records, which held its test error at each step
+    full = {d["method"]: d for d in json.loads(store.export(fmt="json"))}
+    assert full["paragon"]["steps"] == [] and full["adamix"]["steps"]
+    assert store.steps(rid["paragon"])  # the store keeps them (the owner's charts)
+    own_steps = {d["method"]: d for d in json.loads(store.export(fmt="json", owner_view=True))}
+    assert own_steps["paragon"]["owner_only"]["steps"]
     own = {d["method"]: d for d in json.loads(store.export(fmt="json", include_steps=False, owner_view=True))}
     assert own["paragon"]["owner_only"]["test_error"] == store.get_run(rid["paragon"]).metrics["test_error"]
     assert own["adamix"]["owner_only"]["features_meta"]["n_train"] == ada.metrics["features_meta"]["n_train"]

@@ -7,7 +7,7 @@ from mixdp_core.app_support.resources import (
     STATUS_BADGE, config_json, encoder_label, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id, shown_id,
 )
-from mixdp_core.runs.owner_view import OWNER_NOTE
+from mixdp_core.runs.owner_view import OWNER_NOTE, reads_private_in_clear
 from mixdp_core.runs.store import STATUSES
 
 #: The encoder column of a run whose dataset brought its own features (no encoder ran).
@@ -31,14 +31,16 @@ owner = st.toggle("Show owner-only diagnostics (not private)", value=False, key=
 
 def _row(r):
     m = r.metrics
+    # the paragon's outcomes are owner-only (not private): shown with the toggle, as the AUC is
+    hide = not owner and reads_private_in_clear(m)
     return {
         "run_id": r.run_id, "status": STATUS_BADGE.get(r.status, r.status), "method": r.method,
         "dataset": r.dataset, "encoder": encoder_label(r.dataset, r.encoder), "seed": r.seed,
         "target ε": r.target_epsilon if m.get("private", True) else None,
         "ε spent": m.get("epsilon"), "guarantee": m.get("epsilon_label"), "noise": m.get("noise"),
-        "test error (%)": None if m.get("test_error") is None else 100 * m["test_error"],
+        "test error (%)": None if m.get("test_error") is None or hide else 100 * m["test_error"],
         **({charts.OWNER_AUC_LABEL: m.get("mia_auc")} if owner else {}),
-        "minority acc. (%)": None if m.get("minority_accuracy") is None else 100 * m["minority_accuracy"],
+        "minority acc. (%)": None if m.get("minority_accuracy") is None or hide else 100 * m["minority_accuracy"],
         "created": fmt_time(r.created_at),
         "duration (s)": round(r.duration_s, 1) if r.duration_s is not None else None,
         "label": r.label, "error": r.error,

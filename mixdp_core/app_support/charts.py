@@ -549,6 +549,10 @@ def metric_cards(metrics: Mapping[str, Any], *, owner: bool = True) -> list[tupl
         cards = [c for c in cards if c[0] != "minority-class accuracy"]
     if not owner:
         cards = [c for c in cards if c[0] != OWNER_AUC_LABEL]
+    from ..runs.owner_view import reads_private_in_clear
+
+    if reads_private_in_clear(metrics):  # the paragon's outcomes: the data owner's view, labelled so
+        cards = [(c[0] if c[0] == OWNER_AUC_LABEL else f"{c[0]} (owner's view, not private)", c[1]) for c in cards]
     return cards
 
 

@@ -1277,3 +1277,13 @@ def test_the_pdp_histogram_of_equal_epsilons_is_one_bar_not_a_crash():
     fig = charts.pdp_hist_figure(e, 1.0)
     assert list(fig.data[1].y) == [0, 100.0]  # the target line as tall as the one bar
     assert charts.pdp_hist_figure(np.linspace(0.1, 1.0, 50), 1.0).data[1].y[1] < 50  # spread: its own bins
+
+
+def test_the_paragons_outcomes_are_labelled_as_the_owners_view():
+    """Its test error and accuracies are a function of the private rows with no guarantee; the
+    run card showed them unlabelled with the owner toggle off."""
+    par = {"private": False, "epsilon": None, "test_error": 0.05, "balanced_accuracy": 0.95}
+    labels = dict(charts.metric_cards(par, owner=False))
+    assert "test error (owner's view, not private)" in labels and "test error" not in labels
+    op = dict(par, epsilon=0.0)  # Only-Public reads no private row: its outcomes are public
+    assert "test error" in dict(charts.metric_cards(op, owner=False))

@@ -268,7 +268,7 @@ if (ready or from_labels) and not errors:
             + (f"; {n_min} minority class(es) (the smallest 25 % of classes by private count, ties broken by class index, marked ★) — their accuracy is "
                "reported separately." if n_min else "; balanced private part (imbalance ratio 1): no minority class.")
             + (" Text embeddings available (zero-shot / text init)." if s.get("has_text") else ""))
-    if labels_known(dataset, pixels_ready) and dataset != "synthetic":  # synthetic rows are not images
+    if labels_known(dataset, pixels_ready) and not no_encoder:  # synthetic rows, an .npz of features: not images
         try:
             imgs = _samples(dataset, int(ppc), int(settings.get("seed", 0)))
         except MixDPError:

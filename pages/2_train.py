@@ -239,11 +239,16 @@ if launch and not blocked:
             st.session_state["train_job"] = job.job_id
             # one ε on screen: the one the run uses, said where the form is (a reference's launch
             # left the previous private launch's "Launched at ε = 3 (slider)." under the form)
-            st.session_state["train_used_eps"] = (
-                f"Launched at ε = {target_eps:g}" + (f" — the typed value; the slider's {eps:g} was not used."
-                                                     if exact.strip() else " (slider).")) if mcls.private else (
+            used = (f"Launched at ε = {target_eps:g}" + (f" — the typed value; the slider's {eps:g} was not used."
+                                                         if exact.strip() else " (slider).")) if mcls.private else (
                 f"Launched {method}, a reference method: the ε slider does not apply.")
             rid = manager.wait_run_id(job)
+            # "Launched" only for a run that exists: a launch refused when its job started (the cap,
+            # reached by another tab meanwhile) said "Launched at ε = 0.5" above its refusal
+            if rid is None and job.finished:
+                st.session_state.pop("train_used_eps", None)
+            else:
+                st.session_state["train_used_eps"] = used
             select_run(rid)  # the run id goes into the URL right away
             manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
             st.session_state["train_first_draw"] = rid  # this draw: only the charts with that point

@@ -12,7 +12,7 @@ from mixdp_core import accounting
 from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.classroom import (
     DEFAULT_LESSON, LESSON_ALIASES, LESSON_DATA, LESSON_DELTA, LESSON_EPSILONS, Lesson, LessonCache, difference_note,
-    guard_note, noisy_class_means, pdp_spread_note, report_object,
+    guard_note, long_tail_note, noisy_class_means, pdp_spread_note, report_object,
 )
 from mixdp_core.config import describe
 from mixdp_core.app_support.resources import page_setup, show_chart
@@ -177,15 +177,7 @@ def show_step():
                         + ("the noise is larger than what tells the classes apart." if np.median(d["error_norm"])
                            > d["mean_distance"] else "the classes stay apart."))
         if d["minority"]:
-            import numpy as np
-
-            mino = np.zeros(len(d["counts"]), bool)
-            mino[d["minority"]] = True
-            err = np.asarray(d["error_norm"])
-            st.markdown(f"The private data are long-tailed: a minority class has **{min(d['counts'])}** rows against "
-                        f"**{max(d['counts'])}** for the largest (owner's view). The same noise on a smaller sum moves "
-                        f"its average further: median error **{np.median(err[mino]):.2g}** on the minority classes, "
-                        f"**{np.median(err[~mino]):.2g}** on the others.")
+            st.markdown(long_tail_note(d["counts"], d["error_norm"], d["minority"]))
         return
     if run is None:
         st.info(f"Training at ε = {eps:g} … (a few seconds; the lesson's trainings run in the background)")

@@ -258,6 +258,24 @@ def guard_note(run: Mapping[str, Any]) -> str:
     return ""
 
 
+def long_tail_note(counts: Any, error_norm: Any, minority: Any) -> str:
+    """Step 1's sentence on a long-tailed lesson, from its numbers: the minority classes' averages
+    move further only where their median error says so (it claimed so beside 72 against 130)."""
+    c = np.asarray(counts)
+    err = np.asarray(error_norm, dtype=float)
+    mino = np.zeros(len(c), bool)
+    mino[list(minority)] = True
+    lo, hi = int(c.min()), int(c.max())
+    em, eo = float(np.median(err[mino])), float(np.median(err[~mino])) if (~mino).any() else float("nan")
+    head = (f"The private data are long-tailed: a minority class has **{lo}** row{'s' if lo != 1 else ''} against "
+            f"**{hi}** for the largest (owner's view). ")
+    nums = f"median error **{em:.2g}** on the minority classes, **{eo:.2g}** on the others"
+    if em > eo:
+        return head + f"The same noise on a smaller sum moves its average further: {nums}."
+    return (head + f"Here the minority averages did not move further ({nums}): at this ε the noise, which is "
+            "the same for every class, outweighs what the count changes.")
+
+
 def pdp_spread_note(eps_i: Any, epsilon: float) -> str:
     """How to read a lesson's per-instance ε: unequal where the spread is a real share of the
     budget, 'everyone lost about the whole budget' where it is not (a 0.2 % spread read as

@@ -1287,3 +1287,14 @@ def test_the_paragons_outcomes_are_labelled_as_the_owners_view():
     assert "test error (owner's view, not private)" in labels and "test error" not in labels
     op = dict(par, epsilon=0.0)  # Only-Public reads no private row: its outcomes are public
     assert "test error" in dict(charts.metric_cards(op, owner=False))
+
+
+def test_the_long_tail_sentence_follows_its_own_numbers():
+    """Step 1 said "the same noise on a smaller sum moves its average further" beside a minority
+    median of 72 against 130, and "1 rows"."""
+    from mixdp_core.app_support.classroom import long_tail_note
+
+    further = long_tail_note([1, 10, 50, 100], [3.0, 1.0, 0.5, 0.4], [0])
+    assert "moves its average further" in further and "**1** row against" in further
+    not_further = long_tail_note([1, 10, 50, 100], [72.0, 130.0, 120.0, 140.0], [0])
+    assert "did not move further" in not_further and "moves its average further" not in not_further

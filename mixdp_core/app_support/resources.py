@@ -473,7 +473,8 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     elif rec.status == CANCELLED:
         status_slot.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
     total = next((s.get("total_steps") for s in reversed(steps) if s.get("total_steps")), None)
-    figs = charts.live_figures(steps, target_epsilon=target)
+    figs = charts.live_figures(steps, target_epsilon=target,
+                               final=rec.metrics if rec.status in (COMPLETED, CANCELLED) else None)
     if not owner:
         figs.pop("subspace", None)  # reads the private gradients before noise: the owner's view only
     eps_i, pdp_step = live_pdp(store, run_id) if private and owner else (None, None)

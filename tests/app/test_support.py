@@ -254,6 +254,12 @@ def test_live_figures_from_step_records():
     assert charts.live_figures([], target_epsilon=None) == {}
     live = [dict(s, extra={"minority_accuracy": 0.5}) for s in steps]
     assert list(charts.live_figures(live)["minority"].data[0].y) == [0.5] * 5
+    # a finished run: the released model's values end the curves, marked (the minority curve
+    # stopped at the public start's 82.1 % beside a final 78.3 %)
+    done = charts.live_figures(live, final={"minority_accuracy": 0.783, "test_error": 0.12})
+    star = next(t for t in done["minority"].data if t.name == "released model (final metrics)")
+    assert list(star.x) == [10.0] and list(star.y) == [0.783]
+    assert any(t.name == "released model (final metrics)" and list(t.y) == [0.12] for t in done["test_error"].data)
     # One-shot methods (prototypes, paragon): no curves at all, not empty 0-4 axes.
     one = [{"step": 1, "total_steps": 1, "test_error": 0.2, "clip_norm": None, "epsilon_spent": 1.0, "extra": {}}]
     assert charts.is_one_shot(one) and charts.live_figures(one, target_epsilon=1.0) == {}

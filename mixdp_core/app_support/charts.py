@@ -72,6 +72,23 @@ def _reference_eps_label(method: str) -> str:
     return "ε=0" if reads_no_private(method) else "ε=∞"
 
 
+def _owner_view(build: Any) -> Any:
+    """Mark what ``build`` returns as computed on the private data without a guarantee
+    (``layout.meta["owner_only"]``): its CSV export then starts with the owner's note. The page
+    labels such a chart; its downloaded file (exact per-class private counts, per-instance ε,
+    attack scores) carried no label at all."""
+    import functools
+
+    @functools.wraps(build)
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        fig = build(*args, **kwargs)
+        if fig is not None:
+            fig.update_layout(meta={"owner_only": True})
+        return fig
+
+    return marked
+
+
 def _layout(fig, title: str, x: str, y: str, height: int = 320):
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template=TEMPLATE, height=height,
                       margin=dict(l=50, r=30, t=50, b=40), showlegend=True, modebar=dict(orientation="v"),
@@ -103,6 +120,7 @@ def _log_eps_axis(fig, eps: Sequence[float]):
 
 
 # --------------------------------------------------------------------------- data page
+@_owner_view
 def class_counts_figure(summary: Mapping[str, Any], *, imbalance_ratio: float | None = None):
     """Grouped bars of public and private samples per class; minority classes marked only
     when the private part is imbalanced (``imbalance_ratio > 1``; a balanced split has no
@@ -260,6 +278,7 @@ SUBSPACE_NAMES = ("public-gradient subspace (AdaMix's projection)", "random subs
 SUBSPACE_RANDOM_COLOR = "#ff7f0e"
 
 
+@_owner_view
 def subspace_figure(df):
     """Plotly chart of AdaMix Fig. 6 from a run's step frame (:func:`steps_frame`): the relative
     reconstruction error of the clipped private gradient sum on the public subspace and on a
@@ -709,6 +728,7 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     return fig
 
 
+@_owner_view
 def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     """Membership-attack AUC vs test error, one marker per (method, ε), ε annotated
     (AdaMix Fig. 1 right). Non-private references are labelled ε = ∞, Only-Public and zero-shot
@@ -818,6 +838,7 @@ def _legend_below(fig: Any, title: str, note: str) -> None:
 
 
 # --------------------------------------------------------------------------- privacy audit
+@_owner_view
 def pdp_sorted_figure(eps_i: np.ndarray, target_epsilon: float | None):
     """Per-instance ε of every private sample, sorted (AdaMix Fig. 3 left)."""
     go = _go()
@@ -828,6 +849,7 @@ def pdp_sorted_figure(eps_i: np.ndarray, target_epsilon: float | None):
     return _layout(fig, "Per-instance ε, sorted", "private samples (sorted)", "εᵢ", height=340)
 
 
+@_owner_view
 def pdp_hist_figure(eps_i: np.ndarray, target_epsilon: float | None, *, step: int | None = None,
                     total_steps: int | None = None):
     """Histogram of per-instance ε with the target ε line (AdaMix Fig. 3 right).
@@ -860,6 +882,7 @@ LAYER_CHART_CAPTION = (
 )
 
 
+@_owner_view
 def layer_stats_figure(rows: Sequence[Mapping[str, Any]]):
     """Noise-to-gradient ratio per trainable tensor of a DP fine-tuning run (log y), the kept
     share as bar text; tensors with nothing trainable are left out."""
@@ -876,6 +899,7 @@ def layer_stats_figure(rows: Sequence[Mapping[str, Any]]):
                    "noise norm / clipped-gradient norm (per step, log)", height=360)
 
 
+@_owner_view
 def roc_figure(fpr: np.ndarray, tpr: np.ndarray, auc: float | None):
     """ROC curve of the loss-threshold membership attack, with its AUC."""
     go = _go()
@@ -1007,8 +1031,13 @@ def figure_frame(fig):
 
 
 def figure_csv(fig) -> str:
-    """CSV text of :func:`figure_frame`."""
-    return figure_frame(fig).to_csv(index=False)
+    """CSV text of :func:`figure_frame`; a chart of the owner's view (:func:`_owner_view`) starts
+    with a ``#`` line holding the owner's note."""
+    from ..runs.owner_view import OWNER_NOTE
+
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    head = f"# {OWNER_NOTE}\n" if meta.get("owner_only") else ""
+    return head + figure_frame(fig).to_csv(index=False)
 
 
 def figure_image(fig, fmt: str = "svg") -> bytes:
@@ -1087,6 +1116,7 @@ def figure_image(fig, fmt: str = "svg") -> bytes:
 
 
 # --------------------------------------------------------------------------- sample images
+@_owner_view
 def noise_vs_separation_figure(error_norm: Sequence[float], mean_distance: float, *, epsilon: float,
                                minority: Sequence[int] = ()):
     """Classroom step 1 without images: per class, how far the published average lies from the
@@ -1142,6 +1172,7 @@ def sample_grid_figure(images: Mapping[str, Sequence[np.ndarray]], *, title: str
 ATTACK_COLORS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
+@_owner_view
 def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np.ndarray]], *,
                             log: bool = True, fpr_floor: float = 1e-4, large: bool = True,
                             counts: Mapping[str, tuple[int, int]] | None = None, confidence: float = 0.95):

@@ -1304,3 +1304,17 @@ def test_the_long_tail_sentence_follows_its_own_numbers():
     assert "moves its average further" in further and "**1** row against" in further
     not_further = long_tail_note([1, 10, 50, 100], [72.0, 130.0, 120.0, 140.0], [0])
     assert "did not move further" in not_further and "moves its average further" not in not_further
+
+
+def test_a_chart_of_the_owners_view_exports_its_csv_with_the_owners_note():
+    """The Data page's class counts (exact private counts per class) and the per-instance ε
+    histogram downloaded as CSV with no label; the page said "owner's view", the file did not."""
+    from mixdp_core.runs.owner_view import OWNER_NOTE
+
+    counts = charts.class_counts_figure({"class_names": ["a", "b"], "public": [2, 2], "private": [40, 4],
+                                         "test": [5, 5], "minority": [0, 1]}, imbalance_ratio=10)
+    for fig in (counts, charts.pdp_hist_figure(np.linspace(0.1, 1.0, 20), 1.0)):
+        assert charts.figure_csv(fig).startswith(f"# {OWNER_NOTE}\n")
+    public = charts.metric_vs_epsilon([{"method": "adamix", "epsilon": 1.0, "test_error_mean": 0.2,
+                                        "test_error_std": 0.0, "n": 1}], "test_error", "t", "y")
+    assert not charts.figure_csv(public).startswith("#")

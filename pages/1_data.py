@@ -170,7 +170,9 @@ with c2:
     if not 1.0 <= float(ir) <= forms.MAX_FORM_IMBALANCE_RATIO:
         errors["imbalance_ratio"] = f"must be a number in [1, {forms.MAX_FORM_IMBALANCE_RATIO:g}], got {float(ir):g}"
     # synthetic is its own second domain: its public rows from class means moved by "shift"
-    domains = ["(same dataset)"] + [d for d in registered if d != dataset or d == "synthetic"]
+    # synthetic's public domain is synthetic's own (shifted) rows: offered for synthetic only
+    domains = ["(same dataset)"] + [d for d in registered if (d != dataset and d != "synthetic")
+                                    or d == dataset == "synthetic"]
     pf = st.selectbox("Public data from (domain shift, optional)", domains,
                       index=domains.index(settings["public_from"]) if settings["public_from"] in domains else 0,
                       key="data_public_from",

@@ -78,15 +78,42 @@ def split_problem(dataset: str, *, public_per_class: int, imbalance_ratio: float
     public samples per class where a class holds 180), else ``None``. Checked from the labels
     (:func:`labels_known`); ``None`` when the labels are not at hand yet (the run's own
     split then says it)."""
+    from ..data.datasets import parse_spec
     from ..errors import MixDPError, field_and_message
 
-    if public_from or not labels_known(dataset, ready_pixels):
+    if public_from:
+        # the two domains' classes, from their listings (nothing encoded): a public domain with
+        # other classes was saved and failed only at Launch
+        bad = public_classes_problem(dataset, public_from, dataset_kwargs)
+        if bad or not (labels_known(dataset, ready_pixels) and labels_known(parse_spec(public_from)[0])):
+            return bad
+    elif not labels_known(dataset, ready_pixels):
         return None
     try:
         label_summary(dataset, public_per_class=public_per_class, imbalance_ratio=imbalance_ratio, seed=seed,
-                      cache_dir=cache_dir, dataset_kwargs=dataset_kwargs)
+                      public_from=public_from, cache_dir=cache_dir, dataset_kwargs=dataset_kwargs)
     except MixDPError as e:
         return field_and_message(e, "split")
+    return None
+
+
+def public_classes_problem(dataset: str, public_from: str,
+                           dataset_kwargs: dict[str, Any] | None = None) -> tuple[str, str] | None:
+    """``("public_from", message)`` when the public domain's classes are not ``dataset``'s, from
+    the two listings (:func:`~mixdp_core.data.datasets.load_dataset`, nothing encoded), else
+    ``None`` (also when either cannot be listed: the run says why)."""
+    from ..data.datasets import load_dataset, public_source
+    from ..errors import MixDPError, field_and_message
+
+    try:
+        pub_spec, pub_kw = public_source(dataset, dict(dataset_kwargs or {}), public_from)
+        a = load_dataset(dataset, **dict(dataset_kwargs or {})).class_names
+        b = load_dataset(pub_spec, **pub_kw).class_names
+    except MixDPError as e:
+        return field_and_message(e, "public_from")
+    if list(a) != list(b):
+        return ("public_from", f"{public_from!r} has classes {list(b)[:12]}, but the private dataset has "
+                               f"{list(a)[:12]}; they must be equal")
     return None
 
 

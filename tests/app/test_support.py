@@ -1318,3 +1318,22 @@ def test_a_chart_of_the_owners_view_exports_its_csv_with_the_owners_note():
     public = charts.metric_vs_epsilon([{"method": "adamix", "epsilon": 1.0, "test_error_mean": 0.2,
                                         "test_error_std": 0.0, "n": 1}], "test_error", "t", "y")
     assert not charts.figure_csv(public).startswith("#")
+
+
+def test_the_data_page_checks_a_public_domain_before_saving(tmp_path):
+    """With "Public data from" set the split checks were skipped: a public domain with other
+    classes, or a synthetic size past its limit, was saved and failed only at Launch."""
+    from mixdp_core.app_support.data import split_problem
+
+    rng = np.random.default_rng(0)
+    p = tmp_path / "f.npz"
+    np.savez(p, X_train=rng.normal(size=(40, 16)).astype(np.float32), y_train=np.arange(40) % 4,
+             X_test=rng.normal(size=(8, 16)).astype(np.float32), y_test=np.arange(8) % 4,
+             class_names=np.array(["cat", "dog", "fox", "owl"]))
+    field, msg = split_problem(f"features:{p}", public_per_class=2, public_from="digits")
+    assert field == "public_from" and "they must be equal" in msg
+    field, msg = split_problem("synthetic", public_per_class=2, public_from="synthetic",
+                               dataset_kwargs={"classes": 1000, "dim": 4096})
+    assert field == "dim" and "at most" in msg
+    assert split_problem("synthetic", public_per_class=2, public_from="synthetic",
+                         dataset_kwargs={"classes": 5, "dim": 8, "train_per_class": 20, "shift": 0.5}) is None

@@ -48,7 +48,7 @@ def big(fig, height: int = 520):
     """Classroom sizes for a projector. A legend placed under the plot (the charts' own layout)
     keeps its rows' room, scaled to the larger font; the title's subtitle gets room above the
     plot (it sat on the 100 % tick)."""
-    below = fig.layout.legend.orientation == "h" and fig.layout.legend.yref == "container"
+    below = fig.layout.legend.yref == "container"
     extra = int(round((fig.layout.margin.b or 60) - 55) * 18 / 12) if below else 0
     fig.update_layout(font=dict(size=20), title_font=dict(size=26), height=height + max(extra, 0),
                       legend=dict(font=dict(size=18)),

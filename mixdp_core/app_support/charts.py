@@ -1223,13 +1223,17 @@ def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np
             # polygon: optimistic edge out, pessimistic edge back
             bx = np.concatenate([np.maximum(f_lo, fpr_floor if log else 0.0), f_hi[::-1]])
             by = np.concatenate([t_hi, np.maximum(t_lo, fpr_floor if log else 0.0)[::-1]])
+            # the band has no legend entry of its own: its curve's entry names it (one row per
+            # attack, not two: after a LiRA audit 12 rows pushed the plot down to ~150 px)
             fig.add_trace(go.Scatter(x=bx, y=by, mode="lines", fill="toself", line=dict(width=0, color=color),
-                                     opacity=0.18, hoverinfo="skip", legendgroup=str(nm),
-                                     name=f"{nm}: {100 * confidence:.0f} % band ({n[1]} members, {n[0]} non-members)"))
+                                     opacity=0.18, hoverinfo="skip", legendgroup=str(nm), showlegend=False,
+                                     name=f"{nm}: {100 * confidence:.0f} % band"))
         if log:
             keep = f >= fpr_floor
             f, t = f[keep], np.maximum(t[keep], fpr_floor)
-        fig.add_trace(go.Scatter(x=f, y=t, mode="lines", name=str(nm), legendgroup=str(nm),
+        band_note = (f" (shaded: {100 * confidence:.0f} % band, {n[1]} members, {n[0]} non-members)"
+                     if n is not None and min(n) > 0 and f.size else "")
+        fig.add_trace(go.Scatter(x=f, y=t, mode="lines", name=f"{nm}{band_note}", legendgroup=str(nm),
                                  line=dict(color=color, width=3)))
     # powers of ten (10⁻⁴), not SI prefixes: "100μ" read as the GDP μ beside it
     axis = dict(type="log", range=[math.log10(fpr_floor), 0], exponentformat="power") if log else dict(range=[0, 1])
@@ -1239,7 +1243,14 @@ def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np
     _layout(fig, "What the guarantee allows vs what the attacks achieve",
             "false positive rate (non-members wrongly accused)", "true positive rate (members found)",
             height=560 if large else 380)
-    fig.update_layout(font=dict(size=font), legend=dict(orientation="h", y=-0.3, font=dict(size=font - 4)))
+    # the legend under the axis title, one entry per row, and the figure taller by its rows, so
+    # the plot keeps its height whatever the number of audits drawn
+    rows = sum(1 for t in fig.data if t.showlegend is not False and t.name)
+    extra = int(rows * (font + 10))
+    fig.update_layout(font=dict(size=font), height=int(fig.layout.height) + extra,
+                      margin=dict(l=60, r=30, t=50, b=70 + extra),
+                      legend=dict(orientation="v", yref="container", yanchor="bottom", y=0.0, x=0,
+                                  font=dict(size=font - 4)))
     return fig
 
 

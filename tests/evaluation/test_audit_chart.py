@@ -49,8 +49,14 @@ def test_theory_chart_draws_each_measured_curve_with_its_band_and_legend():
     f = np.linspace(0, 1, 21)
     fig = theory_vs_attack_figure(rep, {"canary": (f, np.sqrt(f))}, counts={"canary": (100, 100)}, log=False)
     names = [t.name for t in fig.data]
-    assert any("95 % band (100 members, 100 non-members)" in n for n in names)
-    band = next(t for t in fig.data if "band" in t.name)
-    assert band.fill == "toself" and band.showlegend is not False
+    # the curve's legend entry names its band (one row per attack: a band's own entry doubled the
+    # rows, and after a LiRA audit 12 of them squeezed the plot to ~150 px)
+    assert any("95 % band, 100 members, 100 non-members" in n for n in names)
+    band = next(t for t in fig.data if t.fill == "toself")
+    assert band.showlegend is False and band.legendgroup == "canary"
+    h1 = fig.layout.height
+    more = theory_vs_attack_figure(rep, {f"a{i}": (f, np.sqrt(f)) for i in range(6)},
+                                   counts={f"a{i}": (100, 100) for i in range(6)}, log=False)
+    assert more.layout.height > h1 and more.layout.legend.yref == "container"  # taller, not squeezed
     fig2 = theory_vs_attack_figure(rep, {"canary": (f, np.sqrt(f))}, log=False)  # no counts: no band
     assert not any("band" in (t.name or "") for t in fig2.data)

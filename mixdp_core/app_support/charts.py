@@ -137,10 +137,16 @@ def class_counts_figure(summary: Mapping[str, Any], *, imbalance_ratio: float | 
     minority = [bool(m) and imbalanced for m in summary["minority"]]
     labels = [f"{n} ★" if m else n for n, m in zip(names, minority)]
     fig = go.Figure()
-    fig.add_bar(x=labels, y=summary["public"], name="public", marker_color=PUBLIC_COLOR)
-    fig.add_bar(x=labels, y=summary["private"], name="private", marker_color=[
-        MINORITY_COLOR if m else PRIVATE_COLOR for m in minority],
-        marker_pattern_shape=["/" if m else "" for m in minority])
+    fig.add_bar(x=labels, y=summary["public"], name="public", marker_color=PUBLIC_COLOR, offsetgroup="public")
+    # minority classes as their own trace in the private bars' slot: one trace with per-bar colours
+    # showed the first bar's colour as the legend swatch ("private" drawn red-hatched when class 0
+    # was a minority, and no entry for the other colour)
+    priv = [None if m else v for v, m in zip(summary["private"], minority)]
+    fig.add_bar(x=labels, y=priv, name="private", marker_color=PRIVATE_COLOR, offsetgroup="private")
+    if any(minority):
+        fig.add_bar(x=labels, y=[v if m else None for v, m in zip(summary["private"], minority)],
+                    name="private, minority class ★", marker_color=MINORITY_COLOR, marker_pattern_shape="/",
+                    offsetgroup="private")
     fig.update_layout(barmode="group")
     title = "Samples per class" + (" (★ = minority class, red)" if any(minority) else "")
     return _layout(fig, title, "class", "samples")
@@ -1056,6 +1062,13 @@ def figure_image(fig, fmt: str = "svg") -> bytes:
 
     lay = fig.layout
     mfig, ax = plt.subplots(figsize=(7.5, 0.75 * (lay.height or 400) / 100 + 1.2))
+    # grouped bars side by side, as plotly draws them: one slot per offset group (traces sharing
+    # one, like the private and the minority bars, share a slot); they were drawn on top of each other
+    bars = [tr for tr in fig.data if tr.type == "bar"]
+    groups = list(dict.fromkeys((tr.offsetgroup or f"_{i}") for i, tr in enumerate(bars)))
+    slot = {id(tr): groups.index(tr.offsetgroup or f"_{i}") for i, tr in enumerate(bars)}
+    cats = list(dict.fromkeys(str(v) for tr in bars for v in tr.x))
+    width = 0.8 / max(len(groups), 1)
     try:
         for tr in fig.data:
             name = tr.name or None
@@ -1067,7 +1080,15 @@ def figure_image(fig, fmt: str = "svg") -> bytes:
             if tr.type == "histogram":
                 ax.hist(np.asarray(tr.x, dtype=float), bins=40, label=name, color=color, alpha=0.8)
             elif tr.type == "bar":
-                ax.bar([str(v) for v in tr.x], tr.y, label=name, alpha=0.7)
+                pos = np.array([cats.index(str(v)) for v in tr.x], dtype=float)
+                pos += (slot[id(tr)] - (len(groups) - 1) / 2) * width
+                y = np.array([np.nan if v is None else float(v) for v in tr.y])
+                colors = tr.marker.color if tr.marker is not None else None
+                colors = list(colors) if isinstance(colors, (list, tuple)) else color
+                hatch = tr.marker.pattern.shape if tr.marker is not None and tr.marker.pattern is not None else None
+                ax.bar(pos, np.nan_to_num(y), width=width, label=name, alpha=0.8, color=colors,
+                       hatch=hatch if isinstance(hatch, str) and hatch else None)
+                ax.set_xticks(range(len(cats)), cats)
             elif tr.type == "scatter":
                 if getattr(tr, "fill", None) == "toself":
                     ax.fill(tr.x, tr.y, color=color, alpha=0.15)

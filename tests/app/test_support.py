@@ -564,8 +564,12 @@ def test_class_counts_figure_marks_minorities():
     s = {"class_names": ["a", "b", "c"], "public": [2, 2, 2], "private": [10, 5, 1], "test": [3, 3, 3],
          "minority": [0, 0, 1]}
     fig = charts.class_counts_figure(s)
-    assert [t.name for t in fig.data] == ["public", "private"]
-    assert list(fig.data[1].x) == ["a", "b", "c ★"]
+    # the minority bars are their own trace (legend entry) in the private bars' slot
+    assert [t.name for t in fig.data] == ["public", "private", "private, minority class ★"]
+    assert list(fig.data[1].x) == ["a", "b", "c ★"] and list(fig.data[1].y) == [10, 5, None]
+    assert list(fig.data[2].y) == [None, None, 1] and fig.data[1].offsetgroup == fig.data[2].offsetgroup
+    first_minor = charts.class_counts_figure(dict(s, minority=[1, 0, 0]))  # class 0 a minority
+    assert first_minor.data[1].marker.color == charts.PRIVATE_COLOR  # the "private" swatch stays blue
 
 
 # ------------------------------------------------------------------ jobs
@@ -1337,3 +1341,24 @@ def test_the_data_page_checks_a_public_domain_before_saving(tmp_path):
     assert field == "dim" and "at most" in msg
     assert split_problem("synthetic", public_per_class=2, public_from="synthetic",
                          dataset_kwargs={"classes": 5, "dim": 8, "train_per_class": 20, "shift": 0.5}) is None
+
+
+def test_the_png_fallback_draws_grouped_bars_side_by_side_in_their_colours(monkeypatch):
+    """Without kaleido the PNG export drew the public bars under the private ones and the minority
+    bars in the private colour."""
+    from matplotlib.axes import Axes
+
+    calls = []
+    real = Axes.bar
+    monkeypatch.setattr(Axes, "bar", lambda self, x, h, **kw: calls.append((list(x), kw.get("color"))) or real(
+        self, x, h, **kw))
+    monkeypatch.setattr(type(charts.class_counts_figure({"class_names": ["a"], "public": [1], "private": [1],
+                                                           "test": [1], "minority": [0]})), "to_image",
+                        lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no kaleido")))
+    s = {"class_names": ["a", "b", "c"], "public": [2, 2, 2], "private": [10, 5, 1], "test": [3, 3, 3],
+         "minority": [0, 0, 1]}
+    png = charts.figure_image(charts.class_counts_figure(s, imbalance_ratio=10), "png")
+    assert png[:4] == b"\x89PNG"
+    (pub_x, _), (priv_x, priv_c), (min_x, min_c) = calls
+    assert all(p < q for p, q in zip(pub_x, priv_x)) and priv_x == min_x  # side by side; one private slot
+    assert priv_c == charts.PRIVATE_COLOR and min_c == charts.MINORITY_COLOR

@@ -93,23 +93,31 @@ les = Lesson(data=data, **dials)
 st.markdown(les.describe() + " Move **ε**, the privacy budget, and walk through five steps. "
             "Smaller ε = stronger privacy.")
 eps0 = float(q.get("eps", 1.0)) if q.get("eps") in [f"{e:g}" for e in LESSON_EPSILONS] else 1.0
+# The browser's Back / Forward: the URL differs from the one this page last wrote, and then the URL
+# wins over the widgets' session state (Back showed step 2 for a moment, then the page wrote step 3
+# again: the user was stuck)
+OWN = ("eps", "step", "data", "imbalance_ratio", "classes", "train_per_class")
+_moved = (st.session_state.get("class_url_written") is not None
+          and {n: q[n] for n in OWN if n in q} != st.session_state["class_url_written"])
+if _moved:
+    st.session_state["class_eps"] = eps0
 eps = st.select_slider("ε — privacy budget", options=list(LESSON_EPSILONS), value=eps0, key="class_eps",
                        format_func=lambda v: f"{v:g}")
 st.markdown(forms.slider_tick_row(list(LESSON_EPSILONS), testid="class-eps-ticks", font_size="1.2rem",
                                   margin="-0.8rem 0 0.6rem 0"), unsafe_allow_html=True)
 step0 = int(q.get("step", 1)) if str(q.get("step", "1")).isdigit() and 1 <= int(q.get("step", 1)) <= 5 else 1
-if "class_step" not in st.session_state:
+if "class_step" not in st.session_state or _moved:
     st.session_state["class_step"] = STEPS[step0 - 1]  # from the URL (?step=), then the widget's own
 step = st.segmented_control("Step", STEPS, key="class_step") or STEPS[0]
 k = STEPS.index(step) + 1
 # The URL carries what differs from the defaults, so a shared link opens the same lesson.
 url = {"eps": f"{eps:g}", "step": str(k), **({"data": data} if data != DEFAULT_LESSON else {}),
        **{n: f"{getattr(les, n):g}" for n in dials if getattr(les, n) != getattr(base, n)}}
-OWN = ("eps", "step", "data", "imbalance_ratio", "classes", "train_per_class")
 if {n: q[n] for n in OWN if n in q} != url:
     for n in [n for n in OWN if n in q and n not in url]:  # a dial back at its default leaves the URL
         del st.query_params[n]
     st.query_params.update(url)
+st.session_state["class_url_written"] = dict(url)
 
 cache = lesson(les)
 # A dial moved: the lesson left behind stops training (it resumes if anyone opens it again).

@@ -709,6 +709,11 @@ def test_classroom_walks_five_steps_from_one_slider(at):
     names = {tr["name"] for tr in specs[0]["data"]}
     assert {"AdaMix", "Fully-Private"} <= names
     assert specs[0]["layout"]["xaxis"]["tickvals"] == list(LESSON_EPSILONS)
+    # the browser's Back: the URL goes to step 4 and the page follows it (it wrote step 5 back)
+    at.query_params["step"] = "4"
+    at.run()
+    assert at.session_state["class_step"].startswith("4") or "Each person's privacy loss" in page_text(at)
+    assert at.query_params["step"] in ("4", ["4"])
 
 
 def test_train_launches_sparse_finetune_with_its_auto_defaults(at):

@@ -136,11 +136,13 @@ def _prv_epsilon(blocks: tuple, delta: float, eps_error: float) -> float:
             warnings.simplefilter("ignore")
             # Opacus's PRV estimate goes below 0 at large δ; ε >= 0 by definition
             return max(0.0, float(acc.get_epsilon(delta=delta, eps_error=eps_error)))
-    except (ValueError, RuntimeError, FloatingPointError) as exc:
+    except (ValueError, RuntimeError, FloatingPointError, MemoryError) as exc:
+        # MemoryError: at a tiny σ (ε near the top of its range) the PRV grid asked for 84 GiB
+        # (std::bad_alloc, a traceback); a one-line error instead
         raise AccountingError(
-            f"accountant 'prv' (Opacus) failed for {list(blocks)} at delta={delta}: {exc}; "
-            "use accountant='rdp' or 'pld'"
-        ) from exc
+            f"accountant 'prv' (Opacus) failed for {list(blocks)} at delta={delta}: "
+            f"{type(exc).__name__ if isinstance(exc, MemoryError) else exc}; use accountant='rdp' or 'pld'"
+        ) from None
 
 
 def _pld_event(blocks: Sequence[Block]):
@@ -337,10 +339,11 @@ def _pld_epsilon(blocks: tuple, delta: float, interval: float = PLD_INTERVAL) ->
     try:
         pld = _pld(blocks, interval)
         return math.inf if pld is None else float(pld.get_epsilon_for_delta(delta))
-    except (ValueError, RuntimeError, FloatingPointError, OverflowError) as exc:
+    except (ValueError, RuntimeError, FloatingPointError, OverflowError, MemoryError) as exc:
         raise AccountingError(
-            f"accountant 'pld' (dp-accounting) failed for {list(blocks)}: {exc}; use accountant='rdp'"
-        ) from exc
+            f"accountant 'pld' (dp-accounting) failed for {list(blocks)}: "
+            f"{type(exc).__name__ if isinstance(exc, MemoryError) else exc}; use accountant='rdp'"
+        ) from None
 
 
 def pld_epsilons(profiles: Sequence[Sequence[Block]], *, delta: float, interval: float = PLD_SEARCH_INTERVAL
@@ -370,8 +373,9 @@ def pld_epsilons(profiles: Sequence[Sequence[Block]], *, delta: float, interval:
                 x = block(*b)
                 pld = x if pld is None else pld.compose(x)
             out[i] = 0.0 if pld is None else max(0.0, float(pld.get_epsilon_for_delta(float(delta))))
-    except (ValueError, RuntimeError, FloatingPointError, OverflowError) as exc:
-        raise AccountingError(f"accountant 'pld' (dp-accounting) failed on per-instance profiles: {exc}") from exc
+    except (ValueError, RuntimeError, FloatingPointError, OverflowError, MemoryError) as exc:
+        raise AccountingError(f"accountant 'pld' (dp-accounting) failed on per-instance profiles: "
+                              f"{type(exc).__name__ if isinstance(exc, MemoryError) else exc}") from None
     return out
 
 

@@ -40,6 +40,7 @@ from scipy.special import gammaln, gammasgn
 
 from . import _validate as V
 from .conversions import RDP_ORDERS, rdp_to_epsilon
+from ..errors import ConfigError
 from .errors import BudgetError
 from .limits import check_steps
 
@@ -50,10 +51,12 @@ _LH_MAX = 1e4
 def _check(eta: float, gamma: float) -> tuple[float, float]:
     eta = float(eta)
     gamma = float(gamma)
+    # ConfigError (a ValueError) naming the field: the ledger flags a damaged record's event by
+    # ConfigError, and a bare ValueError crashed `mixdp budget` instead
     if not eta > -1 or not math.isfinite(eta):
-        raise ValueError(f"eta must be > -1, got {eta!r}")
+        raise ConfigError("eta", f"must be > -1, got {eta!r}")
     if not 0 < gamma < 1:
-        raise ValueError(f"gamma must lie in (0, 1), got {gamma!r}")
+        raise ConfigError("gamma", f"must lie in (0, 1), got {gamma!r}")
     return eta, gamma
 
 

@@ -109,3 +109,21 @@ def test_a_composition_with_pure_parts_reports_the_tightest_sound_bound():
     # where RDP of the whole is tighter (many pure parts' ε² add up in zCDP), RDP stays
     many = A.Composition([A.PureDP(0.05)] * 40 + [g])
     assert A.epsilon(many, delta=1e-5) <= 40 * 0.05 + A.epsilon(g, delta=1e-5)
+
+
+def test_an_accountant_out_of_memory_is_a_one_line_accounting_error(monkeypatch):
+    """At a tiny σ the PRV grid asked for 84 GiB: std::bad_alloc came out as a MemoryError
+    traceback; it is an AccountingError naming the accountant and the way out."""
+    from opacus.accountants import PRVAccountant
+
+    from mixdp_core.accounting import backends
+    from mixdp_core.errors import AccountingError
+
+    def oom(self, **kw):
+        raise MemoryError("std::bad_alloc")
+
+    monkeypatch.setattr(PRVAccountant, "get_epsilon", oom)
+    backends._prv_epsilon.cache_clear()
+    with pytest.raises(AccountingError, match="accountant 'prv' .* MemoryError; use accountant='rdp' or 'pld'"):
+        backends._prv_epsilon(((0.065, 0.01, 100),), 1e-5, 0.01)
+    backends._prv_epsilon.cache_clear()

@@ -86,3 +86,20 @@ def test_pdp_vectorized_speed():
         A.gaussian_epsilon(1.0, delta=1e-5)
     )
     assert math.isfinite(eps.max())
+
+
+def test_per_instance_epsilon_never_exceeds_the_runs_at_a_large_budget(monkeypatch):
+    """At σ = 0.06 (ε ≈ 1,000) a row's PLD profile was inf (dp-accounting's own answer there) and
+    its RDP bound 12,961 beside the run's 980: every ratio is at most 1, so the run's own ε caps
+    every row. (The real case takes minutes of PLD at that σ: the two bounds are stubbed to what
+    they returned.)"""
+    from mixdp_core.accounting.pdp import SubsampledGaussianPDP
+
+    q, s, T = 0.02, 1.0, 50
+    acc = SubsampledGaussianPDP(3, sample_rate=q, noise_multiplier=s)
+    acc.add_steps(np.random.default_rng(0).uniform(0.0, 1.0, size=(3, T)))
+    run = A.epsilon(A.PoissonSubsampledGaussian(s, q, T), delta=1e-5, accountant="pld")
+    monkeypatch.setattr(SubsampledGaussianPDP, "_pld_epsilon", lambda self, d, **k: np.array([np.inf, 0.5, np.inf]))
+    monkeypatch.setattr(SubsampledGaussianPDP, "_rdp_epsilon", lambda self, d, **k: np.array([12961.0, 0.7, 0.4]))
+    eps = acc.epsilon(delta=1e-5, accountant="pld")
+    assert eps.tolist() == pytest.approx([run, 0.5, 0.4])

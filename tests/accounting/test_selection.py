@@ -64,3 +64,28 @@ def test_calibration_meets_budget_and_is_tight():
 def test_impossible_budget_raises():
     with pytest.raises(accounting.BudgetError):
         accounting.calibrate_selection_mu(target_epsilon=1e-4, target_delta=1e-5, eta=1.0, gamma=0.01)
+
+
+def test_a_bad_selection_parameter_is_a_config_error_naming_it():
+    """A damaged honest-tuning record's event raised a bare ValueError, which the ledger's
+    damaged-record handling (ConfigError) did not catch: `mixdp budget` crashed."""
+    from mixdp_core.accounting import event_from_dict
+    from mixdp_core.errors import ConfigError
+
+    base = {"type": "ComposedGaussian", "noise_multiplier": 1, "steps": 1}
+    with pytest.raises(ConfigError, match="gamma: must lie in"):
+        event_from_dict({"type": "PrivateSelection", "base": base, "eta": 1, "gamma": 2})
+    with pytest.raises(ConfigError, match="eta: must be > -1"):
+        event_from_dict({"type": "PrivateSelection", "base": base, "eta": -3, "gamma": 0.5})
+
+
+def test_a_composition_holding_an_adaptive_part_is_accounted():
+    """It raised TypeError ("no fixed RDP curve"): its pure first part adds basically, the rest
+    composes, as the data-set ledger does."""
+    import mixdp_core.accounting as A
+    from mixdp_core.accounting.events import AdaptiveComposition, PureDP
+
+    psg, g = A.PoissonSubsampledGaussian(1, 0.01, 100), A.ComposedGaussian(10, 10)
+    c = A.Composition([AdaptiveComposition(PureDP(0.1), psg), g])
+    assert A.epsilon(c, delta=1e-5) == pytest.approx(0.1 + A.epsilon(A.Composition([psg, g]), delta=1e-5))
+    assert A.delta(c, epsilon=2.0) == pytest.approx(A.delta(A.Composition([psg, g]), epsilon=1.9))

@@ -102,9 +102,11 @@ def test_data_page_draws_split_without_extraction_marks_minority_only_when_imbal
     assert len(charts["data_samples"]["data"]) >= 10  # at least one public image per class
     at.number_input(key="data_ir").set_value(10.0).run()
     counts = _charts(at)["data_counts"]
-    private = counts["data"][1]["y"]
+    # the private bars: the majority trace and the minority trace (their own legend entry) together
+    private = [a if a is not None else b for a, b in zip(counts["data"][1]["y"], counts["data"][2]["y"])]
     assert max(private) / min(private) > 5  # the long tail (IR = 10) is visible
     assert sum("★" in str(x) for x in counts["data"][1]["x"]) >= 2  # minority classes marked
+    assert counts["data"][2]["name"] == "private, minority class ★"
     at.button(key="data_extract").click().run()
     assert not at.exception, at.exception
     assert "Features ready" in page_text(at)

@@ -217,29 +217,42 @@ if st.button(("Load the rows now (optional)" if light else "Extract features") i
              type="primary" if not ready and not light else "secondary",
              icon=":material/check_circle:" if ready else ":material/memory:",
              disabled=bool(errors), key="data_extract"):
+    jobs = []
     for ds in [dataset] + ([public_from] if public_from else []):
         job = manager.submit_features(ds, encoder, encoder_kwargs=encoder_kwargs)
+        jobs.append((ds, job.job_id))
     st.session_state["feature_job"] = job.job_id
+    # every job of the click, each under its data set's name (with a public domain only the last was
+    # shown: the private upload's line read digits' counts)
+    st.session_state["feature_jobs"] = jobs
+
+_jobs = [(ds, manager.get(jid)) for ds, jid in st.session_state.get("feature_jobs") or
+         [("", st.session_state.get("feature_job"))]]
+_jobs = [(ds, j) for ds, j in _jobs if j is not None]
 
 
-@st.fragment(run_every=poll_seconds() if job is not None and not job.finished else None)
+@st.fragment(run_every=poll_seconds() if any(not j.finished for _, j in _jobs) else None)
 def feature_progress():
-    j = manager.get(st.session_state.get("feature_job"))
-    if j is None:
+    jobs = [(ds, manager.get(j.job_id)) for ds, j in _jobs]
+    if not jobs:
         return
-    p = j.progress
-    if j.state == "failed":
-        st.error(f"Feature extraction failed: {j.error}")
-    elif j.finished:
-        st.success(f"Features ready: {p.get('n_train', '?')} train / {p.get('n_test', '?')} test samples, "
-                   f"dimension {p.get('dim', '?')}" + (" (from cache)" if p.get("cache_hit") else ""))
-    else:
-        done, total = p.get("done", 0), p.get("total", 0)
-        st.progress(done / total if total else 0.0,
-                    text=f"extracting {p.get('split', '')}: {done} / {total} images" if total else "loading…")
+    named = len(jobs) > 1
+    for ds, j in jobs:
+        p, who = j.progress, (f"`{ds}`: " if named else "")
+        if j.state == "failed":
+            st.error(f"{who}Feature extraction failed: {j.error}")
+        elif j.finished:
+            st.success(f"{who}Features ready: {p.get('n_train', '?')} train / {p.get('n_test', '?')} test samples, "
+                       f"dimension {p.get('dim', '?')}" + (" (from cache)" if p.get("cache_hit") else ""))
+        else:
+            done, total = p.get("done", 0), p.get("total", 0)
+            st.progress(done / total if total else 0.0,
+                        text=f"{who}extracting {p.get('split', '')}: {done} / {total} images" if total else "loading…")
+    if not all(j.finished for _, j in jobs):
         return
-    if j.finished and st.session_state.get("feature_job_drawn") != j.job_id:
-        st.session_state["feature_job_drawn"] = j.job_id
+    last = jobs[-1][1].job_id
+    if st.session_state.get("feature_job_drawn") != last:
+        st.session_state["feature_job_drawn"] = last
         st.rerun()
 
 

@@ -935,3 +935,22 @@ def test_runs_page_owner_switch_hides_the_per_instance_epsilon_chart(at):
     assert "runs-pdp" not in keys and "runs-test_error" in keys
     at.toggle(key="runs_owner").set_value(True).run()
     assert "runs-pdp" in {c.key for c in at.main.get("plotly_chart")}
+
+
+def test_the_data_page_reports_each_feature_job_under_its_data_sets_name(at):
+    """With a public domain two feature jobs run; the page showed only the last one's counts,
+    under no name (the private upload's line read digits' counts)."""
+    from mixdp_core.app_support.resources import get_manager
+
+    mgr = get_manager()
+    a = mgr.submit_features("digits", "pixels")
+    b = mgr.submit_features("synthetic", "pixels", dataset_kwargs={"classes": 3, "dim": 8, "train_per_class": 12,
+                                                                   "test_per_class": 4})
+    for j in (a, b):
+        j.wait(timeout=120)
+    at.session_state["feature_jobs"] = [("digits", a.job_id), ("synthetic", b.job_id)]
+    at.switch_page("pages/1_data.py").run()
+    assert not at.exception, at.exception
+    ok = [s.value for s in at.success if "Features ready" in s.value]
+    assert any(v.startswith("`digits`: Features ready: 1258 train") for v in ok), ok
+    assert any(v.startswith("`synthetic`: Features ready") for v in ok), ok

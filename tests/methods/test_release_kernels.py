@@ -564,3 +564,21 @@ def test_the_cpu_kernels_choice_reads_the_released_size_not_the_private_one():
     assert cpu.CpuKernel().sized(cpu.FUSED_MIN_BYTES - 1).select(X, None, None).name == "numpy"
     big = cpu.CpuKernel().sized(cpu.FUSED_MIN_BYTES).select(X, None, None).name
     assert big == ("numba" if numba_backend.available() else "numpy")
+
+
+def test_the_numpy_blocking_reads_the_released_size_too(monkeypatch):
+    """One block or 384-row blocks round differently (2.4e-6 apart), and the choice switched at an
+    exact N (8,192 rows at D = 64): a sized CPU kernel blocks by its released size alone."""
+    from mixdp_core.methods.adamix.kernels import cpu, numpy_backend
+
+    seen = []
+    real = numpy_backend.NumpyKernel.clipped_sum
+    monkeypatch.setattr(numpy_backend.NumpyKernel, "clipped_sum",
+                        lambda self, *a, **kw: seen.append(kw.get("block_rows")) or real(self, *a, **kw))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 500)
+    W = np.zeros((8, 3), np.float32)
+    cpu.CpuKernel().sized(1 << 10).clipped_sum(X, y, W, 0.5, None)
+    cpu.CpuKernel().sized(numpy_backend.SINGLE_BLOCK_BYTES + 1).clipped_sum(X, y, W, 0.5, None)
+    assert seen == [500, numpy_backend.DEFAULT_BLOCK_ROWS]  # from the hint, not from X's 16 KB

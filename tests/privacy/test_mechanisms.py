@@ -79,9 +79,11 @@ def test_honest_tuning_releases_the_selected_run_only(split):
     m = make_method("adamix", target_epsilon=3.0, honest_tuning=True, tuning_gamma=0.2).fit(split)
     assert not hasattr(m, "tuning_repetitions_")
     assert len(m.history_) == 1 and m.history_[0].total_steps == 1
-    assert m.steps_ == m.calibrated_steps_ + 1  # one repetition's releases, whatever K was
+    assert m.steps_ == m.calibrated_steps_  # one repetition's releases, whatever K was
     mech = m.privacy_.mechanism
     assert "expected" in mech and "hidden" in mech and " K = " not in mech
+    # the repetition's releases are described as what they are (not "count + T − 1 NoisyGD steps")
+    assert f"{m.steps_} Gaussian releases" in mech and "NoisyGD steps" not in mech
     from mixdp_core.accounting import tnb_expected_count
 
     assert m.expected_repetitions_ == pytest.approx(tnb_expected_count(m.config.tuning_eta, 0.2))

@@ -27,8 +27,10 @@ BURN_IN_CLASSES = 10
 #: (not chosen on test error): a quarter keeps the pilot's cost on balanced data small while its
 #: noise std is only twice the full histogram's. docs/results/class_balance.md.
 HISTOGRAM_PILOT_SHARE = 0.25
-#: Level of the pilot's χ² test of equal class counts: the conventional 5 %, so balanced data
-#: spend the rest of the histogram's releases in about 1 run in 20.
+#: Level of the pilot's χ² test of equal class counts: the conventional 5 %, so classes of exactly
+#: equal counts spend the rest of the histogram's releases in about 1 run in 20 (the test's variance
+#: leaves out the sampling spread of counts from balanced classes: real data's natural spread is
+#: flagged more often; docs/results/class_balance.md).
 HISTOGRAM_TEST_LEVEL = 0.05
 #: Threshold of the public-start guard in noise stds: the private phase's model is released
 #: only if its noisy paired count beats the public start's by more than GUARD_Z * sigma (a
@@ -304,7 +306,8 @@ class NoisyGDConfig(PrivacyConfig):
              "BURN_IN_ALIGNMENT sqrt(10/C) the start's assumed alignment of the clipped gradient (the split that "
              "equalizes the marginal value of a release to the logit offsets and to the class columns): a pilot "
              "of a quarter of m, and the rest only if a χ² test at 5 % on the pilot finds the classes "
-             "imbalanced (balanced data lose about m/4 gradient steps, not m; docs/results/class_balance.md).")
+             "imbalanced (classes of exactly equal counts lose about m/4 gradient steps, not m; real data's natural "
+             "count spread is often flagged as imbalanced; docs/results/class_balance.md).")
     public_guard: bool = param(
         True, type=bool,
         help="schedule='smooth' with a public start: release one noisy paired count on the private rows, "

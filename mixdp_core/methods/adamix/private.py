@@ -974,13 +974,16 @@ class NoisyGDMethod(LinearHead):
             ledger.report(),
             mechanism=(f"private selection (Papernot & Steinke 2022, TNB({cfg.tuning_eta:g}, {cfg.tuning_gamma:g}), "
                        f"expected {expected:.3g} run(s); the number run is hidden) "
-                       f"of {mu_run:.4g}-GDP repetitions (count + {T_rep - 1} NoisyGD steps, sigma = "
-                       f"{sigma:.4g}; noisy validation count)"),
+                       f"of {mu_run:.4g}-GDP repetitions ({T_rep} Gaussian releases at sigma = {sigma:.4g} each: "
+                       f"the count or class histogram, the gradient steps, the checkpoint test and the guard; "
+                       f"and a noisy validation count)"),
         )
         self.expected_repetitions_ = float(expected)
         # the fit's duration grows with K, which the theorem needs hidden: timings are the owner's
         self.timing_owner_only_ = True
-        self.calibrated_steps_ = T_rep - 1
+        # a repetition's release budget (its histogram, steps, checkpoint and guard share it): "count +
+        # T_rep - 1 NoisyGD steps" described one with 10 histogram releases, 149 steps and a 9-release guard
+        self.calibrated_steps_ = T_rep
         self.stopped_early_ = False
         if on_step is not None:  # the released record only (see the docstring): nothing is left to stop
             on_step(self.history_[0])

@@ -49,7 +49,14 @@ class CpuKernel(ReleaseKernel):
         return KERNELS.get("numpy")
 
     def clipped_sum(self, X, y, W, tau, basis, *, X_Qp=None, **kw):
-        return self.select(X, basis, X_Qp).clipped_sum(X, y, W, tau, basis, X_Qp=X_Qp, **kw)
+        k = self.select(X, basis, X_Qp)
+        if self.size_hint is not None and k.name == "numpy" and kw.get("block_rows") is None:
+            # the numpy kernel's blocking from the same released size: one block or 384-row blocks
+            # round differently (2.4e-6 apart), and the choice switched at an exact N (8,192 at D = 64)
+            from .numpy_backend import DEFAULT_BLOCK_ROWS, SINGLE_BLOCK_BYTES
+
+            kw["block_rows"] = (len(X) or 1) if self.size_hint <= SINGLE_BLOCK_BYTES else DEFAULT_BLOCK_ROWS
+        return k.clipped_sum(X, y, W, tau, basis, X_Qp=X_Qp, **kw)
 
 
 register(CpuKernel())

@@ -32,7 +32,9 @@ DEFAULT_BLOCK_ROWS = 384
 
 #: Without ``block_rows``, an ``X`` of at most this many bytes is processed as one block: at
 #: 2 MiB the block and its temporaries stay within a core's cache, so blocking has nothing to
-#: save (digits, 0.5 MiB, is one block). Speed only: every block size gives the same release.
+#: save (digits, 0.5 MiB, is one block). Speed only: every block size gives the same release up to
+#: float rounding (~1e-6 relative), which is why a private run sizes it from its released count
+#: (:class:`.cpu.CpuKernel`'s ``size_hint``), never from the exact one.
 SINGLE_BLOCK_BYTES = 2 << 20
 
 

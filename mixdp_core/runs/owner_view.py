@@ -27,7 +27,7 @@ DIAGNOSTIC_KEYS = (
 #: (and its label): a ratio of errors with the paragon's, which two runs' boosts solve for.
 OWNER_METRIC_KEYS = DIAGNOSTIC_KEYS + ("split", "minority_classes", "diagnostics", "pdp_owner_only",
                                       "pdp_epsilon_kind", "mia_class_matched", "layer_stats", "features_meta",
-                                      "performance_boost", "performance_boost_label")
+                                      "performance_boost", "performance_boost_label", "sec_per_epoch")
 #: Prefixes of owner-only metric names (every per-instance-DP and membership-attack figure).
 OWNER_PREFIXES = ("pdp_epsilon_", "mia_")
 #: Step-record fields computed on the private data in the clear.

@@ -275,6 +275,7 @@ def test_the_private_count_the_boost_and_the_paragons_outcomes_are_owners_view(t
         rec = store.get_run(rid[m])
         out = summary(rec, store_root=str(store.root), reused=False)
         assert "performance_boost" not in out and "performance_boost" in out["diagnostics"]
+        assert "diagnostics" not in out["diagnostics"]  # one block, not the stored one nested in it
         line = SweepResult(index=0, config=RunConfig.from_dict(rec.config), run_id=rec.run_id, status=rec.status,
                            reused=False, metrics=rec.metrics).summary()
         assert "performance_boost" not in line and "performance_boost" in line["diagnostics"]

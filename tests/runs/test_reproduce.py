@@ -675,3 +675,14 @@ def test_error_bars_of_fractions_stop_at_0_and_100_percent():
         assert ys and min(ys) >= 0.0 and max(ys) <= top + 1e-9
         assert top * 0.4 in [pytest.approx(y) for y in ys]  # an interior bar keeps its ± std
         plt.close(fig)
+
+
+@pytest.mark.parametrize("name, params, field", [
+    ("sparse_layers", {"epsilons": [1.0, 3.0]}, "epsilons"),  # it ran the first and recorded both
+    ("sparse_finetune", {"private_per_class": 20}, "private_per_class"),  # not used on digits, recorded
+    ("adamix_subspace", {"method_params": {"projection": "none"}}, "method_params"),  # nothing to measure
+    ("public_vs_private", {"method": "foo"}, "method"),  # named "methods" in the error
+])
+def test_a_figure_refuses_settings_it_would_ignore_naming_them(env, name, params, field):
+    with pytest.raises(ConfigError, match=f"^{field}: "):
+        reproduce(name, env / "out", params=params, store=RunStore(env / "store"), workers=1)

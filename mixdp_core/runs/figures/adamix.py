@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import ConfigError, UnknownNameError
 from .base import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _ms, _setup_line, _table
 from ..sweep import Variant
 
@@ -200,6 +200,10 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
     md += ["", "**Steps T (mean over seeds) and ε spent (accounting module, run as executed; max over seeds)**", ""]
     md += _table(hdr, [[shown[lab]] + [spent_cell(lab, e) for e in eps] for lab in private])
     de = float(p.get("detail_epsilon", eps[-1]))
+    if de not in eps:  # the default 3 with --epsilons 1,8, or a value off the grid: the largest ε, said so
+        # (it drew no detail table and no pDP chart, without a word)
+        md += ["", f"(detail ε = {eps[-1]:g}: the detail_epsilon asked, {de:g}, is not among the epsilons)"]
+        de = eps[-1]
     pdp: dict[str, np.ndarray] = {}
     if de in eps:  # utility, privacy audit and boost at one ε (mean ± std over seeds)
         det = []
@@ -311,6 +315,12 @@ def _adamix_ablation(ctx: Context) -> FigureOutput:
         noise_multiplier=20.0)
 def _public_vs_private(ctx: Context) -> FigureOutput:
     p = ctx.params
+    from ...methods import METHODS
+
+    try:  # the figure's own parameter, named in the error (it said "methods: unknown method")
+        METHODS.get(str(p["method"]))
+    except UnknownNameError as e:
+        raise ConfigError.unknown_name("method", e) from None
     pubs, privs = [int(x) for x in p["public"]], [int(x) for x in p["private"]]
     rows = ctx.sweep(ctx.spec(methods=(p["method"],), epsilons=(float(p["epsilon"]),), seeds=tuple(p["seeds"]),
                               public_per_class=tuple(pubs), private_per_class=tuple(privs),

@@ -243,6 +243,8 @@ def _lines(ax: Any, series: dict[str, list[tuple[float, float | None, float | No
 
     ``bounded`` (default: ``pct``): the values are fractions, so a ± std bar stops at 0 and at 1
     (100 %): a bar to −0.1 or past 1 drew accuracies no run can have."""
+    import matplotlib
+
     k = 100.0 if pct else 1.0
     bounded = pct if bounded is None else bounded
     for j, (label, pts) in enumerate(series.items()):
@@ -253,8 +255,11 @@ def _lines(ax: Any, series: dict[str, list[tuple[float, float | None, float | No
         s = [0.0 if v is None else v for v in s]
         yerr = ([[k * min(sd, mv) for mv, sd in zip(m, s)], [k * min(sd, 1.0 - mv) for mv, sd in zip(m, s)]]
                 if bounded else [k * v for v in s])
+        # past ten series the default colour cycle repeats (paragon and DPPL-Public were both blue
+        # in the 12-method episodes chart): tab20 then
+        color = matplotlib.colormaps["tab20"](j % 20) if len(series) > 10 else None
         ax.errorbar(x, [k * v for v in m], yerr=yerr, marker="osD^vP*X"[j % 8], ms=5, capsize=3,
-                    lw=1.4, alpha=0.9, label=label)  # distinct markers: coinciding lines stay visible
+                    lw=1.4, alpha=0.9, label=label, color=color)  # distinct markers: coinciding lines stay visible
     for i, (label, (m, s)) in enumerate((refs or {}).items()):
         if m is None:
             continue

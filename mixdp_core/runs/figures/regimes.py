@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...errors import ConfigError
+from ...evaluation.recommend import noise_quantile
 from .base import Context, FigureOutput, figure, _agg, _cell, _log_axis, _table
 from .adamix import ADAMIX_FAMILY, NONPRIVATE, _display, _variants, better_reference_error
 
@@ -354,10 +355,14 @@ def _regimes(ctx: Context) -> FigureOutput:
             out_rows.append({"regime": reg["name"], "role": reg["role"], "method": lab, "target_epsilon": e,
                              "test_error_mean": m, "guard_released": (sum(guard[e]) / len(guard[e]))
                              if lab == "adamix" and guard.get(e) else None})
+    n_seeds = len(list(p["seeds"]))
+    t95 = noise_quantile(n_seeds) if n_seeds >= 2 else None
     head = ["**Properties per regime** (✓ holds, ✗ fails, n/a does not apply; after each mark the tightest "
             "cell's slack, negative where it fails, in points (for (c) points of relative gain) ± its standard error "
-            "paired over the split seeds: a slack within about three standard errors of 0 could flip with other seeds, "
-            "Student's t at 4 seeds being 3.18 for 95 %)", ""]
+            "paired over the split seeds: "
+            + (f"a slack within about {t95:.3g} standard errors of 0 could flip with other seeds, Student's t at "
+               f"{n_seeds} seeds being {t95:.3g} for 95 %)" if t95 is not None
+               else "one seed: no standard error, so no mark is beyond the seeds' noise)"), ""]
     head += _table(["regime", "role", "(a)", "(b)", "(c)", "(d)"], summary) + [""]
 
     def draw(fig: Any) -> None:

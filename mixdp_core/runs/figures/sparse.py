@@ -143,6 +143,14 @@ def _sft_setup(ctx: Context, figure_name: str, **extra: Any) -> tuple[dict[str, 
                pretrain_epochs=int(p["pretrain_epochs"]),
                pretrain_batch_size=64, epochs=int(p["epochs"]), batch_size=int(p["batch_size"]), conv_fraction=0.01,
                **extra)
+    if ctx.dataset == "digits":  # its fixed 8×8 transfer split: these sizes were recorded, never used
+        from .base import FIGURES
+
+        d = FIGURES.get(figure_name).defaults
+        for k in ("source_per_class", "private_per_class", "test_per_class", "image_size"):
+            if k in d and p.get(k) != d[k]:
+                raise ConfigError(k, "not used with digits (its fixed transfer split: digits 0-4 the source, 5-9 "
+                                     "the private target); it applies to an image_folder or a --public-from source")
     data = _digits_transfer() if ctx.dataset == "digits" else _folder_transfer(ctx, p)
     t_pre = time.perf_counter()
     pre = SparseFinetune(**cfg).pretrain(data["Xpub"], data["ypub"])  # once, shared by every run
@@ -260,6 +268,8 @@ def _sparse_layers(ctx: Context) -> FigureOutput:
     view: unnoised private gradients, read where training has them), and per conv layer the
     share of weights each mask keeps (public: a function of the public model)."""
     p = ctx.params
+    if len(p["epsilons"]) != 1:  # it ran the first and recorded them all
+        raise ConfigError("epsilons", f"this figure runs at one ε, got {list(p['epsilons'])}")
     eps, seeds = float(p["epsilons"][0]), [int(s) for s in p["seeds"]]
     cfg, data, pre, _ = _sft_setup(ctx, "sparse_layers", pdp_overhead=0.0)  # no pDP shown here
     runs = [("full", "magnitude"), ("all", "magnitude"), ("all", "random")]

@@ -57,6 +57,11 @@ def _adamix_subspace(ctx: Context) -> FigureOutput:
         raise ConfigError("method_params", f"must be a table of AdaMix config fields, got {p['method_params']!r}")
     # the figure measures the paper's projection (AdaMix's default keeps every direction)
     params_shown = {"projection": "paper", **p["method_params"]}
+    if params_shown.get("projection") == "none":  # no subspace to measure: a broken table, an empty chart
+        from ...errors import ConfigError
+
+        raise ConfigError("method_params", "projection='none' keeps every direction: this figure measures a "
+                                           "projection ('paper', or a rank)")
     params = {**params_shown, "subspace_diagnostics": True}
     spec = ctx.spec(methods=(Variant("adamix", "adamix", params),), epsilons=tuple(eps),
                     seeds=tuple(int(s) for s in p["seeds"]), public_per_class=(int(p["public_per_class"]),))

@@ -70,7 +70,7 @@ class SweepResult:
         # attack's AUC and what a public view hides (the boost, a secret-dependent duration,
         # every outcome of the paragon; owner_view.hidden_from_public)
         diag = {"note": DIAGNOSTICS_NOTE, "mia_auc": m.get("mia_auc")}
-        for k in [k for k in out if k in m and hidden_from_public(m, k)]:
+        for k in [k for k in out if k in m and hidden_from_public(m, k) and k != "diagnostics"]:
             diag[k] = out.pop(k)
         out["diagnostics"] = diag
         return out

@@ -247,7 +247,7 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
         ax.axhline(de, color="k", ls=":", label=f"target ε = {de:g}")
         ax.set_xlabel("private samples (fraction, sorted by ε_i)")
         ax.set_ylabel("per-instance ε_i")
-        ax.set_title(f"per-instance ε_i at target ε = {de:g} (seed {p['seeds'][0]})")
+        ax.set_title(f"per-instance ε_i at target ε = {de:g} (seed {p['seeds'][0]}; owner's view, not private)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
 
@@ -394,7 +394,8 @@ def _boost_vs_shots(ctx: Context) -> FigureOutput:
         _log_axis(ax, shots)
         ax.set_xlabel("public samples per class (log scale)")
         ax.set_ylabel("Performance Boost")
-        ax.set_title(f"Performance Boost vs public shots (target ε = {float(p['epsilon']):g})")
+        ax.set_title(f"Performance Boost vs public shots (target ε = {float(p['epsilon']):g}; owner's view: "
+                     "a ratio with the paragon's error)")
         ax.legend(fontsize=8)
 
     return FigureOutput("\n".join(md), out_rows, draw, _setup_line(ctx, rows))

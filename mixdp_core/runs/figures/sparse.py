@@ -318,7 +318,7 @@ def _sparse_layers(ctx: Context) -> FigureOutput:
         ax1.set_xticks(x, [lay.replace(".weight", ".w").replace(".bias", ".b") for lay in layers], rotation=90,
                        fontsize=6)
         ax1.set_ylabel("noise norm / clipped-gradient norm (per step, log)")
-        ax1.set_title(f"Fig. 3: noise-to-gradient ratio (ε = {eps:g})", fontsize=9)
+        ax1.set_title(f"Fig. 3: noise-to-gradient ratio (ε = {eps:g}; owner's view, not private)", fontsize=9)
         ax1.legend(fontsize=7)
         conv = list(share[("all", "magnitude")])
         xc = np.arange(len(conv))

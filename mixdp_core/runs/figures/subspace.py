@@ -121,7 +121,8 @@ def _adamix_subspace(ctx: Context) -> FigureOutput:
         ax.set_ylim(0, 100)
         ax.set_xlabel("training progress (fraction of the run's steps)")
         ax.set_ylabel("relative reconstruction error (%)")
-        ax.set_title("private gradient sum projected on a subspace of the same dimension", fontsize=10)
+        ax.set_title("private gradient sum projected on a subspace of the same dimension\n(owner's view: the "
+                     "gradients before the noise, not private)", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
 

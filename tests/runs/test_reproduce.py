@@ -686,3 +686,13 @@ def test_error_bars_of_fractions_stop_at_0_and_100_percent():
 def test_a_figure_refuses_settings_it_would_ignore_naming_them(env, name, params, field):
     with pytest.raises(ConfigError, match=f"^{field}: "):
         reproduce(name, env / "out", params=params, store=RunStore(env / "store"), workers=1)
+
+
+def test_one_seed_shows_no_spread_instead_of_plus_minus_zero():
+    """With one seed every cell read "12.6 ± 0.0" under "mean ± std over seeds": the spread is
+    unknown, not zero."""
+    from mixdp_core.runs.figures.base import _cell, _ms
+
+    assert _ms([0.126]) == (0.126, None, 1) and _cell(0.126, None) == "12.6"
+    m, s, n = _ms([0.1, 0.2])
+    assert n == 2 and _cell(m, s) == f"15.0 ± {100 * s:.1f}"

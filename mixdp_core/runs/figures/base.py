@@ -198,17 +198,20 @@ def figure(name: str, title: str, paper: str, datasets: tuple[str, ...] | None =
 
 # ---------------------------------------------------------------------------- helpers
 def _ms(vals: Sequence[float | None]) -> tuple[float | None, float | None, int]:
+    """``(mean, std, n)`` over seeds; the std is ``None`` for one value (its spread is unknown,
+    not 0: one seed printed "12.6 ± 0.0")."""
     v = np.asarray([x for x in vals if x is not None and math.isfinite(x)], dtype=float)
     if v.size == 0:
         return None, None, 0
-    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else None, int(v.size)
 
 
 def _cell(mean: float | None, std: float | None, pct: bool = True, digits: int = 1) -> str:
+    """``mean ± std`` (percent by default); the mean alone where the std is unknown (one seed)."""
     if mean is None:
         return "–"
     k = 100.0 if pct else 1.0
-    return f"{k * mean:.{digits}f} ± {k * std:.{digits}f}"
+    return f"{k * mean:.{digits}f}" + ("" if std is None else f" ± {k * std:.{digits}f}")
 
 
 def _agg(rows: list[dict], keys: Sequence[str], metric: str) -> dict[tuple, tuple]:

@@ -205,7 +205,7 @@ def _sparse_finetune(ctx: Context) -> FigureOutput:
         w = 0.8 / len(SFT_MODES)
         for j, mode in enumerate(SFT_MODES):
             xs = np.arange(len(eps)) + (j - (len(SFT_MODES) - 1) / 2) * w
-            ax.bar(xs, [100 * acc[(mode, e)][0] for e in eps], w, yerr=[100 * acc[(mode, e)][1] for e in eps],
+            ax.bar(xs, [100 * acc[(mode, e)][0] for e in eps], w, yerr=[100 * (acc[(mode, e)][1] or 0.0) for e in eps],
                    capsize=3, label=SFT_LABEL[mode])
         ax.set_xticks(np.arange(len(eps)), [f"{e:g}" for e in eps])
         ax.set_xlabel("target ε")

@@ -696,3 +696,17 @@ def test_one_seed_shows_no_spread_instead_of_plus_minus_zero():
     assert _ms([0.126]) == (0.126, None, 1) and _cell(0.126, None) == "12.6"
     m, s, n = _ms([0.1, 0.2])
     assert n == 2 and _cell(m, s) == f"15.0 ± {100 * s:.1f}"
+
+
+def test_dp_ls_test_tuned_default_is_marked_wherever_a_figure_shows_it():
+    """Only the prototypes figure marked DP-LS's test-tuned `noise_reg` (†); the error-vs-ε and
+    episodes figures showed it as a plain private method."""
+    from mixdp_core.runs.figures.adamix import _display
+    from mixdp_core.runs.figures.base import test_tuned_footnotes
+    from mixdp_core.runs.sweep import Variant
+
+    assert _display(Variant("dp_ls", "dp_ls", {})).endswith(" †")
+    assert not _display(Variant("dp_ls", "dp_ls", {"noise_reg": 1.0})).endswith(" †")  # set by the variant
+    assert not _display(Variant("adamix", "adamix", {})).endswith(" †")
+    (note,) = test_tuned_footnotes([("dp_ls", {}), ("adamix", {}), ("dp_ls", {})])
+    assert note.startswith("† Test-tuned default") and "noise_reg = 3" in note

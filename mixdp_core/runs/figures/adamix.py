@@ -20,7 +20,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...errors import ConfigError, UnknownNameError
-from .base import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _ms, _setup_line, _table
+from .base import (Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _ms, _setup_line, _table,
+                   test_tuned_footnotes)
 from ..sweep import Variant
 
 
@@ -54,8 +55,9 @@ def _display(v: Variant) -> str:
     except Exception:  # noqa: BLE001 - a method without declared config: no label to add
         return label
     leaky = [k for k, val in dict(v.params).items() if k in specs and specs[k].leaks_for(val)]
-    return label + (f" — test-tuned ({', '.join(leaky)}: leaks private/test data, ε not a guarantee)"
-                    if leaky else "")
+    dagger = " †" if test_tuned_footnotes([(v.method, v.params)]) else ""
+    return label + dagger + (f" — test-tuned ({', '.join(leaky)}: leaks private/test data, ε not a guarantee)"
+                             if leaky else "")
 
 
 def _variants(p: Mapping[str, Any], table: Sequence[Variant]) -> tuple[Variant, ...]:
@@ -231,6 +233,9 @@ def _error_vs_epsilon(ctx: Context, variants: Sequence[Variant], params: Mapping
                       "pDP ε_i min", "median", "q95", "max", "Performance Boost"], det)
     mean = {(lab, None if lab in NONPRIVATE else e): m for (lab, e), (m, _, _) in err.items()}
     md += _property_lines(mean, eps, n_seeds=len(list(p["seeds"])))
+    notes = test_tuned_footnotes((v.method, v.params) for v in variants)
+    if notes:  # DP-LS's test-tuned default, as the prototypes figure says it
+        md += [""] + notes
 
     def draw(fig: Any) -> None:
         ax = fig.add_subplot(1, 1, 1)

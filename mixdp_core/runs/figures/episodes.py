@@ -38,7 +38,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from .base import Context, FigureOutput, figure, _lines, _log_axis, _table
+from .base import Context, FigureOutput, figure, _lines, _log_axis, _table, test_tuned_footnotes
 
 #: Luo et al. (CVPR 2021), Table 2: 5-way query accuracy at 5 / 20 / 50 shots (60 episodes),
 #: ResNet-18 pre-trained on miniImageNet; "Ours" = sparse DP fine-tuning (the table does not
@@ -258,6 +258,8 @@ def _episodes(ctx: Context) -> FigureOutput:
     if failed:
         md += ["", "Not run (shown as –):", ""] + [f"- `{m}`: {e}" for m, e in failed.items()]
     md += _paper_lines(ctx, shots, n_way, cell)
+    md += sum(([""] + [n] for n in test_tuned_footnotes((m, (p["method_params"] or {}).get(m, {}))
+                                                        for m in methods)), [])  # DP-LS's †
     rows = [{k: v for k, v in r.items() if k != "accuracies"} for r in res]
 
     def draw(fig: Any) -> None:

@@ -19,7 +19,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...errors import ConfigError
-from .base import Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _setup_line, _table
+from .base import (Context, FigureOutput, figure, _agg, _cell, _lines, _log_axis, _setup_line, _table,
+                   test_tuned_footnotes)
 from ..sweep import Variant
 from .adamix import _error_vs_epsilon, _variants
 
@@ -60,6 +61,8 @@ def _dppl_imbalance(ctx: Context) -> FigureOutput:
     md = [f"**Minority-class accuracy (%) at target ε = {float(p['epsilon']):g} (smallest 25 % of classes by private "
           "count) — mean ± std over seeds**", ""]
     md += _table(hdr, [[lab] + [_cell(*mino.get((lab, r), (None, None))[:2]) for r in ratios] for lab in labels])
+    if any(r <= 1.0 for r in ratios):  # the blank column, said
+        md += ["", "(IR = 1: a balanced split has no minority class, so its column is –.)"]
     md += ["", "**Balanced accuracy (%) — mean ± std over seeds**", ""]
     md += _table(hdr, [[lab] + [_cell(*bal.get((lab, r), (None, None))[:2]) for r in ratios] for lab in labels])
     out_rows = [{"method": lab, "imbalance_ratio": r, "minority_accuracy_mean": mino[(lab, r)][0],
@@ -183,10 +186,8 @@ def _prototypes(ctx: Context) -> FigureOutput:
                  **{f"{k}_{s}": agg[k][(m, ir, e)][j] for k in agg for j, s in enumerate(("mean", "std"))},
                  "epsilon_spent_max": max(spent[(m, ir, e)])}
                 for m in p["methods"] for ir in ratios for e in eps]
-    if "dp_ls" in p["methods"]:
-        md += ["", "† Test-tuned default, not accounted: DP-LS's `noise_reg = 3` was chosen by looking at the digits "
-               "IR = 1 test accuracy (3 values tried), a mild leak in the baseline's favour; every other default "
-               "here comes from the papers or public quantities."]
+    md += sum(([""] + [n] for n in test_tuned_footnotes((PROTO_METHODS[m][0], PROTO_METHODS[m][1])
+                                                        for m in p["methods"])), [])
     n_priv = sorted({r["metrics"]["n_private"] for r in res})
     pool = sorted({r["metrics"]["pool_size"] for r in res})
 

@@ -165,10 +165,10 @@ with c2:
                          step=1.0, key="data_ir",
                          help=f"A number in [1, {forms.MAX_FORM_IMBALANCE_RATIO:g}]. Long tail: class ranked r keeps "
                               "n_max · IR^(−r/(C−1)) private samples.")
-    if not 1 <= int(ppc) <= forms.MAX_PUBLIC_PER_CLASS:
-        errors["public_per_class"] = f"must be an integer in [1, {forms.MAX_PUBLIC_PER_CLASS}], got {int(ppc)}"
-    if not 1.0 <= float(ir) <= forms.MAX_FORM_IMBALANCE_RATIO:
-        errors["imbalance_ratio"] = f"must be a number in [1, {forms.MAX_FORM_IMBALANCE_RATIO:g}], got {float(ir):g}"
+    for field_, bad in (("public_per_class", forms.range_error(ppc, 1, forms.MAX_PUBLIC_PER_CLASS)),
+                        ("imbalance_ratio", forms.range_error(ir, 1, forms.MAX_FORM_IMBALANCE_RATIO, integer=False))):
+        if bad:
+            errors[field_] = bad
     # synthetic is its own second domain: its public rows from class means moved by "shift"
     # synthetic's public domain is synthetic's own (shifted) rows: offered for synthetic only
     domains = ["(same dataset)"] + [d for d in registered if (d != dataset and d != "synthetic")

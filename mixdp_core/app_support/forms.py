@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import math
 import re
 import shutil
 import stat
@@ -574,13 +573,16 @@ def dataset_spec_from_path(key: str, path: str) -> str:
 
 def range_error(value: float, lo: float, hi: float, *, integer: bool = True) -> str | None:
     """The one-line message of a number field outside ``[lo, hi]`` (or not an integer where one
-    is needed), else ``None``. The pages check their number fields with it instead of giving
-    the widget a min / max: out of range, Streamlit only outlines the box in red, keeps the old
-    value, and its button silently does nothing."""
-    v = float(value)
-    what = "an integer" if integer else "a number"
-    if not math.isfinite(v) or not lo <= v <= hi or (integer and not v.is_integer()):
-        return f"must be {what} in [{lo:g}, {hi:g}], got {value:g}"
+    is needed), else ``None``: :func:`mixdp_core.config.check` on a declaration of that range.
+    The pages check their number fields with it instead of giving the widget a min / max: out of
+    range, Streamlit only outlines the box in red, keeps the old value, and its button silently
+    does nothing."""
+    from ..config import Interval, ParamSpec, check
+
+    try:
+        check(ParamSpec(name="value", type=int if integer else float, default=None, range=Interval(lo, hi)), value)
+    except ConfigError as e:
+        return e.message
     return None
 
 

@@ -102,19 +102,14 @@ def public_classes_problem(dataset: str, public_from: str,
     """``("public_from", message)`` when the public domain's classes are not ``dataset``'s, from
     the two listings (:func:`~mixdp_core.data.datasets.load_dataset`, nothing encoded), else
     ``None`` (also when either cannot be listed: the run says why)."""
-    from ..data.datasets import load_dataset, public_source
+    from ..data.datasets import public_classes_mismatch
     from ..errors import MixDPError, field_and_message
 
     try:
-        pub_spec, pub_kw = public_source(dataset, dict(dataset_kwargs or {}), public_from)
-        a = load_dataset(dataset, **dict(dataset_kwargs or {})).class_names
-        b = load_dataset(pub_spec, **pub_kw).class_names
+        bad = public_classes_mismatch(dataset, dataset_kwargs, public_from)
     except MixDPError as e:
         return field_and_message(e, "public_from")
-    if list(a) != list(b):
-        return ("public_from", f"{public_from!r} has classes {list(b)[:12]}, but the private dataset has "
-                               f"{list(a)[:12]}; they must be equal")
-    return None
+    return ("public_from", bad) if bad else None
 
 
 def label_summary(dataset: str, *, public_per_class: int = 5, imbalance_ratio: float = 1.0,

@@ -524,6 +524,26 @@ _INTERNAL_DATASET_ARGS = frozenset({"domain"})
 PUBLIC_DOMAIN_OPTIONS = frozenset({"shift"}) | _INTERNAL_DATASET_ARGS
 
 
+def public_classes_mismatch(dataset: str, dataset_kwargs: Mapping[str, Any] | None, public_from: str,
+                            dataset_root: str | None = None) -> str | None:
+    """The message when the public domain's classes are not ``dataset``'s, from the two listings
+    (:func:`load_dataset`, nothing encoded), else ``None``: the check :func:`.splits.make_split`
+    makes on the features, answered before anything is extracted.
+
+    Raises:
+        MixDPError: either data set cannot be listed (its own message).
+    """
+    kw = dict(dataset_kwargs or {})
+    pub_spec, pub_kw = public_source(dataset, kw, public_from, dataset_root)
+    if pub_spec is None:
+        return None
+    a = load_dataset(dataset, root=dataset_root, **kw).class_names
+    b = load_dataset(pub_spec, **pub_kw).class_names
+    if list(a) != list(b):
+        return f"{public_from!r} has classes {list(b)[:12]}, but the private dataset has {list(a)[:12]}; they must be equal"
+    return None
+
+
 def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str | None,
                   dataset_root: str | None = None) -> tuple[str | None, dict[str, Any]]:
     """The dataset spec and loader options of a run's public rows.

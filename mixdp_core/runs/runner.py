@@ -470,7 +470,7 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
     ekw = dict(config.encoder_kwargs) or None
     pub_spec, pub_kw = public_source(config.dataset, kw, config.public_from, config.dataset_root)
     if pub_spec is not None:
-        _check_public_classes(config, kw, pub_spec, pub_kw)
+        _check_public_classes(config, kw, pub_spec)
     feats = get_features(config.dataset, config.encoder, root=config.dataset_root, cache_dir=cache_dir,
                          progress=progress, encoder_kwargs=ekw, **kw)
     pub = None
@@ -480,20 +480,18 @@ def _load_features(config: RunConfig, *, cache_dir: Any, progress: Callable | No
     return feats, pub
 
 
-def _check_public_classes(config: RunConfig, kw: Mapping[str, Any], pub_spec: str, pub_kw: Mapping[str, Any]) -> None:
+def _check_public_classes(config: RunConfig, kw: Mapping[str, Any], pub_spec: str) -> None:
     """Refuse a public domain whose classes are not the private data set's before anything is
     encoded: from the two listings, where encoding is the cost (image data sets). The split found
     it only after both data sets were encoded (hours on a real one). Feature data sets are read,
     not encoded: the split's own check comes as soon."""
-    from ..data.datasets import carries_features, load_dataset
+    from ..data.datasets import carries_features, public_classes_mismatch
 
     if carries_features(config.dataset) and carries_features(pub_spec):
         return
-    a = load_dataset(config.dataset, root=config.dataset_root, **dict(kw)).class_names
-    b = load_dataset(pub_spec, **dict(pub_kw)).class_names
-    if list(a) != list(b):
-        raise DataError(f"public_from: {config.public_from!r} has classes {list(b)}, but the private dataset has "
-                        f"{list(a)}; they must be equal")
+    bad = public_classes_mismatch(config.dataset, kw, config.public_from, config.dataset_root)
+    if bad:
+        raise DataError(f"public_from: {bad}")
 
 
 DIAGNOSTICS_NOTE = OWNER_NOTE  # one wording for the CLI's --json, exports and pages

@@ -104,6 +104,7 @@ from .events import (
     PureDP,
     event_from_dict,
     event_to_dict,
+    split_adaptive,
 )
 from .run_ledger import PlanExceededError, Release, RunLedger
 from .gaussian import gaussian_delta, gaussian_epsilon, gaussian_log_delta, gdp_mu_for_budget
@@ -128,6 +129,7 @@ __all__ = [
     "AccountingError",
     "BudgetError",
     "AdaptiveComposition",
+    "split_adaptive",
     "PrivateSelection",
     "RunLedger",
     "Release",

@@ -53,6 +53,7 @@ from .events import (
     _rho,
     check_event,
     event_to_dict,
+    split_adaptive,
 )
 from .gaussian import gaussian_delta, gaussian_epsilon
 from ..errors import ConfigError
@@ -330,15 +331,12 @@ def epsilon_and_accountant(event: Any, *, delta: float, accountant: Optional[str
     if isinstance(event, Composition) and any(isinstance(e, AdaptiveComposition) for e in event.events):
         # an adaptive part inside a composition (no fixed RDP curve: it raised TypeError): its pure
         # first part adds basically, the rest composes, as the data-set ledger does
-        pure, rest = 0.0, []
-        for e in event.events:
-            while isinstance(e, AdaptiveComposition):
-                pure += e.first_epsilon
-                e = e.then
-            rest.append(e)
+        pure, rest = split_adaptive([event])
+        if not rest:
+            return math.fsum(pure), "pure"
         e2, used = epsilon_and_accountant(rest[0] if len(rest) == 1 else Composition(tuple(rest)), delta=d,
                                           accountant=accountant)
-        return pure + e2, f"basic(adaptive)+{used}"
+        return math.fsum(pure) + e2, f"basic(adaptive)+{used}"
     best = _best(lambda a: a.epsilon(event, d), _candidates(event, accountant))
     split = _pure_split(event) if accountant is None else None
     if split is not None:  # a second sound bound; report the smaller (tightest sound)
@@ -405,15 +403,12 @@ def delta(event: Any, *, epsilon: float, accountant: Optional[str] = None) -> fl
         rest = e - event.first_epsilon
         return 1.0 if rest < 0 else delta(event.then, epsilon=rest, accountant=accountant)
     if isinstance(event, Composition) and any(isinstance(x, AdaptiveComposition) for x in event.events):
-        pure, parts = 0.0, []  # as epsilon_and_accountant: the adaptive parts' pure ε first
-        for x in event.events:
-            while isinstance(x, AdaptiveComposition):
-                pure += x.first_epsilon
-                x = x.then
-            parts.append(x)
-        rest = e - pure
-        return 1.0 if rest < 0 else delta(parts[0] if len(parts) == 1 else Composition(tuple(parts)), epsilon=rest,
-                                          accountant=accountant)
+        pure, parts = split_adaptive([event])  # as epsilon_and_accountant: the adaptive parts' pure ε first
+        rest = e - math.fsum(pure)
+        if rest < 0:
+            return 1.0
+        return 0.0 if not parts else delta(parts[0] if len(parts) == 1 else Composition(tuple(parts)), epsilon=rest,
+                                           accountant=accountant)
     return _best(lambda a: a.delta(event, e), _candidates(event, accountant))[0]
 
 

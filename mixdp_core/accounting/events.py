@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -403,6 +403,29 @@ class AdaptiveComposition(_Event):
     def _rdp(self, orders: np.ndarray) -> np.ndarray:
         raise TypeError("AdaptiveComposition has no fixed RDP curve (its second mechanism is chosen from the "
                         "first's output); account it with accounting.epsilon, which composes it basically")
+
+
+def split_adaptive(events: Sequence[Any]) -> tuple[list[float], list[Any]]:
+    """``(pure ε of every AdaptiveComposition's first part, every other leaf)`` of ``events``,
+    nested Compositions flattened: basic adaptive composition adds the pure parts to the
+    accounting of the rest (how :func:`~.accountant.epsilon`, :func:`~.accountant.delta` and the
+    data-set ledger compose adaptive parts)."""
+    pure: list[float] = []
+    rest: list[Any] = []
+
+    def walk(ev: Any) -> None:
+        if isinstance(ev, AdaptiveComposition):
+            pure.append(ev.first_epsilon)
+            walk(ev.then)
+        elif isinstance(ev, Composition):
+            for e in ev.events:
+                walk(e)
+        else:
+            rest.append(ev)
+
+    for ev in events:
+        walk(ev)
+    return pure, rest
 
 
 @dataclass(frozen=True)

@@ -714,18 +714,6 @@ def _records_by_key(store: RunStore) -> dict[str, list[Any]]:
 
 
 # --------------------------------------------------------------------------- composition
-def _split_adaptive(ev: Any, pure: list, rest: list) -> None:
-    """Collect AdaptiveComposition's pure first parts in ``pure``, every other leaf in ``rest``."""
-    if isinstance(ev, accounting.AdaptiveComposition):
-        pure.append(ev.first_epsilon)
-        _split_adaptive(ev.then, pure, rest)
-    elif isinstance(ev, accounting.Composition):
-        for e in ev.events:
-            _split_adaptive(e, pure, rest)
-    else:
-        rest.append(ev)
-
-
 def tight_epsilon(events: Sequence[Any], *, delta: float) -> tuple[float, Optional[str]]:
     """ε at ``delta`` of the events composed (mechanisms fixed in advance), and the accountant.
 
@@ -734,10 +722,7 @@ def tight_epsilon(events: Sequence[Any], *, delta: float) -> tuple[float, Option
     :class:`~mixdp_core.accounting.Composition` accounted with the default accountant
     (exact μ-GDP when every part is Gaussian-family).
     """
-    pure: list[float] = []
-    rest: list[Any] = []
-    for e in events:
-        _split_adaptive(e, pure, rest)
+    pure, rest = accounting.split_adaptive(events)
     if not rest:
         return math.fsum(pure), ("pure" if pure else None)
     eps, used = accounting.epsilon_and_accountant(accounting.Composition(rest), delta=delta)

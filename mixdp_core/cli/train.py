@@ -131,7 +131,7 @@ def _encoder_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     """The ``--json`` object of a finished run record."""
-    from ..runs.owner_view import hidden_from_public
+    from ..runs.owner_view import move_hidden
     from ..runs.runner import DIAGNOSTICS_NOTE
     from ..runs.store import export_target_epsilon
 
@@ -146,8 +146,7 @@ def summary(record: Any, *, store_root: str, reused: bool) -> dict[str, Any]:
     # what a public view hides (owner_view.hidden_from_public): the performance boost (a ratio with
     # the paragon's error), a duration that depends on the mechanism's hidden secret, every
     # outcome of the paragon
-    for k in [k for k in out if k in m and hidden_from_public(m, k) and k != "diagnostics"]:
-        diag[k] = out.pop(k)  # (the stored "diagnostics" block itself is this block: not nested in it)
+    move_hidden(out, m, diag)
     out["diagnostics"] = diag
     out.update(run_id=record.run_id, status=record.status, method=record.method,
                dataset=record.dataset, encoder=record.encoder, seed=record.seed,

@@ -90,6 +90,14 @@ def hidden_from_public(metrics: Mapping[str, Any], key: str) -> bool:
             or (reads_private_in_clear(metrics) and key not in REFERENCE_PUBLIC_KEYS))
 
 
+def move_hidden(out: dict[str, Any], metrics: Mapping[str, Any], diag: dict[str, Any]) -> None:
+    """Move the keys of a printed summary ``out`` that a public view hides (:func:`hidden_from_public`
+    of the run's ``metrics``) into its owner-only block ``diag`` (the stored ``diagnostics``
+    block itself is that block, never nested in it): `mixdp train --json` and a sweep's lines."""
+    for k in [k for k in out if k in metrics and k != "diagnostics" and hidden_from_public(metrics, k)]:
+        diag[k] = out.pop(k)
+
+
 def public_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """``metrics`` without what :func:`hidden_from_public` hides."""
     return {k: v for k, v in metrics.items() if not hidden_from_public(metrics, k)}

@@ -51,7 +51,7 @@ class SweepResult:
         """One JSON-ready line: ``epsilon`` is the grid's target ε (``None`` for
         non-private methods, which ignore it), ``epsilon_spent`` the accounted ε."""
         from ...methods import METHODS
-        from ..owner_view import hidden_from_public
+        from ..owner_view import move_hidden
         from ..runner import DIAGNOSTICS_NOTE
 
         c, m = self.config, self.metrics
@@ -70,8 +70,7 @@ class SweepResult:
         # attack's AUC and what a public view hides (the boost, a secret-dependent duration,
         # every outcome of the paragon; owner_view.hidden_from_public)
         diag = {"note": DIAGNOSTICS_NOTE, "mia_auc": m.get("mia_auc")}
-        for k in [k for k in out if k in m and hidden_from_public(m, k) and k != "diagnostics"]:
-            diag[k] = out.pop(k)
+        move_hidden(out, m, diag)
         out["diagnostics"] = diag
         return out
 

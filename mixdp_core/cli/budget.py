@@ -122,11 +122,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("clear_cap", "give either --cap EPS or --clear-cap, not both")
         if cap_delta is not None and cap is None:
             raise ConfigError("delta", "only with --cap (the cap's δ); --delta-total sets the δ of the tight total")
-        from pathlib import Path
+        from ..runs.paths import store_root
 
-        from ..runs.store import default_home
-
-        root = Path(args.store).expanduser() if args.store is not None else default_home()
+        root = store_root(args.store)
         with contextlib.ExitStack() as stack:
             if cap is None and not args.clear_cap and not (root / "runs.sqlite").exists():
                 # a read-only question about a store that does not exist: answered from an empty

@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE
@@ -155,11 +154,11 @@ def run(args: argparse.Namespace) -> int:
                                          "only for a local pool or a local Ray head")
         if args.ray_ship_code and args.backend != "ray":
             raise ConfigError("ray_ship_code", "only with --backend ray")
-        from ..runs.paths import default_home
+        from ..runs.paths import store_root
 
-        store_root = Path(args.store).expanduser() if args.store is not None else default_home()
+        root = store_root(args.store)
         # a dry run reads; it does not create a store that is not there (it did)
-        store = None if args.dry_run and not args.resume and not store_root.exists() else RunStore(store_root)
+        store = None if args.dry_run and not args.resume and not root.exists() else RunStore(root)
         if args.resume:
             # the stored sweep is the grid: a grid flag given too was silently ignored
             given = [f for f in GRID_FLAGS if getattr(args, f) not in (None, [])]

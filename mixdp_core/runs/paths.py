@@ -30,3 +30,9 @@ def default_home() -> Path:
     """``$MIXDP_HOME`` if set (and non-empty), else :func:`user_data_dir`."""
     env = os.environ.get("MIXDP_HOME")
     return Path(env).expanduser() if env else user_data_dir()
+
+
+def store_root(root: str | os.PathLike | None = None) -> Path:
+    """The folder of a run store: ``root`` (``~`` expanded), else :func:`default_home`; what
+    :class:`~mixdp_core.runs.store.RunStore` opens, for callers that look before opening one."""
+    return Path(root).expanduser() if root is not None else default_home()

@@ -47,7 +47,7 @@ import numpy as np
 
 from .._io import atomic_write, env_limit, storage_error, sweep_orphans
 from ..errors import ConfigError, MixDPError, StorageError
-from .paths import default_home
+from .paths import store_root
 
 RUNNING = "running"
 COMPLETED = "completed"
@@ -346,7 +346,7 @@ class RunStore:
 
     def __init__(self, root: str | os.PathLike | None = None, *, stale_after: float = 300.0,
                  recover: bool = True):
-        self.root = Path(root).expanduser() if root is not None else default_home()
+        self.root = store_root(root)
         self.artifacts_dir = self.root / "artifacts"
         self.db_path = self.root / "runs.sqlite"
         if self.root.exists() and not self.root.is_dir():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
@@ -117,12 +118,38 @@ def label_summary(dataset: str, *, public_per_class: int = 5, imbalance_ratio: f
                   dataset_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """:func:`split_summary` from the labels alone (through the instant ``pixels`` view); the
     split (which samples are public/private) depends only on the labels and the seed, so the
-    counts are those of every encoder. ``dim`` is dropped (it is the encoder's)."""
-    out = split_summary(dataset, "pixels", public_per_class=public_per_class, imbalance_ratio=imbalance_ratio,
-                        public_from=public_from, seed=seed, cache_dir=cache_dir, dataset_kwargs=dataset_kwargs)
+    counts are those of every encoder. ``dim`` is dropped (it is the encoder's).
+
+    The data sets whose labels are instant (:data:`INSTANT_DATASETS`: deterministic from their
+    options) are remembered per settings: a page asks the same split's check and private count
+    on every rerun (0.9 s each for a 100-class synthetic regime, asked twice per Train rerun)."""
+    import copy
+    import json
+
+    key = json.dumps([dataset, int(public_per_class), float(imbalance_ratio), public_from, int(seed),
+                      None if cache_dir is None else str(cache_dir), dict(dataset_kwargs or {})],
+                     sort_keys=True, default=str)
+    if dataset in INSTANT_DATASETS:
+        return copy.deepcopy(_instant_label_summary(key))
+    return _label_summary_of(key)
+
+
+def _label_summary_of(key: str) -> dict[str, Any]:
+    import json
+
+    dataset, ppc, ir, public_from, seed, cache_dir, dkw = json.loads(key)
+    out = split_summary(dataset, "pixels", public_per_class=ppc, imbalance_ratio=ir, public_from=public_from,
+                        seed=seed, cache_dir=cache_dir, dataset_kwargs=dkw)
     out["dim"] = None
     out["labels_only"] = True
     return out
+
+
+@functools.lru_cache(maxsize=32)
+def _instant_label_summary(key: str) -> dict[str, Any]:
+    """:func:`_label_summary_of` of an instant data set, remembered (errors are not: each call
+    raises again)."""
+    return _label_summary_of(key)
 
 
 def private_row_count(dataset: str, *, public_per_class: int, imbalance_ratio: float = 1.0,

@@ -1362,3 +1362,22 @@ def test_the_png_fallback_draws_grouped_bars_side_by_side_in_their_colours(monke
     (pub_x, _), (priv_x, priv_c), (min_x, min_c) = calls
     assert all(p < q for p, q in zip(pub_x, priv_x)) and priv_x == min_x  # side by side; one private slot
     assert priv_c == charts.PRIVATE_COLOR and min_c == charts.MINORITY_COLOR
+
+
+def test_an_instant_data_sets_label_summary_is_remembered_per_settings(monkeypatch):
+    """The Train and Compare pages ask the same split's check and private count on every rerun:
+    0.9 s each for a 100-class synthetic regime, twice per Train rerun."""
+    from mixdp_core.app_support import data
+
+    calls = []
+    real = data.split_summary
+    monkeypatch.setattr(data, "split_summary", lambda *a, **k: calls.append(1) or real(*a, **k))
+    data._instant_label_summary.cache_clear()
+    kw = {"classes": 4, "dim": 8, "train_per_class": 12, "test_per_class": 3}
+    a = data.label_summary("synthetic", public_per_class=2, dataset_kwargs=kw)
+    a["private"][0] = -1  # a caller's change stays its own
+    b = data.label_summary("synthetic", public_per_class=2, dataset_kwargs=dict(kw))
+    assert len(calls) == 1 and b["private"][0] > 0
+    data.label_summary("synthetic", public_per_class=3, dataset_kwargs=kw)  # other settings: computed
+    assert len(calls) == 2
+    data._instant_label_summary.cache_clear()

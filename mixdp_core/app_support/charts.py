@@ -833,14 +833,19 @@ def _legend_below(fig: Any, title: str, note: str) -> None:
     of entries. A legend at the right took about half of a half-width chart's plot (Compare
     draws two charts side by side); one below at a fixed height grew with its entries and
     squashed the plot, and one placed in the plot's coordinates ran into the axis title."""
+    fig.update_layout(title=dict(text=title, subtitle=dict(text=note)))
+    _legend_room(fig, per_row=LEGEND_ENTRIES_PER_ROW, row_px=LEGEND_ROW_PX, margin=dict(l=50, r=30, t=75, b=55))
+
+
+def _legend_room(fig: Any, *, per_row: int, row_px: int, margin: Mapping[str, int], orientation: str = "h") -> None:
+    """The legend at the container's bottom (under the axis title at any height), the bottom
+    margin and the figure's height grown by its rows (``per_row`` entries of ``row_px`` each):
+    the plot area keeps its height whatever the number of entries."""
     n = sum(1 for t in fig.data if t.showlegend is not False and t.name)
-    rows = max(1, math.ceil(n / LEGEND_ENTRIES_PER_ROW))
-    extra = rows * LEGEND_ROW_PX
-    fig.update_layout(title=dict(text=title, subtitle=dict(text=note)),
-                      height=int(fig.layout.height or 380) + extra,
-                      margin=dict(l=50, r=30, t=75, b=55 + extra),
-                      # the container's bottom: the legend stays below the axis title at any height
-                      legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.0, x=0, xanchor="left"))
+    extra = max(1, math.ceil(n / per_row)) * int(row_px)
+    fig.update_layout(height=int(fig.layout.height or 380) + extra, margin=dict(margin, b=margin["b"] + extra),
+                      legend=dict(orientation=orientation, yref="container", yanchor="bottom", y=0.0, x=0,
+                                  xanchor="left"))
 
 
 # --------------------------------------------------------------------------- privacy audit
@@ -1266,12 +1271,8 @@ def theory_vs_attack_figure(report: Any, rocs: Mapping[str, tuple[np.ndarray, np
             height=560 if large else 380)
     # the legend under the axis title, one entry per row, and the figure taller by its rows, so
     # the plot keeps its height whatever the number of audits drawn
-    rows = sum(1 for t in fig.data if t.showlegend is not False and t.name)
-    extra = int(rows * (font + 10))
-    fig.update_layout(font=dict(size=font), height=int(fig.layout.height) + extra,
-                      margin=dict(l=60, r=30, t=50, b=70 + extra),
-                      legend=dict(orientation="v", yref="container", yanchor="bottom", y=0.0, x=0,
-                                  font=dict(size=font - 4)))
+    fig.update_layout(font=dict(size=font), legend=dict(font=dict(size=font - 4)))
+    _legend_room(fig, per_row=1, row_px=font + 10, margin=dict(l=60, r=30, t=50, b=70), orientation="v")
     return fig
 
 

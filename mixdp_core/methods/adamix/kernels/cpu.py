@@ -9,6 +9,7 @@ choice changes only the time a step takes.
 from __future__ import annotations
 
 from . import numba_backend
+from .numpy_backend import DEFAULT_BLOCK_ROWS, SINGLE_BLOCK_BYTES
 from .base import KERNELS, ReleaseKernel, register
 
 #: :class:`CpuKernel` uses the fused one-pass kernel for a float32 ``X`` of at least this many
@@ -53,8 +54,6 @@ class CpuKernel(ReleaseKernel):
         if self.size_hint is not None and k.name == "numpy" and kw.get("block_rows") is None:
             # the numpy kernel's blocking from the same released size: one block or 384-row blocks
             # round differently (2.4e-6 apart), and the choice switched at an exact N (8,192 at D = 64)
-            from .numpy_backend import DEFAULT_BLOCK_ROWS, SINGLE_BLOCK_BYTES
-
             kw["block_rows"] = (len(X) or 1) if self.size_hint <= SINGLE_BLOCK_BYTES else DEFAULT_BLOCK_ROWS
         return k.clipped_sum(X, y, W, tau, basis, X_Qp=X_Qp, **kw)
 

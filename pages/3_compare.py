@@ -91,8 +91,9 @@ _n_private = private_row_count(
     settings["dataset"], public_per_class=int(settings["public_per_class"]),
     imbalance_ratio=float(settings["imbalance_ratio"]), public_from=settings["public_from"],
     seed=int(settings.get("seed", 0)), dataset_kwargs=dict(settings.get("dataset_kwargs") or {}))
-if forms.delta_advice(delta, _n_private):  # owner's view of the private row count, never released
-    st.warning(forms.delta_advice(delta, _n_private), icon=":material/warning:")
+_delta_advice = forms.delta_advice(delta, _n_private)  # owner's view of the private row count, never released
+if _delta_advice:
+    st.warning(_delta_advice, icon=":material/warning:")
 with_refs = c3.checkbox(f"Reference lines ({', '.join(references)})", key="cmp_refs",
                         **_default("cmp_refs", True),
                         help="Non-private paragon (all data, no privacy) and only-public (private data unused).")

@@ -282,10 +282,7 @@ def encoder_label(dataset: str, encoder: str) -> str:
     ("adamix on synthetic · pixels" named an encoder that never ran)."""
     from ..data.datasets import carries_features
 
-    try:
-        return NO_ENCODER if carries_features(str(dataset)) else str(encoder)
-    except Exception:  # an unregistered dataset of an old run: its own name
-        return str(encoder)
+    return NO_ENCODER if carries_features(str(dataset)) else str(encoder)
 
 
 def run_label(rec: Any) -> str:

@@ -43,7 +43,8 @@ def test_clipped_gradient_map_is_min_half_2tau_lipschitz(tau):
 def test_smooth_run_releases_a_noisy_class_histogram_and_accounts_it(small_split):
     """Default class_balance: the first releases are the class histogram (sensitivity 1), staged
     (histogram_share=None): m = round(a/(1+a) T), a = 0.3 sqrt(10/C); a pilot of m1 = ceil(m/4)
-    releases (noise sigma/sqrt(m1) per class); a chi² test of equal counts at 5 % on it; the other
+    releases (noise sigma/sqrt(m1) per class); a chi² test at 5 % on it (classes drawn with equal
+    probabilities: variance n_hat/C + sigma²/m1 + 1/12 per bin); the other
     m - m1 only if it rejects (an independent stream, combined by inverse variance). n_hat = the
     histogram's sum + 2 sqrt(C) sigma_h (upper bound) + N_public; offsets from its shrunk counts.
     Recomputed here from the replayed noise, on this balanced split and on an imbalanced one."""
@@ -65,7 +66,7 @@ def test_smooth_run_releases_a_noisy_class_histogram_and_accounts_it(small_split
         k1 = int(np.ceil(k / 4))
         n = np.bincount(sp.y_private, minlength=C)
         h1 = np.rint(n + 10.0 / np.sqrt(k1) * noise_rng("reproducible", 3, 0xC0418).standard_normal(C))
-        stat = np.sum((h1 - h1.mean()) ** 2) / (100.0 / k1 + 1 / 12)
+        stat = np.sum((h1 - h1.mean()) ** 2) / (max(h1.sum(), 0.0) / C + 100.0 / k1 + 1 / 12)
         if stat > chi2.ppf(0.95, C - 1):
             h2 = np.rint(n + 10.0 / np.sqrt(k - k1) * noise_rng("reproducible", 3, 0xC041A).standard_normal(C))
             hist, used = (k1 * h1 + (k - k1) * h2) / k, k

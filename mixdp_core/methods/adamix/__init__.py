@@ -119,7 +119,9 @@ small epsilon. The new schedule:
    may take ``m = round(a/(1+a) T)`` of the run's T releases (``a = 0.3 sqrt(10 / C)``, the
    alignment above: the split that balances a release's value to the offsets and to the class
    columns), staged: a pilot of ``m/4`` (:data:`HISTOGRAM_PILOT_SHARE`) and the rest only when
-   a chi² test at 5 % (:data:`HISTOGRAM_TEST_LEVEL`) finds the classes imbalanced; see
+   a chi² test at 5 % (:data:`HISTOGRAM_TEST_LEVEL`) rejects "every row's class drawn with
+   probability 1/C" (``histogram_test``: the counts' multinomial spread n/C, the noise and the
+   rounding); see
    :meth:`.private.NoisyGDMethod._released_histogram` and docs/results/class_balance.md. One
    release at sigma = 20, the former default, left the offsets random where classes hold
    5-55 private rows.

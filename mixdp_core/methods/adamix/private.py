@@ -710,10 +710,13 @@ class NoisyGDMethod(LinearHead):
         staged, because the m of :meth:`_histogram_releases` only pays where the classes are
         imbalanced (balanced classes need no offsets, and m releases fewer for the gradient
         cost ~1–2 points where the error falls steeply in ε; docs/results/class_balance.md):
-        a pilot of m₁ = ceil(m · ``HISTOGRAM_PILOT_SHARE``) releases, then a χ² test of equal
-        class counts on it (Σ_c (ñ_c − mean)² / s₁² against the χ²_{C−1} quantile at
-        ``1 − HISTOGRAM_TEST_LEVEL``; s₁² = σ²/m₁ + 1/12, the noise and the rounding); only if it
-        rejects, a second histogram of the other m − m₁ releases on an independent stream,
+        a pilot of m₁ = ceil(m · ``HISTOGRAM_PILOT_SHARE``) releases, then a χ² test of balanced
+        classes on it (Σ_c (ñ_c − mean)² / s₁² against the χ²_{C−1} quantile at
+        ``1 − HISTOGRAM_TEST_LEVEL``). ``histogram_test="sampled_classes"``: s₁² = n̂₁/C + σ²/m₁ +
+        1/12, n̂₁ = max(Σ_c ñ_c, 0), under the null that each row's class was drawn with probability
+        1/C: the counts' centred covariance is then (n/C)(I − 11ᵀ/C) (Pearson's), the noise's and
+        the rounding's are isotropic too, so the statistic is about χ²_{C−1}; ``"equal_counts"``:
+        s₁² = σ²/m₁ + 1/12 (exactly equal counts). Only if it rejects, a second histogram of the other m − m₁ releases on an independent stream,
         combined with the pilot by inverse variance. Privacy: each release is the Gaussian
         mechanism on the histogram (sensitivity 1, add/remove), σ-equivalent, and the run's
         total stays T: the pilot's output only chooses whether a release goes to the histogram
@@ -732,6 +735,10 @@ class NoisyGDMethod(LinearHead):
         if not staged:  # histogram_test_ stays None (reset by _fit_once); staged: m >= 2, so m - m1 >= 1
             return h1, m1
         s1_sq = sigma**2 / m1 + 1.0 / 12.0
+        if getattr(self.config, "histogram_test", "equal_counts") == "sampled_classes":
+            # the multinomial spread of counts drawn with equal class probabilities (Pearson's n/C),
+            # from the pilot's released total: post-processing
+            s1_sq += max(float(h1.sum()), 0.0) / C
         stat = float(np.sum((h1 - h1.mean()) ** 2) / s1_sq)
         imbalanced = stat > float(chdtri(C - 1, HISTOGRAM_TEST_LEVEL))  # the χ²_{C−1} upper quantile
         self.histogram_test_ = {"statistic": stat, "dof": C - 1, "imbalanced": bool(imbalanced), "pilot": m1}

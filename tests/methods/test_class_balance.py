@@ -379,7 +379,7 @@ def test_pilot_test_holds_its_level_on_classes_drawn_with_equal_probabilities():
 
 
 def test_pilot_test_keeps_digits_balanced():
-    """digits (174-183 rows per class, 5 public taken): the former null flagged its private classes
+    """digits (117-123 private rows per class once 5 public are taken): the former null flagged its private classes
     as imbalanced in about a quarter of the runs at ε = 8 (the review: 9 of 40), which then spent
     the whole histogram share and skipped the two-iterate combination; the default flags none of
     40 replayed draws. Its imbalance-ratio-10 split (the app's default) is flagged every time."""

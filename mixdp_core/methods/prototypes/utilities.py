@@ -600,12 +600,18 @@ def load_public_pool(spec: Any, split: Any, override: np.ndarray | None = None) 
         X = split.X_public
         where = "split.X_public"
     else:
-        if not os.path.exists(spec):
-            raise ConfigError("public_pool", f"file {spec!r} does not exist")
-        with np.load(spec) as f:
-            if "X" not in f:
-                raise ConfigError("public_pool", f"{spec!r} has no array 'X' (found {list(f.keys())})")
-            X = f["X"]
+        from ...safe_npz import load_npz
+
+        if not os.path.isfile(spec):
+            raise ConfigError("public_pool", f"file {spec!r} does not exist or is not a file")
+        # the bounded reader: sizes checked from the headers before anything is decompressed, no
+        # pickles (np.load read a 256 MiB array out of a 261 KB file)
+        arrays = load_npz(spec, field="public_pool")
+        X = arrays.get("X")
+        if X is None:
+            raise ConfigError("public_pool", f"{spec!r} has no array 'X' (found {sorted(arrays)})")
+        if not np.issubdtype(X.dtype, np.floating):
+            raise DataError(f"public_pool: 'X' must hold floating-point features, got dtype {X.dtype}")
         where = str(spec)
     if X.ndim != 2 or X.shape[0] == 0:
         raise DataError(f"{where}: public pool must be a non-empty 2-D array, got shape {X.shape}")

@@ -394,3 +394,26 @@ def test_a_count_fraction_whose_share_underflows_says_so():
 
     with pytest.raises(ConfigError, match="count_fraction: leaves the noisy count no privacy budget"):
         _noisy_count(10, neighbouring="add_remove", count_rho=0.0, rng=np.random.default_rng(0))
+
+
+def test_public_pool_file_is_read_through_the_bounded_reader(digits_split, tmp_path, monkeypatch):
+    """A library caller's ``public_pool`` path goes through the bounded ``.npz`` reader too (it was
+    ``np.load``: a 261 KB file decompressed 256 MiB): sizes are checked from the headers before
+    anything is decompressed, pickles are refused, and ``X`` must hold floating-point features."""
+    big = tmp_path / "big.npz"
+    np.savez_compressed(big, X=np.zeros((4096, digits_split.dim), np.float32))  # 1 MiB of zeros, a tiny file
+    monkeypatch.setenv("MIXDP_MAX_NPZ_BYTES", str(2**19))
+    with pytest.raises(DataError, match="public_pool: .*MIXDP_MAX_NPZ_BYTES"):
+        make_method("dppl_public", target_epsilon=1.0, public_pool=str(big)).fit(digits_split)
+    monkeypatch.delenv("MIXDP_MAX_NPZ_BYTES")
+    ints = tmp_path / "ints.npz"
+    np.savez(ints, X=np.ones((10, digits_split.dim), np.int64))
+    with pytest.raises(DataError, match="public_pool: 'X' must hold floating-point"):
+        make_method("dppl_public", target_epsilon=1.0, public_pool=str(ints)).fit(digits_split)
+    objs = tmp_path / "objs.npz"
+    np.savez(objs, X=np.array([{"a": 1}] * 3, dtype=object))
+    with pytest.raises(DataError, match="public_pool"):
+        make_method("dppl_public", target_epsilon=1.0, public_pool=str(objs)).fit(digits_split)
+    with pytest.raises(ConfigError, match="public_pool: .*not a file"):
+        make_method("dppl_public", target_epsilon=1.0, public_pool=str(tmp_path)).fit(digits_split) if False else \
+            make_method("dppl_public", target_epsilon=1.0, public_pool=str(tmp_path / "dir.npz")).fit(digits_split)

@@ -28,7 +28,7 @@ from typing import IO, Optional
 
 import numpy as np
 
-from ..errors import ConfigError, DataError
+from .errors import ConfigError, DataError
 
 DEFAULT_MAX_NPZ_BYTES = 512 * 2**20
 DEFAULT_MAX_MEMBER_BYTES = 64 * 2**20
@@ -106,11 +106,11 @@ def npz_headers(path: str | Path, *, field: str = "features", max_bytes: Optiona
                         raise DataError(f"{field}: member {info.filename!r} of {str(p)!r} is not a numpy "
                                         f"array ({e})") from None
                 if dtype.hasobject:
-                    raise DataError(f"{name}: object arrays are not allowed (dtype {dtype}); store numbers "
+                    raise DataError(f"{field}: array {name!r}: object arrays are not allowed (dtype {dtype}); store numbers "
                                     f"(features float, labels int)")
                 nbytes = int(np.prod(shape, dtype=np.float64) * dtype.itemsize)
                 if info.file_size < header_len + nbytes:
-                    raise DataError(f"{name}: array data is truncated in {str(p)!r} (header says "
+                    raise DataError(f"{field}: array {name!r}: data is truncated in {str(p)!r} (header says "
                                     f"{shape} {dtype}, {nbytes} bytes; the member holds "
                                     f"{max(0, info.file_size - header_len)})")
                 total += nbytes

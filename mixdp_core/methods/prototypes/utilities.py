@@ -85,6 +85,23 @@ def cosine_scores(X: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+#: The utilities are a float64 (classes x pool rows) array, whatever the block size: at most this
+#: many cells (2 GiB), so a pool a user can give (a 512 MiB .npz of 4-dimensional rows holds 33 M)
+#: is refused before the work, not after 25 GiB. ``MIXDP_MAX_UTILITY_CELLS`` raises it.
+MAX_UTILITY_CELLS = 2**28
+
+
+def check_utility_size(n_classes: int, n_pool: int) -> None:
+    """Raise a one-line :class:`DataError` on ``public_pool`` when the (C, N) utilities would
+    exceed :data:`MAX_UTILITY_CELLS` (or ``MIXDP_MAX_UTILITY_CELLS``)."""
+    raw = os.environ.get("MIXDP_MAX_UTILITY_CELLS", "").strip()
+    limit = int(raw) if raw.isdigit() else MAX_UTILITY_CELLS
+    if int(n_classes) * int(n_pool) > limit:
+        raise DataError(f"public_pool: {n_pool:,} candidates x {n_classes} classes need {n_classes * n_pool:,} "
+                        f"utilities, above the limit of {limit:,} (8 bytes each; set MIXDP_MAX_UTILITY_CELLS "
+                        f"to raise it, or use a smaller pool)")
+
+
 def _check_utility_args(d_min: float, d_max: float) -> None:
     if not (0.0 <= d_min < d_max <= 2.0):
         raise ConfigError("d_min/d_max", f"must satisfy 0 <= d_min < d_max <= 2, got {d_min}, {d_max}")
@@ -197,6 +214,7 @@ def public_utilities(
     y = np.asarray(y_private)
     E = l2_normalize(np.asarray(X_private, dtype=dtype))
     N = int(pool.shape[0])
+    check_utility_size(n_classes, N)  # before any work: the (C, N) float64 result is the floor
     if pool.shape[1] != E.shape[1]:
         raise DataError(f"public_pool: has {pool.shape[1]} features, private data has {E.shape[1]}")
     counts = np.bincount(y, minlength=n_classes).astype(np.float64)
@@ -239,7 +257,7 @@ def public_utilities(
             T = tile[:, : b - a] if b - a < bs else tile
             np.matmul(E, P.T, out=T)
             T += 1.0 - d_min
-            np.clip(T, 0.0, d_max - d_min, out=T)
+            np.clip(T, 0.0, _inward(d_max - d_min, dtype, up=False), out=T)
             U[:, a:b] = 0.0
             U[present, a:b] = np.add.reduceat(T, starts, axis=0, dtype=np.float64)
         else:
@@ -247,7 +265,7 @@ def public_utilities(
             np.matmul(P, E.T, out=T)
             # clip(1 + c, d_min, d_max) - d_min = clip(c, d_min - 1, d_max - 1) + (1 - d_min):
             # one pass over the tile instead of two; the constant goes in per class, n_c (1 - d_min)
-            np.clip(T, d_min - 1.0, d_max - 1.0, out=T)
+            np.clip(T, _inward(d_min - 1.0, dtype, up=True), _inward(d_max - 1.0, dtype, up=False), out=T)
             U[:, a:b] = (T @ onehot).T
             U[:, a:b] += (counts * (1.0 - d_min))[:, None]
     return U
@@ -358,6 +376,21 @@ def _bf16_group(n: int, n_classes: int) -> int:
     return g
 
 
+def _inward(x: float, dtype: Any, *, up: bool) -> float:
+    """``x`` rounded to ``dtype`` (float32 or float64) on its ``up`` (>= x) or down (<= x) side.
+
+    A clip bound given as a Python float is rounded to the tile's dtype *to nearest*, which can
+    step outside [d_min − 1, d_max − 1] by half an ulp, and then one private row moves a utility
+    by more than Δu (1.31e-7 against 1.10e-7 at d_max − d_min = 1.1e-7 in float32); rounded
+    inward, every summand stays in the range and the sensitivity holds."""
+    v = np.asarray(x, dtype=dtype)
+    if up and float(v) < x:
+        v = np.nextafter(v, np.asarray(np.inf, dtype=dtype))
+    elif not up and float(v) > x:
+        v = np.nextafter(v, np.asarray(-np.inf, dtype=dtype))
+    return float(v)
+
+
 def _bf16_inward(x: float, *, up: bool) -> float:
     """The bfloat16 number nearest ``x`` on its ``up`` (>= x) or down (<= x) side.
 
@@ -454,7 +487,8 @@ def _public_utilities_torch(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.
             P = torch.from_numpy(np.ascontiguousarray(pool[a:b], dtype=E.dtype)).to(device)
             P = P / P.norm(dim=1, keepdim=True).clamp_min(1e-12)
             if clipping:
-                T = (P @ Et.T).clamp_(d_min - 1.0, d_max - 1.0)  # one pass, as the numpy path
+                # one pass, as the numpy path; the bounds rounded inward to the tile's dtype
+                T = (P @ Et.T).clamp_(_inward(d_min - 1.0, E.dtype, up=True), _inward(d_max - 1.0, E.dtype, up=False))
                 Ub = (T @ M).T.double() + lo * cnt[:, None]
             else:
                 Ub = (M @ P.T).double() + cnt[:, None]

@@ -159,7 +159,7 @@ def audit_rows(audits: list) -> list[dict[str, str]]:
             "attack": ATTACK_LABELS.get(a.attack, a.attack),
             "claimed ε": _f(s.get("claimed_epsilon")),
             "empirical ε ≥": _f(s.get("empirical_epsilon_lower")),
-            "confidence": _f(s.get("confidence"), "{:.0%}"),
+            "confidence": _f(s.get("confidence"), "{:.4g}"),
             "trials": _f(s.get("n_trials"), "{}"),
             # an estimate over the trials: two identical 50-trial audits gave 0.721 and 0.607
             "AUC (± 95 %)": _auc_interval(s),

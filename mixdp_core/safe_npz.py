@@ -35,7 +35,9 @@ DEFAULT_MAX_MEMBER_BYTES = 64 * 2**20
 _CHUNK = 2**20
 
 
-def _env_limit(name: str, default: int) -> int:
+def env_limit(name: str, default: int, unit: str = "bytes") -> int:
+    """A size limit from the environment variable ``name`` (``default`` where unset): a number
+    >= 1 (``1e9`` accepted); anything else is a one-line ``ConfigError`` naming the variable."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -44,18 +46,18 @@ def _env_limit(name: str, default: int) -> int:
         if v < 1:
             raise ValueError
     except (ValueError, OverflowError):
-        raise ConfigError(name, f"must be a number of bytes >= 1, got {raw!r}") from None
+        raise ConfigError(name, f"must be a number of {unit} >= 1, got {raw!r}") from None
     return v
 
 
 def max_npz_bytes() -> int:
     """``$MIXDP_MAX_NPZ_BYTES`` or 512 MiB."""
-    return _env_limit("MIXDP_MAX_NPZ_BYTES", DEFAULT_MAX_NPZ_BYTES)
+    return env_limit("MIXDP_MAX_NPZ_BYTES", DEFAULT_MAX_NPZ_BYTES)
 
 
 def max_member_bytes() -> int:
     """``$MIXDP_MAX_MEMBER_BYTES`` or 64 MiB."""
-    return _env_limit("MIXDP_MAX_MEMBER_BYTES", DEFAULT_MAX_MEMBER_BYTES)
+    return env_limit("MIXDP_MAX_MEMBER_BYTES", DEFAULT_MAX_MEMBER_BYTES)
 
 
 def _mib(n: float) -> str:

@@ -244,5 +244,12 @@ def test_a_low_confidence_bound_above_the_claim_is_not_called_a_bug(audit_split)
     above = dict(epsilon_lower=1.5 * s["claimed_epsilon"], mu_lower=None, profile_violation=None)
     quiet = dataclasses.replace(r, bound=dataclasses.replace(r.bound, confidence=0.001, **above))
     assert 0.001 < ALARM_MIN_CONFIDENCE and not quiet.alarm and not quiet.alarm_reasons
+    assert "confidence 0.001, below the 0.9" in quiet.summary()["alarm_note"]
+    assert r.summary()["alarm_note"] is None  # nothing above the claim: nothing to explain
     loud = dataclasses.replace(r, bound=dataclasses.replace(r.bound, confidence=0.999, **above))
-    assert loud.alarm and any("(confidence 0.999)" in x for x in loud.alarm_reasons)
+    assert loud.alarm and any("(confidence 0.999)" in x for x in loud.alarm_reasons) and loud.alarm_note is None
+    # an audit stored before the floor, alarmed at 0.001, refutes nothing on the audit page
+    from mixdp_core.app_support.audit import guarantee_caveat
+
+    stored = {**quiet.summary(), "alarm": True}
+    assert guarantee_caveat({}, [stored]) is None and guarantee_caveat({}, [loud.summary()])

@@ -8,8 +8,9 @@ Rules every result follows:
 * the claimed ε, δ come from the accounting module (``privacy_`` of the audited runs), never
   from the request;
 * an empirical lower bound always comes with its confidence and number of trials, and
-  ``alarm`` is true iff it exceeds the claimed ε (a privacy bug: the mechanism or its
-  accounting is wrong);
+  ``alarm`` is true iff it exceeds the claimed ε at a confidence of at least
+  :data:`ALARM_MIN_CONFIDENCE` (a privacy bug: the mechanism or its accounting is wrong; below
+  it ``alarm_note`` says the bound exceeds the claim at too low a confidence to call);
 * attacks without randomized inclusion (the loss attack on the released run) give no ε lower
   bound (``None``) rather than an invalid one.
 """
@@ -94,14 +95,26 @@ class AuditResult:
             return out
         if b.epsilon_lower > eps:
             out.append(f"the empirical lower bound ε ≥ {b.epsilon_lower:.3g} exceeds the claimed ε = {eps:.3g} "
-                       f"(confidence {b.confidence:.4g})")
+                       f"(confidence {b.confidence:.6g})")
         if b.profile_violation is not None and b.profile_violation > 0.0:
             out.append(f"the claimed privacy profile δ(ε) is refuted at some ε by {b.profile_violation:.3g} "
-                       f"(TPR above e^ε·FPR + δ(ε); confidence {b.confidence:.4g})")
+                       f"(TPR above e^ε·FPR + δ(ε); confidence {b.confidence:.6g})")
         if b.mu_lower is not None and self.claimed_mu is not None and b.mu_lower > self.claimed_mu:
             out.append(f"the empirical lower bound μ ≥ {b.mu_lower:.3g} exceeds the claimed μ = "
-                       f"{self.claimed_mu:.3g} (confidence {b.confidence:.4g})")
+                       f"{self.claimed_mu:.3g} (confidence {b.confidence:.6g})")
         return out
+
+    @property
+    def alarm_note(self) -> Optional[str]:
+        """Why a bound above the claim raised no alarm (its confidence is below
+        :data:`ALARM_MIN_CONFIDENCE`), or ``None``."""
+        b, eps = self.bound, self.claimed_epsilon
+        if b is None or eps is None or b.confidence >= ALARM_MIN_CONFIDENCE:
+            return None
+        above = b.epsilon_lower > eps or (b.mu_lower is not None and self.claimed_mu is not None
+                                          and b.mu_lower > self.claimed_mu) or (b.profile_violation or 0.0) > 0.0
+        return (f"the bound exceeds the claim at confidence {b.confidence:.6g}, below the {ALARM_MIN_CONFIDENCE:g} "
+                "an alarm needs: what so little confidence allows, not evidence of a bug") if above else None
 
     @property
     def alarm(self) -> bool:
@@ -144,6 +157,7 @@ class AuditResult:
             "profile_violation": None if b is None else b.profile_violation,
             "alarm": self.alarm,
             "alarm_reasons": self.alarm_reasons,
+            "alarm_note": self.alarm_note,
             "per_class_auc": m.get("per_class_auc"),
             "wall_seconds": self.wall_seconds,
         }

@@ -94,8 +94,9 @@ MAX_UTILITY_CELLS = 2**28
 def check_utility_size(n_classes: int, n_pool: int) -> None:
     """Raise a one-line :class:`DataError` on ``public_pool`` when the (C, N) utilities would
     exceed :data:`MAX_UTILITY_CELLS` (or ``MIXDP_MAX_UTILITY_CELLS``)."""
-    raw = os.environ.get("MIXDP_MAX_UTILITY_CELLS", "").strip()
-    limit = int(raw) if raw.isdigit() else MAX_UTILITY_CELLS
+    from ...safe_npz import env_limit
+
+    limit = env_limit("MIXDP_MAX_UTILITY_CELLS", MAX_UTILITY_CELLS, unit="cells")
     if int(n_classes) * int(n_pool) > limit:
         raise DataError(f"public_pool: {n_pool:,} candidates x {n_classes} classes need {n_classes * n_pool:,} "
                         f"utilities, above the limit of {limit:,} (8 bytes each; set MIXDP_MAX_UTILITY_CELLS "
@@ -221,6 +222,13 @@ def public_utilities(
     clipping = clips(d_min, d_max)
     n_plan = len(E) if plan_rows is None else int(plan_rows)
     where, prec = utilities_plan(device, precision, clipping=clipping, n_private=n_plan, n_pool=N, dim=E.shape[1])
+    if clipping:  # the clip bounds rounded inward in the arithmetic that runs: they must not cross
+        lo, hi = ((_bf16_inward(d_min - 1.0, up=True), _bf16_inward(d_max - 1.0, up=False)) if prec == "bf16"
+                  else (_inward(d_min - 1.0, E.dtype, up=True), _inward(d_max - 1.0, E.dtype, up=False)))
+        if lo > hi:
+            raise ConfigError("d_min/d_max", f"d_max - d_min = {d_max - d_min:.3g} is below the resolution of the "
+                                             f"utilities' {prec if prec == 'bf16' else E.dtype} arithmetic near these "
+                                             "values (every candidate would get the same utility); widen the range")
     if prec == "bf16":
         return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size,
                                       plan_rows=n_plan)
@@ -382,7 +390,8 @@ def _inward(x: float, dtype: Any, *, up: bool) -> float:
     A clip bound given as a Python float is rounded to the tile's dtype *to nearest*, which can
     step outside [d_min − 1, d_max − 1] by half an ulp, and then one private row moves a utility
     by more than Δu (1.31e-7 against 1.10e-7 at d_max − d_min = 1.1e-7 in float32); rounded
-    inward, every summand stays in the range and the sensitivity holds."""
+    inward, every summand stays in the range and the sensitivity holds (:func:`public_utilities`
+    refuses a range so narrow that the inward bounds cross)."""
     v = np.asarray(x, dtype=dtype)
     if up and float(v) < x:
         v = np.nextafter(v, np.asarray(np.inf, dtype=dtype))

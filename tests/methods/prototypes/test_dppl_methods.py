@@ -462,8 +462,26 @@ def test_public_utilities_refuse_an_oversized_pool_before_work(digits_split, mon
     pool = np.ones((10, digits_split.dim), np.float32)  # 10 classes x 10 rows = 100 cells
     with pytest.raises(DataError, match="public_pool: 10 candidates x 10 classes .*MIXDP_MAX_UTILITY_CELLS"):
         public_utilities(digits_split.X_private, digits_split.y_private, pool, n_classes=10)
-    monkeypatch.setenv("MIXDP_MAX_UTILITY_CELLS", "100")
+    monkeypatch.setenv("MIXDP_MAX_UTILITY_CELLS", "1e2")  # read as the byte limits are
     assert public_utilities(digits_split.X_private, digits_split.y_private, pool, n_classes=10).shape == (10, 10)
+    for bad in ("-1", "0", "lots"):
+        monkeypatch.setenv("MIXDP_MAX_UTILITY_CELLS", bad)
+        with pytest.raises(ConfigError, match="MIXDP_MAX_UTILITY_CELLS: must be a number of cells >= 1"):
+            public_utilities(digits_split.X_private, digits_split.y_private, pool, n_classes=10)
+
+
+def test_a_clip_range_below_the_arithmetic_resolution_is_refused():
+    """Rounded inward, the bounds of a range narrower than the tiles' resolution cross (every
+    candidate then got the same, negative, utility): a one-line ConfigError on d_min/d_max,
+    float32 and bf16 alike; a range the arithmetic resolves still runs."""
+    from mixdp_core.methods.prototypes.utilities import public_utilities
+
+    X, pool, y = np.array([[1.0, 0.0, 0.0]], np.float32), np.eye(3, dtype=np.float32), np.array([0])
+    with pytest.raises(ConfigError, match="d_min/d_max: .*float32 arithmetic"):
+        public_utilities(X, y, pool, n_classes=1, d_min=0.3, d_max=0.3 + 1e-8)
+    with pytest.raises(ConfigError, match="d_min/d_max: .*bf16 arithmetic"):
+        public_utilities(X, y, pool, n_classes=1, d_min=0.2975, d_max=0.299, precision="bf16")
+    assert public_utilities(X, y, pool, n_classes=1, d_min=0.2975, d_max=0.299).min() >= 0.0
 
 
 @pytest.mark.parametrize("kw", [{"layout": "pool_major"}, {"layout": "private_major"}, {"device": "torch_cpu"}])

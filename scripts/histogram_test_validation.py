@@ -45,15 +45,11 @@ def pilot_plan(eps: float, C: int, seed: int):
 
 
 def decide(h1, C: int, sigma: float, m1: int, null: str) -> bool:
-    """The pilot's decision (imbalanced?) on the released pilot ``h1`` under ``null`` (the
-    method's own rule, restated; ``test_decisions_match`` below checks it against the fit's)."""
-    import numpy as np
-    from scipy.special import chdtri
+    """The pilot's decision (imbalanced?) on the released pilot ``h1`` under ``null``: the fit's
+    own function (:func:`mixdp_core.methods.adamix.private.histogram_pilot_test`)."""
+    from mixdp_core.methods.adamix.private import histogram_pilot_test
 
-    from mixdp_core.methods.adamix import HISTOGRAM_TEST_LEVEL
-
-    s1 = sigma**2 / m1 + 1.0 / 12.0 + (max(float(np.sum(h1)), 0.0) / C if null == "sampled_classes" else 0.0)
-    return bool(np.sum((h1 - np.mean(h1)) ** 2) / s1 > chdtri(C - 1, HISTOGRAM_TEST_LEVEL))
+    return histogram_pilot_test(h1, sigma, m1, null)["imbalanced"]
 
 
 def rates(regimes, seeds, eps_list, draws: int) -> list[dict]:
@@ -123,12 +119,15 @@ def paired(regimes, seeds, eps_list, jsonl: str, workers: int, check_equal: int)
                 cells.append((reg, seed, eps, decide(h1, C, sigma, m1, "equal_counts"),
                               decide(h1, C, sigma, m1, "sampled_classes")))
     changed = [c for c in cells if c[3] is not None and c[3] != c[4]]
-    same = [c for c in cells if c[3] is not None and c[3] == c[4]][:check_equal]
+    same = []  # up to check_equal agreeing cells of every data set, trained with both nulls
+    for reg in regimes:
+        same += [c for c in cells if c[0] == reg and c[3] is not None and c[3] == c[4]][:check_equal]
+    checked = {c[:3] for c in same}
     print(f"{len(cells)} cells, {len(changed)} with a changed decision; training those "
           f"(and {len(same)} agreeing cells as a check)", file=sys.stderr)
     with open(jsonl, "a") as fh:
         for c in cells:
-            if c[3] is None or c[3] == c[4]:
+            if (c[3] is None or c[3] == c[4]) and c[:3] not in checked:  # a checked cell gets its trained row
                 fh.write(json.dumps({"regime": c[0], "seed": c[1], "epsilon": c[2], "staged": c[3] is not None,
                                      "flag_equal_counts": c[3], "flag_sampled_classes": c[4],
                                      "trained": False, "difference": 0.0}) + "\n")

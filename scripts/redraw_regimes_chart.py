@@ -19,13 +19,13 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     from mixdp_core.runs.figures.base import FIGURES
-    from mixdp_core.runs.figures.regimes import draw_family, family_curves
+    from mixdp_core.runs.figures.regimes import draw_family, family_curves, family_spread
 
     src = Path(sys.argv[1])
     data = json.loads(src.read_text())
     fig = plt.figure(figsize=FIGURES.get("regimes").size)
     eps = [float(e) for e in data["params"]["epsilons"]]
-    draw_family(fig, family_curves(data["rows"], eps), eps)
+    draw_family(fig, family_curves(data["rows"], eps), eps, family_spread(data["rows"], eps))
     fig.tight_layout()
     fig.savefig(src.with_suffix(".png"), dpi=130)
     print(src.with_suffix(".png"))

@@ -11,10 +11,10 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "mixdp_core"
 
-GROUND = {"errors", "registry", "config", "featureset", "_io", "randomness", "__init__"}
+GROUND = {"errors", "registry", "config", "featureset", "_io", "randomness", "safe_npz", "__init__"}
 #: layer -> layers it may import (besides itself and the ground floor).
 ALLOWED: dict[str, set[str]] = {
-    "errors": set(), "registry": set(), "featureset": set(), "_io": set(), "randomness": set(),
+    "errors": set(), "registry": set(), "featureset": set(), "_io": set(), "randomness": set(), "safe_npz": set(),
     "config": set(),
     "accounting": set(),
     "data": set(),

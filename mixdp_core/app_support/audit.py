@@ -97,12 +97,15 @@ def guarantee_caveat(metrics: Mapping[str, Any], summaries: Any = ()) -> Optiona
     """What voids the run's stated guarantee on the audit page, or ``None``: noise reproducible
     from the published seed, or a stored audit of the run that refutes the claim. The page
     shows it above the guarantee and qualifies the guarantee's headline with it."""
+    from ..evaluation.audit import ALARM_MIN_CONFIDENCE
     from ..randomness import REPRODUCIBLE, REPRODUCIBLE_WARNING
 
     why = []
     if metrics.get("noise") == REPRODUCIBLE:
         why.append(f"this run's {REPRODUCIBLE_WARNING}")
-    n_alarm = sum(bool(s.get("alarm")) for s in summaries)
+    # audits stored before the alarm needed ALARM_MIN_CONFIDENCE: a low-confidence one refutes nothing
+    n_alarm = sum(bool(s.get("alarm")) and (s.get("confidence") is None or s.get("replay_refutes")
+                                             or float(s["confidence"]) >= ALARM_MIN_CONFIDENCE) for s in summaries)
     if n_alarm:
         why.append(f"{n_alarm} audit(s) below refute the claim")
     return "; ".join(why) if why else None
@@ -159,7 +162,7 @@ def audit_rows(audits: list) -> list[dict[str, str]]:
             "attack": ATTACK_LABELS.get(a.attack, a.attack),
             "claimed ε": _f(s.get("claimed_epsilon")),
             "empirical ε ≥": _f(s.get("empirical_epsilon_lower")),
-            "confidence": _f(s.get("confidence"), "{:.0%}"),
+            "confidence": _f(s.get("confidence"), "{:.6g}"),
             "trials": _f(s.get("n_trials"), "{}"),
             # an estimate over the trials: two identical 50-trial audits gave 0.721 and 0.607
             "AUC (± 95 %)": _auc_interval(s),

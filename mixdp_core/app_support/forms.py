@@ -523,7 +523,7 @@ def extract_zip_upload(data: bytes, filename: str, *, cache_dir: str | Path | No
             raise storage_error(e, tmp, what="upload", fix="set MIXDP_CACHE to a writable folder") from None
         try:
             from .._io import storage_error
-            from ..data.safe_npz import copy_member
+            from ..safe_npz import copy_member
 
             budget = [max_uncompressed]  # running count over the bytes actually unpacked
             for info, p in zip(infos, parts):

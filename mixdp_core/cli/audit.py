@@ -12,7 +12,7 @@ canaries, NoisyGD family), ``one-run`` (Steinke et al. 2023), ``seed-replay`` (r
 training from its published seed: alarms on ``--param noise=reproducible``). With ``--json`` exactly one JSON
 object is printed on stdout, with ``claimed_epsilon`` from the accounting module,
 ``empirical_epsilon_lower`` with its ``confidence`` and ``n_trials``, and ``alarm`` (true when a
-lower bound exceeds the claim: a privacy bug) and ``note``: the audit is the owner's diagnostic,
+lower bound exceeds the claim at confidence >= 0.9: a privacy bug; below, ``alarm_note`` says so) and ``note``: the audit is the owner's diagnostic,
 computed on the private data without a guarantee (not to be published). Progress goes to stderr.
 """
 
@@ -62,7 +62,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--trials", default=None, help="independent trials (canary: trainings, default 100; "
                                      "canary-whitebox: canaries in all, default 1000; seed-replay: trials of "
                                      "two trainings each, default enough to refute the target ε, at most 400)")
-    a("--confidence", default="0.95", help="confidence of the ε lower bound, default 0.95")
+    a("--confidence", default="0.95", help="confidence of the ε lower bound, in (0, 1), default 0.95; a bound above "
+                                           "the claim raises the alarm only at confidence >= 0.9")
     a("--public-per-class", default="5", help="public samples per class, default 5")
     a("--imbalance-ratio", default="1", help="long-tail ratio of the private data (>= 1), default 1")
     a("--param", action="append", default=[], metavar="KEY=VALUE", help="other method config field; repeatable")

@@ -399,7 +399,7 @@ def load_feature_file(path: str | Path) -> FeatureSet:
     features are accepted (kept as float32 in memory). Validated on load: shapes, finite
     values, labels in range; errors name the array.
     """
-    from .safe_npz import npz_headers, load_npz
+    from ..safe_npz import npz_headers, load_npz
 
     p = Path(path).expanduser()
     heads = npz_headers(p, field="features")  # sizes, dtypes, truncation: before reading any array
@@ -930,7 +930,7 @@ def check_dataset_source(spec: str, root: str | None = None) -> None:
     elif key == "features":
         if not path:
             raise ConfigError("features", FEATURES_PATH_NEEDED)
-        from .safe_npz import npz_headers
+        from ..safe_npz import npz_headers
 
         npz_headers(Path(path).expanduser())
 

@@ -143,9 +143,13 @@ def _public_shares(model: Any, split: Any, max_cells: float) -> tuple[np.ndarray
     from ..methods.prototypes.utilities import l2_normalize, load_public_pool, public_utilities
 
     cfg = model.config
-    pool = np.asarray(load_public_pool(cfg.public_pool, split, None), dtype=np.float64)
-    if pool.shape[0] * len(split.y_private) > max_cells:
+    # the pool the run drew from (an in-memory pool given to fit is not the config's)
+    pool = getattr(model, "public_pool_used_", None)
+    if pool is None:
+        pool = load_public_pool(cfg.public_pool, split, None)
+    if pool.shape[0] * len(split.y_private) > max_cells:  # before the float64 copy
         return None
+    pool = np.asarray(pool, dtype=np.float64)
     # the utilities the run drew from (bf16 products where it recorded them; each sample's
     # share below stays exact, so U[y_i] - V[i] is the bf16 utility without i to rounding)
     U = public_utilities(split.X_private, split.y_private, pool, n_classes=split.n_classes,

@@ -21,8 +21,10 @@ Fitted attributes every method sets (``None`` where they do not apply):
   App. C) for NoisyGD-type methods, else ``None``; evaluation turns it into ε_i with
   :func:`mixdp_core.accounting.pdp_epsilon`.
 * ``timing_owner_only_``: ``True`` where the fit's running time depends on a secret of its
-  mechanism (``honest_tuning``'s hidden number of repetitions); the run's timings are then
-  owner-only (:mod:`mixdp_core.runs.owner_view`).
+  mechanism (``honest_tuning``'s hidden number of repetitions) or on private rows it reads
+  without releasing them (fine-tuning's per-instance-DP pass); every private run's timings are
+  owner-only anyway, since its duration grows with the exact private count
+  (:func:`mixdp_core.runs.owner_view.timing_is_owner_only`).
 
 ``on_step`` receives a :class:`StepRecord` after each step (or epoch, for network
 fine-tuning) and may return ``True`` to request a stop; the method then stops before the

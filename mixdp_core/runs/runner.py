@@ -322,28 +322,6 @@ def versions() -> dict[str, str]:
     return out
 
 
-def _public_pool_kwarg(model: Any) -> dict[str, Any]:
-    """``{"public_pool": X}`` where the method reads a public pool file (DPPL-Public's
-    ``public_pool``), loaded here through the bounded ``.npz`` reader (sizes checked from the
-    headers before anything is decompressed, no pickles) and refused unless ``X`` is a real
-    floating-point array; ``{}`` otherwise. The method's own loader read any file with
-    ``np.load`` (a 256 MiB array from a 261 KB file)."""
-    spec = getattr(getattr(model, "config", None), "public_pool", None)
-    if not isinstance(spec, str) or spec == "split":
-        return {}
-    from ..data.safe_npz import load_npz
-
-    if not os.path.isfile(spec):
-        raise ConfigError("public_pool", f"file {spec!r} does not exist or is not a file")
-    arrays = load_npz(spec, field="public_pool")
-    X = arrays.get("X")
-    if X is None:
-        raise ConfigError("public_pool", f"{spec!r} has no array 'X' (found {sorted(arrays)})")
-    if not np.issubdtype(X.dtype, np.floating):
-        raise DataError(f"public_pool: 'X' must hold floating-point features, got dtype {X.dtype}")
-    return {"public_pool": X}
-
-
 def run_versions() -> dict[str, str]:
     """:func:`versions` and the folder the run starts in (``cwd``): a relative data path in its
     config was read there, and the privacy ledger resolves it there (never where the ledger is
@@ -534,10 +512,9 @@ def _fit_evaluate(config: RunConfig, features: Any, public_features: Any, on_ste
     t_fit = time.perf_counter()
     from ..randomness import tracking_noise
 
-    fit_kw = _public_pool_kwarg(model)
     try:
         with tracking_noise() as drawn, observing_steps(live(split) if live is not None else None):
-            model.fit(split, on_step=on_step, **fit_kw)
+            model.fit(split, on_step=on_step)
     except BaseException as e:
         # a fit can release before it fails with no step record written (a noisy count, then a
         # budget too small for the steps it implies; a hidden honest-tuning repetition; the

@@ -227,3 +227,29 @@ def test_the_ledger_records_the_noise_drawn_not_the_noise_configured(audit_split
     assert m.privacy_.epsilon > 1.5 * full.privacy_.epsilon
     with pytest.raises(accounting.PlanExceededError, match="more than its plan"):
         m.verify_privacy()
+
+
+def test_a_low_confidence_bound_above_the_claim_is_not_called_a_bug(audit_split):
+    """At confidence 0.001 a correct run's bound sat above its ε (1.12 against 0.986, a review's
+    `mixdp audit --confidence 0.001`) and the audit cried "privacy bug"; an alarm now needs
+    ALARM_MIN_CONFIDENCE, and the confidence is printed as given (0.999 read "100%"). The
+    white-box summary carries the ledger's release counts it computed (why a bound may sit
+    below the claim)."""
+    from mixdp_core.evaluation.audit import ALARM_MIN_CONFIDENCE
+
+    r = run_audit(audit_split, "fully_private", attack="canary-whitebox", epsilon=1.0, trials=1000, seed=1,
+                  method_params={"noise": "reproducible"})
+    s = r.summary()
+    assert s["alarm"] is False and s["releases_recorded"] >= s["releases_observed"] >= 1
+    above = dict(epsilon_lower=1.5 * s["claimed_epsilon"], mu_lower=None, profile_violation=None)
+    quiet = dataclasses.replace(r, bound=dataclasses.replace(r.bound, confidence=0.001, **above))
+    assert 0.001 < ALARM_MIN_CONFIDENCE and not quiet.alarm and not quiet.alarm_reasons
+    assert "confidence 0.001, below the 0.9" in quiet.summary()["alarm_note"]
+    assert r.summary()["alarm_note"] is None  # nothing above the claim: nothing to explain
+    loud = dataclasses.replace(r, bound=dataclasses.replace(r.bound, confidence=0.999, **above))
+    assert loud.alarm and any("(confidence 0.999)" in x for x in loud.alarm_reasons) and loud.alarm_note is None
+    # an audit stored before the floor, alarmed at 0.001, refutes nothing on the audit page
+    from mixdp_core.app_support.audit import guarantee_caveat
+
+    stored = {**quiet.summary(), "alarm": True}
+    assert guarantee_caveat({}, [stored]) is None and guarantee_caveat({}, [loud.summary()])

@@ -389,3 +389,25 @@ def test_pilot_test_keeps_digits_balanced():
     assert _pilot_flags(bal.y_private, 10, "equal_counts", range(40)) >= 0.1
     assert _pilot_flags(bal.y_private, 10, "sampled_classes", range(40)) == 0.0
     assert _pilot_flags(ir10.y_private, 10, "sampled_classes", range(20)) == 1.0
+
+
+def test_histogram_pilot_test_against_scipy_stats():
+    """The pilot's test function, which the fit and scripts/histogram_test_validation.py share,
+    against the statistic and scipy.stats' χ² quantile written out, under both nulls; an unknown
+    null is a ConfigError naming the option."""
+    from scipy.stats import chi2
+
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.methods.adamix.private import histogram_pilot_test
+
+    h = np.array([130.0, 118.0, 121.0, 109.0, 125.0, 122.0, 117.0, 128.0, 119.0, 111.0])
+    dev = np.sum((h - h.mean()) ** 2)  # 410.0
+    for null, s_sq in (("equal_counts", 400 / 64 + 1 / 12), ("sampled_classes", h.sum() / 10 + 400 / 64 + 1 / 12)):
+        got = histogram_pilot_test(h, 20.0, 64, null)
+        assert got["statistic"] == pytest.approx(dev / s_sq) and got["dof"] == 9
+        assert got["imbalanced"] == bool(dev / s_sq > chi2.ppf(0.95, 9))
+    # this spread (sd 6.5 around 120) is a multinomial's (sqrt(120) = 11): flagged only by the former null
+    assert histogram_pilot_test(h, 20.0, 64, "equal_counts")["imbalanced"]  # 64.7 > 16.9
+    assert not histogram_pilot_test(h, 20.0, 64, "sampled_classes")["imbalanced"]  # 3.3
+    with pytest.raises(ConfigError, match="histogram_test: must be"):
+        histogram_pilot_test(h, 20.0, 16, "exact")

@@ -36,13 +36,16 @@ def test_json_export_leaves_the_owners_view_out_by_default(stored):
     assert all(k not in d["metrics"] for k in OWNER_SAMPLES)
     assert "owner_only" not in d
     assert d["steps"] and all("train_loss" not in s for s in d["steps"])
-    assert isinstance(d["created_at"], str) and d["created_at"].endswith("+00:00")  # ISO 8601, not epochs
+    # a private run's times give its duration, which grows with the exact private count: owner's
+    assert d["created_at"] is None and d["finished_at"] is None and "wall_seconds" not in d["metrics"]
 
 
 def test_json_export_groups_the_owners_view_under_the_note_when_asked(stored):
     store, rid = stored
     d = json.loads(store.export(run_ids=[rid], fmt="json", owner_view=True))[0]
     o = d["owner_only"]
+    assert isinstance(o["created_at"], str) and o["created_at"].endswith("+00:00")  # ISO 8601, not epochs
+    assert o["wall_seconds"] > 0
     assert o["note"] == OWNER_NOTE
     assert all(k in o for k in OWNER_SAMPLES)
     assert len(o["step_train_loss"]) == len(d["steps"])
@@ -211,9 +214,10 @@ def test_a_failed_reproducible_runs_export_carries_the_not_private_label(tmp_pat
 
 
 def test_a_hidden_repetition_counts_timings_are_owners_view(tmp_path):
-    """Honest tuning's duration grows with its hidden number of repetitions K: the public
-    export leaves out its timings and finish time, the owner's view keeps them; a plain run's
-    timings stay public."""
+    """Honest tuning's duration grows with its hidden number of repetitions K, and every private
+    run's with the exact private count: the public export leaves out their timings and times, the
+    owner's view keeps them; a run that never reads the private rows (Only-Public) keeps its
+    timings public."""
     from mixdp_core.runs.runner import RunConfig, execute
     from mixdp_core.runs.store import RunStore
 
@@ -221,8 +225,10 @@ def test_a_hidden_repetition_counts_timings_are_owners_view(tmp_path):
     hon = execute(RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=3.0,
                             method_params={"honest_tuning": True, "tuning_gamma": 0.5}),
                   store=store, cache_dir=tmp_path / "c")
-    plain = execute(RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=3.0),
+    plain = execute(RunConfig(dataset="digits", encoder="pixels", method="only_public"),
                     store=store, cache_dir=tmp_path / "c")
+    private = execute(RunConfig(dataset="digits", encoder="pixels", method="adamix", target_epsilon=3.0),
+                      store=store, cache_dir=tmp_path / "c")
     assert store.get_run(hon).metrics["timing_owner_only"] is True
     pub = {d["run_id"]: d for d in json.loads(store.export(fmt="json", include_steps=False))}
     assert not {"fit_seconds", "wall_seconds"} & set(pub[hon]["metrics"]) and pub[hon]["finished_at"] is None
@@ -234,6 +240,8 @@ def test_a_hidden_repetition_counts_timings_are_owners_view(tmp_path):
     own = {d["run_id"]: d for d in json.loads(store.export(fmt="json", include_steps=False, owner_view=True))}
     assert own[hon]["owner_only"]["wall_seconds"] > 0 and own[hon]["owner_only"]["finished_at"]
     assert own[hon]["owner_only"]["created_at"]
+    assert pub[private]["created_at"] is None and not {"fit_seconds", "wall_seconds"} & set(pub[private]["metrics"])
+    assert own[private]["owner_only"]["wall_seconds"] > 0
     rows = {r["run_id"]: r for r in csv.DictReader(io.StringIO(store.export(fmt="csv")))}
     assert rows[hon]["finished_at"] == "" and "metric.wall_seconds" in rows[plain] and not rows[hon].get(
         "metric.wall_seconds")

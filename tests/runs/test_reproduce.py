@@ -401,6 +401,8 @@ def test_regimes_report_the_guard_rate_and_every_property(env):
 
     curves = family_curves(rows, TINY["regimes"]["epsilons"])
     assert list(curves) == ["many_class_100_d256", "ten_class_ir10"]
+    # one seed: no spread to draw (the rows say how many seeds each mean has)
+    assert all(r["n_seeds"] == 1 and r["test_error_sd"] is None for r in rows)
     for r in ada:
         e, a, op, _ = next(p for p in curves[r["regime"]] if p[0] == r["target_epsilon"])
         assert a == r["test_error_mean"]
@@ -710,3 +712,42 @@ def test_dp_ls_test_tuned_default_is_marked_wherever_a_figure_shows_it():
     assert not _display(Variant("adamix", "adamix", {})).endswith(" †")
     (note,) = test_tuned_footnotes([("dp_ls", {}), ("adamix", {}), ("dp_ls", {})])
     assert note.startswith("† Test-tuned default") and "noise_reg = 3" in note
+
+
+def test_family_chart_draws_each_points_seed_spread():
+    """The family chart's AdaMix points carry ± one seed std (the rows' ``test_error_sd``, the
+    tables' ± column) as error bars in the regime's colour; a point without a std gets none."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mixdp_core.runs.figures.regimes import draw_family, family_curves, family_spread
+
+    rows = [{"regime": "r", "method": "adamix", "target_epsilon": 1.0, "test_error_mean": 0.5, "test_error_sd": 0.04},
+            {"regime": "r", "method": "adamix", "target_epsilon": 8.0, "test_error_mean": 0.3, "test_error_sd": None},
+            {"regime": "r", "method": "only_public", "target_epsilon": None, "test_error_mean": 0.6,
+             "test_error_sd": 0.01}]
+    eps = [1.0, 8.0]
+    assert family_spread(rows, eps) == {"r": [0.04, None]}
+    fig = plt.figure()
+    draw_family(fig, family_curves(rows, eps), eps, family_spread(rows, eps))
+    segs = [seg for c in fig.axes[0].collections for seg in c.get_segments()]
+    assert len(segs) == 1  # the ε = 8 point has no std
+    (x0, y0), (x1, y1) = segs[0]
+    assert x0 == x1 == 1.0 and sorted([y0, y1]) == pytest.approx([46.0, 54.0])
+    plt.close(fig)
+
+
+def test_subspace_seed_spread_is_the_std_of_each_runs_part_means():
+    """The subspace chart's band: per part of the steps, the std (ddof 1) over the runs of each
+    run's mean error in that part; a part only one run reaches gets no band."""
+    from mixdp_core.runs.figures.subspace import PARTS, _seed_spread
+
+    a = [(0.05, 0.2, 0.6, 8.0), (0.06, 0.4, 0.8, 8.0), (0.95, 0.1, 0.5, 8.0)]  # run 1: parts 0 and 9
+    b = [(0.05, 0.5, 0.9, 8.0)]  # run 2: part 0 only
+    got = _seed_spread([a, b, []])
+    assert len(got) == 1 and got[0][0] == pytest.approx(0.5 / PARTS)
+    # part 0: public means 0.3 (run 1) and 0.5 (run 2); random means 0.7 and 0.9
+    assert got[0][1] == pytest.approx(np.std([0.3, 0.5], ddof=1))
+    assert got[0][2] == pytest.approx(np.std([0.7, 0.9], ddof=1))

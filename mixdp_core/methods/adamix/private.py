@@ -11,7 +11,7 @@ from typing import Any, ClassVar, NamedTuple, Optional
 import numpy as np
 
 from ... import accounting
-from ...errors import DataError
+from ...errors import ConfigError, DataError
 from ...randomness import noise_rng, snap_count, snap_release
 from .._linear import (error_rate, fit_logistic, fit_public, l2_normalize, logit_margins, loo_margin_scale,
                        loo_public_logits, public_ridge, row_norms, softmax_residual)
@@ -113,6 +113,33 @@ def _combine_iterates(uv: tuple[float, float], W_init: np.ndarray, W_avg: np.nda
     u, v = uv
     W = (W_init + np.float32(u) * (W_avg - W_init) + np.float32(v) * (W_last - W_init)).astype(np.float32)
     return W, None if pull_avg is None or pull_last is None else u * pull_avg + v * pull_last
+
+
+def histogram_pilot_test(h1: np.ndarray, sigma: float, m1: int, null: str) -> dict[str, Any]:
+    """The staged class histogram's χ² test on its pilot ``h1`` (C released, rounded bins, each
+    with noise std ``sigma / sqrt(m1)``): ``{"statistic", "dof", "imbalanced"}``.
+
+    Statistic Σ_c (h_c − mean h)² / s², against the χ²_{C−1} upper quantile at level
+    ``HISTOGRAM_TEST_LEVEL``. ``null="sampled_classes"``: every row's class drawn with probability
+    1/C, s² = n̂/C + σ²/m₁ + 1/12, n̂ = max(Σ h, 0) the pilot's released total (the counts' centred
+    covariance is (n/C)(I − 11ᵀ/C), Pearson's; the noise's and the rounding's are isotropic on the
+    same subspace). The level is about 5 % where classes hold 5 or more rows; at 1–2 rows per
+    class the noisy n̂ makes it mildly liberal (at most about 7 % at the runs' σ and m₁,
+    docs/results/class_balance.md). ``null="equal_counts"``: every class has exactly the same
+    count, s² = σ²/m₁ + 1/12. Post-processing of the released pilot only."""
+    # scipy.special, not scipy.stats: importing scipy.stats costs ~0.5 s, which a live run's
+    # first chart point would wait for (the browser walk's 1 s target caught it)
+    from scipy.special import chdtri
+
+    h1 = np.asarray(h1, dtype=np.float64)
+    C = h1.shape[0]
+    s_sq = float(sigma) ** 2 / int(m1) + 1.0 / 12.0
+    if null == "sampled_classes":
+        s_sq += max(float(h1.sum()), 0.0) / C
+    elif null != "equal_counts":
+        raise ConfigError("histogram_test", f"must be 'sampled_classes' or 'equal_counts', got {null!r}")
+    stat = float(np.sum((h1 - h1.mean()) ** 2) / s_sq)
+    return {"statistic": stat, "dof": C - 1, "imbalanced": bool(stat > float(chdtri(C - 1, HISTOGRAM_TEST_LEVEL)))}
 
 
 def _class_scaled_alignment(C: int) -> float:
@@ -722,10 +749,6 @@ class NoisyGDMethod(LinearHead):
         total stays T: the pilot's output only chooses whether a release goes to the histogram
         or to a gradient step, an adaptive choice among mechanisms of the same μ, which μ-GDP
         composition covers (Dong, Roth & Su 2022, Thm. 3.2)."""
-        # scipy.special, not scipy.stats: importing scipy.stats costs ~0.5 s, which a live run's
-        # first chart point would wait for (the browser walk's 1 s target caught it)
-        from scipy.special import chdtri
-
         sigma = float(self.config.noise_multiplier)
         m = self._histogram_releases(T, C)
         staged = getattr(self.config, "histogram_share", 0.0) is None and m >= 2 and C >= 2
@@ -734,15 +757,9 @@ class NoisyGDMethod(LinearHead):
         ledger.release(release, what="noisy class histogram", count=m1)
         if not staged:  # histogram_test_ stays None (reset by _fit_once); staged: m >= 2, so m - m1 >= 1
             return h1, m1
-        s1_sq = sigma**2 / m1 + 1.0 / 12.0
-        if getattr(self.config, "histogram_test", "equal_counts") == "sampled_classes":
-            # the multinomial spread of counts drawn with equal class probabilities (Pearson's n/C),
-            # from the pilot's released total: post-processing
-            s1_sq += max(float(h1.sum()), 0.0) / C
-        stat = float(np.sum((h1 - h1.mean()) ** 2) / s1_sq)
-        imbalanced = stat > float(chdtri(C - 1, HISTOGRAM_TEST_LEVEL))  # the χ²_{C−1} upper quantile
-        self.histogram_test_ = {"statistic": stat, "dof": C - 1, "imbalanced": bool(imbalanced), "pilot": m1}
-        if not imbalanced:
+        test = histogram_pilot_test(h1, sigma, m1, getattr(self.config, "histogram_test", "equal_counts"))
+        self.histogram_test_ = {**test, "pilot": m1}
+        if not test["imbalanced"]:
             return h1, m1
         m2 = m - m1
         h2 = self._noisy_histogram(y, C, sigma / math.sqrt(m2), stream=0xC041A)

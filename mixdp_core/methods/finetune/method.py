@@ -452,6 +452,10 @@ class SparseFinetune(Method):
         # a failed refit must not leave the previous model beside the new ledger
         self._reset()
         self.model_ = None
+        # the fit's duration grows with the exact private count (Poisson batches of mean q·N, and
+        # the per-instance-DP pass over every private row): its timings are the owner's, as its
+        # per-epoch seconds are (runs/owner_view.py)
+        self.timing_owner_only_ = True
         if (test_images is None) != (test_labels is None):
             raise ConfigError("test_labels", "give test_images and test_labels together, or neither")
         if pretrained is None:

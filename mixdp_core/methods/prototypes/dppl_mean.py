@@ -120,8 +120,14 @@ def coinpress_step(
         c_new = c + (diff.sum(axis=0) + _gaussian_noise(rng, sd_sum, d)) / n_eff
         sd = sd_sum / n_eff
     r_new = math.sqrt(1.0 / n_eff + sd**2) * gamma
-    if norm_bound is not None:  # the true mean lies in B(0, norm_bound): within ||c_new|| + bound
-        r_new = min(r_new, float(np.linalg.norm(c_new)) + norm_bound)
+    if norm_bound is not None:
+        # the true mean lies in B(0, norm_bound), as every row does: projecting the released centre
+        # there (post-processing) only moves it closer, and keeps it finite where a step's share of
+        # ρ is tiny against a small class (20 steps on 5 rows grew it to 7e22, then to inf)
+        nc = float(np.linalg.norm(c_new))
+        if nc > norm_bound:
+            c_new *= norm_bound / nc
+        r_new = min(r_new, min(nc, norm_bound) + norm_bound)  # within ||c_new|| + bound
     return c_new, r_new, {"clip_radius": R, "noise_sd": sd, "radius": r_new}
 
 
@@ -168,7 +174,9 @@ def coinpress_mean(
         neighbouring: ``"replace"`` or ``"add_remove"`` (see above).
         count_rho: budget of the noisy count (``"add_remove"`` only, > 0).
         norm_bound: a public bound on every row's norm (``None``: none known); caps the
-            projection radius at ``||c|| + norm_bound`` (:func:`clip_radius`).
+            projection radius at ``||c|| + norm_bound`` (:func:`clip_radius`), and each released
+            centre is projected onto ``B(0, norm_bound)``, where the true mean lies
+            (post-processing; it keeps the centres finite when a step's ρ is tiny).
 
     Returns:
         ``(c_t, history)``: the last released centre and, per step, a dict with
@@ -348,6 +356,11 @@ class DPPLMean(PrototypeFamilyMethod):
         self.rho_ = float(count_rho + sum(step_rhos[: self.steps_]))
         self.step_rhos_ = tuple(step_rhos[: self.steps_])
         self.noise_multiplier_ = tuple(self._sigmas(rho, self.steps_))
+        # the float32 prototypes' squared norms (cosine scores) must stay finite
+        if not np.all(np.isfinite(centres)) or np.max(np.abs(centres)) > math.sqrt(np.finfo(np.float32).max / max(d, 1)):
+            # only without a norm bound (feature_norm='none'); post-processing of the releases
+            raise DataError("budget_split: a CoinPress step's share of ρ is too small for these classes: the "
+                            "released means overflowed; use fewer steps (the paper uses 3) or feature_norm='sqrt_d'")
         self.prototypes_ = centres.astype(np.float32)
         self.pdp_step_ratios_ = pdp_ratios[:, : self.steps_]
         self.privacy_ = ledger.report()

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...errors import ConfigError, DataError
 from ..adamix.configs import device_param
 from ..base import METHODS, StepRecord
 from ...config import Interval, param
@@ -107,6 +107,11 @@ class _PublicBase(PrototypeFamilyMethod):
             d_min=cfg.d_min, d_max=cfg.d_max, block_size=cfg.block_size, device=cfg.device,
             precision=self.utilities_precision_, plan_rows=n_pool,
         )
+        if not np.all(np.isfinite(U)):  # a memory-mapped pool is not scanned for NaN up front
+            raise DataError("public_pool: contains NaN or infinite values (found in its utilities)")
+        # the pool the draw was over, for the per-instance ε (evaluation/pdp.py): an in-memory
+        # pool given to fit is not the config's
+        self.public_pool_used_ = pool
         return pool, U
 
     def _finish(self, event, on_step) -> None:

@@ -85,6 +85,24 @@ def cosine_scores(X: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+#: The utilities are a float64 (classes x pool rows) array, whatever the block size: at most this
+#: many cells (2 GiB), so a pool a user can give (a 512 MiB .npz of 4-dimensional rows holds 33 M)
+#: is refused before the work, not after 25 GiB. ``MIXDP_MAX_UTILITY_CELLS`` raises it.
+MAX_UTILITY_CELLS = 2**28
+
+
+def check_utility_size(n_classes: int, n_pool: int) -> None:
+    """Raise a one-line :class:`DataError` on ``public_pool`` when the (C, N) utilities would
+    exceed :data:`MAX_UTILITY_CELLS` (or ``MIXDP_MAX_UTILITY_CELLS``)."""
+    from ...safe_npz import env_limit
+
+    limit = env_limit("MIXDP_MAX_UTILITY_CELLS", MAX_UTILITY_CELLS, unit="cells")
+    if int(n_classes) * int(n_pool) > limit:
+        raise DataError(f"public_pool: {n_pool:,} candidates x {n_classes} classes need {n_classes * n_pool:,} "
+                        f"utilities, above the limit of {limit:,} (8 bytes each; set MIXDP_MAX_UTILITY_CELLS "
+                        f"to raise it, or use a smaller pool)")
+
+
 def _check_utility_args(d_min: float, d_max: float) -> None:
     if not (0.0 <= d_min < d_max <= 2.0):
         raise ConfigError("d_min/d_max", f"must satisfy 0 <= d_min < d_max <= 2, got {d_min}, {d_max}")
@@ -197,12 +215,20 @@ def public_utilities(
     y = np.asarray(y_private)
     E = l2_normalize(np.asarray(X_private, dtype=dtype))
     N = int(pool.shape[0])
+    check_utility_size(n_classes, N)  # before any work: the (C, N) float64 result is the floor
     if pool.shape[1] != E.shape[1]:
         raise DataError(f"public_pool: has {pool.shape[1]} features, private data has {E.shape[1]}")
     counts = np.bincount(y, minlength=n_classes).astype(np.float64)
     clipping = clips(d_min, d_max)
     n_plan = len(E) if plan_rows is None else int(plan_rows)
     where, prec = utilities_plan(device, precision, clipping=clipping, n_private=n_plan, n_pool=N, dim=E.shape[1])
+    if clipping:  # the clip bounds rounded inward in the arithmetic that runs: they must not cross
+        lo, hi = ((_bf16_inward(d_min - 1.0, up=True), _bf16_inward(d_max - 1.0, up=False)) if prec == "bf16"
+                  else (_inward(d_min - 1.0, E.dtype, up=True), _inward(d_max - 1.0, E.dtype, up=False)))
+        if lo > hi:
+            raise ConfigError("d_min/d_max", f"d_max - d_min = {d_max - d_min:.3g} is below the resolution of the "
+                                             f"utilities' {prec if prec == 'bf16' else E.dtype} arithmetic near these "
+                                             "values (every candidate would get the same utility); widen the range")
     if prec == "bf16":
         return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size,
                                       plan_rows=n_plan)
@@ -239,7 +265,7 @@ def public_utilities(
             T = tile[:, : b - a] if b - a < bs else tile
             np.matmul(E, P.T, out=T)
             T += 1.0 - d_min
-            np.clip(T, 0.0, d_max - d_min, out=T)
+            np.clip(T, 0.0, _inward(d_max - d_min, dtype, up=False), out=T)
             U[:, a:b] = 0.0
             U[present, a:b] = np.add.reduceat(T, starts, axis=0, dtype=np.float64)
         else:
@@ -247,7 +273,7 @@ def public_utilities(
             np.matmul(P, E.T, out=T)
             # clip(1 + c, d_min, d_max) - d_min = clip(c, d_min - 1, d_max - 1) + (1 - d_min):
             # one pass over the tile instead of two; the constant goes in per class, n_c (1 - d_min)
-            np.clip(T, d_min - 1.0, d_max - 1.0, out=T)
+            np.clip(T, _inward(d_min - 1.0, dtype, up=True), _inward(d_max - 1.0, dtype, up=False), out=T)
             U[:, a:b] = (T @ onehot).T
             U[:, a:b] += (counts * (1.0 - d_min))[:, None]
     return U
@@ -358,6 +384,22 @@ def _bf16_group(n: int, n_classes: int) -> int:
     return g
 
 
+def _inward(x: float, dtype: Any, *, up: bool) -> float:
+    """``x`` rounded to ``dtype`` (float32 or float64) on its ``up`` (>= x) or down (<= x) side.
+
+    A clip bound given as a Python float is rounded to the tile's dtype *to nearest*, which can
+    step outside [d_min − 1, d_max − 1] by half an ulp, and then one private row moves a utility
+    by more than Δu (1.31e-7 against 1.10e-7 at d_max − d_min = 1.1e-7 in float32); rounded
+    inward, every summand stays in the range and the sensitivity holds (:func:`public_utilities`
+    refuses a range so narrow that the inward bounds cross)."""
+    v = np.asarray(x, dtype=dtype)
+    if up and float(v) < x:
+        v = np.nextafter(v, np.asarray(np.inf, dtype=dtype))
+    elif not up and float(v) > x:
+        v = np.nextafter(v, np.asarray(-np.inf, dtype=dtype))
+    return float(v)
+
+
 def _bf16_inward(x: float, *, up: bool) -> float:
     """The bfloat16 number nearest ``x`` on its ``up`` (>= x) or down (<= x) side.
 
@@ -454,7 +496,8 @@ def _public_utilities_torch(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.
             P = torch.from_numpy(np.ascontiguousarray(pool[a:b], dtype=E.dtype)).to(device)
             P = P / P.norm(dim=1, keepdim=True).clamp_min(1e-12)
             if clipping:
-                T = (P @ Et.T).clamp_(d_min - 1.0, d_max - 1.0)  # one pass, as the numpy path
+                # one pass, as the numpy path; the bounds rounded inward to the tile's dtype
+                T = (P @ Et.T).clamp_(_inward(d_min - 1.0, E.dtype, up=True), _inward(d_max - 1.0, E.dtype, up=False))
                 Ub = (T @ M).T.double() + lo * cnt[:, None]
             else:
                 Ub = (M @ P.T).double() + cnt[:, None]
@@ -600,12 +643,18 @@ def load_public_pool(spec: Any, split: Any, override: np.ndarray | None = None) 
         X = split.X_public
         where = "split.X_public"
     else:
-        if not os.path.exists(spec):
-            raise ConfigError("public_pool", f"file {spec!r} does not exist")
-        with np.load(spec) as f:
-            if "X" not in f:
-                raise ConfigError("public_pool", f"{spec!r} has no array 'X' (found {list(f.keys())})")
-            X = f["X"]
+        from ...safe_npz import load_npz
+
+        if not os.path.isfile(spec):
+            raise ConfigError("public_pool", f"file {spec!r} does not exist or is not a file")
+        # the bounded reader: sizes checked from the headers before anything is decompressed, no
+        # pickles (np.load read a 256 MiB array out of a 261 KB file)
+        arrays = load_npz(spec, field="public_pool")
+        X = arrays.get("X")
+        if X is None:
+            raise ConfigError("public_pool", f"{spec!r} has no array 'X' (found {sorted(arrays)})")
+        if not np.issubdtype(X.dtype, np.floating):
+            raise DataError(f"public_pool: 'X' must hold floating-point features, got dtype {X.dtype}")
         where = str(spec)
     if X.ndim != 2 or X.shape[0] == 0:
         raise DataError(f"{where}: public pool must be a non-empty 2-D array, got shape {X.shape}")

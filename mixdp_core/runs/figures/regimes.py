@@ -167,8 +167,18 @@ def family_curves(rows: Sequence[Mapping[str, Any]], eps: Sequence[float]) -> di
             for reg in dict.fromkeys(r["regime"] for r in rows)}
 
 
-def draw_family(fig: Any, curves: Mapping[str, list], eps: Sequence[float]) -> None:
-    """The family chart: AdaMix's test error against ε per regime, Only-Public dotted."""
+def family_spread(rows: Sequence[Mapping[str, Any]], eps: Sequence[float]) -> dict[str, list]:
+    """``{regime: [AdaMix's seed std of the test error at each of eps, ...]}`` (``None`` where the
+    rows carry none: one seed, or a JSON written before the rows held ``test_error_sd``)."""
+    by = {(r["regime"], r["target_epsilon"]): r.get("test_error_sd") for r in rows if r["method"] == "adamix"}
+    return {reg: [by.get((reg, float(e))) for e in eps] for reg in dict.fromkeys(r["regime"] for r in rows)}
+
+
+def draw_family(fig: Any, curves: Mapping[str, list], eps: Sequence[float],
+                spread: Mapping[str, list] | None = None) -> None:
+    """The family chart: AdaMix's test error against ε per regime, Only-Public dotted; with
+    ``spread`` (:func:`family_spread`), a bar of ± one standard deviation over the seeds at each
+    point (the tables' ± column), so two curves apart by less than their seeds' spread read so."""
     import matplotlib
 
     ax = fig.add_subplot(1, 1, 1)
@@ -181,6 +191,12 @@ def draw_family(fig: Any, curves: Mapping[str, list], eps: Sequence[float]) -> N
         xs = [e for e, a, _, _ in pts if a is not None]
         ys = [100 * a for _, a, _, _ in pts if a is not None]
         line, = ax.plot(xs, ys, marker="osD^vP"[j % 6], color=palette[j % len(palette)], label=f"{name}: AdaMix")
+        sds = (spread or {}).get(name)
+        if sds:
+            bars = [(e, 100 * a, 100 * sd) for (e, a, _, _), sd in zip(pts, sds) if a is not None and sd is not None]
+            if bars:
+                ax.errorbar([b[0] for b in bars], [b[1] for b in bars], yerr=[b[2] for b in bars], fmt="none",
+                            ecolor=line.get_color(), elinewidth=0.8, capsize=2, alpha=0.6)
         op = pts[0][2] if pts else None
         if op is not None:
             ax.axhline(100 * op, color=line.get_color(), ls=":", lw=1, label=f"{name}: Only-Public (ε = 0)")
@@ -353,7 +369,11 @@ def _regimes(ctx: Context) -> FigureOutput:
         summary.append([f"`{reg['name']}`", reg["role"]] + [_slack_cell(mark[checks[k]], slack[k]) for k in "abcd"])
         for (lab, e), m in err.items():
             out_rows.append({"regime": reg["name"], "role": reg["role"], "method": lab, "target_epsilon": e,
-                             "test_error_mean": m, "guard_released": (sum(guard[e]) / len(guard[e]))
+                             "test_error_mean": m, "n_seeds": (k := len(per_seed["test_error"].get((lab, e), {}))),
+                             # the seeds' std (the tables' ± column; none with one seed)
+                             "test_error_sd": None if k < 2 else sd.get((lab, e)) if lab not in NONPRIVATE
+                             else next((v for key, v in sd.items() if key[0] == lab), None),
+                             "guard_released": (sum(guard[e]) / len(guard[e]))
                              if lab == "adamix" and guard.get(e) else None})
     n_seeds = len(list(p["seeds"]))
     t95 = noise_quantile(n_seeds) if n_seeds >= 2 else None
@@ -366,7 +386,8 @@ def _regimes(ctx: Context) -> FigureOutput:
     head += _table(["regime", "role", "(a)", "(b)", "(c)", "(d)"], summary) + [""]
 
     def draw(fig: Any) -> None:
-        draw_family(fig, family_curves(out_rows, eps), eps)  # the JSON's rows: a redraw draws the same
+        # the JSON's rows: a redraw draws the same
+        draw_family(fig, family_curves(out_rows, eps), eps, family_spread(out_rows, eps))
 
     setup = (f"{len(chosen)} `synthetic` regimes (data model in `mixdp_core/data/synthetic.py`), δ = "
              f"{p.get('delta', 1e-5):g}, seeds {list(p['seeds'])}, scale {scale:g}")

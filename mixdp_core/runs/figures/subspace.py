@@ -45,6 +45,22 @@ def _curves(ctx: Context, run_id: str) -> list[tuple[float, float, float, float]
     return out
 
 
+def _seed_spread(runs: list[list[tuple[float, float, float, float]]]) -> list[tuple[float, float, float]]:
+    """``(part centre, std of the public error, std of the random error)`` over the runs (seeds),
+    each run first averaged within each of the PARTS parts of its steps; parts that fewer than
+    two runs reach are left out."""
+    per_part: dict[int, list[tuple[float, float]]] = {}
+    for run in runs:
+        if not run:
+            continue
+        a = np.asarray(run)
+        part = np.minimum((a[:, 0] * PARTS).astype(int), PARTS - 1)
+        for k in np.unique(part):
+            per_part.setdefault(int(k), []).append((float(a[part == k, 1].mean()), float(a[part == k, 2].mean())))
+    return [(float((k + 0.5) / PARTS), float(np.std([v[0] for v in vs], ddof=1)), float(np.std([v[1] for v in vs], ddof=1)))
+            for k, vs in sorted(per_part.items()) if len(vs) >= 2]
+
+
 @figure("adamix_subspace", "AdaMix Fig. 6: private gradients on the public subspace vs a random one",
         "AdaMix (Golatkar et al. 2022), Fig. 6 (relative reconstruction error, public vs random subspace)",
         epsilons=[1, 3, 8], seeds=[0, 1], public_per_class=5, method_params={})
@@ -70,7 +86,7 @@ def _adamix_subspace(ctx: Context) -> FigureOutput:
     D = next((r["metrics"].get("dim") for r in rows if r["metrics"].get("dim")), None)
     for r in rows:
         per_eps[float(r["target_epsilon"])].append(_curves(ctx, r["run_id"]))
-    out_rows, table, bins = [], [], {}
+    out_rows, table, bins, spread = [], [], {}, {}
     for e in eps:
         pts = [pt for run in per_eps[e] for pt in run]
         if not pts:
@@ -88,9 +104,11 @@ def _adamix_subspace(ctx: Context) -> FigureOutput:
         part = np.minimum((a[:, 0] * PARTS).astype(int), PARTS - 1)
         bins[e] = [(float((k + 0.5) / PARTS), float(a[part == k, 1].mean()), float(a[part == k, 2].mean()))
                    for k in range(PARTS) if (part == k).any()]
+        spread[e] = _seed_spread(per_eps[e])
         out_rows.append({"target_epsilon": e, "public_error_mean": pub, "random_error_mean": rnd,
                          "random_over_public": ratio, "subspace_dim_mean": k, "dim": D,
-                         "random_error_expected": expect, "n_points": len(pts), "curve": bins[e]})
+                         "random_error_expected": expect, "n_points": len(pts), "curve": bins[e],
+                         "curve_seed_sd": spread[e]})
     ratios = [r["random_over_public"] for r in out_rows if math.isfinite(r["random_over_public"])]
     md = ["**Relative reconstruction error ‖S − PS‖/‖S‖ of the clipped private gradient sum (%), mean over the "
           "run's test-error steps and seeds (owner's view: the sum before noise)**", ""]
@@ -118,6 +136,12 @@ def _adamix_subspace(ctx: Context) -> FigureOutput:
             color = f"C{j}"
             ax.plot(x, [100 * b[1] for b in bins[e]], "-o", color=color, ms=3, label=f"public subspace, ε = {e:g}")
             ax.plot(x, [100 * b[2] for b in bins[e]], "--", color=color, label=f"random subspace, ε = {e:g}")
+            sd = {b[0]: b for b in spread.get(e, [])}
+            for col in (1, 2):  # ± one std over the seeds' runs, where at least two runs reach the part
+                band = [(b[0], 100 * b[col], 100 * sd[b[0]][col]) for b in bins[e] if b[0] in sd]
+                if band:
+                    ax.fill_between([t[0] for t in band], [t[1] - t[2] for t in band], [t[1] + t[2] for t in band],
+                                    color=color, alpha=0.12, lw=0)
         ax.set_ylim(0, 100)
         ax.set_xlabel("training progress (fraction of the run's steps)")
         ax.set_ylabel("relative reconstruction error (%)")

@@ -213,6 +213,8 @@ def test_reported_epsilon_is_the_accountants_for_executed_steps(digits, pretrain
     q = 64 / len(digits["Xpriv"])
     assert m.sample_rate_ == pytest.approx(q)
     assert m.dp_steps_ == 3 * int(1 / q) == m.planned_dp_steps_
+    # Poisson batches of mean q·N and the pDP pass over every row: the duration is the owner's
+    assert m.timing_owner_only_ is True
     ref = acc.epsilon(acc.PoissonSubsampledGaussian(m.noise_multiplier_, q, m.dp_steps_), delta=1e-5)
     assert m.privacy_.epsilon == pytest.approx(ref, rel=1e-9)
     assert m.privacy_.epsilon <= 1.5 + 1e-9

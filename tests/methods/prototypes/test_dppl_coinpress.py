@@ -172,7 +172,8 @@ def test_sqrt_d_rows_give_first_radius_sqrt_d(digits_split):
 
 def test_one_step_default_is_not_at_chance_in_the_few_sample_regime():
     """60 samples per class, 40 classes, d = 512, ε = 1: the default is far from chance; the
-    paper's 3-step split (whose radius grows at this budget, App. C.2) is not."""
+    paper's 3-step split (whose radius grows at this budget, App. C.2; 94-98 % error before the
+    released centres were projected on the rows' ball, 86-97 % since) is not."""
     from mixdp_core.data.splits import SplitSpec, make_split
     from mixdp_core.featureset import FeatureSet
 
@@ -195,4 +196,4 @@ def test_one_step_default_is_not_at_chance_in_the_few_sample_regime():
         err[name] = max(errs) if name == "one" else min(errs)
     # chance is 0.975
     assert err["one"] < 0.6, err
-    assert err["paper"] > 0.9, err
+    assert err["paper"] > 0.8, err

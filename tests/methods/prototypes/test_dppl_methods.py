@@ -394,3 +394,128 @@ def test_a_count_fraction_whose_share_underflows_says_so():
 
     with pytest.raises(ConfigError, match="count_fraction: leaves the noisy count no privacy budget"):
         _noisy_count(10, neighbouring="add_remove", count_rho=0.0, rng=np.random.default_rng(0))
+
+
+def test_public_pool_file_is_read_through_the_bounded_reader(digits_split, tmp_path, monkeypatch):
+    """A library caller's ``public_pool`` path goes through the bounded ``.npz`` reader too (it was
+    ``np.load``: a 261 KB file decompressed 256 MiB): sizes are checked from the headers before
+    anything is decompressed, pickles are refused, and ``X`` must hold floating-point features."""
+    big = tmp_path / "big.npz"
+    np.savez_compressed(big, X=np.zeros((4096, digits_split.dim), np.float32))  # 1 MiB of zeros, a tiny file
+    monkeypatch.setenv("MIXDP_MAX_NPZ_BYTES", str(2**19))
+    with pytest.raises(DataError, match="public_pool: .*MIXDP_MAX_NPZ_BYTES"):
+        make_method("dppl_public", target_epsilon=1.0, public_pool=str(big)).fit(digits_split)
+    monkeypatch.delenv("MIXDP_MAX_NPZ_BYTES")
+    ints = tmp_path / "ints.npz"
+    np.savez(ints, X=np.ones((10, digits_split.dim), np.int64))
+    with pytest.raises(DataError, match="public_pool: 'X' must hold floating-point"):
+        make_method("dppl_public", target_epsilon=1.0, public_pool=str(ints)).fit(digits_split)
+    objs = tmp_path / "objs.npz"
+    np.savez(objs, X=np.array([{"a": 1}] * 3, dtype=object))
+    with pytest.raises(DataError, match="public_pool"):
+        make_method("dppl_public", target_epsilon=1.0, public_pool=str(objs)).fit(digits_split)
+    with pytest.raises(ConfigError, match="public_pool: .*not a file"):
+        make_method("dppl_public", target_epsilon=1.0, public_pool=str(tmp_path)).fit(digits_split) if False else \
+            make_method("dppl_public", target_epsilon=1.0, public_pool=str(tmp_path / "dir.npz")).fit(digits_split)
+
+
+def test_dppl_mean_many_steps_on_small_classes_stay_finite():
+    """20 CoinPress steps (the most allowed) on classes of 5 private rows: each step's share of ρ
+    is tiny and the released centre grew to 7e22, then inf (NaN scores, every row one class).
+    With feature_norm='sqrt_d' every row has norm sqrt(d'), so the released centre is projected
+    on that ball (post-processing): finite prototypes of norm <= sqrt(d'). Without the bound
+    ('none') an overflow is a one-line error naming budget_split."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    fs = get_features("synthetic", "pixels", classes=3, dim=64, train_per_class=7, test_per_class=15, separation=4.0)
+    s = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    for seed in (0, 1):
+        m = make_method("dppl_mean", target_epsilon=1.0, budget_split=(0.05,) * 20, noise="reproducible",
+                        seed=seed).fit(s)
+        norms = np.linalg.norm(m.prototypes_.astype(np.float64), axis=1)
+        assert np.all(np.isfinite(norms)) and np.all(norms <= math.sqrt(64) * (1 + 1e-6))
+        assert np.all(np.isfinite(m.decision_function(s.X_test)))
+    with pytest.raises(DataError, match="budget_split: .*overflowed"):
+        make_method("dppl_mean", target_epsilon=1.0, budget_split=(0.05,) * 20, feature_norm="none",
+                    noise="reproducible", seed=0).fit(s)
+
+
+def test_memory_mapped_pool_with_nan_is_refused(digits_split, tmp_path):
+    """A memory-mapped pool is not scanned up front; a NaN in it made every class pick the last
+    row (chance accuracy) without a word. Now a one-line DataError naming public_pool."""
+    pool = np.random.default_rng(0).random((50, digits_split.dim)).astype(np.float32)
+    pool[7, 3] = np.nan
+    np.save(tmp_path / "pool.npy", pool)
+    mm = np.load(tmp_path / "pool.npy", mmap_mode="r")
+    for name in ("dppl_public", "dppl_public_topk"):
+        with pytest.raises(DataError, match="public_pool: contains NaN"):
+            make_method(name, target_epsilon=1.0, **({"k": 2} if name.endswith("topk") else {})).fit(
+                digits_split, public_pool=mm)
+
+
+def test_public_utilities_refuse_an_oversized_pool_before_work(digits_split, monkeypatch):
+    """The (classes x pool) float64 utilities are bounded before anything is computed."""
+    from mixdp_core.methods.prototypes.utilities import public_utilities
+
+    monkeypatch.setenv("MIXDP_MAX_UTILITY_CELLS", "99")
+    pool = np.ones((10, digits_split.dim), np.float32)  # 10 classes x 10 rows = 100 cells
+    with pytest.raises(DataError, match="public_pool: 10 candidates x 10 classes .*MIXDP_MAX_UTILITY_CELLS"):
+        public_utilities(digits_split.X_private, digits_split.y_private, pool, n_classes=10)
+    monkeypatch.setenv("MIXDP_MAX_UTILITY_CELLS", "1e2")  # read as the byte limits are
+    assert public_utilities(digits_split.X_private, digits_split.y_private, pool, n_classes=10).shape == (10, 10)
+    for bad in ("-1", "0", "lots"):
+        monkeypatch.setenv("MIXDP_MAX_UTILITY_CELLS", bad)
+        with pytest.raises(ConfigError, match="MIXDP_MAX_UTILITY_CELLS: must be a number of cells >= 1"):
+            public_utilities(digits_split.X_private, digits_split.y_private, pool, n_classes=10)
+
+
+def test_a_clip_range_below_the_arithmetic_resolution_is_refused():
+    """Rounded inward, the bounds of a range narrower than the tiles' resolution cross (every
+    candidate then got the same, negative, utility): a one-line ConfigError on d_min/d_max,
+    float32 and bf16 alike; a range the arithmetic resolves still runs."""
+    from mixdp_core.methods.prototypes.utilities import public_utilities
+
+    X, pool, y = np.array([[1.0, 0.0, 0.0]], np.float32), np.eye(3, dtype=np.float32), np.array([0])
+    with pytest.raises(ConfigError, match="d_min/d_max: .*float32 arithmetic"):
+        public_utilities(X, y, pool, n_classes=1, d_min=0.3, d_max=0.3 + 1e-8)
+    with pytest.raises(ConfigError, match="d_min/d_max: .*bf16 arithmetic"):
+        public_utilities(X, y, pool, n_classes=1, d_min=0.2975, d_max=0.299, precision="bf16")
+    assert public_utilities(X, y, pool, n_classes=1, d_min=0.2975, d_max=0.299).min() >= 0.0
+
+
+@pytest.mark.parametrize("kw", [{"layout": "pool_major"}, {"layout": "private_major"}, {"device": "torch_cpu"}])
+def test_float32_clip_bounds_round_inward(kw):
+    """One private row's share of every utility lies in [0, d_max − d_min] (the sensitivity),
+    also where the clip bounds are not float32 numbers: rounded to nearest, d_max − 1 stepped
+    outward and the row moved a utility by 1.19 Δu (d_min 0.3, Δu 1.1e-7)."""
+    if kw.get("device") == "torch_cpu":
+        pytest.importorskip("torch")
+    from mixdp_core.methods.prototypes.utilities import public_utilities
+
+    X = np.array([[1.0, 0.0, 0.0]], np.float32)
+    pool = np.array([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], np.float32)
+    worst = 0.0
+    for d_min in (0.0, 0.3, 0.5, 1.2):
+        for du in np.linspace(1e-7, 5e-7, 41):
+            U = public_utilities(X, np.array([0]), pool, n_classes=1, d_min=d_min, d_max=d_min + du, **kw)
+            assert U.min() >= -1e-12  # the float64 constant n_c (1 - d_min) rounds, not the clip
+            worst = max(worst, U.max() / du)
+    assert worst <= 1.0 + 1e-9
+
+
+def test_per_instance_epsilon_uses_the_pool_the_run_drew_from(digits_split, tmp_path):
+    """An in-memory pool given to fit (200 rows) is the one the per-instance ε reads: it read the
+    config's pool (the split's 50 public rows), and DPPL-PublicK with k = 60 > 50 raised. Equal to
+    the same run whose config names the pool's file."""
+    from mixdp_core.evaluation.report import evaluate
+
+    pool = np.random.default_rng(1).random((200, digits_split.dim)).astype(np.float32)
+    np.savez(tmp_path / "pool.npz", X=pool)
+    for name, kw in (("dppl_public", {}), ("dppl_public_topk", {"k": 60})):
+        a = make_method(name, target_epsilon=2.0, noise="reproducible", **kw).fit(digits_split, public_pool=pool)
+        b = make_method(name, target_epsilon=2.0, noise="reproducible", public_pool=str(tmp_path / "pool.npz"),
+                        **kw).fit(digits_split)
+        pa = {k: v for k, v in evaluate(a, digits_split).metrics.items() if k.startswith("pdp")}
+        pb = {k: v for k, v in evaluate(b, digits_split).metrics.items() if k.startswith("pdp")}
+        assert pa and pa == pytest.approx(pb)

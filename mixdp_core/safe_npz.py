@@ -28,14 +28,16 @@ from typing import IO, Optional
 
 import numpy as np
 
-from ..errors import ConfigError, DataError
+from .errors import ConfigError, DataError
 
 DEFAULT_MAX_NPZ_BYTES = 512 * 2**20
 DEFAULT_MAX_MEMBER_BYTES = 64 * 2**20
 _CHUNK = 2**20
 
 
-def _env_limit(name: str, default: int) -> int:
+def env_limit(name: str, default: int, unit: str = "bytes") -> int:
+    """A size limit from the environment variable ``name`` (``default`` where unset): a number
+    >= 1 (``1e9`` accepted); anything else is a one-line ``ConfigError`` naming the variable."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -44,18 +46,18 @@ def _env_limit(name: str, default: int) -> int:
         if v < 1:
             raise ValueError
     except (ValueError, OverflowError):
-        raise ConfigError(name, f"must be a number of bytes >= 1, got {raw!r}") from None
+        raise ConfigError(name, f"must be a number of {unit} >= 1, got {raw!r}") from None
     return v
 
 
 def max_npz_bytes() -> int:
     """``$MIXDP_MAX_NPZ_BYTES`` or 512 MiB."""
-    return _env_limit("MIXDP_MAX_NPZ_BYTES", DEFAULT_MAX_NPZ_BYTES)
+    return env_limit("MIXDP_MAX_NPZ_BYTES", DEFAULT_MAX_NPZ_BYTES)
 
 
 def max_member_bytes() -> int:
     """``$MIXDP_MAX_MEMBER_BYTES`` or 64 MiB."""
-    return _env_limit("MIXDP_MAX_MEMBER_BYTES", DEFAULT_MAX_MEMBER_BYTES)
+    return env_limit("MIXDP_MAX_MEMBER_BYTES", DEFAULT_MAX_MEMBER_BYTES)
 
 
 def _mib(n: float) -> str:
@@ -106,11 +108,11 @@ def npz_headers(path: str | Path, *, field: str = "features", max_bytes: Optiona
                         raise DataError(f"{field}: member {info.filename!r} of {str(p)!r} is not a numpy "
                                         f"array ({e})") from None
                 if dtype.hasobject:
-                    raise DataError(f"{name}: object arrays are not allowed (dtype {dtype}); store numbers "
+                    raise DataError(f"{field}: array {name!r}: object arrays are not allowed (dtype {dtype}); store numbers "
                                     f"(features float, labels int)")
                 nbytes = int(np.prod(shape, dtype=np.float64) * dtype.itemsize)
                 if info.file_size < header_len + nbytes:
-                    raise DataError(f"{name}: array data is truncated in {str(p)!r} (header says "
+                    raise DataError(f"{field}: array {name!r}: data is truncated in {str(p)!r} (header says "
                                     f"{shape} {dtype}, {nbytes} bytes; the member holds "
                                     f"{max(0, info.file_size - header_len)})")
                 total += nbytes

@@ -751,3 +751,13 @@ def test_subspace_seed_spread_is_the_std_of_each_runs_part_means():
     # part 0: public means 0.3 (run 1) and 0.5 (run 2); random means 0.7 and 0.9
     assert got[0][1] == pytest.approx(np.std([0.3, 0.5], ddof=1))
     assert got[0][2] == pytest.approx(np.std([0.7, 0.9], ddof=1))
+
+
+def test_slack_cells_of_one_value_reached_by_two_sums_print_alike():
+    """(b) from the error and (d) from balanced accuracy are the same slack on a balanced test
+    set, reached by different floating-point sums: 4.5500000000000043 and 4.549999999999997
+    points printed +4.6 and +4.5 side by side."""
+    from mixdp_core.runs.figures.regimes import _slack_cell
+
+    a, b = _slack_cell("✓", (0.045500000000000043, 0.0099)), _slack_cell("✓", (0.04549999999999997, 0.0099))
+    assert a == b and a.startswith("✓ +4.5") and a.endswith("± 1.0")

@@ -113,7 +113,9 @@ def recheck(path: Path) -> list[str]:
                 return "n/a"
             mark = "✓" if ok else "✗"
             flip = " **(changed)**" if old is not None and (old >= 0) != ok else ""
-            return f"{100 * old:+.1f} → {mark} {100 * got[0]:+.1f}{flip}" if old is not None else f"{mark} {100 * got[0]:+.1f}"
+            # snapped before rounding, as the figure's cells: (b) and (d) are one slack by two sums
+            o, g = round(100 * old, 9) if old is not None else None, round(100 * got[0], 9)
+            return f"{o:+.1f} → {mark} {g:+.1f}{flip}" if o is not None else f"{mark} {g:+.1f}"
 
         same = "yes" if imb and new["d"] is not None and abs(new["d"][0] - new["b"][0]) < 1e-9 else ("n/a" if not imb else "no")
         lines.append(f"| `{reg['name']}` | {cell(old_b, new['b'], v['b'])} | {cell(old_d, new['d'], v['d'])} | {same} | "

@@ -327,11 +327,13 @@ def _regimes(ctx: Context) -> FigureOutput:
         rows = sub.sweep(sub.spec(methods=tuple(variants), epsilons=tuple(eps), seeds=tuple(p["seeds"]),
                                   public_per_class=(int(reg["public_per_class"]),), imbalance_ratios=(ir,),
                                   private_per_class=(None,)))
-        err = {(lab, None if lab in NONPRIVATE else e): m
-               for (lab, e), (m, _, _) in _agg(rows, ("label", "target_epsilon"), "test_error").items()}
+        # (mean, seed std, seeds) per (label, ε), a non-private reference's under ε = None (it runs once)
+        te = {(lab, None if lab in NONPRIVATE else e): agg
+              for (lab, e), agg in _agg(rows, ("label", "target_epsilon"), "test_error").items()}
+        err = {k: m for k, (m, _, _) in te.items()}
+        sd = {k: s for k, (_, s, _) in te.items()}
         bal = {(lab, None if lab in NONPRIVATE else e): m
                for (lab, e), (m, _, _) in _agg(rows, ("label", "target_epsilon"), "balanced_accuracy").items()}
-        sd = {(lab, e): s for (lab, e), (_, s, _) in _agg(rows, ("label", "target_epsilon"), "test_error").items()}
         # per-seed values, keyed like err / bal: the properties' paired standard errors
         per_seed: dict[str, dict[tuple, dict]] = {"test_error": defaultdict(dict), "balanced_accuracy": defaultdict(dict)}
         for r in rows:
@@ -354,9 +356,8 @@ def _regimes(ctx: Context) -> FigureOutput:
         trs = []
         for v in variants:
             if v.label in NONPRIVATE:
-                key = next((k for k in sd if k[0] == v.label), None)
                 m = err.get((v.label, None))
-                trs.append([_display(v)] + [f"{_cell(m, sd.get(key))} (ε = {'∞' if v.label == 'paragon' else '0'})"]
+                trs.append([_display(v)] + [f"{_cell(m, sd.get((v.label, None)))} (ε = {'∞' if v.label == 'paragon' else '0'})"]
                            * len(eps))
             else:
                 trs.append([_display(v)] + [_cell(err.get((v.label, e)), sd.get((v.label, e))) for e in eps])
@@ -372,10 +373,8 @@ def _regimes(ctx: Context) -> FigureOutput:
         summary.append([f"`{reg['name']}`", reg["role"]] + [_slack_cell(mark[checks[k]], slack[k]) for k in "abcd"])
         for (lab, e), m in err.items():
             out_rows.append({"regime": reg["name"], "role": reg["role"], "method": lab, "target_epsilon": e,
-                             "test_error_mean": m, "n_seeds": (k := len(per_seed["test_error"].get((lab, e), {}))),
-                             # the seeds' std (the tables' ± column; none with one seed)
-                             "test_error_sd": None if k < 2 else sd.get((lab, e)) if lab not in NONPRIVATE
-                             else next((v for key, v in sd.items() if key[0] == lab), None),
+                             # the seeds' std, the tables' ± column (none with one seed)
+                             "test_error_mean": m, "test_error_sd": sd[(lab, e)], "n_seeds": te[(lab, e)][2],
                              "guard_released": (sum(guard[e]) / len(guard[e]))
                              if lab == "adamix" and guard.get(e) else None})
     n_seeds = len(list(p["seeds"]))

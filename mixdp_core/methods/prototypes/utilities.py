@@ -222,18 +222,14 @@ def public_utilities(
     clipping = clips(d_min, d_max)
     n_plan = len(E) if plan_rows is None else int(plan_rows)
     where, prec = utilities_plan(device, precision, clipping=clipping, n_private=n_plan, n_pool=N, dim=E.shape[1])
-    if clipping:  # the clip bounds rounded inward in the arithmetic that runs: they must not cross
-        lo, hi = ((_bf16_inward(d_min - 1.0, up=True), _bf16_inward(d_max - 1.0, up=False)) if prec == "bf16"
-                  else (_inward(d_min - 1.0, E.dtype, up=True), _inward(d_max - 1.0, E.dtype, up=False)))
-        if lo > hi:
-            raise ConfigError("d_min/d_max", f"d_max - d_min = {d_max - d_min:.3g} is below the resolution of the "
-                                             f"utilities' {prec if prec == 'bf16' else E.dtype} arithmetic near these "
-                                             "values (every candidate would get the same utility); widen the range")
+    # the clip of the cosines to [d_min - 1, d_max - 1], its bounds rounded inward in the
+    # arithmetic that runs (computed once here for every path)
+    lo, hi = _clip_bounds(d_min, d_max, prec, E.dtype) if clipping else (d_min - 1.0, d_max - 1.0)
     if prec == "bf16":
-        return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size,
+        return _public_utilities_bf16(E, y, pool, counts, d_min=d_min, bounds=(lo, hi), block_size=block_size,
                                       plan_rows=n_plan)
     if where != "cpu":
-        return _public_utilities_torch(E, y, pool, counts, d_min=d_min, d_max=d_max, block_size=block_size,
+        return _public_utilities_torch(E, y, pool, counts, d_min=d_min, bounds=(lo, hi), block_size=block_size,
                                        clipping=clipping, device="cpu" if where == "torch" else where)
     U = np.empty((n_classes, N), dtype=np.float64)
     if not clipping:
@@ -273,7 +269,7 @@ def public_utilities(
             np.matmul(P, E.T, out=T)
             # clip(1 + c, d_min, d_max) - d_min = clip(c, d_min - 1, d_max - 1) + (1 - d_min):
             # one pass over the tile instead of two; the constant goes in per class, n_c (1 - d_min)
-            np.clip(T, _inward(d_min - 1.0, dtype, up=True), _inward(d_max - 1.0, dtype, up=False), out=T)
+            np.clip(T, lo, hi, out=T)
             U[:, a:b] = (T @ onehot).T
             U[:, a:b] += (counts * (1.0 - d_min))[:, None]
     return U
@@ -384,6 +380,26 @@ def _bf16_group(n: int, n_classes: int) -> int:
     return g
 
 
+def _clip_bounds(d_min: float, d_max: float, prec: str, dtype: Any) -> tuple[float, float]:
+    """``(lo, hi)``: ``d_min − 1`` and ``d_max − 1`` rounded inward to the numbers of the
+    utilities' arithmetic (bfloat16 for ``prec == "bf16"``, else ``dtype``), so every clipped
+    summand stays in the range and the sensitivity d_max − d_min holds.
+
+    Raises:
+        ConfigError: on ``d_min/d_max`` where the range is below that arithmetic's resolution
+            (the inward bounds cross: every candidate would get the same utility).
+    """
+    if prec == "bf16":
+        lo, hi = _bf16_inward(d_min - 1.0, up=True), _bf16_inward(d_max - 1.0, up=False)
+    else:
+        lo, hi = _inward(d_min - 1.0, dtype, up=True), _inward(d_max - 1.0, dtype, up=False)
+    if lo > hi:
+        raise ConfigError("d_min/d_max", f"d_max - d_min = {d_max - d_min:.3g} is below the resolution of the "
+                                         f"utilities' {prec if prec == 'bf16' else np.dtype(dtype)} arithmetic near "
+                                         "these values (every candidate would get the same utility); widen the range")
+    return lo, hi
+
+
 def _inward(x: float, dtype: Any, *, up: bool) -> float:
     """``x`` rounded to ``dtype`` (float32 or float64) on its ``up`` (>= x) or down (<= x) side.
 
@@ -413,7 +429,8 @@ def _bf16_inward(x: float, *, up: bool) -> float:
 
 
 def _public_utilities_bf16(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.ndarray, *, d_min: float,
-                           d_max: float, block_size: int | None, plan_rows: int | None = None) -> np.ndarray:
+                           bounds: tuple[float, float], block_size: int | None,
+                           plan_rows: int | None = None) -> np.ndarray:
     """The clipping path of :func:`public_utilities` with bfloat16 products (torch, CPU).
 
     Layout: the normalized private rows sorted by class, each class padded with zero rows to a
@@ -442,9 +459,9 @@ def _public_utilities_bf16(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.n
     Mg = torch.zeros((groups, n_classes), dtype=torch.float32)
     Mg[torch.arange(groups), torch.from_numpy(np.repeat(np.arange(n_classes), padded // g))] = 1.0
     Eb = torch.from_numpy(Ep).to(torch.bfloat16)
-    # the clip's bounds rounded *inward* to bf16 numbers: every summand stays in [d_min - 1,
-    # d_max - 1] (the sensitivity d_max - d_min holds); rounding them to nearest could step out
-    lo, hi = _bf16_inward(d_min - 1.0, up=True), _bf16_inward(d_max - 1.0, up=False)
+    # the clip's bounds rounded *inward* to bf16 numbers (_clip_bounds): every summand stays in
+    # [d_min - 1, d_max - 1] (the sensitivity d_max - d_min holds); to nearest could step out
+    lo, hi = bounds
     pad_value = min(max(0.0, lo), hi)  # what a zero row's cosine adds after the clip
     offset = torch.from_numpy(counts * (1.0 - d_min) - (padded - n_c) * pad_value)
     # tile budget 4 MiB of bf16: it stays in the cores' caches between product, clip and sums
@@ -462,7 +479,8 @@ def _public_utilities_bf16(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.n
 
 
 def _public_utilities_torch(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.ndarray, *, d_min: float,
-                            d_max: float, block_size: int | None, clipping: bool, device: str) -> np.ndarray:
+                            bounds: tuple[float, float], block_size: int | None, clipping: bool,
+                            device: str) -> np.ndarray:
     """The ``pool_major`` computation of :func:`public_utilities` in torch on ``device``.
 
     ``E``: normalized private rows, in the compute dtype of the tiles. Same tiles, same clip, same float32 class sums by a
@@ -496,8 +514,8 @@ def _public_utilities_torch(E: np.ndarray, y: np.ndarray, pool: Any, counts: np.
             P = torch.from_numpy(np.ascontiguousarray(pool[a:b], dtype=E.dtype)).to(device)
             P = P / P.norm(dim=1, keepdim=True).clamp_min(1e-12)
             if clipping:
-                # one pass, as the numpy path; the bounds rounded inward to the tile's dtype
-                T = (P @ Et.T).clamp_(_inward(d_min - 1.0, E.dtype, up=True), _inward(d_max - 1.0, E.dtype, up=False))
+                # one pass, as the numpy path; the bounds rounded inward to the tile's dtype (_clip_bounds)
+                T = (P @ Et.T).clamp_(*bounds)
                 Ub = (T @ M).T.double() + lo * cnt[:, None]
             else:
                 Ub = (M @ P.T).double() + cnt[:, None]

@@ -90,9 +90,18 @@ class AuditResult:
                        f"trials with the canary and {self.extra.get('exact_replays_without_canary')} of "
                        f"{self.extra.get('trials_without_canary')} without it: its noise is a known function of "
                        "the seed")
+        b = self.bound
+        if b is not None and b.confidence >= ALARM_MIN_CONFIDENCE:
+            out += self._bound_above_claim()
+        return out
+
+    def _bound_above_claim(self) -> list[str]:
+        """The statements of the bound that exceed the claim, whatever its confidence: ε_lo > ε,
+        the claimed privacy profile refuted, μ_lo > μ."""
         b, eps = self.bound, self.claimed_epsilon
-        if b is None or eps is None or b.confidence < ALARM_MIN_CONFIDENCE:
-            return out
+        if b is None or eps is None:
+            return []
+        out = []
         if b.epsilon_lower > eps:
             out.append(f"the empirical lower bound ε ≥ {b.epsilon_lower:.3g} exceeds the claimed ε = {eps:.3g} "
                        f"(confidence {b.confidence:.6g})")
@@ -108,13 +117,11 @@ class AuditResult:
     def alarm_note(self) -> Optional[str]:
         """Why a bound above the claim raised no alarm (its confidence is below
         :data:`ALARM_MIN_CONFIDENCE`), or ``None``."""
-        b, eps = self.bound, self.claimed_epsilon
-        if b is None or eps is None or b.confidence >= ALARM_MIN_CONFIDENCE:
+        b = self.bound
+        if b is None or b.confidence >= ALARM_MIN_CONFIDENCE or not self._bound_above_claim():
             return None
-        above = b.epsilon_lower > eps or (b.mu_lower is not None and self.claimed_mu is not None
-                                          and b.mu_lower > self.claimed_mu) or (b.profile_violation or 0.0) > 0.0
         return (f"the bound exceeds the claim at confidence {b.confidence:.6g}, below the {ALARM_MIN_CONFIDENCE:g} "
-                "an alarm needs: what so little confidence allows, not evidence of a bug") if above else None
+                "an alarm needs: what so little confidence allows, not evidence of a bug")
 
     @property
     def alarm(self) -> bool:

@@ -66,3 +66,28 @@ def test_c_failure_map_agrees_with_the_tables_marks():
     assert set(mapped) == set(marks)
     for name, holds in mapped.items():
         assert marks[name] == {holds}, name
+
+
+def test_regimes_scoreboard_is_current():
+    """regimes.md's scoreboard is scripts/regimes_scoreboard.py's output on the sections below it
+    (regenerating a section without rewriting the scoreboard fails here), and it counts every
+    regime of those sections once: the summary's 10 and the drawn sections' 8 + 24 + 12."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("regimes_scoreboard", root / "scripts" / "regimes_scoreboard.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = mod.DOC.read_text()
+    board = text[text.index(mod.BEGIN) + len(mod.BEGIN):text.index(mod.END)].strip()
+    assert board == mod.scoreboard(text)
+    assert [len(s["rows"]) for s in mod.sections(text)] == [10, 8, 24, 12]
+    # a failure the section prints is listed, with its slack
+    assert "`scarce_50_d256_ir10` -14.0 ± 1.8" in board
+    # the rule on a made-up section: one ✓, one ✗, one n/a
+    fake = "\n".join([f"<!-- BEGIN AUTO {n} -->\nGenerated (git commit `abc1234`).\n"
+                      "| `r1` | development | ✓ +1.0 ± 0.0 | ✓ +2.0 ± 0.1 | ✗ -3.0 ± 1.0 | n/a |\n"
+                      "| `r2` | validation | ✓ +1.0 ± 0.0 | ✓ +2.0 ± 0.1 | n/a | n/a |\n"
+                      f"<!-- END AUTO {n} -->" for n in mod.SECTIONS])
+    row = mod.scoreboard(fake).splitlines()[2]
+    assert row.startswith(f"| {mod.SECTIONS[0]} (`abc1234`) | 2 | 2 / 2 | 2 / 2 | 0 / 1 — ✗ `r1` -3.0 ± 1.0 | 0 / 0 |")

@@ -509,6 +509,16 @@ class AdaMixConfig(NoisyGDConfig):
              "better at ε = 8 on nine of 28 development and validation sets, identical at ε ≤ 3 except +0.1 on one set, "
              "one validation cost of +0.4 ± 0.4 (docs/results/tuning_notes.md, \"The trust region under "
              "imbalance\"). Post-processing of released iterates either way: no privacy cost.")
+    prior_correction: str = param(
+        "none", choices=("public_when_imbalanced", "public", "none"),
+        help="What the released model's per-class offsets are. 'public_when_imbalanced': where the class "
+             "histogram's χ² pilot finds the private classes imbalanced and the run releases its private model "
+             "(not the public start), per-class logit offsets fitted on the public rows so that the model's "
+             "average predicted probability of every class over a class-balanced weighting of those rows is 1/C "
+             "(the balanced maximum-likelihood intercepts; no constant): under imbalance the majority columns "
+             "grow with their rows and the argmax leans to them (docs/results/class_balance.md, \"The released "
+             "model's class prior\"). 'public': wherever the private model is released. 'none': no offsets.",
+        privacy_note="post-processing of the released model on public rows: no release, no extra ε")
     init: str = param("public", choices=("public", "text", "zero"),
                       help="'public' (the few-shot public fit, as only_public), 'text' (beta × CLIP text embeddings, "
                            "Sec. 3.3; needs a CLIP encoder) or 'zero'.")

@@ -44,6 +44,7 @@ from .engine import (
     NoisyGDProblem,
     NoisyGDResult,
     averaged_logit_noise_std,
+    balanced_prior_bias,
     check_complement,
     clip_threshold,
     clipped_smoothness,
@@ -784,10 +785,55 @@ class NoisyGDMethod(LinearHead):
 
     def _fit(self, split: Any, on_step: OnStep | None) -> "NoisyGDMethod":
         if self.config.honest_tuning:
-            return self._fit_honest(split, on_step)
-        if self._holdout_guard_applies(split):
-            return self._fit_holdout_guard(split, on_step)
-        return self._fit_once(split, on_step)
+            self._fit_honest(split, on_step)
+        elif self._holdout_guard_applies(split):
+            self._fit_holdout_guard(split, on_step)
+        else:
+            self._fit_once(split, on_step)
+        self.intercept_ = None
+        self.prior_corrected_ = False
+        if self._corrects_prior():
+            self._correct_prior(split, on_step)
+        return self
+
+    def _corrects_prior(self) -> bool:
+        """Whether the released model gets the balanced prior correction (``prior_correction``):
+        a run with a public start that released its private model (the guard, where it ran, kept
+        it; a run that kept the public start stays Only-Public's model exactly), not stopped, with
+        ``"public"``, or with ``"public_when_imbalanced"`` where the class histogram's pilot found
+        the private classes imbalanced (post-processing of that release)."""
+        rule = getattr(self.config, "prior_correction", "none")
+        if rule == "none" or not self._starts_public() or getattr(self, "stopped_early_", False):
+            return False
+        if getattr(self, "guard_kept_private_", None) is False or not getattr(self, "steps_", 0):
+            return False
+        if rule == "public":
+            return True
+        test = getattr(self, "histogram_test_", None)
+        return bool(test is not None and test["imbalanced"])
+
+    def _correct_prior(self, split: Any, on_step: OnStep | None) -> None:
+        """Set ``intercept_`` to :func:`.engine.balanced_prior_bias` of the released model's logits
+        on the public rows, and stream one step record of the corrected model (no release: the
+        step and ε of the run's last record)."""
+        S = self.feature_map_(split.X_public) @ self.W_
+        b = balanced_prior_bias(S, np.asarray(split.y_public), split.n_classes)
+        if b is None:
+            return
+        self.intercept_ = b
+        self.prior_corrected_ = True
+        last = self.history_[-1] if self.history_ else None
+        if last is None:
+            return
+        test_error = None
+        if split.X_test is not None and len(split.y_test):
+            test_error = float(np.mean(self.decision_function(split.X_test).argmax(1) != np.asarray(split.y_test)))
+        rec = StepRecord(step=last.step, total_steps=last.total_steps, test_error=test_error,
+                         epsilon_spent=last.epsilon_spent,
+                         extra={"prior_correction": 1.0, "prior_offset_range": float(b.max() - b.min())})
+        self.history_ = list(self.history_) + [rec]
+        if on_step is not None:
+            on_step(rec)
 
     def _holdout_guard_applies(self, split: Any) -> bool:
         cfg = self.config
@@ -841,7 +887,8 @@ class NoisyGDMethod(LinearHead):
         run = type(self)(dataclasses.replace(cfg, guard_holdout=0.0, public_guard=False, early_checkpoint=False))
         run._fit_once(sub, on_step)
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
-                     "count_releases_", "ref_distance_", "calibrated_steps_", "stopped_early_", "history_"):
+                     "count_releases_", "ref_distance_", "calibrated_steps_", "stopped_early_", "history_",
+                     "histogram_test_"):
             setattr(self, attr, getattr(run, attr, None))
         self.checkpoint_kept_early_ = None
         T = int(run.steps_)
@@ -985,7 +1032,8 @@ class NoisyGDMethod(LinearHead):
         self._reset()
         self.feature_map_ = fmap
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
-                     "count_releases_", "guard_kept_private_", "checkpoint_kept_early_", "ref_distance_"):
+                     "count_releases_", "guard_kept_private_", "checkpoint_kept_early_", "ref_distance_",
+                     "histogram_test_"):
             setattr(self, attr, getattr(run, attr, None))
         self.steps_ = T_rep  # the released repetition's releases (count + gradient steps)
         self.history_ = [StepRecord(step=1, total_steps=1, test_error=None,

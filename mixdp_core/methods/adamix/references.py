@@ -114,6 +114,9 @@ class LinearHead(Method):
     W_: np.ndarray
     #: the input map the head was fitted on (set by ``fit``; the plain map before)
     feature_map_: FeatureMap = UNIT_MAP
+    #: per-class logit offsets added to every score (``None``: none); AdaMix's prior correction
+    #: sets them (post-processing on public rows, :func:`.engine.balanced_prior_bias`)
+    intercept_: np.ndarray | None = None
 
     def _feature_map(self, split: Any, *, public_start: bool) -> FeatureMap:
         """Set and return ``feature_map_`` from the config's ``feature_center`` (``"none"``
@@ -125,7 +128,8 @@ class LinearHead(Method):
     def decision_function(self, X: np.ndarray) -> np.ndarray:
         if not hasattr(self, "W_"):
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit(split) first")
-        return self.feature_map_(X) @ self.W_
+        scores = self.feature_map_(X) @ self.W_
+        return scores if self.intercept_ is None else scores + self.intercept_
 
 
 # ----------------------------------------------------------------------------- non-private

@@ -7,7 +7,7 @@ from mixdp_core.app_support.resources import (
     STATUS_BADGE, config_json, encoder_label, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id, shown_id,
 )
-from mixdp_core.runs.owner_view import OWNER_NOTE, reads_private_in_clear
+from mixdp_core.runs.owner_view import OWNER_NOTE, reads_private_in_clear, timing_is_owner_only
 from mixdp_core.runs.store import STATUSES
 
 #: The encoder column of a run whose dataset brought its own features (no encoder ran).
@@ -42,7 +42,9 @@ def _row(r):
         **({charts.OWNER_AUC_LABEL: m.get("mia_auc")} if owner else {}),
         "minority acc. (%)": None if m.get("minority_accuracy") is None or hide else 100 * m["minority_accuracy"],
         "created": fmt_time(r.created_at),
-        "duration (s)": round(r.duration_s, 1) if r.duration_s is not None else None,
+        # a private run's duration grows with its private rows (owner-only, as in the exports)
+        "duration (s)": (round(r.duration_s, 1) if r.duration_s is not None
+                         and (owner or not timing_is_owner_only(m)) else None),
         "label": r.label, "error": r.error,
     }
 

@@ -586,6 +586,8 @@ def metric_cards(metrics: Mapping[str, Any], *, owner: bool = True) -> list[tupl
         cards = [c for c in cards if c[0] != OWNER_AUC_LABEL]
     from ..runs.owner_view import reads_private_in_clear
 
+    if reads_private_in_clear(metrics) and not owner:  # the paragon's outcomes are the owner's only
+        return []
     if reads_private_in_clear(metrics):  # the paragon's outcomes: the data owner's view, labelled so
         cards = [(c[0] if c[0] == OWNER_AUC_LABEL else f"{c[0]} (owner's view, not private)", c[1]) for c in cards]
     return cards

@@ -623,13 +623,19 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
     if metrics.get("noise") == "reproducible":
         st.warning(f"Research option: {metrics.get('noise_label')}. Run `mixdp audit --attack seed-replay` "
                    "(or the Privacy audit page) to see what this costs.")
+    from ..runs.owner_view import hidden_from_public, reads_private_in_clear, timing_is_owner_only
+
     cards = charts.metric_cards(metrics, owner=owner)
     cols = st.columns(4)
     for col, (label, value) in zip(cols, cards):
         col.metric(label, value)
-    spread = charts.test_error_interval_caption(metrics)
+    if not cards:  # the paragon's outcomes with the owner's view off
+        st.caption("This run's outcomes are the data owner's view (it reads the private rows with no "
+                   "guarantee): turn on the owner-only diagnostics to see them.")
+    spread = charts.test_error_interval_caption(metrics) if owner or not hidden_from_public(
+        metrics, "test_error") else None
     if spread:
-        st.caption(spread)
+        st.caption(spread + (" (Owner's view, not private.)" if reads_private_in_clear(metrics) else ""))
     for line in context:  # what the number means: the references beside it
         st.markdown(line)
     left, right = st.columns([1, 1])
@@ -637,17 +643,22 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
         st.markdown("**Privacy of the run as executed**")
         st.dataframe(charts.privacy_table(metrics), hide_index=True, key=f"{key}-priv", width="stretch")
     with right:
-        if metrics.get("performance_boost") is not None or metrics.get("performance_boost_label"):
+        if owner and (metrics.get("performance_boost") is not None or metrics.get("performance_boost_label")):
             from ..evaluation.metrics import format_boost
 
-            st.metric("performance boost (× Only-Public)", metrics.get("performance_boost_label")
-                      or format_boost(metrics["performance_boost"]), help=charts.BOOST_HELP)
+            # owner-only: a ratio with the paragon's error (the private rows, no guarantee)
+            st.metric("performance boost (× Only-Public; owner's view, not private)",
+                      metrics.get("performance_boost_label") or format_boost(metrics["performance_boost"]),
+                      help=charts.BOOST_HELP)
         n_priv = (f"{metrics.get('n_private', '?')} private (exact count: owner's view, not private), "
                   if owner else "")
+        # a private run's duration grows with its private rows: owner-only, labelled so
+        timed = timing_is_owner_only(metrics)
+        fit = ("" if timed and not owner else
+               f" · {metrics.get('fit_seconds', 0):.1f} s fit" + (" (owner's view, not private)" if timed else ""))
         st.caption(f"{n_priv}{metrics.get('n_public', '?')} public, "
                    f"{metrics.get('n_test', '?')} test samples · {metrics.get('steps', '?')} steps · "
-                   f"σ = {_fmt_sigma(metrics.get('noise_multiplier'))} · "
-                   f"{metrics.get('fit_seconds', 0):.1f} s fit")
+                   f"σ = {_fmt_sigma(metrics.get('noise_multiplier'))}{fit}")
         released = charts.release_caption(metrics)
         if released:
             st.caption(released)

@@ -273,8 +273,9 @@ class Recommendation:
                      f"Student's t at {c.n} seeds)")
         if self.minority_line(names):
             s += ". " + self.minority_line(names)
-        whose = (f" of {nm(self.boost_method)} (the private method with the lowest error here)"
-                 if self.boost_method else "")
+        # owner-only: every PB divides by the way to the Paragon, whose error reads the private rows
+        whose = (f" of {nm(self.boost_method)} (the private method with the lowest error here; owner's view, not "
+                 "private)" if self.boost_method else " (owner's view, not private)")
         if self.boost is not None and self.boost < 0:  # −∞ too: the ratio has no meaning there
             s += (f". Performance boost{whose} {format_boost(self.boost)}: the AdaMix paper's PB measures the way "
                   "from Only-Public to the Paragon, and here the Paragon is not the lowest error")

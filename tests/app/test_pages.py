@@ -534,9 +534,15 @@ def test_runs_page_lists_statuses_filters_exports_and_deletes(at):
     assert charts.OWNER_AUC_LABEL not in [m.label for m in at.metric]
     assert not any("exact count" in c.value for c in at.caption)
     assert any("95 % interval" in c.value for c in at.caption)
+    # a private run's duration grows with its private rows: owner-only in the table and the card
+    # (a review found both shown with the switch off)
+    assert df.set_index("run_id").loc[ok, "duration (s)"] is None or df.set_index("run_id")["duration (s)"].isna()[ok]
+    assert not any(" s fit" in c.value for c in at.caption)
     at.toggle(key="runs_owner").set_value(True).run()
     assert charts.OWNER_AUC_LABEL in [m.label for m in at.metric]
     assert any("exact count" in c.value for c in at.caption)
+    assert any("s fit (owner's view, not private)" in c.value for c in at.caption)
+    assert at.dataframe[0].value.set_index("run_id").loc[ok, "duration (s)"] >= 0
     at.toggle(key="runs_owner").set_value(False).run()
     # failed run: error and history shown
     at.selectbox(key="runs_pick").set_value(failed).run()

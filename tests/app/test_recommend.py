@@ -150,6 +150,8 @@ def test_boost_is_of_the_best_private_method_even_when_only_public_leads():
     assert "0.50× (AdaMix paper's PB: 1× = no better than Only-Public" in r.sentence()
     # the sentence names whose boost it is (here not the leader's)
     assert "Performance boost of NGD" in r.sentence() or "Performance boost of ngd" in r.sentence()
+    # the ratio uses the Paragon's error (the private rows, no guarantee): labelled as the owner's
+    assert "owner's view, not private" in r.sentence()
 
 
 def test_a_tie_with_only_public_says_the_private_data_buy_nothing():

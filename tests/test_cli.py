@@ -249,3 +249,29 @@ def test_budget_on_a_path_that_is_not_a_store_says_what_it_is(tmp_path, capsys):
     assert main(["budget", "--store", str(tmp_path / "none")]) == 0
     assert "(it does not exist)" in capsys.readouterr().out
     assert not (tmp_path / "none").exists()
+
+
+def test_sweep_json_lines_keep_private_details_in_the_owners_block(tmp_path, capsys):
+    """A failed run's message can quote the private data (a class's exact count) and a failed
+    private run's duration grows with its rows: both go to the owner's block of its sweep line;
+    a line on replayable noise says so (three defects a review reproduced)."""
+    argv = ["sweep", "--store", str(tmp_path / "s"), "--dataset", "synthetic", "--dataset-arg", "classes=3",
+            "--dataset-arg", "dim=8", "--dataset-arg", "train_per_class=40", "--dataset-arg", "test_per_class=10",
+            "--methods", "dp_ls", "--epsilons", "1", "--seeds", "0", "--public-per-class", "41", "--workers", "1",
+            "--no-progress", "--json"]
+    main(argv)
+    out = capsys.readouterr().out
+    line = next(json.loads(x) for x in out.splitlines() if x.startswith("{") and '"run_id"' in x)
+    assert line["status"] == "failed"
+    assert "40" not in str(line["error"]) and line["error"].startswith("DataError: y_train")
+    assert "40 samples" in line["diagnostics"]["error"]
+    assert "wall_seconds" not in line and "wall_seconds" in line["diagnostics"]
+    from mixdp_core.runs.runner import RunConfig, failure_fields
+
+    assert failure_fields(RunConfig(method="dp_ls", dataset="digits", encoder="pixels"), ValueError("x"))["private"] is True
+    assert failure_fields(RunConfig(method="only_public", dataset="digits", encoder="pixels"), ValueError("x"))["private"] is False
+    main(["sweep", "--store", str(tmp_path / "s2"), "--dataset", "digits", "--encoder", "pixels", "--methods", "dp_ls",
+          "--epsilons", "1", "--seeds", "0", "--workers", "1", "--no-progress", "--json",
+          "--param", "noise=reproducible"])
+    ok = next(json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{") and '"run_id"' in x)
+    assert ok["status"] == "completed" and ok["noise"] == "reproducible" and "seed" in ok["noise_label"]

@@ -557,6 +557,7 @@ def failure_fields(config: RunConfig, error: BaseException) -> dict[str, Any]:
     * ``noise`` and ``noise_label`` of a private method's config: its stored step records
       (noisy counts, a guard's gain) are releases, and with reproducible noise anyone who
       knows the seed can replay them, so a failed run carries the label as a completed one does;
+    * ``private``: the method's flag (a private method's timings are owner-only, failed or not);
     * ``released: True`` when its fit had started its mechanism (a release's noise generator
       was made: it may have released), so the budget ledger charges it even without a step
       record; absent for a failure before (loading the data, the split, a refusal from public
@@ -565,7 +566,12 @@ def failure_fields(config: RunConfig, error: BaseException) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     try:
-        cfg = config.make_method().config
+        method = config.make_method()
+        cfg = method.config
+        # whether it reads private rows: a failed private run's timings are owner-only as a
+        # completed one's (owner_view.timing_is_owner_only reads this flag; a review found a
+        # failed DP run's wall_seconds in the public part of sweep --json and of exports)
+        out["private"] = bool(getattr(method, "private", True))
     except Exception:  # noqa: BLE001 - the run failed already; its stored config says the rest
         cfg = None
     if cfg is not None and hasattr(cfg, "noise"):

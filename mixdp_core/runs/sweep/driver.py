@@ -51,7 +51,7 @@ class SweepResult:
         """One JSON-ready line: ``epsilon`` is the grid's target ε (``None`` for
         non-private methods, which ignore it), ``epsilon_spent`` the accounted ε."""
         from ...methods import METHODS
-        from ..owner_view import move_hidden
+        from ..owner_view import move_hidden, public_error
         from ..runner import DIAGNOSTICS_NOTE
 
         c, m = self.config, self.metrics
@@ -64,12 +64,19 @@ class SweepResult:
             "imbalance_ratio": c.imbalance_ratio, "private_per_class": c.private_per_class,
             "test_error": m.get("test_error"), "minority_accuracy": m.get("minority_accuracy"),
             "performance_boost": m.get("performance_boost"),
-            "wall_seconds": m.get("wall_seconds"), "reused": self.reused, "error": self.error,
+            "wall_seconds": m.get("wall_seconds"), "reused": self.reused,
+            # an error's message can quote the private data (a class's exact count): its type and
+            # field here, the whole text in the owner's block, as the store's exports do
+            "error": public_error(self.error),
+            # a run on noise replayable from its seed says so on its line, as train --json does
+            "noise": m.get("noise"), "noise_label": m.get("noise_label"),
         }
         # owner-only (no DP guarantee), grouped under its note as `mixdp train --json` does: the
         # attack's AUC and what a public view hides (the boost, a secret-dependent duration,
         # every outcome of the paragon; owner_view.hidden_from_public)
         diag = {"note": DIAGNOSTICS_NOTE, "mia_auc": m.get("mia_auc")}
+        if self.error is not None and self.error != out["error"]:
+            diag["error"] = self.error
         move_hidden(out, m, diag)
         out["diagnostics"] = diag
         return out

@@ -164,6 +164,16 @@ class SubsampledGaussianPDP:
             if p is None:
                 raise ValueError(f"also: must be a pure-DP event (the noisy count), got {also.describe()}")
             first = float(p)
+        if self.sample_rate == 1.0:
+            # full batch: every step is a Gaussian of sensitivity r_t for the row, so the row is
+            # exactly mu_i-GDP, mu_i = sqrt(sum_t r_t^2) / sigma (levels rounded up: an upper
+            # bound), whatever accountant the run names (its ε is the same closed form; RDP here
+            # reported ε_i above the run's ε, 1.09 against 1.00)
+            grid = np.arange(self.levels + 1) / self.levels
+            mu = np.sqrt(self.counts @ grid**2) / self.noise_multiplier
+            steps = np.asarray(gaussian_epsilon(mu, delta=d), dtype=np.float64)
+            steps = np.where(mu > 0, steps, 0.0)
+            return first + np.minimum(steps, self._run_epsilon(d, accountant))
         if accountant in ("pld", "prv"):
             # Both are sound upper bounds on each sample's loss; the PLD profile bound keeps
             # every sample at or under the run's (PLD) ε, the per-sample RDP one is often
@@ -186,6 +196,8 @@ class SubsampledGaussianPDP:
 
         if self.steps == 0:
             return 0.0
+        if self.sample_rate == 1.0:  # full batch: the exact closed form, as the run reports it
+            return float(gaussian_epsilon(math.sqrt(self.steps) / self.noise_multiplier, delta=d))
         try:
             return float(_epsilon(PoissonSubsampledGaussian(self.noise_multiplier, self.sample_rate, self.steps),
                                   delta=d, accountant=accountant))

@@ -103,3 +103,25 @@ def test_per_instance_epsilon_never_exceeds_the_runs_at_a_large_budget(monkeypat
     monkeypatch.setattr(SubsampledGaussianPDP, "_rdp_epsilon", lambda self, d, **k: np.array([12961.0, 0.7, 0.4]))
     eps = acc.epsilon(delta=1e-5, accountant="pld")
     assert eps.tolist() == pytest.approx([run, 0.5, 0.4])
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld", "prv"])
+def test_full_batch_dpsgd_is_the_exact_gaussian_for_every_accountant(accountant):
+    """At q = 1 every step is a Gaussian: the run calibrates and reports the closed form
+    ε(√T/σ), so its curve and every row's ε_i must too, whatever accountant it names (with RDP
+    a review found the last step record and pDP at 1.09 beside a reported 1.00). A row clipped
+    at ratio r at every step is exactly (r√T/σ)-GDP."""
+    from mixdp_core.accounting import gaussian_epsilon
+    from mixdp_core.accounting.curves import dpsgd_epsilon
+    from mixdp_core.accounting.pdp import SubsampledGaussianPDP
+
+    sigma, T, d = 11.797, 10, 1e-5
+    exact = float(gaussian_epsilon(np.sqrt(T) / sigma, delta=d))
+    assert dpsgd_epsilon(noise_multiplier=sigma, sample_rate=1.0, steps=T, delta=d, accountant=accountant) == \
+        pytest.approx(exact, rel=1e-12)
+    acc = SubsampledGaussianPDP(3, sample_rate=1.0, noise_multiplier=sigma)
+    acc.add(np.array([1.0, 0.5, 0.0]), steps=T)
+    eps = acc.epsilon(delta=d, accountant=accountant)
+    assert eps[0] == pytest.approx(exact, rel=1e-12) and eps.max() <= exact
+    assert eps[1] == pytest.approx(float(gaussian_epsilon(0.5 * np.sqrt(T) / sigma, delta=d)), rel=1e-12)
+    assert eps[2] == 0.0

@@ -72,3 +72,22 @@ def test_run_evaluation_uses_the_class_matched_loss_attack(audit_split_ir10):
     mi, ni = ev.arrays["mia_member_index"], ev.arrays["mia_nonmember_index"]
     assert np.array_equal(np.bincount(audit_split_ir10.y_private[mi], minlength=10),
                           np.bincount(audit_split_ir10.y_test[ni], minlength=10))
+
+
+def test_the_white_box_claimed_profile_is_the_one_the_run_reports(audit_split):
+    """The white-box audit tests δ(ε) of the run's own accountant (its ledger's: PLD for DP-SGD),
+    not the module's default for subsampled Gaussians (RDP, up to 3× looser: a wrong PLD claim
+    could never have been refuted); at the reported ε it is the reported δ."""
+    import mixdp_core.accounting as A
+    from mixdp_core.evaluation.audit.canary import claimed_profile
+    from mixdp_core.methods import make_method
+
+    m = make_method("dp_linear_probe", target_epsilon=2.0, noise="reproducible", epochs=2).fit(audit_split)
+    assert m.ledger_.accountant == "pld"
+    eps, dl = claimed_profile(m, points=5)
+    ev = m.ledger_.event()
+    pld = np.array([A.delta(ev, epsilon=float(e), accountant="pld") for e in eps])
+    rdp = np.array([A.delta(ev, epsilon=float(e), accountant="rdp") for e in eps])
+    np.testing.assert_allclose(dl, np.minimum(pld, rdp))  # both bound δ(ε): the claim is the smaller
+    assert np.any(dl < 0.9 * rdp)  # the run's PLD claim, tighter than RDP where it matters
+    assert A.delta(ev, epsilon=m.privacy_.epsilon, accountant="pld") <= m.privacy_.delta * (1 + 1e-6)

@@ -579,18 +579,39 @@ def public_source(dataset: str, dataset_kwargs: dict[str, Any], public_from: str
     return public_from, {}
 
 
+def data_location(dataset: str, root: str | None = None) -> tuple[str, str | None]:
+    """``(kind, path)`` of the data a spec reads: a CD-FSL target is the ``image_folder`` it loads
+    (at the given folder, else at ``<data root>/<its folder>``); a data set named by its path
+    (``PATH_NAMED_DATASETS``) has its resolved path (the spec's, else ``root``); any other has
+    ``None`` (any copy of a named set, CIFAR-10 in another folder, is the same data). The privacy
+    ledger's identity and the public-data check both read it. No file is read."""
+    name, arg = parse_spec(dataset)
+    folder = arg or root
+    if name in CDFSL_FOLDERS:
+        if not folder:
+            from .roots import data_root
+
+            folder = str(data_root() / CDFSL_FOLDERS[name][0])
+        name = "image_folder"
+    return name, (real_path(folder) if folder and name in PATH_NAMED_DATASETS else None)
+
+
 def _same_data(a: str, b: str, root_a: str | None = None) -> bool:
-    """Whether two dataset specs read the same data: the same registered key, and for a data
-    set named by its path (``PATH_NAMED_DATASETS``) the same resolved path (``a``'s from its
-    spec or ``root_a``); any copy of a named set (CIFAR-10 in another folder) is the same data,
-    as the privacy ledger counts it."""
-    (ka, pa), (kb, pb) = parse_spec(a), parse_spec(b)
+    """Whether two dataset specs read the same data (:func:`data_location`), or the same file or
+    folder under two names (a hard link, a bind mount: the same device and inode). A review fed a
+    folder as its own public data under a second spelling (``cdfsl_eurosat:<f>`` beside
+    ``image_folder:<f>``, a hard-linked feature file): the public rows were the private ones, and
+    the ε bounded nothing."""
+    (ka, pa), (kb, pb) = data_location(a, root_a), data_location(b)
     if ka != kb:
         return False
-    if ka not in PATH_NAMED_DATASETS:
+    if pa == pb:
         return True
-    real = (lambda p: None if p is None else real_path(p))
-    return real(pa or root_a) == real(pb)
+    try:
+        sa, sb = os.stat(pa), os.stat(pb)
+    except (OSError, TypeError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 # ------------------------------------------------------------------ torchvision sets

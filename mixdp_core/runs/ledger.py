@@ -157,7 +157,8 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     Raises:
         ConfigError: ``dataset``: not a non-empty string.
     """
-    from ..data.datasets import CDFSL_FOLDERS, DATASETS, PATH_NAMED_DATASETS, PUBLIC_DOMAIN_OPTIONS, parse_spec
+    from ..data.datasets import (CDFSL_FOLDERS, DATASETS, PATH_NAMED_DATASETS, PUBLIC_DOMAIN_OPTIONS, data_location,
+                                 parse_spec)
     from .._io import real_path
 
     if not isinstance(dataset, str) or not dataset.strip():
@@ -165,11 +166,13 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     name, arg = parse_spec(dataset.strip())
     kwargs = dict(dataset_kwargs or {})
     folder = arg or dataset_root or kwargs.get("root")
-    if legacy != "named" and name in CDFSL_FOLDERS and folder:
-        # a CD-FSL target given a folder loads that folder as image_folder does: the same data set
+    if legacy != "named" and name in CDFSL_FOLDERS:
+        # a CD-FSL target loads its folder as image_folder does: the same data set
         # (``cdfsl_eurosat:<folder>`` had a budget apart from ``image_folder:<folder>``'s, and any
-        # private folder named so escaped its cap). At its fixed place it stays keyed by its name.
-        name = "image_folder"
+        # private folder named so escaped its cap). At its fixed place, <data root>/<its folder>,
+        # likewise (it kept a key of its own there, so image_folder:<that folder> spent a second
+        # budget under the same cap); caps stored under the name still apply (legacy "named").
+        name, folder = data_location(dataset.strip(), folder)
     ident: dict[str, Any] = {"dataset": name}
     # only where the path names the data (a folder, a feature file): a root given to a loader
     # that ignores it, or another copy of a named set, is the same data set (one ledger)

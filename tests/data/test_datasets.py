@@ -421,6 +421,32 @@ def test_public_from_the_runs_own_data_set_is_refused(tmp_path):
             public_source(ds, kw, pf, root)
 
 
+def test_public_from_the_same_data_under_another_name_is_refused(tmp_path, monkeypatch):
+    """A review used a folder as its own public data under a second spelling (a CD-FSL name and
+    image_folder, the CD-FSL set at its fixed place, a hard-linked feature file): the public rows
+    were private rows and the run reported an ε that bounded nothing."""
+    import os
+
+    from mixdp_core.data.datasets import public_source
+    from mixdp_core.errors import ConfigError
+
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(tmp_path))
+    f = tmp_path / "cdfsl" / "EuroSAT"
+    f.mkdir(parents=True)
+    (tmp_path / "x.npz").write_bytes(b"")
+    os.link(tmp_path / "x.npz", tmp_path / "x_hard.npz")
+    for ds, pf in ((f"cdfsl_eurosat:{f}", f"image_folder:{f}"), (f"image_folder:{f}", "cdfsl_eurosat"),
+                   ("cdfsl_eurosat", f"image_folder:{f}"), (f"features:{tmp_path / 'x_hard.npz'}",
+                                                            f"features:{tmp_path / 'x.npz'}")):
+        with pytest.raises(ConfigError, match="public_from: .*the run's own data set"):
+            public_source(ds, {}, pf)
+    # other data stay allowed: another folder, another file (same bytes, another inode)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "x_copy.npz").write_bytes(b"")
+    assert public_source("cdfsl_eurosat", {}, f"image_folder:{tmp_path / 'other'}")[0].endswith("other")
+    assert public_source(f"features:{tmp_path / 'x_copy.npz'}", {}, f"features:{tmp_path / 'x.npz'}")[0]
+
+
 def test_a_torchvision_sets_identity_reads_its_own_folder_only(tmp_path, monkeypatch):
     """CIFAR-10's root is often a shared data folder: its identity walked all of it (an
     unrelated file re-encoded the features; 10^6 entries refused the load)."""

@@ -262,10 +262,17 @@ def test_dataset_identity(tmp_path, monkeypatch):
     assert k("cifar10", dataset_root=str(tmp_path / "imgs")) == k("cifar10") == k("cifar10:/elsewhere")
     assert k("digits").startswith("digits-")
     # a CD-FSL target given a folder is that image folder (one budget, whichever name reads it);
-    # at its fixed place under the data root it stays keyed by its name
+    # at its fixed place under the data root too (a review spent a second budget under the same
+    # cap through image_folder:<that folder>)
     assert k(f"cdfsl_eurosat:{tmp_path / 'imgs'}") == k("image_folder:imgs") == k(
         "cdfsl_isic", dataset_root=str(tmp_path / "imgs"))
     assert k("cdfsl_eurosat") != k("cdfsl_isic") and k("cdfsl_eurosat") != k("image_folder:imgs")
+    from mixdp_core.data.roots import data_root
+
+    assert k("cdfsl_eurosat") == k(f"image_folder:{data_root() / 'cdfsl' / 'EuroSAT'}")
+    assert k("cdfsl_eurosat").startswith("image_folder-")
+    # caps stored under the name's key before still apply (legacy "named")
+    assert L.dataset_key("cdfsl_eurosat", legacy="named").startswith("cdfsl_eurosat-")
 
 
 def test_a_config_file_cap_sets_or_lowers_never_raises(tmp_path):
@@ -681,9 +688,11 @@ def test_a_cap_on_a_cdfsl_folder_under_its_name_still_applies(tmp_path):
         (folder / c).mkdir(parents=True)
     spec = f"cdfsl_eurosat:{folder}"
     named = L.dataset_key(spec, legacy="named")
-    assert named == L.dataset_key("cdfsl_eurosat") != L.dataset_key(spec)
+    assert named == L.dataset_key("cdfsl_eurosat", legacy="named") != L.dataset_key(spec)
     L.set_cap(st, named, 0.3, dataset=spec)
-    for ds in (spec,):
+    # the set at its fixed place is now keyed as its folder too: a cap under the name still binds it
+    assert L.dataset_key("cdfsl_eurosat") != named
+    for ds in (spec, "cdfsl_eurosat"):
         with pytest.raises(BudgetError, match="cap ε = 0.3"):
             L.check_cap(st, RunConfig(dataset=ds, encoder="pixels", method="ngd", target_epsilon=0.5))
 

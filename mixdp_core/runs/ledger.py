@@ -1027,6 +1027,15 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
                                             f"neighbours); a {replace_one[0].method} run with neighbouring='replace' "
                                             "treats the class sizes as public and has no add/remove bound: use "
                                             "neighbouring='add_remove', or remove the cap (mixdp budget --clear-cap)")
+        # the same for a run that takes the exact private count as public (its q and T read N in
+        # the clear: an add/remove neighbour changes them, and its ε does not cover that)
+        exact_n = [c for c in cs if str((getattr(c, "method_params", None) or {}).get("dataset_size", "")) == "public"]
+        if exact_n:
+            raise BudgetError("budget_cap", f"data set {cs[0].dataset!r} has a cap (ε = {cap.epsilon:g}); a "
+                                            f"{exact_n[0].method} run with dataset_size='public' reads the exact "
+                                            "private count in the clear, a cost its ε does not cover: use "
+                                            "dataset_size='private' (the default), or remove the cap "
+                                            "(mixdp budget --clear-cap)")
         charges = planned[key]
         want = math.fsum(e for e, _ in charges)
         label = cs[0].dataset

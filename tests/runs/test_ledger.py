@@ -710,3 +710,10 @@ def test_a_replace_one_run_is_refused_on_a_capped_data_set(tmp_path):
     L.check_cap(st, RunConfig(dataset="digits", encoder="pixels", method="dppl_mean", target_epsilon=1.0))
     L.check_cap(st, RunConfig(dataset="synthetic", encoder="pixels", method="dppl_mean", target_epsilon=1.0,
                               method_params={"neighbouring": "replace"}))  # no cap there: allowed, flagged
+    # the exact private count taken as public (dataset_size='public') is refused alike (a review
+    # charged such a run 1.0 under a cap, "a cost the ε does not cover")
+    exact = RunConfig(dataset="digits", encoder="pixels", method="dp_linear_probe", target_epsilon=1.0,
+                      method_params={"dataset_size": "public"})
+    with pytest.raises(BudgetError, match="budget_cap.*dataset_size='public'.*exact private count"):
+        L.check_cap(st, exact)
+    L.check_cap(st, RunConfig(dataset="digits", encoder="pixels", method="dp_linear_probe", target_epsilon=1.0))

@@ -236,7 +236,7 @@ def test_a_dry_run_counts_without_creating_a_store(tmp_path, capsys):
     new = tmp_path / "never"
     assert main(["sweep", "--store", str(new), "--dataset", "digits", "--encoder", "pixels", "--methods", "adamix",
                  "--epsilons", "1,3", "--seeds", "0", "--dry-run", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"runs": 2, "stored": 0}
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"runs": 2, "stored": 0, "refused": None}
     assert not new.exists()
 
 
@@ -275,3 +275,28 @@ def test_sweep_json_lines_keep_private_details_in_the_owners_block(tmp_path, cap
           "--param", "noise=reproducible"])
     ok = next(json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{") and '"run_id"' in x)
     assert ok["status"] == "completed" and ok["noise"] == "reproducible" and "seed" in ok["noise_label"]
+
+
+def test_a_dry_run_says_what_the_budget_cap_would_refuse(tmp_path, capsys):
+    """A dry run said "1 runs, 0 already stored" (exit 0) for a grid the run then refused on its
+    data set's cap; it now asks the caps (the sweep file's too) on a scratch copy and writes nothing."""
+    store = tmp_path / "s"
+    assert main(["budget", "--store", str(store), "--dataset", "digits", "--cap", "2"]) == 0
+    capsys.readouterr()
+    base = ["sweep", "--store", str(store), "--dataset", "digits", "--encoder", "pixels", "--methods", "dp_ls",
+            "--seeds", "0", "--dry-run", "--json"]
+    assert main(base + ["--epsilons", "3"]) == 2
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["runs"] == 1 and "budget_cap" in out["refused"] and "cap ε = 2" in out["refused"]
+    assert main(base + ["--epsilons", "1"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["refused"] is None
+    cfg = tmp_path / "s.toml"
+    cfg.write_text('dataset = "digits"\nencoder = "pixels"\nmethods = ["dp_ls"]\nepsilons = [1.0]\nseeds = [0]\n'
+                   'budget_cap = 0.5\n')
+    assert main(["sweep", "--store", str(tmp_path / "s2"), "--config", str(cfg), "--dry-run", "--json"]) == 2
+    assert "budget_cap" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])["refused"]
+    assert not (tmp_path / "s2").exists()  # a dry run creates no store
+    from mixdp_core.runs import ledger as L
+    from mixdp_core.runs.store import RunStore
+
+    assert L.get_cap(RunStore(store), L.dataset_key("digits")).epsilon == 2.0  # the real store unchanged

@@ -172,9 +172,12 @@ def run(args: argparse.Namespace) -> int:
         return fail(PROG, str(e), 2)
     if args.dry_run:
         stored = 0 if store is None else sum(store.find_completed(c.config_hash()) is not None for c in configs)
-        print(json.dumps({"runs": len(configs), "stored": stored}) if args.json else
-              f"{len(configs)} runs, {stored} already stored")
-        return 0
+        # what the caps would say (a dry run said "fine" to a grid the run then refused): checked
+        # on a scratch copy of the store's database, where the sweep file's cap may be applied
+        refusal = _dry_run_cap_refusal(store, spec, configs, reuse=not args.no_reuse)
+        print(json.dumps({"runs": len(configs), "stored": stored, "refused": refusal}) if args.json else
+              f"{len(configs)} runs, {stored} already stored" + (f"; refused: {refusal}" if refusal else ""))
+        return 2 if refusal else 0
 
     from ..runs.ledger import apply_config_cap, check_caps, dataset_key
 
@@ -226,3 +229,31 @@ def run(args: argparse.Namespace) -> int:
            f"{out.wall_seconds:.1f} s (store {store.root})")
     print(msg, file=sys.stderr if args.json else sys.stdout)
     return 0 if out.n_failed == 0 else 1
+
+
+def _dry_run_cap_refusal(store: Any, spec: Any, configs: Any, *, reuse: bool) -> str | None:
+    """The budget caps' refusal of this grid, or ``None``: the checks the run makes
+    (:func:`~mixdp_core.runs.ledger.check_caps`, after the sweep file's ``budget_cap``), on a
+    scratch copy of the store's database, so a dry run writes nothing."""
+    import sqlite3
+    import tempfile
+
+    from ..runs.ledger import apply_config_cap, check_caps, dataset_key
+    from ..runs.store import RunStore
+
+    with tempfile.TemporaryDirectory(prefix="mixdp-dry-") as tmp:
+        if store is not None and store.db_path.exists():
+            # sqlite's backup (the write-ahead log included; a file copy could miss it)
+            with contextlib.closing(sqlite3.connect(store.db_path)) as src, \
+                    contextlib.closing(sqlite3.connect(f"{tmp}/runs.sqlite")) as dst:
+                src.backup(dst)
+        scratch = RunStore(tmp)
+        try:
+            if getattr(spec, "budget_cap", None) is not None:
+                apply_config_cap(scratch, dataset_key(spec.dataset, spec.dataset_root, spec.dataset_kwargs),
+                                 spec.budget_cap, spec.budget_cap_delta, dataset=spec.dataset)
+            check_caps(scratch, configs, reuse=reuse)
+        except ConfigError as e:
+            return str(e)
+    return None
+

@@ -490,3 +490,23 @@ def _interrupt_at_two(x):
     if x == 2:
         raise KeyboardInterrupt
     return x
+
+
+def _fail_before_or_after_noise(item):
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.randomness import noise_rng
+
+    if item == "after":
+        noise_rng("secure", 0, 1)  # a release's generator made: it may have released
+    raise ConfigError("epochs", f"refused ({item})")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_task_error_says_whether_the_task_drew_private_noise(workers):
+    """A figure's fit that fails before making any release's noise generator (a refusal from
+    public values) released nothing and is not charged; one that fails after may have released
+    (charged). The executors carry the difference on the TaskError, in-process and across the pool."""
+    res = map_trainings(_fail_before_or_after_noise, ["before", "after"], workers=workers, raise_errors=False)
+    assert [type(r).__name__ for r in res] == ["TaskError", "TaskError"]
+    assert res[0].released is False and res[1].released is True
+    assert "epochs" in str(res[0])

@@ -96,16 +96,23 @@ class Context:
         completed = [False]
 
         ran: set[int] = set()
+        clean: set[int] = set()  # failed before any release's noise was drawn: nothing to charge
 
         def started() -> set[int] | None:
             """The fits that may have released: all after a normal end; after an interruption
-            those the executor started (it records each task as it begins; every one on Ray)."""
+            those the executor started (it records each task as it begins; every one on Ray),
+            less those that failed before drawing any noise (a refusal from public values: a
+            review saw 12 fits charged ε = 12 for a step limit refused before any release)."""
             if completed[0] or not fits:
                 return None
-            return finished | ran
+            return (finished | ran) - clean
 
         def on_done(i: int, r: Any) -> None:
+            from ..sweep.executors import TaskError
+
             finished.add(i)
+            if isinstance(r, TaskError) and r.released is False:
+                clean.add(i)
             if self.on_result is not None:
                 self.on_result(None)
 

@@ -38,7 +38,35 @@ from ...registry import Registry
 
 class TaskError(MixDPError):
     """A task of :func:`map_trainings` raised, or its worker was lost more than
-    ``max_retries`` times."""
+    ``max_retries`` times. ``released``: ``False`` when the task failed before any private
+    release's noise generator was made (a refusal from public values: nothing to charge),
+    ``True`` when it may have released, ``None`` when unknown (a lost worker, Ray)."""
+
+    def __init__(self, message: str, released: bool | None = None) -> None:
+        super().__init__(message)
+        self.released = released
+
+
+def _task_error(e: BaseException) -> TaskError:
+    """The :class:`TaskError` of a task's exception, with what :func:`_tracked` learned."""
+    return TaskError(f"{type(e).__name__}: {e}", released=getattr(e, "mixdp_released", None))
+
+
+def _tracked(fn: Callable, *args: Any) -> Any:
+    """``fn(*args)``, noting on an exception whether a private release's noise generator was
+    made first (``mixdp_released``; :func:`mixdp_core.randomness.tracking_noise`)."""
+    from ...randomness import tracking_noise
+
+    with tracking_noise() as drawn:
+        try:
+            return fn(*args)
+        except Exception as e:
+            if not getattr(e, "mixdp_released", False):
+                try:
+                    e.mixdp_released = bool(drawn[0])
+                except AttributeError:  # an exception type without a __dict__: unknown
+                    pass
+            raise
 
 
 #: The most re-runs of one item whose worker died (a crash that repeats is not a lost worker).
@@ -174,7 +202,11 @@ def _local_init(shared: Any, started: Any, own_session: bool = False, driver_pid
 
 def _local_call(fn: Callable, index: int, item: Any, with_shared: bool) -> Any:
     _STARTED[index] = os.getpid()
-    return fn(item, _SHARED) if with_shared else fn(item)
+    try:
+        return _tracked(fn, item, _SHARED) if with_shared else _tracked(fn, item)
+    except Exception as e:  # noqa: BLE001
+        # built here: the errors' own pickling keeps their fields, not the mark _tracked set
+        return _task_error(e)
 
 
 class LocalExecutor:
@@ -243,9 +275,9 @@ class LocalExecutor:
                     return
                 self._started_before.add(i)
                 try:
-                    yield i, (fn(item, shared) if with_shared else fn(item))
+                    yield i, (_tracked(fn, item, shared) if with_shared else _tracked(fn, item))
                 except Exception as e:  # noqa: BLE001
-                    yield i, TaskError(f"{type(e).__name__}: {e}")
+                    yield i, _task_error(e)
             return
         todo = list(range(len(items)))
         attempts = [0] * len(items)
@@ -267,7 +299,7 @@ class LocalExecutor:
                             lost.append(i)
                             continue
                         except Exception as e:  # noqa: BLE001
-                            res = TaskError(f"{type(e).__name__}: {e}")
+                            res = _task_error(e)
                         yield i, res
                 if lost:
                     # Charge the runs whose worker died on its own (not the pool's SIGTERM of

@@ -35,6 +35,7 @@ def test_lists(capsys):
     (["sweep", "--methods", "adamix,,ngd", "--dry-run"], "methods: must be a comma-separated list of names without"),
     (["sweep", "--workers", "100000", "--dry-run"], "workers: must be an integer in [1, "),
     (["sweep", "--max-retries", "1000000000", "--dry-run"], "max_retries: must be an integer in [0, 100]"),
+    (["audit", "--attack", "seed-replay", "--trials", "100000"], "trials: seed-replay runs two trainings per trial"),
     (["sweep", "--epsilons", "1,-2", "--dry-run"], "epsilons: must be numbers, each a finite number in [0.001, 1000]"),
     (["encode", "--dataset", "digits", "--encoder", "pixels", "--max-per-class", "5"],
      "max_per_class: not an option of dataset 'digits'"),  # was ignored in silence

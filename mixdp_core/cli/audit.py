@@ -36,6 +36,11 @@ ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run"
 #: ``--reference-models`` and ``--canaries``: :func:`mixdp_core.evaluation.audit.check_audit_size`).
 TRIAL_ATTACKS = ("canary", "canary-whitebox", "seed-replay")
 
+#: The most seed-replay trials one audit may ask for (two trainings each); its default stops at
+#: :data:`~mixdp_core.evaluation.audit.replay.MAX_DEFAULT_TRIALS`.
+MAX_REPLAY_TRIALS = 2000
+from ..evaluation.audit.replay import MAX_DEFAULT_TRIALS as MAX_DEFAULT_REPLAY_TRIALS  # noqa: E402
+
 #: ``--executor`` values: in-process, or the sweep engine's backends.
 AUDIT_EXECUTORS = ("sequential", "local", "ray")
 
@@ -54,14 +59,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--seed", default="0", help="seed of the split, the trainings and the audit's coins, default 0")
     a("--attack", default="loss", help=f"one of {', '.join(ATTACK_CHOICES)}; default loss")
     from ..config import AUDIT_MAX_CANARIES as MAX_CANARIES, AUDIT_MAX_REFERENCE_MODELS as MAX_REFERENCE_MODELS
+    from ..config import AUDIT_MAX_TRIALS as MAX_TRIALS
 
     a("--reference-models", default="16",
       help=f"K reference models (lira, rmia), an integer in [2, {MAX_REFERENCE_MODELS}]; default 16")
     a("--canaries", default="1000", help="canaries per training (canary-whitebox, one-run), an integer in "
                                          f"[10, {MAX_CANARIES:,}]; default 1000")
-    a("--trials", default=None, help="independent trials (canary: trainings, default 100; "
-                                     "canary-whitebox: canaries in all, default 1000; seed-replay: trials of "
-                                     "two trainings each, default enough to refute the target ε, at most 400)")
+    a("--trials", default=None, help=f"independent trials, an integer in [4, {MAX_TRIALS:,}] (canary: trainings, "
+                                     "default 100; canary-whitebox: canaries in all, default 1000; seed-replay: "
+                                     "trials of two trainings each, at most "
+                                     f"{MAX_REPLAY_TRIALS:,}, default enough to refute the target ε, at most "
+                                     f"{MAX_DEFAULT_REPLAY_TRIALS})")
     a("--confidence", default="0.95", help="confidence of the ε lower bound, in (0, 1), default 0.95; a bound above "
                                            "the claim raises the alarm only at confidence >= 0.9")
     a("--public-per-class", default="5", help="public samples per class, default 5")
@@ -95,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
         K = number("reference_models", args.reference_models, int, f"an integer in [2, {MAX_REFERENCE_MODELS}]")
         canaries = number("canaries", args.canaries, int, f"an integer in [10, {MAX_CANARIES:,}]")
         trials = number("trials", args.trials, int, f"an integer in [4, {MAX_TRIALS:,}]")
+        if args.attack == "seed-replay" and trials is not None and trials > MAX_REPLAY_TRIALS:
+            # two full trainings per trial: 100,000 asked meant 200,000 trainings
+            raise ConfigError("trials", f"seed-replay runs two trainings per trial: at most {MAX_REPLAY_TRIALS:,} "
+                                        f"trials, got {trials:,}")
         check_audit_size(reference_models=K, canaries=canaries, trials=trials)
         if trials is not None and args.attack not in TRIAL_ATTACKS:
             raise ConfigError("trials", f"not used by --attack {args.attack}; it sets the trials of "

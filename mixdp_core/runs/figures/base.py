@@ -308,6 +308,6 @@ def _setup_line(ctx: Context, rows: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in rows})
     return (f"dataset `{ctx.dataset}`, encoder `{ctx.encoder}` (D = {m.get('dim')}), {m.get('n_classes')} classes, "
             f"{m.get('n_public')} public, {m.get('n_private')} private and {m.get('n_test')} test samples "
-            f"(first run of the grid), δ = {ctx.params.get('delta', 1e-5):g}, seeds {seeds} (split + noise); "
+            f"(first run of the grid), δ = {ctx.params.get('delta', 1e-5):g}, seeds {seeds} (split; noise from the seed only with noise='reproducible'); "
             f"dataset options `{json.dumps(ctx.dataset_kwargs)}`, encoder options `{json.dumps(ctx.encoder_kwargs)}`"
             + (f", public samples from `{ctx.public_from}` (domain shift)" if ctx.public_from else ""))

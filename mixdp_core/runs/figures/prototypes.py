@@ -213,7 +213,7 @@ def _prototypes(ctx: Context) -> FigureOutput:
 
     fs_meta = fs.meta or {}
     setup = (f"dataset `{ctx.dataset}`, encoder `{ctx.encoder}` (D = {fs.X_train.shape[1]}), {len(fs.class_names)} "
-             f"classes, {len(fs.y_test)} test samples, δ = {cfg['delta']:g}, seeds {seeds} (hold-out, split, noise); "
+             f"classes, {len(fs.y_test)} test samples, δ = {cfg['delta']:g}, seeds {seeds} (hold-out and split; noise from the seed only with noise='reproducible'); "
              f"{cfg['public_per_class']} public samples per class; {100 * cfg['holdout']:g} % of the training rows "
              f"held out per seed as the unlabelled public pool of DPPL-Public(K) ({pool[0]}–{pool[-1]} candidates "
              f"with the public split), {n_priv[0]}–{n_priv[-1]} private samples; AdaMix σ = 20·max(1, 3/ε); dataset "

@@ -91,7 +91,7 @@ class SweepSpec:
         encoders: feature extractors.
         methods: method names or :class:`Variant` s (same method with other params).
         epsilons: target ε of the private methods.
-        seeds: split + noise seeds.
+        seeds: split seeds (the noise follows a seed only with noise='reproducible'; secure noise, the default, follows none).
         public_per_class: public shots per class.
         imbalance_ratios: long-tail ratios of the private part (1 = balanced).
         private_per_class: caps of private samples per class (``None`` = all).

@@ -14,6 +14,11 @@ from mixdp_core.methods.adamix.engine import log_prior, shrunk_class_counts
 from mixdp_core.runs.figures.regimes import REGIME_FAMILY
 
 
+
+def _last_release(m):
+    """The run's last release record (the prior correction's record, post-processing, follows it)."""
+    return next(r for r in reversed(m.history_) if "prior_correction" not in r.extra)
+
 def test_shrinkage_is_the_positive_part_james_stein_estimator():
     """Against the formula written out: m + f (v - m), f = max(0, 1 - (C-3) s² / SS), floored at
     the estimate's noise std f s (and 1)."""
@@ -238,7 +243,7 @@ def test_balanced_guard_rule_counts_class_weighted_at_the_histograms_share_and_t
     grad = lambda r: sum(x.count for x in r.ledger_.releases if x.what == "gradient step")
     assert grad(one) - grad(bal) == m - 1
     assert one._guard_weights is None and bal._guard_weights.max() == pytest.approx(1.0)
-    assert bal.history_[-1].extra["guard_releases"] == m
+    assert _last_release(bal).extra["guard_releases"] == m
     # the released count: the weighted paired gain plus N(0, (σ/sqrt(m))²) on the guard's stream
     from mixdp_core.methods.adamix.engine import NoisyGDProblem
     from mixdp_core.randomness import noise_rng
@@ -248,7 +253,7 @@ def test_balanced_guard_rule_counts_class_weighted_at_the_histograms_share_and_t
     d = ((X @ bal.W_).argmax(1) == y).astype(float) - ((X @ bal.W_start_).argmax(1) == y)
     want = float(np.sum(bal._guard_weights[y] * d)) + 20.0 / np.sqrt(m) * float(
         noise_rng("reproducible", 0, 0x6A4D).standard_normal())
-    assert bal.history_[-1].extra["guard_noisy_gain"] == pytest.approx(_snapped(want, 20.0 / np.sqrt(m)), rel=1e-12)
+    assert _last_release(bal).extra["guard_noisy_gain"] == pytest.approx(_snapped(want, 20.0 / np.sqrt(m)), rel=1e-12)
     # balanced private classes: the pilot finds no imbalance, the guard stays one unweighted release
     reg = {r["name"]: r for r in REGIME_FAMILY}["many_class_100_d256"]
     fs = get_features("synthetic", "pixels", **reg["dataset_kwargs"])
@@ -278,7 +283,7 @@ def test_guard_resolution_takes_releases_from_the_released_total_at_the_same_eps
     assert hook.verify_privacy() == pytest.approx(hook.privacy_.epsilon)
     grad = lambda r: sum(x.count for x in r.ledger_.releases if x.what == "gradient step")
     assert grad(base) - grad(hook) == want - 1
-    assert hook.history_[-1].extra["guard_releases"] == want
+    assert _last_release(hook).extra["guard_releases"] == want
 
 
 def test_adamix_without_the_trust_region_serves_the_imbalanced_classes_better():

@@ -150,3 +150,19 @@ def test_no_correction_where_the_rule_says_so():
         pytest.fail("no seed in 0-5 kept the public start at ε = 0.3")
     none = make_method("adamix", target_epsilon=3.0, prior_correction="none", **kw).fit(sp)
     assert not none.prior_corrected_ and none.intercept_ is None
+
+
+def test_the_default_corrects_the_prior_under_imbalance_only():
+    """The default ('public_when_imbalanced', chosen by the pre-registered rule of
+    docs/results/prior_correction_plan.json): on ten_class_ir10 at ε = 8 the released model
+    predicts the minority classes about as often as they occur in the balanced test set (the
+    uncorrected model predicted them for under half their share: 7–9 % against 20 % at ε = 3)."""
+    sp = _split("ten_class_ir10", 1)
+    m = make_method("adamix", target_epsilon=8.0, seed=1, noise="reproducible").fit(sp)
+    assert m.config.prior_correction == "public_when_imbalanced" and m.prior_corrected_
+    y = np.asarray(sp.y_test)
+    share = float(np.isin(m.predict(sp.X_test), sp.minority_classes).mean())
+    truth = float(np.isin(y, sp.minority_classes).mean())
+    old = make_method("adamix", target_epsilon=8.0, seed=1, noise="reproducible", prior_correction="none").fit(sp)
+    old_share = float(np.isin(old.predict(sp.X_test), sp.minority_classes).mean())
+    assert abs(share - truth) < abs(old_share - truth) and share > 0.75 * truth

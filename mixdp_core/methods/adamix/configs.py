@@ -510,14 +510,19 @@ class AdaMixConfig(NoisyGDConfig):
              "one validation cost of +0.4 ± 0.4 (docs/results/tuning_notes.md, \"The trust region under "
              "imbalance\"). Post-processing of released iterates either way: no privacy cost.")
     prior_correction: str = param(
-        "none", choices=("public_when_imbalanced", "public", "none"),
-        help="What the released model's per-class offsets are. 'public_when_imbalanced': where the class "
+        "public_when_imbalanced", choices=("public_when_imbalanced", "public", "none"),
+        help="What the released model's per-class offsets are. 'public_when_imbalanced' (default since "
+             "2026-11-29, pre-registered and validated on 18 imbalanced regimes never used to design it: −0.26 "
+             "points of test error, +0.71 of minority-class accuracy, no regime worse than +0.34; "
+             "docs/results/class_balance.md): where the class "
              "histogram's χ² pilot finds the private classes imbalanced and the run releases its private model "
              "(not the public start), per-class logit offsets fitted on the public rows so that the model's "
              "average predicted probability of every class over a class-balanced weighting of those rows is 1/C "
              "(the balanced maximum-likelihood intercepts; no constant): under imbalance the majority columns "
              "grow with their rows and the argmax leans to them (docs/results/class_balance.md, \"The released "
-             "model's class prior\"). 'public': wherever the private model is released. 'none': no offsets.",
+             "model's class prior\"). 'public': wherever the private model is released (measured: it costs "
+             "0.2–1.3 points on balanced digits, where the offsets fit the few public rows' noise). 'none': no "
+             "offsets (the default before).",
         privacy_note="post-processing of the released model on public rows: no release, no extra ε")
     init: str = param("public", choices=("public", "text", "zero"),
                       help="'public' (the few-shot public fit, as only_public), 'text' (beta × CLIP text embeddings, "

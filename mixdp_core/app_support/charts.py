@@ -148,7 +148,10 @@ def class_counts_figure(summary: Mapping[str, Any], *, imbalance_ratio: float | 
                     name="private, minority class ★", marker_color=MINORITY_COLOR, marker_pattern_shape="/",
                     offsetgroup="private")
     fig.update_layout(barmode="group")
-    title = "Samples per class" + (" (★ = minority class, red)" if any(minority) else "")
+    # the exact private counts are the owner's view: the title says so, since exports carry it
+    # and not the page's caption (a review found the CSV / SVG / PNG unlabelled)
+    title = ("Samples per class (owner's view, not private)" + (" (★ = minority class, red)" if any(minority)
+                                                                 else ""))
     return _layout(fig, title, "class", "samples")
 
 

@@ -79,6 +79,11 @@ def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequen
         from ..data.paths import resolve_dataset_spec
         from .jobs import app_data_folders
 
+        from ..data.datasets import PATH_NAMED_DATASETS, parse_spec
+
+        name, arg = parse_spec(t.strip())
+        if name in PATH_NAMED_DATASETS and not arg:  # names no data: the launch failed with CLI wording
+            raise ValueError(t)
         return resolve_dataset_spec(t.strip(), confine=True, also=app_data_folders())
 
     def _encoder(t: str) -> str:
@@ -121,9 +126,13 @@ def from_query(q: Mapping[str, str], *, methods: Sequence[str], epsilons: Sequen
         return d
 
     def _pf(t: str) -> str:
+        from ..data.datasets import PATH_NAMED_DATASETS, parse_spec
         from ..data.paths import resolve_dataset_spec
         from .jobs import app_data_folders
 
+        name, arg = parse_spec(t.strip())
+        if name in PATH_NAMED_DATASETS and not arg:  # a path kind without its path names no data
+            raise ValueError(t)
         return resolve_dataset_spec(t.strip(), confine=True, also=app_data_folders(), field="public_from")
 
     parse("ppc", _pos_int)

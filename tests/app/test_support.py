@@ -570,6 +570,8 @@ def test_class_counts_figure_marks_minorities():
     assert list(fig.data[2].y) == [None, None, 1] and fig.data[1].offsetgroup == fig.data[2].offsetgroup
     first_minor = charts.class_counts_figure(dict(s, minority=[1, 0, 0]))  # class 0 a minority
     assert first_minor.data[1].marker.color == charts.PRIVATE_COLOR  # the "private" swatch stays blue
+    # the exact private counts are the owner's view, and the exports carry the title, not the caption
+    assert "owner's view, not private" in fig.layout.title.text
 
 
 # ------------------------------------------------------------------ jobs

@@ -286,6 +286,12 @@ def test_a_shared_compare_link_cannot_name_a_file_outside_the_data_root(env, tmp
     for spec in ("features:/etc/passwd", f"features:{env['data_root']}/../outside.npz"):
         sel, bad = from_query({"dataset": spec}, methods=["adamix"], epsilons=[1.0], deltas=[1e-5])
         assert "dataset" in bad
+    # a path kind without its path names no data: dropped with the notice (it launched, then failed
+    # with the CLI's "needs --root" wording)
+    for key in ("dataset", "pf"):
+        for spec in ("image_folder", "features", " features "):
+            sel, bad = from_query({key: spec}, methods=["adamix"], epsilons=[1.0], deltas=[1e-5])
+            assert key in bad and key not in sel
     sel, bad = from_query({"dataset": f"features:{inside}", "refs": "maybe", "encoder": "nope",
                            "methods": ",".join(["adamix"] * 3000)}, methods=["adamix"], epsilons=[1.0], deltas=[1e-5])
     assert sel["dataset"] == f"features:{inside.resolve()}" and sel["methods"] == ["adamix"]

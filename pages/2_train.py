@@ -227,6 +227,9 @@ if launch and not blocked:
         advice = forms.delta_advice(delta, n_private) if mcls.private else None
         if advice:
             st.warning(advice, icon=":material/warning:")
+        weak = forms.epsilon_advice(target_eps) if mcls.private else None
+        if weak:
+            st.warning(weak, icon=":material/warning:")
         if params.get("optimistic_tuning"):
             st.warning("Optimistic tuning is on: this run looks at private data to pick hyper-parameters; "
                        "its reported ε is the composition of every candidate run.")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import math
 import re
 import shutil
 import stat
@@ -602,6 +603,24 @@ def delta_advice(delta: float, n_private: int | None) -> str | None:
     return (f"δ = {float(delta):.0e} is not below 1/n = 1/{int(n_private):,} ≈ {1.0 / int(n_private):.1e} "
             "(n: this split's private rows, owner's view): at this δ a mechanism could publish one private "
             f"row in the clear and still meet the guarantee. Choose δ ≤ {_largest_below(1.0 / int(n_private))}.")
+
+
+#: Above this ε a launch is warned (the notes' "epsilon": "ε above about 10 is a weak promise").
+WEAK_EPSILON = 10.0
+
+
+def epsilon_advice(epsilon: float | None) -> str | None:
+    """The warning a launch at a private ``epsilon`` above :data:`WEAK_EPSILON` shows, else ``None``:
+    an (ε, δ) guarantee bounds how much more likely any outcome becomes with one person's data by a
+    factor e^ε, which at ε = 10 is already 22,026 (a review launched ε = 60 with no word but a
+    collapsed note)."""
+    if epsilon is None or not float(epsilon) > WEAK_EPSILON:
+        return None
+    e = float(epsilon)
+    factor = f"{math.exp(e):,.0f}" if e < 30 else f"about 10^{e / math.log(10):.0f}"
+    return (f"ε = {e:g} is a weak promise: any outcome may become up to e^ε = {factor} times more likely "
+            f"with one person's data in the training set. Values above about {WEAK_EPSILON:g} protect little; "
+            "the figures of the papers use ε ≤ 8.")
 
 
 def _largest_below(bound: float) -> str:

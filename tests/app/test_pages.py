@@ -193,6 +193,8 @@ def test_train_says_the_one_epsilon_a_launch_used(at):
     (r,) = _store().list_runs()
     assert r.target_epsilon == 20.0
     assert not any("is not below 1/n" in w.value for w in at.warning)  # δ = 1e-5
+    # ε = 20 launches, with the warning a weak promise deserves (it had only a collapsed note)
+    assert any("ε = 20 is a weak promise" in w.value and "485,165,195 times" in w.value for w in at.warning)
     # δ above 1/n (digits' private rows): launched, with the warning beside the launch
     at.selectbox(key="train_delta").select(1e-3)
     _launch_button(at).click().run()

@@ -1385,3 +1385,11 @@ def test_an_instant_data_sets_label_summary_is_remembered_per_settings(monkeypat
     data.label_summary("synthetic", public_per_class=3, dataset_kwargs=kw)  # other settings: computed
     assert len(calls) == 2
     data._instant_label_summary.cache_clear()
+
+
+def test_epsilon_advice_warns_above_ten_only():
+    from mixdp_core.app_support.forms import WEAK_EPSILON, epsilon_advice
+
+    assert epsilon_advice(8.0) is None and epsilon_advice(WEAK_EPSILON) is None and epsilon_advice(None) is None
+    assert "e^ε = 36,316 times" in epsilon_advice(10.5)
+    assert "about 10^26" in epsilon_advice(60.0)

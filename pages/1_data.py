@@ -37,8 +37,9 @@ def _label_summary(dataset, ppc, ir, public_from, seed, dkw=()):
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _samples(dataset, ppc, seed):
-    return public_sample_images(dataset, per_class=min(4, ppc), public_per_class=ppc, seed=seed)
+def _samples(dataset, ppc, seed, public_from=None):
+    return public_sample_images(dataset, per_class=min(4, ppc), public_per_class=ppc, seed=seed,
+                                public_from=public_from)
 
 
 # ------------------------------------------------------------------ dataset source
@@ -285,10 +286,11 @@ if (ready or from_labels) and not errors:
             + (" Text embeddings available (zero-shot / text init)." if s.get("has_text") else ""))
     if labels_known(dataset, pixels_ready) and not no_encoder:  # synthetic rows, an .npz of features: not images
         try:
-            imgs = _samples(dataset, int(ppc), int(settings.get("seed", 0)))
+            imgs = _samples(dataset, int(ppc), int(settings.get("seed", 0)), public_from)
         except MixDPError:
             imgs = {}
-        fig = charts.sample_grid_figure(imgs, title="Sample images: the public samples of each class "
+        where = f" (from the public domain {public_from})" if public_from else ""
+        fig = charts.sample_grid_figure(imgs, title=f"Sample images: public samples of each class{where} "
                                                     "(public, no privacy cost)") if imgs else None
         if fig is not None:
             st.plotly_chart(fig, key="data_samples", width="stretch", config=charts.LIVE_CONFIG)

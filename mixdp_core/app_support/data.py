@@ -9,9 +9,12 @@ from typing import Any
 def split_summary(dataset: str, encoder: str, *, public_per_class: int = 5, imbalance_ratio: float = 1.0,
                   public_from: str | None = None, seed: int = 0,
                   encoder_kwargs: dict[str, Any] | None = None, cache_dir: Any = None,
-                  dataset_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+                  dataset_kwargs: dict[str, Any] | None = None, labels_only: bool = False) -> dict[str, Any]:
     """Per-class public / private / test counts and minority flags of the split the runs
     would use (:meth:`mixdp_core.data.splits.Split.summary`), plus feature provenance.
+    ``labels_only``: the counts alone are wanted (the ``pixels`` view stands in for the
+    features), so a public domain whose pixels have another size does not refuse the split
+    (a folder of 8×8 RGB images beside digits' 64 pixels did, once the pixels were cached).
 
     Loads the features through the cache (extracting them if absent: call it after a feature
     job has finished to stay fast).
@@ -28,6 +31,14 @@ def split_summary(dataset: str, encoder: str, *, public_per_class: int = 5, imba
     fs = get_features(dataset, encoder, cache_dir=cache_dir, encoder_kwargs=ekw, **dkw)
     pub_spec, pub_kw = public_source(dataset, dkw, public_from)
     pub = get_features(pub_spec, encoder, cache_dir=cache_dir, encoder_kwargs=ekw, **pub_kw) if pub_spec else None
+    if labels_only and pub is not None and pub.dim != fs.dim:
+        import dataclasses
+
+        import numpy as np
+
+        # the labels decide the counts; a zero view of the private width (no memory) keeps the split's checks
+        pub = dataclasses.replace(pub, X_train=np.broadcast_to(np.float32(0), (len(pub.y_train), fs.dim)),
+                                  X_test=np.broadcast_to(np.float32(0), (len(pub.y_test), fs.dim)))
     spec = SplitSpec(public_per_class=int(public_per_class), imbalance_ratio=float(imbalance_ratio),
                      seed=int(seed), public_from=public_from)
     split = make_split(fs, spec, public_features=pub)
@@ -139,7 +150,7 @@ def _label_summary_of(key: str) -> dict[str, Any]:
 
     dataset, ppc, ir, public_from, seed, cache_dir, dkw = json.loads(key)
     out = split_summary(dataset, "pixels", public_per_class=ppc, imbalance_ratio=ir, public_from=public_from,
-                        seed=seed, cache_dir=cache_dir, dataset_kwargs=dkw)
+                        seed=seed, cache_dir=cache_dir, dataset_kwargs=dkw, labels_only=True)
     out["dim"] = None
     out["labels_only"] = True
     return out
@@ -171,9 +182,11 @@ def private_row_count(dataset: str, *, public_per_class: int, imbalance_ratio: f
 
 
 def public_sample_images(dataset: str, *, per_class: int = 4, public_per_class: int = 5, seed: int = 0,
-                         cache_dir: Any = None) -> dict[str, list]:
+                         cache_dir: Any = None, public_from: str | None = None) -> dict[str, list]:
     """Up to ``per_class`` images per class from the split's *public* samples (no privacy
-    cost), as 2-D arrays scaled to ``[0, 1]``, from the ``pixels`` view of the data.
+    cost), as 2-D arrays scaled to ``[0, 1]``, from the ``pixels`` view of the data; with
+    ``public_from``, from that public domain's rows (they showed the private data set's own rows
+    under the title "public samples").
 
     Returns ``{class_name: [H×W array, ...]}``; ``{}`` if the rows are not square grayscale
     images (e.g. colour: ``H*W*3`` values are reshaped to ``H×W×3``)."""
@@ -184,7 +197,13 @@ def public_sample_images(dataset: str, *, per_class: int = 4, public_per_class: 
     from ..data.splits import SplitSpec, make_split
     from ..features.cache import get_features
 
-    fs = get_features(dataset, "pixels", cache_dir=cache_dir)
+    if public_from:
+        from ..data.datasets import public_source
+
+        pub_spec, pub_kw = public_source(dataset, {}, public_from)
+        fs = get_features(pub_spec, "pixels", cache_dir=cache_dir, **pub_kw)  # the public domain's rows only
+    else:
+        fs = get_features(dataset, "pixels", cache_dir=cache_dir)
     split = make_split(fs, SplitSpec(public_per_class=int(public_per_class), imbalance_ratio=1.0, seed=int(seed)))
     D = split.X_public.shape[1]
     s = int(round(math.sqrt(D)))

@@ -1393,3 +1393,32 @@ def test_epsilon_advice_warns_above_ten_only():
     assert epsilon_advice(8.0) is None and epsilon_advice(WEAK_EPSILON) is None and epsilon_advice(None) is None
     assert "e^ε = 36,316 times" in epsilon_advice(10.5)
     assert "about 10^26" in epsilon_advice(60.0)
+
+
+def test_a_public_domain_of_another_width_is_counted_from_the_labels_and_shown_as_itself(tmp_path, monkeypatch):
+    """The Data page counts a split from its labels on the pixels view: a public domain whose
+    pixels have another width refused the split ("X_private: has 12 columns, the other parts 64")
+    and blocked Extract, and its sample grid showed the private set's own rows as "public"."""
+    import numpy as np
+
+    from mixdp_core.app_support.data import public_sample_images, split_summary
+
+    rng = np.random.default_rng(0)
+    f = tmp_path / "f.npz"
+    np.savez(f, X_train=rng.normal(size=(300, 12)).astype("float32"), y_train=np.repeat(np.arange(10), 30),
+             X_test=rng.normal(size=(50, 12)).astype("float32"), y_test=np.repeat(np.arange(10), 5),
+             class_names=np.array([str(i) for i in range(10)]))
+    s = split_summary(f"features:{f}", "pixels", public_from="digits", labels_only=True, cache_dir=tmp_path / "c")
+    assert (sum(s["public"]), sum(s["private"])) == (50, 300)
+    with pytest.raises(Exception, match="columns"):  # a real split still needs one width
+        split_summary(f"features:{f}", "pixels", public_from="digits", cache_dir=tmp_path / "c")
+    # digits' grid from another data set named as its public domain: that domain's 8x8 images
+    from mixdp_core.features.cache import get_features
+
+    own = public_sample_images("digits", per_class=2, public_per_class=5, cache_dir=tmp_path / "c")
+    other = public_sample_images(f"features:{f}", per_class=2, public_per_class=5, cache_dir=tmp_path / "c",
+                                 public_from="digits")
+    assert set(other) == set(own) and all(len(v) == 2 for v in other.values())
+    X = get_features("digits", "pixels", cache_dir=tmp_path / "c").X_train
+    img = other["0"][0].ravel()
+    assert any(np.allclose(img, (r - r.min()) / max(r.max() - r.min(), 1e-12), atol=1e-6) for r in X)

@@ -643,6 +643,8 @@ def aggregate_runs(runs: Iterable[Any], metrics: Sequence[str] = ("test_error", 
         row["epsilon_spent_max"] = max(eps_spent) if eps_spent else None
         sides = [int(x["mia_n_per_side"]) for x in ms if x.get("mia_n_per_side")]
         row["mia_n_per_side"] = min(sides) if sides else None  # the attack's scored rows (one seed's interval)
+        tests = [int(x["n_test"]) for x in ms if x.get("n_test")]
+        row["n_test"] = min(tests) if tests else None  # the test rows (one seed's test-error interval)
         rows.append(row)
     rows.sort(key=lambda r: (r["method"], -1.0 if r["epsilon"] is None else r["epsilon"]))
     return rows
@@ -683,6 +685,42 @@ def _auc_rows_interval(row: Mapping[str, Any]) -> str:
     return f" ± {1.96 * auc_standard_error(float(row['mia_auc_mean']), int(n), int(n)):.3f} (95 %, rows)"
 
 
+def _wilson(p: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The 95 % Wilson interval of a proportion ``p`` over ``n`` trials, clipped to [0, 1]."""
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _bars(r: Mapping[str, Any], metric: str) -> tuple[float, float]:
+    """``(above, below)`` of a point's error bar: ± the std over seeds where there are several;
+    at one seed the 95 % interval of that one training where it is known (the test error's
+    Wilson interval over the test rows, the AUC's over the scored rows), else 0 (a review found
+    every one-seed bar at 0 beside a table that printed the AUC's interval)."""
+    mean = r.get(f"{metric}_mean")
+    if int(r.get("n", 1) or 1) > 1 or mean is None:
+        sd = float(r.get(f"{metric}_std") or 0.0)
+        return sd, sd
+    if metric == "test_error" and r.get("n_test"):
+        lo, hi = _wilson(float(mean), int(r["n_test"]))
+        return hi - float(mean), float(mean) - lo
+    if metric == "mia_auc" and r.get("mia_n_per_side"):
+        from ..evaluation.mia import auc_standard_error
+
+        h = 1.96 * auc_standard_error(float(mean), int(r["mia_n_per_side"]), int(r["mia_n_per_side"]))
+        return h, h
+    return 0.0, 0.0
+
+
+def _one_seed_note(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
+    """The caption's words for one training per point: what its bars are, if any."""
+    if metric == "test_error" and any(r.get("n_test") for r in rows):
+        return "one training per point; bars: 95 % interval over the test rows (not the seeds' spread)"
+    if metric == "mia_auc" and any(r.get("mia_n_per_side") for r in rows):
+        return "one training per point; bars: 95 % interval over the scored rows (not the seeds' spread)"
+    return "one training per point (no spread to show: run several seeds)"
+
+
 def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str, ylabel: str):
     """``metric`` (mean ± std over seeds as error bars) vs ε on a log axis with a tick at every
     ε; non-private methods (paragon, only-public, ...) as dashed reference lines with a
@@ -718,7 +756,8 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
         name, color = _style(m)
         fig.add_trace(go.Scatter(
             x=[float(r["epsilon"]) for r in rs], y=[float(r[f"{metric}_mean"]) for r in rs],
-            error_y=dict(type="data", array=[float(r.get(f"{metric}_std") or 0.0) for r in rs], visible=True),
+            error_y=dict(type="data", array=[_bars(r, metric)[0] for r in rs],
+                         arrayminus=[_bars(r, metric)[1] for r in rs], visible=True),
             mode="lines+markers", name=name, customdata=[int(r.get("n", 1)) for r in rs],
             hovertemplate=f"ε=%{{x:g}}: %{{y:{yfmt}}} (mean over %{{customdata}} seed(s))",
             marker=dict(size=8, color=color), line=dict(color=color)))
@@ -726,7 +765,7 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     # the caption says what a point is: a single training has no seed spread to show
     seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
     has_ref = any(getattr(t.line, "dash", None) == "dash" for t in fig.data if getattr(t, "line", None) is not None)
-    note = (("mean ± std over seeds" if seeds > 1 else "one training per point")
+    note = (("mean ± std over seeds" if seeds > 1 else _one_seed_note(rows, metric))
             + (" · dashed: reference methods (flat in ε)" if has_ref else ""))
     _legend_below(fig, title, note)
     _log_eps_axis(fig, eps_all)
@@ -762,10 +801,10 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
         pos = [positions[(k + i) % 2] for i in range(len(rs))]
         fig.add_trace(go.Scatter(
             x=[r["test_error_mean"] for r in rs], y=[r["mia_auc_mean"] for r in rs],
-            error_x=dict(type="data", array=[float(r.get("test_error_std") or 0.0) for r in rs], visible=True,
-                         thickness=1),
-            error_y=dict(type="data", array=[float(r.get("mia_auc_std") or 0.0) for r in rs], visible=True,
-                         thickness=1),
+            error_x=dict(type="data", array=[_bars(r, "test_error")[0] for r in rs],
+                         arrayminus=[_bars(r, "test_error")[1] for r in rs], visible=True, thickness=1),
+            error_y=dict(type="data", array=[_bars(r, "mia_auc")[0] for r in rs],
+                         arrayminus=[_bars(r, "mia_auc")[1] for r in rs], visible=True, thickness=1),
             mode="markers+text+lines" if len(rs) > 1 else "markers+text", name=name,
             # only a curve's two ends carry their ε as text (every point has it on hover): the
             # middle points of several methods crowd one corner and their labels overlapped
@@ -778,13 +817,14 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
     title = "Attack AUC vs test error (owner only, not covered by ε)"
     _layout(fig, title, "test error", "membership-attack AUC", height=380)
     seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
-    _legend_below(fig, title, "error bars: ± std over seeds (both axes)" if seeds > 1 else "one training per point")
+    _legend_below(fig, title, "error bars: ± std over seeds (both axes)" if seeds > 1 else
+                  "one training per point; bars: 95 % intervals over the test rows (x) and the scored rows (y)")
     _fraction_axis(fig, axis="x")
     # the points' own span with room for their labels (0-100 % left every point in one corner
     # when the errors were 4-26 %), never past -6 % / 106 %
     # the error bars included: a seed spread wider than the pad was cut at the edge
-    spans = [(float(r["test_error_mean"]) - float(r.get("test_error_std") or 0.0),
-              float(r["test_error_mean"]) + float(r.get("test_error_std") or 0.0))
+    spans = [(float(r["test_error_mean"]) - _bars(r, "test_error")[1],
+              float(r["test_error_mean"]) + _bars(r, "test_error")[0])
              for rs in by_method.values() for r in rs]
     lo, hi = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0.0, 1.0)
     pad = max(0.05, 0.15 * (hi - lo))

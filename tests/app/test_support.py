@@ -512,7 +512,22 @@ def test_noise_vs_separation_figure_marks_the_minority_classes():
 def test_metric_vs_epsilon_says_what_a_point_is():
     one = [{"method": "adamix", "epsilon": e, "test_error_mean": 0.3, "test_error_std": 0.0, "n": 1} for e in (1, 3)]
     fig = charts.metric_vs_epsilon(one, "test_error", "t", "y")
-    assert fig.layout.title.subtitle.text == "one training per point"  # no reference drawn: no "dashed" note
+    assert fig.layout.title.subtitle.text == "one training per point (no spread to show: run several seeds)"
+    # at one seed with the test rows known, the bars are that training's 95 % Wilson interval
+    # (a review found every one-seed bar at 0)
+    known = [dict(r, n_test=539) for r in one]
+    fig = charts.metric_vs_epsilon(known, "test_error", "t", "y")
+    assert "95 % interval over the test rows" in fig.layout.title.subtitle.text
+    up, down = fig.data[0].error_y.array[0], fig.data[0].error_y.arrayminus[0]
+    from scipy.stats import binomtest
+
+    ci = binomtest(round(0.3 * 539), 539).proportion_ci(0.95, method="wilson")
+    assert abs((0.3 + up) - ci.high) < 2e-3 and abs((0.3 - down) - ci.low) < 2e-3
+    auc = [{"method": "adamix", "epsilon": 1.0, "mia_auc_mean": 0.52, "n": 1, "mia_n_per_side": 400}]
+    bar = charts.metric_vs_epsilon(auc, "mia_auc", "t", "y").data[0].error_y.array[0]
+    from mixdp_core.evaluation.mia import auc_standard_error
+
+    assert bar == pytest.approx(1.96 * auc_standard_error(0.52, 400, 400))
     seeds = [dict(r, n=3, test_error_std=0.02) for r in one]
     ref = [{"method": "only_public", "epsilon": None, "test_error_mean": 0.4, "test_error_std": 0.0, "n": 3}]
     fig = charts.metric_vs_epsilon(seeds + ref, "test_error", "t", "y")

@@ -398,7 +398,8 @@ class _StepWriter:
 
 class _LiveView:
     """Observer of NoisyGD-type steps (installed with :func:`mixdp_core.methods._observe.observing_steps`): every ``every_s``
-    seconds (and at the last step) adds ``minority_accuracy`` to the step record's ``extra``;
+    seconds (and at the last step) adds ``minority_accuracy`` to the step record's ``extra``
+    (of ``X W + intercept`` where a per-class ``intercept`` is given: AdaMix's prior correction);
     at most every ``max(every_s, PDP_EVERY_S)`` seconds (and at the last step) it writes the
     per-instance ε of the steps so far to the run's artifact (``live_pdp_epsilon``,
     ``live_step``; the final artifact replaces it)."""
@@ -414,7 +415,8 @@ class _LiveView:
         self.last = -math.inf
         self.last_pdp = -math.inf
 
-    def __call__(self, *, rec: Any, W: Any, pdp_sq: Any, problem: Any, noise_multiplier: float) -> None:
+    def __call__(self, *, rec: Any, W: Any, pdp_sq: Any, problem: Any, noise_multiplier: float,
+                 intercept: Any = None) -> None:
         now = time.monotonic()
         if now - self.last < self.every_s and rec.step < rec.total_steps:
             return
@@ -424,7 +426,8 @@ class _LiveView:
             if X is not None and y is not None and self.minority.size:
                 mask = np.isin(y, self.minority)
                 if mask.any():
-                    pred = (X[mask] @ W).argmax(axis=1)
+                    scores = X[mask] @ W
+                    pred = (scores if intercept is None else scores + intercept).argmax(axis=1)
                     rec.extra["minority_accuracy"] = float(np.mean(pred == y[mask]))
             last_step = rec.step >= rec.total_steps
             if (noise_multiplier and noise_multiplier > 0 and self.n_private

@@ -799,6 +799,9 @@ def test_runner_streams_minority_accuracy_and_pdp_of_the_steps_so_far(app_env, m
     corrected = [s for s in steps if "prior_correction" in s["extra"]]
     grad_steps = [s for s in steps if s not in releases and s not in corrected]
     assert len(releases) == 3 and len(corrected) <= 1 and len(grad_steps) == len(steps) - 3 - len(corrected)
+    if corrected:  # the live minority curve ends at the corrected model, as the final metrics do
+        assert corrected[0]["extra"]["minority_accuracy"] == pytest.approx(
+            store.get_run(rid).metrics["minority_accuracy"])
     mins = [s["extra"]["minority_accuracy"] for s in grad_steps if "minority_accuracy" in s["extra"]]
     assert len(mins) == len(grad_steps) and all(0.0 <= m <= 1.0 for m in mins)
     final = store.load_artifacts(rid)

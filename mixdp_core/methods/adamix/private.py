@@ -15,7 +15,7 @@ from ...errors import ConfigError, DataError
 from ...randomness import noise_rng, snap_count, snap_release
 from .._linear import (error_rate, fit_logistic, fit_public, l2_normalize, logit_margins, loo_margin_scale,
                        loo_public_logits, public_ridge, row_norms, softmax_residual)
-from .._observe import observing_steps
+from .._observe import observing_steps, step_observer
 from ..base import METHODS, OnStep, StepRecord
 from .configs import (
     BURN_IN_ALIGNMENT,
@@ -832,6 +832,13 @@ class NoisyGDMethod(LinearHead):
                          epsilon_spent=last.epsilon_spent,
                          extra={"prior_correction": 1.0, "prior_offset_range": float(b.max() - b.min())})
         self.history_ = list(self.history_) + [rec]
+        live = step_observer()  # the runner's live view: the corrected model's minority accuracy
+        if live is not None and split.X_test is not None and len(split.y_test):
+            import types
+
+            live(rec=rec, W=self.W_, pdp_sq=self.pdp_sq_ratio_sum_, intercept=b,
+                 problem=types.SimpleNamespace(X_test=self.feature_map_(split.X_test), y_test=np.asarray(split.y_test)),
+                 noise_multiplier=self.noise_multiplier_)
         if on_step is not None:
             on_step(rec)
 

@@ -136,11 +136,14 @@ def _auc_interval(s: dict) -> str:
     a, n_pos, n_neg = s.get("auc"), s.get("n_members"), s.get("n_nonmembers")
     if a is None:
         return "—"
+    k = int(s.get("n_models") or 1)
     try:
-        half = 1.96 * auc_standard_error(float(a), int(n_pos), int(n_neg))
+        # scores pooled over k target models that reuse the same rows are not k times the
+        # independent pairs: the interval of one model's rows (it was too narrow by about √k)
+        half = 1.96 * auc_standard_error(float(a), max(1, int(n_pos) // k), max(1, int(n_neg) // k))
     except (TypeError, ValueError, ZeroDivisionError):
         return f"{float(a):.3f}"
-    return f"{float(a):.3f} ± {half:.3f}"
+    return f"{float(a):.3f} ± {half:.3f}" + (f" (one of {k} pooled models' rows)" if k > 1 else "")
 
 
 def default_attack(rec: Any) -> str:

@@ -1207,6 +1207,16 @@ def test_audit_page_opens_on_an_attack_the_method_takes_and_shows_auc_intervals(
     (row,) = audit_rows([a])
     value, half = row["AUC (± 95 %)"].split(" ± ")
     assert value == "0.721" and 0.1 < float(half) < 0.2  # ~0.14 at 22 / 28: the two audits agree
+    # LiRA pools K + 1 models' scores on the same rows: one model's rows set the interval (a review
+    # found 0.510 ± 0.015 at 2,777 / 2,777 pooled pairs from 5 models)
+    from mixdp_core.evaluation.mia import auc_standard_error
+
+    lira = SimpleNamespace(attack="lira", audit_id="y", summary={
+        "auc": 0.51, "n_members": 2777, "n_nonmembers": 2777, "n_models": 5, "alarm": False})
+    (row,) = audit_rows([lira])
+    half = float(row["AUC (± 95 %)"].split(" ± ")[1].split()[0])
+    assert half == pytest.approx(1.96 * auc_standard_error(0.51, 555, 555), abs=1e-3) and half > 0.03
+    assert "one of 5 pooled models' rows" in row["AUC (± 95 %)"]
 
 
 def test_classroom_says_when_the_guard_kept_the_public_model_and_reads_a_flat_pdp_honestly():

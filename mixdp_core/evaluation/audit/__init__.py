@@ -155,6 +155,9 @@ class AuditResult:
             "advantage": m.get("advantage"),
             "n_members": m.get("n_members"),
             "n_nonmembers": m.get("n_nonmembers"),
+            # LiRA / RMIA pool the scores of K + 1 target models that reuse the same rows: the
+            # pairs are not independent, and an interval reads one model's worth of them
+            "n_models": m.get("n_models"),
             "empirical_epsilon_lower": None if b is None else b.epsilon_lower,
             "confidence": None if b is None else b.confidence,
             "n_trials": None if b is None else b.n_trials,

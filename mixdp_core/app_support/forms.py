@@ -294,6 +294,12 @@ def compatibility_error(method: str, encoder: str, params: Mapping[str, Any] | N
     skipped for them; the runner reports a missing array at run time.
     """
     errors: dict[str, str] = {}
+    cls = method_classes().get(method)
+    if getattr(cls, "input_kind", "rows") == "images" and encoder != "pixels":
+        # it trains a network on the images themselves (it failed after the job ran, on features)
+        errors["method"] = (f"trains a network on the images, but encoder {encoder!r} gives features; "
+                            "choose the 'pixels' encoder or another method")
+        return errors
     need = text_requirement(method, params)
     if need and not (dataset or "").startswith("features:"):
         enc = encoder_classes().get(encoder)
@@ -715,6 +721,11 @@ def episodes_request(settings: Mapping[str, Any], *, methods: list[str], epsilon
             errors[name] = f"must be an integer in [{lo}, {hi}], got {value!r}"
     if not shots or any(k not in EPISODE_SHOTS for k in shots):
         errors["shots"] = f"choose one or more of {', '.join(map(str, EPISODE_SHOTS))}, got {list(shots)!r}"
+    for m in methods:  # refused before the job (sparse_finetune on features failed only after running)
+        bad = compatibility_error(m, settings["encoder"], dataset=settings.get("dataset"))
+        if bad:
+            errors["methods"] = f"{m}: {next(iter(bad.values()))}"
+            break
     try:
         from ..config import RUN_EPSILON, check
 

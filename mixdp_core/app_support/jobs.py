@@ -459,25 +459,48 @@ class JobManager:
         req = dict(job.feature_request or {})
         done = [0]
 
+        class _Cancelled(Exception):
+            pass
+
+        def stop_if_asked() -> None:  # Cancel: the figure stops at its next cell (or extraction chunk)
+            if job.cancel_event.is_set():
+                raise _Cancelled()
+
         def on_start(total: int, reused: int) -> None:
             job.progress.update(cells=int(total), cells_done=0)
+            stop_if_asked()
 
         def on_result(_: Any) -> None:
             done[0] += 1
             job.progress["cells_done"] = done[0]
+            stop_if_asked()
 
         def progress(split: str, n: int, total: int) -> None:
             job.progress.update(split=split, done=int(n), total=int(total))
+            stop_if_asked()
 
         out = Path(self.store.root) / "episodes" / job.job_id  # beside the store: the owner's data
-        paths = reproduce("episodes", out, params=req["params"], dataset=req["dataset"], encoder=req["encoder"],
-                          dataset_kwargs=dict(req.get("dataset_kwargs") or {}),
-                          encoder_kwargs=dict(req.get("encoder_kwargs") or {}), public_from=req.get("public_from"),
-                          store=self.store, cache_dir=self.cache_dir, backend="local", workers=1,
-                          on_start=on_start, on_result=on_result, progress=progress,
-                          command="the Compare page (episodes)")
+        try:
+            paths = reproduce("episodes", out, params=req["params"], dataset=req["dataset"], encoder=req["encoder"],
+                              dataset_kwargs=dict(req.get("dataset_kwargs") or {}),
+                              encoder_kwargs=dict(req.get("encoder_kwargs") or {}),
+                              public_from=req.get("public_from"), store=self.store, cache_dir=self.cache_dir,
+                              backend="local", workers=1, on_start=on_start, on_result=on_result, progress=progress,
+                              command="the Compare page (episodes)")
+        except _Cancelled:
+            job.state = CANCELLED
+            return
         job.progress["result"] = str(paths["json"])
         job.state = DONE
+
+    def find_episodes(self, request: dict[str, Any]) -> Job | None:
+        """The newest episodes job of this server for the same data (dataset, encoder and their
+        options, public domain), unfinished first: a reload or a second browser re-attaches to
+        its progress (the job id lived only in the session that launched it)."""
+        keys = ("dataset", "encoder", "dataset_kwargs", "encoder_kwargs", "public_from")
+        same = [j for j in self.jobs() if j.kind == "episodes" and j.feature_request
+                and all(j.feature_request.get(k) == request.get(k) for k in keys)]
+        return next((j for j in same if not j.finished), same[0] if same else None)
 
     def _execute(self, job: Job, index: int, cfg: Any, slot: int | None) -> str:
         """Run one config: in the slot's worker process when there is one, else here."""

@@ -739,7 +739,18 @@ def render_episodes(manager: Any, settings: Mapping[str, Any], private: Sequence
                 st.session_state["episodes_job"] = manager.submit_episodes(req).job_id
             except MixDPError as e:
                 st.error(str(e))
+    if manager.get(st.session_state.get("episodes_job")) is None:  # a reload: this data's latest episodes job
+        found = manager.find_episodes({"dataset": settings["dataset"], "encoder": settings["encoder"],
+                                       "dataset_kwargs": dict(settings.get("dataset_kwargs") or {}),
+                                       "encoder_kwargs": dict(settings.get("encoder_kwargs") or {}),
+                                       "public_from": settings.get("public_from")})
+        if found is not None:
+            st.session_state["episodes_job"] = found.job_id
     job = manager.get(st.session_state.get("episodes_job"))
+    if job is not None and not job.finished:  # in the page body: a click in the fragment would wait for it
+        if st.button("Cancel episodes", key="ep_cancel", icon=":material/stop_circle:"):
+            manager.cancel(job.job_id)
+            st.toast("Cancellation requested; the episodes stop after the current cell.")
 
     @st.fragment(run_every=poll_seconds() if job is not None and not job.finished else None)
     def _results() -> None:
@@ -755,6 +766,9 @@ def render_episodes(manager: Any, settings: Mapping[str, Any], private: Sequence
             return
         if j.error:
             st.error(f"The episodes failed: {j.error}")
+            return
+        if "result" not in j.progress:  # cancelled
+            st.warning("The episodes were cancelled; nothing was written.")
             return
         rows = forms.episodes_rows(j.progress["result"])
         fig = charts.episodes_figure(rows, n_way=int(p.get("n_way", 5)), epsilon=float(p.get("epsilon", 1.0)))

@@ -84,3 +84,36 @@ def test_compare_page_runs_episodes(at):
     assert len(table) == 2
     assert all("±" in v for v in table["5-shot accuracy (%)"])
     assert "2 episodes per cell" in page_text(at)
+
+
+def test_episodes_refuse_a_method_the_encoder_cannot_run():
+    """sparse_finetune trains a network on images: offered on pixel features, it failed only after
+    the job had run (a review)."""
+    feats = dict(SETTINGS, encoder="efficientnet_lite0")
+    _, errs = forms.episodes_request(feats, methods=["adamix", "sparse_finetune"], epsilon=1.0, n_way=5,
+                                     shots=[5], episodes=2)
+    assert set(errs) == {"methods"} and errs["methods"].startswith("sparse_finetune: trains a network on the images")
+    assert forms.episodes_request(SETTINGS, methods=["sparse_finetune"], epsilon=1.0, n_way=5, shots=[5],
+                                  episodes=2)[1] == {}  # on pixels it runs
+
+
+def test_an_episodes_job_can_be_cancelled_and_found_again(app_env):
+    """The job had no Cancel (nothing checked its event) and lived only in the launching
+    session: a reload said "Choose methods…" while it ran on, holding one of the two workers."""
+    import time
+
+    from mixdp_core.app_support.jobs import CANCELLED, JobManager
+
+    mgr = JobManager(app_env, max_workers=1)
+    req, errs = forms.episodes_request(SETTINGS, methods=["adamix", "fully_private"], epsilon=1.0, n_way=5,
+                                       shots=[5, 20], episodes=30)
+    assert errs == {}
+    job = mgr.submit_episodes(req)
+    t0 = time.time()
+    while job.progress.get("cells") is None and time.time() - t0 < 60:  # started its grid
+        time.sleep(0.05)
+    assert mgr.find_episodes(dict(req, params=None)) is job  # a reload finds it by its data
+    assert mgr.cancel(job.job_id)
+    assert job.wait(timeout=120) and job.state == CANCELLED and "result" not in job.progress
+    assert job.progress.get("cells_done", 0) < job.progress["cells"]
+    assert mgr.find_episodes(dict(req, dataset="synthetic")) is None

@@ -7,7 +7,7 @@ from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.resources import (encoder_label, page_setup, note, run_label, select_run, selected_run_id, show_chart,
                                               show_field_errors, shown_id)
 from mixdp_core.app_support.audit import (
-    ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, pdp_unavailable_reason, run_report, run_stored_audit,
+    ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, audit_trainings, pdp_unavailable_reason, run_report, run_stored_audit,
 )
 
 manager = page_setup("Privacy audit")
@@ -61,28 +61,32 @@ with st.form("audit_form", enter_to_submit=False):  # starts only by its button:
                           index=list(ATTACK_LABELS).index(default_attack(rec)))
     # no min / max on the widgets: out of range, the button did nothing and said nothing; checked below
     K = c2.number_input("Reference models (LiRA/RMIA)", value=8, step=1, key="audit_k", help="An integer in [2, 64].")
-    trials = c3.number_input("Trials (canary audits; seed replay picks enough to refute ε)", value=1000, step=1,
-                             key="audit_trials", help="An integer in [4, 20000].")
+    trials = c3.number_input("Trials (canary audits, seed replay; empty: the attack's default)", value=None,
+                             step=1, key="audit_trials",
+                             help="An integer in [4, 20000], or empty: 100 trainings for black-box canaries, 1,000 "
+                                  "canaries for white-box ones, enough to refute ε for seed replay.")
     canaries = c4.number_input("Canaries per training", value=1000, step=1, key="audit_canaries",
                                help=f"An integer in [10, {MAX_CANARIES}].")
     go = st.form_submit_button("Run audit")
 if go:
     ok, why = attack_available(rec, attack)
     bad = {f: m for f, m in (("reference_models", forms.range_error(K, 2, 64)),
-                             ("trials", forms.range_error(trials, 4, 20000)),
+                             ("trials", None if trials is None else forms.range_error(trials, 4, 20000)),
                              ("canaries", forms.range_error(canaries, 10, MAX_CANARIES))) if m}
     if bad:
         show_field_errors(bad)
     elif not ok:
         st.error(why)
     else:
+        st.caption(f"This audit trains the method {audit_trainings(attack, reference_models=int(K), trials=None if trials is None else int(trials), canaries=int(canaries))} "
+                   "in this page: stay on it until it ends (leaving the page stops it, and nothing is stored).")
         bar = st.progress(0.0, text="training the audited method…")
 
         def progress(done, total):
             bar.progress(done / max(total, 1), text=f"{done}/{total} trainings")
 
-        run_stored_audit(store, rec, attack=attack, reference_models=int(K), trials=int(trials),
-                         canaries=int(canaries), progress=progress)
+        run_stored_audit(store, rec, attack=attack, reference_models=int(K),
+                         trials=None if trials is None else int(trials), canaries=int(canaries), progress=progress)
         bar.empty()
         st.rerun()  # the guarantee's caveat above reads the stored audits: show it with this one
 

@@ -56,10 +56,36 @@ def attack_available(rec: Any, attack: str) -> tuple[bool, str]:
     return True, ""
 
 
-def run_stored_audit(store: Any, rec: Any, *, attack: str, reference_models: int = 8, trials: int = 1000,
+def audit_trainings(attack: str, *, reference_models: int, trials: int | None, canaries: int) -> str:
+    """How many trainings of the method an audit runs, said before it starts (the page runs it
+    in the session: a review's black-box canary audit at the former page default of 1,000 trials
+    was about 5 minutes of trainings, with no word before): ``trials=None`` is the attack's own
+    default (canary 100 trainings, white-box 1,000 canaries, seed replay enough to refute ε)."""
+    import math
+
+    from ..evaluation.audit.replay import MAX_DEFAULT_TRIALS
+
+    if attack in ("loss", "one-run"):
+        return "1 training"
+    if attack in ("lira", "rmia"):
+        return f"{int(reference_models) + 1} trainings (the target and {int(reference_models)} reference models)"
+    if attack == "canary":
+        return f"{int(trials or 100):,} trainings (one per trial)"
+    if attack == "canary-whitebox":
+        n = int(trials or 1000)
+        runs = math.ceil(n / max(1, min(int(canaries), n)))
+        return f"{runs:,} training(s) ({n:,} canaries, {min(int(canaries), n):,} per training)"
+    if attack == "seed-replay":
+        return (f"{2 * int(trials):,} trainings (two per trial)" if trials else
+                f"up to {2 * MAX_DEFAULT_TRIALS:,} trainings (two per trial, as many as refuting ε needs)")
+    return "its trainings"
+
+
+def run_stored_audit(store: Any, rec: Any, *, attack: str, reference_models: int = 8, trials: int | None = None,
                      canaries: int = 1000, progress: Optional[Callable[[int, int], None]] = None,
                      executor: Any = None) -> str:
-    """Run ``attack`` on the stored run's config and save it (linked to the run); returns the id."""
+    """Run ``attack`` on the stored run's config and save it (linked to the run); returns the id.
+    ``trials=None``: the attack's own default (:func:`audit_trainings`)."""
     from ..data.splits import make_split
     from ..evaluation.audit import run_audit
     from ..runs.audits import AuditStore
@@ -73,7 +99,7 @@ def run_stored_audit(store: Any, rec: Any, *, attack: str, reference_models: int
         kw.pop(k, None)
     res = run_audit(split, config.method, attack=attack, epsilon=config.target_epsilon, delta=config.target_delta,
                     seed=config.seed, method_params=kw, reference_models=reference_models,
-                    trials=trials if attack in ("canary", "canary-whitebox") else None,
+                    trials=trials if attack in ("canary", "canary-whitebox", "seed-replay") else None,
                     canaries=canaries, executor=executor, progress=progress)
     out = res.summary()
     out.update(dataset=config.dataset, encoder=config.encoder, seed=config.seed)

@@ -1452,3 +1452,14 @@ def test_a_public_domain_of_another_width_is_counted_from_the_labels_and_shown_a
     X = get_features("digits", "pixels", cache_dir=tmp_path / "c").X_train
     img = other["0"][0].ravel()
     assert any(np.allclose(img, (r - r.min()) / max(r.max() - r.min(), 1e-12), atol=1e-6) for r in X)
+
+
+def test_audit_trainings_says_what_each_attack_trains():
+    from mixdp_core.app_support.audit import audit_trainings
+
+    kw = dict(reference_models=8, canaries=1000)
+    assert audit_trainings("canary", trials=None, **kw) == "100 trainings (one per trial)"  # the library's default
+    assert audit_trainings("lira", trials=None, **kw).startswith("9 trainings")
+    assert audit_trainings("canary-whitebox", trials=2500, **kw).startswith("3 training(s) (2,500 canaries")
+    assert audit_trainings("seed-replay", trials=None, **kw) == "up to 800 trainings (two per trial, as many as refuting ε needs)"
+    assert audit_trainings("loss", trials=None, **kw) == "1 training"

@@ -160,3 +160,18 @@ def test_class_matched_indices_balance_every_class():
 def test_metrics_with_one_side_empty_are_none_not_an_error():
     m = membership_metrics(np.array([1.0, 2.0]), np.zeros(0))
     assert m["auc"] is None and m["tpr_at_fpr_0.01"] is None and m["n_members"] == 2
+
+
+def test_one_run_bound_corrects_over_the_distinct_tests_only():
+    """At m = 10 every guess fraction gives k = 1: one test, run four times, had its level divided
+    by 4 (a weaker bound for nothing). The correction counts distinct k; at m = 1,000 the four
+    fractions are four tests."""
+    from mixdp_core.evaluation.audit.stats import one_run_epsilon, one_run_epsilon_lower_bound
+
+    s = np.arange(10, dtype=float)
+    inc = s >= 5
+    b = one_run_epsilon_lower_bound(s, inc, delta=1e-5, confidence=0.95)
+    assert b.details["bonferroni_over"] == 1
+    assert b.epsilon_lower == pytest.approx(one_run_epsilon(10, 2, 2, 1e-5, 0.05))
+    big = one_run_epsilon_lower_bound(np.arange(1000.0), np.arange(1000) >= 500, delta=1e-5)
+    assert big.details["bonferroni_over"] == 4

@@ -367,23 +367,28 @@ def one_run_epsilon_lower_bound(
         confidence: 1 - p.
         guess_fractions: for each fraction f, the auditor guesses "in" for the top
             ``k = round(f m / 2)`` scores and "out" for the bottom k. The bound is computed for
-            each and the best is kept, with a Bonferroni correction (level ``p / len``).
+            each and the best is kept, with a Bonferroni correction over the distinct k (level
+            ``p / #distinct k``).
     """
     s = np.asarray(scores, dtype=np.float64).ravel()
     b = np.asarray(included, dtype=bool).ravel()
     m = int(s.size)
     confidence, delta = check_statement(confidence, delta)
-    p = (1.0 - float(confidence)) / max(1, len(guess_fractions))
-    order = np.argsort(-s, kind="mergesort")
-    best = (0.0, None)
+    # the distinct tests only: at small m several fractions give the same k (all four k = 1 at
+    # m = 10), and the correction was divided over copies of one test
+    ks: dict[int, float] = {}
     for f in guess_fractions:
         k = max(1, int(round(f * m / 2)))
-        if 2 * k > m:
-            continue
+        if 2 * k <= m:
+            ks.setdefault(k, f)
+    p = (1.0 - float(confidence)) / max(1, len(ks))
+    order = np.argsort(-s, kind="mergesort")
+    best = (0.0, None)
+    for k, f in ks.items():
         top, bot = order[:k], order[m - k:]
         v = int(b[top].sum() + (~b[bot]).sum())
         e = one_run_epsilon(m, 2 * k, v, delta, p)
         if best[1] is None or e > best[0]:
             best = (e, {"guesses": 2 * k, "correct": v, "fraction": f})
     return EpsilonBound(float(best[0]), float(confidence), float(delta), m, "one_run",
-                        dict(best[1] or {}, bonferroni_over=len(guess_fractions)))
+                        dict(best[1] or {}, bonferroni_over=max(1, len(ks))))

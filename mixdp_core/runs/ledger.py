@@ -973,6 +973,34 @@ def check_caps(store: RunStore, configs: Sequence[Any], *, reuse: bool = False) 
     _check_and_charge(store, configs, reuse)
 
 
+def _capped_same_file(store: RunStore, config: Any, caps: Iterable[str]) -> Optional[BudgetCap]:
+    """The cap of another key whose data are the same file or folder (device and inode) as this
+    config's, or ``None``. A ledger key is a path (it must work after the files are gone), so a
+    hard link opened a budget of its own (a review spent ε = 1 past a cap of 1.5 so); a copy is
+    other bytes on disk and stays another data set (docs/privacy.md)."""
+    from ..data.datasets import data_location
+
+    try:
+        _, path = data_location(config.dataset, getattr(config, "dataset_root", None))
+        mine = os.stat(path) if path else None
+    except (OSError, ValueError, ConfigError):
+        return None
+    if mine is None:
+        return None
+    for k in caps:
+        cap = get_cap(store, k)
+        if cap is None or not cap.dataset:
+            continue
+        try:
+            _, other = data_location(cap.dataset)
+            st = os.stat(other) if other else None
+        except (OSError, ValueError, ConfigError):
+            continue
+        if st is not None and (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+            return cap
+    return None
+
+
 def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> list[dict[str, Any]]:
     """:func:`check_caps`; returns the charges it checked (configs on capped data sets that
     will run, one per distinct config), what :func:`reserve_budget` holds."""
@@ -993,6 +1021,12 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
             continue
         key, olds = config_dataset_key(c), legacy_dataset_keys(c)
         if key not in caps and not (olds & caps) and key not in stored_legacy:
+            twin = _capped_same_file(store, c, caps)
+            if twin is not None:  # a hard link or another name of a capped file or folder: refused
+                raise BudgetError("budget_cap", (
+                    f"data set {c.dataset!r} is the same file or folder as {twin.dataset!r} (a hard link or another "
+                    f"name), which has a cap (ε = {twin.epsilon:g}): launch it as {twin.dataset!r} so its spend "
+                    "counts against that cap"))
             continue
         for old in olds:
             if old != key and old in caps:

@@ -717,3 +717,27 @@ def test_a_replace_one_run_is_refused_on_a_capped_data_set(tmp_path):
     with pytest.raises(BudgetError, match="budget_cap.*dataset_size='public'.*exact private count"):
         L.check_cap(st, exact)
     L.check_cap(st, RunConfig(dataset="digits", encoder="pixels", method="dp_linear_probe", target_epsilon=1.0))
+
+
+def test_a_hard_link_of_a_capped_file_is_refused_not_a_second_budget(tmp_path):
+    """The ledger keys a data set by its path (it must read old runs after their files are gone):
+    a hard link of a capped feature file spent a budget of its own (a review: ε = 1 past a cap of
+    1.5 spent). A launch on the same inode as a capped file is refused, naming the capped spec."""
+    import os
+
+    import numpy as np
+
+    st = RunStore(tmp_path / "s")
+    f = tmp_path / "f.npz"
+    np.savez(f, X_train=np.zeros((4, 2), np.float32))
+    os.link(f, tmp_path / "f_hard.npz")
+    L.set_cap(st, L.dataset_key(f"features:{f}"), 1.5, dataset=f"features:{f}")
+    hard = RunConfig(dataset=f"features:{tmp_path / 'f_hard.npz'}", encoder="pixels", method="dp_ls",
+                     target_epsilon=1.0)
+    with pytest.raises(BudgetError, match=r"budget_cap: .*same file or folder as .*f\.npz.*has a cap"):
+        L.check_cap(st, hard)
+    import shutil
+
+    shutil.copy(f, tmp_path / "f_copy.npz")  # other bytes on disk: another data set, as documented
+    L.check_cap(st, RunConfig(dataset=f"features:{tmp_path / 'f_copy.npz'}", encoder="pixels", method="dp_ls",
+                              target_epsilon=1.0))

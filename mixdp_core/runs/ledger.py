@@ -166,12 +166,13 @@ def dataset_identity(dataset: str, dataset_root: Optional[str] = None,
     name, arg = parse_spec(dataset.strip())
     kwargs = dict(dataset_kwargs or {})
     folder = arg or dataset_root or kwargs.get("root")
-    if legacy != "named" and name in CDFSL_FOLDERS:
-        # a CD-FSL target loads its folder as image_folder does: the same data set
+    if legacy != "named" and name in CDFSL_FOLDERS and folder:
+        # a CD-FSL target given a folder loads that folder as image_folder does: the same data set
         # (``cdfsl_eurosat:<folder>`` had a budget apart from ``image_folder:<folder>``'s, and any
-        # private folder named so escaped its cap). At its fixed place, <data root>/<its folder>,
-        # likewise (it kept a key of its own there, so image_folder:<that folder> spent a second
-        # budget under the same cap); caps stored under the name still apply (legacy "named").
+        # private folder named so escaped its cap). At its fixed place it stays keyed by its name:
+        # a key from the data root would move with $MIXDP_DATA_ROOT (a cap stopped applying when it
+        # changed); image_folder:<that folder> is caught at launch as the same folder
+        # (_capped_same_file) instead.
         name, folder = data_location(dataset.strip(), folder)
     ident: dict[str, Any] = {"dataset": name}
     # only where the path names the data (a folder, a feature file): a root given to a loader
@@ -1068,7 +1069,7 @@ def _check_and_charge(store: RunStore, configs: Sequence[Any], reuse: bool) -> l
             raise BudgetError("budget_cap", f"data set {cs[0].dataset!r} has a cap (ε = {cap.epsilon:g}); a "
                                             f"{exact_n[0].method} run with dataset_size='public' reads the exact "
                                             "private count in the clear, a cost its ε does not cover: use "
-                                            "dataset_size='private' (the default), or remove the cap "
+                                            "dataset_size='noisy_count' (the default), or remove the cap "
                                             "(mixdp budget --clear-cap)")
         charges = planned[key]
         want = math.fsum(e for e, _ in charges)

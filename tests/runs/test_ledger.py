@@ -267,12 +267,10 @@ def test_dataset_identity(tmp_path, monkeypatch):
     assert k(f"cdfsl_eurosat:{tmp_path / 'imgs'}") == k("image_folder:imgs") == k(
         "cdfsl_isic", dataset_root=str(tmp_path / "imgs"))
     assert k("cdfsl_eurosat") != k("cdfsl_isic") and k("cdfsl_eurosat") != k("image_folder:imgs")
-    from mixdp_core.data.roots import data_root
-
-    assert k("cdfsl_eurosat") == k(f"image_folder:{data_root() / 'cdfsl' / 'EuroSAT'}")
-    assert k("cdfsl_eurosat").startswith("image_folder-")
-    # caps stored under the name's key before still apply (legacy "named")
-    assert L.dataset_key("cdfsl_eurosat", legacy="named").startswith("cdfsl_eurosat-")
+    # at its fixed place it keeps its name's key: a key from the data root moved with
+    # $MIXDP_DATA_ROOT and a cap stopped applying (a review); the same folder under image_folder
+    # is refused at launch instead (test_a_cdfsl_set_at_its_place_and_its_folder_share_a_cap)
+    assert k("cdfsl_eurosat").startswith("cdfsl_eurosat-")
 
 
 def test_a_config_file_cap_sets_or_lowers_never_raises(tmp_path):
@@ -688,10 +686,8 @@ def test_a_cap_on_a_cdfsl_folder_under_its_name_still_applies(tmp_path):
         (folder / c).mkdir(parents=True)
     spec = f"cdfsl_eurosat:{folder}"
     named = L.dataset_key(spec, legacy="named")
-    assert named == L.dataset_key("cdfsl_eurosat", legacy="named") != L.dataset_key(spec)
+    assert named == L.dataset_key("cdfsl_eurosat") != L.dataset_key(spec)
     L.set_cap(st, named, 0.3, dataset=spec)
-    # the set at its fixed place is now keyed as its folder too: a cap under the name still binds it
-    assert L.dataset_key("cdfsl_eurosat") != named
     for ds in (spec, "cdfsl_eurosat"):
         with pytest.raises(BudgetError, match="cap ε = 0.3"):
             L.check_cap(st, RunConfig(dataset=ds, encoder="pixels", method="ngd", target_epsilon=0.5))
@@ -714,7 +710,7 @@ def test_a_replace_one_run_is_refused_on_a_capped_data_set(tmp_path):
     # charged such a run 1.0 under a cap, "a cost the ε does not cover")
     exact = RunConfig(dataset="digits", encoder="pixels", method="dp_linear_probe", target_epsilon=1.0,
                       method_params={"dataset_size": "public"})
-    with pytest.raises(BudgetError, match="budget_cap.*dataset_size='public'.*exact private count"):
+    with pytest.raises(BudgetError, match="budget_cap.*dataset_size='public'.*exact private count.*'noisy_count'"):
         L.check_cap(st, exact)
     L.check_cap(st, RunConfig(dataset="digits", encoder="pixels", method="dp_linear_probe", target_epsilon=1.0))
 
@@ -741,3 +737,26 @@ def test_a_hard_link_of_a_capped_file_is_refused_not_a_second_budget(tmp_path):
     shutil.copy(f, tmp_path / "f_copy.npz")  # other bytes on disk: another data set, as documented
     L.check_cap(st, RunConfig(dataset=f"features:{tmp_path / 'f_copy.npz'}", encoder="pixels", method="dp_ls",
                               target_epsilon=1.0))
+
+
+def test_a_cdfsl_set_at_its_place_and_its_folder_share_a_cap(tmp_path, monkeypatch):
+    """The CD-FSL set at its fixed place keeps its name's key (a key from the data root moved with
+    $MIXDP_DATA_ROOT: a cap set under one root did not apply under another); its folder named
+    through image_folder is caught at launch as the same folder, both ways."""
+    data = tmp_path / "data"
+    folder = data / "cdfsl" / "EuroSAT"
+    folder.mkdir(parents=True)
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(data))
+    st = RunStore(tmp_path / "s")
+    L.set_cap(st, L.dataset_key("cdfsl_eurosat"), 1.0, dataset="cdfsl_eurosat")
+    as_folder = RunConfig(dataset=f"image_folder:{folder}", encoder="pixels", method="dp_ls", target_epsilon=0.5)
+    with pytest.raises(BudgetError, match="same file or folder as 'cdfsl_eurosat'"):
+        L.check_cap(st, as_folder)
+    key = L.dataset_key("cdfsl_eurosat")
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(tmp_path / "elsewhere"))
+    assert L.dataset_key("cdfsl_eurosat") == key  # the key does not move with the root
+    monkeypatch.setenv("MIXDP_DATA_ROOT", str(data))
+    st2 = RunStore(tmp_path / "s2")
+    L.set_cap(st2, L.dataset_key(f"image_folder:{folder}"), 1.0, dataset=f"image_folder:{folder}")
+    with pytest.raises(BudgetError, match="same file or folder as 'image_folder:"):
+        L.check_cap(st2, RunConfig(dataset="cdfsl_eurosat", encoder="pixels", method="dp_ls", target_epsilon=0.5))

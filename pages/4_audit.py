@@ -53,7 +53,7 @@ st.subheader("What the guarantee allows vs what attacks achieve")
 st.caption("Owner only: the attacks read the private rows and who is a member, so their scores (AUC, "
            "ROC, empirical ε) are the data owner's diagnostics, not covered by the run's ε. "
            "Audits are not charged to the data set's budget; do not publish their results.")
-from mixdp_core.evaluation.audit import MAX_CANARIES  # noqa: E402  (the audit size bound, one declaration)
+from mixdp_core.evaluation.audit import MAX_CANARIES, MAX_REPLAY_TRIALS  # noqa: E402  (the audit size bounds, one declaration)
 
 with st.form("audit_form", enter_to_submit=False):  # starts only by its button: an audit trains on private data
     c1, c2, c3, c4 = st.columns(4)
@@ -63,22 +63,24 @@ with st.form("audit_form", enter_to_submit=False):  # starts only by its button:
     K = c2.number_input("Reference models (LiRA/RMIA)", value=8, step=1, key="audit_k", help="An integer in [2, 64].")
     trials = c3.number_input("Trials (canary audits, seed replay; empty: the attack's default)", value=None,
                              step=1, key="audit_trials",
-                             help="An integer in [4, 20000], or empty: 100 trainings for black-box canaries, 1,000 "
-                                  "canaries for white-box ones, enough to refute ε for seed replay.")
+                             help="An integer in [4, 20000] (seed replay: at most 2,000, two trainings each), or "
+                                  "empty: 100 trainings for black-box canaries, 1,000 canaries for white-box ones, "
+                                  "enough to refute ε for seed replay.")
     canaries = c4.number_input("Canaries per training", value=1000, step=1, key="audit_canaries",
                                help=f"An integer in [10, {MAX_CANARIES}].")
     go = st.form_submit_button("Run audit")
 if go:
     ok, why = attack_available(rec, attack)
     bad = {f: m for f, m in (("reference_models", forms.range_error(K, 2, 64)),
-                             ("trials", None if trials is None else forms.range_error(trials, 4, 20000)),
+                             ("trials", None if trials is None else forms.range_error(
+                                 trials, 4, MAX_REPLAY_TRIALS if attack == "seed-replay" else 20000)),
                              ("canaries", forms.range_error(canaries, 10, MAX_CANARIES))) if m}
     if bad:
         show_field_errors(bad)
     elif not ok:
         st.error(why)
     else:
-        st.caption(f"This audit trains the method {audit_trainings(attack, reference_models=int(K), trials=None if trials is None else int(trials), canaries=int(canaries))} "
+        st.caption(f"This audit trains the method {audit_trainings(attack, reference_models=int(K), trials=None if trials is None else int(trials), canaries=int(canaries), method=rec.method, params=(rec.config or {}).get('method_params'))} "
                    "in this page: stay on it until it ends (leaving the page stops it, and nothing is stored).")
         bar = st.progress(0.0, text="training the audited method…")
 

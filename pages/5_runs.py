@@ -7,7 +7,7 @@ from mixdp_core.app_support.resources import (
     STATUS_BADGE, config_json, encoder_label, fmt_time, live_seconds, page_setup, poll_seconds, render_cancel,
     render_run, run_label, select_run, selected_run_id, shown_id,
 )
-from mixdp_core.runs.owner_view import OWNER_NOTE, reads_private_in_clear, timing_is_owner_only
+from mixdp_core.runs.owner_view import OWNER_NOTE, public_error, reads_private_in_clear, timing_is_owner_only
 from mixdp_core.runs.store import STATUSES
 
 #: The encoder column of a run whose dataset brought its own features (no encoder ran).
@@ -45,7 +45,8 @@ def _row(r):
         # a private run's duration grows with its private rows (owner-only, as in the exports)
         "duration (s)": (round(r.duration_s, 1) if r.duration_s is not None
                          and (owner or not timing_is_owner_only(m)) else None),
-        "label": r.label, "error": r.error,
+        # a failure's message may quote the private data (a class's exact count): its type and field only
+        "label": r.label, "error": r.error if owner else public_error(r.error),
     }
 
 

@@ -5,7 +5,9 @@
   ``epsilon(ComposedGaussian(σ, T), delta=δ)``.
 * DP-SGD (:func:`dpsgd_privacy_curve`): with RDP the per-step RDP curve is computed once and
   scaled by t, so every step is exact for the accountant at negligible cost. PRV and PLD cost
-  ~0.3 s per evaluation, so they are evaluated at ``points`` step counts t_1 < … < t_k = T and
+  ~0.3 s per evaluation (PRV up to tens of seconds at small ε over many steps, where its error is
+  refined to 1 % of ε: :func:`.backends.prv_epsilon`), so they are evaluated at ``points`` step
+  counts t_1 < … < t_k = T and
   each step t reports the value at the next evaluated count ≥ t: an upper bound, because ε is
   non-decreasing in t.
 """

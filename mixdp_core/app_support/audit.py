@@ -56,7 +56,8 @@ def attack_available(rec: Any, attack: str) -> tuple[bool, str]:
     return True, ""
 
 
-def audit_trainings(attack: str, *, reference_models: int, trials: int | None, canaries: int) -> str:
+def audit_trainings(attack: str, *, reference_models: int, trials: int | None, canaries: int,
+                    method: str | None = None, params: dict | None = None) -> str:
     """How many trainings of the method an audit runs, said before it starts (the page runs it
     in the session: a review's black-box canary audit at the former page default of 1,000 trials
     was about 5 minutes of trainings, with no word before): ``trials=None`` is the attack's own
@@ -73,6 +74,11 @@ def audit_trainings(attack: str, *, reference_models: int, trials: int | None, c
         return f"{int(trials or 100):,} trainings (one per trial)"
     if attack == "canary-whitebox":
         n = int(trials or 1000)
+        if method is not None:
+            from ..evaluation.audit.canary import independent_canary_rows
+
+            if not independent_canary_rows(method, dict(params or {})):  # DP-SGD, a projection: one training
+                return f"1 training ({n:,} canaries in it: its canaries are not independent trials)"
         runs = math.ceil(n / max(1, min(int(canaries), n)))
         return f"{runs:,} training(s) ({n:,} canaries, {min(int(canaries), n):,} per training)"
     if attack == "seed-replay":

@@ -765,7 +765,10 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     # the caption says what a point is: a single training has no seed spread to show
     seeds = max((int(r.get("n", 1) or 1) for r in rows), default=1)
     has_ref = any(getattr(t.line, "dash", None) == "dash" for t in fig.data if getattr(t, "line", None) is not None)
-    note = (("mean ± std over seeds" if seeds > 1 else _one_seed_note(rows, metric))
+    single = any(int(r.get("n", 1) or 1) == 1 for r in rows if r.get("epsilon") is not None
+                 and r.get(f"{metric}_mean") is not None)
+    note = (("mean ± std over seeds" + (" (one-seed points: 95 % interval over the rows)" if single else "")
+             if seeds > 1 else _one_seed_note(rows, metric))
             + (" · dashed: reference methods (flat in ε)" if has_ref else ""))
     _legend_below(fig, title, note)
     _log_eps_axis(fig, eps_all)

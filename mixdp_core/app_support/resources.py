@@ -466,7 +466,10 @@ def render_run(manager: JobManager, run_id: str, *, key: str, first_draw: bool =
     # earlier script run's elements that were not redrawn yet until the run ends).
     status_slot, caption_slot = st.empty(), st.empty()
     if rec.status == FAILED:
-        status_slot.error(f"Run failed: {rec.error}")
+        from ..runs.owner_view import public_error
+
+        # the message may quote the private data (a class's exact count): in full on the owner's view only
+        status_slot.error(f"Run failed: {rec.error if owner else public_error(rec.error)}")
     elif rec.status == CANCELLED:
         status_slot.warning("Run cancelled; the privacy numbers below cover the steps actually executed.")
     total = next((s.get("total_steps") for s in reversed(steps) if s.get("total_steps")), None)

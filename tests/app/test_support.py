@@ -528,6 +528,10 @@ def test_metric_vs_epsilon_says_what_a_point_is():
     from mixdp_core.evaluation.mia import auc_standard_error
 
     assert bar == pytest.approx(1.96 * auc_standard_error(0.52, 400, 400))
+    # seeds mixed (3 for one method, 1 for another): the caption names both kinds of bar
+    mixed = [dict(r, n=3, test_error_std=0.01) for r in known] + [dict(r, method="ngd") for r in known]
+    assert "(one-seed points: 95 % interval over the rows)" in \
+        charts.metric_vs_epsilon(mixed, "test_error", "t", "y").layout.title.subtitle.text
     seeds = [dict(r, n=3, test_error_std=0.02) for r in one]
     ref = [{"method": "only_public", "epsilon": None, "test_error_mean": 0.4, "test_error_std": 0.0, "n": 3}]
     fig = charts.metric_vs_epsilon(seeds + ref, "test_error", "t", "y")
@@ -1463,3 +1467,8 @@ def test_audit_trainings_says_what_each_attack_trains():
     assert audit_trainings("canary-whitebox", trials=2500, **kw).startswith("3 training(s) (2,500 canaries")
     assert audit_trainings("seed-replay", trials=None, **kw) == "up to 800 trainings (two per trial, as many as refuting ε needs)"
     assert audit_trainings("loss", trials=None, **kw) == "1 training"
+    # a DP-SGD probe's white-box canaries all go into one training (not independent trials)
+    assert audit_trainings("canary-whitebox", trials=1000, reference_models=8, canaries=100,
+                           method="dp_linear_probe", params={}).startswith("1 training (1,000 canaries")
+    assert audit_trainings("canary-whitebox", trials=1000, reference_models=8, canaries=100,
+                           method="fully_private", params={}).startswith("10 training(s)")

@@ -166,3 +166,16 @@ def test_the_default_corrects_the_prior_under_imbalance_only():
     old = make_method("adamix", target_epsilon=8.0, seed=1, noise="reproducible", prior_correction="none").fit(sp)
     old_share = float(np.isin(old.predict(sp.X_test), sp.minority_classes).mean())
     assert abs(share - truth) < abs(old_share - truth) and share > 0.75 * truth
+
+
+def test_no_correction_without_a_gradient_step():
+    """With T = 1 (the count alone) the released model is the public start: even 'public' leaves it
+    Only-Public's model (a review found it corrected at ε = 0.2 on digits)."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    sp = make_split(get_features("digits", "pixels"), SplitSpec(public_per_class=5, seed=0))
+    m = make_method("adamix", target_epsilon=0.2, prior_correction="public", noise="reproducible").fit(sp)
+    assert np.array_equal(m.W_, m.W_start_) and not m.prior_corrected_ and m.intercept_ is None
+    op = make_method("only_public").fit(sp)
+    np.testing.assert_array_equal(m.predict(sp.X_test), op.predict(sp.X_test))

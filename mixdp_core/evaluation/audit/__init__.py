@@ -189,10 +189,17 @@ from ...config import AUDIT_MAX_REFERENCE_MODELS as MAX_REFERENCE_MODELS  # noqa
 from ...config import AUDIT_MAX_TRIALS as MAX_TRIALS  # noqa: E402
 
 
-def check_audit_size(*, reference_models: Any = 16, canaries: Any = 1000, trials: Any = None) -> None:
+#: The most seed-replay trials one audit may run: two full trainings each (its default stops at
+#: :data:`.replay.MAX_DEFAULT_TRIALS`).
+MAX_REPLAY_TRIALS = 2000
+
+
+def check_audit_size(*, reference_models: Any = 16, canaries: Any = 1000, trials: Any = None,
+                     attack: str | None = None) -> None:
     """Raise ``ConfigError`` naming the field and its range unless every size is an integer in
     its range: ``reference_models`` in [2, MAX_REFERENCE_MODELS], ``canaries`` in [10,
-    MAX_CANARIES], ``trials`` ``None`` or in [4, MAX_TRIALS]."""
+    MAX_CANARIES], ``trials`` ``None`` or in [4, MAX_TRIALS] (``attack="seed-replay"``: at most
+    :data:`MAX_REPLAY_TRIALS`, two trainings each)."""
     from ...errors import ConfigError
 
     for name, v, lo, hi in (("reference_models", reference_models, 2, MAX_REFERENCE_MODELS),
@@ -201,6 +208,9 @@ def check_audit_size(*, reference_models: Any = 16, canaries: Any = 1000, trials
             continue
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= int(v) <= hi:
             raise ConfigError(name, f"must be an integer in [{lo}, {hi:,}], got {v!r}")
+    if attack == "seed-replay" and trials is not None and int(trials) > MAX_REPLAY_TRIALS:
+        raise ConfigError("trials", f"seed-replay runs two trainings per trial: at most {MAX_REPLAY_TRIALS:,} "
+                                    f"trials, got {int(trials):,}")
 
 
 def _params(method: Any, epsilon: float, delta: float, seed: int, method_params: Optional[dict]) -> dict[str, Any]:
@@ -242,7 +252,7 @@ def run_audit(
     """
     if attack not in ATTACKS:
         raise ValueError(f"attack: must be one of {', '.join(ATTACKS)}, got {attack!r}")
-    check_audit_size(reference_models=reference_models, canaries=canaries, trials=trials)
+    check_audit_size(reference_models=reference_models, canaries=canaries, trials=trials, attack=attack)
     from .stats import check_statement
 
     check_statement(confidence, delta)  # before any training

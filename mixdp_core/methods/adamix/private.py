@@ -805,7 +805,12 @@ class NoisyGDMethod(LinearHead):
         rule = getattr(self.config, "prior_correction", "none")
         if rule == "none" or not self._starts_public() or getattr(self, "stopped_early_", False):
             return False
-        if getattr(self, "guard_kept_private_", None) is False or not getattr(self, "steps_", 0):
+        if getattr(self, "guard_kept_private_", None) is False:
+            return False
+        # a gradient step must have moved the model: with none (T = 1 is the count alone) the
+        # released model is the public start, Only-Public's model, and stays so
+        W0 = getattr(self, "W_start_", None)
+        if W0 is None or not hasattr(self, "W_") or np.array_equal(self.W_, W0):
             return False
         if rule == "public":
             return True
@@ -895,7 +900,7 @@ class NoisyGDMethod(LinearHead):
         run._fit_once(sub, on_step)
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
                      "count_releases_", "ref_distance_", "calibrated_steps_", "stopped_early_", "history_",
-                     "histogram_test_"):
+                     "histogram_test_", "W_start_"):
             setattr(self, attr, getattr(run, attr, None))
         self.checkpoint_kept_early_ = None
         T = int(run.steps_)
@@ -1040,7 +1045,7 @@ class NoisyGDMethod(LinearHead):
         self.feature_map_ = fmap
         for attr in ("W_", "noise_multiplier_", "clip_norms_", "weight_decay_", "init_scale_", "n_hat_",
                      "count_releases_", "guard_kept_private_", "checkpoint_kept_early_", "ref_distance_",
-                     "histogram_test_"):
+                     "histogram_test_", "W_start_"):
             setattr(self, attr, getattr(run, attr, None))
         self.steps_ = T_rep  # the released repetition's releases (count + gradient steps)
         self.history_ = [StepRecord(step=1, total_steps=1, test_error=None,

@@ -10,7 +10,8 @@ own gate and correction (``_corrects_prior`` / ``_correct_prior`` under
 the same draws (tests/methods/test_prior_correction.py checks the equality). Appends one JSON line
 per cell: test error, balanced and minority-class accuracy of both, whether the gate applied,
 the guard's decision. ``--summary OUT.jsonl`` prints the per-regime means and the plan's
-decision quantities (docs/results/prior_correction_plan.json).
+decision quantities (docs/results/prior_correction_plan.json); ``--properties OUT.jsonl`` the
+plan's (a) and (b) against Only-Public, before and after.
 """
 
 from __future__ import annotations
@@ -92,6 +93,40 @@ def summary(path: str) -> None:
           f"Δ minority accuracy {np.mean(all_m):+.3f} points ({len(all_m)} cells)")
 
 
+def properties(path: str) -> None:
+    """The plan's "(a) and (b) on the corrected means against Only-Public": per regime, the
+    largest excess of AdaMix's mean error over Only-Public's (a: within +1 point), and the largest
+    rise of the mean error from a smaller ε to a larger one over every pair (b: within +1 point),
+    before and after the correction (Only-Public refitted on each split: it has no noise)."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from center_and_start import regime_splits
+    from mixdp_core.methods import make_method
+
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    by = defaultdict(list)
+    for r in rows:
+        by[r["regime"]].append(r)
+    print("| regime | Only-Public | (a) worst excess old → new | (b) worst rise old → new |")
+    print("|---|---|---|---|")
+    for reg, rs in by.items():
+        seeds = sorted({r["seed"] for r in rs})
+        with threadpool_limits(1):
+            op = float(np.mean([np.mean(make_method("only_public").fit(sp).predict(sp.X_test) != sp.y_test)
+                                for _, sp in regime_splits(reg, seeds)]))
+        eps = sorted({r["epsilon"] for r in rs})
+        cols = []
+        for which in ("old", "new"):
+            m = [float(np.mean([r[which]["error"] for r in rs if r["epsilon"] == e])) for e in eps]
+            a = max(100 * (x - op) for x in m)
+            b = max(100 * (m[j] - m[i]) for i in range(len(m)) for j in range(i + 1, len(m)))
+            cols.append((a, b))
+        mark = lambda v: ("✓" if v <= 1.0 else "✗") + f" {v:+.1f}"  # noqa: E731
+        print(f"| `{reg}` | {100 * op:.1f} | {mark(cols[0][0])} → {mark(cols[1][0])} | "
+              f"{mark(cols[0][1])} → {mark(cols[1][1])} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("regimes", nargs="?")
@@ -100,9 +135,13 @@ def main() -> None:
     ap.add_argument("out", nargs="?")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--summary")
+    ap.add_argument("--properties")
     a = ap.parse_args()
     if a.summary:
         summary(a.summary)
+        return
+    if a.properties:
+        properties(a.properties)
         return
     jobs = [(r, int(s), float(e)) for r in a.regimes.split(",") for s in a.seeds.split(",")
             for e in a.epsilons.split(",")]

@@ -62,13 +62,20 @@ def cell(regime: str, seed: int, eps: float) -> dict:
             "guard_kept_private": m.guard_kept_private_}
 
 
+def _by_regime(path: str) -> dict[str, list[dict]]:
+    """The JSON lines of ``path``, grouped by regime in file order."""
+    by: dict[str, list[dict]] = defaultdict(list)
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            by[r["regime"]].append(r)
+    return by
+
+
 def summary(path: str) -> None:
     import numpy as np
 
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    by = defaultdict(list)
-    for r in rows:
-        by[r["regime"]].append(r)
+    by = _by_regime(path)
     print("| regime | cells | gate applied | Δ test error | Δ minority acc. | Δ balanced acc. | error old → new by ε |")
     print("|---|---|---|---|---|---|---|")
     all_e, all_m = [], []
@@ -104,10 +111,7 @@ def properties(path: str) -> None:
     from center_and_start import regime_splits
     from mixdp_core.methods import make_method
 
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    by = defaultdict(list)
-    for r in rows:
-        by[r["regime"]].append(r)
+    by = _by_regime(path)
     print("| regime | Only-Public | (a) worst excess old → new | (b) worst rise old → new |")
     print("|---|---|---|---|")
     for reg, rs in by.items():

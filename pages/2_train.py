@@ -227,9 +227,6 @@ if launch and not blocked:
         advice = forms.delta_advice(delta, n_private) if mcls.private else None
         if advice:
             st.warning(advice, icon=":material/warning:")
-        weak = forms.epsilon_advice(target_eps) if mcls.private else None
-        if weak:
-            st.warning(weak, icon=":material/warning:")
         if params.get("optimistic_tuning"):
             st.warning("Optimistic tuning is on: this run looks at private data to pick hyper-parameters; "
                        "its reported ε is the composition of every candidate run.")
@@ -251,7 +248,11 @@ if launch and not blocked:
             if rid is None and job.finished:
                 st.session_state.pop("train_used_eps", None)
             else:
-                st.session_state["train_used_eps"] = used
+                # a weak ε is said in the same element as the launch line: one more element above
+                # the run's view shifted its nodes and left the previous run's view on the page
+                weak = forms.epsilon_advice(target_eps) if mcls.private else None
+                st.session_state["train_used_eps"] = used + (f" **{weak}**" if weak else "")
+                st.session_state["train_used_eps_weak"] = bool(weak)
             select_run(rid)  # the run id goes into the URL right away
             manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
             st.session_state["train_first_draw"] = rid  # this draw: only the charts with that point
@@ -260,7 +261,7 @@ if launch and not blocked:
     _draw_budget_line()  # the launched run is running (charged at its target) or already done
 
 if st.session_state.get("train_used_eps"):
-    st.caption(st.session_state["train_used_eps"])
+    (st.warning if st.session_state.get("train_used_eps_weak") else st.caption)(st.session_state["train_used_eps"])
 
 # ------------------------------------------------------------------ follow the run
 st.divider()

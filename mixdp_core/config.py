@@ -451,6 +451,10 @@ IMBALANCE_RANGE = Interval(1, MAX_IMBALANCE_RATIO)
 AUDIT_MAX_REFERENCE_MODELS = 256
 AUDIT_MAX_CANARIES = 5_000
 AUDIT_MAX_TRIALS = 100_000
+#: Seed replay runs two trainings per trial: at most this many trials, and its own default (as
+#: many as refuting the target ε needs) at most AUDIT_DEFAULT_REPLAY_TRIALS.
+AUDIT_MAX_REPLAY_TRIALS = 2_000
+AUDIT_DEFAULT_REPLAY_TRIALS = 400
 
 
 _FLOAT_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE)

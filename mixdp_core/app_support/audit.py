@@ -64,7 +64,7 @@ def audit_trainings(attack: str, *, reference_models: int, trials: int | None, c
     default (canary 100 trainings, white-box 1,000 canaries, seed replay enough to refute ε)."""
     import math
 
-    from ..evaluation.audit.replay import MAX_DEFAULT_TRIALS
+    from ..config import AUDIT_DEFAULT_REPLAY_TRIALS as MAX_DEFAULT_TRIALS
 
     if attack in ("loss", "one-run"):
         return "1 training"

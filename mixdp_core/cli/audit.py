@@ -36,8 +36,6 @@ ATTACK_CHOICES = ("loss", "lira", "rmia", "canary", "canary-whitebox", "one-run"
 #: ``--reference-models`` and ``--canaries``: :func:`mixdp_core.evaluation.audit.check_audit_size`).
 TRIAL_ATTACKS = ("canary", "canary-whitebox", "seed-replay")
 
-from ..evaluation.audit import MAX_REPLAY_TRIALS  # noqa: E402  (the bound's one declaration)
-from ..evaluation.audit.replay import MAX_DEFAULT_TRIALS as MAX_DEFAULT_REPLAY_TRIALS  # noqa: E402
 
 #: ``--executor`` values: in-process, or the sweep engine's backends.
 AUDIT_EXECUTORS = ("sequential", "local", "ray")
@@ -57,6 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     a("--seed", default="0", help="seed of the split, the trainings and the audit's coins, default 0")
     a("--attack", default="loss", help=f"one of {', '.join(ATTACK_CHOICES)}; default loss")
     from ..config import AUDIT_MAX_CANARIES as MAX_CANARIES, AUDIT_MAX_REFERENCE_MODELS as MAX_REFERENCE_MODELS
+    from ..config import AUDIT_DEFAULT_REPLAY_TRIALS as MAX_DEFAULT_REPLAY_TRIALS
+    from ..config import AUDIT_MAX_REPLAY_TRIALS as MAX_REPLAY_TRIALS
     from ..config import AUDIT_MAX_TRIALS as MAX_TRIALS
 
     a("--reference-models", default="16",

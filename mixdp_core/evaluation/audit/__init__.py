@@ -189,9 +189,7 @@ from ...config import AUDIT_MAX_REFERENCE_MODELS as MAX_REFERENCE_MODELS  # noqa
 from ...config import AUDIT_MAX_TRIALS as MAX_TRIALS  # noqa: E402
 
 
-#: The most seed-replay trials one audit may run: two full trainings each (its default stops at
-#: :data:`.replay.MAX_DEFAULT_TRIALS`).
-MAX_REPLAY_TRIALS = 2000
+from ...config import AUDIT_MAX_REPLAY_TRIALS as MAX_REPLAY_TRIALS  # noqa: E402
 
 
 def check_audit_size(*, reference_models: Any = 16, canaries: Any = 1000, trials: Any = None,

@@ -28,8 +28,7 @@ from .executor import map_jobs
 from .jobs import TrainJob, run_train_job
 from .stats import epsilon_lower_bound
 
-#: Most trials the default picks (each costs two trainings).
-MAX_DEFAULT_TRIALS = 400
+from ...config import AUDIT_DEFAULT_REPLAY_TRIALS as MAX_DEFAULT_TRIALS  # most trials the default picks (two trainings each)
 
 
 def default_trials(epsilon: float, *, confidence: float = 0.95, delta: float = 1e-5) -> int:

@@ -589,9 +589,9 @@ def metric_cards(metrics: Mapping[str, Any], *, owner: bool = True) -> list[tupl
         cards = [c for c in cards if c[0] != OWNER_AUC_LABEL]
     from ..runs.owner_view import reads_private_in_clear
 
-    if reads_private_in_clear(metrics) and not owner:  # the paragon's outcomes are the owner's only
-        return []
-    if reads_private_in_clear(metrics):  # the paragon's outcomes: the data owner's view, labelled so
+    if reads_private_in_clear(metrics):  # the paragon's outcomes: the data owner's only, labelled so
+        if not owner:
+            return []
         cards = [(c[0] if c[0] == OWNER_AUC_LABEL else f"{c[0]} (owner's view, not private)", c[1]) for c in cards]
     return cards
 
@@ -603,10 +603,8 @@ def test_error_interval_caption(metrics: Mapping[str, Any]) -> str | None:
     p, n = metrics.get("test_error"), metrics.get("n_test")
     if p is None or not n:
         return None
-    p, n, z = float(p), int(n), 1.959963984540054
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    lo, hi = max(0.0, centre - half), min(1.0, centre + half)  # no "-0.0 %" at p = 0 (rounding)
+    p, n = float(p), int(n)
+    lo, hi = _wilson(p, n)
     return (f"Test error {percent(p)}: 95 % interval {100 * lo:.1f}–{100 * hi:.1f} % "
             f"over the {n} test samples. That is the test set's spread alone; one training is one split and one "
             "noise draw, so differences of a few points between single runs can be chance (on the Compare page, "
@@ -674,19 +672,26 @@ def compare_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _auc_rows_interval(row: Mapping[str, Any]) -> str:
-    """One seed's AUC interval over its scored rows (" ± h (95 %, rows)"), or "" where the rows
-    were not recorded: at one seed the table showed 0.483 beside 0.515 with no uncertainty."""
+def _auc_rows_half_width(row: Mapping[str, Any]) -> float | None:
+    """One seed's 95 % AUC half-width over its scored rows, or ``None`` where they were not recorded."""
     from ..evaluation.mia import auc_standard_error
 
     n = row.get("mia_n_per_side")
-    if not n:
-        return ""
-    return f" ± {1.96 * auc_standard_error(float(row['mia_auc_mean']), int(n), int(n)):.3f} (95 %, rows)"
+    if not n or row.get("mia_auc_mean") is None:
+        return None
+    return 1.96 * auc_standard_error(float(row["mia_auc_mean"]), int(n), int(n))
+
+
+def _auc_rows_interval(row: Mapping[str, Any]) -> str:
+    """One seed's AUC interval over its scored rows (" ± h (95 %, rows)"), or "" where the rows
+    were not recorded: at one seed the table showed 0.483 beside 0.515 with no uncertainty."""
+    h = _auc_rows_half_width(row)
+    return "" if h is None else f" ± {h:.3f} (95 %, rows)"
 
 
 def _wilson(p: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The 95 % Wilson interval of a proportion ``p`` over ``n`` trials, clipped to [0, 1]."""
+    """The 95 % Wilson interval of a proportion ``p`` over ``n`` trials, clipped to [0, 1] (no
+    "-0.0 %" at p = 0 from rounding)."""
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
@@ -704,12 +709,8 @@ def _bars(r: Mapping[str, Any], metric: str) -> tuple[float, float]:
     if metric == "test_error" and r.get("n_test"):
         lo, hi = _wilson(float(mean), int(r["n_test"]))
         return hi - float(mean), float(mean) - lo
-    if metric == "mia_auc" and r.get("mia_n_per_side"):
-        from ..evaluation.mia import auc_standard_error
-
-        h = 1.96 * auc_standard_error(float(mean), int(r["mia_n_per_side"]), int(r["mia_n_per_side"]))
-        return h, h
-    return 0.0, 0.0
+    h = _auc_rows_half_width(r) if metric == "mia_auc" else None
+    return (h, h) if h is not None else (0.0, 0.0)
 
 
 def _one_seed_note(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
@@ -754,10 +755,10 @@ def metric_vs_epsilon(rows: Sequence[Mapping[str, Any]], metric: str, title: str
     for m, rs in curves.items():
         rs = sorted(rs, key=lambda r: float(r["epsilon"]))
         name, color = _style(m)
+        bars = [_bars(r, metric) for r in rs]
         fig.add_trace(go.Scatter(
             x=[float(r["epsilon"]) for r in rs], y=[float(r[f"{metric}_mean"]) for r in rs],
-            error_y=dict(type="data", array=[_bars(r, metric)[0] for r in rs],
-                         arrayminus=[_bars(r, metric)[1] for r in rs], visible=True),
+            error_y=dict(type="data", array=[b[0] for b in bars], arrayminus=[b[1] for b in bars], visible=True),
             mode="lines+markers", name=name, customdata=[int(r.get("n", 1)) for r in rs],
             hovertemplate=f"ε=%{{x:g}}: %{{y:{yfmt}}} (mean over %{{customdata}} seed(s))",
             marker=dict(size=8, color=color), line=dict(color=color)))
@@ -802,12 +803,13 @@ def auc_vs_error_figure(rows: Sequence[Mapping[str, Any]]):
         # labels alternate above and below along a curve (its points are close in x), and
         # each method starts on another side: neighbours' labels no longer overlap
         pos = [positions[(k + i) % 2] for i in range(len(rs))]
+        bx, by = [_bars(r, "test_error") for r in rs], [_bars(r, "mia_auc") for r in rs]
         fig.add_trace(go.Scatter(
             x=[r["test_error_mean"] for r in rs], y=[r["mia_auc_mean"] for r in rs],
-            error_x=dict(type="data", array=[_bars(r, "test_error")[0] for r in rs],
-                         arrayminus=[_bars(r, "test_error")[1] for r in rs], visible=True, thickness=1),
-            error_y=dict(type="data", array=[_bars(r, "mia_auc")[0] for r in rs],
-                         arrayminus=[_bars(r, "mia_auc")[1] for r in rs], visible=True, thickness=1),
+            error_x=dict(type="data", array=[b[0] for b in bx], arrayminus=[b[1] for b in bx], visible=True,
+                         thickness=1),
+            error_y=dict(type="data", array=[b[0] for b in by], arrayminus=[b[1] for b in by], visible=True,
+                         thickness=1),
             mode="markers+text+lines" if len(rs) > 1 else "markers+text", name=name,
             # only a curve's two ends carry their ε as text (every point has it on hover): the
             # middle points of several methods crowd one corner and their labels overlapped

@@ -179,14 +179,9 @@ def run(args: argparse.Namespace) -> int:
               f"{len(configs)} runs, {stored} already stored" + (f"; refused: {refusal}" if refusal else ""))
         return 2 if refusal else 0
 
-    from ..runs.ledger import apply_config_cap, check_caps, dataset_key
-
     try:  # the data sets' caps (`mixdp budget`): the whole grid, before any run starts
-        if getattr(spec, "budget_cap", None) is not None:  # the sweep file's cap: sets or lowers, never raises
-            key = dataset_key(spec.dataset, spec.dataset_root, spec.dataset_kwargs)
-            print(f"{PROG}: {apply_config_cap(store, key, spec.budget_cap, spec.budget_cap_delta, dataset=spec.dataset)}",
-                  file=sys.stderr)
-        check_caps(store, configs, reuse=not args.no_reuse)
+        _apply_caps(store, spec, configs, reuse=not args.no_reuse,
+                    say=lambda msg: print(f"{PROG}: {msg}", file=sys.stderr))
     except ConfigError as e:
         return fail(PROG, str(e), 2)
     prog = Progress(not args.no_progress)
@@ -231,14 +226,26 @@ def run(args: argparse.Namespace) -> int:
     return 0 if out.n_failed == 0 else 1
 
 
+def _apply_caps(store: Any, spec: Any, configs: Any, *, reuse: bool, say: Any = None) -> None:
+    """The caps' steps before a grid runs: the sweep file's ``budget_cap`` applied to ``store``
+    (sets or lowers, never raises; its message to ``say``, before the check), then
+    :func:`~mixdp_core.runs.ledger.check_caps` over the whole grid (``BudgetError`` refuses it)."""
+    from ..runs.ledger import apply_config_cap, check_caps, dataset_key
+
+    if getattr(spec, "budget_cap", None) is not None:
+        msg = apply_config_cap(store, dataset_key(spec.dataset, spec.dataset_root, spec.dataset_kwargs),
+                               spec.budget_cap, spec.budget_cap_delta, dataset=spec.dataset)
+        if say is not None:
+            say(msg)
+    check_caps(store, configs, reuse=reuse)
+
+
 def _dry_run_cap_refusal(store: Any, spec: Any, configs: Any, *, reuse: bool) -> str | None:
-    """The budget caps' refusal of this grid, or ``None``: the checks the run makes
-    (:func:`~mixdp_core.runs.ledger.check_caps`, after the sweep file's ``budget_cap``), on a
-    scratch copy of the store's database, so a dry run writes nothing."""
+    """The budget caps' refusal of this grid, or ``None``: the run's own steps (:func:`_apply_caps`)
+    on a scratch copy of the store's database, so a dry run writes nothing."""
     import sqlite3
     import tempfile
 
-    from ..runs.ledger import apply_config_cap, check_caps, dataset_key
     from ..runs.store import RunStore
 
     with tempfile.TemporaryDirectory(prefix="mixdp-dry-") as tmp:
@@ -247,12 +254,8 @@ def _dry_run_cap_refusal(store: Any, spec: Any, configs: Any, *, reuse: bool) ->
             with contextlib.closing(sqlite3.connect(store.db_path)) as src, \
                     contextlib.closing(sqlite3.connect(f"{tmp}/runs.sqlite")) as dst:
                 src.backup(dst)
-        scratch = RunStore(tmp)
         try:
-            if getattr(spec, "budget_cap", None) is not None:
-                apply_config_cap(scratch, dataset_key(spec.dataset, spec.dataset_root, spec.dataset_kwargs),
-                                 spec.budget_cap, spec.budget_cap_delta, dataset=spec.dataset)
-            check_caps(scratch, configs, reuse=reuse)
+            _apply_caps(RunStore(tmp), spec, configs, reuse=reuse)
         except ConfigError as e:
             return str(e)
     return None

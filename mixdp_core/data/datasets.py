@@ -605,10 +605,14 @@ def _same_data(a: str, b: str, root_a: str | None = None) -> bool:
     (ka, pa), (kb, pb) = data_location(a, root_a), data_location(b)
     if ka != kb:
         return False
-    if pa == pb:
-        return True
+    return pa == pb or same_file(pa, pb)
+
+
+def same_file(a: str | None, b: str | None) -> bool:
+    """Whether two paths are one file or folder on disk (the same device and inode: a hard link,
+    another name of it); ``False`` where either is ``None`` or cannot be read."""
     try:
-        sa, sb = os.stat(pa), os.stat(pb)
+        sa, sb = os.stat(a), os.stat(b)
     except (OSError, TypeError):
         return False
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)

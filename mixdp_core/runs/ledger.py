@@ -979,14 +979,13 @@ def _capped_same_file(store: RunStore, config: Any, caps: Iterable[str]) -> Opti
     config's, or ``None``. A ledger key is a path (it must work after the files are gone), so a
     hard link opened a budget of its own (a review spent ε = 1 past a cap of 1.5 so); a copy is
     other bytes on disk and stays another data set (docs/privacy.md)."""
-    from ..data.datasets import data_location
+    from ..data.datasets import data_location, same_file
 
     try:
         _, path = data_location(config.dataset, getattr(config, "dataset_root", None))
-        mine = os.stat(path) if path else None
-    except (OSError, ValueError, ConfigError):
+    except (ValueError, ConfigError):
         return None
-    if mine is None:
+    if path is None:
         return None
     for k in caps:
         cap = get_cap(store, k)
@@ -994,10 +993,9 @@ def _capped_same_file(store: RunStore, config: Any, caps: Iterable[str]) -> Opti
             continue
         try:
             _, other = data_location(cap.dataset)
-            st = os.stat(other) if other else None
-        except (OSError, ValueError, ConfigError):
+        except (ValueError, ConfigError):
             continue
-        if st is not None and (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino):
+        if same_file(path, other):
             return cap
     return None
 

@@ -737,10 +737,16 @@ def episodes_request(settings: Mapping[str, Any], *, methods: list[str], epsilon
     params = {"n_way": int(n_way), "shots": sorted(int(k) for k in shots), "n_query": int(n_query),
               "episodes": int(episodes), "epsilon": float(epsilon), "delta": float(delta), "seed": int(seed),
               "public_per_class": int(settings.get("public_per_class", 5)), "methods": list(methods)}
-    return ({"dataset": settings["dataset"], "encoder": settings["encoder"],
-             "dataset_kwargs": dict(settings.get("dataset_kwargs") or {}),
-             "encoder_kwargs": dict(settings.get("encoder_kwargs") or {}),
-             "public_from": settings.get("public_from"), "params": params}, {})
+    return ({**episodes_data(settings), "params": params}, {})
+
+
+def episodes_data(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The data an episodes request reads (dataset, encoder, their options, the public domain),
+    from the Data page's settings: the request's keys, and what finds a running job again."""
+    return {"dataset": settings["dataset"], "encoder": settings["encoder"],
+            "dataset_kwargs": dict(settings.get("dataset_kwargs") or {}),
+            "encoder_kwargs": dict(settings.get("encoder_kwargs") or {}),
+            "public_from": settings.get("public_from")}
 
 
 def episodes_rows(path: str) -> list[dict[str, Any]]:

@@ -743,10 +743,7 @@ def render_episodes(manager: Any, settings: Mapping[str, Any], private: Sequence
             except MixDPError as e:
                 st.error(str(e))
     if manager.get(st.session_state.get("episodes_job")) is None:  # a reload: this data's latest episodes job
-        found = manager.find_episodes({"dataset": settings["dataset"], "encoder": settings["encoder"],
-                                       "dataset_kwargs": dict(settings.get("dataset_kwargs") or {}),
-                                       "encoder_kwargs": dict(settings.get("encoder_kwargs") or {}),
-                                       "public_from": settings.get("public_from")})
+        found = manager.find_episodes(forms.episodes_data(settings))
         if found is not None:
             st.session_state["episodes_job"] = found.job_id
     job = manager.get(st.session_state.get("episodes_job"))

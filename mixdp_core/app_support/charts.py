@@ -716,9 +716,9 @@ def _bars(r: Mapping[str, Any], metric: str) -> tuple[float, float]:
 def _one_seed_note(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
     """The caption's words for one training per point: what its bars are, if any."""
     if metric == "test_error" and any(r.get("n_test") for r in rows):
-        return "one training per point; bars: 95 % interval over the test rows (not the seeds' spread)"
+        return "one training per point; bars: 95 % interval over the test rows"
     if metric == "mia_auc" and any(r.get("mia_n_per_side") for r in rows):
-        return "one training per point; bars: 95 % interval over the scored rows (not the seeds' spread)"
+        return "one training per point; bars: 95 % interval over the scored rows"
     return "one training per point (no spread to show: run several seeds)"
 
 

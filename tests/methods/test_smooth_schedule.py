@@ -127,7 +127,9 @@ def test_honest_tuning_grid_holds_the_default_and_eta_changes_the_budget(small_s
     # Thm. 2's overhead grows with (1 + eta): the logarithmic draw leaves more steps per repetition
     assert log._selection_plan()[0] > geo._selection_plan()[0]
     m = log.fit(small_split)
-    zs = [h.extra["candidate_z"] for h in m.history_]
+    # the selection's one record (a second, where the released model's prior is corrected, has none)
+    zs = [h.extra["candidate_z"] for h in m.history_ if "candidate_z" in h.extra]
+    assert len(zs) == 1 and len(m.history_) == 1 + m.prior_corrected_
     assert all(z in {zm * NOISE_MARGIN_Z for zm, _ in HONEST_GRID} for z in zs)
     assert m.privacy_.epsilon <= 3.0 and "TNB(0, 0.2)" in m.privacy_.mechanism
 
@@ -157,8 +159,16 @@ def test_honest_tuning_hides_its_repetitions_from_the_live_view(small_split):
     calls = []
     with observing_steps(lambda **kw: calls.append(kw["rec"].step)):
         make_method("adamix", target_epsilon=3.0, noise_multiplier=5.0, honest_tuning=True,
-                    tuning_gamma=0.5).fit(small_split)
+                    tuning_gamma=0.5, prior_correction="none").fit(small_split)
     assert calls == []
+    # the released model's prior correction (post-processing of the one selected repetition)
+    # streams its one record, whatever K was; whether it applies follows the released run's
+    # noisy pilot and guard, so both outcomes are checked rather than assumed
+    with observing_steps(lambda **kw: calls.append(kw["rec"].step)):
+        m = make_method("adamix", target_epsilon=3.0, noise_multiplier=5.0, honest_tuning=True,
+                        tuning_gamma=0.5, prior_correction="public").fit(small_split)
+    assert calls == ([1] if m.prior_corrected_ else [])
+    calls.clear()
     with observing_steps(lambda **kw: calls.append(kw["rec"].step)):
         make_method("adamix", target_epsilon=3.0, noise_multiplier=5.0).fit(small_split)
     assert calls  # a plain run streams to the live view

@@ -78,7 +78,10 @@ def test_classroom_class_means_release_sum_and_count_at_the_target(tmp_path):
 def test_honest_tuning_releases_the_selected_run_only(split):
     m = make_method("adamix", target_epsilon=3.0, honest_tuning=True, tuning_gamma=0.2).fit(split)
     assert not hasattr(m, "tuning_repetitions_")
-    assert len(m.history_) == 1 and m.history_[0].total_steps == 1
+    # the selection's one record, and a record of the corrected model where the released run's
+    # noisy pilot found imbalance (post-processing; the same step and ε)
+    assert len(m.history_) == 1 + m.prior_corrected_ and m.history_[0].total_steps == 1
+    assert all(h.step == 1 and h.total_steps == 1 for h in m.history_)
     assert m.steps_ == m.calibrated_steps_  # one repetition's releases, whatever K was
     mech = m.privacy_.mechanism
     assert "expected" in mech and "hidden" in mech and " K = " not in mech

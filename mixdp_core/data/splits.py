@@ -10,9 +10,11 @@ Conventions (both papers):
 * optionally at most ``private_per_class`` private samples of every class (seeded choice,
   after the long tail), to measure the value of private samples (AdaMix Fig. 2);
 * **test** = the dataset's test set, untouched;
-* **minority classes** = the smallest 25 % of classes by private count (at least one), and
-  only when the private part is made long-tailed (``imbalance_ratio > 1``): a balanced split
-  has no minority class, so no minority-class accuracy.
+* **minority classes** = the last 25 % of classes in the long tail's seed-shuffled order (at
+  least one), and only when the private part is made long-tailed (``imbalance_ratio > 1``): a
+  balanced split has no minority class, so no minority-class accuracy. They are chosen from the
+  seed, never from the private counts: which classes a reported minority-class accuracy averages
+  over must not depend on the private data (it did, through the exact counts' order and ties).
 
 The split only selects indices; the same ``(features, spec)`` always gives the same split,
 whatever method is trained on it afterwards.
@@ -79,8 +81,9 @@ class Split:
         X_private, y_private: private samples; every privacy guarantee is about these.
         X_test, y_test: held-out evaluation samples (never used for training).
         class_names: the ``C`` class names.
-        minority_classes: sorted class ids of the smallest 25 % of classes by private count;
-            empty when ``spec.imbalance_ratio <= 1`` (no minority in a balanced split).
+        minority_classes: sorted class ids of the last 25 % of classes in the long tail's
+            seed-shuffled order (:func:`minority_classes`; data-independent); empty when
+            ``spec.imbalance_ratio <= 1`` (no minority in a balanced split).
         private_counts: ``(C,)`` private samples per class.
         text_embeddings: optional ``(C, D)`` CLIP text embeddings (zero-shot / text init).
         spec: the :class:`SplitSpec` that produced it.
@@ -160,11 +163,20 @@ class Split:
         }
 
 
-def minority_classes(private_counts: np.ndarray, imbalance_ratio: float, fraction: float = 0.25) -> np.ndarray:
-    """Class ids of the smallest ``fraction`` of classes by private count (ties by id).
+def minority_classes(tail_ranks: np.ndarray, imbalance_ratio: float, fraction: float = 0.25) -> np.ndarray:
+    """Class ids the long tail plans smallest: the ``fraction`` of classes with the largest
+    tail rank (class ``c`` keeps ``n_max * IR^(-tail_ranks[c]/(C-1))`` private rows).
+
+    A function of the seed's ranks alone, never of the private counts: minority-class accuracy
+    is published beside ε, and a set chosen from the exact counts (their order, their ties
+    where the floor or the dataset's own sizes equalize them) would let that figure depend on
+    the private data without an accounted release. Where a dataset's own classes are so uneven
+    that a planned class cannot keep its share (the tail is clipped at the rows a class has),
+    the smallest private class may lie outside the set; the split summary's counts (owner-only)
+    show it.
 
     Args:
-        private_counts: ``(C,)`` private samples per class.
+        tail_ranks: ``(C,)`` a permutation of ``0..C-1``: each class's place in the tail.
         imbalance_ratio: the split's ratio (``SplitSpec.imbalance_ratio``). At ``<= 1`` the
             private part keeps the dataset's own, near-equal class sizes, so no class is a
             minority: the result is empty (and minority-class accuracy undefined), rather than
@@ -176,10 +188,12 @@ def minority_classes(private_counts: np.ndarray, imbalance_ratio: float, fractio
     """
     if float(imbalance_ratio) <= 1.0:
         return np.zeros(0, dtype=np.int64)
-    C = len(private_counts)
+    ranks = np.asarray(tail_ranks, dtype=np.int64)
+    C = len(ranks)
+    if C == 0 or not np.array_equal(np.sort(ranks), np.arange(C)):
+        raise ValueError(f"tail_ranks: must be a permutation of 0..{C - 1}")
     k = max(1, int(np.floor(fraction * C)))
-    order = np.lexsort((np.arange(C), private_counts))  # by count, then id
-    return np.sort(order[:k]).astype(np.int64)
+    return np.sort(np.argsort(-ranks, kind="stable")[:k]).astype(np.int64)
 
 
 def _take_public(y: np.ndarray, k: int, C: int, rng: np.random.Generator, where: str) -> np.ndarray:
@@ -254,9 +268,11 @@ def make_split(
             f"y_train: class {empty} ({features.class_names[empty]!r}) has no private samples "
             f"left after taking {k} public samples per class"
         )
+    minority = np.zeros(0, dtype=np.int64)
     if spec.imbalance_ratio > 1:
         n_max = int(counts.max())
         ranks = rng.permutation(C)  # class ranks[c]-th in the tail
+        minority = minority_classes(ranks, spec.imbalance_ratio)  # the seed's plan, not the counts
         keep_n = np.floor(n_max * spec.imbalance_ratio ** (-ranks / max(C - 1, 1))).astype(int)
         keep_n = np.clip(keep_n, 1, counts)
         realized = float(keep_n.max()) / float(max(keep_n.min(), 1))
@@ -288,7 +304,7 @@ def make_split(
         X_test=np.ascontiguousarray(features.X_test, dtype=np.float32),
         y_test=np.asarray(features.y_test, dtype=np.int64),
         class_names=list(features.class_names),
-        minority_classes=minority_classes(private_counts, spec.imbalance_ratio),
+        minority_classes=minority,
         private_counts=private_counts,
         text_embeddings=features.text_embeddings,
         spec=spec,

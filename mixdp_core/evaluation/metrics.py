@@ -73,8 +73,9 @@ def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | N
 def minority_accuracy(y_true: np.ndarray, y_pred: np.ndarray, minority_classes: np.ndarray) -> float | None:
     """Accuracy on the test samples whose label is a minority class.
 
-    Minority classes are the smallest 25 % of classes by *private* count
-    (:attr:`mixdp_core.data.splits.Split.minority_classes`); the accuracy is sample-weighted
+    Minority classes are the last 25 % of classes in the split's long tail, chosen from its
+    seed, not from the private counts (:attr:`mixdp_core.data.splits.Split.minority_classes`),
+    so the set this figure averages over reads no private data; the accuracy is sample-weighted
     over their test samples. ``None`` when there is no minority class (a balanced split,
     imbalance ratio 1: the quantity does not exist); ``nan`` if none of them has a test sample.
     """

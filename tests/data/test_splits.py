@@ -56,9 +56,46 @@ def test_class_order_of_tail_is_shuffled_by_seed():
     assert len(orders) > 1
 
 
-def test_minority_classes_smallest_quarter():
-    assert minority_classes(np.array([50, 3, 40, 2, 9, 100, 7, 8]), 10.0).tolist() == [1, 3]
-    assert minority_classes(np.array([5, 5, 5]), 2.0).tolist() == [0]
+def test_minority_classes_are_the_tails_last_quarter():
+    # class c keeps n_max IR^(-rank_c/(C-1)): the largest ranks are the planned smallest classes
+    assert minority_classes(np.array([0, 7, 1, 6, 2, 3, 4, 5]), 10.0).tolist() == [1, 3]
+    assert minority_classes(np.array([2, 0, 1]), 2.0).tolist() == [0]
+    with pytest.raises(ValueError, match="tail_ranks"):
+        minority_classes(np.array([50, 3, 40, 2]), 10.0)  # counts are not a plan
+
+
+def _replayed_tail_ranks(counts, k, seed):
+    """The split's tail order, replayed from its documented draws: k public rows per class
+    (in class order), then a permutation of the classes."""
+    rng = np.random.default_rng([seed, 0x5EED])
+    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    for c, n in enumerate(counts):
+        rng.choice(np.arange(start[c], start[c] + n), size=k, replace=False)
+    return rng.permutation(len(counts))
+
+
+def test_minority_classes_come_from_the_seed_not_the_private_counts():
+    """The minority set was the smallest quarter by exact private count: on a dataset whose own
+    sizes are uneven, the published minority-class accuracy then followed the private counts.
+    It is the seed's plan: the class that is smallest by data is a minority only where the
+    plan puts it last, and removing private rows never changes the set."""
+    from mixdp_core.evaluation.audit.jobs import with_private
+
+    counts = [120, 120, 120, 120, 120, 120, 120, 8]  # class 7 is smallest whatever the tail
+    fs = _fs(counts)
+    chosen = set()
+    for seed in range(8):
+        s = make_split(fs, SplitSpec(public_per_class=2, imbalance_ratio=10.0, seed=seed))
+        ranks = _replayed_tail_ranks(counts, 2, seed)
+        assert s.minority_classes.tolist() == sorted(np.argsort(-ranks)[:2].tolist())
+        chosen.update(s.minority_classes.tolist())
+        # a neighbouring private set (one row fewer of a minority class) keeps the set
+        drop = int(np.flatnonzero(s.y_private == s.minority_classes[0])[0])
+        keep = np.delete(np.arange(len(s.y_private)), drop)
+        nb = with_private(s, s.X_private[keep], s.y_private[keep])
+        assert nb.minority_classes.tolist() == s.minority_classes.tolist()
+        assert nb.private_counts.sum() == s.private_counts.sum() - 1
+    assert len(chosen) > 2  # not pinned to the class the data made smallest
 
 
 def test_balanced_split_has_no_minority_class():

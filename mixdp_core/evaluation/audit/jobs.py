@@ -29,16 +29,14 @@ def make_audited_method(method: Any, params: dict[str, Any]):
 
 
 def with_private(split: Any, X: np.ndarray, y: np.ndarray, **other: Any) -> Any:
-    """``split`` with its private rows replaced (counts and minority classes recomputed);
-    ``other``: further fields replaced in the same step (a split is checked whole when it is
-    built, so parts that change dimension together must change together)."""
-    from ...data.splits import minority_classes
-
+    """``split`` with its private rows replaced (counts recomputed; the minority classes are the
+    seed's plan, not the rows', so a neighbouring data set keeps them); ``other``: further fields
+    replaced in the same step (a split is checked whole when it is built, so parts that change
+    dimension together must change together)."""
     y = np.asarray(y, dtype=np.int64)
     counts = np.bincount(y, minlength=split.n_classes)
     return dataclasses.replace(split, X_private=np.ascontiguousarray(X, dtype=np.float32), y_private=y,
-                               private_counts=counts,
-                               minority_classes=minority_classes(counts, split.spec.imbalance_ratio), **other)
+                               private_counts=counts, **other)
 
 
 @dataclass

@@ -58,8 +58,8 @@ def _dppl_imbalance(ctx: Context) -> FigureOutput:
     bal = _agg(rows, ("label", "imbalance_ratio"), "balanced_accuracy")
     labels = [v.label for v in variants]
     hdr = ["method"] + [f"IR = {r:g}" for r in ratios]
-    md = [f"**Minority-class accuracy (%) at target ε = {float(p['epsilon']):g} (smallest 25 % of classes by private "
-          "count) — mean ± std over seeds**", ""]
+    md = [f"**Minority-class accuracy (%) at target ε = {float(p['epsilon']):g} (the long tail's last 25 % of "
+          "classes, chosen from the seed) — mean ± std over seeds**", ""]
     md += _table(hdr, [[lab] + [_cell(*mino.get((lab, r), (None, None))[:2]) for r in ratios] for lab in labels])
     if any(r <= 1.0 for r in ratios):  # the blank column, said
         md += ["", "(IR = 1: a balanced split has no minority class, so its column is –.)"]

@@ -224,12 +224,13 @@ if launch and not blocked:
     if errors:
         show_field_errors(errors)
     else:
-        advice = forms.delta_advice(delta, n_private) if mcls.private else None
-        if advice:
-            st.warning(advice, icon=":material/warning:")
-        if params.get("optimistic_tuning"):
-            st.warning("Optimistic tuning is on: this run looks at private data to pick hyper-parameters; "
-                       "its reported ε is the composition of every candidate run.")
+        # said with the launch line, in its one element (below): a warning element of its own,
+        # drawn on the launch's page run only, shifted the run view's nodes (see "the run's view")
+        cautions = [c for c in (
+            forms.epsilon_advice(target_eps) if mcls.private else None,
+            forms.delta_advice(delta, n_private) if mcls.private else None,
+            ("Optimistic tuning is on: this run looks at private data to pick hyper-parameters; its reported ε "
+             "is the composition of every candidate run.") if params.get("optimistic_tuning") else None) if c]
         try:
             job = manager.submit_run(cfg, kind="train")
         except ConfigError as e:  # e.g. budget_cap: the data set's cap refuses the run before it starts
@@ -248,11 +249,11 @@ if launch and not blocked:
             if rid is None and job.finished:
                 st.session_state.pop("train_used_eps", None)
             else:
-                # a weak ε is said in the same element as the launch line: one more element above
-                # the run's view shifted its nodes and left the previous run's view on the page
-                weak = forms.epsilon_advice(target_eps) if mcls.private else None
-                st.session_state["train_used_eps"] = used + (f" **{weak}**" if weak else "")
-                st.session_state["train_used_eps_weak"] = bool(weak)
+                # a weak ε, a δ not below 1/n, optimistic tuning: said in the launch line's element
+                # (one more element above the run's view shifted its nodes and left the previous
+                # run's view on the page), and kept there while this run is followed
+                st.session_state["train_used_eps"] = used + "".join(f" **{c}**" for c in cautions)
+                st.session_state["train_used_eps_weak"] = bool(cautions)
             select_run(rid)  # the run id goes into the URL right away
             manager.wait_first_step(rid)  # first draw with a chart point (the run is pre-warmed: ~0.5 s)
             st.session_state["train_first_draw"] = rid  # this draw: only the charts with that point

@@ -199,6 +199,12 @@ def test_train_says_the_one_epsilon_a_launch_used(at):
     at.selectbox(key="train_delta").select(1e-3)
     _launch_button(at).click().run()
     assert any("is not below 1/n" in w.value for w in at.warning)
+    # in the launch line's one element (an element of its own, drawn on the launch's page run
+    # only, shifted the run view's nodes), and still there on the next page run
+    (line,) = [w for w in at.warning if "is not below 1/n" in w.value]
+    assert line.value.startswith("Launched at ε = 20") and "weak promise" in line.value
+    at.run()
+    assert [w.value for w in at.warning if "is not below 1/n" in w.value] == [line.value]
     assert "private rows" in at.selectbox(key="train_delta").help
     # a seed out of range: one line naming it (Launch did nothing and said nothing)
     at.number_input(key="train_seed").set_value(-3)

@@ -4,8 +4,9 @@ import streamlit as st
 
 from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts, forms
-from mixdp_core.app_support.resources import (encoder_label, page_setup, note, run_label, select_run, selected_run_id, show_chart,
-                                              show_field_errors, shown_id)
+from mixdp_core.app_support.resources import (encoder_label, page_setup, note, poll_seconds, run_label, select_run,
+                                              selected_run_id, show_chart, show_field_errors, shown_id)
+from mixdp_core.errors import MixDPError
 from mixdp_core.app_support.audit import (
     ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, audit_trainings, pdp_unavailable_reason, run_report, run_stored_audit,
 )
@@ -80,17 +81,44 @@ if go:
     elif not ok:
         st.error(why)
     else:
-        st.caption(f"This audit trains the method {audit_trainings(attack, reference_models=int(K), trials=None if trials is None else int(trials), canaries=int(canaries), method=rec.method, params=(rec.config or {}).get('method_params'))} "
-                   "in this page: stay on it until it ends (leaving the page stops it, and nothing is stored).")
-        bar = st.progress(0.0, text="training the audited method…")
+        try:  # a background job: it outlives the page (leaving it had stopped the audit, nothing stored)
+            st.session_state["audit_job"] = manager.submit_audit(
+                rid, attack=attack, reference_models=int(K), trials=None if trials is None else int(trials),
+                canaries=int(canaries)).job_id
+        except MixDPError as e:
+            st.error(str(e))
+job = manager.get(st.session_state.get("audit_job"))
+if job is None or job.feature_request.get("run_id") != rid:  # a reload, another run: this run's latest audit job
+    job = manager.find_audit(rid)
+    st.session_state["audit_job"] = None if job is None else job.job_id
+if job is not None and not job.finished:  # in the page body: a click in the fragment would wait for it
+    if st.button("Cancel audit", key="audit_cancel", icon=":material/stop_circle:"):
+        manager.cancel(job.job_id)
+        st.toast("Cancellation requested; the audit stops after its current training and stores nothing.")
 
-        def progress(done, total):
-            bar.progress(done / max(total, 1), text=f"{done}/{total} trainings")
 
-        run_stored_audit(store, rec, attack=attack, reference_models=int(K),
-                         trials=None if trials is None else int(trials), canaries=int(canaries), progress=progress)
-        bar.empty()
-        st.rerun()  # the guarantee's caveat above reads the stored audits: show it with this one
+@st.fragment(run_every=poll_seconds() if job is not None and not job.finished else None)
+def _audit_job() -> None:
+    j = manager.get(st.session_state.get("audit_job"))
+    if j is None:
+        return
+    req = j.feature_request
+    if not j.finished:
+        n, d = j.progress.get("total"), j.progress.get("done", 0)
+        st.caption(f"This audit trains the method {audit_trainings(req['attack'], reference_models=req['reference_models'], trials=req['trials'], canaries=req['canaries'], method=rec.method, params=(rec.config or {}).get('method_params'))}. "
+                   "It runs on the server: you may leave this page and come back to it.")
+        st.progress(d / n if n else 0.0, text=f"{d}/{n} trainings" if n else "preparing the audit (features, split) …")
+        return
+    if st.session_state.get("audit_drawn") != j.job_id:  # finished: the page's audits and caveat read it
+        st.session_state["audit_drawn"] = j.job_id
+        st.rerun()
+    if j.error:
+        st.error(f"The last audit failed: {j.error}")
+    elif "result" not in j.progress:
+        st.warning("The last audit was cancelled; nothing was stored.")
+
+
+_audit_job()
 
 stored = audits_for_run(audits, rec)
 rocs, counts = {}, {}

@@ -290,6 +290,36 @@ class JobManager:
                                                     also=app_data_folders(self.cache_dir))
         return self._submit(Job(job_id=self._new_id(), kind="episodes", feature_request=request))
 
+    def submit_audit(self, run_id: str, *, attack: str, reference_models: int = 8, trials: int | None = None,
+                     canaries: int = 1000) -> Job:
+        """Queue a privacy audit of the stored run ``run_id`` (:func:`.audit.run_stored_audit`:
+        it retrains the run's method on its split, so it reads the private rows, and is the
+        owner's diagnostic, charged to no budget). In a job, not the page: an audit of hundreds
+        of trainings ran in the page's session, and leaving the page stopped it with nothing
+        stored. ``job.progress``: ``done`` / ``total`` trainings; when done, ``result`` is the
+        stored audit's id. Cancel stops it at its next training (nothing is stored).
+
+        Raises:
+            ConfigError: ``run_id`` names no finished run of the store."""
+        from ..errors import ConfigError
+        from ..runs import store as run_store
+
+        try:
+            rec = self.store.get_run(run_id)
+        except run_store.RunNotFoundError:
+            rec = None
+        if rec is None or rec.status not in (run_store.COMPLETED, run_store.CANCELLED):
+            raise ConfigError("run_id", f"no finished run {run_id!r} in this store to audit")
+        req = {"run_id": run_id, "attack": str(attack), "reference_models": int(reference_models),
+               "trials": None if trials is None else int(trials), "canaries": int(canaries)}
+        return self._submit(Job(job_id=self._new_id(), kind="audit", feature_request=req))
+
+    def find_audit(self, run_id: str) -> Job | None:
+        """The newest audit job of this server for ``run_id``, unfinished first: a reload, a
+        second browser or a return to the page re-attaches to its progress."""
+        same = [j for j in self.jobs() if j.kind == "audit" and (j.feature_request or {}).get("run_id") == run_id]
+        return next((j for j in same if not j.finished), same[0] if same else None)
+
     def submit_features(self, dataset: str, encoder: str, *, root: str | None = None,
                         encoder_kwargs: dict[str, Any] | None = None,
                         dataset_kwargs: dict[str, Any] | None = None) -> Job:
@@ -423,6 +453,8 @@ class JobManager:
                 self._run_features(job)
             elif job.kind == "episodes":
                 self._run_episodes(job)
+            elif job.kind == "audit":
+                self._run_audit(job)
             elif job.kind in ("train", "demo") or len(job.configs) <= 1:
                 self._run_configs(job, slot)
             else:
@@ -491,6 +523,29 @@ class JobManager:
             job.state = CANCELLED
             return
         job.progress["result"] = str(paths["json"])
+        job.state = DONE
+
+    def _run_audit(self, job: Job) -> None:
+        from .audit import run_stored_audit
+
+        req = dict(job.feature_request or {})
+
+        class _Cancelled(Exception):
+            pass
+
+        def progress(done: int, total: int) -> None:  # Cancel: stops at the next training
+            job.progress.update(done=int(done), total=int(total))
+            if job.cancel_event.is_set():
+                raise _Cancelled()
+
+        rec = self.store.get_run(req["run_id"])
+        try:
+            job.progress["result"] = run_stored_audit(
+                self.store, rec, attack=req["attack"], reference_models=req["reference_models"],
+                trials=req["trials"], canaries=req["canaries"], progress=progress)
+        except _Cancelled:
+            job.state = CANCELLED
+            return
         job.state = DONE
 
     def find_episodes(self, request: dict[str, Any]) -> Job | None:

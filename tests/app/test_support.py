@@ -606,6 +606,38 @@ def test_job_manager_threaded_run_completes_and_is_found_by_label(app_env):
     assert ("digits", "pixels", "{}") in mgr.features_ready
 
 
+def test_an_audit_is_a_job_that_outlives_the_page_stops_on_cancel_and_is_found_again(app_env):
+    """Audits ran in the page's session: leaving the page stopped hundreds of trainings with
+    nothing stored, and a reload lost their progress. They are jobs of the manager now."""
+    import time
+
+    from mixdp_core.app_support.jobs import CANCELLED
+    from mixdp_core.errors import ConfigError
+    from mixdp_core.runs.audits import AuditStore
+    from mixdp_core.runs.runner import execute
+
+    mgr = JobManager(app_env, max_workers=1, processes=False)
+    rid = execute(small_config(method="fully_private", target_epsilon=4.0), store=mgr.store)
+    with pytest.raises(ConfigError, match="run_id: no finished run 'nope'"):
+        mgr.submit_audit("nope", attack="loss")
+    assert mgr.find_audit(rid) is None
+    job = mgr.submit_audit(rid, attack="canary-whitebox", trials=400, canaries=400)
+    assert job.wait(timeout=300) and job.state == "done", job.error
+    (a,) = AuditStore(mgr.store).list(run_id=rid)
+    assert job.progress["result"] == a.audit_id and job.progress["done"] == job.progress["total"] >= 1
+    assert mgr.find_audit(rid) is job  # a reload or a return to the page finds it
+    # many black-box trainings, cancelled after the first: stops there and stores nothing
+    big = mgr.submit_audit(rid, attack="canary", trials=2000)
+    t0 = time.time()
+    while not big.progress.get("done") and not big.finished and time.time() - t0 < 120:
+        time.sleep(0.02)
+    assert mgr.find_audit(rid) is big  # the unfinished one first
+    assert mgr.cancel(big.job_id)
+    assert big.wait(timeout=120) and big.state == CANCELLED and "result" not in big.progress
+    assert 1 <= big.progress["done"] < big.progress["total"]
+    assert len(AuditStore(mgr.store).list(run_id=rid)) == 1
+
+
 def test_a_double_click_on_launch_is_one_run(app_env):
     """Two clicks on Launch 0.3 s apart trained twice and charged ε twice: the second launch
     of the same config while the first is queued or running is that job. Once it has

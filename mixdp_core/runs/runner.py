@@ -116,7 +116,8 @@ class RunConfig:
         dataset: dataset spec, e.g. ``"digits"``, ``"cifar10"``, ``"image_folder:/data/x"``.
         encoder: feature extractor name (``ENCODERS``), e.g. ``"pixels"``, ``"efficientnet_lite0"``.
         method: training method name (``METHODS``), e.g. ``"adamix"``.
-        seed: seed of the split and of the method's noise, integer ``>= 0``.
+        seed: seed of the split (and of the method's noise only with ``noise="reproducible"``,
+            research only: secure noise never reads it), integer ``>= 0``.
         target_epsilon: ε > 0 of the (ε, δ)-DP guarantee (ignored by non-private methods).
         target_delta: δ in (0, 1). Default 1e-5.
         public_per_class: public samples per class, integer ``>= 1``. Default 5.

@@ -123,6 +123,23 @@ def test_zero_shot_and_text_init(digits_split):
         make_method("adamix", init="text").fit(no_text)
 
 
+@pytest.mark.parametrize("schedule", ["smooth", "constant"])
+def test_optimistic_tuning_candidates_draw_independent_reproducible_noise(small_split, monkeypatch, schedule):
+    """Every candidate drew the gradient noise of one (seed, stream): the differences of their
+    releases were noise-free functions of the private data, while the ledger composed them as
+    independent draws. Each has its own stream now; a single run keeps the former one."""
+    from mixdp_core.methods.adamix import engine
+
+    streams, real = [], engine.noise_rng
+    monkeypatch.setattr(engine, "noise_rng", lambda src, seed, stream: streams.append(stream) or real(src, seed, stream))
+    kw = dict(target_epsilon=2.0, seed=0, noise="reproducible", schedule=schedule)
+    make_method("adamix", optimistic_tuning=True, **kw).fit(small_split)
+    assert len(streams) >= 3 and len(set(streams)) == len(streams) and streams[0] == 0xADA  # one per candidate
+    streams.clear()
+    make_method("adamix", **kw).fit(small_split)
+    assert streams == [0xADA]
+
+
 def test_optimistic_tuning_reports_composed_privacy(small_split):
     m = make_method("ngd", target_epsilon=1.5, noise_multiplier=5.0, optimistic_tuning=True).fit(small_split)
     T = accounting.calibrate_steps(noise_multiplier=5.0, target_epsilon=1.5, target_delta=1e-5)

@@ -1,7 +1,7 @@
 """The picklable training job every audit is made of, and the scores computed from a model.
 
 A job trains the audited method *itself* (same ε, δ and hyper-parameters, a job-specific
-noise seed) on a given split and returns class scores on the rows it is asked about; white-box
+seed, which sets its noise only with ``noise="reproducible"``) on a given split and returns class scores on the rows it is asked about; white-box
 jobs also observe the mechanism's releases (see :mod:`.canary`).
 """
 

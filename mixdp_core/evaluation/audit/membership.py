@@ -131,7 +131,7 @@ def lira_attack(
         method, params: the audited method and its config fields (``target_epsilon``, ...).
         split: the run's split; its private rows are the candidate pool.
         reference_models: K; ``K + 1`` trainings in total (each model is target once).
-        seed: seed of the ``in`` coins and of every model's noise.
+        seed: seed of the ``in`` coins (and of every model's noise only with ``noise="reproducible"``).
         delta, confidence: of the empirical ε lower bound (one-run bound on target 0).
         executor, progress: see :func:`~.executor.map_jobs`.
 

@@ -127,7 +127,12 @@ class NoisyGDOptions:
             ratio 1) already made on this data before step 1 (e.g. the noisy count); the
             epsilon in the step records includes them.
         eval_every: test error every this many steps (and at the last step).
-        seed: seed of the noise and of the projection completion.
+        seed: seed of the projection completion, and of the noise only with
+            ``noise="reproducible"`` (research; secure noise never reads it).
+        noise_stream: the reproducible noise's stream (:func:`~mixdp_core.randomness.noise_rng`):
+            every run on the same rows with the same seed needs its own (optimistic tuning's
+            candidates drew one noise, so their releases' differences were noise-free while
+            the ledger composed them as independent).
         device: where the private release runs (:func:`.kernels.resolve_device`):
             ``"cpu"`` (the numpy / fused numba kernel), ``"cuda"`` (the torch kernel on the
             GPU), ``"auto"`` (CUDA when available and ``X_private`` has at least
@@ -150,6 +155,7 @@ class NoisyGDOptions:
     eval_every: int = 10
     seed: int = 0
     noise: str = SECURE
+    noise_stream: int = 0xADA
     n_hat: Optional[float] = None
     n_hat_private: Optional[float] = None
     smoothness: float = 0.5
@@ -807,7 +813,7 @@ def run_noisygd(
     C = problem.n_classes
     T = int(opts.steps)
     sigma = float(opts.noise_multiplier)
-    rng = noise_rng(opts.noise, opts.seed, 0xADA)
+    rng = noise_rng(opts.noise, opts.seed, opts.noise_stream)
     # the backend only (the mechanism is private_release's), chosen from released or public sizes:
     # from the exact private size, a run's kernel (its timing and rounding) changed at an N threshold
     # no accounting covers. n_hat is the released noisy count (smooth schedule); without one, the

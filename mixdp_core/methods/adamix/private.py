@@ -973,7 +973,8 @@ class NoisyGDMethod(LinearHead):
         Mechanism (add/remove one private row):
 
         1. Every private row is assigned to *validation* with probability
-           ``tuning_val_fraction`` by an independent coin from the seed (data-independent),
+           ``tuning_val_fraction`` by an independent coin from the run's noise source (secure by
+           default: part of the mechanism, never replayable from the seed; data-independent),
            else to *training*; adding/removing a row changes exactly one part.
         2. ``K ~ TNB(tuning_eta, tuning_gamma)`` repetitions. Repetition ``j`` draws a
            candidate (multipliers of the default noise-margin z and Thm.-3 lambda) from
@@ -1186,6 +1187,10 @@ class NoisyGDMethod(LinearHead):
             candidates = [(dataclasses.replace(opts, learning_rate=lr), 1.0) for lr in PAPER_LEARNING_RATES]
         else:
             candidates = [(opts, m) for m in THEOREM3_LAMBDA_GRID]
+        # every candidate its own reproducible noise (secure noise is fresh for each anyway): the
+        # ledger composes their releases as independent Gaussian draws
+        candidates = [(dataclasses.replace(o, noise_stream=o.noise_stream + 0x10000 * j), m)
+                      for j, (o, m) in enumerate(candidates)]
         # releases of the whole run: the count, every candidate's gradient steps, the guard (= T
         # without optimistic tuning)
         total_releases = n_count + T_grad * len(candidates) + n_check + n_guard

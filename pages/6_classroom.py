@@ -144,7 +144,7 @@ def _rows(methods, metric: str) -> list[dict]:
 def _balance_note(r: dict) -> str:
     """Balanced and minority-class accuracy of one training, in words (imbalanced lessons)."""
     return (f" Balanced accuracy (each class counts the same) **{100 * r['balanced_accuracy']:.1f} %**; on the "
-            f"minority classes (the smallest quarter) **{100 * r['minority_accuracy']:.1f} %**.")
+            f"minority classes (the tail's last quarter) **{100 * r['minority_accuracy']:.1f} %**.")
 
 
 @st.fragment(run_every=1.0 if not cache.done else None)

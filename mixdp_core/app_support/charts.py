@@ -1208,7 +1208,7 @@ def noise_vs_separation_figure(error_norm: Sequence[float], mean_distance: float
     other = "‖published − true average‖ per class" if not mino.any() else "‖published − true average‖: other classes"
     fig.add_trace(go.Bar(x=x[~mino], y=e[~mino], name=other, marker_color=PRIVATE_COLOR))
     if mino.any():
-        fig.add_trace(go.Bar(x=x[mino], y=e[mino], name="minority classes (smallest quarter by private rows)",
+        fig.add_trace(go.Bar(x=x[mino], y=e[mino], name="minority classes (the long tail's last quarter)",
                              marker_color=MINORITY_COLOR, marker_pattern_shape="/"))
     fig.add_hline(y=float(mean_distance), line=dict(color="black", dash="dash", width=3),
                   annotation_text="median distance between two true class averages", annotation_position="top left")

@@ -57,7 +57,8 @@ class Lesson:
     imbalance_ratio: float = param(
         1.0, type=float, range=Interval(1, 100),
         help="long tail of the private part: the largest class has this many times the rows of the smallest "
-             "(1 = balanced). The smallest quarter of the classes are the minority classes.")
+             "(1 = balanced). The quarter of the classes the seed puts last in the tail, the smallest, are the "
+             "minority classes.")
     classes: int = param(100, type=int, range=Interval(10, 200),
                          help="synthetic lesson: number of classes (the regimes users meet have ≥ 100)")
     train_per_class: int = param(40, type=int, range=Interval(10, 200),
@@ -89,7 +90,7 @@ class Lesson:
             text = "Handwritten digits (8×8 pixels, offline)"
         if self.imbalance_ratio > 1:
             text += (f"; the private rows are long-tailed, the largest class {self.imbalance_ratio:g}× the smallest "
-                     "(the smallest quarter of the classes are the minority)")
+                     "(the quarter of the classes at the tail's end are the minority)")
         return text + "."
 
 

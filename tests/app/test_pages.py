@@ -935,7 +935,7 @@ def test_classroom_dials_classes_rows_and_imbalance_and_shows_the_minority(at):
         notes.append(page_text(at))
     assert any(t.startswith("Balanced accuracy vs ε") for t in titles), titles
     assert any(t.startswith("Balanced accuracy: no public data") for t in titles), titles
-    assert "on the minority classes (the smallest quarter)" in notes[0]  # step 2's words
+    assert "on the minority classes (the tail's last quarter)" in notes[0]  # step 2's words
     assert "Balanced accuracy **" in notes[-1]  # step 5's words
 
 

@@ -46,7 +46,7 @@ def test_exponential_long_tail_profile():
     expected = np.sort(np.floor(n_max * 100.0 ** (-np.arange(5) / 4)).astype(int))[::-1]
     assert counts.tolist() == expected.tolist()  # 195, 61, 19, 6, 1
     assert counts[0] / counts[-1] == pytest.approx(195)  # floor of 1.95 -> 1 sample
-    # minority = smallest 25 % of 5 classes -> 1 class, the one with the fewest private samples
+    # minority = the tail's last 25 % of 5 classes -> 1 class: unclipped, the one with the fewest private samples
     assert s.private_counts[s.minority_classes].tolist() == [counts[-1]]
 
 

@@ -176,7 +176,7 @@ def _prototypes(ctx: Context) -> FigureOutput:
     md: list[str] = []
     for ir in ratios:
         for metric, what in (("balanced_accuracy", "balanced accuracy"),
-                             ("minority_accuracy", "minority-class accuracy (smallest 25 % of classes)")):
+                             ("minority_accuracy", "minority-class accuracy (the long tail's last 25 % of classes)")):
             md += ["", f"**IR = {ir:g}: {what}, mean ± std over seeds {seeds}**", ""]
             md += _table(hdr, [[PROTO_LABEL[m]] + [_cell(*agg[metric].get((m, ir, e), (None, None))[:2], pct=False,
                                                          digits=3) for e in eps] for m in p["methods"]])

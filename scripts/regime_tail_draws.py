@@ -3,7 +3,7 @@ EPS with fresh secure noise DRAWS times (as a table's run draws it) and print on
 draw: test error %, the class histogram pilot's decision, whether the guard released the private
 model, the early checkpoint, and the released update's combination weights.
 
-Usage: ``python scripts/regime_tail_draws.py drawn_91 8 2 48 > docs/results/drawn_91_tail.jsonl``
+Usage: ``python scripts/regime_tail_draws.py drawn_91 8 2 40 > docs/results/drawn_91_tail.jsonl``
 """
 
 from __future__ import annotations

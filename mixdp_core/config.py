@@ -443,6 +443,16 @@ MAX_IMBALANCE_RATIO = 1e4
 #: Long-tail ratios of the private part (1 = balanced).
 IMBALANCE_RANGE = Interval(1, MAX_IMBALANCE_RATIO)
 
+#: Learning rates of SGD fine-tuning: above 100 a step leaves float32 at once (1e308 failed in
+#: torch after the pre-training, a RuntimeError naming no field).
+SGD_LR_RANGE = Interval(0.0, 100.0, closed="right")
+
+#: Upper bounds of the episode protocol's sizes (:func:`mixdp_core.evaluation.sample_episodes`
+#: and the ``episodes`` figure; declared here, light to import): each episode is one fit per
+#: method and shot count (the paper runs 600); a billion asked of the sampler drew on past a
+#: minute, growing.
+EPISODE_LIMITS = {"n_episodes": 10_000, "n_way": 1_000, "k_shot": 10_000, "n_query": 10_000, "seed": 2**32 - 1}
+
 #: Bounds on a privacy audit's size (:func:`mixdp_core.evaluation.audit.check_audit_size`;
 #: declared here, light to import, for the CLI's help and the app's fields). Each reference
 #: model (LiRA / RMIA) is one training; the one-run / white-box canary design holds an

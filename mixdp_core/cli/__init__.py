@@ -57,6 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MixDPError as e:
             sys.stderr.write(f"{prog}: error: {e}\n")
             return 2
+        except MemoryError as e:  # a size no check foresaw: one line, not a traceback
+            sys.stderr.write(f"{prog}: error: out of memory ({e or 'allocation failed'}); lower the data's size "
+                             "(classes, rows, dim) or the grid\n")
+            return 2
         except KeyboardInterrupt as e:
             sys.stderr.write(f"{prog}: interrupted\n")
             return 143 if isinstance(e, Terminated) else 130

@@ -493,7 +493,7 @@ def load_synthetic_dataset(root: str | None = None, *, classes: int = 10, dim: i
     spectrum, separation and public → private shift, deterministic from the options
     (:mod:`.synthetic`); set them with ``--dataset-arg`` / ``dataset_kwargs``. No encoder is run
     (the rows are the features). ``domain`` is set by :func:`public_source`, not by users."""
-    from .synthetic import synthetic_features
+    from .synthetic import check_shift, synthetic_features
 
     if root:
         raise ConfigError("dataset", "synthetic takes no path; set its options with --dataset-arg "
@@ -506,7 +506,11 @@ def load_synthetic_dataset(root: str | None = None, *, classes: int = 10, dim: i
     later = [("shared_mean", shared_mean), ("ambiguity", ambiguity)]
     if domain == "public":
         later.append(("shift", shift))
-    opts.update({k: v for k, v in later if float(v) != 0.0})
+    else:  # unused by the private domain, but a bad value is still a bad option, said as one
+        check_shift(shift)
+    # compared as numbers only once they are numbers: float("abc") raised a bare ValueError here
+    # before the generator's own check could name the option
+    opts.update({k: v for k, v in later if not (isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0)})
     X_tr, y_tr, X_te, y_te = synthetic_features(**opts, domain=domain)
     names = [f"class {c}" for c in range(int(classes))]
     fs = FeatureSet(X_train=X_tr, y_train=y_tr, X_test=X_te, y_test=y_te, class_names=names,

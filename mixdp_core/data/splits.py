@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import IMBALANCE_RANGE, SEED_RANGE, Interval, param, validate
 from ..errors import ConfigError, DataError
 from ..featureset import FeatureSet
 
@@ -47,26 +48,21 @@ class SplitSpec:
         private_per_class: keep at most this many private samples per class (``None`` = all).
     """
 
-    public_per_class: int = 5
-    imbalance_ratio: float = 1.0
-    seed: int = 0
+    # declared once, as a run's fields are (the same ranges as RunConfig's): nan, inf, None, a
+    # string or a list raised bare ValueError / TypeError / OverflowError, True passed as 1, and
+    # 1e308 or 2**70 were accepted here though a run refuses them
+    public_per_class: int = param(5, type=int, range=Interval(1, None), help="public samples per class (k-shot)")
+    imbalance_ratio: float = param(1.0, type=float, range=IMBALANCE_RANGE,
+                                   help="long-tail ratio of the private part (1 = balanced)")
+    seed: int = param(0, type=int, range=SEED_RANGE, help="seed of every random choice of the split")
     public_from: str | None = None
-    private_per_class: int | None = None
+    private_per_class: int | None = param(None, type=int, range=Interval(1, None),
+                                          help="at most this many private samples per class (None = all)")
 
     def __post_init__(self) -> None:
-        if int(self.public_per_class) != self.public_per_class or self.public_per_class < 1:
-            raise ConfigError(
-                "public_per_class", f"must be an integer >= 1, got {self.public_per_class!r}"
-            )
-        if not np.isfinite(self.imbalance_ratio) or self.imbalance_ratio < 1:
-            raise ConfigError(
-                "imbalance_ratio", f"must be a number >= 1 (1 = balanced), got {self.imbalance_ratio!r}"
-            )
-        if int(self.seed) != self.seed or self.seed < 0:
-            raise ConfigError("seed", f"must be an integer >= 0, got {self.seed!r}")
-        ppc = self.private_per_class
-        if ppc is not None and (isinstance(ppc, bool) or int(ppc) != ppc or ppc < 1):
-            raise ConfigError("private_per_class", f"must be an integer >= 1 or None, got {ppc!r}")
+        validate(self)  # each field's type and range, one line naming it
+        if self.public_from is not None and not isinstance(self.public_from, str):
+            raise ConfigError("public_from", f"must be a dataset spec (a string) or None, got {self.public_from!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

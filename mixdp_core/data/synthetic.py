@@ -49,6 +49,8 @@ Train rows are class-major (``train_per_class`` per class), test rows likewise; 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import ConfigError
@@ -62,6 +64,11 @@ SYNTHETIC_LIMITS = {
     "test_per_class": (1, 1000),
 }
 MAX_SYNTHETIC_VALUES = 128 * 2**20  # float32 values in train + test (512 MiB)
+#: Rows × classes of train + test: every method and the evaluation hold a rows × classes score
+#: matrix (float64, a few at once), which the feature cap does not bound: 1,000 classes × 6,000
+#: rows per class at D = 2 passed it and failed allocating 3.7 GiB after the data were drawn.
+#: 50 M is 400 MiB per float64 copy; the family's largest regimes hold about 21 M.
+MAX_SYNTHETIC_SCORES = 50_000_000
 #: Values per block of rows while drawing (float64 temporaries of 16 MiB each).
 ROW_BLOCK_VALUES = 2 * 2**20
 #: ``domain`` choices: the private domain (train / test rows of a run) or the public one.
@@ -100,6 +107,15 @@ def participation_ratio(lam: np.ndarray) -> float:
     return float(lam.sum() ** 2 / np.square(lam).sum())
 
 
+def check_shift(shift: Any) -> float:
+    """``shift`` as a float in [0, 10] (public → private class-mean shift, in units of the
+    separation's scale); the private domain ignores it, but its loader checks it too.
+
+    Raises:
+        ConfigError: field ``shift``, out of range or not a number."""
+    return _check_float("shift", shift, 0.0, 10.0)
+
+
 def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int = 200, test_per_class: int = 50,
                        effective_rank: float = 16.0, separation: float = 1.0, data_seed: int = 0,
                        shared_mean: float = 0.0, ambiguity: float = 0.0, shift: float = 0.0,
@@ -122,12 +138,16 @@ def synthetic_features(*, classes: int = 10, dim: int = 64, train_per_class: int
     seed = _check_int("data_seed", data_seed, 0, 2**32 - 1)
     offset = _check_float("shared_mean", shared_mean, 0.0, 100.0)
     amb = _check_float("ambiguity", ambiguity, 0.0, 0.5)
-    sh = _check_float("shift", shift, 0.0, 10.0)
+    sh = check_shift(shift)
     if domain not in DOMAINS:
         raise ConfigError("domain", f"must be one of {', '.join(DOMAINS)}, got {domain!r}")
     if C * (n_tr + n_te) * D > MAX_SYNTHETIC_VALUES:
         raise ConfigError("dim", f"classes x (train + test per class) x dim = {C * (n_tr + n_te) * D:,} values; at most "
                                  f"{MAX_SYNTHETIC_VALUES:,} (512 MiB): lower one of them")
+    if C * (n_tr + n_te) * C > MAX_SYNTHETIC_SCORES:
+        raise ConfigError("classes", f"classes x (train + test per class) x classes = {C * (n_tr + n_te) * C:,} "
+                                     f"scores; at most {MAX_SYNTHETIC_SCORES:,} (each method holds a rows x classes "
+                                     "matrix): lower classes or the rows per class")
     rng = np.random.default_rng([seed, 0x5E7])
     Q, _ = np.linalg.qr(rng.standard_normal((D, D)))
     scale = np.sqrt(spectrum(D, r))

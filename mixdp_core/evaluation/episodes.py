@@ -36,6 +36,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from ..config import EPISODE_LIMITS
 from ..errors import ConfigError, DataError
 
 #: The paper's protocol (Luo et al. 2021, Sec. 5.2 / Table 2; Guo et al. 2020).
@@ -58,8 +59,9 @@ class Episode(NamedTuple):
 
 
 def _count(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ConfigError(name, f"must be an integer >= {low}, got {value!r}")
+    high = EPISODE_LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        raise ConfigError(name, f"must be an integer in [{low}, {high:,}], got {value!r}")
     return int(value)
 
 

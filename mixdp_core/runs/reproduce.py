@@ -97,7 +97,7 @@ def _is_number(v: Any) -> bool:
 def _param_ranges() -> dict[str, tuple[type, Any]]:
     """The figures' axis parameters that are run fields, with the runs' own declarations
     (``--set ratios=[1e308]`` ran and wrote "IR = 1e+308" tables; ``seeds=[0.5]`` ran seed 0)."""
-    from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE, Interval
+    from ..config import IMBALANCE_RANGE, RUN_DELTA, RUN_EPSILON, SEED_RANGE, SGD_LR_RANGE, Interval
 
     pos = Interval(1, None)
     return {"seeds": (int, SEED_RANGE), "seed": (int, SEED_RANGE), "epsilons": (float, RUN_EPSILON.range),
@@ -106,7 +106,7 @@ def _param_ranges() -> dict[str, tuple[type, Any]]:
             "imbalance_ratio": (float, IMBALANCE_RANGE), "public_per_class": (int, pos),
             "private_per_class": (int, pos), "public": (int, pos), "private": (int, pos), "shots": (int, pos),
             # one episode has no spread: its interval is undefined
-            "episodes": (int, Interval(2, None))}
+            "episodes": (int, Interval(2, None)), "lr_body": (float, SGD_LR_RANGE)}
 
 
 def check_param(key: str, value: Any, default: Any) -> None:
@@ -121,7 +121,9 @@ def check_param(key: str, value: Any, default: Any) -> None:
         return
     if isinstance(default, bool):
         ok, want = isinstance(value, bool), "true or false"
-    elif isinstance(default, (int, float)):
+    elif isinstance(default, int):  # a count: 2.5 epochs ran 2 while the figure recorded 2.5
+        ok, want = _is_number(value) and float(value).is_integer(), "an integer"
+    elif isinstance(default, float):
         ok, want = _is_number(value), "a finite number"
     elif isinstance(default, list):
         if default and all(_is_number(d) for d in default):
@@ -143,6 +145,12 @@ def check_param(key: str, value: Any, default: Any) -> None:
 
     if isinstance(value, list) and len(value) > MAX_AXIS_VALUES:
         raise ConfigError(key, f"at most {MAX_AXIS_VALUES} values, got {len(value):,}")
+    if isinstance(value, list):  # seeds [0, 0] ran one seed while the report said two (and its t)
+        seen: list[Any] = []
+        for v in value:
+            if not isinstance(v, dict) and any(v == w for w in seen):
+                raise ConfigError(key, f"lists {v!r} twice; each value once"[:300])
+            seen.append(v)
     declared = _param_ranges().get(key)
     if declared is not None:
         kind, rng = declared
@@ -190,6 +198,12 @@ def reproduce(name: str, out_dir: str | Path, *, params: Mapping[str, Any] | Non
     if doc is not None and (section is None or Path(doc).name != doc or not doc.endswith(".md")):
         raise ConfigError("doc", f"must be a markdown file name (NAME.md) given with --section, got {doc!r}")
     ctx = Context(**ctx_kw)
+    if fig_def.own_data:  # its data are its own: an option it would ignore is refused, naming it
+        unset = Context()
+        for opt in ("dataset", "encoder", "dataset_root", "dataset_kwargs", "encoder_kwargs", "public_from"):
+            if getattr(ctx, opt) != getattr(unset, opt):
+                raise ConfigError(opt, f"figure {name!r} draws its own data (see its regimes); it takes no {opt}, "
+                                       f"got {getattr(ctx, opt)!r}")
     if fig_def.datasets is not None and ctx.dataset.partition(":")[0] not in fig_def.datasets:
         raise ConfigError("dataset", f"figure {name!r} supports {', '.join(fig_def.datasets)} only, got {ctx.dataset!r}")
     ctx.params = {**fig_def.defaults, **dict(params or {})}

@@ -171,6 +171,19 @@ class RunConfig:
         from ..data.datasets import check_dataset_kwargs, public_source
 
         check_dataset_kwargs(self.dataset, self.dataset_kwargs)
+        if self.dataset == "synthetic" and self.public_from is None:
+            # its sizes are declared: a public share that leaves no private row is known before
+            # the set is drawn (it was found after 44 s of generation, a failed run stored)
+            import inspect
+
+            from ..data.synthetic import synthetic_features
+
+            n = self.dataset_kwargs.get(
+                "train_per_class", inspect.signature(synthetic_features).parameters["train_per_class"].default)
+            if isinstance(n, int) and not isinstance(n, bool) and self.public_per_class >= n:
+                raise ConfigError("public_per_class", f"must be below the synthetic data's train_per_class ({n}): "
+                                                      f"every class keeps at least one private row, got "
+                                                      f"{self.public_per_class}")
         from ..encoders.base import check_encoder_kwargs
 
         check_encoder_kwargs(self.encoder, self.encoder_kwargs)  # a typo fails before any row exists

@@ -193,3 +193,19 @@ def test_an_imbalance_ratio_the_split_cannot_realize_is_said():
         warnings.simplefilter("error")  # a ratio it can realize (floor rounding only): no warning
         s10 = make_split(fs, SplitSpec(public_per_class=5, imbalance_ratio=10, seed=0))
     assert s10.summary()["realized_imbalance_ratio"] == pytest.approx(11.0)
+
+
+@pytest.mark.parametrize("kw, field", [
+    ({"public_per_class": float("nan")}, "public_per_class"), ({"public_per_class": float("inf")}, "public_per_class"),
+    ({"public_per_class": None}, "public_per_class"), ({"public_per_class": [1]}, "public_per_class"),
+    ({"public_per_class": True}, "public_per_class"), ({"imbalance_ratio": "2"}, "imbalance_ratio"),
+    ({"imbalance_ratio": None}, "imbalance_ratio"), ({"imbalance_ratio": 1e308}, "imbalance_ratio"),
+    ({"seed": float("nan")}, "seed"), ({"seed": 2**70}, "seed"), ({"private_per_class": float("nan")}, "private_per_class"),
+    ({"public_from": 3}, "public_from"),
+])
+def test_a_bad_split_option_is_one_line_naming_it(kw, field):
+    """nan, inf, None, strings and lists raised bare ValueError / TypeError / OverflowError,
+    True passed as 1 (then crashed in numpy), and 1e308 or 2**70 passed though a run refuses them."""
+    with pytest.raises(ConfigError) as e:
+        SplitSpec(**kw)
+    assert e.value.field == field and "\n" not in str(e.value)

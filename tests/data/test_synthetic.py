@@ -61,6 +61,42 @@ def test_options_are_checked_before_a_run(tmp_path):
         load_dataset("synthetic:/tmp/x")
 
 
+def test_sizes_a_method_cannot_hold_and_public_shares_that_leave_no_private_row_are_refused_before_drawing(
+        monkeypatch):
+    """1,000 classes × 6,000 rows at D = 2 passed the feature cap and failed allocating the
+    rows × classes scores (3.7 GiB) after the set was drawn; 31 public rows of 30-row classes
+    were refused after 44 s of generation, a failed run stored."""
+    from mixdp_core.data import synthetic
+    from mixdp_core.runs.runner import RunConfig
+
+    drawn = []
+    monkeypatch.setattr(synthetic, "spectrum", lambda *a: drawn.append(a) or None)  # nothing may be drawn
+    with pytest.raises(ConfigError, match=r"^classes: classes x \(train \+ test per class\) x classes = "
+                                          r"6,000,000,000 scores; at most 50,000,000"):
+        synthetic_features(classes=1000, dim=2, train_per_class=5000, test_per_class=1000)
+    assert drawn == []
+    with pytest.raises(ConfigError, match=r"^public_per_class: must be below the synthetic data's "
+                                          r"train_per_class \(30\)"):
+        RunConfig(dataset="synthetic", encoder="pixels", method="only_public", public_per_class=31,
+                  dataset_kwargs={"classes": 1000, "dim": 4096, "train_per_class": 30, "test_per_class": 2})
+    with pytest.raises(ConfigError, match=r"^public_per_class: .*\(200\)"):  # the loader's default rows
+        RunConfig(dataset="synthetic", encoder="pixels", method="only_public", public_per_class=200)
+    # from another domain the public rows leave every private row in place
+    RunConfig(dataset="synthetic", encoder="pixels", method="only_public", public_per_class=31,
+              dataset_kwargs={"train_per_class": 30}, public_from="synthetic")
+
+
+@pytest.mark.parametrize("kw, field", [({"shared_mean": "abc"}, "shared_mean"), ({"ambiguity": None}, "ambiguity"),
+                                       ({"shared_mean": [1]}, "shared_mean"), ({"shift": -1}, "shift"),
+                                       ({"shift": "abc"}, "shift")])
+def test_the_loader_names_a_bad_option_it_would_have_converted_or_ignored(kw, field):
+    """The library's loader compared float(v) with 0 before the generator's check (bare
+    ValueError / TypeError), and never checked shift in the private domain."""
+    with pytest.raises(ConfigError) as e:
+        load_dataset("synthetic", **kw)
+    assert e.value.field == field
+
+
 def test_a_run_on_many_classes_through_the_cli(tmp_path, capsys, monkeypatch):
     import json
 

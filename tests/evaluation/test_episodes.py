@@ -62,7 +62,9 @@ def test_too_few_large_classes_is_a_clear_error():
     assert "\n" not in msg
     assert "need 5 classes with at least 20 samples each; 4 of 5 classes have that many" in msg
     assert "largest class: 30 samples" in msg
-    for bad in ({"n_way": 1}, {"k_shot": 0}, {"n_query": True}, {"n_episodes": 2.5}, {"seed": -1}):
+    # the upper bounds too: a billion episodes drew on past a minute, growing
+    for bad in ({"n_way": 1}, {"k_shot": 0}, {"n_query": True}, {"n_episodes": 2.5}, {"seed": -1},
+                {"n_episodes": 10**9}, {"n_way": 10**6}, {"k_shot": 10**6}, {"n_query": 10**6}):
         kw = {**dict(n_way=2, k_shot=1, n_query=1, n_episodes=1, seed=0), **bad}
         with pytest.raises(ConfigError, match=next(iter(bad))):
             sample_episodes(y, **kw)

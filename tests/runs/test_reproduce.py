@@ -411,6 +411,55 @@ def test_regimes_report_the_guard_rate_and_every_property(env):
         reproduce("regimes", env / "out2", params={"regimes": ["nope"]}, store=RunStore(env / "store"))
 
 
+@pytest.mark.parametrize("params, match", [
+    ({"seeds": [0, 0]}, "seeds: lists 0 twice"), ({"epsilons": [3, 3, 8]}, "epsilons: lists 3 twice"),
+    ({"regimes": ["drawn_0", "drawn_00"]}, "regimes: drawn_0 is listed twice"),
+    ({"regimes": ["ten_class_ir10", "ten_class_ir10"]}, "regimes: lists 'ten_class_ir10' twice"),
+])
+def test_a_value_listed_twice_is_refused_before_any_run(env, params, match):
+    """seeds [0, 0] ran one seed while the report said two (and used Student's t at 2 seeds);
+    two ε = 3 columns; one regime twice under two spellings gave two sections of the same runs."""
+    store = RunStore(env / "store")
+    with pytest.raises(ConfigError, match=f"^{match}"):
+        reproduce("regimes", env / "out", params=dict(TINY["regimes"], **params), store=store)
+    assert store.list_runs() == []
+
+
+@pytest.mark.parametrize("opt, value", [("encoder", "bogus"), ("dataset_kwargs", {"classes": 10**6}),
+                                        ("dataset", "image_folder:/nonexistent"), ("public_from", "synthetic")])
+def test_the_regimes_figure_refuses_data_options_it_would_ignore(env, opt, value):
+    """It draws its own data: these exited 0 (and the Generated-by line recorded them)."""
+    store = RunStore(env / "store")
+    with pytest.raises(ConfigError, match=f"^{opt}: figure 'regimes' draws its own data"):
+        reproduce("regimes", env / "out", params=TINY["regimes"], store=store, **{opt: value})
+    assert store.list_runs() == []
+
+
+def test_a_count_parameter_must_be_an_integer():
+    """--set epochs=2.5 ran 2 epochs while the figure recorded 2.5."""
+    from mixdp_core.runs.reproduce import check_param
+
+    with pytest.raises(ConfigError, match=r"^epochs: must be an integer, got 2.5"):
+        check_param("epochs", 2.5, 20)
+    check_param("epochs", 3, 20)
+    check_param("scale", 0.5, 1.0)  # a float default takes any finite number
+    # a learning rate that leaves float32 at the first step failed in torch after the pre-training
+    with pytest.raises(ConfigError, match=r"^lr_body: must be a number in \(0, 100\], got 1e\+308"):
+        check_param("lr_body", 1e308, 0.1)
+
+
+def test_the_regimes_figure_is_bounded_as_a_whole_before_any_run(env, monkeypatch):
+    """Each regime's sweep was checked against the grid limit, never the figure: 200 drawn
+    regimes × 720 runs each (144,000) started training."""
+    monkeypatch.setenv("MIXDP_MAX_GRID_POINTS", "10")
+    store = RunStore(env / "store")
+    params = dict(TINY["regimes"], regimes=[f"drawn_{i}" for i in range(5)])  # a few runs each, 5 regimes
+    with pytest.raises(ConfigError, match=r"^regimes: 5 regimes × their grids are [0-9,]+ runs; a figure may hold "
+                                          r"at most 10"):
+        reproduce("regimes", env / "out", params=params, store=store)
+    assert store.list_runs() == []
+
+
 def test_ablation_runs_each_ingredient_as_configured(env):
     paths = reproduce("adamix_ablation", env / "out", params=TINY["adamix_ablation"], store=RunStore(env / "store"),
                       workers=1)
@@ -507,7 +556,12 @@ def test_episodes_default_covers_every_feature_method(env):
                           ({"methods": ["zero_shot"]}, "methods: 'zero_shot' needs CLIP text embeddings"),
                           ({"shots": []}, "shots: must be a non-empty (JSON )?list"),
                           ({"epsilon": 0}, r"epsilon: must be a number in \[0.001, 1000\], got 0"),
-                          ({"public_per_class": 500}, "public_per_class: some class has fewer than 500")):
+                          ({"public_per_class": 500}, "public_per_class: some class has fewer than 500"),
+                          # ignored before (the table on the defaults, or the method "Not run", exit 0)
+                          ({"method_params": {"adamix_typo": {"noise_multiplier": 5}}},
+                           "method_params: 'adamix_typo' is not a chosen method"),
+                          ({"method_params": {"adamix": {"noise_multiplier": -1}}}, "noise_multiplier: must be"),
+                          ({"method_params": {"adamix": {"nois": 1}}}, "nois: not a parameter of method 'adamix'")):
         with pytest.raises((ConfigError, DataError), match=match):
             reproduce("episodes", env / "o", params=dict(EPISODES_TINY, **params), store=RunStore(env / "s"))
 
@@ -581,6 +635,10 @@ def test_regime_slack_is_the_tightest_cells_margin_with_its_paired_standard_erro
     creep = {("only_public", None): 0.5, ("adamix", 0.5): 0.100, ("adamix", 1.0): 0.109,
              ("adamix", 3.0): 0.118, ("adamix", 8.0): 0.127}
     assert _regime_slack(creep, {}, [0.5, 1.0, 3.0, 8.0], False)["b"][0] == pytest.approx(0.100 + 0.01 - 0.127)
+    # Only-Public and paragon both at 0 % (a regime shrunk by scale): (c) does not apply; it
+    # divided by Only-Public's error (ZeroDivisionError, the whole figure lost)
+    perfect = {("only_public", None): 0.0, ("paragon", None): 0.0, ("adamix", 3.0): 0.0, ("adamix", 8.0): 0.0}
+    assert _regime_slack(perfect, {}, [3.0, 8.0], False)["c"] is None
 
 
 def test_guard_release_counts_script_reads_the_committed_runs(tmp_path, capsys):

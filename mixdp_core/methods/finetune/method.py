@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Optional
 import numpy as np
 
 from ...errors import ConfigError, DataError
-from ...config import SEED_RANGE, Interval, param
+from ...config import SEED_RANGE, SGD_LR_RANGE, Interval, param
 from ...randomness import REPRODUCIBLE, noise_rng
 from .._private_count import PrivateCountConfig, check_bound, resolve_private_count
 from ..base import METHODS, Method, OnStep, PrivacyConfig, StepRecord
@@ -163,9 +163,9 @@ class SparseFinetuneConfig(PrivacyConfig, PrivateCountConfig):
                                          help="Physical batch of Opacus' BatchMemoryManager (memory only).")
     clip_norm: float = param(1.0, type=float, range=Interval(0.0, None, closed="neither"),
                              help="Per-sample L2 clip threshold C (paper: 1).")
-    lr_cls: float = param(0.8, type=float, range=Interval(0.0, None, closed="neither"),
+    lr_cls: float = param(0.8, type=float, range=SGD_LR_RANGE,
                           help="Learning rate of the classifier (paper: 0.8).")
-    lr_body: float = param(0.01, type=float, range=Interval(0.0, None, closed="neither"),
+    lr_body: float = param(0.01, type=float, range=SGD_LR_RANGE,
                            help="Learning rate of normalization and convolution parameters (paper: 0.01).")
     momentum: float = param(0.9, type=float, range=Interval(0.0, 1.0, closed="left"),
                             help="SGD momentum of fine-tuning (paper: 0.9, no weight decay).")

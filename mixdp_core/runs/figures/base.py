@@ -185,19 +185,21 @@ class Figure:
     build: Callable[[Context], FigureOutput]
     datasets: tuple[str, ...] | None = None  # None = any dataset spec
     size: tuple[float, float] = (7.0, 4.5)  # the main chart's size in inches (matplotlib figsize)
+    #: the figure draws its own data (the regime family): the data and encoder options are refused
+    own_data: bool = False
 
 
 FIGURES: Registry[Figure] = Registry("figure")
 
 
 def figure(name: str, title: str, paper: str, datasets: tuple[str, ...] | None = None, *,
-           figsize: tuple[float, float] = (7.0, 4.5), **defaults: Any):
+           figsize: tuple[float, float] = (7.0, 4.5), own_data: bool = False, **defaults: Any):
     """Decorator registering ``build`` as figure ``name`` with parameters ``defaults``;
     ``datasets`` restricts the dataset keys it takes, ``figsize`` is the main chart's size
     in inches."""
 
     def deco(fn: Callable[[Context], FigureOutput]) -> Callable[[Context], FigureOutput]:
-        FIGURES.add(name, Figure(name, title, paper, dict(defaults), fn, datasets, tuple(figsize)))
+        FIGURES.add(name, Figure(name, title, paper, dict(defaults), fn, datasets, tuple(figsize), own_data))
         return fn
 
     return deco

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ...config import EPISODE_LIMITS
 from ...errors import ConfigError, DataError
 from .base import Context, FigureOutput, figure, _lines, _log_axis, _table, test_tuned_footnotes
 
@@ -54,10 +55,10 @@ PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float]]] = {
 PAPER_SHOTS = (5, 20, 50)
 
 
-#: Upper bounds of the episode protocol's sizes (each episode is one fit per method and shot
-#: count: the paper runs 600; a billion never finished).
-_HIGH = {"episodes": 10_000, "n_way": 1_000, "n_query": 10_000, "shots": 10_000, "public_per_class": 10_000,
-         "seed": 2**32 - 1}
+#: Upper bounds of the episode protocol's sizes: the library's (each episode is one fit per
+#: method and shot count: the paper runs 600; a billion never finished).
+_HIGH = {"episodes": EPISODE_LIMITS["n_episodes"], "n_way": EPISODE_LIMITS["n_way"], "n_query": EPISODE_LIMITS["n_query"],
+         "shots": EPISODE_LIMITS["k_shot"], "public_per_class": 10_000, "seed": EPISODE_LIMITS["seed"]}
 
 
 def _int(p: Mapping[str, Any], key: str, low: int) -> int:
@@ -136,6 +137,24 @@ def _episode_data(ctx: Context, n_pub: int, seed: int) -> dict[str, Any]:
     return dict(X=X[keep], y=y[keep], names=names, public=(X[pub], y[pub]) if n_pub else None,
                 pool=X[pub] if n_pub else None, text=fs.text_embeddings, meta=dict(fs.meta), dim=X.shape[1],
                 note=note)
+
+
+def _check_method_params(method_params: Mapping[str, Any], methods: list[str]) -> None:
+    """Each key a chosen method, each value its config's fields in range (built once, no fit):
+    a misspelt method or field was ignored (the table computed on the defaults, exit 0), and a
+    value out of range showed the method as "Not run".
+
+    Raises:
+        ConfigError: field ``method_params`` (a key that is no chosen method, or not a table), or
+            the config's own field (its range)."""
+    from ...methods import make_method
+
+    for name, params in method_params.items():
+        if name not in methods:
+            raise ConfigError("method_params", f"{name!r} is not a chosen method ({', '.join(methods)})")
+        if not isinstance(params, dict):
+            raise ConfigError("method_params", f"{name}: must be a table of its config's fields, got {params!r}")
+        make_method(name, **params)
 
 
 def _episodes_task(item: tuple[str, int], shared: Mapping[str, Any]) -> dict[str, Any]:
@@ -224,6 +243,7 @@ def _episodes(ctx: Context) -> FigureOutput:
         raise ConfigError("method_params", f"must map method names to config fields, got {p['method_params']!r}")
     data = _episode_data(ctx, n_pub, seed)
     methods = _methods(p, data["text"] is not None)
+    _check_method_params(p["method_params"], methods)
     for k in shots:  # a clear error before any training when too few classes are large enough
         sample_episodes(data["y"], n_way, k, n_query, 1, seed)
     cfg = {"n_way": n_way, "n_query": n_query, "episodes": n_ep, "seed": seed, "epsilon": float(eps),

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...errors import ConfigError
+from ..sweep.spec import max_grid_points
 from ...evaluation.recommend import noise_quantile
 from .base import Context, FigureOutput, figure, _agg, _cell, _log_axis, _table
 from .adamix import ADAMIX_FAMILY, NONPRIVATE, _display, _variants, better_reference_error
@@ -259,7 +260,9 @@ def _regime_slack(err: Mapping[tuple, float | None], bal: Mapping[tuple, float |
             # consecutive check (+0.1) while the error rose 2.7 points with the budget
             out["b"] = worst([(a + 0.01 - b, _paired_se(ps, ("adamix", f), ("adamix", e)))
                               for (e, a), (f, b) in itertools.combinations(ada, 2)])
-        if par is not None and par <= 0.5 * op and 3.0 in eps and 8.0 in eps:
+        # Only-Public at 0 % leaves no gain to ask for (a regime shrunk by ``scale`` can get
+        # there): (c) does not apply rather than dividing by zero
+        if par is not None and op > 0 and par <= 0.5 * op and 3.0 in eps and 8.0 in eps:
             got = dict(ada)
             out["c"] = worst([((op - got[e]) / op - need, _paired_se(ps, ("adamix", e), ("only_public", None), 1 / op))
                               for e, need in ((3.0, 0.10), (8.0, 0.40))])
@@ -296,7 +299,8 @@ def _slack_cell(mark: str, slack: tuple[float, float | None] | None) -> str:
 @figure("regimes", "Regime family: AdaMix and its references across classes, dimensions, shots and imbalance",
         "AdaMix (Golatkar et al. 2022), Table 1, across a regime family (fidelity at scale)",
         epsilons=[0.5, 1, 3, 8], seeds=[0, 1, 2, 3], regimes=[r["name"] for r in REGIME_FAMILY],
-        variants=["paragon", "only_public", "fully_private", "ngd", "adamix"], scale=1.0, figsize=(10.0, 4.8))
+        variants=["paragon", "only_public", "fully_private", "ngd", "adamix"], scale=1.0, figsize=(10.0, 4.8),
+        own_data=True)
 def _regimes(ctx: Context) -> FigureOutput:
     """One grid per regime of :data:`REGIME_FAMILY` (``synthetic`` data; the context's own
     dataset is not used), each with the properties (a)–(d) of :func:`_regime_checks` and how
@@ -307,6 +311,10 @@ def _regimes(ctx: Context) -> FigureOutput:
     p = ctx.params
     eps = [float(e) for e in p["epsilons"]]
     chosen = [regime_by_name(str(n)) for n in p["regimes"]]
+    names = [r["name"] for r in chosen]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:  # "drawn_0" and "drawn_00" are one regime: two sections of the same runs
+        raise ConfigError("regimes", f"{twice} is listed twice (names that differ only in spelling are one regime)")
     scale = float(p.get("scale", 1.0))
     if not 0.0 < scale <= 1.0:
         raise ConfigError("scale", f"must lie in (0, 1], got {scale!r}")
@@ -314,6 +322,7 @@ def _regimes(ctx: Context) -> FigureOutput:
     md: list[str] = []
     out_rows: list[dict[str, Any]] = []
     summary = []
+    plans = []
     for reg in chosen:
         kw = dict(reg["dataset_kwargs"])
         if scale < 1.0:
@@ -324,9 +333,17 @@ def _regimes(ctx: Context) -> FigureOutput:
         sub = _dc.replace(ctx, dataset="synthetic", encoder="pixels", dataset_root=None, dataset_kwargs=kw,
                           public_from=reg.get("public_from"), runs=ctx.runs, skipped=ctx.skipped)
         ir = float(reg["imbalance_ratio"])
-        rows = sub.sweep(sub.spec(methods=tuple(variants), epsilons=tuple(eps), seeds=tuple(p["seeds"]),
-                                  public_per_class=(int(reg["public_per_class"]),), imbalance_ratios=(ir,),
-                                  private_per_class=(None,)))
+        plans.append((reg, kw, sub, ir, sub.spec(
+            methods=tuple(variants), epsilons=tuple(eps), seeds=tuple(p["seeds"]),
+            public_per_class=(int(reg["public_per_class"]),), imbalance_ratios=(ir,), private_per_class=(None,))))
+    # each regime's sweep is within the grid limit; the figure as a whole must be too (200 drawn
+    # regimes × 720 runs each started training, one regime's sweep at a time)
+    total = sum(spec.n_points() for *_, spec in plans)
+    if total > max_grid_points():
+        raise ConfigError("regimes", f"{len(plans)} regimes × their grids are {total:,} runs; a figure may hold at "
+                                     f"most {max_grid_points():,} (MIXDP_MAX_GRID_POINTS; fewer regimes, seeds or ε)")
+    for reg, kw, sub, ir, spec in plans:
+        rows = sub.sweep(spec)
         # (mean, seed std, seeds) per (label, ε), a non-private reference's under ε = None (it runs once)
         te = {(lab, None if lab in NONPRIVATE else e): agg
               for (lab, e), agg in _agg(rows, ("label", "target_epsilon"), "test_error").items()}

@@ -281,7 +281,7 @@ if (ready or from_labels) and not errors:
             "the data owner here and are not a DP release (publishing them would cost privacy). "
             f"{sum(s['public'])} public, {sum(s['private'])} private, {sum(s['test'])} test samples"
             + (f"; feature dimension {s['dim']}" if s.get("dim") else " (from the labels: no extraction needed)")
-            + (f"; {n_min} minority class(es) (the 25 % of classes the seed puts at the long tail's end, chosen without reading the private counts, marked ★) — their accuracy is "
+            + (f"; {n_min} minority class(es) (the 25 % of classes the seed puts at the long tail's end, not the smallest by count, marked ★) — their accuracy is "
                "reported separately." if n_min else "; balanced private part (imbalance ratio 1): no minority class.")
             + (" Text embeddings available (zero-shot / text init)." if s.get("has_text") else ""))
     if labels_known(dataset, pixels_ready) and not no_encoder:  # synthetic rows, an .npz of features: not images

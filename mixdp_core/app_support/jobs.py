@@ -186,6 +186,7 @@ class JobManager:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._launch_lock = threading.Lock()
+        self._audit_slot = threading.Lock()  # audits: one at a time, outside the worker slots
         self._recent_launches: dict[str, tuple[float, Job]] = {}
         self._queue: "queue.Queue[Job]" = queue.Queue()
         self._threads: list[threading.Thread] = []
@@ -299,6 +300,10 @@ class JobManager:
         stored. ``job.progress``: ``done`` / ``total`` trainings; when done, ``result`` is the
         stored audit's id. Cancel stops it at its next training (nothing is stored).
 
+        Audits run on threads of their own, one at a time (the next waits for it), never in the
+        worker slots: two long audits there queued every Train launch of the app behind them. The
+        same audit of the same run asked again while one is queued or running is that job.
+
         Raises:
             ConfigError: ``run_id`` names no finished run of the store."""
         from ..errors import ConfigError
@@ -312,7 +317,23 @@ class JobManager:
             raise ConfigError("run_id", f"no finished run {run_id!r} in this store to audit")
         req = {"run_id": run_id, "attack": str(attack), "reference_models": int(reference_models),
                "trials": None if trials is None else int(trials), "canaries": int(canaries)}
-        return self._submit(Job(job_id=self._new_id(), kind="audit", feature_request=req))
+        with self._launch_lock:  # a second click: the audit already asked for
+            same = next((j for j in self.jobs() if j.kind == "audit" and not j.finished and j.feature_request == req),
+                        None)
+            if same is not None:
+                return same
+            job = Job(job_id=self._new_id(), kind="audit", feature_request=req)
+            with self._lock:
+                self._jobs[job.job_id] = job
+        if self.sync:
+            self._run_job(job)
+        else:
+            def run() -> None:
+                with self._audit_slot:
+                    self._run_job(job)
+
+            threading.Thread(target=run, name=f"mixdp-app-audit-{job.job_id}", daemon=True).start()
+        return job
 
     def find_audit(self, run_id: str) -> Job | None:
         """The newest audit job of this server for ``run_id``, unfinished first: a reload, a

@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(f"{prog}: error: {e}\n")
             return 2
         except MemoryError as e:  # a size no check foresaw: one line, not a traceback
-            sys.stderr.write(f"{prog}: error: out of memory ({e or 'allocation failed'}); lower the data's size "
+            sys.stderr.write(f"{prog}: error: out of memory ({str(e) or 'allocation failed'}); lower the data's size "
                              "(classes, rows, dim) or the grid\n")
             return 2
         except KeyboardInterrupt as e:

@@ -13,8 +13,11 @@ Conventions (both papers):
 * **minority classes** = the last 25 % of classes in the long tail's seed-shuffled order (at
   least one), and only when the private part is made long-tailed (``imbalance_ratio > 1``): a
   balanced split has no minority class, so no minority-class accuracy. They are chosen from the
-  seed, never from the private counts: which classes a reported minority-class accuracy averages
-  over must not depend on the private data (it did, through the exact counts' order and ties).
+  seed's tail order, not from the private counts: which classes a reported minority-class
+  accuracy averages over should not follow the private data (it did, through the exact counts'
+  order and ties). The order is drawn after the public rows from the same generator, whose
+  bounded draws depend on the class sizes with probability about size / 2³² per draw
+  (docs/privacy.md): a neighbouring data set reorders the tail that rarely.
 
 The split only selects indices; the same ``(features, spec)`` always gives the same split,
 whatever method is trained on it afterwards.
@@ -163,7 +166,7 @@ def minority_classes(tail_ranks: np.ndarray, imbalance_ratio: float, fraction: f
     """Class ids the long tail plans smallest: the ``fraction`` of classes with the largest
     tail rank (class ``c`` keeps ``n_max * IR^(-tail_ranks[c]/(C-1))`` private rows).
 
-    A function of the seed's ranks alone, never of the private counts: minority-class accuracy
+    A function of the tail's ranks alone, not of the private counts: minority-class accuracy
     is published beside ε, and a set chosen from the exact counts (their order, their ties
     where the floor or the dataset's own sizes equalize them) would let that figure depend on
     the private data without an accounted release. Where a dataset's own classes are so uneven

@@ -3,8 +3,8 @@
 A run's store row keeps everything (the app's charts need it), but some of it is computed on
 the private data *without* a DP guarantee: membership-inference scores, per-instance ε, the
 exact private count and per-class private counts (the split summary), the exact train loss at
-every step. (The minority classes are the seed's plan of the long tail, not the counts' order:
-public like the split's design.) The reported ε does not cover them.
+every step, and the minority classes (runs stored before 2026-11-29 chose them from the exact
+counts; a store holds both kinds, so every run's are kept owner-only). The reported ε does not cover them.
 
 Every export (``RunStore.export``, the Runs page's download buttons) therefore leaves them
 out by default; with ``owner_view=True`` they are included, but only grouped under
@@ -21,12 +21,13 @@ DIAGNOSTIC_KEYS = (
     "mia_auc", "mia_advantage", "mia_n_per_side", "pdp_epsilon_min", "pdp_epsilon_median",
     "pdp_epsilon_max", "pdp_epsilon_mean", "n_private", "train_loss",
 )
-#: Other metrics that read the private data in the clear: the split's per-class counts and the
-#: grouped block itself.
+#: Other metrics that read the private data in the clear: the split's per-class counts, the
+#: minority classes (from the counts in runs stored before 2026-11-29; from the seed's tail
+#: order since), and the grouped block itself.
 #: ``features_meta``: the feature cache's record of the data (its ``n_train``, minus the public
 #: count, is the exact private count; extraction time grows with it). ``performance_boost``
 #: (and its label): a ratio of errors with the paragon's, which two runs' boosts solve for.
-OWNER_METRIC_KEYS = DIAGNOSTIC_KEYS + ("split", "diagnostics", "pdp_owner_only",
+OWNER_METRIC_KEYS = DIAGNOSTIC_KEYS + ("split", "minority_classes", "diagnostics", "pdp_owner_only",
                                       "pdp_epsilon_kind", "mia_class_matched", "layer_stats", "features_meta",
                                       "performance_boost", "performance_boost_label", "sec_per_epoch")
 #: Prefixes of owner-only metric names (every per-instance-DP and membership-attack figure).
@@ -44,7 +45,7 @@ OWNER_STEP_EXTRA_KEYS = ("subspace_error_public", "subspace_error_random", "guar
 OWNER_NOTE = (
     "Owner-only diagnostics: computed on the private data without a privacy guarantee "
     "(membership-inference scores, per-instance DP, exact private count and per-class counts, "
-    "train loss, per-layer gradient norms, subspace reconstruction errors of the private "
+    "minority classes (in runs stored before 2026-11-29), train loss, per-layer gradient norms, subspace reconstruction errors of the private "
     "gradients, the feature cache's counts, the performance boost (a ratio with the paragon's error), every "
     "outcome of the non-private paragon). They are not covered by the reported epsilon; do not publish them."
 )

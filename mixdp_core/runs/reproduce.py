@@ -91,7 +91,10 @@ def writable_dir(path: str | Path, *, field: str = "out") -> Path:
 def _is_number(v: Any) -> bool:
     import math
 
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    try:  # an int of 400 digits overflowed float() in isfinite: a traceback, not a line
+        return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 def _param_ranges() -> dict[str, tuple[type, Any]]:
@@ -103,7 +106,9 @@ def _param_ranges() -> dict[str, tuple[type, Any]]:
     return {"seeds": (int, SEED_RANGE), "seed": (int, SEED_RANGE), "epsilons": (float, RUN_EPSILON.range),
             "epsilon": (float, RUN_EPSILON.range), "detail_epsilon": (float, RUN_EPSILON.range),
             "delta": (float, RUN_DELTA.range), "ratios": (float, IMBALANCE_RANGE),
-            "imbalance_ratio": (float, IMBALANCE_RANGE), "public_per_class": (int, pos),
+            # 0: the episodes figure's CD-FSL sections (no labelled public rows); a figure whose
+            # runs need one is refused by the runs' own declaration before any run
+            "imbalance_ratio": (float, IMBALANCE_RANGE), "public_per_class": (int, Interval(0, None)),
             "private_per_class": (int, pos), "public": (int, pos), "private": (int, pos), "shots": (int, pos),
             # one episode has no spread: its interval is undefined
             "episodes": (int, Interval(2, None)), "lr_body": (float, SGD_LR_RANGE)}

@@ -626,12 +626,17 @@ def test_an_audit_is_a_job_that_outlives_the_page_stops_on_cancel_and_is_found_a
     (a,) = AuditStore(mgr.store).list(run_id=rid)
     assert job.progress["result"] == a.audit_id and job.progress["done"] == job.progress["total"] >= 1
     assert mgr.find_audit(rid) is job  # a reload or a return to the page finds it
-    # many black-box trainings, cancelled after the first: stops there and stores nothing
+    # many black-box trainings: a second click is the same job, and the audit holds no worker
+    # slot (two long audits there queued every Train launch behind them)
     big = mgr.submit_audit(rid, attack="canary", trials=2000)
+    assert mgr.submit_audit(rid, attack="canary", trials=2000) is big
     t0 = time.time()
     while not big.progress.get("done") and not big.finished and time.time() - t0 < 120:
         time.sleep(0.02)
     assert mgr.find_audit(rid) is big  # the unfinished one first
+    train = mgr.submit_run(small_config(method="only_public"))  # the one worker slot is free
+    assert train.wait(timeout=120) and train.state == "done" and not big.finished
+    # cancelled: stops at its next training and stores nothing
     assert mgr.cancel(big.job_id)
     assert big.wait(timeout=120) and big.state == CANCELLED and "result" not in big.progress
     assert 1 <= big.progress["done"] < big.progress["total"]

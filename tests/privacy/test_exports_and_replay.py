@@ -24,7 +24,7 @@ def stored(tmp_path_factory):
     return store, rid
 
 
-OWNER_SAMPLES = ("mia_auc", "pdp_epsilon_max", "n_private", "split")
+OWNER_SAMPLES = ("mia_auc", "pdp_epsilon_max", "n_private", "split", "minority_classes")
 
 
 def test_json_export_leaves_the_owners_view_out_by_default(stored):

@@ -443,6 +443,13 @@ def test_a_count_parameter_must_be_an_integer():
         check_param("epochs", 2.5, 20)
     check_param("epochs", 3, 20)
     check_param("scale", 0.5, 1.0)  # a float default takes any finite number
+    # an int of 400 digits overflowed float(): a traceback
+    with pytest.raises(ConfigError, match=r"^epochs: must be an integer, got 1000"):
+        check_param("epochs", 10**400, 20)
+    with pytest.raises(ConfigError, match=r"^seeds: must be a non-empty JSON list of finite numbers"):
+        check_param("seeds", [10**400], [0])
+    # the episodes figure's CD-FSL sections take no labelled public rows (make_results.sh)
+    check_param("public_per_class", 0, 5)
     # a learning rate that leaves float32 at the first step failed in torch after the pre-training
     with pytest.raises(ConfigError, match=r"^lr_body: must be a number in \(0, 100\], got 1e\+308"):
         check_param("lr_body", 1e308, 0.1)

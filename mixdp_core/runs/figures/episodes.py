@@ -241,9 +241,9 @@ def _episodes(ctx: Context) -> FigureOutput:
         raise ConfigError("epsilon", f"must be a number > 0, got {eps!r}")
     if not isinstance(p["method_params"], dict):
         raise ConfigError("method_params", f"must map method names to config fields, got {p['method_params']!r}")
+    _check_method_params(p["method_params"], _methods(p, True))  # before the features are read
     data = _episode_data(ctx, n_pub, seed)
     methods = _methods(p, data["text"] is not None)
-    _check_method_params(p["method_params"], methods)
     for k in shots:  # a clear error before any training when too few classes are large enough
         sample_episodes(data["y"], n_way, k, n_query, 1, seed)
     cfg = {"n_way": n_way, "n_query": n_query, "episodes": n_ep, "seed": seed, "epsilon": float(eps),

@@ -398,8 +398,13 @@ def _calibrate_composed(q: float, T: int, e: float, d: float, accountant: str, a
     if eps_also >= e:
         raise BudgetError("epsilon", f"target_epsilon={e:g} is used up by {also.describe()} alone "
                                      f"(epsilon={eps_also:.4g}); raise epsilon")
-    sig = calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=e - eps_also, target_delta=d,
-                                accountant=accountant)
+    try:
+        sig = calibrate_dpsgd_noise(sample_rate=q, steps=T, target_epsilon=e - eps_also, target_delta=d,
+                                    accountant=accountant)
+    except BudgetError as err:  # it named the steps' share (0.00098), not the ε the user asked for
+        raise BudgetError("epsilon", f"target_epsilon={e:g}: after {also.describe()} (epsilon={eps_also:.4g}) the "
+                                     f"{T} steps at q = {q:.3g} keep epsilon={e - eps_also:.4g}, too little ({err.message}); "
+                                     "raise epsilon or lower the steps") from None
     # checked as the methods report it: full batch (q = 1) by the exact GDP closed form, which
     # is also what the search above calibrated it with, whatever the accountant
     report_accountant = accountant if q < 1.0 else None

@@ -242,3 +242,18 @@ def test_prv_calibration_resolves_small_epsilon():
         s = {a: calibrate_dpsgd_noise(sample_rate=0.01, steps=1, target_epsilon=e, target_delta=1e-5, accountant=a)
              for a in ("pld", "prv", "rdp")}
         assert s["pld"] * 0.999 <= s["prv"] <= 1.02 * s["pld"] < s["rdp"]
+
+
+def test_a_budget_the_steps_cannot_meet_after_the_count_names_the_asked_epsilon():
+    """Sparse fine-tuning at ε = 0.001 failed after the pre-training with "target_epsilon=0.00098
+    would need noise_multiplier > 1e7": the steps' share, a value the user never typed."""
+    from mixdp_core.errors import BudgetError
+
+    count = A.noisy_count_event(target_epsilon=0.001, target_delta=1e-5, share=0.02)
+    with pytest.raises(BudgetError) as e:
+        A.calibrate_dpsgd_noise(sample_rate=0.25, steps=40, target_epsilon=0.001, target_delta=1e-5, also=count)
+    assert e.value.field == "epsilon" and str(e.value).startswith("epsilon: target_epsilon=0.001: after PureDP")
+    assert "keep epsilon=0.00098" in str(e.value) and "raise epsilon" in str(e.value)
+    with pytest.raises(BudgetError, match="is used up by"):  # the count alone over the budget
+        A.calibrate_dpsgd_noise(sample_rate=0.25, steps=40, target_epsilon=1e-5, target_delta=1e-5,
+                                also=A.noisy_count_event(target_epsilon=0.001, target_delta=1e-5, share=0.02))

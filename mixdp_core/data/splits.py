@@ -81,7 +81,7 @@ class Split:
         X_test, y_test: held-out evaluation samples (never used for training).
         class_names: the ``C`` class names.
         minority_classes: sorted class ids of the last 25 % of classes in the long tail's
-            seed-shuffled order (:func:`minority_classes`; data-independent); empty when
+            seed-shuffled order (:func:`minority_classes`; not from the private counts); empty when
             ``spec.imbalance_ratio <= 1`` (no minority in a balanced split).
         private_counts: ``(C,)`` private samples per class.
         text_embeddings: optional ``(C, D)`` CLIP text embeddings (zero-shot / text init).

@@ -6,6 +6,7 @@ from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts, forms
 from mixdp_core.app_support.resources import (encoder_label, page_setup, note, poll_seconds, run_label, select_run,
                                               selected_run_id, show_chart, show_field_errors, shown_id)
+from mixdp_core.app_support.jobs import QUEUED
 from mixdp_core.errors import MixDPError
 from mixdp_core.app_support.audit import (
     ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, audit_trainings, pdp_unavailable_reason, run_report, run_stored_audit,
@@ -28,8 +29,8 @@ if sel and sel not in by_id:  # a link to a missing or unfinished run: say so, n
                "finished run instead.")
 rid = st.selectbox("Run", ids, index=ids.index(sel) if sel in ids else 0, key="audit_run",
                    format_func=lambda i: run_label(by_id[i]))
-if rid != sel:
-    select_run(rid)
+if rid != sel or st.query_params.get("run") != rid or st.session_state.get("selected_run") != rid:
+    select_run(rid)  # both places: a return or a reload finds this run, and its audit job, again
 rec = by_id[rid]
 m = rec.metrics
 arrays = store.load_artifacts(rid)
@@ -88,8 +89,11 @@ if go:
         except MixDPError as e:
             st.error(str(e))
 job = manager.get(st.session_state.get("audit_job"))
-if job is None or job.feature_request.get("run_id") != rid:  # a reload, another run: this run's latest audit job
-    job = manager.find_audit(rid)
+if job is None or job.finished or job.feature_request.get("run_id") != rid:
+    # a reload, another run, or a newer audit of this run (another tab): its running or latest job
+    found = manager.find_audit(rid)
+    job = found if found is not None else (job if job is not None and job.feature_request.get("run_id") == rid
+                                           else None)
     st.session_state["audit_job"] = None if job is None else job.job_id
 if job is not None and not job.finished:  # in the page body: a click in the fragment would wait for it
     if st.button("Cancel audit", key="audit_cancel", icon=":material/stop_circle:"):
@@ -104,6 +108,11 @@ def _audit_job() -> None:
         return
     req = j.feature_request
     if not j.finished:
+        if j.state == QUEUED:  # audits run one at a time: it waits, it is not "preparing"
+            st.caption("This audit waits for another audit of this server to finish (audits run one at a time); "
+                       "Cancel ends it at once.")
+            st.progress(0.0, text="waiting for its turn …")
+            return
         n, d = j.progress.get("total"), j.progress.get("done", 0)
         st.caption(f"This audit trains the method {audit_trainings(req['attack'], reference_models=req['reference_models'], trials=req['trials'], canaries=req['canaries'], method=rec.method, params=(rec.config or {}).get('method_params'))}. "
                    "It runs on the server: you may leave this page and come back to it.")

@@ -329,17 +329,27 @@ class JobManager:
             self._run_job(job)
         else:
             def run() -> None:
-                with self._audit_slot:
+                # waiting for the running audit: a Cancel meanwhile ends this one at once (it
+                # waited for the other's last training before)
+                while not self._audit_slot.acquire(timeout=0.2):
+                    if job.cancel_event.is_set():
+                        self._run_job(job)  # marks it cancelled, nothing run
+                        return
+                try:
                     self._run_job(job)
+                finally:
+                    self._audit_slot.release()
 
             threading.Thread(target=run, name=f"mixdp-app-audit-{job.job_id}", daemon=True).start()
         return job
 
     def find_audit(self, run_id: str) -> Job | None:
-        """The newest audit job of this server for ``run_id``, unfinished first: a reload, a
-        second browser or a return to the page re-attaches to its progress."""
+        """The newest audit job of this server for ``run_id``: the running one first, then one
+        waiting for its turn, then the newest finished: a reload, a second browser or a return
+        to the page re-attaches to its progress (a waiting audit had hidden the running one)."""
         same = [j for j in self.jobs() if j.kind == "audit" and (j.feature_request or {}).get("run_id") == run_id]
-        return next((j for j in same if not j.finished), same[0] if same else None)
+        return next((j for j in same if j.state == ACTIVE),
+                    next((j for j in same if not j.finished), same[0] if same else None))
 
     def submit_features(self, dataset: str, encoder: str, *, root: str | None = None,
                         encoder_kwargs: dict[str, Any] | None = None,

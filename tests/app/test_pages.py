@@ -484,6 +484,23 @@ def test_privacy_audit_runs_a_whitebox_audit_stores_and_reopens_it(at):
     assert "neither a NoisyGD-family method" in page_text(at)
 
 
+def test_privacy_audit_keeps_its_run_in_the_session_and_the_url(at):
+    """Opened from a ?run= link, the page never stored the run in the session: after a visit
+    to another page (the URL loses ?run=) it showed the newest run, and a running audit of
+    the linked one vanished from it; a run picked in the selector left the URL bare on return."""
+    from mixdp_core.runs.runner import execute
+
+    older = execute(small_config(method="fully_private", target_epsilon=4.0), store=_store())
+    execute(small_config(method="only_public"), store=_store())  # the newest
+    at.query_params["run"] = older
+    at.switch_page("pages/4_audit.py").run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="audit_run").value == older and at.session_state["selected_run"] == older
+    at.query_params.pop("run")  # another page and back: the URL lost ?run=
+    at.switch_page("pages/4_audit.py").run()
+    assert at.selectbox(key="audit_run").value == older and at.query_params["run"] in (older, [older])
+
+
 def test_privacy_audit_without_runs_says_what_to_do(at):
     at.switch_page("pages/4_audit.py").run()
     assert not at.exception, at.exception

@@ -636,6 +636,13 @@ def test_an_audit_is_a_job_that_outlives_the_page_stops_on_cancel_and_is_found_a
     assert mgr.find_audit(rid) is big  # the unfinished one first
     train = mgr.submit_run(small_config(method="only_public"))  # the one worker slot is free
     assert train.wait(timeout=120) and train.state == "done" and not big.finished
+    # a second audit waits for its turn; the running one is still the one found, and a Cancel
+    # of the waiting one ends it at once (it waited for the other's last training)
+    waiting = mgr.submit_audit(rid, attack="loss")
+    time.sleep(0.3)
+    assert waiting.state == "queued" and mgr.find_audit(rid) is big
+    assert mgr.cancel(waiting.job_id)
+    assert waiting.wait(timeout=5) and waiting.state == CANCELLED and not big.finished
     # cancelled: stops at its next training and stores nothing
     assert mgr.cancel(big.job_id)
     assert big.wait(timeout=120) and big.state == CANCELLED and "result" not in big.progress

@@ -189,7 +189,7 @@ with c2:
 if not errors:  # settings no run could use are shown, never saved (Launch stays blocked)
     bad = split_problem(dataset, public_per_class=int(ppc), imbalance_ratio=float(ir), public_from=public_from,
                         seed=int(settings.get("seed", 0)),
-                        ready_pixels=feature_key(dataset, "pixels") in manager.features_ready,
+                        ready_pixels=feature_key(dataset, "pixels", None, dataset_kwargs) in manager.features_ready,
                         dataset_kwargs=dataset_kwargs)
     if bad:
         errors[bad[0]] = bad[1] + " — not saved; Train and Compare keep the last valid settings"
@@ -204,8 +204,10 @@ else:
 
 # ------------------------------------------------------------------ features
 st.subheader("Features")
-keys = [feature_key(dataset, encoder, encoder_kwargs)] + (
-    [feature_key(public_from, encoder, encoder_kwargs)] if public_from else [])
+# each data set with its own options: the synthetic public domain is the same options, shifted
+_pub_spec, _pub_kw = public_source(dataset, dataset_kwargs, public_from) if public_from and not errors else (public_from, {})
+keys = [feature_key(dataset, encoder, encoder_kwargs, dataset_kwargs)] + (
+    [feature_key(_pub_spec, encoder, encoder_kwargs, _pub_kw)] if public_from else [])
 ready = all(k in manager.features_ready for k in keys)
 job = manager.get(st.session_state.get("feature_job"))
 if no_encoder:
@@ -219,9 +221,12 @@ if st.button(("Load the rows now (optional)" if light else "Extract features") i
              icon=":material/check_circle:" if ready else ":material/memory:",
              disabled=bool(errors), key="data_extract"):
     jobs = []
-    for ds in [dataset] + ([public_from] if public_from else []):
-        job = manager.submit_features(ds, encoder, encoder_kwargs=encoder_kwargs)
-        jobs.append((ds, job.job_id))
+    for ds, kw, name in [(dataset, dataset_kwargs, dataset)] + (
+            [(_pub_spec, _pub_kw, f"{public_from} (public domain)")] if public_from else []):
+        # with the data set's own options (they were dropped: the loader's defaults were loaded
+        # and reported, 2000 / 500 rows of dimension 64, whatever the dials said)
+        job = manager.submit_features(ds, encoder, encoder_kwargs=encoder_kwargs, dataset_kwargs=kw)
+        jobs.append((name, job.job_id))
     st.session_state["feature_job"] = job.job_id
     # every job of the click, each under its data set's name (with a public domain only the last was
     # shown: the private upload's line read digits' counts)
@@ -260,7 +265,7 @@ def feature_progress():
 feature_progress()
 
 ready = all(k in manager.features_ready for k in keys)
-pixels_ready = feature_key(dataset, "pixels") in manager.features_ready
+pixels_ready = feature_key(dataset, "pixels", None, dataset_kwargs) in manager.features_ready
 from_labels = not ready and labels_known(dataset, pixels_ready) and not public_from
 st.subheader("Split")
 if (ready or from_labels) and not errors:

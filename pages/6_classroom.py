@@ -172,7 +172,8 @@ def show_step():
         st.caption(d["mechanism"])
         if d["clean"].ndim == 3:  # images: draw them
             imgs = {n: [d["clean"][c], d["noisy"][c]] for c, n in enumerate(d["class_names"])}
-            fig = charts.sample_grid_figure(imgs, title=f"True (top) vs published (bottom) class averages at ε = {eps:g}")
+            fig = charts.sample_grid_figure(imgs, title=f"True (top) vs published (bottom) class averages at ε = {eps:g} "
+                                                        "(the true ones: owner's view, not private)")
             st.plotly_chart(big(fig, 360), key="class_noise", width="stretch", config=charts.LIVE_CONFIG)
         else:  # feature rows: how far the noise moves each average, against what separates two classes
             fig = charts.noise_vs_separation_figure(d["error_norm"], d["mean_distance"], epsilon=eps,
@@ -183,9 +184,10 @@ def show_step():
             st.markdown(f"At ε = {eps:g} the noise moves a published class average by **{np.median(d['error_norm']):.2g}** "
                         f"(median), while two true class averages lie **{d['mean_distance']:.2g}** apart: "
                         + ("the noise is larger than what tells the classes apart." if np.median(d["error_norm"])
-                           > d["mean_distance"] else "the classes stay apart."))
+                           > d["mean_distance"] else "the classes stay apart.")
+                        + " *(Owner's view, not private: the true averages are the private rows'.)*")
         if d["minority"]:
-            st.markdown(long_tail_note(d["counts"], d["error_norm"], d["minority"]))
+            st.markdown(long_tail_note(d["counts"], d["error_norm"], d["minority"]) + " *(Owner's view, not private.)*")
         return
     if run is None:
         st.info(f"Training at ε = {eps:g} … (a few seconds; the lesson's trainings run in the background)")

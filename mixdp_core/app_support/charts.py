@@ -181,6 +181,10 @@ MAX_POINTS = 400
 MAX_LIVE_POINTS = 150
 
 
+#: The clip chart's y axis, in words: a bare "τ_t" meant nothing to a newcomer.
+CLIP_AXIS = "clip norm τ_t (L2, feature units)"
+
+
 def _line(df, col: str, title: str, ylabel: str, *, hline: float | None = None, hname: str = "",
           fraction: bool = False, color: str | None = None, live: bool = False):
     go = _go()
@@ -268,7 +272,7 @@ def live_figures(steps: Sequence[Mapping[str, Any]], *, target_epsilon: float | 
         out["minority"] = _line(df, "extra.minority_accuracy", "Minority-class accuracy vs step",
                                 "minority-class accuracy", fraction=True, color=MINORITY_COLOR, live=running)
     if has("clip_norm"):
-        out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", "τ_t", live=running)
+        out["clip"] = _line(df, "clip_norm", "Clip threshold τ_t vs step", CLIP_AXIS, live=running)
     if has("extra.subspace_error_public"):
         out["subspace"] = subspace_figure(df)
     last = _total(df) or (float(df["step"].max()) if len(df) and "step" in df else None)
@@ -421,7 +425,7 @@ def live_charts(series: Any, *, target_epsilon: float | None = None) -> dict[str
                                           "minority-class accuracy", total=total, fraction=True,
                                           color=MINORITY_COLOR)
     if series.has("clip"):
-        out["clip"] = live_line_chart(*series.arrays("clip"), "Clip threshold τ_t vs step", "τ_t", total=total)
+        out["clip"] = live_line_chart(*series.arrays("clip"), "Clip threshold τ_t vs step", CLIP_AXIS, total=total)
     if series.has("subspace_public"):
         out["subspace"] = live_line_chart(
             *series.arrays("subspace_public"), SUBSPACE_TITLE, SUBSPACE_Y, total=total, fraction=True,
@@ -1214,7 +1218,9 @@ def noise_vs_separation_figure(error_norm: Sequence[float], mean_distance: float
                   annotation_text="median distance between two true class averages", annotation_position="top left")
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color="black", dash="dash", width=3),
                              name="median distance between two true class averages"))
-    return _layout(fig, f"How far the noise moves each class average at ε = {epsilon:g}", "classes (sorted)",
+    # the true averages are the private rows' own: the distances are the owner's view (unlabelled before)
+    return _layout(fig, f"How far the noise moves each class average at ε = {epsilon:g} (owner's view, not private)",
+                   "classes (sorted)",
                    "distance (feature units)", height=420)
 
 

@@ -139,11 +139,23 @@ class Job:
         return self.done_event.wait(timeout)
 
 
-def feature_key(dataset: str, encoder: str, encoder_kwargs: dict[str, Any] | None = None) -> tuple[str, str, str]:
-    """Hashable identity of a feature extraction (dataset spec, encoder, its kwargs)."""
+def feature_key(dataset: str, encoder: str, encoder_kwargs: dict[str, Any] | None = None,
+                dataset_kwargs: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """Hashable identity of a feature extraction (dataset spec, encoder, their kwargs): the
+    data set's options are part of it (the Data page said "Features ready" for any synthetic
+    dial once its defaults had loaded)."""
     import json
 
-    return (dataset, encoder, json.dumps(dict(encoder_kwargs or {}), sort_keys=True, default=str))
+    return (dataset, encoder, json.dumps(dict(encoder_kwargs or {}), sort_keys=True, default=str),
+            json.dumps(dict(dataset_kwargs or {}), sort_keys=True, default=str))
+
+
+def public_feature_key(cfg: Any) -> tuple[str, ...] | None:
+    """:func:`feature_key` of a run config's public domain (``None`` without one)."""
+    from ..data.datasets import public_source
+
+    spec, kw = public_source(cfg.dataset, cfg.dataset_kwargs, cfg.public_from, cfg.dataset_root)
+    return None if spec is None else feature_key(spec, cfg.encoder, cfg.encoder_kwargs, kw)
 
 
 class JobManager:
@@ -511,7 +523,8 @@ class JobManager:
                           **(req.get("dataset_kwargs") or {}))
         job.progress.update(n_train=len(fs.y_train), n_test=len(fs.y_test), dim=fs.dim,
                             cache_hit=bool(fs.meta.get("cache_hit")))
-        self.features_ready.add(feature_key(req["dataset"], req["encoder"], req.get("encoder_kwargs")))
+        self.features_ready.add(feature_key(req["dataset"], req["encoder"], req.get("encoder_kwargs"),
+                                            req.get("dataset_kwargs")))
         job.state = DONE
 
     def _run_episodes(self, job: Job) -> None:
@@ -643,9 +656,9 @@ class JobManager:
             try:
                 rid = self._execute(job, i, cfg, slot)
                 job.run_ids[i] = rid
-                self.features_ready.add(feature_key(cfg.dataset, cfg.encoder, cfg.encoder_kwargs))
+                self.features_ready.add(feature_key(cfg.dataset, cfg.encoder, cfg.encoder_kwargs, cfg.dataset_kwargs))
                 if cfg.public_from:
-                    self.features_ready.add(feature_key(cfg.public_from, cfg.encoder, cfg.encoder_kwargs))
+                    self.features_ready.add(public_feature_key(cfg))
                 if self.store.get_run(rid).status == RUN_CANCELLED:
                     job.cancel_event.set()
             except Exception as e:  # the runner (or _execute, for a dead process) marked the run failed
@@ -684,7 +697,7 @@ class JobManager:
                         should_stop=job.cancel_event.is_set)
         job.progress["sweep_id"] = out.sweep_id
         for cfg in job.configs:
-            self.features_ready.add(feature_key(cfg.dataset, cfg.encoder, cfg.encoder_kwargs))
+            self.features_ready.add(feature_key(cfg.dataset, cfg.encoder, cfg.encoder_kwargs, cfg.dataset_kwargs))
         job.current = len(job.configs)
         if job.cancel_event.is_set() or out.status == "cancelled":
             job.state = CANCELLED

@@ -639,8 +639,12 @@ def render_final_metrics(metrics: Mapping[str, Any], *, key: str, context: Seque
         metrics, "test_error") else None
     if spread:
         st.caption(spread + (" (Owner's view, not private.)" if reads_private_in_clear(metrics) else ""))
-    for line in context:  # what the number means: the references beside it
-        st.markdown(line)
+    # what the number means: the references beside it. They quote this run's error: for a run
+    # that reads the private rows in the clear (the paragon) that is the owner's view, hidden
+    # from the public view with its cards and labelled in the owner's (it was shown unlabelled)
+    clear = reads_private_in_clear(metrics)
+    for line in (context if owner or not clear else ()):
+        st.markdown(line + (" *(Owner's view, not private.)*" if clear else ""))
     left, right = st.columns([1, 1])
     with left:
         st.markdown("**Privacy of the run as executed**")

@@ -538,6 +538,23 @@ def _failed_and_cancelled(store):
     return cancelled, job2.run_ids[0], job2
 
 
+def test_the_paragons_error_beside_its_references_is_the_owners_view(at):
+    """The public view hid the paragon's cards but said "Beside this run (7.1 % test error) …
+    63.9 points better than using no private data" under them, unlabelled."""
+    from mixdp_core.runs.runner import execute
+
+    store = _store()
+    execute(small_config(method="only_public"), store=store)
+    par = execute(small_config(method="paragon"), store=store)
+    at.switch_page("pages/5_runs.py").run()
+    at.selectbox(key="runs_pick").set_value(par).run()
+    assert not at.exception, at.exception
+    assert not any("Beside this run" in m.value for m in at.markdown)
+    at.toggle(key="runs_owner").set_value(True).run()
+    (line,) = [m.value for m in at.markdown if "Beside this run" in m.value]
+    assert "Only-Public" in line and line.endswith("*(Owner's view, not private.)*")
+
+
 def test_runs_page_lists_statuses_filters_exports_and_deletes(at):
     from mixdp_core.runs.runner import execute
 
@@ -876,6 +893,16 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     assert not at.exception, at.exception
     s = at.session_state["data_settings"]
     assert s["public_from"] == "synthetic" and s["dataset_kwargs"]["shift"] == 1.5
+    # "Load the rows now" loads the dialled data, both domains, each named (it loaded and reported
+    # the loader's defaults, 2000 / 500 rows of dimension 64, twice under the same name)
+    at.button(key="data_extract").click().run()
+    assert not at.exception, at.exception
+    text = page_text(at)
+    assert text.count("1440 train") == 2 and "dimension 32" in text and "dimension 64" not in text, text
+    assert "synthetic (public domain)" in text
+    assert at.button(key="data_extract").label.startswith("Features ready")
+    at.number_input(key="syn_dim").set_value(16).run()  # another dial: not ready any more
+    assert not at.button(key="data_extract").label.startswith("Features ready")
     at.switch_page("pages/2_train.py").run()
     assert at.selectbox(key="train_encoder").proto.disabled  # no encoder runs on synthetic rows
     # fully_private: no public fit, whose leave-one-out ridge selection takes ~6 s at 120 classes
@@ -901,7 +928,8 @@ def test_classroom_runs_on_a_many_class_synthetic_regime(at):
     at.radio(key="class_data").set_value("many classes (synthetic)").run()
     assert not at.exception, at.exception
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.main.get("plotly_chart")]
-    assert any(t.startswith("How far the noise moves each class average") for t in titles), titles
+    assert any(t.startswith("How far the noise moves each class average") and t.endswith("(owner's view, not private)")
+               for t in titles), titles
     text = page_text(at)
     assert "100 classes" in text and "apart" in text and "noisy count" in text.lower()
     assert at.query_params["data"] in ("many classes (synthetic)", ["many classes (synthetic)"])

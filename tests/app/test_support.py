@@ -603,7 +603,7 @@ def test_job_manager_threaded_run_completes_and_is_found_by_label(app_env):
     rec = mgr.store.get_run(rid)
     assert rec.status == "completed" and rec.label == job.label(0)
     assert mgr.store.steps(rid)
-    assert ("digits", "pixels", "{}") in mgr.features_ready
+    assert ("digits", "pixels", "{}", "{}") in mgr.features_ready
 
 
 def test_an_audit_is_a_job_that_outlives_the_page_stops_on_cancel_and_is_found_again(app_env):

@@ -299,5 +299,6 @@ if (ready or from_labels) and not errors:
                                                     "(public, no privacy cost)") if imgs else None
         if fig is not None:
             st.plotly_chart(fig, key="data_samples", width="stretch", config=charts.LIVE_CONFIG)
-elif not errors:
-    st.caption("Extract the features to see the per-class counts of the split.")
+elif not errors:  # nothing to extract for pixels or rows that are features: name the button there is
+    st.caption(("Click *Load the rows now* above" if light else "Extract the features") +
+               " to see the per-class counts of the split.")

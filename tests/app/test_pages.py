@@ -893,6 +893,8 @@ def test_synthetic_regime_is_dialled_on_the_data_page_and_trained_from_train(at,
     assert not at.exception, at.exception
     s = at.session_state["data_settings"]
     assert s["public_from"] == "synthetic" and s["dataset_kwargs"]["shift"] == 1.5
+    # nothing to extract here: the split's counts wait for the button there is (it said "Extract")
+    assert "Click *Load the rows now* above to see the per-class counts" in page_text(at)
     # "Load the rows now" loads the dialled data, both domains, each named (it loaded and reported
     # the loader's defaults, 2000 / 500 rows of dimension 64, twice under the same name)
     at.button(key="data_extract").click().run()

@@ -4,12 +4,12 @@ import streamlit as st
 
 from mixdp_core.accounting import tradeoff_sentence
 from mixdp_core.app_support import charts, forms
-from mixdp_core.app_support.resources import (encoder_label, page_setup, note, poll_seconds, run_label, select_run,
-                                              selected_run_id, show_chart, show_field_errors, shown_id)
+from mixdp_core.app_support.resources import (cancel_button, encoder_label, page_setup, note, poll_seconds, run_label,
+                                              select_run, selected_run_id, show_chart, show_field_errors, shown_id)
 from mixdp_core.app_support.jobs import QUEUED
 from mixdp_core.errors import MixDPError
 from mixdp_core.app_support.audit import (
-    ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, audit_trainings, pdp_unavailable_reason, run_report, run_stored_audit,
+    ATTACK_LABELS, AUDIT_CHART_CAPTION, alarm_message, guarantee_caveat, attack_available, audit_rows, default_attack, audits_for_run, audit_trainings, pdp_unavailable_reason, run_report,
 )
 
 manager = page_setup("Privacy audit")
@@ -90,15 +90,12 @@ if go:
             st.error(str(e))
 job = manager.get(st.session_state.get("audit_job"))
 if job is None or job.finished or job.feature_request.get("run_id") != rid:
-    # a reload, another run, or a newer audit of this run (another tab): its running or latest job
-    found = manager.find_audit(rid)
-    job = found if found is not None else (job if job is not None and job.feature_request.get("run_id") == rid
-                                           else None)
+    # a reload, another run, or a newer audit of this run (another tab): its running or latest
+    # job (every job of this server, the session's own included, is among those it looks at)
+    job = manager.find_audit(rid)
     st.session_state["audit_job"] = None if job is None else job.job_id
-if job is not None and not job.finished:  # in the page body: a click in the fragment would wait for it
-    if st.button("Cancel audit", key="audit_cancel", icon=":material/stop_circle:"):
-        manager.cancel(job.job_id)
-        st.toast("Cancellation requested; the audit stops after its current training and stores nothing.")
+cancel_button(manager, job, label="Cancel audit", key="audit_cancel",
+              toast="Cancellation requested; the audit stops after its current training and stores nothing.")
 
 
 @st.fragment(run_every=poll_seconds() if job is not None and not job.finished else None)

@@ -158,6 +158,16 @@ def public_feature_key(cfg: Any) -> tuple[str, ...] | None:
     return None if spec is None else feature_key(spec, cfg.encoder, cfg.encoder_kwargs, kw)
 
 
+class _Cancelled(Exception):
+    """Raised from a job's progress callback once Cancel was asked (:func:`_stop_if_cancelled`):
+    the episodes figure and the audit stop at their next cell or training."""
+
+
+def _stop_if_cancelled(job: Job) -> None:
+    if job.cancel_event.is_set():
+        raise _Cancelled()
+
+
 class JobManager:
     """Runs jobs on daemon worker threads and records training runs in a :class:`RunStore`.
 
@@ -535,25 +545,19 @@ class JobManager:
         req = dict(job.feature_request or {})
         done = [0]
 
-        class _Cancelled(Exception):
-            pass
-
-        def stop_if_asked() -> None:  # Cancel: the figure stops at its next cell (or extraction chunk)
-            if job.cancel_event.is_set():
-                raise _Cancelled()
-
+        # Cancel: the figure stops at its next cell (or extraction chunk)
         def on_start(total: int, reused: int) -> None:
             job.progress.update(cells=int(total), cells_done=0)
-            stop_if_asked()
+            _stop_if_cancelled(job)
 
         def on_result(_: Any) -> None:
             done[0] += 1
             job.progress["cells_done"] = done[0]
-            stop_if_asked()
+            _stop_if_cancelled(job)
 
         def progress(split: str, n: int, total: int) -> None:
             job.progress.update(split=split, done=int(n), total=int(total))
-            stop_if_asked()
+            _stop_if_cancelled(job)
 
         out = Path(self.store.root) / "episodes" / job.job_id  # beside the store: the owner's data
         try:
@@ -574,13 +578,9 @@ class JobManager:
 
         req = dict(job.feature_request or {})
 
-        class _Cancelled(Exception):
-            pass
-
         def progress(done: int, total: int) -> None:  # Cancel: stops at the next training
             job.progress.update(done=int(done), total=int(total))
-            if job.cancel_event.is_set():
-                raise _Cancelled()
+            _stop_if_cancelled(job)
 
         rec = self.store.get_run(req["run_id"])
         try:

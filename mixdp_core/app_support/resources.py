@@ -713,6 +713,14 @@ def render_recommendations(runs: Any, *, names: Mapping[str, str] | None = None)
     return len(recs)
 
 
+def cancel_button(manager: Any, job: Any, *, label: str, key: str, toast: str) -> None:
+    """A Cancel button for an unfinished background ``job`` (nothing otherwise). Drawn in the
+    page body, not in the job's polling fragment: a click there would wait for the fragment."""
+    if job is not None and not job.finished and st.button(label, key=key, icon=":material/stop_circle:"):
+        manager.cancel(job.job_id)
+        st.toast(toast)
+
+
 def render_episodes(manager: Any, settings: Mapping[str, Any], private: Sequence[str],
                     references: Sequence[str]) -> None:
     """The Compare page's episodes evaluation: a form (methods, ε, N-way, shots, episodes), a
@@ -751,10 +759,8 @@ def render_episodes(manager: Any, settings: Mapping[str, Any], private: Sequence
         if found is not None:
             st.session_state["episodes_job"] = found.job_id
     job = manager.get(st.session_state.get("episodes_job"))
-    if job is not None and not job.finished:  # in the page body: a click in the fragment would wait for it
-        if st.button("Cancel episodes", key="ep_cancel", icon=":material/stop_circle:"):
-            manager.cancel(job.job_id)
-            st.toast("Cancellation requested; the episodes stop after the current cell.")
+    cancel_button(manager, job, label="Cancel episodes", key="ep_cancel",
+                  toast="Cancellation requested; the episodes stop after the current cell.")
 
     @st.fragment(run_every=poll_seconds() if job is not None and not job.finished else None)
     def _results() -> None:

@@ -45,7 +45,9 @@ OPSET = 17
 
 #: CPU flags (Linux ``/proc/cpuinfo``) of the int8 dot-product instructions onnxruntime's u8s8
 #: kernels use: int8 accuracy was measured on such a CPU. Without them (AVX2 only) the kernels
-#: use ``vpmaddubsw``, which onnxruntime's documentation says can saturate; not measured here.
+#: use ``vpmaddubsw``, which onnxruntime's documentation says can saturate: on an AVX2-only AMD
+#: EPYC the int8 features of random weights at 96 px had cosine 0.81-0.96 to fp32's
+#: (``tests/encoders/test_backends.py``), against > 0.95 with VNNI.
 INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 

@@ -210,7 +210,7 @@ class TorchImageEncoder(Encoder):
             else:
                 model = self._build_model()
             model.eval()
-            dev = select_device(self.device)
+            dev = self._model_device()
             model = model.to(dev)
             if dev == "cuda":
                 model = model.half()
@@ -219,6 +219,11 @@ class TorchImageEncoder(Encoder):
             self._device_str = dev
             self._model = model
         return self._model
+
+    def _model_device(self) -> str:
+        """Where :attr:`model` lives: the selected device (``device``, else cuda -> mps -> cpu).
+        Subclasses whose model only feeds a CPU runtime override it."""
+        return select_device(self.device)
 
     @property
     def dtype(self):

@@ -4,8 +4,8 @@ Registry keys: ``clip_vit_b32`` (ViT-B-32, 512-d) and ``clip_rn50`` (RN50, 1024-
 ``pretrained`` tag selects among open_clip's published weights for that architecture
 (default ``"openai"``; e.g. ``"laion2b_s34b_b79k"`` for ViT-B-32, ``"yfcc15m"`` for RN50).
 
-Image features are L2-normalized (``encode_image(..., normalize=True)``, per image, so no
-cross-sample statistic is involved); :meth:`OpenCLIPEncoder.encode_text` returns
+Image features are L2-normalized per image, in float32 after the tower (fp16 on CUDA), so no
+cross-sample statistic is involved; :meth:`OpenCLIPEncoder.encode_text` returns
 L2-normalized class embeddings built by open_clip's zero-shot builder (mean of the normalized
 prompt embeddings over templates, renormalized), so zero-shot logits are
 ``100 * features @ text.T``.
@@ -185,7 +185,7 @@ class OpenCLIPEncoder(TorchImageEncoder):
                 self.clip = clip_model
 
             def forward(self, x):
-                return self.clip.encode_image(x, normalize=True)
+                return unit_rows_fp32(self.clip.encode_image(x))
 
         return ImageTower(clip)
 
@@ -217,7 +217,19 @@ class OpenCLIPEncoder(TorchImageEncoder):
                 tower.clip, tokenizer, names, templates, num_classes_per_batch=10,
                 device=self._device_str, use_tqdm=False,
             )
-        return w.T.float().cpu().numpy().astype(np.float32, copy=False)
+        # build_zero_shot_classifier normalizes in the tower's dtype (fp16 on CUDA: norms off by
+        # ~1e-4); renormalize in float32 so zero-shot logits are cosines on every device
+        return unit_rows_fp32(w.T).cpu().numpy().astype(np.float32, copy=False)
+
+
+def unit_rows_fp32(f):
+    """Rows of ``f`` (any float dtype) scaled to unit L2 norm, in float32: on CUDA the tower runs
+    fp16, where normalizing leaves norms off by about 1e-4 (seen on an H200); in float32 they
+    are 1 to float32 rounding on every device. All-zero rows stay zero."""
+    import torch
+
+    f = f.float()
+    return f / torch.linalg.vector_norm(f, dim=-1, keepdim=True).clamp_min(1e-12)
 
 
 @ENCODERS.register("clip_vit_b32")

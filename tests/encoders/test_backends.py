@@ -102,12 +102,18 @@ def test_onnxruntime_fp32_features_match_torch(pretrained, size, images, model_d
 
 @needs_ort
 def test_int8_features_are_close_to_fp32_and_batch_independent(images, model_dir):
+    from mixdp_core.encoders._onnx import cpu_has_int8_dot
+
     fp = E(image_size=96, precision="fp32", model_dir=model_dir, batch_size=5)
     q = E(image_size=96, precision="int8", model_dir=model_dir, batch_size=5)
     a, _ = fp.encode_images(images)
-    b, _ = q.encode_images(images)
+    if cpu_has_int8_dot():
+        b, _ = q.encode_images(images)
+    else:  # an explicit int8 on an AVX2-only CPU says it can saturate (0.81-0.96 seen on one)
+        with pytest.warns(UserWarning, match="without int8 dot-product"):
+            b, _ = q.encode_images(images)
     cos = np.sum(a * b, 1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
-    assert (cos > 0.95).all(), cos
+    assert (cos > (0.95 if cpu_has_int8_dot() else 0.75)).all(), cos
     assert np.abs(a - b).max() > 1e-3  # really quantized
     q.batch_size = 2
     c, _ = q.encode_images(images)
@@ -159,6 +165,27 @@ def test_onnx_file_written_once_atomically_with_weights_hash(tmp_path, images):
 
 
 @needs_ort
+def test_onnxruntime_backend_keeps_the_exported_model_on_the_cpu(tmp_path, monkeypatch, images):
+    """On a GPU machine auto device selection says "cuda": the torch model was moved there in
+    fp16 and its ONNX export failed on the half weights (an H200 run). The model that is only
+    exported stays on the CPU in fp32; the device is not even asked."""
+    import torch
+
+    from mixdp_core.encoders import _torch
+
+    def gpu_machine(preferred=None):
+        if preferred in (None, "auto"):
+            raise AssertionError("the onnxruntime backend asked for a device")
+        return preferred
+
+    monkeypatch.setattr(_torch, "select_device", gpu_machine)
+    enc = E(pretrained=None, image_size=32, backend="onnxruntime", precision="fp32", model_dir=tmp_path)
+    F, _ = enc.encode_images(images)
+    p = next(enc.model.parameters())
+    assert F.shape == (5, 1280) and p.device.type == "cpu" and p.dtype == torch.float32
+
+
+@needs_ort
 def test_failed_export_leaves_no_file(tmp_path, monkeypatch):
     from mixdp_core.encoders import _onnx
 
@@ -195,8 +222,9 @@ def test_unwritable_model_dir_falls_back_to_a_temporary_copy(tmp_path, monkeypat
 def test_get_features_puts_models_in_its_cache_dir(tmp_path):
     from mixdp_core.features.cache import get_features
 
+    # device="cpu": on a GPU machine auto-selection runs torch on the GPU, not onnxruntime
     fs = get_features("digits", "efficientnet_lite0", cache_dir=tmp_path / "c", pretrained=None,
-                      encoder_kwargs={"image_size": 32, "precision": "fp32"})
+                      encoder_kwargs={"image_size": 32, "precision": "fp32", "device": "cpu"})
     assert fs.X_train.shape[1] == 1280 and fs.meta["encoder_runtime"] == "onnxruntime-fp32"
     assert any(p.name.endswith("-fp32.onnx") for p in (tmp_path / "c" / "_models").iterdir())
 

@@ -32,8 +32,8 @@ def test_random_weights_forward(name, rng_images):
     assert np.isfinite(F).all() and not np.allclose(F[0], F[1])
     key = enc.cache_key()
     assert key["encoder"] == name and key["weights"] == "random(seed=0)" and key["image_size"] == 224
-    if name.startswith("clip_"):  # image features are L2-normalized
-        np.testing.assert_allclose(np.linalg.norm(F, axis=1), 1.0, rtol=1e-4)
+    if name.startswith("clip_"):  # image features are L2-normalized, in float32 on every device
+        np.testing.assert_allclose(np.linalg.norm(F, axis=1), 1.0, rtol=1e-6)
 
 
 def test_random_init_is_seeded_and_batch_independent(rng_images):
@@ -51,7 +51,7 @@ def clip_rn50():
 def test_encode_text_zero_shot_embeddings(clip_rn50):
     T = clip_rn50.encode_text(["cat", "dog", "airplane"], ["a photo of a {}.", "a drawing of a {}."])
     assert T.shape == (3, 1024) and T.dtype == np.float32
-    np.testing.assert_allclose(np.linalg.norm(T, axis=1), 1.0, rtol=1e-4)
+    np.testing.assert_allclose(np.linalg.norm(T, axis=1), 1.0, rtol=1e-6)
     assert not np.allclose(T[0], T[1])
     T1 = clip_rn50.encode_text(["cat"], ["a photo of a {}."])
     T2 = clip_rn50.encode_text(["cat"], ["a drawing of a {}."])
@@ -60,6 +60,24 @@ def test_encode_text_zero_shot_embeddings(clip_rn50):
     np.testing.assert_allclose(T[0], mean / np.linalg.norm(mean), atol=1e-4)
     Td = clip_rn50.encode_text(["cat"])
     assert Td.shape == (1, 1024) and len(DEFAULT_TEMPLATES) >= 7
+
+
+def test_clip_normalizes_in_float32_whatever_the_tower_dtype():
+    """On CUDA the CLIP towers run fp16; normalizing there left norms 1 +- 1e-4 (an H200 run of
+    the two tests above). The features are normalized in float32 instead."""
+    import torch
+
+    from mixdp_core.encoders.clip import unit_rows_fp32
+
+    f = (torch.from_numpy(np.random.default_rng(0).standard_normal((64, 512))) * 7).half()
+    f[3] = 0
+    half_norms = torch.linalg.vector_norm((f / torch.linalg.vector_norm(f, dim=-1, keepdim=True)).float(), dim=-1)
+    assert (half_norms[np.r_[0:3, 4:64]] - 1).abs().max() > 1e-5  # what normalizing in fp16 gives
+    u = unit_rows_fp32(f)
+    assert u.dtype == torch.float32 and torch.all(u[3] == 0)
+    np.testing.assert_allclose(torch.linalg.vector_norm(u, dim=-1).numpy()[np.r_[0:3, 4:64]], 1.0, rtol=1e-6)
+    np.testing.assert_allclose(u.numpy(), (f.float() / torch.linalg.vector_norm(f.float(), dim=-1, keepdim=True)
+                                           .clamp_min(1e-12)).numpy(), rtol=1e-6, atol=1e-7)
 
 
 def test_encode_text_validates_templates(clip_rn50):

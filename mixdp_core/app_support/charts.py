@@ -152,7 +152,17 @@ def class_counts_figure(summary: Mapping[str, Any], *, imbalance_ratio: float | 
     # and not the page's caption (a review found the CSV / SVG / PNG unlabelled)
     title = ("Samples per class (owner's view, not private)" + (" (★ = minority class, red)" if any(minority)
                                                                  else ""))
-    return _layout(fig, title, "class", "samples")
+    if len(names) <= 12:
+        return _layout(fig, title, "class", "samples")
+    # many classes: plotly labels only every k-th category (at 100 classes half the ★ marks were
+    # unlabelled) and the legend below the plot covered the labels; every label is drawn,
+    # turned, and the legend moves below them and the axis title
+    label_px = 6 * max(len(lb) for lb in labels) + 12
+    height, bottom = 420 + label_px, label_px + 75
+    fig.update_xaxes(tickmode="array", tickvals=labels, ticktext=labels, tickangle=-90, tickfont=dict(size=9))
+    _layout(fig, title, "class", "samples", height=height)
+    fig.update_layout(margin=dict(b=bottom), legend=dict(y=-(label_px + 40) / (height - 50 - bottom)))
+    return fig
 
 
 # --------------------------------------------------------------------------- live charts
@@ -1182,8 +1192,14 @@ def figure_image(fig, fmt: str = "svg") -> bytes:
         if lay.xaxis.tickvals is not None:
             from matplotlib.ticker import NullFormatter
 
-            ax.set_xticks(list(lay.xaxis.tickvals), list(lay.xaxis.ticktext or lay.xaxis.tickvals))
+            vals = list(lay.xaxis.tickvals)
+            if bars and all(str(v) in cats for v in vals):  # category names: the bars' slots
+                vals = [cats.index(str(v)) for v in vals]
+            ax.set_xticks(vals, list(lay.xaxis.ticktext or lay.xaxis.tickvals))
             ax.xaxis.set_minor_formatter(NullFormatter())
+        if lay.xaxis.tickangle is not None:  # every label drawn (many classes): as turned, and small
+            ax.tick_params(axis="x", labelrotation=-float(lay.xaxis.tickangle),
+                           labelsize=max(4.0, min(9.0, 600.0 / max(len(cats), 1))))
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)

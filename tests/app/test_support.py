@@ -591,6 +591,26 @@ def test_class_counts_figure_marks_minorities():
     assert first_minor.data[1].marker.color == charts.PRIVATE_COLOR  # the "private" swatch stays blue
     # the exact private counts are the owner's view, and the exports carry the title, not the caption
     assert "owner's view, not private" in fig.layout.title.text
+    assert fig.layout.xaxis.tickvals is None  # a few classes: plotly's own ticks
+
+
+def test_class_counts_figure_labels_every_class_at_100_classes():
+    """At 100 classes plotly labelled every second category (half the ★ marks missing) and the
+    legend below the plot covered the labels (a newcomer's browser walk)."""
+    C = 100
+    minority = [1 if c % 4 == 1 else 0 for c in range(C)]
+    s = {"class_names": [f"class_{c}" for c in range(C)], "public": [2] * C,
+         "private": [60 - c // 2 for c in range(C)], "test": [20] * C, "minority": minority}
+    fig = charts.class_counts_figure(s, imbalance_ratio=10)
+    ax = fig.layout.xaxis
+    assert list(ax.tickvals) == list(fig.data[0].x) and len(ax.tickvals) == C and ax.tickangle == -90
+    assert sum("★" in str(t) for t in ax.ticktext) == sum(minority) == 25
+    # the legend sits below the turned labels: further down than the labels reach
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    label_px = 6 * max(len(str(t)) for t in ax.ticktext)
+    assert fig.layout.legend.y < -label_px / plot_h and fig.layout.margin.b > label_px
+    png = charts.figure_image(fig, "png")  # the export draws every label too (matplotlib without kaleido)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # ------------------------------------------------------------------ jobs

@@ -15,9 +15,11 @@ Conventions (both papers):
   balanced split has no minority class, so no minority-class accuracy. They are chosen from the
   seed's tail order, not from the private counts: which classes a reported minority-class
   accuracy averages over should not follow the private data (it did, through the exact counts'
-  order and ties). The order is drawn after the public rows from the same generator, whose
-  bounded draws depend on the class sizes with probability about size / 2³² per draw
-  (docs/privacy.md): a neighbouring data set reorders the tail that rarely.
+  order and ties). The order is a permutation drawn from a stream of its own, keyed by the seed
+  alone (:func:`tail_ranks`): a function of the seed and the number of classes, never of the
+  data. (Until 2026-11-30 it was drawn after the public rows from the split's generator, whose
+  bounded draws depend on the class sizes with probability about size / 2³² each, so a
+  neighbouring data set could reorder it that rarely; docs/privacy.md.)
 
 The split only selects indices; the same ``(features, spec)`` always gives the same split,
 whatever method is trained on it afterwards.
@@ -195,6 +197,19 @@ def minority_classes(tail_ranks: np.ndarray, imbalance_ratio: float, fraction: f
     return np.sort(np.argsort(-ranks, kind="stable")[:k]).astype(np.int64)
 
 
+def tail_ranks(seed: int, n_classes: int) -> np.ndarray:
+    """Each class's place in the long tail of split ``seed``: a permutation of ``0..C-1`` from a
+    generator of its own, keyed by ``[seed, 0x7A11]``.
+
+    A function of the seed and ``C`` alone, so the planned minority classes
+    (:func:`minority_classes`) are the same on every data set with these classes (a
+    neighbouring one, another public share, another domain). Drawn from the split's shared
+    generator after the public rows, as before 2026-11-30, the order depended on the class sizes
+    through numpy's rejection of bounded draws (probability about size / 2³² each).
+    """
+    return np.random.default_rng([int(seed), 0x7A11]).permutation(int(n_classes))
+
+
 def _take_public(y: np.ndarray, k: int, C: int, rng: np.random.Generator, where: str) -> np.ndarray:
     idx = []
     for c in range(C):
@@ -270,7 +285,7 @@ def make_split(
     minority = np.zeros(0, dtype=np.int64)
     if spec.imbalance_ratio > 1:
         n_max = int(counts.max())
-        ranks = rng.permutation(C)  # class ranks[c]-th in the tail
+        ranks = tail_ranks(spec.seed, C)  # class ranks[c]-th in the tail: the seed's plan alone
         minority = minority_classes(ranks, spec.imbalance_ratio)  # the seed's plan, not the counts
         keep_n = np.floor(n_max * spec.imbalance_ratio ** (-ranks / max(C - 1, 1))).astype(int)
         keep_n = np.clip(keep_n, 1, counts)

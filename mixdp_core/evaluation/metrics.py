@@ -75,8 +75,8 @@ def minority_accuracy(y_true: np.ndarray, y_pred: np.ndarray, minority_classes: 
 
     Minority classes are the last 25 % of classes in the split's long tail, chosen from its
     seed, not from the private counts (:attr:`mixdp_core.data.splits.Split.minority_classes`),
-    so the set this figure averages over does not follow the private counts (docs/privacy.md
-    says how rarely the tail's order can still move with them); the accuracy is sample-weighted
+    so the set this figure averages over does not follow the private data (the tail's order is
+    a function of the seed and the number of classes alone); the accuracy is sample-weighted
     over their test samples. ``None`` when there is no minority class (a balanced split,
     imbalance ratio 1: the quantity does not exist); ``nan`` if none of them has a test sample.
     """

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mixdp_core.data.splits import SplitSpec, make_split, minority_classes
+from mixdp_core.data.splits import SplitSpec, make_split, minority_classes, tail_ranks
 from mixdp_core.errors import ConfigError, DataError
 from mixdp_core.features.featureset import FeatureSet
 
@@ -64,29 +64,18 @@ def test_minority_classes_are_the_tails_last_quarter():
         minority_classes(np.array([50, 3, 40, 2]), 10.0)  # counts are not a plan
 
 
-def _replayed_tail_ranks(counts, k, seed):
-    """The split's tail order, replayed from its documented draws: k public rows per class
-    (in class order), then a permutation of the classes."""
-    rng = np.random.default_rng([seed, 0x5EED])
-    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    for c, n in enumerate(counts):
-        rng.choice(np.arange(start[c], start[c] + n), size=k, replace=False)
-    return rng.permutation(len(counts))
-
-
 def test_minority_classes_come_from_the_seed_not_the_private_counts():
     """The minority set was the smallest quarter by exact private count: on a dataset whose own
     sizes are uneven, the published minority-class accuracy then followed the private counts.
     It is the seed's plan: the class that is smallest by data is a minority only where the
     plan puts it last. A data set with one row fewer in any class (split again, same seed)
-    keeps the set here; in general it can move it only where numpy's bounded draws for the
-    public rows are rejected, with probability about class size / 2**32 per draw (docs/privacy.md)."""
+    keeps the set."""
     counts = [120, 120, 120, 120, 120, 120, 120, 8]  # class 7 is smallest whatever the tail
     fs = _fs(counts)
     chosen = set()
     for seed in range(8):
         s = make_split(fs, SplitSpec(public_per_class=2, imbalance_ratio=10.0, seed=seed))
-        ranks = _replayed_tail_ranks(counts, 2, seed)
+        ranks = np.random.default_rng([seed, 0x7A11]).permutation(len(counts))  # the documented stream
         assert s.minority_classes.tolist() == sorted(np.argsort(-ranks)[:2].tolist())
         chosen.update(s.minority_classes.tolist())
         for c in range(len(counts)):  # each neighbouring data set: one training row of class c fewer
@@ -95,6 +84,22 @@ def test_minority_classes_come_from_the_seed_not_the_private_counts():
             nb = make_split(_fs(fewer), SplitSpec(public_per_class=2, imbalance_ratio=10.0, seed=seed))
             assert nb.minority_classes.tolist() == s.minority_classes.tolist(), (seed, c)
     assert len(chosen) > 2  # not pinned to the class the data made smallest
+
+
+def test_tail_order_is_a_function_of_the_seed_and_the_classes_alone():
+    """Drawn after the public rows from the split's generator, the order moved with anything
+    that changed those draws: the public share here, the class sizes through numpy's rejection
+    of bounded draws (about size / 2**32 per draw) for a neighbouring data set. It has a stream
+    of its own now: the same for every data set with these classes."""
+    sets = {}
+    for seed in range(6):
+        got = {tuple(make_split(_fs(sizes), SplitSpec(public_per_class=k, imbalance_ratio=10.0, seed=seed))
+                     .minority_classes.tolist())
+               for sizes in ([120] * 8, [60, 300, 90, 120, 75, 500, 64, 200]) for k in (1, 2, 3, 5)}
+        assert len(got) == 1, (seed, got)
+        assert list(got)[0] == tuple(minority_classes(tail_ranks(seed, 8), 10.0).tolist())
+        sets[seed] = got
+    assert len({next(iter(v)) for v in sets.values()}) > 2  # and the seed does move it
 
 
 def test_balanced_split_has_no_minority_class():

@@ -15,6 +15,11 @@ Sections (each prints its ratios; ``--only`` picks some):
              features of CIFAR-10 size (50,000 x 1,280, 10 classes, 10,000 test) (target <= 30 s).
 ``schedule`` Thm.-3 schedule vs the paper's constant learning rates on scikit-learn digits
              at epsilon in {1, 8}: mean test error over seeds for every private method.
+``ownpull``  the guard's leave-one-out bookkeeping (``engine._OwnPull``: two N x C float64
+             arrays updated at every step) at many classes (49,800 x 100, the GPU fit of
+             docs/results/gpu.md): its in-place updates against the fresh-array updates they
+             replaced (kept here as the reference, same results to the bit), interleaved
+             repeats, wall time: ``ownpull_fresh_over_inplace``.
 
 ``ratios``   one NoisyGD / AdaMix step of the real loop divided by one streaming
              pass over X (``X.sum()``): with the default kernel (the fused numba kernel at this
@@ -281,6 +286,46 @@ def bench_schedule(seeds=3):
                 es = [err(make_method(name, target_epsilon=eps, seed=s, **kw).fit(split)) for s in range(seeds)]
                 cells.append(f"{np.mean(es):.3f}±{np.std(es):.3f}")
             print(f"| {eps:g} | {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+def bench_ownpull(n=49_800, c=100, steps=10, repeats=5):
+    """``ownpull``: see the module docstring."""
+    from mixdp_core.methods.adamix.engine import _OwnPull
+
+    class _Fresh:  # the update before 2026-11-30 (commit 7098398): a new N x C array per operation
+        def __init__(self, n_rows, n_classes):
+            self.P = np.zeros((n_rows, n_classes))
+            self.Q = np.zeros((n_rows, n_classes))
+
+        def average(self, t):
+            self.Q = self.Q * ((t - 1) / (t + 1)) + self.P * (2.0 / (t + 1))
+
+        def step(self, eta, lam, scale, own):
+            self.P = (1.0 - eta * lam) * self.P - eta * scale * own
+
+    own = np.random.default_rng(0).standard_normal((n, c))
+
+    def run(cls):
+        p = cls(n, c)
+        for t in range(1, steps + 1):
+            p.average(t)
+            p.step(0.1, 0.01, 1e-3, own)
+        return p
+
+    a, b = run(_OwnPull), run(_Fresh)
+    assert np.array_equal(a.P, b.P) and np.array_equal(a.Q, b.Q)  # the same arithmetic
+    times = {"inplace": [], "fresh": []}
+    for _ in range(repeats):
+        for name, cls in (("inplace", _OwnPull), ("fresh", _Fresh)):
+            t0 = time.perf_counter()
+            run(cls)
+            times[name].append(time.perf_counter() - t0)
+    import statistics
+
+    res = {"ownpull_rows": n, "ownpull_classes": c, "ownpull_steps": steps,
+           "ownpull_fresh_over_inplace": statistics.median(times["fresh"]) / statistics.median(times["inplace"])}
+    print("ownpull:", res, flush=True)
+    return res
 
 
 def _cpu_steps(run):
@@ -578,13 +623,14 @@ def main(argv=None):
     import json
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="layouts,step,blocks,opacus,e2e,schedule,ratios")
+    ap.add_argument("--only", default="layouts,step,blocks,opacus,e2e,schedule,ratios,ownpull")
     ap.add_argument("--quick", action="store_true", help="10x smaller N for a smoke test")
     ap.add_argument("--tiny", action="store_true", help="a few hundred rows (tests)")
     a = ap.parse_args(argv)
     only = set(a.only.split(","))
     if a.tiny:
         r = bench_ratios(300, 16, 10, repeats=1, steps=3, opacus_repeats=1, physical=300, blocks=(64, 128), sub_repeats=1)
+        r.update(bench_ownpull(300, 10, steps=3, repeats=1))
         print(json.dumps(r, sort_keys=True))
         return
     n = N // 10 if a.quick else N
@@ -599,6 +645,8 @@ def main(argv=None):
     if "schedule" in only:
         bench_schedule(seeds=2 if a.quick else 3)
     res = bench_ratios(n, D, C, repeats=3 if a.quick else 7) if "ratios" in only else {}
+    if "ownpull" in only:
+        res.update(bench_ownpull(4_980 if a.quick else 49_800, 100))
     print(json.dumps(res, sort_keys=True))  # last line: the step-cost ratios
 
 

@@ -21,5 +21,5 @@ def test_train_benchmark_tiny_prints_ratio_json_last():
                 "tracked_over_untracked_numpy"):
         assert key in res, key
     for key in ("step_over_stream_floor_noisygd", "step_over_stream_floor_adamix", "opacus_epoch_over_step",
-                "tracked_over_untracked"):
+                "tracked_over_untracked", "ownpull_fresh_over_inplace"):
         assert isinstance(res[key], float) and res[key] > 0, key

@@ -732,23 +732,31 @@ class _OwnPull:
     curvature, one row's effect on the other rows' residuals, is left out). One per tracked set
     of rows: the private rows (the guard's count) and the public rows (the shrinkage's stacking)."""
 
+    # In place, into buffers of their own: P and Q are N x C float64 (40 MB at 50,000 rows and
+    # 100 classes) and updated at every step, where fresh arrays cost more than the arithmetic
+    # (measured: 15 of a 154 s CPU fit, and most of a CUDA fit, whose release runs on the GPU).
+    # The same operations in the same order: the results are the same to the bit.
+
     def __init__(self, n_rows: int, n_classes: int) -> None:
         self.P = np.zeros((n_rows, n_classes))
         self.Q = np.zeros((n_rows, n_classes))
+        self._scratch = np.empty((n_rows, n_classes))
 
     def average(self, t: int) -> None:
         """The average's step ``w_bar_t = ((t - 1) w_bar_{t-1} + 2 w_t) / (t + 1)``."""
-        self.Q = self.Q * ((t - 1) / (t + 1)) + self.P * (2.0 / (t + 1))
+        self.Q *= (t - 1) / (t + 1)
+        self.Q += np.multiply(self.P, 2.0 / (t + 1), out=self._scratch)
 
     def step(self, eta: float, lam: float, scale: float, own: np.ndarray) -> None:
         """The iterate's step: weight decay contracts the pull, and the row's own term ``own``
         (its logits' change per unit step of the summed gradient) is added with ``-eta scale``
-        (``scale``: 1/n_hat on the mean-loss scale)."""
-        self.P = (1.0 - eta * lam) * self.P - eta * scale * own
+        (``scale``: 1/n_hat on the mean-loss scale). ``own`` is not modified."""
+        self.P *= 1.0 - eta * lam
+        self.P -= np.multiply(own, eta * scale, out=self._scratch)
 
     def scale(self, factor: float) -> None:
         """The ball projection's contraction of ``W - W_ref``."""
-        self.P = self.P * factor
+        self.P *= factor
 
     def output(self, averaged: bool) -> np.ndarray:
         """The pull in the released output (the average or the iterate), a copy."""
@@ -885,6 +893,7 @@ def run_noisygd(
     # Own pull (opts.track_self_pull): row i's own clipped gradients' share of the iterate's and
     # the released average's logits x_i W (_OwnPull: a first-order leave-one-out)
     pull = _OwnPull(N, C) if opts.track_self_pull else None
+    own_buf = np.empty((N, C)) if pull is not None else None
     snapshot_pull: Optional[np.ndarray] = None
     # The same first-order leave-one-out for the public rows (opts.track_public_pull): row j's
     # exact gradient x_j^T e_j moves its own logits by ||x_j||^2 e_j (it is added unprojected)
@@ -941,7 +950,7 @@ def run_noisygd(
             # so ||U^T x_i||^2 = (ratio_i tau / ||e_i||)^2 whatever the projection
             en = np.linalg.norm(resid_buf, axis=1)
             nu_sq = np.divide(np.square(ratio * float(tau)), np.square(en), out=np.zeros(N), where=en > 0)
-            own = resid_buf * nu_sq[:, None]
+            own = np.multiply(resid_buf, nu_sq[:, None], out=own_buf)
         executed = t
         notify_release(t, W, noisy, tau)
 

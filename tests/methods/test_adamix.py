@@ -661,14 +661,16 @@ def test_public_likelihood_shrinkage_is_the_stacking_ratio_of_the_public_rows_le
 
 def _imbalanced_many_class_split():
     """50 classes x 256 dimensions, 2 public rows per class, private rows at imbalance ratio 10
-    (920 rows): at σ = 5 the guard's vector count resolves the shrinkage path
-    (σ sqrt(3) <= 0.02 n̂_lo)."""
+    (about 900 rows): at σ = 5 the guard's vector count resolves the shrinkage path
+    (σ sqrt(3) <= 0.02 n̂_lo). Split seed 3: since the tail order has its own stream
+    (2026-11-30), the split where the single count releases a model worse than Only-Public
+    (seeds 3, 8 and 10 of 0-11; seed 0 was it before)."""
     from mixdp_core.data.splits import SplitSpec, make_split
     from mixdp_core.features.cache import get_features
 
     fs = get_features("synthetic", "pixels", classes=50, dim=256, train_per_class=50, test_per_class=10,
                       effective_rank=40, separation=8.0, ambiguity=0.02, shared_mean=2.0)
-    return make_split(fs, SplitSpec(public_per_class=2, seed=0, imbalance_ratio=10.0))
+    return make_split(fs, SplitSpec(public_per_class=2, seed=3, imbalance_ratio=10.0))
 
 
 def test_guard_path_is_one_vector_release_of_the_single_counts_mu():

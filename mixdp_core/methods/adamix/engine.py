@@ -894,7 +894,6 @@ def run_noisygd(
     # Own pull (opts.track_self_pull): row i's own clipped gradients' share of the iterate's and
     # the released average's logits x_i W (_OwnPull: a first-order leave-one-out)
     pull = _OwnPull(N, C) if opts.track_self_pull else None
-    own_buf = np.empty((N, C)) if pull is not None else None
     snapshot_pull: Optional[np.ndarray] = None
     # The same first-order leave-one-out for the public rows (opts.track_public_pull): row j's
     # exact gradient x_j^T e_j moves its own logits by ||x_j||^2 e_j (it is added unprojected)
@@ -951,7 +950,8 @@ def run_noisygd(
             # so ||U^T x_i||^2 = (ratio_i tau / ||e_i||)^2 whatever the projection
             en = np.linalg.norm(resid_buf, axis=1)
             nu_sq = np.divide(np.square(ratio * float(tau)), np.square(en), out=np.zeros(N), where=en > 0)
-            own = np.multiply(resid_buf, nu_sq[:, None], out=own_buf)
+            # in place: the kernel overwrites resid_buf at the next release and nothing else reads it
+            own = np.multiply(resid_buf, nu_sq[:, None], out=resid_buf)
         executed = t
         notify_release(t, W, noisy, tau)
 

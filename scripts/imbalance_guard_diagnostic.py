@@ -1,0 +1,62 @@
+"""AdaMix's decisions under a steep long tail, per split seed and ε (a diagnostic, not a method).
+
+On the prototypes figure's splits (20 % of the training rows held out as an unlabelled pool, 5
+public rows per class, ``imbalance_ratio`` IR): Only-Public's balanced and minority-class
+accuracy, then AdaMix at ε = 1, 3, 8 with the figure's noise rule (σ = 20 max(1, 3/ε)): balanced
+and minority accuracy, whether the public-start guard released the private model, the guard
+path's factor, the checkpoint test, the prior correction, the update's shrinkage factor and the
+class histogram pilot's verdict. Extra ``key=value`` arguments are AdaMix options (e.g.
+``guard_rule=balanced_when_imbalanced``). Secure noise: other draws on every run. Reads test
+labels: a diagnostic for docs/results/prototypes.md, never a choice.
+
+Usage::
+
+    python scripts/imbalance_guard_diagnostic.py CIFAR10_DIR 100 [key=value ...]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main(argv: list[str]) -> None:
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.evaluation.metrics import balanced_accuracy, minority_accuracy
+    from mixdp_core.features.cache import get_features
+    from mixdp_core.methods import make_method
+    from mixdp_core.runs.figures.prototypes import _proto_holdout
+
+    root, ir = argv[0], float(argv[1])
+    extra = {}
+    for a in argv[2:]:
+        k, v = a.split("=", 1)
+        try:
+            extra[k] = float(v)
+        except ValueError:
+            extra[k] = v
+    fs = get_features("image_folder", "efficientnet_lite0", root=root,
+                      encoder_kwargs={"image_size": 128, "precision": "fp32"}, max_per_class=500, max_test_per_class=200)
+    C = fs.n_classes
+    for seed in (0, 1, 2):
+        base, _ = _proto_holdout(fs, seed, 0.2)
+        sp = make_split(base, SplitSpec(public_per_class=5, imbalance_ratio=ir, seed=seed))
+        p = make_method("only_public").fit(sp).predict(sp.X_test)
+        print(f"seed {seed}: Only-Public balanced {balanced_accuracy(sp.y_test, p, C):.3f} minority "
+              f"{minority_accuracy(sp.y_test, p, sp.minority_classes):.3f}; private rows per class "
+              f"{sp.private_counts.tolist()} (owner's view), minority classes {sp.minority_classes.tolist()}", flush=True)
+        for eps in (1.0, 3.0, 8.0):
+            m = make_method("adamix", target_epsilon=eps, seed=seed, noise_multiplier=20.0 * max(1.0, 3.0 / eps),
+                            **extra).fit(sp)
+            p = m.predict(sp.X_test)
+            pilot = (m.histogram_test_ or {}).get("imbalanced")
+            print(f"  ε {eps:g}: balanced {balanced_accuracy(sp.y_test, p, C):.3f} minority "
+                  f"{minority_accuracy(sp.y_test, p, sp.minority_classes):.3f} guard released {m.guard_kept_private_} "
+                  f"path factor {m.guard_path_factor_} checkpoint {m.checkpoint_kept_early_} prior corrected "
+                  f"{m.prior_corrected_} shrinkage {m.update_shrinkage_:.2f} pilot imbalanced {pilot}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -5,7 +5,9 @@ development machines); this script is the check on a real one. For each register
 config has a ``device`` field it fits the same split twice with reproducible noise and the same
 seed, ``device="cpu"`` and ``device="cuda"``, and compares: the ε reported for the run as
 executed (must be equal: the mechanism and its accounting do not depend on the device), the
-steps run, the released weights (float32 rounding only) and the test error. Two splits: digits
+steps run and, for the linear methods, the released weights (float32 rounding only). The test
+errors are printed beside them, not compared: the network methods' convolutions round
+otherwise on the GPU, and their noisy epochs carry that. Two splits: digits
 pixels balanced, and at imbalance ratio 10 (the class histogram's pilot and the prior
 correction act there).
 

@@ -22,6 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def _fmt(v) -> str:
+    return "None" if v is None else f"{float(v):.2f}"  # no shrinkage factor: no step, or the two-iterate path
+
+
 def main(argv: list[str]) -> None:
     from mixdp_core.data.splits import SplitSpec, make_split
     from mixdp_core.evaluation.metrics import balanced_accuracy, minority_accuracy
@@ -30,13 +34,16 @@ def main(argv: list[str]) -> None:
     from mixdp_core.runs.figures.prototypes import _proto_holdout
 
     root, ir = argv[0], float(argv[1])
+    import ast
+
     extra = {}
     for a in argv[2:]:
         k, v = a.split("=", 1)
         try:
-            extra[k] = float(v)
-        except ValueError:
-            extra[k] = v
+            extra[k] = ast.literal_eval(v)  # 3 stays an int, 0.5 a float, None None
+        except (ValueError, SyntaxError):
+            extra[k] = v  # a bare word: a string option
+    sigma_rule = "noise_multiplier" not in extra
     fs = get_features("image_folder", "efficientnet_lite0", root=root,
                       encoder_kwargs={"image_size": 128, "precision": "fp32"}, max_per_class=500, max_test_per_class=200)
     C = fs.n_classes
@@ -48,14 +55,14 @@ def main(argv: list[str]) -> None:
               f"{minority_accuracy(sp.y_test, p, sp.minority_classes):.3f}; private rows per class "
               f"{sp.private_counts.tolist()} (owner's view), minority classes {sp.minority_classes.tolist()}", flush=True)
         for eps in (1.0, 3.0, 8.0):
-            m = make_method("adamix", target_epsilon=eps, seed=seed, noise_multiplier=20.0 * max(1.0, 3.0 / eps),
-                            **extra).fit(sp)
+            sigma = {"noise_multiplier": 20.0 * max(1.0, 3.0 / eps)} if sigma_rule else {}
+            m = make_method("adamix", target_epsilon=eps, seed=seed, **sigma, **extra).fit(sp)
             p = m.predict(sp.X_test)
             pilot = (m.histogram_test_ or {}).get("imbalanced")
             print(f"  ε {eps:g}: balanced {balanced_accuracy(sp.y_test, p, C):.3f} minority "
                   f"{minority_accuracy(sp.y_test, p, sp.minority_classes):.3f} guard released {m.guard_kept_private_} "
                   f"path factor {m.guard_path_factor_} checkpoint {m.checkpoint_kept_early_} prior corrected "
-                  f"{m.prior_corrected_} shrinkage {m.update_shrinkage_:.2f} pilot imbalanced {pilot}", flush=True)
+                  f"{m.prior_corrected_} shrinkage {_fmt(m.update_shrinkage_)} pilot imbalanced {pilot}", flush=True)
 
 
 if __name__ == "__main__":

@@ -284,9 +284,16 @@ class RunConfig:
         return _hash(out)
 
     def split_hash(self) -> str:
-        """Hash of everything that determines the split (shared by all methods on it)."""
+        """Hash of everything that determines the split (shared by all methods on it).
+
+        Long-tailed splits (``imbalance_ratio > 1``) also hash their tail's stream: since
+        2026-11-30 the tail's order has a stream of its own (:func:`~mixdp_core.data.splits.tail_ranks`),
+        so the same options give other private rows than in runs stored before, and a stored
+        reference of the earlier split must not be taken for this one (:func:`sibling_boost`).
+        Balanced splits did not change and keep their hash."""
         return _hash(
             {
+                **({"tail_stream": "seed-own-2026-11-30"} if float(self.imbalance_ratio) > 1 else {}),
                 "dataset": self.dataset,
                 "encoder": self.encoder,
                 "dataset_root": self.dataset_root,

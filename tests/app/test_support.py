@@ -592,6 +592,12 @@ def test_class_counts_figure_marks_minorities():
     # the exact private counts are the owner's view, and the exports carry the title, not the caption
     assert "owner's view, not private" in fig.layout.title.text
     assert fig.layout.xaxis.tickvals is None  # a few classes: plotly's own ticks
+    # digits' class names are numbers: the axis is declared categorical, not left to plotly.js's
+    # guess (a linear axis would drop the "7 ★" bars)
+    digits = charts.class_counts_figure({"class_names": [str(c) for c in range(10)], "public": [5] * 10,
+                                         "private": [90] * 10, "test": [50] * 10,
+                                         "minority": [0] * 7 + [1, 0, 1]}, imbalance_ratio=10)
+    assert digits.layout.xaxis.type == "category" and "7 ★" in list(digits.data[2].x)
 
 
 def test_class_counts_figure_labels_every_class_at_100_classes():

@@ -723,7 +723,7 @@ def test_guard_path_is_one_vector_release_of_the_single_counts_mu():
 def test_guard_path_mends_the_imbalanced_many_class_release_and_stays_off_where_unresolved():
     """On 50 imbalanced classes at ε = 8 (σ = 5) the single count releases a shrunk private
     model worse than Only-Public (its count on the imbalanced private rows still clears the bar); the path's
-    count releases the update halved, better than both. At the default σ = 20 the same 920
+    count releases the update halved, better than both. At the default σ = 20 the same ~900
     rows cannot resolve three candidates (20 sqrt(3) > 0.02 n̂_lo): the guard asks the single
     count, with the same release as ``guard_candidates="single"``."""
     sp = _imbalanced_many_class_split()

@@ -44,6 +44,23 @@ def test_runconfig_validation(fake_method):
     assert RunConfig.from_dict(a.to_dict()) == a
 
 
+def test_a_long_tailed_split_hash_names_its_tail_stream(fake_method):
+    """The tail's order moved to a stream of its own (2026-11-30): a long-tailed split keeps
+    other private rows than a stored run with the same options made before, whose paragon
+    the Performance Boost must not borrow. Balanced splits did not change: same hash."""
+    from mixdp_core.runs.runner import _hash
+
+    def old_hash(c):
+        d = {k: getattr(c, k) for k in ("dataset", "encoder", "dataset_root", "dataset_kwargs", "encoder_kwargs",
+                                         "seed", "public_per_class", "imbalance_ratio", "public_from")}
+        return _hash(d)
+
+    bal = RunConfig(dataset="digits", encoder="pixels", method=fake_method)
+    tail = RunConfig(dataset="digits", encoder="pixels", method=fake_method, imbalance_ratio=10.0)
+    assert bal.split_hash() == old_hash(bal)
+    assert tail.split_hash() != old_hash(tail) and tail.split_hash() != bal.split_hash()
+
+
 def test_completed_run_and_reuse(tmp_path, fake_method, digits_features):
     st = RunStore(tmp_path)
     seen = []

@@ -1119,6 +1119,18 @@ def figure_csv(fig) -> str:
     return head + figure_frame(fig).to_csv(index=False)
 
 
+def _bar_categories(bars) -> list[str]:
+    """The x slots of ``bars`` (plotly bar traces) for the matplotlib export: in order of first
+    appearance, or in numeric order where every x is a number (plotly's own order then; a chart
+    that splits its bars over two traces, like the classroom's minority classes, was exported
+    with the second trace's bars at the right end)."""
+    cats = list(dict.fromkeys(str(v) for tr in bars for v in tr.x))
+    try:
+        return sorted(cats, key=float)
+    except ValueError:
+        return cats
+
+
 def figure_image(fig, fmt: str = "svg") -> bytes:
     """Static image of a plotly figure (``"svg"`` or ``"png"``): plotly's own export when
     kaleido is installed, else redrawn with matplotlib from the same traces and axes."""
@@ -1140,7 +1152,7 @@ def figure_image(fig, fmt: str = "svg") -> bytes:
     bars = [tr for tr in fig.data if tr.type == "bar"]
     groups = list(dict.fromkeys((tr.offsetgroup or f"_{i}") for i, tr in enumerate(bars)))
     slot = {id(tr): groups.index(tr.offsetgroup or f"_{i}") for i, tr in enumerate(bars)}
-    cats = list(dict.fromkeys(str(v) for tr in bars for v in tr.x))
+    cats = _bar_categories(bars)
     width = 0.8 / max(len(groups), 1)
     try:
         for tr in fig.data:

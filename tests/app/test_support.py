@@ -600,6 +600,18 @@ def test_class_counts_figure_marks_minorities():
     assert digits.layout.xaxis.type == "category" and "7 ★" in list(digits.data[2].x)
 
 
+def test_exported_bars_keep_their_numeric_order_across_traces():
+    """The classroom's noise chart draws its minority classes as a second bar trace; the
+    matplotlib export placed those bars after all the others (a review), plotly by their x."""
+    fig = charts.noise_vs_separation_figure([0.5, 0.1, 0.9, 0.3], 0.4, epsilon=1.0, minority=[1])
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert len(bars) == 2 and charts._bar_categories(bars) == ["1", "2", "3", "4"]
+    named = [t for t in charts.class_counts_figure({"class_names": ["b", "a", "c"], "public": [1] * 3,
+                                                      "private": [3, 2, 1], "test": [1] * 3,
+                                                      "minority": [0, 0, 1]}, imbalance_ratio=10).data]
+    assert charts._bar_categories(named) == ["b", "a", "c ★"]  # names keep the chart's own order
+
+
 def test_class_counts_figure_labels_every_class_at_100_classes():
     """At 100 classes plotly labelled every second category (half the ★ marks missing) and the
     legend below the plot covered the labels (a newcomer's browser walk)."""

@@ -463,8 +463,9 @@ class SparseFinetune(Method):
         Xpriv = _as_images(private_images, pretrained.image_shape, "private_images")
         ypriv = _as_labels(private_labels, len(Xpriv), "private_labels")
         N = len(Xpriv)
-        if N == 0:
-            raise DataError("private_images: no private samples")
+        # No refusal at N = 0: failing on 0 private rows and running on 1 would tell the two
+        # neighbouring data sets apart with certainty. The noisy count stays >= 1, and Poisson
+        # sampling over no rows draws empty batches, whose steps release pure noise.
         # The class count is public and given: never read off the private labels (max + 1 would
         # be an unaccounted, data-dependent output shape), nor off the source's label set, which
         # may differ from the target's.
@@ -472,7 +473,7 @@ class SparseFinetune(Method):
             raise ConfigError("n_classes", f"give the target's number of classes (an integer >= 2, public: e.g. its "
                                            f"class names), got {n_classes!r}")
         C = int(n_classes)
-        if int(ypriv.max()) >= C:
+        if N and int(ypriv.max()) >= C:
             raise DataError(f"private_labels: labels must lie in [0, {C - 1}]")
         Xtest = ytest = None
         if test_images is not None:

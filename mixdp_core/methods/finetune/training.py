@@ -310,7 +310,16 @@ def dp_sgd_finetune(
 
     optimizer.attach_step_hook(mask_noised_grad)
 
-    loader = DPDataLoader(TensorDataset(images, labels), sample_rate=sample_rate, generator=generator)
+    if N:
+        loader = DPDataLoader(TensorDataset(images, labels), sample_rate=sample_rate, generator=generator)
+    else:
+        # no private row: Opacus' sampler refuses an empty set, so it runs over one placeholder
+        # row that it never samples (num_samples 0): every Poisson batch is empty, and each step
+        # releases pure noise, as an empty sample of a non-empty set does
+        placeholder = TensorDataset(torch.zeros((1, *images.shape[1:]), dtype=images.dtype),
+                                    torch.zeros(1, dtype=labels.dtype))
+        loader = DPDataLoader(placeholder, sample_rate=sample_rate, generator=generator)
+        loader.batch_sampler.num_samples = 0
     if noise_rng is not None:
         _draw_sample_from(loader.batch_sampler, noise_rng)
     steps_per_epoch = len(loader)

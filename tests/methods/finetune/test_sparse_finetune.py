@@ -399,6 +399,22 @@ def test_layer_stats_give_kept_shares_from_the_mask_and_the_noise_to_gradient_ra
     assert big["noise_to_gradient"] > 3 * full.layer_stats_[-2]["noise_to_gradient"] > 0
 
 
+def test_no_private_row_runs_like_one_row(digits, pretrained):
+    """An empty private set was refused while one row ran: the error alone told the two
+    neighbouring data sets apart. Both run now, with the same plan and ε; the empty one's
+    Poisson batches are all empty (pure-noise steps)."""
+    fits = {}
+    for n in (0, 1):
+        m = SparseFinetune(**{**FAST, "target_epsilon": 1.0, "params": "cls", "epochs": 1}).fit_images(
+            None, None, digits["Xpriv"][:n], digits["ypriv"][:n], digits["Xtest"], digits["ytest"],
+            pretrained=pretrained, n_classes=5)
+        fits[n] = m
+        assert m.predict(digits["Xtest"]).shape == (len(digits["ytest"]),)
+        assert m.verify_privacy() == pytest.approx(m.privacy_.epsilon)
+    assert fits[0].privacy_.epsilon == fits[1].privacy_.epsilon and fits[0].steps_ == fits[1].steps_
+    assert fits[0].noise_multiplier_ == fits[1].noise_multiplier_
+
+
 def test_class_count_is_given_never_read_off_the_private_labels(digits, pretrained):
     """Private labels of classes 0-2 only: the model has the 5 classes it was told (max + 1 of
     the private labels would be an unaccounted output shape); without the count, one line."""

@@ -225,11 +225,11 @@ class OpenCLIPEncoder(TorchImageEncoder):
 def unit_rows_fp32(f):
     """Rows of ``f`` (any float dtype) scaled to unit L2 norm, in float32: on CUDA the tower runs
     fp16, where normalizing leaves norms off by about 1e-4 (seen on an H200); in float32 they
-    are 1 to float32 rounding on every device. All-zero rows stay zero."""
-    import torch
+    are 1 to float32 rounding on every device. All-zero rows stay zero (torch's ``normalize``,
+    norms clamped at 1e-12)."""
+    from torch.nn import functional as F
 
-    f = f.float()
-    return f / torch.linalg.vector_norm(f, dim=-1, keepdim=True).clamp_min(1e-12)
+    return F.normalize(f.float(), dim=-1)
 
 
 @ENCODERS.register("clip_vit_b32")

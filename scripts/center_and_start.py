@@ -85,6 +85,14 @@ VARIANTS = {
     # release, unweighted ("GS"), against the option's class-weighted count at the histogram's share
     "GS": ("adamix", {"guard_rule": "single_count"}),
     "GB": ("adamix", {"guard_rule": "balanced_when_imbalanced"}),
+    # the steep-tail measurements (docs/results/class_balance.md, "A steep tail"): the public
+    # likelihood's factor (LWI; its rows in steep_tail_*.jsonl ran an interim option that took it
+    # only where the pilot found imbalance, the two-iterate release elsewhere), the same with the
+    # update's public logits in-sample (LWIin), the squared-logit rule checked on the public
+    # likelihood under imbalance (CWI, the default since 2026-11-30)
+    "LWI": ("adamix", {"update_shrinkage": "public_likelihood"}),
+    "LWIin": ("adamix", {"update_shrinkage": "public_likelihood", "_update_in_sample": True}),
+    "CWI": ("adamix", {"update_shrinkage": "checked_when_imbalanced"}),
     # the start's margin from approximate leave-one-out public margins instead of the fit's own
     # (tuning_notes.md, "The start's margin"), at the noise margin z x 1 / x 1/3 / x 1/6
     "LM": ("adamix", {"_start_margin": "loo"}),

@@ -807,6 +807,63 @@ def test_two_iterate_release_on_balanced_classes_and_the_rule_under_imbalance():
     assert ti_imb.update_shrinkage_ == rule_imb.update_shrinkage_ and np.array_equal(ti_imb.W_, rule_imb.W_)
 
 
+def test_checked_when_imbalanced_checks_the_rule_on_the_public_likelihood_under_imbalance():
+    """``update_shrinkage="checked_when_imbalanced"`` (class_balance.md, "A steep tail"): where
+    the histogram's pilot finds the private classes imbalanced, the squared-logit rule's factor
+    ``s`` is kept when its model's profile likelihood of the public labels (the start's
+    leave-one-out logits, the update's less each row's tracked pull) is at least the start's, and
+    replaced by :func:`stacking_shrinkage`'s otherwise, recomputed here from the unshrunk run
+    with the same noise. The split here keeps the rule; the same split with every private label
+    moved to the next class (an update with real energy in a wrong direction, which no
+    noise-based rule can see) fails the check and takes the likelihood's factor.
+    Where the pilot finds the classes balanced: the two-iterate release. Same ε throughout."""
+    import dataclasses
+
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+    from mixdp_core.methods._linear import loo_public_logits
+    from mixdp_core.methods.adamix.engine import (profile_log_likelihood, released_noise_std,
+                                                  stacking_shrinkage, update_shrinkage)
+
+    fs = get_features("synthetic", "pixels", classes=20, dim=256, train_per_class=40, test_per_class=10,
+                      effective_rank=64, separation=6.0)
+    kw = dict(target_epsilon=3.0, seed=1, noise="reproducible", public_guard=False)
+    imb = make_split(fs, SplitSpec(public_per_class=2, seed=0, imbalance_ratio=10.0))
+    wrong = dataclasses.replace(imb, y_private=(imb.y_private + 1) % imb.n_classes)
+    outcomes = []
+    for sp in (imb, wrong):
+        gated = make_method("adamix", update_shrinkage="checked_when_imbalanced", **kw).fit(sp)
+        rule = make_method("adamix", update_shrinkage="public_logits", **kw).fit(sp)
+        whole = make_method("adamix", update_shrinkage="none", **kw)
+        whole._track_public_pull = True
+        whole.fit(sp)
+        assert gated.histogram_test_["imbalanced"]
+        assert gated.privacy_.epsilon == rule.privacy_.epsilon and gated.steps_ == rule.steps_
+        Xp = whole.feature_map_(sp.X_public).astype(np.float64)
+        A, scored = loo_public_logits(Xp, sp.y_public, sp.n_classes, gated.public_l2_)
+        A = gated.init_scale_ * A
+        delta = (whole.W_ - whole.W_start_).astype(np.float64)
+        U = Xp[scored] @ delta - whole._public_pull[scored]
+        yp = sp.y_public[scored]
+        nu = released_noise_std(whole.history_, float(whole.n_hat_), whole.noise_multiplier_)
+        s_rule = update_shrinkage(Xp, delta, nu)
+        assert s_rule == pytest.approx(rule.update_shrinkage_, rel=1e-5)
+        rejects = profile_log_likelihood(A, U, yp, s_rule) < profile_log_likelihood(A, U, yp, 0.0)
+        s = stacking_shrinkage(A, U, yp) if rejects else s_rule
+        assert gated.update_check_rejected_ == rejects
+        assert gated.update_shrinkage_rule_ == ("public_likelihood" if rejects else "public_logits")
+        assert gated.update_shrinkage_ == pytest.approx(s, rel=1e-4, abs=1e-6)
+        np.testing.assert_allclose(gated.W_, whole.W_start_ + np.float32(s) * delta, atol=1e-4)
+        outcomes.append(rejects)
+    assert outcomes == [False, True]
+    bal = make_split(fs, SplitSpec(public_per_class=2, seed=0))
+    g_bal = make_method("adamix", update_shrinkage="checked_when_imbalanced", **kw).fit(bal)
+    ti = make_method("adamix", update_shrinkage="two_iterate_when_balanced", **kw).fit(bal)
+    assert not g_bal.histogram_test_["imbalanced"] and g_bal.update_shrinkage_rule_ == "two_iterate"
+    assert g_bal.update_check_rejected_ is None
+    assert g_bal.update_combination_ == ti.update_combination_ and np.array_equal(g_bal.W_, ti.W_)
+
+
 def test_guard_counts_the_two_iterate_release_on_its_leave_one_out_logits():
     """With the guard, the combined release is counted on each private row's logits less its own
     pull in that model, ``u q_avg + v q_last`` (the engine's tracked pulls, each tested against

@@ -318,6 +318,40 @@ def test_stacking_shrinkage_is_the_weight_ratio_of_the_public_likelihood():
     assert stacking_shrinkage(A[:0], U[:0], y[:0]) == 1.0
 
 
+def test_profile_log_likelihood_maximizes_over_the_scale_and_peaks_at_the_stacking_ratio():
+    """:func:`profile_log_likelihood` against an independent computation (the mean log-likelihood
+    of ``softmax(a (A + s U))`` on a dense grid of ``a``): equal to 1e-6; ``-log C`` for constant
+    logits; and, over ``s``, it is largest at :func:`stacking_shrinkage`'s ratio (the two-weight
+    fit's profile), so a check ``L(s) < L(0)`` asks whether ``s`` predicts worse than the start."""
+    from mixdp_core.methods.adamix.engine import profile_log_likelihood, stacking_shrinkage
+
+    rng = np.random.default_rng(1)
+    n, C = 200, 8
+    y = rng.integers(0, C, n)
+    onehot = np.eye(C)[y]
+    A = 1.5 * onehot + rng.standard_normal((n, C))
+    U = 0.6 * onehot + 0.9 * rng.standard_normal((n, C))
+
+    def grid(s):
+        Z0 = A + s * U
+        best = -np.inf
+        for a in np.linspace(0.0, 5.0, 50001):
+            Z = a * Z0
+            Z = Z - Z.max(1, keepdims=True)
+            best = max(best, float(np.mean(Z[np.arange(n), y] - np.log(np.exp(Z).sum(1)))))
+        return best
+
+    for s in (0.0, 0.3, 1.0):
+        assert profile_log_likelihood(A, U, y, s) == pytest.approx(grid(s), abs=1e-6)
+    assert profile_log_likelihood(np.zeros((n, C)), np.zeros((n, C)), y, 0.5) == pytest.approx(-np.log(C))
+    s_star = stacking_shrinkage(A, U, y)
+    assert 0.05 < s_star < 0.95
+    top = profile_log_likelihood(A, U, y, s_star)
+    assert all(profile_log_likelihood(A, U, y, s) <= top + 1e-9 for s in np.linspace(0, 1, 21))
+    bad = -2.0 * onehot + rng.standard_normal((n, C))  # an update that points away from the labels
+    assert profile_log_likelihood(A, bad, y, 1.0) < profile_log_likelihood(A, bad, y, 0.0)
+
+
 def test_tracked_public_pull_is_the_leave_one_out_change_of_the_released_average():
     """``NoisyGDOptions.track_public_pull`` (``update_shrinkage="public_likelihood"``): public row j's
     tracked pull is the change of its own logits in the released average when the row is left out

@@ -536,6 +536,60 @@ def stacking_shrinkage(start_logits: np.ndarray, update_logits: np.ndarray, y: n
     return float(min(1.0, b / a))
 
 
+def profile_log_likelihood(start_logits: np.ndarray, update_logits: np.ndarray, y: np.ndarray, s: float) -> float:
+    """Mean log-likelihood of the labels ``y`` under ``softmax(a (z_start + s z_update))``,
+    maximized over the common scale ``a >= 0``: how well the model ``W_start + s (W - W_start)``
+    predicts the rows, in the units :func:`stacking_shrinkage` fits (whose ratio ``b / a``
+    maximizes this over ``s``). The scale is free because the released logits' temperature does
+    not change a prediction; ``a = 0`` gives ``-log C``.
+
+    Inputs as :func:`stacking_shrinkage`'s (the public rows' leave-one-out logits). Concave in
+    ``a`` (a one-parameter exponential family): damped Newton. Where the rows are separated the
+    supremum is 0, approached as ``a`` grows; the iteration stops once the loss is that of
+    near-certain predictions. Public rows and releases: post-processing, no privacy cost.
+    """
+    A = np.asarray(start_logits, dtype=np.float64)
+    U = np.asarray(update_logits, dtype=np.float64)
+    y = np.asarray(y)
+    n = len(y)
+    if n == 0:
+        return 0.0
+    idx = np.arange(n)
+    Z0 = (A - A.mean(1, keepdims=True)) + float(s) * (U - U.mean(1, keepdims=True))
+
+    def ll(a: float) -> tuple[float, float, float]:
+        Z = a * Z0
+        m = Z.max(1, keepdims=True)
+        E = np.exp(Z - m)
+        tot = E.sum(1)
+        P = E / tot[:, None]
+        val = float(np.mean(Z[idx, y] - m[:, 0] - np.log(tot)))
+        mu = np.sum(P * Z0, 1)
+        grad = float(np.mean(Z0[idx, y] - mu))
+        var = float(np.mean(np.sum(P * Z0 * Z0, 1) - mu * mu))
+        return val, grad, var
+
+    sd = float(Z0.std())
+    if not sd > 0:
+        return float(-np.log(A.shape[1]))
+    a = 1.0 / sd
+    f, g, v = ll(a)
+    for _ in range(200):
+        step = g / v if v > 0 else g
+        t = 1.0
+        while t > 1e-10:
+            a_new = max(0.0, a + t * step)
+            f_new, g_new, v_new = ll(a_new)
+            if f_new >= f + 1e-4 * t * g * step or a_new == a:
+                break
+            t *= 0.5
+        converged = abs(a_new - a) <= 1e-10 * max(1.0, a)
+        a, f, g, v = a_new, f_new, g_new, v_new
+        if converged or abs(g) * max(a, 1.0 / sd) < 1e-10 or -f < 1e-6 or (a == 0.0 and g <= 0):
+            break
+    return f
+
+
 def balanced_prior_bias(scores: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray | None:
     """Per-class logit offsets ``b`` (``C``, summing to 0) that make the model's average predicted
     probability of every class, over a class-balanced weighting of the labelled rows, equal to

@@ -51,6 +51,7 @@ from .engine import (
     effective_weight_decay,
     iterate_noise_covariance,
     log_prior,
+    profile_log_likelihood,
     run_noisygd,
     released_noise_std,
     self_pull_bound,
@@ -465,7 +466,8 @@ class NoisyGDMethod(LinearHead):
         cfg = self.config
         return bool(smooth and self._public_start
                     and getattr(cfg, "update_shrinkage", "none") in ("public_likelihood", "public_logits",
-                                                                     "two_iterate_when_balanced")
+                                                                     "two_iterate_when_balanced",
+                                                                     "checked_when_imbalanced")
                     and opts.projection_dim in (None, "span"))
 
     def _start_loo_logits(self, problem: NoisyGDProblem) -> tuple[np.ndarray, np.ndarray] | None:
@@ -490,25 +492,36 @@ class NoisyGDMethod(LinearHead):
 
     def _shrinkage_factor(self, problem: NoisyGDProblem, delta_W: np.ndarray, history: list, n_hat: float,
                           public_pull: np.ndarray | None,
-                          start_loo: tuple[np.ndarray, np.ndarray] | None) -> float:
-        """``s`` of the released model ``W_start + s delta_W`` under ``update_shrinkage``:
-        'public_likelihood' (:func:`.engine.stacking_shrinkage` on the public rows' leave-one-out
-        logits of the start, ``start_loo`` from :meth:`_start_loo_logits`, and of the update),
-        falling back to the squared-logit rule (:func:`.engine.update_shrinkage`,
-        'public_logits') where the start has no leave-one-out logits (one shot per class, or a
-        problem beyond the leave-one-out's size bounds: ``start_loo`` is ``None``) or the update's
-        are not tracked. Public rows and releases only: post-processing."""
+                          start_loo: tuple[np.ndarray, np.ndarray] | None) -> tuple[float, str, bool | None]:
+        """``(s, rule, rejected)``: ``s`` of the released model ``W_start + s delta_W`` under
+        ``update_shrinkage``, the rule that set it and, under ``'checked_when_imbalanced'``'s
+        check, whether the check rejected the squared-logit rule (else ``None``).
+        'public_likelihood': :func:`.engine.stacking_shrinkage` on the public rows' leave-one-out
+        logits of the start (``start_loo`` from :meth:`_start_loo_logits`) and of the update less
+        each row's own pull; 'checked_when_imbalanced' under imbalance: the squared-logit rule's
+        factor unless that model's :func:`.engine.profile_log_likelihood` on those logits is below
+        the start's, then the likelihood's. Either falls back to the squared-logit rule
+        (:func:`.engine.update_shrinkage`, 'public_logits') where the start has no leave-one-out
+        logits (one shot per class, or a problem beyond the leave-one-out's size bounds:
+        ``start_loo`` is ``None``) or the update's are not tracked. Public rows and releases only:
+        post-processing."""
         cfg = self.config
-        if cfg.update_shrinkage == "public_likelihood" and public_pull is not None and start_loo is not None:
-            A, scored = start_loo
-            U = problem.X_public[scored].astype(np.float64) @ delta_W.astype(np.float64)
-            if not getattr(self, "_update_in_sample", False):  # research hook: keep the own pull
-                U = U - public_pull[scored]
-            self.update_shrinkage_rule_ = "public_likelihood"
-            return stacking_shrinkage(A, U, problem.y_public[scored])
-        self.update_shrinkage_rule_ = "public_logits"
+        lik = self._likelihood_rule()
         nu = released_noise_std(history, float(n_hat), cfg.noise_multiplier)
-        return update_shrinkage(problem.X_public, delta_W, nu)
+        if lik is None or public_pull is None or start_loo is None:
+            return update_shrinkage(problem.X_public, delta_W, nu), "public_logits", None
+        A, scored = start_loo
+        U = problem.X_public[scored].astype(np.float64) @ delta_W.astype(np.float64)
+        if not getattr(self, "_update_in_sample", False):  # research hook: keep the own pull
+            U = U - public_pull[scored]
+        y = problem.y_public[scored]
+        rejected = None
+        if lik == "check":
+            s_rule = update_shrinkage(problem.X_public, delta_W, nu)
+            rejected = profile_log_likelihood(A, U, y, s_rule) < profile_log_likelihood(A, U, y, 0.0)
+            if not rejected:
+                return s_rule, "public_logits", False
+        return stacking_shrinkage(A, U, y), "public_likelihood", rejected
 
     def _combines_iterates(self) -> bool:
         """Whether the released update combines the average and the last iterate
@@ -519,8 +532,33 @@ class NoisyGDMethod(LinearHead):
         the guard −0.48 on 27 cells) and under imbalance ratio 10 it did not (+0.05;
         docs/results/tuning_notes.md, "The average lags")."""
         test = getattr(self, "histogram_test_", None)
-        return bool(getattr(self.config, "update_shrinkage", "none") == "two_iterate_when_balanced"
+        return bool(getattr(self.config, "update_shrinkage", "none") in ("two_iterate_when_balanced",
+                                                                          "checked_when_imbalanced")
                     and test is not None and not test["imbalanced"])
+
+    def _likelihood_rule(self) -> str | None:
+        """Whether the public likelihood (:func:`.engine.stacking_shrinkage`) takes part in the
+        update's factor: ``"set"`` with ``update_shrinkage="public_likelihood"`` (it sets the
+        factor), ``"check"`` with ``"checked_when_imbalanced"`` where the released histogram's
+        pilot found the private classes imbalanced (it checks the squared-logit rule's model
+        against the start; post-processing of that release), else ``None``.
+
+        Why the check under imbalance: the squared-logit rule trusts the update's direction and
+        weighs each class column by its energy, which the majority columns' rows set. Under a
+        steep tail on real features the update's direction itself can lower the balanced
+        accuracy (CIFAR-10 at imbalance 100: the error rises along the whole path past
+        s = 0.1-0.2, at ε = 8 too), which no noise-based rule can see; the public labels,
+        balanced by construction, can. The likelihood's own factor is biased low (the first-order
+        own pull over-states a row's leave-one-out effect on the update: 0.6 points worse on the
+        imbalanced development regimes), so it replaces the rule's only where the labels reject
+        the rule's model (docs/results/class_balance.md, "A steep tail")."""
+        rule = getattr(self.config, "update_shrinkage", "none")
+        if rule == "public_likelihood":
+            return "set"
+        test = getattr(self, "histogram_test_", None)
+        if rule == "checked_when_imbalanced" and test is not None and test["imbalanced"]:
+            return "check"
+        return None
 
     def _iterate_combination(self, problem: NoisyGDProblem, delta_avg: np.ndarray, last: np.ndarray | None,
                              W_init: np.ndarray, history: list, n_hat: float) -> tuple[float, float] | None:
@@ -1161,7 +1199,7 @@ class NoisyGDMethod(LinearHead):
         # only a run that releases the guard (research: _track_self_pull forces it, for diagnostics)
         opts.track_self_pull = (bool(n_guard) and self._guard_counts_loo()) or bool(getattr(self, "_track_self_pull", False))
         # the update's leave-one-out logits on the public rows (update_shrinkage="public_likelihood")
-        opts.track_public_pull = ((self._shrinks_update(smooth, opts) and cfg.update_shrinkage == "public_likelihood")
+        opts.track_public_pull = ((self._shrinks_update(smooth, opts) and self._likelihood_rule() is not None)
                                   or bool(getattr(self, "_track_public_pull", False)))  # research: diagnostics
         lip_pub = math.sqrt(2.0)  # ||g_j|| <= ||x_j|| ||p_j - y_j|| <= sqrt(2) for public rows
 
@@ -1263,9 +1301,10 @@ class NoisyGDMethod(LinearHead):
         self._public_pull = res.public_pull  # None unless tracked (public: public rows and releases)
         snap, snap_pull = res.snapshot, res.snapshot_self_pull
         self.update_shrinkage_ = None
+        self.update_check_rejected_ = None  # set where checked_when_imbalanced checks the rule
         self.update_shrinkage_rule_ = None
         # s applied to the update of the model the guard asks (its path is t s), and the early average's
-        s_rel = s_e = None
+        s_rel = s_e = rule_e = rejected_e = None
         self.guard_path_factor_ = None
         whole_candidate = None  # research hook _guard_whole's second candidate: (W, own pull) unshrunk
         self.update_combination_ = None
@@ -1274,7 +1313,7 @@ class NoisyGDMethod(LinearHead):
             # the released model keeps of its private update only what its noise leaves
             # (engine.update_shrinkage: post-processing); each row's own pull scales alike
             start_loo = (self._start_loo_logits(problem)
-                         if cfg.update_shrinkage == "public_likelihood" and res.public_pull is not None else None)
+                         if self._likelihood_rule() is not None and res.public_pull is not None else None)
             whole_candidate = (self.W_, pull)
             comb = (self._iterate_combination(problem, self.W_ - W_init, res.last_iterate, W_init, res.history, n_hat)
                     if self._combines_iterates() else None)
@@ -1286,8 +1325,8 @@ class NoisyGDMethod(LinearHead):
                 self.update_combination_ = comb
                 self.update_shrinkage_rule_ = "two_iterate"
             else:
-                s_fin = self._shrinkage_factor(problem, self.W_ - W_init, res.history, n_hat, res.public_pull,
-                                               start_loo)
+                s_fin, self.update_shrinkage_rule_, self.update_check_rejected_ = self._shrinkage_factor(
+                    problem, self.W_ - W_init, res.history, n_hat, res.public_pull, start_loo)
                 self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
                 pull = None if pull is None else s_fin * pull
                 self.update_shrinkage_ = s_fin
@@ -1303,8 +1342,8 @@ class NoisyGDMethod(LinearHead):
                     snap, snap_pull = _combine_iterates(comb_e, W_init, snap, res.snapshot_last, snap_pull,
                                                         res.snapshot_last_self_pull)
                 else:
-                    s_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step], n_hat,
-                                                 res.snapshot_public_pull, start_loo)
+                    s_e, rule_e, rejected_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step],
+                                                                     n_hat, res.snapshot_public_pull, start_loo)
                     snap = W_init + np.float32(s_e) * (snap - W_init)
                     snap_pull = None if snap_pull is None else s_e * snap_pull
         if n_check and not stopped and snap is not None:
@@ -1315,8 +1354,9 @@ class NoisyGDMethod(LinearHead):
                 s_rel = s_e  # the early average, shrunk by its own s (None where it was combined)
                 if self.update_combination_ is not None:
                     self.update_combination_ = comb_e
-                    if comb_e is None:  # the early average took the rule: it carries s_e
-                        self.update_shrinkage_, self.update_shrinkage_rule_ = s_e, "public_logits"
+                if s_e is not None:  # the early average took a factor: the release carries it
+                    self.update_shrinkage_, self.update_shrinkage_rule_ = s_e, rule_e
+                    self.update_check_rejected_ = rejected_e
             ledger.release(release, what="checkpoint test")
             total_steps += 1
             history = history + [rec]

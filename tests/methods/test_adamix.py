@@ -579,7 +579,7 @@ def test_shrunk_private_update_uses_the_private_rows_where_their_noise_dominates
                       effective_rank=100, separation=10.0, ambiguity=0.06, shared_mean=2.5)
     sp = make_split(fs, SplitSpec(public_per_class=2, seed=0))
     op = make_method("only_public").fit(sp)
-    assert make_method("adamix").config.update_shrinkage == "two_iterate_when_balanced"
+    assert make_method("adamix").config.update_shrinkage == "checked_when_imbalanced"
     new = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible",
                       update_shrinkage="public_logits").fit(sp)
     old = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible", update_shrinkage="none").fit(sp)

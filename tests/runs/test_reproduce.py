@@ -495,7 +495,10 @@ def test_sparse_layers_tiny(env):
     whole = {r["layer"]: r for r in rows if r["run"] == "whole network"}
     mag = {r["layer"]: r for r in rows if r["run"] == "sparse, magnitude mask"}
     rnd = {r["layer"]: r for r in rows if r["run"] == "sparse, random mask"}
-    assert all(r["noise_to_gradient"] is not None for r in whole.values())  # every tensor trains
+    # every tensor trains: a ratio, or (rarely: a unit dead on every sampled row) an exact zero
+    # gradient, never "frozen"; most have a ratio
+    assert all(r["noise_to_gradient"] is not None or r["zero_gradient"] for r in whole.values())
+    assert sum(r["noise_to_gradient"] is not None for r in whole.values()) >= len(whole) - 1
     conv = [k for k, r in mag.items() if r["share_kept"] is not None]
     assert conv and sum(mag[k]["share_kept"] for k in conv) != sum(rnd[k]["share_kept"] for k in conv)
     assert "kept: magnitude / random (%)" in paths["md"].read_text()

@@ -284,12 +284,17 @@ def _sparse_layers(ctx: Context) -> FigureOutput:
     ratio: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     share: dict[tuple, dict[str, float]] = defaultdict(dict)
     acc: dict[tuple, list] = defaultdict(list)
+    # trained, but its clipped gradient was exactly zero in every step of every seed (a unit
+    # dead on every sampled row): not "frozen", and no finite ratio
+    no_grad: dict[tuple, set] = defaultdict(set)
     for r in res:
         key = (r["mode"], r["mask"])
         acc[key].append(r["accuracy"])
         for row in r["layer_stats"]:
             if row["noise_to_gradient"] is not None:
                 ratio[key][row["layer"]].append(row["noise_to_gradient"])
+            elif row.get("trainable") and row.get("gradient_norm_rms") == 0.0:
+                no_grad[key].add(row["layer"])
             if row.get("masked"):  # conv weights under the mask (the whole network has none)
                 share[key][row["layer"]] = row["share_kept"]
     layers = [row["layer"] for row in res[0]["layer_stats"]]
@@ -298,9 +303,10 @@ def _sparse_layers(ctx: Context) -> FigureOutput:
         cells = []
         for key in runs:
             v = ratio[key].get(lay)
-            cells.append(f"{np.mean(v):.2f}" if v else "frozen")
+            dead = not v and lay in no_grad[key]
+            cells.append(f"{np.mean(v):.2f}" if v else ("zero gradient" if dead else "frozen"))
             out_rows.append({"layer": lay, "run": label[key], "noise_to_gradient": float(np.mean(v)) if v else None,
-                             "share_kept": share[key].get(lay)})
+                             "zero_gradient": dead, "share_kept": share[key].get(lay)})
         tab.append([f"`{lay}`"] + cells + [f"{100 * share[('all', 'magnitude')].get(lay, 1.0):.1f} / "
                                            f"{100 * share[('all', 'random')].get(lay, 1.0):.1f}"
                                            if lay in share[("all", "magnitude")] else "–"])

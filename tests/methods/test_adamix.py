@@ -856,6 +856,10 @@ def test_checked_when_imbalanced_checks_the_rule_on_the_public_likelihood_under_
         np.testing.assert_allclose(gated.W_, whole.W_start_ + np.float32(s) * delta, atol=1e-4)
         outcomes.append(rejects)
     assert outcomes == [False, True]
+    guarded = make_method("adamix", update_shrinkage="checked_when_imbalanced", target_epsilon=3.0, seed=1,
+                          noise="reproducible").fit(wrong)
+    rec = next(h for h in reversed(guarded.history_) if "guard_noisy_gain" in h.extra)
+    assert rec.extra["update_check_rejected"] == float(guarded.update_check_rejected_)  # in the run's record
     bal = make_split(fs, SplitSpec(public_per_class=2, seed=0))
     g_bal = make_method("adamix", update_shrinkage="checked_when_imbalanced", **kw).fit(bal)
     ti = make_method("adamix", update_shrinkage="two_iterate_when_balanced", **kw).fit(bal)

@@ -382,6 +382,8 @@ class NoisyGDMethod(LinearHead):
                                               else {"guard_path_factor": float(self.guard_path_factor_)}),
                                            **({} if getattr(self, "update_shrinkage_", None) is None
                                               else {"update_shrinkage": float(self.update_shrinkage_)}),
+                                           **({} if getattr(self, "update_check_rejected_", None) is None
+                                              else {"update_check_rejected": float(self.update_check_rejected_)}),
                                            **({} if getattr(self, "update_combination_", None) is None
                                               else {"update_weight_average": float(self.update_combination_[0]),
                                                     "update_weight_last": float(self.update_combination_[1])})})

@@ -460,6 +460,16 @@ def two_iterate_combination(X_public: np.ndarray, delta_avg: np.ndarray, delta_l
     return float(u), float(v)
 
 
+def _centred_logits(start_logits: np.ndarray, update_logits: np.ndarray,
+                    y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The start's and the update's logits as float64 deviations from each row's mean (the
+    softmax is shift-invariant), and the labels: the inputs of :func:`stacking_shrinkage` and
+    :func:`profile_log_likelihood`."""
+    A = np.asarray(start_logits, dtype=np.float64)
+    U = np.asarray(update_logits, dtype=np.float64)
+    return A - A.mean(1, keepdims=True), U - U.mean(1, keepdims=True), np.asarray(y)
+
+
 def stacking_shrinkage(start_logits: np.ndarray, update_logits: np.ndarray, y: np.ndarray) -> float:
     """``s`` in ``[0, 1]`` for the released model ``W_start + s (W - W_start)``: the ratio
     ``b / a`` of the two weights of the multinomial logistic model ``softmax(a z_start + b z_update)``
@@ -482,15 +492,12 @@ def stacking_shrinkage(start_logits: np.ndarray, update_logits: np.ndarray, y: n
     (damped Newton). Post-processing of releases and public rows: no privacy cost. Returns 1
     where nothing can be fitted (no row), 0 where the fitted weight on the update is not positive.
     """
-    A = np.asarray(start_logits, dtype=np.float64)
-    U = np.asarray(update_logits, dtype=np.float64)
-    y = np.asarray(y)
+    A, U, y = _centred_logits(start_logits, update_logits, y)
     n = len(y)
     if n == 0:
         return 1.0
     idx = np.arange(n)
-    # features of the two-weight model: the logits' deviations, per row (the softmax is shift-invariant)
-    F = np.stack([A - A.mean(1, keepdims=True), U - U.mean(1, keepdims=True)], axis=-1)  # (n, C, 2)
+    F = np.stack([A, U], axis=-1)  # (n, C, 2): the features of the two-weight model
 
     def nll(w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         Z = F @ w
@@ -548,14 +555,12 @@ def profile_log_likelihood(start_logits: np.ndarray, update_logits: np.ndarray, 
     supremum is 0, approached as ``a`` grows; the iteration stops once the loss is that of
     near-certain predictions. Public rows and releases: post-processing, no privacy cost.
     """
-    A = np.asarray(start_logits, dtype=np.float64)
-    U = np.asarray(update_logits, dtype=np.float64)
-    y = np.asarray(y)
+    A, U, y = _centred_logits(start_logits, update_logits, y)
     n = len(y)
     if n == 0:
         return 0.0
     idx = np.arange(n)
-    Z0 = (A - A.mean(1, keepdims=True)) + float(s) * (U - U.mean(1, keepdims=True))
+    Z0 = A + float(s) * U
 
     def ll(a: float) -> tuple[float, float, float]:
         Z = a * Z0

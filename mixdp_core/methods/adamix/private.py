@@ -550,8 +550,8 @@ class NoisyGDMethod(LinearHead):
         steep tail on real features the update's direction itself can lower the balanced
         accuracy (CIFAR-10 at imbalance 100: the error rises along the whole path past
         s = 0.1-0.2, at ε = 8 too), which no noise-based rule can see; the public labels,
-        balanced by construction, can. The likelihood's own factor is biased low (the first-order
-        own pull over-states a row's leave-one-out effect on the update: 0.6 points worse on the
+        balanced by construction, can. The likelihood's own factor is biased low (its
+        leave-one-out start has k - 1 shots; taken alone it was 0.6 points worse on the
         imbalanced development regimes), so it replaces the rule's only where the labels reject
         the rule's model (docs/results/class_balance.md, "A steep tail")."""
         rule = getattr(self.config, "update_shrinkage", "none")

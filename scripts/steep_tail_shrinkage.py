@@ -14,7 +14,7 @@ every cell to ``--jsonl``. Reads test labels: a diagnostic for docs/results/clas
 Usage::
 
     python scripts/steep_tail_shrinkage.py cifar10 CIFAR10_DIR [key=value ...] --jsonl OUT
-    python scripts/steep_tail_shrinkage.py digits_efficientnet - update_shrinkage=likelihood_when_imbalanced
+    python scripts/steep_tail_shrinkage.py digits_efficientnet - update_shrinkage=two_iterate_when_balanced --imbalance 30
 """
 
 from __future__ import annotations

@@ -822,7 +822,7 @@ def test_checked_when_imbalanced_checks_the_rule_on_the_public_likelihood_under_
     from mixdp_core.data.splits import SplitSpec, make_split
     from mixdp_core.features.cache import get_features
     from mixdp_core.methods._linear import loo_public_logits
-    from mixdp_core.methods.adamix.engine import (profile_log_likelihood, released_noise_std,
+    from mixdp_core.methods.adamix.engine import (PROFILE_LL_TOL, profile_log_likelihood, released_noise_std,
                                                   stacking_shrinkage, update_shrinkage)
 
     fs = get_features("synthetic", "pixels", classes=20, dim=256, train_per_class=40, test_per_class=10,
@@ -848,14 +848,20 @@ def test_checked_when_imbalanced_checks_the_rule_on_the_public_likelihood_under_
         nu = released_noise_std(whole.history_, float(whole.n_hat_), whole.noise_multiplier_)
         s_rule = update_shrinkage(Xp, delta, nu)
         assert s_rule == pytest.approx(rule.update_shrinkage_, rel=1e-5)
-        rejects = profile_log_likelihood(A, U, yp, s_rule) < profile_log_likelihood(A, U, yp, 0.0)
-        s = stacking_shrinkage(A, U, yp) if rejects else s_rule
+        rejects = profile_log_likelihood(A, U, yp, s_rule) < profile_log_likelihood(A, U, yp, 0.0) - PROFILE_LL_TOL
+        s = min(s_rule, stacking_shrinkage(A, U, yp)) if rejects else s_rule
         assert gated.update_check_rejected_ == rejects
         assert gated.update_shrinkage_rule_ == ("public_likelihood" if rejects else "public_logits")
         assert gated.update_shrinkage_ == pytest.approx(s, rel=1e-4, abs=1e-6)
         np.testing.assert_allclose(gated.W_, whole.W_start_ + np.float32(s) * delta, atol=1e-4)
         outcomes.append(rejects)
     assert outcomes == [False, True]
+    # one public shot per class: no leave-one-out start, so the check cannot run; the record says so
+    one = make_split(fs, SplitSpec(public_per_class=1, seed=0, imbalance_ratio=10.0))
+    unchecked = make_method("adamix", update_shrinkage="checked_when_imbalanced", **kw).fit(one)
+    plain = make_method("adamix", update_shrinkage="public_logits", **kw).fit(one)
+    assert unchecked.histogram_test_["imbalanced"] and unchecked.update_shrinkage_rule_ == "public_logits_unchecked"
+    assert unchecked.update_check_rejected_ is None and unchecked.update_shrinkage_ == plain.update_shrinkage_
     guarded = make_method("adamix", update_shrinkage="checked_when_imbalanced", target_epsilon=3.0, seed=1,
                           noise="reproducible").fit(wrong)
     rec = next(h for h in reversed(guarded.history_) if "guard_noisy_gain" in h.extra)

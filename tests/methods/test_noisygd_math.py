@@ -350,6 +350,13 @@ def test_profile_log_likelihood_maximizes_over_the_scale_and_peaks_at_the_stacki
     assert all(profile_log_likelihood(A, U, y, s) <= top + 1e-9 for s in np.linspace(0, 1, 21))
     bad = -2.0 * onehot + rng.standard_normal((n, C))  # an update that points away from the labels
     assert profile_log_likelihood(A, bad, y, 1.0) < profile_log_likelihood(A, bad, y, 0.0)
+    # logits that point away from every label: the best scale is a = 0, the likelihood -log C
+    assert profile_log_likelihood(-5.0 * onehot, np.zeros((n, C)), y, 0.0) == pytest.approx(-np.log(C), abs=1e-9)
+    # rows the logits separate: the supremum 0 is approached to within the solver's resolution
+    from mixdp_core.methods.adamix.engine import PROFILE_LL_TOL
+
+    sep = profile_log_likelihood(3.0 * onehot, np.zeros((n, C)), y, 0.0)
+    assert -PROFILE_LL_TOL <= sep <= 0.0
 
 
 def test_tracked_public_pull_is_the_leave_one_out_change_of_the_released_average():

@@ -411,7 +411,7 @@ class NoisyGDConfig(PrivacyConfig):
              "features the update's direction itself can lower the balanced accuracy, which a noise-based rule "
              "cannot see. Chosen on development sets, reported on validation sets never used: balanced accuracy "
              "non-decreasing in ε on six real cells (CIFAR-10, digits EfficientNet and pixels at imbalance 30 and "
-             "100) where the rule alone failed on four; digits pixels lose about 1 point at ε ≥ 3; synthetic "
+             "100) where the rule alone failed on four; digits pixels lose 1.0–1.6 points at ε ≥ 3; synthetic "
              "validation regimes −0.05 points (docs/results/class_balance.md, \"A steep tail\"). "
              "Post-processing of the releases and public rows.",
         privacy_note="post-processing: no release, no extra ε")

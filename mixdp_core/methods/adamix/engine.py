@@ -543,6 +543,12 @@ def stacking_shrinkage(start_logits: np.ndarray, update_logits: np.ndarray, y: n
     return float(min(1.0, b / a))
 
 
+#: Resolution of :func:`profile_log_likelihood` (mean log-likelihood per row): its iteration stops
+#: once the loss is below this (rows it separates), so two values closer than this are not told
+#: apart. A numerical tolerance of the solver, not a tuned constant.
+PROFILE_LL_TOL = 1e-6
+
+
 def profile_log_likelihood(start_logits: np.ndarray, update_logits: np.ndarray, y: np.ndarray, s: float) -> float:
     """Mean log-likelihood of the labels ``y`` under ``softmax(a (z_start + s z_update))``,
     maximized over the common scale ``a >= 0``: how well the model ``W_start + s (W - W_start)``
@@ -552,8 +558,9 @@ def profile_log_likelihood(start_logits: np.ndarray, update_logits: np.ndarray, 
 
     Inputs as :func:`stacking_shrinkage`'s (the public rows' leave-one-out logits). Concave in
     ``a`` (a one-parameter exponential family): damped Newton. Where the rows are separated the
-    supremum is 0, approached as ``a`` grows; the iteration stops once the loss is that of
-    near-certain predictions. Public rows and releases: post-processing, no privacy cost.
+    supremum is 0, approached as ``a`` grows; the iteration stops once the loss is below
+    :data:`PROFILE_LL_TOL`, so values within it of each other are ties. Public rows and
+    releases: post-processing, no privacy cost.
     """
     A, U, y = _centred_logits(start_logits, update_logits, y)
     n = len(y)
@@ -581,16 +588,19 @@ def profile_log_likelihood(start_logits: np.ndarray, update_logits: np.ndarray, 
     f, g, v = ll(a)
     for _ in range(200):
         step = g / v if v > 0 else g
-        t = 1.0
+        t, accepted = 1.0, False
         while t > 1e-10:
             a_new = max(0.0, a + t * step)
             f_new, g_new, v_new = ll(a_new)
             if f_new >= f + 1e-4 * t * g * step or a_new == a:
+                accepted = True
                 break
             t *= 0.5
+        if not accepted:  # no ascent left along the step: keep the best point found
+            break
         converged = abs(a_new - a) <= 1e-10 * max(1.0, a)
         a, f, g, v = a_new, f_new, g_new, v_new
-        if converged or abs(g) * max(a, 1.0 / sd) < 1e-10 or -f < 1e-6 or (a == 0.0 and g <= 0):
+        if converged or abs(g) * max(a, 1.0 / sd) < 1e-10 or -f < PROFILE_LL_TOL or (a == 0.0 and g <= 0):
             break
     return f
 

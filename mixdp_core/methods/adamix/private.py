@@ -51,6 +51,7 @@ from .engine import (
     effective_weight_decay,
     iterate_noise_covariance,
     log_prior,
+    PROFILE_LL_TOL,
     profile_log_likelihood,
     run_noisygd,
     released_noise_std,
@@ -406,6 +407,9 @@ class NoisyGDMethod(LinearHead):
         if sigma_g * math.sqrt(len(path)) > float(res) * n_lo:
             return (1.0,)
         t_max = 1.0 / shrinkage if shrinkage else 1.0  # s = 0: every t gives the start
+        cap = getattr(self, "_factor_cap", None)
+        if cap is not None and shrinkage:  # the check rejected the factor cap: t s never above it
+            t_max = min(t_max, cap / shrinkage)
         comb = getattr(self, "update_combination_", None)
         if shrinkage is None and comb is not None and comb[0] + comb[1] > 0:
             # a two-iterate combination W_start + u Delta + v L: the path extrapolates it only
@@ -494,10 +498,14 @@ class NoisyGDMethod(LinearHead):
 
     def _shrinkage_factor(self, problem: NoisyGDProblem, delta_W: np.ndarray, history: list, n_hat: float,
                           public_pull: np.ndarray | None,
-                          start_loo: tuple[np.ndarray, np.ndarray] | None) -> tuple[float, str, bool | None]:
-        """``(s, rule, rejected)``: ``s`` of the released model ``W_start + s delta_W`` under
-        ``update_shrinkage``, the rule that set it and, under ``'checked_when_imbalanced'``'s
-        check, whether the check rejected the squared-logit rule (else ``None``).
+                          start_loo: tuple[np.ndarray, np.ndarray] | None
+                          ) -> tuple[float, str, bool | None, float | None]:
+        """``(s, rule, rejected, cap)``: ``s`` of the released model ``W_start + s delta_W`` under
+        ``update_shrinkage``, the rule that set it, under ``'checked_when_imbalanced'``'s check
+        whether the check rejected the squared-logit rule (else ``None``), and where it did the
+        rejected factor, which no later step may exceed (``cap``; the guard's path honours it).
+        The rule is ``'public_logits_unchecked'`` where the check applied but its inputs were
+        missing (see below).
         'public_likelihood': :func:`.engine.stacking_shrinkage` on the public rows' leave-one-out
         logits of the start (``start_loo`` from :meth:`_start_loo_logits`) and of the update less
         each row's own pull; 'checked_when_imbalanced' under imbalance: the squared-logit rule's
@@ -511,19 +519,22 @@ class NoisyGDMethod(LinearHead):
         lik = self._likelihood_rule()
         nu = released_noise_std(history, float(n_hat), cfg.noise_multiplier)
         if lik is None or public_pull is None or start_loo is None:
-            return update_shrinkage(problem.X_public, delta_W, nu), "public_logits", None
+            rule = "public_logits_unchecked" if lik == "check" else "public_logits"
+            return update_shrinkage(problem.X_public, delta_W, nu), rule, None, None
         A, scored = start_loo
         U = problem.X_public[scored].astype(np.float64) @ delta_W.astype(np.float64)
         if not getattr(self, "_update_in_sample", False):  # research hook: keep the own pull
             U = U - public_pull[scored]
         y = problem.y_public[scored]
-        rejected = None
-        if lik == "check":
-            s_rule = update_shrinkage(problem.X_public, delta_W, nu)
-            rejected = profile_log_likelihood(A, U, y, s_rule) < profile_log_likelihood(A, U, y, 0.0)
-            if not rejected:
-                return s_rule, "public_logits", False
-        return stacking_shrinkage(A, U, y), "public_likelihood", rejected
+        if lik == "set":
+            return stacking_shrinkage(A, U, y), "public_likelihood", None, None
+        s_rule = update_shrinkage(problem.X_public, delta_W, nu)
+        # rejected only beyond the solver's resolution: rows both models separate are a tie
+        if profile_log_likelihood(A, U, y, s_rule) >= profile_log_likelihood(A, U, y, 0.0) - PROFILE_LL_TOL:
+            return s_rule, "public_logits", False, None
+        # never more of the update than the model the labels just rejected (the stacking ratio
+        # is 1 where its start weight is not positive)
+        return min(s_rule, stacking_shrinkage(A, U, y)), "public_likelihood", True, s_rule
 
     def _combines_iterates(self) -> bool:
         """Whether the released update combines the average and the last iterate
@@ -1306,7 +1317,8 @@ class NoisyGDMethod(LinearHead):
         self.update_check_rejected_ = None  # set where checked_when_imbalanced checks the rule
         self.update_shrinkage_rule_ = None
         # s applied to the update of the model the guard asks (its path is t s), and the early average's
-        s_rel = s_e = rule_e = rejected_e = None
+        s_rel = s_e = rule_e = rejected_e = cap_e = None
+        self._factor_cap = None  # the rejected factor where the check rejected (the guard's path's cap)
         self.guard_path_factor_ = None
         whole_candidate = None  # research hook _guard_whole's second candidate: (W, own pull) unshrunk
         self.update_combination_ = None
@@ -1327,8 +1339,8 @@ class NoisyGDMethod(LinearHead):
                 self.update_combination_ = comb
                 self.update_shrinkage_rule_ = "two_iterate"
             else:
-                s_fin, self.update_shrinkage_rule_, self.update_check_rejected_ = self._shrinkage_factor(
-                    problem, self.W_ - W_init, res.history, n_hat, res.public_pull, start_loo)
+                s_fin, self.update_shrinkage_rule_, self.update_check_rejected_, self._factor_cap = (
+                    self._shrinkage_factor(problem, self.W_ - W_init, res.history, n_hat, res.public_pull, start_loo))
                 self.W_ = W_init + np.float32(s_fin) * (self.W_ - W_init)
                 pull = None if pull is None else s_fin * pull
                 self.update_shrinkage_ = s_fin
@@ -1344,8 +1356,8 @@ class NoisyGDMethod(LinearHead):
                     snap, snap_pull = _combine_iterates(comb_e, W_init, snap, res.snapshot_last, snap_pull,
                                                         res.snapshot_last_self_pull)
                 else:
-                    s_e, rule_e, rejected_e = self._shrinkage_factor(problem, snap - W_init, res.history[:early_step],
-                                                                     n_hat, res.snapshot_public_pull, start_loo)
+                    s_e, rule_e, rejected_e, cap_e = self._shrinkage_factor(
+                        problem, snap - W_init, res.history[:early_step], n_hat, res.snapshot_public_pull, start_loo)
                     snap = W_init + np.float32(s_e) * (snap - W_init)
                     snap_pull = None if snap_pull is None else s_e * snap_pull
         if n_check and not stopped and snap is not None:
@@ -1358,7 +1370,7 @@ class NoisyGDMethod(LinearHead):
                     self.update_combination_ = comb_e
                 if s_e is not None:  # the early average took a factor: the release carries it
                     self.update_shrinkage_, self.update_shrinkage_rule_ = s_e, rule_e
-                    self.update_check_rejected_ = rejected_e
+                    self.update_check_rejected_, self._factor_cap = rejected_e, cap_e
             ledger.release(release, what="checkpoint test")
             total_steps += 1
             history = history + [rec]

@@ -551,15 +551,22 @@ BOOST_HELP = ("AdaMix paper's Performance Boost, PB = (error of Only-Public − 
 
 def release_caption(metrics: Mapping[str, Any]) -> str | None:
     """What an AdaMix / NGD run released of its private phase, in words: the share ``s`` of the
-    private update kept (``update_shrinkage``, post-processing), or the weights ``(u, v)`` of its
+    private update kept (``update_shrinkage``, post-processing; under imbalance whether the public
+    labels' check rejected the noise rule's share, ``update_check_rejected``), or the weights ``(u, v)`` of its
     two-iterate combination (``update_combination``), and the public-start guard's outcome (one
     accounted noisy count). ``None`` for a run with none of them."""
     parts = []
     s = metrics.get("update_shrinkage")
     uv = metrics.get("update_combination")
-    if s is not None:
+    checked = metrics.get("update_check_rejected")
+    if s is not None and checked:
+        parts.append(f"private update kept: {100 * float(s):.0f} % (the noise rule's share predicted the public "
+                     "labels worse than the public start, so the share they predict best was kept: "
+                     "update_shrinkage, post-processing, no privacy cost)")
+    elif s is not None:
         parts.append(f"private update kept: {100 * float(s):.0f} % (the rest was estimated to be mostly "
-                     "noise: update_shrinkage, post-processing, no privacy cost)")
+                     "noise" + ("; the public labels confirmed it" if checked is False else "")
+                     + ": update_shrinkage, post-processing, no privacy cost)")
     elif uv is not None:
         v = float(uv[1])
         parts.append(f"private update kept: {float(uv[0]):.2f} × the averaged update {'−' if v < 0 else '+'} "

@@ -136,6 +136,10 @@ def evaluate(model: Any, split: Any, *, delta: float | None = None, seed: int = 
         # AdaMix / NGD's share s of the private update kept in the released model
         # (update_shrinkage; post-processing of releases and public rows), None without it
         "update_shrinkage": getattr(model, "update_shrinkage_", None),
+        # under imbalance (update_shrinkage="checked_when_imbalanced"): True where the public
+        # labels rejected the noise rule's share and the likelihood's was released, False where
+        # they kept it, None where no check ran (post-processing of releases and public rows)
+        "update_check_rejected": getattr(model, "update_check_rejected_", None),
         # its weights (u, v) on the average's and the last iterate's updates where it combines
         # the two (update_shrinkage="two_iterate_when_balanced"), None otherwise
         "update_combination": (None if (comb := getattr(model, "update_combination_", None)) is None

@@ -1171,6 +1171,11 @@ def test_release_caption_says_what_the_run_kept_of_its_private_phase():
     both = charts.release_caption({"guard_released_private": True, "update_shrinkage": None,
                                    "update_combination": [0.31, 0.125]})
     assert "kept: 0.31 × the averaged update + 0.12 × the last iterate's" in both
+    rejected = charts.release_caption({"update_shrinkage": 0.07, "update_check_rejected": True})
+    assert "kept: 7 %" in rejected and "worse than the public start" in rejected
+    kept = charts.release_caption({"update_shrinkage": 0.9, "update_check_rejected": False})
+    assert "mostly noise; the public labels confirmed it" in kept and "worse than" not in kept
+    assert "confirmed" not in line  # no check ran (balanced classes, or another rule)
 
 
 def test_single_run_test_error_carries_its_wilson_interval():

@@ -874,6 +874,36 @@ def test_checked_when_imbalanced_checks_the_rule_on_the_public_likelihood_under_
     assert g_bal.update_combination_ == ti.update_combination_ and np.array_equal(g_bal.W_, ti.W_)
 
 
+def test_kept_early_checkpoint_reports_its_own_factor_and_check():
+    """Where the early-checkpoint test keeps the early average, the release is that average
+    shrunk by its own factor, so ``update_shrinkage_``, ``update_shrinkage_rule_`` and
+    ``update_check_rejected_`` are the early average's (the second of the two factor
+    computations), not the final one's, and the guard's path is capped by the early one's
+    rejected factor (none here). Digits pixels at imbalance 100, ε = 3, split and noise seed 0:
+    the check rejects the final average's rule and keeps the early one's."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.features.cache import get_features
+
+    sp = make_split(get_features("digits", "pixels"), SplitSpec(public_per_class=5, imbalance_ratio=100.0, seed=0))
+    m = make_method("adamix", target_epsilon=3.0, seed=0, noise="reproducible")
+    calls = []
+    factor = m._shrinkage_factor
+
+    def recording(*a, **k):
+        calls.append(factor(*a, **k))
+        return calls[-1]
+
+    m._shrinkage_factor = recording
+    m.fit(sp)
+    assert m.checkpoint_kept_early_ and len(calls) == 2
+    (s_fin, rule_fin, rej_fin, _), (s_e, rule_e, rej_e, cap_e) = calls
+    assert rej_fin is True and rule_fin == "public_likelihood"  # the final average: rejected
+    assert (m.update_shrinkage_, m.update_shrinkage_rule_, m.update_check_rejected_) == (s_e, rule_e, rej_e)
+    assert rej_e is False and s_e != s_fin and m._factor_cap is cap_e is None
+    rec = next(h for h in reversed(m.history_) if "guard_noisy_gain" in h.extra)
+    assert rec.extra["update_check_rejected"] == 0.0
+
+
 def test_guard_counts_the_two_iterate_release_on_its_leave_one_out_logits():
     """With the guard, the combined release is counted on each private row's logits less its own
     pull in that model, ``u q_avg + v q_last`` (the engine's tracked pulls, each tested against

@@ -235,10 +235,11 @@ def test_numerical_accountants_refuse_a_delta_below_their_resolution():
 def test_prv_calibration_resolves_small_epsilon():
     """PRV's error is refined to 1 % of the estimate: with a fixed ±0.01 its upper end was twice
     the true ε at ε = 0.01 (σ 18.7 where PLD needs 3.49) and it refused ε = 0.005. Both PLD and PRV
-    are upper bounds: PRV's σ sits at or just above PLD's, far below RDP's."""
+    are upper bounds: PRV's σ sits at or just above PLD's, far below RDP's. (ε = 0.005 alone: the
+    refusal's case, where a fixed error is farthest off; each ε costs seconds of PRV grids.)"""
     from mixdp_core.accounting import calibrate_dpsgd_noise
 
-    for e in (0.01, 0.005):
+    for e in (0.005,):
         s = {a: calibrate_dpsgd_noise(sample_rate=0.01, steps=1, target_epsilon=e, target_delta=1e-5, accountant=a)
              for a in ("pld", "prv", "rdp")}
         assert s["pld"] * 0.999 <= s["prv"] <= 1.02 * s["pld"] < s["rdp"]

@@ -129,7 +129,9 @@ def test_no_correction_where_the_rule_says_so():
     whose guard kept the public start stays Only-Public's model exactly, and 'none' never corrects;
     'public' corrects a balanced run too."""
     kw = dict(seed=0, noise="reproducible")
-    bal = _split("many_class_100_d256", 0)
+    # balanced classes (10 of 600 rows: a small stand-in for the family's balanced regimes)
+    fs = get_features("synthetic", "pixels", classes=10, dim=32, train_per_class=600, test_per_class=20)
+    bal = make_split(fs, SplitSpec(public_per_class=2, seed=0))
     m = make_method("adamix", target_epsilon=3.0, prior_correction="public_when_imbalanced", **kw).fit(bal)
     assert m.histogram_test_ is not None and not m.histogram_test_["imbalanced"]
     assert not m.prior_corrected_ and m.intercept_ is None

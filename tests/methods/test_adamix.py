@@ -862,6 +862,8 @@ def test_checked_when_imbalanced_checks_the_rule_on_the_public_likelihood_under_
     plain = make_method("adamix", update_shrinkage="public_logits", **kw).fit(one)
     assert unchecked.histogram_test_["imbalanced"] and unchecked.update_shrinkage_rule_ == "public_logits_unchecked"
     assert unchecked.update_check_rejected_ is None and unchecked.update_shrinkage_ == plain.update_shrinkage_
+    # and the public sizes said so before the run: the update's public pull was not tracked
+    assert unchecked._public_pull is None and gated._public_pull is not None
     guarded = make_method("adamix", update_shrinkage="checked_when_imbalanced", target_epsilon=3.0, seed=1,
                           noise="reproducible").fit(wrong)
     rec = next(h for h in reversed(guarded.history_) if "guard_noisy_gain" in h.extra)

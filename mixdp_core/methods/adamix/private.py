@@ -1211,8 +1211,14 @@ class NoisyGDMethod(LinearHead):
         opts.device = cfg.device  # kernel of the private release (same mechanism on every device)
         # only a run that releases the guard (research: _track_self_pull forces it, for diagnostics)
         opts.track_self_pull = (bool(n_guard) and self._guard_counts_loo()) or bool(getattr(self, "_track_self_pull", False))
-        # the update's leave-one-out logits on the public rows (update_shrinkage="public_likelihood")
-        opts.track_public_pull = ((self._shrinks_update(smooth, opts) and self._likelihood_rule() is not None)
+        # the update's leave-one-out logits on the public rows (update_shrinkage="public_likelihood",
+        # or its check under imbalance), tracked only where the start's own leave-one-out logits
+        # exist: public sizes decide that before the run (1 shot per class, or beyond
+        # LOO_MAX_CELLS / LOO_MAX_FLOPS, leaves the rule 'public_logits_unchecked' either way,
+        # and the pull costs O(public rows x C) a step)
+        start_loo = (self._start_loo_logits(problem)
+                     if self._shrinks_update(smooth, opts) and self._likelihood_rule() is not None else None)
+        opts.track_public_pull = (start_loo is not None
                                   or bool(getattr(self, "_track_public_pull", False)))  # research: diagnostics
         lip_pub = math.sqrt(2.0)  # ||g_j|| <= ||x_j|| ||p_j - y_j|| <= sqrt(2) for public rows
 
@@ -1326,8 +1332,6 @@ class NoisyGDMethod(LinearHead):
         if res.steps > 0 and self._shrinks_update(smooth, opts):
             # the released model keeps of its private update only what its noise leaves
             # (engine.update_shrinkage: post-processing); each row's own pull scales alike
-            start_loo = (self._start_loo_logits(problem)
-                         if self._likelihood_rule() is not None and res.public_pull is not None else None)
             whole_candidate = (self.W_, pull)
             comb = (self._iterate_combination(problem, self.W_ - W_init, res.last_iterate, W_init, res.history, n_hat)
                     if self._combines_iterates() else None)

@@ -91,3 +91,10 @@ def test_regimes_scoreboard_is_current():
                       f"<!-- END AUTO {n} -->" for n in mod.SECTIONS])
     row = mod.scoreboard(fake).splitlines()[2]
     assert row.startswith(f"| {mod.SECTIONS[0]} (`abc1234`) | 2 | 2 / 2 | 2 / 2 | 0 / 1 — ✗ `r1` -3.0 ± 1.0 | 0 / 0 |")
+    # a later section that regenerated r1: its row replaces the older one, and the row says so
+    newer = (f"\n<!-- BEGIN AUTO {mod.REGENERATED} -->\nGenerated (git commit `def5678`).\n"
+             "| `r1` | development | ✓ +1.0 ± 0.0 | ✓ +2.0 ± 0.1 | ✓ +4.0 ± 1.0 | ✓ +0.5 ± 0.2 |\n"
+             f"<!-- END AUTO {mod.REGENERATED} -->")
+    row = mod.scoreboard(fake + newer).splitlines()[2]
+    assert row.startswith(f"| {mod.SECTIONS[0]} (`abc1234`; its 1 imbalanced at `def5678`) | 2 | 2 / 2 | 2 / 2 | "
+                          "1 / 1 | 1 / 1 |")

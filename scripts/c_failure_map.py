@@ -37,8 +37,11 @@ from mixdp_core.accounting.gaussian import gdp_mu_for_budget  # noqa: E402
 from mixdp_core.runs.figures.regimes import regime_by_name  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
-#: the committed regime tables (every section of regimes.md that runs the family's references)
-FILES = ("regimes.json", "regimes_drawn.json", "regimes_drawn_fresh.json", "regimes_drawn_validation.json")
+#: the committed regime tables (every section of regimes.md that runs the family's references);
+#: a later file's cells replace an earlier one's (regimes_drawn_imbalanced.json regenerated the
+#: drawn sections' imbalanced regimes on the checked factor)
+FILES = ("regimes.json", "regimes_drawn.json", "regimes_drawn_fresh.json", "regimes_drawn_validation.json",
+         "regimes_drawn_imbalanced.json")
 
 
 def cells() -> dict[tuple, float]:

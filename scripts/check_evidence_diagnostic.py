@@ -17,7 +17,9 @@ Usage::
 
 Family regimes by name (``REGIME@irR`` to set the imbalance); real sets as ``FEATURES@R``
 (``scripts/steep_tail_shrinkage.py``'s features and splits: 5 public rows per class,
-imbalance R). Seeds 0-3, ε 1, 3, 8.
+imbalance R). Seeds 0-3, ε 1, 3, 8. ``--start-debias``: the same with the start's leave-one-out
+logits debiased (a research hook), to see whether the bias the wrong rejections point to is
+that one.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ def main(argv: list[str]) -> None:
     ap.add_argument("sets")
     ap.add_argument("out")
     ap.add_argument("--cifar10", help="CIFAR10_DIR (an image folder) for cifar10@R")
+    ap.add_argument("--start-debias", action="store_true",
+                    help="the default with the research hook _start_loo_debias (the held-out row's own-class "
+                         "logit deviation scaled by k/(k-1)); rows then say start_debias: true")
     a = ap.parse_args(argv)
     calls: list[dict] = []
     factor = P.NoisyGDMethod._shrinkage_factor
@@ -104,14 +109,17 @@ def main(argv: list[str]) -> None:
                 for eps in (1.0, 3.0, 8.0):
                     calls.clear()
                     kw = dict(target_epsilon=eps, seed=seed, noise="reproducible")
-                    d = make_method("adamix", **kw).fit(sp)
+                    d = make_method("adamix", **kw)
+                    d._start_loo_debias = a.start_debias
+                    d.fit(sp)
                     if not calls:
                         continue
                     checks = list(calls)
                     s = make_method("adamix", update_shrinkage="public_logits", **kw).fit(sp)
                     err = lambda m: 100 * (1 - balanced_accuracy(sp.y_test, m.predict(sp.X_test)))
                     rec = {"set": name, "seed": seed, "epsilon": eps, "default_error": err(d), "rule_error": err(s),
-                           "released_rejected": d.update_check_rejected_, "checks": checks}
+                           "released_rejected": d.update_check_rejected_, "checks": checks,
+                           **({"start_debias": True} if a.start_debias else {})}
                     print(json.dumps(rec), flush=True)
                     out.write(json.dumps(rec) + "\n")
 

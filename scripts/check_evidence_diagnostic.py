@@ -53,22 +53,17 @@ def best_rows(Z0: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def splits(name: str, cifar10: str | None):
-    from mixdp_core.data.splits import SplitSpec, make_split
-
     if "@" not in name or "@ir" in name:
         from center_and_start import regime_splits
 
         yield from regime_splits(name, range(4))
         return
-    from steep_tail_shrinkage import features
-
-    from mixdp_core.runs.figures.prototypes import _proto_holdout
+    from steep_tail_shrinkage import features, prototype_split
 
     fname, ir = name.split("@")
     fs = features(fname, cifar10 or "-")
     for seed in range(4):
-        base, _ = _proto_holdout(fs, seed, 0.2)
-        yield seed, make_split(base, SplitSpec(public_per_class=5, imbalance_ratio=float(ir), seed=seed))
+        yield seed, prototype_split(fs, seed, float(ir))
 
 
 def main(argv: list[str]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -27,29 +28,18 @@ def _fmt(v) -> str:
 
 
 def main(argv: list[str]) -> None:
-    from mixdp_core.data.splits import SplitSpec, make_split
+    from steep_tail_shrinkage import features, options, prototype_split
+
     from mixdp_core.evaluation.metrics import balanced_accuracy, minority_accuracy
-    from mixdp_core.features.cache import get_features
     from mixdp_core.methods import make_method
-    from mixdp_core.runs.figures.prototypes import _proto_holdout
 
     root, ir = argv[0], float(argv[1])
-    import ast
-
-    extra = {}
-    for a in argv[2:]:
-        k, v = a.split("=", 1)
-        try:
-            extra[k] = ast.literal_eval(v)  # 3 stays an int, 0.5 a float, None None
-        except (ValueError, SyntaxError):
-            extra[k] = v  # a bare word: a string option
+    extra = options(argv[2:])
     sigma_rule = "noise_multiplier" not in extra
-    fs = get_features("image_folder", "efficientnet_lite0", root=root,
-                      encoder_kwargs={"image_size": 128, "precision": "fp32"}, max_per_class=500, max_test_per_class=200)
+    fs = features("cifar10", root)
     C = fs.n_classes
     for seed in (0, 1, 2):
-        base, _ = _proto_holdout(fs, seed, 0.2)
-        sp = make_split(base, SplitSpec(public_per_class=5, imbalance_ratio=ir, seed=seed))
+        sp = prototype_split(fs, seed, ir)
         p = make_method("only_public").fit(sp).predict(sp.X_test)
         print(f"seed {seed}: Only-Public balanced {balanced_accuracy(sp.y_test, p, C):.3f} minority "
               f"{minority_accuracy(sp.y_test, p, sp.minority_classes):.3f}; private rows per class "

@@ -45,13 +45,35 @@ def features(name: str, root: str):
     raise SystemExit(f"features: one of cifar10, digits_efficientnet, digits_pixels; got {name!r}")
 
 
+def options(pairs) -> dict:
+    """AdaMix options from ``key=value`` words: a Python literal where it parses (3 stays an
+    int, 0.5 a float, None None), else the bare word as a string."""
+    extra = {}
+    for kv in pairs:
+        k, v = kv.split("=", 1)
+        try:
+            extra[k] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            extra[k] = v  # a bare word: a string option
+    return extra
+
+
+def prototype_split(fs, seed: int, imbalance: float):
+    """The prototypes figure's split of ``fs`` for ``seed`` (docs/results/prototypes.md): 20 %
+    of the training rows held out as its unlabelled pool, 5 public rows per class, the private
+    rows' imbalance ratio ``imbalance``."""
+    from mixdp_core.data.splits import SplitSpec, make_split
+    from mixdp_core.runs.figures.prototypes import _proto_holdout
+
+    base, _ = _proto_holdout(fs, seed, 0.2)
+    return make_split(base, SplitSpec(public_per_class=5, imbalance_ratio=imbalance, seed=seed))
+
+
 def main(argv: list[str]) -> None:
     from threadpoolctl import threadpool_limits
 
-    from mixdp_core.data.splits import SplitSpec, make_split
     from mixdp_core.evaluation.metrics import balanced_accuracy, minority_accuracy
     from mixdp_core.methods import make_method
-    from mixdp_core.runs.figures.prototypes import _proto_holdout
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("features")
@@ -62,21 +84,14 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--imbalance", type=float, default=100.0)
     ap.add_argument("--jsonl")
     a = ap.parse_intermixed_args(argv)
-    extra = {}
-    for kv in a.options:
-        k, v = kv.split("=", 1)
-        try:
-            extra[k] = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            extra[k] = v  # a bare word: a string option
+    extra = options(a.options)
     fs = features(a.features, a.root)
     C = fs.n_classes
     out = open(a.jsonl, "a") if a.jsonl else None
     agg: dict = defaultdict(list)
     with threadpool_limits(1):
         for seed in [int(s) for s in a.seeds.split(",")]:
-            base, _ = _proto_holdout(fs, seed, 0.2)
-            sp = make_split(base, SplitSpec(public_per_class=5, imbalance_ratio=a.imbalance, seed=seed))
+            sp = prototype_split(fs, seed, a.imbalance)
             p = make_method("only_public").fit(sp).predict(sp.X_test)
             b0, m0 = balanced_accuracy(sp.y_test, p, C), minority_accuracy(sp.y_test, p, sp.minority_classes)
             agg["op"].append((b0, m0))

@@ -320,3 +320,32 @@ def test_a_dry_run_says_what_the_budget_cap_would_refuse(tmp_path, capsys):
     from mixdp_core.runs.store import RunStore
 
     assert L.get_cap(RunStore(store), L.dataset_key("digits")).epsilon == 2.0  # the real store unchanged
+
+
+def test_sigterm_between_the_run_row_and_its_try_still_marks_it_failed(tmp_path, monkeypatch):
+    """The SIGTERM test above failed once in a suite run: the signal arrived after the run's row
+    was written and before the ``try`` that marks a run failed, and the row stayed 'running'.
+    Here SIGTERM is sent from inside ``create_run`` (the row committed): it is deferred to that
+    ``try``, so the run is marked failed by its own process."""
+    import os
+    import signal
+
+    from mixdp_core.cli import _terminate_as_interrupt
+    from mixdp_core.cli._common import Terminated
+    from mixdp_core.runs import RunStore, runner
+    from mixdp_core.runs.runner import RunConfig
+
+    store = RunStore(tmp_path, recover=False)
+    real = store.create_run
+
+    def create_then_term(*a, **k):
+        run_id = real(*a, **k)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return run_id
+
+    monkeypatch.setattr(store, "create_run", create_then_term)
+    cfg = RunConfig(dataset="digits", encoder="pixels", method="only_public", seed=0)
+    with pytest.raises(Terminated), _terminate_as_interrupt():
+        runner.execute(cfg, store=store)
+    rec = RunStore(tmp_path, recover=False).list_runs()[0]
+    assert rec.status == "failed" and "SIGTERM" in (rec.error or "")

@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _terminate_as_interrupt():
     """Context: SIGTERM raises :class:`Terminated` in the main thread while the command runs
-    (the previous handler is restored after; elsewhere, a no-op)."""
+    (the previous handler is restored after; elsewhere, a no-op). A run between writing its row
+    and the ``try`` that marks it failed takes the exception over and raises it there
+    (:func:`mixdp_core.runs.runner.defer_termination`)."""
     import contextlib
     import os
     import signal
@@ -87,7 +89,11 @@ def _terminate_as_interrupt():
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
-            raise Terminated("SIGTERM (the process was asked to stop)")
+            exc = Terminated("SIGTERM (the process was asked to stop)")
+            runner = sys.modules.get("mixdp_core.runs.runner")  # loaded if a run is under way
+            if runner is not None and runner.defer_termination(exc):
+                return  # a run between its row and its try raises it there (runner.execute)
+            raise exc
 
         old = signal.signal(signal.SIGTERM, on_term)
         try:

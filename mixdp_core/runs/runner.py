@@ -622,6 +622,47 @@ def _with_boost(store: RunStore, config: RunConfig, metrics: dict[str, Any]) -> 
     return json_safe(metrics)
 
 
+class _TerminationDeferral:
+    """Where a run of the main thread is between writing its row and the ``try`` that marks it
+    failed, a SIGTERM handler (the CLI's, which raises :class:`~mixdp_core.cli._common.Terminated`)
+    hands its exception here instead of raising it; the run raises it inside that ``try``.
+    Raised in between, it left the row 'running' until the next store opened. (Blocking the
+    signal is not enough: a process-directed signal goes to any thread that does not block it,
+    and the handler then runs in the main thread at once.)"""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.pending: BaseException | None = None
+
+    def begin(self) -> bool:
+        if threading.current_thread() is not threading.main_thread():
+            return False  # signal handlers run in the main thread: nothing of this run to defer
+        self.active, self.pending = True, None
+        return True
+
+    def end(self, began: bool) -> None:
+        """Stop deferring; raise the exception a handler handed over meanwhile, if any."""
+        if not began:
+            return
+        self.active = False
+        exc, self.pending = self.pending, None
+        if exc is not None:
+            raise exc
+
+
+_TERMINATION = _TerminationDeferral()
+
+
+def defer_termination(exc: BaseException) -> bool:
+    """For a SIGTERM handler in the main thread: ``True`` if a run is in the short window between
+    its row and its ``try`` (``exc`` is then raised there, and the handler must return),
+    ``False`` if the handler should raise ``exc`` itself."""
+    if _TERMINATION.active:
+        _TERMINATION.pending = exc
+        return True
+    return False
+
+
 def execute(
     config: RunConfig,
     *,
@@ -672,20 +713,30 @@ def execute(
     # Every entry point checks it too (CLI, app); this is the backstop for library callers.
     from .ledger import reserve_budget
 
-    # the cap's check and the run's row in one step: a launch racing this one sees either the
-    # reservation or the running row (ledger.reserve_budget)
-    with reserve_budget(store, [config]):
-        if features is None:  # a missing folder or unusable feature file fails before a run row exists
-            from ..data.datasets import check_dataset_source, parse_spec
+    # SIGTERM (the CLI raises it as an interrupt) is deferred from just before the row is
+    # written until the ``try`` that marks the run failed (_TerminationDeferral)
+    deferring = False
+    try:
+        # the cap's check and the run's row in one step: a launch racing this one sees either the
+        # reservation or the running row (ledger.reserve_budget)
+        with reserve_budget(store, [config]):
+            if features is None:  # a missing folder or unusable feature file fails before a run row exists
+                from ..data.datasets import check_dataset_source, parse_spec
 
-            check_dataset_source(config.dataset, config.dataset_root or config.dataset_kwargs.get("root"))
-            if config.public_from is not None and parse_spec(config.public_from)[1]:  # a path of its own
-                check_dataset_source(config.public_from, None)
-        run_id = store.create_run(config.to_dict(), config_hash=chash, split_hash=config.split_hash(),
-                                  versions=run_versions(), label=label)
-    writer = _StepWriter(store, run_id, on_record, flush_every_s)
+                check_dataset_source(config.dataset, config.dataset_root or config.dataset_kwargs.get("root"))
+                if config.public_from is not None and parse_spec(config.public_from)[1]:  # a path of its own
+                    check_dataset_source(config.public_from, None)
+            stamp = run_versions()  # (a git subprocess of up to 5 s: kept out of the deferred window)
+            deferring = _TERMINATION.begin()
+            run_id = store.create_run(config.to_dict(), config_hash=chash, split_hash=config.split_hash(),
+                                      versions=stamp, label=label)
+        writer = _StepWriter(store, run_id, on_record, flush_every_s)
+    except BaseException:
+        _TERMINATION.end(deferring)  # a SIGTERM handed over meanwhile is raised (chained) on the way out
+        raise
     t0 = time.perf_counter()
     try:
+        _TERMINATION.end(deferring)  # a SIGTERM that arrived meanwhile is raised here, inside the try
         with _Heartbeat(store, run_id):
             metrics, arrays = _fit_evaluate(
                 config, features, public_features, writer, cache_dir=cache_dir, progress=progress, run_id=run_id,

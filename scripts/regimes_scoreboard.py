@@ -55,14 +55,14 @@ def sections(text: str) -> list[dict]:
     :data:`SECTIONS`, in order. Where :data:`REGENERATED` is present, its rows replace a
     section's rows of the same regimes (``newer``: its commit and how many it replaced)."""
     newer = _section(text, REGENERATED)
-    fresh = {reg: (reg, role, cells) for reg, role, cells in newer["rows"]} if newer else {}
+    fresh = {row[0]: row for row in newer["rows"]} if newer else {}
     out = []
     for name in SECTIONS:
         sec = _section(text, name)
         if sec is None:
             raise SystemExit(f"regimes.md: no section {name!r}")
-        n = sum(reg in fresh for reg, _, _ in sec["rows"])
-        sec["rows"] = [fresh.get(reg, row) for row in sec["rows"] for reg in (row[0],)]
+        n = sum(row[0] in fresh for row in sec["rows"])
+        sec["rows"] = [fresh.get(row[0], row) for row in sec["rows"]]
         sec["newer"] = (newer["commit"], n) if n else None
         out.append(sec)
     return out
